@@ -1,0 +1,209 @@
+// Costs of the stack pipeline: capture (hot path), interning (hot path) and
+// symbolization (report time).
+//
+//   stack_benchmark --benchmark_filter=Capture
+//
+// Capture is measured 32 frames deep from a recursion 40 deep, the default
+// GPUWATCH_DEPTH under a realistic stack.
+#include <link.h>
+
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/unwind.h"
+
+namespace gpuwatch {
+namespace {
+
+constexpr int kDepth = 32;
+constexpr int kRecursion = 40;
+
+__attribute__((noinline)) int CaptureAtDepth(int depth, UnwindMethod method, uintptr_t* pcs) {
+  int n = 0;
+  if (depth == 0) {
+    n = CaptureStackWith(method, pcs, kDepth, 0);
+  } else {
+    n = CaptureAtDepth(depth - 1, method, pcs);
+  }
+  asm volatile("" ::: "memory");  // keeps every level a real frame
+  return n;
+}
+
+// The loop runs at the bottom of the recursion so that only the capture is
+// timed.
+__attribute__((noinline)) void CaptureLoop(int depth, benchmark::State& state,
+                                           UnwindMethod method) {
+  if (depth > 0) {
+    CaptureLoop(depth - 1, state, method);
+    asm volatile("" ::: "memory");
+    return;
+  }
+  uintptr_t pcs[kDepth];
+  for (auto _ : state) {
+    const int n = CaptureStackWith(method, pcs, kDepth, 0);
+    benchmark::DoNotOptimize(n);
+    if (n != kDepth) state.SkipWithError("short stack");
+  }
+}
+
+void BM_CaptureStack(benchmark::State& state) {
+  const auto method = static_cast<UnwindMethod>(state.range(0));
+  if (method == UnwindMethod::kLibunwind && ActiveUnwindMethod() != UnwindMethod::kLibunwind) {
+    state.SkipWithError("libunwind not available");
+    return;
+  }
+  state.SetLabel(UnwindMethodName(method));
+  CaptureLoop(kRecursion, state, method);
+}
+BENCHMARK(BM_CaptureStack)
+    ->Arg(static_cast<int>(UnwindMethod::kLibunwind))
+    ->Arg(static_cast<int>(UnwindMethod::kGccUnwind))
+    ->ThreadRange(1, 2)
+    ->UseRealTime();
+
+// --- Interning -----------------------------------------------------------
+
+std::vector<uintptr_t> MakeStack(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uintptr_t> s(kDepth);
+  for (auto& pc : s) pc = 0x7f0000000000ULL + (rng() & 0xFFFFFF);
+  return s;
+}
+
+// 1,000 stored stacks, looked up over and over: the steady state of a
+// training loop.
+void BM_InternExisting(benchmark::State& state) {
+  static StackTable* table = nullptr;
+  static std::vector<std::vector<uintptr_t>>* stacks = nullptr;
+  if (state.thread_index() == 0 && table == nullptr) {
+    table = new StackTable(1 << 16, 64 << 20);  // leaked, like gpuwatch's own
+    stacks = new std::vector<std::vector<uintptr_t>>;
+    for (int i = 0; i < 1000; ++i) {
+      stacks->push_back(MakeStack(i));
+      table->Intern(stacks->back().data(), kDepth);
+    }
+  }
+  // Google Benchmark starts the timed loop of all threads together, after
+  // thread 0's code above.
+  size_t i = static_cast<size_t>(state.thread_index()) * 500;
+  for (auto _ : state) {
+    const auto& s = (*stacks)[i];
+    benchmark::DoNotOptimize(table->Intern(s.data(), kDepth));
+    if (++i == stacks->size()) i = 0;
+  }
+}
+BENCHMARK(BM_InternExisting)->ThreadRange(1, 2)->UseRealTime();
+
+// Every call interns a stack never seen before (the first allocation at
+// each new site). Fixed iteration count so the table's cap is never hit.
+constexpr int kNewIterations = 200000;
+StackTable* g_new_table = nullptr;
+
+void BM_InternNew(benchmark::State& state) {
+  std::vector<uintptr_t> s = MakeStack(42);
+  uint64_t counter = static_cast<uint64_t>(state.thread_index()) << 40;
+  for (auto _ : state) {
+    s[0] = ++counter;
+    s[5] = counter * 7;
+    benchmark::DoNotOptimize(g_new_table->Intern(s.data(), kDepth));
+  }
+  if (g_new_table->dropped() != 0) state.SkipWithError("table full");
+}
+BENCHMARK(BM_InternNew)
+    ->Setup([](const benchmark::State&) { g_new_table = new StackTable(1 << 20, 512 << 20); })
+    ->Teardown([](const benchmark::State&) {
+      delete g_new_table;
+      g_new_table = nullptr;
+    })
+    ->Iterations(kNewIterations)
+    ->ThreadRange(1, 2)
+    ->UseRealTime();
+
+// --- Symbolization -------------------------------------------------------
+
+// `count` distinct pcs spread evenly over the executable segments of the
+// modules whose path contains `needle` ("" = the main program).
+std::vector<uintptr_t> PcsIn(const char* needle, size_t count) {
+  struct Ctx {
+    const char* needle;
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  } ctx{needle, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* c = static_cast<Ctx*>(data);
+        const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        const bool match = c->needle[0] == '\0' ? name.empty() : name.find(c->needle) != std::string::npos;
+        if (!match) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) != 0) {
+            c->ranges.emplace_back(info->dlpi_addr + ph.p_vaddr, ph.p_memsz);
+          }
+        }
+        return 0;
+      },
+      &ctx);
+  uintptr_t total = 0;
+  for (const auto& r : ctx.ranges) total += r.second;
+  std::vector<uintptr_t> pcs;
+  if (total == 0) return pcs;
+  const uintptr_t stride = std::max<uintptr_t>(1, total / count);
+  for (const auto& [start, size] : ctx.ranges) {
+    for (uintptr_t off = 1; off < size && pcs.size() < count; off += stride) pcs.push_back(start + off);
+  }
+  return pcs;
+}
+
+// A fresh Symbolizer per iteration: the cost of a report's first pass over
+// 10,000 distinct pcs, DWARF loading included.
+void SymbolizeDistinct(benchmark::State& state, const char* needle) {
+  const std::vector<uintptr_t> pcs = PcsIn(needle, 10000);
+  if (pcs.size() < 10000) {
+    state.SkipWithError("not enough code to sample");
+    return;
+  }
+  size_t with_line = 0;
+  for (auto _ : state) {
+    Symbolizer symbolizer;
+    with_line = 0;
+    for (const uintptr_t pc : pcs) with_line += symbolizer.Symbolize(pc).line > 0;
+  }
+  state.counters["pcs"] = static_cast<double>(pcs.size());
+  state.counters["with_line"] = static_cast<double>(with_line);
+  state.counters["ns_per_pc"] = benchmark::Counter(
+      static_cast<double>(pcs.size()), benchmark::Counter::kIsIterationInvariantRate |
+                                           benchmark::Counter::kInvert);
+}
+
+void BM_Symbolize10kDistinct_Executable(benchmark::State& state) { SymbolizeDistinct(state, ""); }
+BENCHMARK(BM_Symbolize10kDistinct_Executable)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Symbolize10kDistinct_Libstdcxx(benchmark::State& state) {
+  SymbolizeDistinct(state, "libstdc++");
+}
+BENCHMARK(BM_Symbolize10kDistinct_Libstdcxx)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Cache hits: the same sites seen again in other stacks of the report.
+void BM_SymbolizeCached(benchmark::State& state) {
+  const std::vector<uintptr_t> pcs = PcsIn("", 10000);
+  Symbolizer symbolizer;
+  for (const uintptr_t pc : pcs) symbolizer.Symbolize(pc);
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(&symbolizer.Symbolize(pcs[i]));
+    if (++i == pcs.size()) i = 0;
+  }
+}
+BENCHMARK(BM_SymbolizeCached);
+
+}  // namespace
+}  // namespace gpuwatch
+
+BENCHMARK_MAIN();

@@ -1,0 +1,41 @@
+// Loads libcupti at run time and resolves the few functions gpuwatch calls.
+//
+// libcupti is never a link dependency of libgpuwatch.so: a preloaded library
+// whose DT_NEEDED is missing makes the dynamic loader refuse the preload, and
+// the right libcupti is the one that matches the process's CUDA.
+#ifndef GPUWATCH_INTERPOSE_CUPTI_LOADER_H_
+#define GPUWATCH_INTERPOSE_CUPTI_LOADER_H_
+
+#include <cupti.h>
+
+#include <string>
+#include <vector>
+
+namespace gpuwatch {
+
+struct CuptiApi {
+  void* handle = nullptr;
+  std::string path;  // the file that was loaded
+
+  decltype(&cuptiSubscribe) Subscribe = nullptr;
+  decltype(&cuptiSubscribe_v2) SubscribeV2 = nullptr;  // may stay null (older CUPTI)
+  decltype(&cuptiUnsubscribe) Unsubscribe = nullptr;
+  decltype(&cuptiEnableCallback) EnableCallback = nullptr;
+  decltype(&cuptiEnableDomain) EnableDomain = nullptr;
+  decltype(&cuptiGetResultString) GetResultString = nullptr;
+};
+
+// The places tried, in order: only `explicit_path` (GPUWATCH_CUPTI_LIBRARY)
+// when it is set; otherwise a libcupti already in the process; the loader's own search
+// (LD_LIBRARY_PATH, ldconfig); $CUDA_HOME, $CUDA_PATH and /usr/local/cuda
+// (lib64 and extras/CUPTI/lib64); the nvidia CUPTI wheels next to a running
+// CPython's site-packages.
+std::vector<std::string> CuptiSearchList(const std::string& explicit_path);
+
+// Loads the first library in the search list that has the needed symbols.
+// On failure returns false with a one-line reason in `error`.
+bool LoadCupti(const std::string& explicit_path, CuptiApi* api, std::string* error);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_INTERPOSE_CUPTI_LOADER_H_

@@ -1,0 +1,95 @@
+// Report building and writing.
+//
+// Reports are JSON documents (schema in docs/report-format.md) built from a
+// TrackerSnapshot at report time; nothing here runs inside a CUDA callback.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_H_
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "libgpuwatch/event.h"
+#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/tracker.h"
+
+namespace gpuwatch {
+
+inline constexpr int kReportSchemaVersion = 1;
+
+class StackTable;
+
+// The failed request of an out-of-memory report.
+struct OomInfo {
+  uint64_t size = 0;
+  MemKind kind = MemKind::kDevice;
+  std::string api;    // e.g. "cudaMalloc"
+  int error = 0;      // cudaError_t or CUresult
+  uint32_t stack_id = 0;
+  int32_t device = 0;
+  uint64_t device_free = 0;   // from cuMemGetInfo; 0 when unknown
+  uint64_t device_total = 0;
+};
+
+// Turns stack ids into frames for a report: symbolized, with gpuwatch's,
+// CUPTI's, the driver's and cudart's frames trimmed from the top, cached per
+// id. Report time only; not thread-safe.
+class SiteResolver {
+ public:
+  // `stacks` may be null (no stacks captured): every site then has no frames.
+  explicit SiteResolver(const StackTable* stacks);
+  ~SiteResolver();
+  SiteResolver(const SiteResolver&) = delete;
+  SiteResolver& operator=(const SiteResolver&) = delete;
+
+  const std::vector<Frame>& FramesOf(uint32_t stack_id);
+  // "file:line" of the first frame that has a line, else "function (module)",
+  // else "<no stack>".
+  std::string LocationOf(uint32_t stack_id);
+
+ private:
+  const StackTable* stacks_;
+  std::unique_ptr<Symbolizer> symbolizer_;
+  std::unordered_map<uint32_t, std::vector<Frame>> cache_;
+};
+
+// Facts about the process and the reason the report is written.
+struct ReportContext {
+  std::string trigger;  // "exit", "snapshot", ...
+  std::string label;    // free text from gpuwatch_snapshot(), may be empty
+  long pid = 0;
+  std::string host;
+  std::string rank;
+  std::vector<std::string> command;  // argv of the process
+  std::string attach_mode;           // "preload" or "injection"
+  std::string cupti_path;            // the libcupti that was loaded
+  const OomInfo* oom = nullptr;      // set for trigger "oom"
+  uint64_t oom_count = 0;            // out-of-memory failures seen so far
+  uint64_t stacks_dropped = 0;       // stacks not interned: the table was full
+  int depth = 0;                     // GPUWATCH_DEPTH in force
+};
+
+// The report as JSON text (pretty-printed, ends with a newline).
+std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
+                            SiteResolver* sites);
+
+// A few lines for stderr: totals, the largest leaking sites with file:line,
+// and where the report went. Each line starts with "gpuwatch: ". `path` is
+// where the full report went ("" when it failed).
+std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
+                             const std::string& path);
+
+// Writes `contents` to `path` atomically: a temporary file in the same
+// directory (O_EXCL, mode 0600) that is fsync'ed and renamed over `path`. On
+// failure returns false and sets `error` to a one-line reason; `path` is then
+// left as it was.
+bool WriteFileAtomically(const std::string& path, const std::string& contents,
+                         std::string* error);
+
+// Human-readable byte count: "512 B", "1.5 KiB", "3.0 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_H_

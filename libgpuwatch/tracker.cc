@@ -1,0 +1,252 @@
+#include "libgpuwatch/tracker.h"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include "libgpuwatch/address_map.h"
+
+namespace gpuwatch {
+
+namespace {
+
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint32_t CurrentThreadId() {
+  // initial-exec: reading it never allocates, even in a dlopen'ed library.
+  static thread_local uint32_t tid __attribute__((tls_model("initial-exec"))) = 0;
+  if (tid == 0) tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+void RaiseTo(std::atomic<uint64_t>& peak, uint64_t value) {
+  uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+struct Tracker::Shard {
+  mutable std::mutex mu;
+  AddressMap<LiveAlloc> live;  // guarded by mu
+};
+
+Tracker::Tracker(uint32_t max_sites)
+    : start_ns_(MonotonicNs()), shards_(new Shard[kShards]), max_sites_(max_sites) {
+  const size_t bytes = (size_t{max_sites_} + 1) * sizeof(Site);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    max_sites_ = 0;  // everything is accounted under site 0
+    mem = mmap(nullptr, sizeof(Site), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+  // Zero-filled pages are valid std::atomic<uint64_t> zeros.
+  sites_ = static_cast<Site*>(mem);
+}
+
+Tracker::~Tracker() { munmap(sites_, (size_t{max_sites_} + 1) * sizeof(Site)); }
+
+Tracker::Site& Tracker::SiteFor(uint32_t stack_id) const {
+  return sites_[stack_id <= max_sites_ ? stack_id : 0];
+}
+
+void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
+  // Capturing walks every site, so it is rate-limited by growth: a new capture
+  // once the peak has grown by 1/64 since the last one, or always while there
+  // are few sites (then it is cheap and the sites at the peak are exact).
+  const uint32_t used = sites_used_.load(std::memory_order_acquire);
+  const uint64_t captured = peak_captured_bytes_.load(std::memory_order_relaxed);
+  if (device_bytes <= captured) return;
+  if (used > 1024 && device_bytes - captured < captured / 64) return;
+  std::lock_guard<std::mutex> lock(peak_mu_);
+  if (device_bytes <= peak_captured_bytes_.load(std::memory_order_relaxed)) return;
+  peak_sites_.clear();
+  for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
+    const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
+    if (live != 0) peak_sites_.emplace_back(id, live);
+  }
+  peak_captured_time_ns_ = NowNs();
+  peak_captured_bytes_.store(device_bytes, std::memory_order_relaxed);
+}
+
+uint64_t Tracker::NowNs() const { return MonotonicNs() - start_ns_; }
+
+Tracker::Shard& Tracker::ShardFor(uint64_t address) const {
+  // Allocations are aligned; mix the bits so neighbours spread over shards.
+  const uint64_t h = (address >> 6) * 0x9E3779B97F4A7C15ULL;
+  return shards_[h >> 58];
+}
+
+void Tracker::AccountAlloc(const LiveAlloc& alloc) {
+  Site& site = SiteFor(alloc.stack_id);
+  site.allocs.fetch_add(1, std::memory_order_relaxed);
+  site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  RaiseTo(site.largest, alloc.size);
+  if (IsDeviceKind(alloc.kind)) {
+    site.live_count.fetch_add(1, std::memory_order_relaxed);
+    site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  }
+  const uint32_t next = alloc.stack_id + 1;
+  uint32_t used = sites_used_.load(std::memory_order_relaxed);
+  while (next > used && alloc.stack_id <= max_sites_ &&
+         !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
+  }
+  Counters& c = kinds_[static_cast<int>(alloc.kind)];
+  c.allocs.fetch_add(1, std::memory_order_relaxed);
+  c.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  c.current_count.fetch_add(1, std::memory_order_relaxed);
+  RaiseTo(c.peak_bytes, c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
+  if (IsDeviceKind(alloc.kind)) {
+    const uint64_t now = device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
+    RaiseTo(device_peak_, now);
+    MaybeCapturePeak(now);
+  }
+}
+
+void Tracker::AccountFree(const LiveAlloc& alloc) {
+  if (IsDeviceKind(alloc.kind)) {
+    Site& site = SiteFor(alloc.stack_id);
+    site.live_count.fetch_sub(1, std::memory_order_relaxed);
+    site.live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  }
+  Counters& c = kinds_[static_cast<int>(alloc.kind)];
+  c.frees.fetch_add(1, std::memory_order_relaxed);
+  c.current_count.fetch_sub(1, std::memory_order_relaxed);
+  c.current_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  if (IsDeviceKind(alloc.kind)) device_current_.fetch_sub(alloc.size, std::memory_order_relaxed);
+}
+
+void Tracker::OnAlloc(const AllocEvent& event) {
+  LiveAlloc alloc;
+  alloc.address = event.address;
+  alloc.size = event.size;
+  alloc.time_ns = NowNs();
+  alloc.stream = event.stream;
+  alloc.stack_id = event.stack_id;
+  alloc.thread = CurrentThreadId();
+  alloc.device = static_cast<int16_t>(event.device);
+  alloc.kind = event.kind;
+
+  LiveAlloc replaced;
+  bool had_old = false;
+  {
+    Shard& shard = ShardFor(event.address);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    bool dropped = false;
+    had_old = shard.live.Upsert(event.address, alloc, &replaced, &dropped);
+    if (dropped) {
+      dropped_allocs_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  if (had_old) AccountFree(replaced);
+  AccountAlloc(alloc);
+  if (event.kind == MemKind::kVmm) {
+    std::lock_guard<std::mutex> lock(vmm_mu_);
+    vmm_ranges_[event.address] = event.size;
+  }
+}
+
+bool Tracker::OnFree(uint64_t address) {
+  LiveAlloc freed;
+  {
+    Shard& shard = ShardFor(address);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (!shard.live.Erase(address, &freed)) {
+      unknown_frees_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  AccountFree(freed);
+  return true;
+}
+
+void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
+  std::vector<uint64_t> starts;
+  {
+    std::lock_guard<std::mutex> lock(vmm_mu_);
+    auto it = vmm_ranges_.lower_bound(address);
+    while (it != vmm_ranges_.end() && it->first < address + size) {
+      starts.push_back(it->first);
+      it = vmm_ranges_.erase(it);
+    }
+  }
+  if (starts.empty()) {
+    unknown_frees_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (const uint64_t start : starts) OnFree(start);
+}
+
+void Tracker::OnCopy(const CopyEvent& event) {
+  const int k = static_cast<int>(event.kind);
+  copy_count_[k].fetch_add(1, std::memory_order_relaxed);
+  copy_bytes_[k].fetch_add(event.bytes, std::memory_order_relaxed);
+}
+
+uint64_t Tracker::EventCount() const {
+  uint64_t n = launches_.load(std::memory_order_relaxed);
+  for (const auto& c : kinds_) {
+    n += c.allocs.load(std::memory_order_relaxed) + c.frees.load(std::memory_order_relaxed);
+  }
+  for (const auto& c : copy_count_) n += c.load(std::memory_order_relaxed);
+  return n;
+}
+
+TrackerSnapshot Tracker::Snapshot() const {
+  TrackerSnapshot snap;
+  snap.time_ns = NowNs();
+  for (int i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    snap.live.reserve(snap.live.size() + shard.live.size());
+    shard.live.ForEach([&](uint64_t, const LiveAlloc& alloc) { snap.live.push_back(alloc); });
+  }
+  for (int i = 0; i < kNumMemKinds; ++i) {
+    const Counters& c = kinds_[i];
+    KindTotals& t = snap.kinds[i];
+    t.current_bytes = c.current_bytes.load(std::memory_order_relaxed);
+    t.peak_bytes = c.peak_bytes.load(std::memory_order_relaxed);
+    t.current_count = c.current_count.load(std::memory_order_relaxed);
+    t.allocs = c.allocs.load(std::memory_order_relaxed);
+    t.alloc_bytes = c.alloc_bytes.load(std::memory_order_relaxed);
+    t.frees = c.frees.load(std::memory_order_relaxed);
+  }
+  for (int i = 0; i < kNumCopyKinds; ++i) {
+    snap.copies[i].count = copy_count_[i].load(std::memory_order_relaxed);
+    snap.copies[i].bytes = copy_bytes_[i].load(std::memory_order_relaxed);
+  }
+  snap.launches = launches_.load(std::memory_order_relaxed);
+  snap.unknown_frees = unknown_frees_.load(std::memory_order_relaxed);
+  snap.dropped_allocs = dropped_allocs_.load(std::memory_order_relaxed);
+  snap.device_current_bytes = device_current_.load(std::memory_order_relaxed);
+  snap.device_peak_bytes = device_peak_.load(std::memory_order_relaxed);
+  const uint32_t used = sites_used_.load(std::memory_order_acquire);
+  for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
+    const Site& site = sites_[id];
+    SiteTotals t;
+    t.allocs = site.allocs.load(std::memory_order_relaxed);
+    if (t.allocs == 0) continue;
+    t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
+    t.largest = site.largest.load(std::memory_order_relaxed);
+    t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
+    t.live_count = site.live_count.load(std::memory_order_relaxed);
+    snap.sites.emplace_back(id, t);
+  }
+  {
+    std::lock_guard<std::mutex> lock(peak_mu_);
+    snap.peak_sites = peak_sites_;
+    snap.peak_sites_device_bytes = peak_captured_bytes_.load(std::memory_order_relaxed);
+    snap.peak_sites_time_ns = peak_captured_time_ns_;
+  }
+  return snap;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,165 @@
+// The in-process state of gpuwatch: what is live, what was allocated, copied
+// and launched.
+//
+// Every On* method is called from CUDA API callbacks on the application's
+// threads, concurrently. They take at most one short, sharded lock and
+// allocate only when a table grows. Snapshot() is for report writers; it may
+// run concurrently with the On* methods and sees a consistent view of each
+// shard.
+#ifndef GPUWATCH_LIBGPUWATCH_TRACKER_H_
+#define GPUWATCH_LIBGPUWATCH_TRACKER_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "libgpuwatch/event.h"
+
+namespace gpuwatch {
+
+// One live allocation.
+struct LiveAlloc {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t time_ns = 0;  // since the tracker started
+  uint64_t stream = 0;
+  uint32_t stack_id = 0;
+  uint32_t thread = 0;  // kernel thread id of the allocating thread
+  int16_t device = 0;
+  MemKind kind = MemKind::kDevice;
+};
+
+struct KindTotals {
+  uint64_t current_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t current_count = 0;
+  uint64_t allocs = 0;
+  uint64_t alloc_bytes = 0;
+  uint64_t frees = 0;
+};
+
+// Totals of one allocation site (one interned stack id; 0 = no stack).
+struct SiteTotals {
+  uint64_t live_bytes = 0;
+  uint64_t live_count = 0;
+  uint64_t allocs = 0;
+  uint64_t alloc_bytes = 0;
+  uint64_t largest = 0;
+};
+
+struct CopyTotals {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+// A copy of the tracker's state for a report.
+struct TrackerSnapshot {
+  uint64_t time_ns = 0;
+  std::array<KindTotals, kNumMemKinds> kinds{};
+  std::array<CopyTotals, kNumCopyKinds> copies{};
+  uint64_t launches = 0;
+  uint64_t unknown_frees = 0;
+  uint64_t dropped_allocs = 0;
+  uint64_t device_current_bytes = 0;  // all device kinds together
+  uint64_t device_peak_bytes = 0;
+  std::vector<LiveAlloc> live;  // unordered
+  // Sites that ever allocated, by stack id (device and host kinds together).
+  std::vector<std::pair<uint32_t, SiteTotals>> sites;
+  // Device bytes live per site at the last peak capture, and the device total
+  // at that moment (within 1/64 of device_peak_bytes; equal in small programs).
+  std::vector<std::pair<uint32_t, uint64_t>> peak_sites;
+  uint64_t peak_sites_device_bytes = 0;
+  uint64_t peak_sites_time_ns = 0;
+};
+
+class Tracker {
+ public:
+  // `max_sites`: stack ids above it are accounted under site 0.
+  explicit Tracker(uint32_t max_sites = kDefaultMaxSites);
+  ~Tracker();
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+
+  // Records a successful allocation. A second allocation at a live address
+  // (a missed free) replaces the old entry, which is counted as freed.
+  void OnAlloc(const AllocEvent& event);
+
+  // Records a free. Returns false, and counts it, when the address is not live.
+  bool OnFree(uint64_t address);
+
+  // cuMemUnmap: frees every VMM mapping inside [address, address + size).
+  void OnUnmapRange(uint64_t address, uint64_t size);
+
+  void OnCopy(const CopyEvent& event);
+  void OnLaunch() { launches_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Nanoseconds since this tracker was constructed (CLOCK_MONOTONIC).
+  uint64_t NowNs() const;
+
+  TrackerSnapshot Snapshot() const;
+
+  // Total number of events seen (allocations, frees, copies, launches); cheap.
+  uint64_t EventCount() const;
+
+ static constexpr uint32_t kDefaultMaxSites = 1u << 20;
+
+ private:
+  static constexpr int kShards = 64;
+  struct Site {
+    std::atomic<uint64_t> live_bytes{0};
+    std::atomic<uint64_t> live_count{0};
+    std::atomic<uint64_t> allocs{0};
+    std::atomic<uint64_t> alloc_bytes{0};
+    std::atomic<uint64_t> largest{0};
+  };
+  struct Shard;
+  struct Counters {
+    std::atomic<uint64_t> current_bytes{0};
+    std::atomic<uint64_t> peak_bytes{0};
+    std::atomic<uint64_t> current_count{0};
+    std::atomic<uint64_t> allocs{0};
+    std::atomic<uint64_t> alloc_bytes{0};
+    std::atomic<uint64_t> frees{0};
+  };
+
+  Shard& ShardFor(uint64_t address) const;
+  Site& SiteFor(uint32_t stack_id) const;
+  void MaybeCapturePeak(uint64_t device_bytes);
+  void AccountAlloc(const LiveAlloc& alloc);
+  void AccountFree(const LiveAlloc& alloc);
+
+  uint64_t start_ns_ = 0;
+  std::unique_ptr<Shard[]> shards_;
+  std::array<Counters, kNumMemKinds> kinds_;
+  std::atomic<uint64_t> device_current_{0};
+  std::atomic<uint64_t> device_peak_{0};
+  std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_count_{};
+  std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_bytes_{};
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> unknown_frees_{0};
+  std::atomic<uint64_t> dropped_allocs_{0};  // not tracked: the table could not grow
+
+  // Per-site counters, indexed by stack id; reserved with mmap so that only
+  // the pages of sites in use are backed. `sites_used_` is one past the
+  // highest id seen.
+  uint32_t max_sites_ = 0;
+  Site* sites_ = nullptr;
+  std::atomic<uint32_t> sites_used_{1};
+
+  mutable std::mutex peak_mu_;  // serialises peak captures
+  std::vector<std::pair<uint32_t, uint64_t>> peak_sites_;  // guarded by peak_mu_
+  std::atomic<uint64_t> peak_captured_bytes_{0};
+  uint64_t peak_captured_time_ns_ = 0;  // guarded by peak_mu_
+
+  // VMM mappings, ordered so that an unmap can find every mapping in its range.
+  mutable std::mutex vmm_mu_;
+  std::map<uint64_t, uint64_t> vmm_ranges_;  // address -> size; guarded by vmm_mu_
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_TRACKER_H_

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building and testing gpuwatch need.
+# Idempotent: installs only what is missing, and runs apt-get update only then.
+# The CUDA toolkit itself (nvcc, headers, CUPTI) is not a Debian package here:
+# it is expected at $CUDA_HOME or /usr/local/cuda.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git python3
+  libunwind-dev libdw-dev libabsl-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format clang-tidy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+if [ ! -x "$cuda_home/bin/nvcc" ] || [ ! -f "$cuda_home/include/cupti.h" ]; then
+  echo "install-deps: the CUDA 13 toolkit was not found at $cuda_home (set CUDA_HOME)" >&2
+  exit 1
+fi

@@ -1,0 +1,64 @@
+#include "libgpuwatch/address_map.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <unordered_map>
+
+namespace gpuwatch {
+namespace {
+
+TEST(AddressMap, InsertFindEraseReplace) {
+  AddressMap<uint64_t> map;
+  uint64_t old = 0;
+  bool dropped = false;
+  EXPECT_FALSE(map.Upsert(0x1000, 1, &old, &dropped));
+  EXPECT_FALSE(map.Upsert(0x2000, 2, &old, &dropped));
+  EXPECT_TRUE(map.Upsert(0x1000, 3, &old, &dropped));
+  EXPECT_EQ(old, 1u);
+  ASSERT_NE(map.Find(0x1000), nullptr);
+  EXPECT_EQ(*map.Find(0x1000), 3u);
+  EXPECT_EQ(map.size(), 2u);
+  uint64_t out = 0;
+  EXPECT_TRUE(map.Erase(0x2000, &out));
+  EXPECT_EQ(out, 2u);
+  EXPECT_FALSE(map.Erase(0x2000, &out));
+  EXPECT_EQ(map.Find(0x2000), nullptr);
+  EXPECT_EQ(map.size(), 1u);
+}
+
+// Random inserts and erases against std::unordered_map as the reference:
+// backward-shift deletion must keep every remaining key reachable.
+TEST(AddressMap, MatchesReferenceUnderChurn) {
+  AddressMap<uint64_t> map;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  std::mt19937_64 rng(1234);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t key = ((rng() % 5000) + 1) * 256;  // aligned, like allocations
+    if (rng() % 3 == 0) {
+      uint64_t out = 0;
+      EXPECT_EQ(map.Erase(key, &out), ref.erase(key) == 1);
+    } else {
+      uint64_t old = 0;
+      bool dropped = false;
+      const bool existed = map.Upsert(key, i, &old, &dropped);
+      EXPECT_EQ(existed, ref.count(key) == 1);
+      ref[key] = i;
+    }
+  }
+  ASSERT_EQ(map.size(), ref.size());
+  for (const auto& [k, v] : ref) {
+    const uint64_t* found = map.Find(k);
+    ASSERT_NE(found, nullptr) << k;
+    EXPECT_EQ(*found, v);
+  }
+  size_t visited = 0;
+  map.ForEach([&](uint64_t k, uint64_t v) {
+    ++visited;
+    EXPECT_EQ(ref.at(k), v);
+  });
+  EXPECT_EQ(visited, ref.size());
+}
+
+}  // namespace
+}  // namespace gpuwatch

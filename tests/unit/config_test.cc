@@ -1,0 +1,107 @@
+#include "libgpuwatch/config.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <map>
+
+namespace gpuwatch {
+namespace {
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  EnvLookup Lookup() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : vars) names.push_back(k);
+    return names;
+  }
+};
+
+Config Parse(const Env& env, std::vector<std::string>* warnings) {
+  return ParseConfig(env.Lookup(), env.Names(), warnings);
+}
+
+TEST(Config, DefaultsWhenNothingIsSet) {
+  std::vector<std::string> warnings;
+  const Config c = Parse(Env{}, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_FALSE(c.disabled);
+  EXPECT_EQ(c.output, "gpuwatch.%p.json");
+  EXPECT_EQ(c.depth, 32);
+  EXPECT_EQ(c.snapshot_signal, SIGUSR2);
+  EXPECT_TRUE(c.summary);
+}
+
+TEST(Config, ValidValuesAreTaken) {
+  Env env{{{"GPUWATCH_DEPTH", "8"},
+           {"GPUWATCH_SIGNAL", "SIGUSR1"},
+           {"GPUWATCH_OUTPUT", "/tmp/r.%r.json"},
+           {"GPUWATCH_SUMMARY", "off"},
+           {"GPUWATCH_DISABLE", "1"}}};
+  std::vector<std::string> warnings;
+  const Config c = Parse(env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(c.depth, 8);
+  EXPECT_EQ(c.snapshot_signal, SIGUSR1);
+  EXPECT_EQ(c.output, "/tmp/r.%r.json");
+  EXPECT_FALSE(c.summary);
+  EXPECT_TRUE(c.disabled);
+}
+
+TEST(Config, EachBadValueGetsOneWarningNamingVariableValueAndDefault) {
+  Env env{{{"GPUWATCH_DEPTH", "999"}, {"GPUWATCH_SIGNAL", "SIGSEGV"}, {"GPUWATCH_SUMMARY", "maybe"}}};
+  std::vector<std::string> warnings;
+  const Config c = Parse(env, &warnings);
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_EQ(warnings[0],
+            "ignoring GPUWATCH_DEPTH=\"999\" (expected an integer from 0 to 128); using 32");
+  EXPECT_NE(warnings[1].find("GPUWATCH_SIGNAL=\"SIGSEGV\""), std::string::npos);
+  EXPECT_NE(warnings[1].find("using SIGUSR2"), std::string::npos);
+  EXPECT_NE(warnings[2].find("GPUWATCH_SUMMARY=\"maybe\""), std::string::npos);
+  EXPECT_EQ(c.depth, 32);
+  EXPECT_EQ(c.snapshot_signal, SIGUSR2);
+  EXPECT_TRUE(c.summary);
+}
+
+TEST(Config, MisspelledVariableIsFlagged) {
+  Env env{{{"GPUWATCH_DEPHT", "8"}}};
+  std::vector<std::string> warnings;
+  Parse(env, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "unknown variable GPUWATCH_DEPHT ignored");
+}
+
+TEST(Config, SignalsByNameAndNumber) {
+  EXPECT_EQ(ParseSignal("USR2"), SIGUSR2);
+  EXPECT_EQ(ParseSignal("SIGHUP"), SIGHUP);
+  EXPECT_EQ(ParseSignal("10"), 10);
+  EXPECT_EQ(ParseSignal("off"), 0);
+  EXPECT_EQ(ParseSignal("SIGKILL"), -1);
+  EXPECT_EQ(ParseSignal("9"), -1);
+  EXPECT_EQ(ParseSignal("bogus"), -1);
+  EXPECT_EQ(ParseSignal(""), -1);
+}
+
+TEST(Config, OutputPatternExpansion) {
+  EXPECT_EQ(ExpandOutputPattern("gw.%p.json", 42, "node1", ""), "gw.42.json");
+  EXPECT_EQ(ExpandOutputPattern("%h/%r-%p%%.json", 7, "node1", "3"), "node1/3-7%.json");
+  EXPECT_EQ(ExpandOutputPattern("a%zb%", 1, "h", ""), "a%zb%");
+  EXPECT_EQ(ExpandOutputPattern("r%r", 1, "h", ""), "r0");
+}
+
+TEST(Config, RankComesFromTheFirstLauncherVariableSet) {
+  Env env{{{"OMPI_COMM_WORLD_RANK", "5"}, {"SLURM_PROCID", "9"}}};
+  EXPECT_EQ(RankFromEnvironment(env.Lookup()), "5");
+  env.vars["RANK"] = "2";
+  EXPECT_EQ(RankFromEnvironment(env.Lookup()), "2");
+  EXPECT_EQ(RankFromEnvironment(Env{}.Lookup()), "");
+}
+
+}  // namespace
+}  // namespace gpuwatch

@@ -1,0 +1,182 @@
+#include "libgpuwatch/report.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/unwind.h"
+#include "nlohmann/json.hpp"
+
+// Outside namespace gpuwatch on purpose: the report trims gpuwatch's own
+// frames from the top of every stack.
+namespace report_test_sites {
+
+int g_line_a = 0;
+int g_line_b = 0;
+
+__attribute__((noinline)) uint32_t SiteA(gpuwatch::StackTable* table) {
+  uintptr_t pcs[32];
+  g_line_a = __LINE__ + 1;
+  const int n = gpuwatch::CaptureStack(pcs, 32, 0);
+  asm volatile("" ::: "memory");  // keep the call from becoming a tail call
+  return table->Intern(pcs, n);
+}
+
+__attribute__((noinline)) uint32_t SiteB(gpuwatch::StackTable* table) {
+  uintptr_t pcs[32];
+  g_line_b = __LINE__ + 1;
+  const int n = gpuwatch::CaptureStack(pcs, 32, 0);
+  asm volatile("" ::: "memory");
+  return table->Intern(pcs, n);
+}
+
+}  // namespace report_test_sites
+
+namespace gpuwatch {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = "/tmp/gpuwatch-report-test-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Report, JsonHasSchemaAndTotals) {
+  Tracker t;
+  AllocEvent e;
+  e.address = 0x1000;
+  e.size = 4096;
+  t.OnAlloc(e);
+  CopyEvent c;
+  c.bytes = 10;
+  c.kind = CopyKind::kHostToDevice;
+  t.OnCopy(c);
+  ReportContext ctx;
+  ctx.trigger = "exit";
+  ctx.pid = 77;
+  SiteResolver sites(nullptr);
+  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  EXPECT_EQ(j["schema"], "gpuwatch-report");
+  EXPECT_EQ(j["version"], kReportSchemaVersion);
+  EXPECT_EQ(j["trigger"], "exit");
+  EXPECT_EQ(j["process"]["pid"], 77);
+  EXPECT_EQ(j["totals"]["device_current_bytes"], 4096);
+  EXPECT_EQ(j["totals"]["kinds"]["device"]["allocs"], 1);
+  EXPECT_EQ(j["totals"]["copies"]["h2d"]["bytes"], 10);
+}
+
+TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
+  StackTable table(1000, 1 << 20);
+  const uint32_t a = report_test_sites::SiteA(&table);
+  const uint32_t b = report_test_sites::SiteB(&table);
+  ASSERT_NE(a, 0u);
+  ASSERT_NE(b, 0u);
+  Tracker t;
+  auto alloc = [&](uint64_t address, uint64_t size, MemKind kind, uint32_t stack) {
+    AllocEvent e;
+    e.address = address;
+    e.size = size;
+    e.kind = kind;
+    e.stack_id = stack;
+    t.OnAlloc(e);
+  };
+  alloc(0x1000, 100, MemKind::kDevice, a);
+  alloc(0x2000, 100, MemKind::kDevice, a);
+  alloc(0x3000, 100, MemKind::kPool, a);
+  alloc(0x4000, 1000, MemKind::kDevice, b);
+  alloc(0x5000, 5000, MemKind::kDevice, b);
+  alloc(0x6000, 64, MemKind::kPinnedHost, a);
+  ASSERT_TRUE(t.OnFree(0x5000));  // balanced: must not count as leaked
+  ReportContext ctx;
+  ctx.trigger = "exit";
+  SiteResolver sites(&table);
+  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  const auto& device = j["leaks"]["device"];
+  EXPECT_EQ(device["bytes"], 1300);
+  EXPECT_EQ(device["count"], 4);
+  ASSERT_EQ(device["sites"].size(), 2u);
+  EXPECT_EQ(device["sites"][0]["bytes"], 1000);
+  EXPECT_EQ(device["sites"][0]["count"], 1);
+  EXPECT_EQ(device["sites"][0]["location"],
+            "report_test.cc:" + std::to_string(report_test_sites::g_line_b));
+  EXPECT_EQ(device["sites"][1]["bytes"], 300);
+  EXPECT_EQ(device["sites"][1]["count"], 3);
+  EXPECT_EQ(device["sites"][1]["kinds"]["device"], 200);
+  EXPECT_EQ(device["sites"][1]["kinds"]["pool"], 100);
+  EXPECT_EQ(device["sites"][1]["location"],
+            "report_test.cc:" + std::to_string(report_test_sites::g_line_a));
+  const auto& frame0 = device["sites"][1]["frames"][0];
+  EXPECT_NE(frame0["function"].get<std::string>().find("SiteA"), std::string::npos) << frame0;
+  // Pinned host memory is reported apart from device memory.
+  ASSERT_EQ(j["leaks"]["host"]["sites"].size(), 1u);
+  EXPECT_EQ(j["leaks"]["host"]["bytes"], 64);
+  // The peak held both of site B's allocations.
+  EXPECT_EQ(j["peak"]["device_bytes"], 6300);
+  EXPECT_EQ(j["peak"]["sites_at_device_bytes"], 6300);
+  EXPECT_EQ(j["peak"]["sites"][0]["bytes"], 6000);
+  EXPECT_EQ(j["peak"]["sites"][0]["site"], b);
+}
+
+TEST(Report, AtomicWriteCreatesPrivateFileAndReplaces) {
+  TempDir dir;
+  const std::string path = dir.path() + "/r.json";
+  std::string error;
+  ASSERT_TRUE(WriteFileAtomically(path, "one", &error)) << error;
+  ASSERT_TRUE(WriteFileAtomically(path, "two", &error)) << error;
+  EXPECT_EQ(Slurp(path), "two");
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // No temporary file is left behind.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator{}),
+            1);
+}
+
+TEST(Report, AtomicWriteReplacesASymlinkInsteadOfFollowingIt) {
+  TempDir dir;
+  const std::string victim = dir.path() + "/victim";
+  { std::ofstream(victim) << "precious"; }
+  const std::string path = dir.path() + "/r.json";
+  ASSERT_EQ(symlink(victim.c_str(), path.c_str()), 0);
+  std::string error;
+  ASSERT_TRUE(WriteFileAtomically(path, "report", &error)) << error;
+  EXPECT_EQ(Slurp(victim), "precious");
+  EXPECT_EQ(Slurp(path), "report");
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+}
+
+TEST(Report, UnwritableDirectoryGivesAReasonNotACrash) {
+  std::string error;
+  EXPECT_FALSE(WriteFileAtomically("/nonexistent-dir/r.json", "x", &error));
+  EXPECT_NE(error.find("/nonexistent-dir"), std::string::npos) << error;
+}
+
+TEST(Report, FormatBytes) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(3ULL << 30), "3.0 GiB");
+}
+
+}  // namespace
+}  // namespace gpuwatch

@@ -1,0 +1,205 @@
+#include "libgpuwatch/stack_table.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace gpuwatch {
+namespace {
+
+using Stack = std::vector<uintptr_t>;
+
+// Realistic-looking stacks: return addresses sharing their high bits.
+Stack MakeStack(uint64_t seed, int depth) {
+  std::mt19937_64 rng(seed);
+  Stack s(static_cast<size_t>(depth));
+  for (auto& pc : s) pc = 0x7f0000000000ULL + (rng() & 0xFFFFFFF);
+  return s;
+}
+
+uint32_t Intern(StackTable& table, const Stack& s) {
+  return table.Intern(s.data(), static_cast<int>(s.size()));
+}
+
+Stack AsVector(std::span<const uintptr_t> span) { return Stack(span.begin(), span.end()); }
+
+TEST(StackTableTest, InternsAndGets) {
+  StackTable table(1000, 1 << 20);
+  const Stack a = MakeStack(1, 32);
+  const Stack b = MakeStack(2, 32);
+  const uint32_t ida = Intern(table, a);
+  const uint32_t idb = Intern(table, b);
+  EXPECT_NE(ida, 0u);
+  EXPECT_NE(idb, 0u);
+  EXPECT_NE(ida, idb);
+  EXPECT_EQ(Intern(table, a), ida);
+  EXPECT_EQ(Intern(table, b), idb);
+  EXPECT_EQ(AsVector(table.Get(ida)), a);
+  EXPECT_EQ(AsVector(table.Get(idb)), b);
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_EQ(table.bytes_used(), 2 * (8 + 32 * sizeof(uintptr_t)));
+  EXPECT_EQ(table.dropped(), 0u);
+}
+
+TEST(StackTableTest, EmptyAndUnknownIds) {
+  StackTable table(10, 1 << 16);
+  uintptr_t pc = 1;
+  EXPECT_EQ(table.Intern(&pc, 0), 0u);
+  EXPECT_EQ(table.Intern(nullptr, 3), 0u);
+  EXPECT_TRUE(table.Get(0).empty());
+  EXPECT_TRUE(table.Get(1).empty());
+  EXPECT_TRUE(table.Get(11).empty());
+  EXPECT_TRUE(table.Get(UINT32_MAX).empty());
+  EXPECT_EQ(table.dropped(), 0u);
+}
+
+TEST(StackTableTest, PrefixesAndNearMissesAreDistinct) {
+  StackTable table(100, 1 << 16);
+  const Stack full = MakeStack(7, 16);
+  Stack prefix(full.begin(), full.begin() + 15);
+  Stack changed = full;
+  changed[15] ^= 1;
+  Stack swapped = full;
+  std::swap(swapped[0], swapped[1]);
+  const std::set<uint32_t> ids = {Intern(table, full), Intern(table, prefix),
+                                  Intern(table, changed), Intern(table, swapped)};
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids.count(0), 0u);
+}
+
+TEST(StackTableTest, LongStacksAreTruncated) {
+  StackTable table(10, 1 << 16);
+  const Stack s = MakeStack(3, StackTable::kMaxFrames + 10);
+  const uint32_t id = Intern(table, s);
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(table.Get(id).size(), static_cast<size_t>(StackTable::kMaxFrames));
+}
+
+TEST(StackTableTest, StackCapDropsNewStacksButFindsOldOnes) {
+  StackTable table(10, 1 << 20);
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 15; ++i) ids.push_back(Intern(table, MakeStack(i, 8)));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(ids[i], static_cast<uint32_t>(i + 1));
+  for (int i = 10; i < 15; ++i) EXPECT_EQ(ids[i], 0u);
+  EXPECT_EQ(table.size(), 10u);
+  EXPECT_EQ(table.dropped(), 5u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Intern(table, MakeStack(i, 8)), ids[i]);
+  EXPECT_EQ(table.dropped(), 5u);
+}
+
+TEST(StackTableTest, ByteCapDropsNewStacks) {
+  // One 4 KiB chunk holds 15 records of 8 + 32 * 8 = 264 bytes.
+  StackTable table(1000, 4096);
+  int stored = 0;
+  for (int i = 0; i < 100; ++i) stored += Intern(table, MakeStack(i, 32)) != 0;
+  EXPECT_EQ(stored, 15);
+  EXPECT_EQ(table.size(), 15u);
+  EXPECT_EQ(table.dropped(), 85u);
+  EXPECT_LE(table.bytes_used(), table.max_bytes());
+}
+
+TEST(StackTableTest, ZeroCapsStoreNothing) {
+  StackTable table(0, 0);
+  EXPECT_EQ(Intern(table, MakeStack(1, 4)), 0u);
+  EXPECT_EQ(table.dropped(), 1u);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(StackTableTest, SpansStayValidAcrossChunks) {
+  // Enough stacks to need several 1 MiB chunks.
+  StackTable table(20000, 16 << 20);
+  const uint32_t first = Intern(table, MakeStack(0, 32));
+  const std::span<const uintptr_t> span = table.Get(first);
+  const Stack copy = AsVector(span);
+  for (int i = 1; i < 10000; ++i) ASSERT_NE(Intern(table, MakeStack(i, 32)), 0u);
+  EXPECT_GT(table.bytes_used(), 2u * StackTable::kChunkBytes);
+  EXPECT_EQ(span.data(), table.Get(first).data());
+  EXPECT_EQ(AsVector(span), copy);
+}
+
+TEST(StackTableTest, ForEachVisitsEveryStackOnce) {
+  StackTable table(100, 1 << 16);
+  std::map<uint32_t, Stack> expected;
+  for (int i = 0; i < 50; ++i) {
+    const Stack s = MakeStack(i, 1 + i % 20);
+    expected[Intern(table, s)] = s;
+  }
+  std::map<uint32_t, Stack> seen;
+  table.ForEach([&seen](uint32_t id, std::span<const uintptr_t> pcs) {
+    EXPECT_TRUE(seen.emplace(id, AsVector(pcs)).second);
+  });
+  EXPECT_EQ(seen, expected);
+}
+
+// 8 threads intern overlapping sets of stacks in different orders, while a
+// reader walks the table. Every thread must get the same id for the same
+// stack, and each distinct stack must be stored exactly once.
+TEST(StackTableTest, ConcurrentInternIsConsistent) {
+  constexpr int kThreads = 8;
+  constexpr int kDistinct = 4000;
+  constexpr int kPerThread = 2000;  // overlapping windows of the distinct set
+  std::vector<Stack> stacks;
+  for (int i = 0; i < kDistinct; ++i) stacks.push_back(MakeStack(1000 + i, 4 + i % 29));
+
+  StackTable table(100000, 64 << 20);
+  std::vector<std::vector<uint32_t>> ids(kThreads, std::vector<uint32_t>(kDistinct, 0));
+  std::atomic<bool> go{false};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<int> order;
+      for (int k = 0; k < kPerThread; ++k) order.push_back((t * kDistinct / 16 + k) % kDistinct);
+      std::shuffle(order.begin(), order.end(), std::mt19937(t));
+      while (!go.load()) {
+      }
+      for (int round = 0; round < 3; ++round) {
+        for (const int i : order) {
+          const uint32_t id = Intern(table, stacks[i]);
+          if (ids[t][i] != 0 && ids[t][i] != id) ADD_FAILURE() << "id changed for stack " << i;
+          ids[t][i] = id;
+        }
+      }
+    });
+  }
+  std::thread reader([&] {
+    while (!done.load()) {
+      table.ForEach([&](uint32_t id, std::span<const uintptr_t> pcs) {
+        if (pcs.empty() || pcs.size() > 32) ADD_FAILURE() << "bad span for id " << id;
+      });
+    }
+  });
+  go.store(true);
+  for (auto& thread : threads) thread.join();
+  done.store(true);
+  reader.join();
+
+  std::set<int> touched;
+  std::map<uint32_t, int> stack_of_id;
+  for (int i = 0; i < kDistinct; ++i) {
+    uint32_t id = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      if (ids[t][i] == 0) continue;
+      if (id == 0) id = ids[t][i];
+      EXPECT_EQ(ids[t][i], id) << "stack " << i << " thread " << t;
+    }
+    if (id == 0) continue;
+    touched.insert(i);
+    EXPECT_TRUE(stack_of_id.emplace(id, i).second) << "id " << id << " given to two stacks";
+    EXPECT_EQ(AsVector(table.Get(id)), stacks[i]);
+  }
+  EXPECT_EQ(table.size(), touched.size());
+  EXPECT_EQ(table.dropped(), 0u);
+  size_t bytes = 0;
+  for (const int i : touched) bytes += 8 + stacks[i].size() * sizeof(uintptr_t);
+  EXPECT_EQ(table.bytes_used(), bytes);
+}
+
+}  // namespace
+}  // namespace gpuwatch

@@ -1,0 +1,290 @@
+// Built with -g -O0 (tests/CMakeLists.txt) so that lines and frames are exact.
+#include "libgpuwatch/symbolizer.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "libgpuwatch/unwind.h"
+#include "tests/unit/fixtures/fixture_lib.h"
+
+namespace gpuwatch_test {
+
+struct Site {
+  uintptr_t pcs[32];
+  int n = 0;
+  int line = 0;
+};
+
+__attribute__((noinline)) void CaptureInto(Site* site) {
+  // skip = 1: start at the return address in our caller.
+  site->n = gpuwatch::CaptureStack(site->pcs, 32, 1);
+}
+
+// The call to CaptureInto is the last instruction of its line, so its return
+// address belongs to the next line: only the pc - 1 lookup gives site.line.
+__attribute__((noinline)) Site KnownFunction(int x) {
+  Site site;
+  // clang-format off
+  site.line = __LINE__; CaptureInto(&site);
+  // clang-format on
+  site.n += x;
+  return site;
+}
+
+}  // namespace gpuwatch_test
+
+namespace gpuwatch {
+namespace {
+
+constexpr const char kFixtureFunction[] =
+    "gpuwatch_fixture::CaptureInLibrary(int (*)(unsigned long*, int, int), unsigned long*, int, "
+    "int*)";
+
+uintptr_t LoadBiasOf(uintptr_t pc) {
+  Dl_info info{};
+  link_map* map = nullptr;
+  if (dladdr1(reinterpret_cast<void*>(pc), &info, reinterpret_cast<void**>(&map),
+              RTLD_DL_LINKMAP) == 0 ||
+      map == nullptr) {
+    return 0;
+  }
+  return map->l_addr;
+}
+
+TEST(SymbolizerTest, UsesLibdw) {
+  Symbolizer symbolizer;
+  EXPECT_EQ(symbolizer.backend(), SymbolizerBackend::kLibdw);
+  EXPECT_STREQ(SymbolizerBackendName(symbolizer.backend()), "libdw");
+}
+
+TEST(SymbolizerTest, KnownFunctionInExecutable) {
+  const gpuwatch_test::Site site = gpuwatch_test::KnownFunction(0);
+  ASSERT_GE(site.n, 2);
+  Symbolizer symbolizer;
+  const Frame& frame = symbolizer.Symbolize(site.pcs[0]);
+  EXPECT_EQ(frame.pc, site.pcs[0]);
+  EXPECT_EQ(frame.function, "gpuwatch_test::KnownFunction(int)");
+  EXPECT_EQ(Basename(frame.file), "symbolizer_test.cc");
+  EXPECT_EQ(frame.line, site.line);
+  EXPECT_EQ(Basename(frame.module), "symbolizer_test");
+  EXPECT_EQ(frame.offset, site.pcs[0] - LoadBiasOf(site.pcs[0]));
+  EXPECT_FALSE(frame.inlined);
+
+  // The next frame is this test body.
+  const Frame& caller = symbolizer.Symbolize(site.pcs[1]);
+  EXPECT_NE(caller.function.find("KnownFunctionInExecutable"), std::string::npos)
+      << caller.function;
+  EXPECT_EQ(Basename(caller.file), "symbolizer_test.cc");
+}
+
+TEST(SymbolizerTest, FrameInSharedLibrary) {
+  uintptr_t pcs[32];
+  int line = 0;
+  const int n = gpuwatch_fixture::CaptureInLibrary(&CaptureStack, pcs, 32, &line);
+  ASSERT_GE(n, 2);
+  Symbolizer symbolizer;
+  const Frame& frame = symbolizer.Symbolize(pcs[0]);
+  EXPECT_EQ(frame.function, kFixtureFunction);
+  EXPECT_EQ(Basename(frame.file), "fixture_lib.cc");
+  EXPECT_EQ(frame.line, line);
+  EXPECT_EQ(Basename(frame.module), "libgpuwatch_test_fixture.so");
+  EXPECT_EQ(frame.offset, pcs[0] - LoadBiasOf(pcs[0]));
+  EXPECT_LT(frame.offset, frame.pc);  // a shared object's bias is not 0
+}
+
+TEST(SymbolizerTest, InlinedFramesAreExpanded) {
+  uintptr_t pcs[32];
+  int inner_line = 0;
+  int call_line = 0;
+  const int n =
+      gpuwatch_fixture::CaptureThroughInline(&CaptureStack, pcs, 32, &inner_line, &call_line);
+  ASSERT_GE(n, 2);
+  Symbolizer symbolizer;
+  const std::span<const Frame> frames = symbolizer.SymbolizeAll(pcs[0]);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_TRUE(frames[0].inlined);
+  EXPECT_NE(frames[0].function.find("InlinedCapture"), std::string::npos) << frames[0].function;
+  EXPECT_EQ(Basename(frames[0].file), "fixture_lib.cc");
+  EXPECT_EQ(frames[0].line, inner_line);
+  EXPECT_FALSE(frames[1].inlined);
+  EXPECT_EQ(frames[1].function.rfind("gpuwatch_fixture::CaptureThroughInline(", 0), 0u)
+      << frames[1].function;
+  EXPECT_EQ(Basename(frames[1].file), "fixture_lib.cc");
+  EXPECT_EQ(frames[1].line, call_line);
+  EXPECT_EQ(frames[0].pc, frames[1].pc);
+  EXPECT_EQ(Basename(frames[1].module), "libgpuwatch_test_fixture.so");
+
+  // Without expansion: one frame named after the containing function.
+  Symbolizer flat(SymbolizerOptions{.expand_inlines = false});
+  ASSERT_EQ(flat.SymbolizeAll(pcs[0]).size(), 1u);
+  EXPECT_EQ(flat.Symbolize(pcs[0]).function, frames[1].function);
+}
+
+TEST(SymbolizerTest, LibraryLoadedAfterTheSessionStarted) {
+  Symbolizer symbolizer;
+  // Touch the session before the dlopen so that its module list is old.
+  uintptr_t here[4];
+  ASSERT_GT(CaptureStack(here, 4, 0), 0);
+  symbolizer.Symbolize(here[0]);
+
+  void* handle = dlopen(GPUWATCH_FIXTURE_DL_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto* capture = reinterpret_cast<decltype(&gpuwatch_fixture_capture)>(
+      dlsym(handle, "gpuwatch_fixture_capture"));
+  ASSERT_NE(capture, nullptr);
+  uintptr_t pcs[8];
+  int line = 0;
+  ASSERT_GT(capture(&CaptureStack, pcs, 8, &line), 0);
+  const Frame& frame = symbolizer.Symbolize(pcs[0]);
+  EXPECT_EQ(frame.function, "gpuwatch_fixture_capture");
+  EXPECT_EQ(frame.line, line);
+  EXPECT_EQ(Basename(frame.module), "libgpuwatch_test_fixture_dl.so");
+  // Not closed: the symbolizer's cache and libdw may still refer to it.
+}
+
+TEST(SymbolizerTest, CachesPerPc) {
+  const gpuwatch_test::Site site = gpuwatch_test::KnownFunction(0);
+  Symbolizer symbolizer;
+  const Frame& a = symbolizer.Symbolize(site.pcs[0]);
+  const size_t size = symbolizer.cache_size();
+  const Frame& b = symbolizer.Symbolize(site.pcs[0]);
+  EXPECT_EQ(&a, &b);
+  EXPECT_EQ(symbolizer.cache_size(), size);
+  // An exact lookup is cached apart and does not subtract 1.
+  const Frame& exact = symbolizer.Symbolize(site.pcs[0], /*is_return_address=*/false);
+  EXPECT_EQ(exact.pc, site.pcs[0]);
+  EXPECT_EQ(exact.line, site.line + 2);  // the line after the call, "site.n += x"
+  EXPECT_EQ(symbolizer.cache_size(), size + 1);
+}
+
+TEST(SymbolizerTest, SymbolizesWholeStack) {
+  const gpuwatch_test::Site site = gpuwatch_test::KnownFunction(0);
+  Symbolizer symbolizer;
+  const std::vector<Frame> frames =
+      symbolizer.SymbolizeStack(std::span<const uintptr_t>(site.pcs, site.n));
+  ASSERT_GE(frames.size(), static_cast<size_t>(site.n));
+  EXPECT_EQ(frames[0].function, "gpuwatch_test::KnownFunction(int)");
+  // gtest and libc frames resolve to their modules.
+  const bool has_libc = std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
+    return Basename(f.module).rfind("libc.so", 0) == 0;
+  });
+  EXPECT_TRUE(has_libc);
+}
+
+TEST(SymbolizerTest, UnknownPcIsHarmless) {
+  Symbolizer symbolizer;
+  const Frame& frame = symbolizer.Symbolize(0x10);
+  EXPECT_EQ(frame.pc, 0x10u);
+  EXPECT_TRUE(frame.module.empty());
+  EXPECT_TRUE(frame.function.empty());
+  EXPECT_EQ(frame.line, 0);
+  EXPECT_EQ(symbolizer.Symbolize(0).pc, 0u);
+}
+
+TEST(SymbolizerTest, DladdrFallback) {
+  Symbolizer symbolizer(SymbolizerOptions{.force_dladdr = true});
+  EXPECT_EQ(symbolizer.backend(), SymbolizerBackend::kDladdr);
+  uintptr_t pcs[32];
+  int line = 0;
+  ASSERT_GE(gpuwatch_fixture::CaptureInLibrary(&CaptureStack, pcs, 32, &line), 2);
+  const Frame& frame = symbolizer.Symbolize(pcs[0]);
+  EXPECT_EQ(frame.function, kFixtureFunction);  // exported, so dladdr sees it
+  EXPECT_EQ(Basename(frame.module), "libgpuwatch_test_fixture.so");
+  EXPECT_EQ(frame.offset, pcs[0] - LoadBiasOf(pcs[0]));
+  EXPECT_TRUE(frame.file.empty());
+  EXPECT_EQ(frame.line, 0);
+
+  // A hidden function of the executable: module known, name not.
+  const gpuwatch_test::Site site = gpuwatch_test::KnownFunction(0);
+  const Frame& exe = symbolizer.Symbolize(site.pcs[0]);
+  EXPECT_EQ(Basename(exe.module), "symbolizer_test");
+  EXPECT_EQ(exe.offset, site.pcs[0] - LoadBiasOf(site.pcs[0]));
+}
+
+TEST(SymbolizerTest, MissingLibdwWarnsOnceAndFallsBack) {
+  testing::internal::CaptureStderr();
+  Symbolizer symbolizer(SymbolizerOptions{.libdw_soname = "libgpuwatch-no-such-dw.so.1"});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(symbolizer.backend(), SymbolizerBackend::kDladdr);
+  EXPECT_EQ(err.rfind("gpuwatch: ", 0), 0u) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  uintptr_t pcs[32];
+  int line = 0;
+  ASSERT_GE(gpuwatch_fixture::CaptureInLibrary(&CaptureStack, pcs, 32, &line), 2);
+  EXPECT_EQ(symbolizer.Symbolize(pcs[0]).function, kFixtureFunction);
+}
+
+// --- Trimming -----------------------------------------------------------------
+
+Frame MakeFrame(std::string function, std::string module) {
+  Frame frame;
+  frame.function = std::move(function);
+  frame.module = std::move(module);
+  return frame;
+}
+
+std::vector<std::string> Functions(const std::vector<Frame>& frames) {
+  std::vector<std::string> names;
+  for (const Frame& f : frames) names.push_back(f.function);
+  return names;
+}
+
+TEST(TrimTest, SharedCudartStack) {
+  std::vector<Frame> frames = {
+      MakeFrame("gpuwatch::CaptureStack(unsigned long*, int, int)", "/opt/gw/libgpuwatch.so"),
+      MakeFrame("gpuwatch::OnCallback()", "/opt/gw/libgpuwatch.so"),
+      MakeFrame("", "/usr/local/cuda/lib64/libcupti.so.13"),
+      MakeFrame("", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+      MakeFrame("", "/usr/local/cuda/lib64/libcudart.so.13"),
+      MakeFrame("cudaMalloc", "/usr/local/cuda/lib64/libcudart.so.13"),
+      MakeFrame("Model::Allocate(unsigned long)", "/home/u/train"),
+      MakeFrame("main", "/home/u/train"),
+  };
+  EXPECT_EQ(TrimTop(&frames, IsToolFrame), 6u);
+  EXPECT_EQ(Functions(frames), (std::vector<std::string>{"Model::Allocate(unsigned long)", "main"}));
+}
+
+TEST(TrimTest, StaticCudartStack) {
+  std::vector<Frame> frames = {
+      MakeFrame("", "/usr/local/cuda/lib64/libcupti.so.13"),
+      MakeFrame("cuMemAlloc_v2", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+      MakeFrame("__cudart1234", "/home/u/app"),
+      MakeFrame("cudart::cudaApiMalloc(void**, unsigned long)", "/home/u/app"),
+      MakeFrame("cudaMalloc", "/home/u/app"),
+      MakeFrame("cudaish_helper()", "/home/u/app"),
+      MakeFrame("cudaMalloc", "/home/u/app"),  // below the user frame: kept
+  };
+  EXPECT_EQ(TrimTop(&frames, IsToolFrame), 5u);
+  EXPECT_EQ(Functions(frames), (std::vector<std::string>{"cudaish_helper()", "cudaMalloc"}));
+}
+
+TEST(TrimTest, KeepsTheLastFrame) {
+  std::vector<Frame> frames = {MakeFrame("gpuwatch::Foo()", ""), MakeFrame("cudaFree", "")};
+  EXPECT_EQ(TrimTop(&frames, IsToolFrame), 1u);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].function, "cudaFree");
+  std::vector<Frame> empty;
+  EXPECT_EQ(TrimTop(&empty, IsToolFrame), 0u);
+}
+
+TEST(TrimTest, Predicates) {
+  EXPECT_TRUE(IsGpuwatchFrame(MakeFrame("", "/x/libgpuwatch.so")));
+  EXPECT_TRUE(IsGpuwatchFrame(MakeFrame("gpuwatch::internal::X()", "/x/app")));
+  EXPECT_FALSE(IsGpuwatchFrame(MakeFrame("mygpuwatch::X()", "/x/app")));
+  EXPECT_TRUE(IsCudaInternalFrame(MakeFrame("", "libcuda.so")));
+  EXPECT_TRUE(IsCudaInternalFrame(MakeFrame("cuLaunchKernel", "/x/app")));
+  EXPECT_FALSE(IsCudaInternalFrame(MakeFrame("cuda", "/x/app")));
+  EXPECT_FALSE(IsCudaInternalFrame(MakeFrame("cute::copy()", "/x/app")));
+  EXPECT_FALSE(IsCudaInternalFrame(MakeFrame("", "/x/libcudnn.so.9")));
+  EXPECT_EQ(Basename("/a/b/c.so"), "c.so");
+  EXPECT_EQ(Basename("c.so"), "c.so");
+}
+
+}  // namespace
+}  // namespace gpuwatch
