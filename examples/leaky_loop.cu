@@ -15,7 +15,7 @@
 namespace {
 
 constexpr int kIterations = 8;
-constexpr size_t kScratchBytes = 4 << 20;   // freed every iteration
+constexpr size_t kScratchBytes = 4 << 20;    // freed every iteration
 constexpr size_t kHistoryBytes = 256 << 10;  // kept every iteration: the leak
 
 __global__ void Scale(float* data, size_t n, float factor) {
@@ -53,7 +53,6 @@ int main() {
     Check(cudaFree(scratch), "cudaFree(scratch)");
     history.push_back(AllocateHistory());
   }
-  std::printf("leaky_loop: %d steps done, %zu history buffers kept\n", kIterations,
-              history.size());
+  std::printf("leaky_loop: %d steps done, %zu history buffers kept\n", kIterations, history.size());
   return 0;
 }

@@ -54,10 +54,11 @@ struct State {
   std::atomic<bool> active{false};
   std::atomic<int> snapshots{0};
   std::atomic<uint64_t> ooms{0};
+  std::atomic<int> context_reports{0};
   std::atomic<int> oom_reports{0};
   std::atomic<uint64_t> last_oom_report_ns{0};
   int signal_pipe[2] = {-1, -1};
-  std::mutex report_mu;  // one report written at a time
+  std::mutex report_mu;              // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
 };
 
@@ -209,12 +210,13 @@ void OnSnapshotSignal(int) {
 void InstallSnapshotSignal(State& s) {
   const int sig = s.config.snapshot_signal;
   if (sig == 0) return;
-  struct sigaction current{};
+  struct sigaction current {};
   if (sigaction(sig, nullptr, &current) != 0) return;
   if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) {
-    Warn("signal %d already has a handler in this program; snapshots on a signal are off (set "
-         "GPUWATCH_SIGNAL to choose another)",
-         sig);
+    Warn(
+        "signal %d already has a handler in this program; snapshots on a signal are off (set "
+        "GPUWATCH_SIGNAL to choose another)",
+        sig);
     return;
   }
   if (pipe2(s.signal_pipe, O_CLOEXEC) != 0) return;
@@ -234,18 +236,26 @@ void InstallSnapshotSignal(State& s) {
   }
   pthread_detach(thread);
   pthread_setname_np(thread, "gpuwatch-snap");
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = OnSnapshotSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   sigaction(sig, &action, nullptr);
 }
 
+// A CUDA context is about to be destroyed (cudaDeviceReset, cuCtxDestroy, or
+// the runtime's own teardown at exit): what is still live in it is leaked.
+// This is the last moment at which the driver still holds that memory, so
+// write the leak report now, unless the exit report already covered it.
 void OnContextDestroy() {
-  // At process exit the runtime destroys its contexts from its own atexit
-  // handler, which may run before ours (it registers later under Python):
-  // this is the last moment at which CUPTI and the driver are certainly alive.
-  // The report itself needs neither, so it is written at exit.
+  State& s = GetState();
+  if (!s.active.load()) return;
+  std::lock_guard<std::mutex> lock(s.report_mu);
+  if (s.exit_report_written) return;
+  if (s.tracker->DeviceCurrentBytes() == 0) return;
+  const int n = s.context_reports.fetch_add(1) + 1;
+  WriteReport(s, s.output_path + ".context-" + std::to_string(n), "context_destroy", nullptr,
+              nullptr, false);
 }
 
 bool CudaAlreadyLoaded() {
@@ -285,6 +295,24 @@ const char* SubscribeErrorHint(CUptiResult r) {
     default:
       return "CUPTI refused the subscription";
   }
+}
+
+// fork() while another thread is inside gpuwatch must not leave the child
+// with a lock held forever: take every lock around the fork.
+void ForkPrepare() {
+  State& s = GetState();
+  if (!s.active.load()) return;
+  s.report_mu.lock();
+  if (s.stacks != nullptr) s.stacks->LockForFork();
+  s.tracker->LockForFork();
+}
+
+void ForkRelease() {
+  State& s = GetState();
+  if (!s.active.load()) return;
+  s.tracker->UnlockAfterFork();
+  if (s.stacks != nullptr) s.stacks->UnlockAfterFork();
+  s.report_mu.unlock();
 }
 
 void DoAttach() {
@@ -354,6 +382,7 @@ void DoAttach() {
     s.cupti.Unsubscribe(s.subscriber);
     return;
   }
+  pthread_atfork(ForkPrepare, ForkRelease, ForkRelease);
   s.active.store(true);
   std::atexit(WriteExitReport);
   InstallSnapshotSignal(s);
@@ -370,17 +399,28 @@ bool EnvIsTrue(const char* name) {
                           std::strcmp(v, "yes") == 0 || std::strcmp(v, "on") == 0);
 }
 
+// True when this library came in through LD_PRELOAD rather than a dlopen
+// (the driver's injection, or a program loading it to call the API).
+bool LoadedByPreload(const std::string& self) {
+  const char* preload = std::getenv("LD_PRELOAD");  // NOLINT(concurrency-mt-unsafe): constructor
+  if (preload == nullptr || self.empty()) return false;
+  const char* base = std::strrchr(self.c_str(), '/');
+  base = base != nullptr ? base + 1 : self.c_str();
+  return std::strstr(preload, base) != nullptr;
+}
+
 __attribute__((constructor)) void PreloadConstructor() {
   if (EnvIsTrue("GPUWATCH_DISABLE")) return;
+  const std::string self = OwnPath();
+  if (!LoadedByPreload(self)) return;  // the driver calls InitializeInjection
   if (CudaAlreadyLoaded()) {
     Attach("preload");
     return;
   }
   // CUDA may be loaded later (Python's `import torch`, static cudart): let the
   // driver inject us when it initialises. Another tool's injection path wins.
-  if (std::getenv("CUDA_INJECTION64_PATH") == nullptr) {  // NOLINT(concurrency-mt-unsafe)
-    const std::string self = OwnPath();
-    if (!self.empty()) setenv("CUDA_INJECTION64_PATH", self.c_str(), 0);  // NOLINT
+  if (std::getenv("CUDA_INJECTION64_PATH") == nullptr && !self.empty()) {  // NOLINT
+    setenv("CUDA_INJECTION64_PATH", self.c_str(), 0);                      // NOLINT
   }
 }
 

@@ -20,46 +20,101 @@ CallbackHooks g_hooks;
 thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 // X-macro lists of every callback id handled. Each API appears once here and
-// once in the switch below.
-#define GPUWATCH_RUNTIME_CBIDS(X)                                                            \
-  X(cudaMalloc_v3020) X(cudaMallocPitch_v3020) X(cudaMalloc3D_v3020)                         \
-  X(cudaMallocManaged_v6000) X(cudaMallocAsync_v11020) X(cudaMallocAsync_ptsz_v11020)        \
-  X(cudaMallocFromPoolAsync_v11020) X(cudaMallocFromPoolAsync_ptsz_v11020)                   \
-  X(cudaMallocHost_v3020) X(cudaHostAlloc_v3020) X(cudaHostRegister_v4000)                   \
-  X(cudaFree_v3020) X(cudaFreeAsync_v11020) X(cudaFreeAsync_ptsz_v11020)                     \
-  X(cudaFreeHost_v3020) X(cudaHostUnregister_v4000)                                          \
-  X(cudaMemcpy_v3020) X(cudaMemcpy_ptds_v7000) X(cudaMemcpyAsync_v3020)                      \
-  X(cudaMemcpyAsync_ptsz_v7000) X(cudaMemcpy2D_v3020) X(cudaMemcpy2D_ptds_v7000)             \
-  X(cudaMemcpy2DAsync_v3020) X(cudaMemcpy2DAsync_ptsz_v7000) X(cudaMemcpy3D_v3020)           \
-  X(cudaMemcpy3D_ptds_v7000) X(cudaMemcpy3DAsync_v3020) X(cudaMemcpy3DAsync_ptsz_v7000)      \
-  X(cudaMemcpyPeer_v4000) X(cudaMemcpyPeerAsync_v4000) X(cudaMemcpyToSymbol_v3020)           \
-  X(cudaMemcpyToSymbol_ptds_v7000) X(cudaMemcpyFromSymbol_v3020)                             \
-  X(cudaMemcpyFromSymbol_ptds_v7000) X(cudaMemcpyToSymbolAsync_v3020)                        \
-  X(cudaMemcpyToSymbolAsync_ptsz_v7000) X(cudaMemcpyFromSymbolAsync_v3020)                   \
-  X(cudaMemcpyFromSymbolAsync_ptsz_v7000) X(cudaMemcpyBatchAsync_v13000)                     \
-  X(cudaMemcpyBatchAsync_ptsz_v13000)                                                        \
-  X(cudaLaunchKernel_v7000) X(cudaLaunchKernel_ptsz_v7000) X(cudaLaunchKernelExC_v11060)     \
-  X(cudaLaunchKernelExC_ptsz_v11060) X(__cudaLaunchKernel_v13000)                            \
-  X(__cudaLaunchKernel_ptsz_v13000) X(cudaLaunchCooperativeKernel_v9000)                     \
-  X(cudaLaunchCooperativeKernel_ptsz_v9000) X(cudaGraphLaunch_v10000)                        \
+// once in a switch below.
+// clang-format off
+#define GPUWATCH_RUNTIME_CBIDS(X) \
+  X(cudaMalloc_v3020) \
+  X(cudaMallocPitch_v3020) \
+  X(cudaMalloc3D_v3020) \
+  X(cudaMallocManaged_v6000) \
+  X(cudaMallocAsync_v11020) \
+  X(cudaMallocFromPoolAsync_v11020) \
+  X(cudaMallocFromPoolAsync_ptsz_v11020) \
+  X(cudaMallocHost_v3020) \
+  X(cudaHostAlloc_v3020) \
+  X(cudaFree_v3020) \
+  X(cudaFreeAsync_v11020) \
+  X(cudaFreeAsync_ptsz_v11020) \
+  X(cudaFreeHost_v3020) \
+  X(cudaHostUnregister_v4000) \
+  X(cudaMemcpy_ptds_v7000) \
+  X(cudaMemcpyAsync_v3020) \
+  X(cudaMemcpyAsync_ptsz_v7000) \
+  X(cudaMemcpy2D_v3020) \
+  X(cudaMemcpy2D_ptds_v7000) \
+  X(cudaMemcpy2DAsync_ptsz_v7000) \
+  X(cudaMemcpy3D_v3020) \
+  X(cudaMemcpy3D_ptds_v7000) \
+  X(cudaMemcpy3DAsync_v3020) \
+  X(cudaMemcpyPeer_v4000) \
+  X(cudaMemcpyPeerAsync_v4000) \
+  X(cudaMemcpyToSymbol_v3020) \
+  X(cudaMemcpyFromSymbol_v3020) \
+  X(cudaMemcpyFromSymbol_ptds_v7000) \
+  X(cudaMemcpyToSymbolAsync_v3020) \
+  X(cudaMemcpyFromSymbolAsync_v3020) \
+  X(cudaMemcpyBatchAsync_v13000) \
+  X(cudaLaunchKernel_v7000) \
+  X(cudaLaunchKernel_ptsz_v7000) \
+  X(cudaLaunchKernelExC_v11060) \
+  X(cudaLaunchKernelExC_ptsz_v11060) \
+  X(__cudaLaunchKernel_v13000) \
+  X(__cudaLaunchKernel_ptsz_v13000) \
+  X(cudaLaunchCooperativeKernel_v9000) \
+  X(cudaGraphLaunch_v10000) \
   X(cudaGraphLaunch_ptsz_v10000)
 
-#define GPUWATCH_DRIVER_CBIDS(X)                                                             \
-  X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemAllocAsync)             \
-  X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)         \
-  X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemHostRegister_v2) X(cuMemFree_v2)             \
-  X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemFreeHost) X(cuMemHostUnregister)           \
-  X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)                                   \
-  X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyHtoDAsync_v2)                         \
-  X(cuMemcpyHtoDAsync_v2_ptsz) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds)                    \
-  X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoD_v2)                    \
-  X(cuMemcpyDtoD_v2_ptds) X(cuMemcpyDtoDAsync_v2) X(cuMemcpyDtoDAsync_v2_ptsz) X(cuMemcpy)   \
-  X(cuMemcpy_ptds) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz) X(cuMemcpyPeer) X(cuMemcpyPeer_ptds) \
-  X(cuMemcpyPeerAsync) X(cuMemcpyPeerAsync_ptsz) X(cuMemcpyBatchAsync_v2)                    \
-  X(cuMemcpyBatchAsync_v2_ptsz)                                                              \
-  X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)      \
-  X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch)            \
+#define GPUWATCH_DRIVER_CBIDS(X) \
+  X(cuMemAlloc_v2) \
+  X(cuMemAllocPitch_v2) \
+  X(cuMemAllocManaged) \
+  X(cuMemAllocAsync) \
+  X(cuMemAllocAsync_ptsz) \
+  X(cuMemAllocFromPoolAsync) \
+  X(cuMemAllocFromPoolAsync_ptsz) \
+  X(cuMemAllocHost_v2) \
+  X(cuMemHostAlloc) \
+  X(cuMemHostRegister_v2) \
+  X(cuMemFree_v2) \
+  X(cuMemFreeAsync) \
+  X(cuMemFreeAsync_ptsz) \
+  X(cuMemFreeHost) \
+  X(cuMemHostUnregister) \
+  X(cuMemCreate) \
+  X(cuMemRelease) \
+  X(cuMemMap) \
+  X(cuMemUnmap) \
+  X(cuMemcpyHtoD_v2) \
+  X(cuMemcpyHtoD_v2_ptds) \
+  X(cuMemcpyHtoDAsync_v2) \
+  X(cuMemcpyHtoDAsync_v2_ptsz) \
+  X(cuMemcpyDtoH_v2) \
+  X(cuMemcpyDtoH_v2_ptds) \
+  X(cuMemcpyDtoHAsync_v2) \
+  X(cuMemcpyDtoHAsync_v2_ptsz) \
+  X(cuMemcpyDtoD_v2) \
+  X(cuMemcpyDtoD_v2_ptds) \
+  X(cuMemcpyDtoDAsync_v2) \
+  X(cuMemcpyDtoDAsync_v2_ptsz) \
+  X(cuMemcpy) \
+  X(cuMemcpy_ptds) \
+  X(cuMemcpyAsync) \
+  X(cuMemcpyAsync_ptsz) \
+  X(cuMemcpyPeer) \
+  X(cuMemcpyPeer_ptds) \
+  X(cuMemcpyPeerAsync) \
+  X(cuMemcpyPeerAsync_ptsz) \
+  X(cuMemcpyBatchAsync_v2) \
+  X(cuMemcpyBatchAsync_v2_ptsz) \
+  X(cuLaunchKernel) \
+  X(cuLaunchKernel_ptsz) \
+  X(cuLaunchKernelEx) \
+  X(cuLaunchKernelEx_ptsz) \
+  X(cuLaunchCooperativeKernel) \
+  X(cuGraphLaunch) \
   X(cuGraphLaunch_ptsz)
+
+// clang-format on
 
 template <typename P>
 const P& Params(const CUpti_CallbackData* d) {
@@ -309,8 +364,7 @@ void OnRuntimeExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
       const bool async = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020 ||
                          cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000;
       if (p != nullptr) {
-        Copy(p->extent.width * p->extent.height * p->extent.depth, FromRuntimeKind(p->kind),
-             async);
+        Copy(p->extent.width * p->extent.height * p->extent.depth, FromRuntimeKind(p->kind), async);
       }
       break;
     }
@@ -480,7 +534,7 @@ bool EnableCallbacks(const CuptiApi& api, CUpti_SubscriberHandle subscriber, std
       GPUWATCH_RUNTIME_CBIDS(GPUWATCH_RT) GPUWATCH_DRIVER_CBIDS(GPUWATCH_DRV)
 #undef GPUWATCH_RT
 #undef GPUWATCH_DRV
-      {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
+          {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
   };
   for (const Entry& e : kEntries) {
     const CUptiResult r = api.EnableCallback(1, subscriber, e.domain, e.cbid);

@@ -48,8 +48,8 @@ void SetCallbackHooks(const CallbackHooks& hooks);
 bool EnableCallbacks(const CuptiApi& api, CUpti_SubscriberHandle subscriber, std::string* error);
 
 // The function registered with cuptiSubscribe.
-void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain,
-                              CUpti_CallbackId cbid, const void* data);
+void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                              const void* data);
 
 }  // namespace gpuwatch
 

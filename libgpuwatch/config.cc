@@ -16,8 +16,8 @@ constexpr int kDefaultSignal = SIGUSR2;
 // Every variable gpuwatch reads. Anything else starting with GPUWATCH_ draws a
 // warning, because a misspelled variable silently ignored is worse.
 constexpr std::string_view kKnownVariables[] = {
-    "GPUWATCH_DISABLE", "GPUWATCH_OUTPUT",         "GPUWATCH_DEPTH",
-    "GPUWATCH_SIGNAL",  "GPUWATCH_SUMMARY",        "GPUWATCH_CUPTI_LIBRARY",
+    "GPUWATCH_DISABLE", "GPUWATCH_OUTPUT",  "GPUWATCH_DEPTH",
+    "GPUWATCH_SIGNAL",  "GPUWATCH_SUMMARY", "GPUWATCH_CUPTI_LIBRARY",
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
 };
 
@@ -51,7 +51,7 @@ struct SignalName {
 };
 
 constexpr SignalName kSignals[] = {
-    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},     {"QUIT", SIGQUIT},
     {"PROF", SIGPROF}, {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"TRAP", SIGTRAP},
 };
 

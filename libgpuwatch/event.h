@@ -12,11 +12,11 @@ namespace gpuwatch {
 // What kind of memory an allocation is. The device kinds add up to "device
 // bytes"; the host kinds are pinned host memory and never count as device.
 enum class MemKind : uint8_t {
-  kDevice = 0,    // cudaMalloc, cuMemAlloc, pitched and 3D allocations
-  kPool,          // stream-ordered: cudaMallocAsync, cuMemAllocFromPoolAsync, ...
-  kManaged,       // cudaMallocManaged, cuMemAllocManaged
-  kVmm,           // cuMemMap of a cuMemCreate handle (PyTorch expandable segments)
-  kPinnedHost,    // cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cuMemHostAlloc
+  kDevice = 0,      // cudaMalloc, cuMemAlloc, pitched and 3D allocations
+  kPool,            // stream-ordered: cudaMallocAsync, cuMemAllocFromPoolAsync, ...
+  kManaged,         // cudaMallocManaged, cuMemAllocManaged
+  kVmm,             // cuMemMap of a cuMemCreate handle (PyTorch expandable segments)
+  kPinnedHost,      // cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cuMemHostAlloc
   kRegisteredHost,  // cudaHostRegister, cuMemHostRegister
 };
 inline constexpr int kNumMemKinds = 6;

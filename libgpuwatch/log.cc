@@ -33,6 +33,7 @@ void Warn(const char* fmt, ...) {
   std::memcpy(buf, kPrefix, kPrefixLen);
   va_list args;
   va_start(args, fmt);
+  // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start above
   const int n = std::vsnprintf(buf + kPrefixLen, sizeof(buf) - kPrefixLen - 1, fmt, args);
   va_end(args);
   size_t len = kPrefixLen;

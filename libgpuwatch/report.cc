@@ -36,8 +36,8 @@ constexpr size_t kMaxSitesPerSection = 1000;
 json FramesJson(const std::vector<Frame>& frames) {
   json out = json::array();
   for (const Frame& f : frames) {
-    json frame = {{"function", f.function}, {"file", f.file}, {"line", f.line},
-                  {"module", f.module}};
+    json frame = {
+        {"function", f.function}, {"file", f.file}, {"line", f.line}, {"module", f.module}};
     if (f.inlined) frame["inlined"] = true;
     out.push_back(std::move(frame));
   }
@@ -53,12 +53,14 @@ struct LeakGroup {
   uint64_t oldest_ns = UINT64_MAX;
 };
 
-std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device) {
+std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device,
+                                 SiteResolver* sites) {
   std::unordered_map<uint32_t, LeakGroup> groups;
   for (const LiveAlloc& a : live) {
     if (IsDeviceKind(a.kind) != device) continue;
-    LeakGroup& g = groups[a.stack_id];
-    g.stack_id = a.stack_id;
+    const uint32_t site = sites->Canonical(a.stack_id);
+    LeakGroup& g = groups[site];
+    g.stack_id = site;
     g.bytes += a.size;
     g.count += 1;
     g.kind_bytes[static_cast<int>(a.kind)] += a.size;
@@ -110,7 +112,9 @@ json LeakSection(const std::vector<LeakGroup>& groups, SiteResolver* sites) {
 }
 
 json PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
-  auto peak = snap.peak_sites;
+  std::unordered_map<uint32_t, uint64_t> merged;
+  for (const auto& [id, bytes] : snap.peak_sites) merged[sites->Canonical(id)] += bytes;
+  std::vector<std::pair<uint32_t, uint64_t>> peak(merged.begin(), merged.end());
   std::sort(peak.begin(), peak.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
@@ -133,7 +137,16 @@ json PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
 }
 
 json SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
-  auto all = snap.sites;
+  std::unordered_map<uint32_t, SiteTotals> merged;
+  for (const auto& [id, t] : snap.sites) {
+    SiteTotals& m = merged[sites->Canonical(id)];
+    m.allocs += t.allocs;
+    m.alloc_bytes += t.alloc_bytes;
+    m.live_bytes += t.live_bytes;
+    m.live_count += t.live_count;
+    m.largest = std::max(m.largest, t.largest);
+  }
+  std::vector<std::pair<uint32_t, SiteTotals>> all(merged.begin(), merged.end());
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
     return a.second.alloc_bytes != b.second.alloc_bytes
                ? a.second.alloc_bytes > b.second.alloc_bytes
@@ -195,6 +208,40 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
   return cache_.emplace(stack_id, std::move(frames)).first->second;
 }
 
+uint32_t SiteResolver::Canonical(uint32_t stack_id) {
+  auto it = canonical_.find(stack_id);
+  if (it != canonical_.end()) return it->second;
+  const std::vector<Frame>& frames = FramesOf(stack_id);
+  uint32_t canonical = stack_id;
+  if (!frames.empty()) {
+    // Keyed by what the user reads (function, file, line), not by pc: the
+    // compiler may unroll one source-level call into several call sites.
+    std::string key;
+    for (const Frame& f : frames) {
+      key += f.module;
+      key += '\0';
+      key += f.function;
+      key += '\0';
+      if (f.line > 0) {
+        key += f.file;
+        key += ':' + std::to_string(f.line);
+      } else {
+        key += std::to_string(f.offset);
+      }
+      key += '\n';
+    }
+    canonical = by_frames_.emplace(std::move(key), stack_id).first->second;
+  }
+  canonical_.emplace(stack_id, canonical);
+  return canonical;
+}
+
+void SiteResolver::Prepare(std::vector<uint32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const uint32_t id : ids) Canonical(id);
+}
+
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
   const std::vector<Frame>& frames = FramesOf(stack_id);
   for (const Frame& f : frames) {
@@ -240,8 +287,10 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
       {"version", kReportSchemaVersion},
       {"trigger", context.trigger},
       {"label", context.label},
-      {"gpuwatch", {{"version", kGpuwatchVersion}, {"attach", context.attach_mode},
-                    {"cupti", context.cupti_path}}},
+      {"gpuwatch",
+       {{"version", kGpuwatchVersion},
+        {"attach", context.attach_mode},
+        {"cupti", context.cupti_path}}},
       {"process",
        {{"pid", context.pid},
         {"host", context.host},
@@ -263,8 +312,14 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
         {"oom_count", context.oom_count}}},
       {"stack_depth", context.depth},
   };
-  report["leaks"] = {{"device", LeakSection(GroupLive(snap.live, true), sites)},
-                     {"host", LeakSection(GroupLive(snap.live, false), sites)}};
+  std::vector<uint32_t> ids;
+  for (const auto& [id, t] : snap.sites) ids.push_back(id);
+  for (const LiveAlloc& a : snap.live) ids.push_back(a.stack_id);
+  for (const auto& [id, bytes] : snap.peak_sites) ids.push_back(id);
+  if (context.oom != nullptr) ids.push_back(context.oom->stack_id);
+  sites->Prepare(std::move(ids));
+  report["leaks"] = {{"device", LeakSection(GroupLive(snap.live, true, sites), sites)},
+                     {"host", LeakSection(GroupLive(snap.live, false, sites), sites)}};
   report["peak"] = PeakSection(snap, sites);
   report["sites"] = SitesSection(snap, sites);
   if (context.oom != nullptr) {
@@ -298,7 +353,7 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
                 allocs, copies, snap.launches, FormatBytes(snap.device_peak_bytes).c_str());
   out += line;
   for (const bool device : {true, false}) {
-    const std::vector<LeakGroup> groups = GroupLive(snap.live, device);
+    const std::vector<LeakGroup> groups = GroupLive(snap.live, device, sites);
     if (groups.empty()) continue;
     uint64_t bytes = 0;
     uint64_t count = 0;
@@ -330,8 +385,7 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
   return out;
 }
 
-bool WriteFileAtomically(const std::string& path, const std::string& contents,
-                         std::string* error) {
+bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {
   const std::string dir = DirName(path);
   std::random_device rd;
   char suffix[32];

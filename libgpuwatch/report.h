@@ -24,11 +24,11 @@ class StackTable;
 struct OomInfo {
   uint64_t size = 0;
   MemKind kind = MemKind::kDevice;
-  std::string api;    // e.g. "cudaMalloc"
-  int error = 0;      // cudaError_t or CUresult
+  std::string api;  // e.g. "cudaMalloc"
+  int error = 0;    // cudaError_t or CUresult
   uint32_t stack_id = 0;
   int32_t device = 0;
-  uint64_t device_free = 0;   // from cuMemGetInfo; 0 when unknown
+  uint64_t device_free = 0;  // from cuMemGetInfo; 0 when unknown
   uint64_t device_total = 0;
 };
 
@@ -44,6 +44,14 @@ class SiteResolver {
   SiteResolver& operator=(const SiteResolver&) = delete;
 
   const std::vector<Frame>& FramesOf(uint32_t stack_id);
+  // Stacks that read the same after trimming are one site to the user: they
+  // may differ in the trimmed frames (the runtime takes another internal path
+  // on its first call) or in pcs that map to the same lines (an unrolled
+  // loop calls from two addresses). Returns the smallest id resolved so far with the same trimmed
+  // stack; resolve ids in increasing order (Prepare) for a stable answer.
+  uint32_t Canonical(uint32_t stack_id);
+  // Resolves `ids` in increasing order so that Canonical() is deterministic.
+  void Prepare(std::vector<uint32_t> ids);
   // "file:line" of the first frame that has a line, else "function (module)",
   // else "<no stack>".
   std::string LocationOf(uint32_t stack_id);
@@ -52,6 +60,8 @@ class SiteResolver {
   const StackTable* stacks_;
   std::unique_ptr<Symbolizer> symbolizer_;
   std::unordered_map<uint32_t, std::vector<Frame>> cache_;
+  std::unordered_map<uint32_t, uint32_t> canonical_;     // id -> canonical id
+  std::unordered_map<std::string, uint32_t> by_frames_;  // trimmed frames -> id
 };
 
 // Facts about the process and the reason the report is written.
@@ -84,8 +94,7 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
 // directory (O_EXCL, mode 0600) that is fsync'ed and renamed over `path`. On
 // failure returns false and sets `error` to a one-line reason; `path` is then
 // left as it was.
-bool WriteFileAtomically(const std::string& path, const std::string& contents,
-                         std::string* error);
+bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error);
 
 // Human-readable byte count: "512 B", "1.5 KiB", "3.0 GiB".
 std::string FormatBytes(uint64_t bytes);

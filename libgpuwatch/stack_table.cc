@@ -19,8 +19,18 @@ constexpr size_t kPageBytes = 4096;
 // failure. MAP_NORESERVE: an index sized for the cap should not count against
 // the commit limit before it is used.
 void* MapZeroed(size_t bytes) {
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return mem == MAP_FAILED ? nullptr : mem;
+}
+
+// An arena chunk is filled front to back and will be used entirely, so its
+// pages are faulted in by the mmap itself: one syscall instead of 256 page
+// faults, each of which costs several microseconds in a VM and would land on
+// an allocating thread.
+void* MapChunk(size_t bytes) {
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   return mem == MAP_FAILED ? nullptr : mem;
 }
 
@@ -60,6 +70,9 @@ inline std::atomic_ref<uint64_t> SlotRef(uint64_t* slots, size_t i) {
 
 StackTable::StackTable(uint32_t max_stacks, size_t max_bytes)
     : max_stacks_(std::min<uint32_t>(max_stacks, UINT32_MAX - 1)) {
+  static_assert(
+      sizeof(std::mutex) + sizeof(next_id_) + sizeof(bytes_used_) + 2 * sizeof(uint32_t) <= 64,
+      "the arena's hot fields should fit one cache line");
   if (max_stacks_ == 0 || max_bytes == 0) {
     full_.store(true, std::memory_order_relaxed);
     return;
@@ -69,12 +82,17 @@ StackTable::StackTable(uint32_t max_stacks, size_t max_bytes)
   const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * max_stacks_, 16));
   slot_mask_ = num_slots - 1;
   slots_bytes_ = num_slots * sizeof(uint64_t);
-  by_id_bytes_ = (size_t{max_stacks_} + 1) * sizeof(const Record*);
+  by_id_bytes_ = (size_t{max_stacks_} + 1) * sizeof(void*);  // one record pointer per id
   chunk_bytes_ = std::min(kChunkBytes, (max_bytes + kPageBytes - 1) / kPageBytes * kPageBytes);
-  max_chunks_ = (max_bytes + chunk_bytes_ - 1) / chunk_bytes_;
+  max_chunks_ = std::min<size_t>((max_bytes + chunk_bytes_ - 1) / chunk_bytes_, UINT32_MAX);
   chunks_bytes_ = max_chunks_ * sizeof(char*);
 
   slots_ = static_cast<uint64_t*>(MapZeroed(slots_bytes_));
+  // Slots are probed at random: huge pages (where THP is in madvise mode)
+  // spare a TLB miss per lookup once the table is large. Advisory only.
+  if (slots_ != nullptr && slots_bytes_ >= (size_t{2} << 20)) {
+    madvise(slots_, slots_bytes_, MADV_HUGEPAGE);
+  }
   by_id_ = static_cast<const Record**>(MapZeroed(by_id_bytes_));
   chunks_ = static_cast<char**>(MapZeroed(chunks_bytes_));
   if (slots_ == nullptr || by_id_ == nullptr || chunks_ == nullptr) {
@@ -112,7 +130,8 @@ uint32_t StackTable::Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* em
     }
     if ((slot >> 32) != tag) continue;
     const auto id = static_cast<uint32_t>(slot);
-    const Record* record = std::atomic_ref<const Record*>(by_id_[id]).load(std::memory_order_acquire);
+    const Record* record =
+        std::atomic_ref<const Record*>(by_id_[id]).load(std::memory_order_acquire);
     if (record->n == static_cast<uint32_t>(n) && std::memcmp(PcsOf(record), pcs, bytes) == 0) {
       return id;
     }
@@ -135,7 +154,7 @@ StackTable::Record* StackTable::Allocate(int n, uint32_t* id) {
       full_.store(true, std::memory_order_relaxed);
       return nullptr;
     }
-    void* chunk = MapZeroed(chunk_bytes_);
+    void* chunk = MapChunk(chunk_bytes_);
     if (chunk == nullptr) {
       Warn("cannot map %zu bytes for stacks; new stacks will not be recorded", chunk_bytes_);
       full_.store(true, std::memory_order_relaxed);
@@ -145,7 +164,7 @@ StackTable::Record* StackTable::Allocate(int n, uint32_t* id) {
     chunk_offset_ = 0;
   }
   auto* record = new (chunks_[num_chunks_ - 1] + chunk_offset_) Record{};
-  chunk_offset_ += bytes;  // a multiple of 8, so the next record stays aligned
+  chunk_offset_ += static_cast<uint32_t>(bytes);  // a multiple of 8: records stay aligned
   bytes_used_.fetch_add(bytes, std::memory_order_relaxed);
   next_id_.store(next + 1, std::memory_order_release);
   *id = next;
@@ -198,6 +217,17 @@ uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
     }
   }
   return id;
+}
+
+// Lock order: stripe, then arena (as in Intern).
+void StackTable::LockForFork() {
+  for (Stripe& stripe : stripes_) stripe.mu.lock();
+  arena_mu_.lock();
+}
+
+void StackTable::UnlockAfterFork() {
+  arena_mu_.unlock();
+  for (Stripe& stripe : stripes_) stripe.mu.unlock();
 }
 
 std::span<const uintptr_t> StackTable::Get(uint32_t id) const {

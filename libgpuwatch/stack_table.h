@@ -10,7 +10,8 @@
 // lock that hands out an id and bytes.
 //
 // Storage never moves and is never freed while the table lives: records sit
-// in arena chunks mmap'ed in 1 MiB pieces, and ids map to records through a
+// in arena chunks mmap'ed in 1 MiB pieces (faulted in when mapped, so the
+// resident size grows a chunk at a time), and ids map to records through a
 // fixed array. So Get(id) returns a span that stays valid, and a report
 // writer may read it while other threads keep interning.
 //
@@ -18,9 +19,13 @@
 // stack is not stored: Intern returns 0 ("no stack") and dropped() counts it.
 // Stacks already stored are still found.
 //
-// Memory: besides the arena, the table reserves about 16-32 bytes of index
-// per allowed stack (hash slots at load <= 1/2, plus the id array), mapped up
-// front with mmap and backed by pages only as they are touched.
+// Memory: besides the arena, the table reserves 24-40 bytes of index per
+// allowed stack (8-byte hash slots at load <= 1/2, plus an 8-byte id array),
+// mapped up front with mmap and backed by pages only as they are touched.
+//
+// fork(): a child inherits any of the table's mutexes that another thread
+// held at the fork, locked forever. The owner must call LockForFork() /
+// UnlockAfterFork() from its pthread_atfork handlers.
 #ifndef GPUWATCH_LIBGPUWATCH_STACK_TABLE_H_
 #define GPUWATCH_LIBGPUWATCH_STACK_TABLE_H_
 
@@ -32,7 +37,9 @@
 
 namespace gpuwatch {
 
-class StackTable {
+// The padding is deliberate: members that different threads write sit on
+// cache lines of their own.
+class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:
   // Stacks longer than this are truncated to their first kMaxFrames pcs
   // (the frames nearest the allocation).
@@ -78,6 +85,13 @@ class StackTable {
       if (!pcs.empty()) fn(id, pcs);
     }
   }
+
+  // For pthread_atfork: LockForFork() in the prepare handler takes every
+  // lock of the table (no insert is in flight afterwards); UnlockAfterFork()
+  // in both the parent and the child handler releases them. Lock-free
+  // lookups are unaffected.
+  void LockForFork();
+  void UnlockAfterFork();
 
   // Number of ids handed out (stored stacks; the last few may still be
   // publishing). Thread-safe.
@@ -133,15 +147,18 @@ class StackTable {
   size_t chunks_bytes_ = 0;
 
   // Set once any allocation fails, so that a full table drops new stacks
-  // without touching the locks.
-  std::atomic<bool> full_{false};
+  // without touching the locks. Read on every miss, written once: kept off
+  // the cache lines that inserts write.
+  alignas(64) std::atomic<bool> full_{false};
+  alignas(64) std::atomic<uint64_t> dropped_{0};
+
+  // Everything an insert writes under the arena lock shares one cache line,
+  // so a new stack moves one line between cores, not several.
+  alignas(64) std::mutex arena_mu_;
   std::atomic<uint32_t> next_id_{1};
   std::atomic<size_t> bytes_used_{0};
-  std::atomic<uint64_t> dropped_{0};
-
-  std::mutex arena_mu_;
-  size_t num_chunks_ = 0;    // guarded by arena_mu_
-  size_t chunk_offset_ = 0;  // guarded by arena_mu_; bump offset in the last chunk
+  uint32_t num_chunks_ = 0;    // guarded by arena_mu_
+  uint32_t chunk_offset_ = 0;  // guarded by arena_mu_; bump offset in the last chunk
 
   Stripe stripes_[kStripes];
 };

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "libgpuwatch/log.h"
@@ -36,11 +37,18 @@ struct LibdwApi {
   decltype(&::dwfl_addrmodule) dwfl_addrmodule;
   decltype(&::dwfl_module_info) dwfl_module_info;
   decltype(&::dwfl_module_getelf) dwfl_module_getelf;
-  decltype(&::dwfl_module_addrinfo) dwfl_module_addrinfo;
+  decltype(&::dwfl_module_getsymtab) dwfl_module_getsymtab;
+  decltype(&::dwfl_module_getsym_info) dwfl_module_getsym_info;
   decltype(&::dwfl_module_getsrc) dwfl_module_getsrc;
   decltype(&::dwfl_lineinfo) dwfl_lineinfo;
   decltype(&::dwfl_module_addrdie) dwfl_module_addrdie;
   decltype(&::dwarf_getscopes) dwarf_getscopes;
+  decltype(&::dwarf_dieoffset) dwarf_dieoffset;
+  decltype(&::dwarf_child) dwarf_child;
+  decltype(&::dwarf_siblingof) dwarf_siblingof;
+  decltype(&::dwarf_haspc) dwarf_haspc;
+  decltype(&::dwarf_hasattr) dwarf_hasattr;
+  decltype(&::dwarf_ranges) dwarf_ranges;
   decltype(&::dwarf_tag) dwarf_tag;
   decltype(&::dwarf_attr) dwarf_attr;
   decltype(&::dwarf_attr_integrate) dwarf_attr_integrate;
@@ -90,11 +98,18 @@ const LibdwApi* LoadLibdw(const char* soname) {
   GPUWATCH_LIBDW_SYM(dwfl_addrmodule)
   GPUWATCH_LIBDW_SYM(dwfl_module_info)
   GPUWATCH_LIBDW_SYM(dwfl_module_getelf)
-  GPUWATCH_LIBDW_SYM(dwfl_module_addrinfo)
+  GPUWATCH_LIBDW_SYM(dwfl_module_getsymtab)
+  GPUWATCH_LIBDW_SYM(dwfl_module_getsym_info)
   GPUWATCH_LIBDW_SYM(dwfl_module_getsrc)
   GPUWATCH_LIBDW_SYM(dwfl_lineinfo)
   GPUWATCH_LIBDW_SYM(dwfl_module_addrdie)
   GPUWATCH_LIBDW_SYM(dwarf_getscopes)
+  GPUWATCH_LIBDW_SYM(dwarf_dieoffset)
+  GPUWATCH_LIBDW_SYM(dwarf_child)
+  GPUWATCH_LIBDW_SYM(dwarf_siblingof)
+  GPUWATCH_LIBDW_SYM(dwarf_haspc)
+  GPUWATCH_LIBDW_SYM(dwarf_hasattr)
+  GPUWATCH_LIBDW_SYM(dwarf_ranges)
   GPUWATCH_LIBDW_SYM(dwarf_tag)
   GPUWATCH_LIBDW_SYM(dwarf_attr)
   GPUWATCH_LIBDW_SYM(dwarf_attr_integrate)
@@ -226,6 +241,29 @@ const char* SymbolizerBackendName(SymbolizerBackend backend) {
   return "none";
 }
 
+// Why the indexes below exist: in elfutils 0.188, dwfl_module_addrinfo scans
+// the whole symbol table on every call (about 110 us per pc in libstdc++,
+// far worse in libtorch), and dwarf_getscopes walks the compilation unit's
+// DIE tree from the top on every call (about 600 us per pc in a unit that
+// includes heavy headers). A report resolves tens of thousands of pcs, so
+// each table is read once into a sorted vector and searched by address.
+
+// A function symbol, at its run-time address.
+struct SymbolEntry {
+  uintptr_t start = 0;
+  uintptr_t size = 0;
+  const char* name = nullptr;  // owned by libelf, valid for the session
+  int rank = 0;                // binding preference among equal addresses
+};
+
+// A subprogram's address range inside one compilation unit (DWARF addresses,
+// i.e. without the module bias).
+struct FunctionRange {
+  Dwarf_Addr start = 0;
+  Dwarf_Addr end = 0;
+  Dwarf_Die die{};
+};
+
 struct Symbolizer::Session {
   // dwfl keeps a pointer to the callbacks, and they to debuginfo_path, for
   // the whole session.
@@ -233,6 +271,23 @@ struct Symbolizer::Session {
   Dwfl_Callbacks callbacks{};
   Dwfl* dwfl = nullptr;
   LoaderGeneration reported;
+  int reports = 0;
+  // Per module (sorted by start, best binding last among equal starts).
+  std::unordered_map<Dwfl_Module*, std::vector<SymbolEntry>> symbols;
+  // Per compilation unit, keyed by module and CU DIE offset.
+  std::map<std::pair<Dwfl_Module*, Dwarf_Off>, std::vector<FunctionRange>> functions;
+  // Demangled names by the address of the mangled string (owned by libelf
+  // or libdw, so stable for the session): many pcs share a function, and
+  // demangling is a good part of the cost of a new pc.
+  std::unordered_map<const char*, std::string> demangled;
+
+  const std::string& DemangleCached(const char* name) {
+    static const std::string kEmpty;
+    if (name == nullptr) return kEmpty;
+    auto it = demangled.find(name);
+    if (it == demangled.end()) it = demangled.emplace(name, Demangle(name)).first;
+    return it->second;
+  }
 };
 
 Symbolizer::Symbolizer(const SymbolizerOptions& options) : options_(options) {
@@ -247,8 +302,7 @@ Symbolizer::Symbolizer(const SymbolizerOptions& options) : options_(options) {
   session_->callbacks.debuginfo_path = &session_->debuginfo_path;
   session_->dwfl = api_->dwfl_begin(&session_->callbacks);
   if (session_->dwfl == nullptr) {
-    Warn("libdw could not start a session (%s); reports show no file:line",
-         api_->dwfl_errmsg(-1));
+    Warn("libdw could not start a session (%s); reports show no file:line", api_->dwfl_errmsg(-1));
     session_.reset();
     return;
   }
@@ -274,6 +328,13 @@ Symbolizer::~Symbolizer() {
 // pc that falls in it.
 void Symbolizer::ReportModules() {
   session_->reported = CurrentLoaderGeneration();
+  // A re-report frees the modules that went away, and a new module may reuse
+  // a freed one's address: the indexes keyed by module start over.
+  if (session_->reports++ > 0) {
+    session_->symbols.clear();
+    session_->functions.clear();
+    session_->demangled.clear();
+  }
   api_->dwfl_report_begin(session_->dwfl);
   for (const LoadedModule& module : LoadedModules()) {
     api_->dwfl_report_module(session_->dwfl, module.path.c_str(), module.start, module.end);
@@ -325,8 +386,9 @@ std::vector<Frame> Symbolizer::ResolveWithDladdr(uintptr_t pc, uintptr_t lookup)
   frame.pc = pc;
   Dl_info info{};
   link_map* map = nullptr;
-  if (dladdr1(reinterpret_cast<void*>(lookup), &info, reinterpret_cast<void**>(&map),
-              RTLD_DL_LINKMAP) == 0) {
+  // A pc is an address in this process; dladdr1 takes it as a pointer.
+  if (dladdr1(reinterpret_cast<void*>(lookup),  // NOLINT(performance-no-int-to-ptr)
+              &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0) {
     return {frame};
   }
   if (map != nullptr) {
@@ -334,7 +396,7 @@ std::vector<Frame> Symbolizer::ResolveWithDladdr(uintptr_t pc, uintptr_t lookup)
     // The main program's link_map has an empty name; dladdr would give
     // argv[0], which may be relative or wrong.
     frame.module = (map->l_name != nullptr && map->l_name[0] != '\0') ? std::string(map->l_name)
-                                                                       : ExecutablePath();
+                                                                      : ExecutablePath();
   } else if (info.dli_fname != nullptr) {
     frame.module = info.dli_fname;
     frame.offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
@@ -344,6 +406,111 @@ std::vector<Frame> Symbolizer::ResolveWithDladdr(uintptr_t pc, uintptr_t lookup)
   }
   return {frame};
 }
+
+namespace {
+
+// Binding preference when several symbols share an address: GLOBAL names
+// are what a user wrote, WEAK next, LOCAL last.
+int BindingRank(unsigned char info) {
+  switch (GELF_ST_BIND(info)) {
+    case STB_GLOBAL:
+      return 2;
+    case STB_WEAK:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+std::vector<SymbolEntry> ReadFunctionSymbols(const LibdwApi& dw, Dwfl_Module* mod) {
+  std::vector<SymbolEntry> entries;
+  const int count = dw.dwfl_module_getsymtab(mod);
+  for (int i = 1; i < count; ++i) {  // 0 is the null symbol
+    GElf_Sym sym{};
+    GElf_Addr addr = 0;
+    GElf_Word shndx = 0;
+    const char* name = dw.dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, nullptr, nullptr);
+    if (name == nullptr || name[0] == '\0' || shndx == SHN_UNDEF) continue;
+    const int type = GELF_ST_TYPE(sym.st_info);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
+    entries.push_back({addr, sym.st_size, name, BindingRank(sym.st_info)});
+  }
+  std::sort(entries.begin(), entries.end(), [](const SymbolEntry& a, const SymbolEntry& b) {
+    return a.start != b.start ? a.start < b.start : a.rank < b.rank;
+  });
+  return entries;
+}
+
+const char* FindSymbol(const std::vector<SymbolEntry>& entries, uintptr_t addr) {
+  auto it = std::upper_bound(entries.begin(), entries.end(), addr,
+                             [](uintptr_t a, const SymbolEntry& e) { return a < e.start; });
+  // The nearest start at or below addr, then a few steps back in case a
+  // small symbol sits inside a larger one.
+  for (int steps = 0; it != entries.begin() && steps < 8; ++steps) {
+    --it;
+    if (addr < it->start + std::max<uintptr_t>(it->size, 1) || it->size == 0) return it->name;
+  }
+  return nullptr;
+}
+
+bool IsScopeTag(int tag) {
+  return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
+         tag == DW_TAG_try_block || tag == DW_TAG_catch_block;
+}
+
+// Collects the subprograms with code under `die` and its siblings. Does not
+// descend into subprograms (their scopes are searched per pc).
+void CollectFunctions(const LibdwApi& dw, Dwarf_Die die, int depth,
+                      std::vector<FunctionRange>* out) {
+  do {
+    const int tag = dw.dwarf_tag(&die);
+    if (tag == DW_TAG_subprogram) {
+      Dwarf_Addr base = 0;
+      Dwarf_Addr start = 0;
+      Dwarf_Addr end = 0;
+      ptrdiff_t offset = 0;
+      while ((offset = dw.dwarf_ranges(&die, offset, &base, &start, &end)) > 0) {
+        if (end > start) out->push_back({start, end, die});
+      }
+    } else if (depth < 64 && (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+                              tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+                              tag == DW_TAG_module || tag == DW_TAG_lexical_block)) {
+      Dwarf_Die child;
+      if (dw.dwarf_child(&die, &child) == 0) CollectFunctions(dw, child, depth + 1, out);
+    }
+    Dwarf_Die next;
+    if (dw.dwarf_siblingof(&die, &next) != 0) break;
+    die = next;
+  } while (true);
+}
+
+// The child scope of `parent` that contains `addr`, looking through lexical
+// blocks that carry no address range of their own.
+bool FindChildScope(const LibdwApi& dw, Dwarf_Die* parent, Dwarf_Addr addr, int depth,
+                    Dwarf_Die* result) {
+  Dwarf_Die child;
+  if (depth > 64 || dw.dwarf_child(parent, &child) != 0) return false;
+  do {
+    const int tag = dw.dwarf_tag(&child);
+    if (IsScopeTag(tag)) {
+      if (dw.dwarf_haspc(&child, addr) > 0) {
+        *result = child;
+        return true;
+      }
+      if (tag == DW_TAG_lexical_block && dw.dwarf_hasattr(&child, DW_AT_low_pc) == 0 &&
+          dw.dwarf_hasattr(&child, DW_AT_ranges) == 0 &&
+          FindChildScope(dw, &child, addr, depth + 1, result)) {
+        return true;
+      }
+    }
+    Dwarf_Die next;
+    if (dw.dwarf_siblingof(&child, &next) != 0) break;
+    child = next;
+  } while (true);
+  return false;
+}
+
+}  // namespace
 
 std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) {
   std::lock_guard<std::mutex> lock(LibdwMutex());
@@ -365,11 +532,11 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
 
   // The symbol table names the function that really contains the pc (the
   // outermost one when code was inlined into it).
-  GElf_Off sym_offset = 0;
-  GElf_Sym sym{};
-  const char* sym_name = dw.dwfl_module_addrinfo(mod, lookup, &sym_offset, &sym, nullptr, nullptr,
-                                                 nullptr);
-  const std::string outer_function = Demangle(sym_name);
+  auto sym_it = session_->symbols.find(mod);
+  if (sym_it == session_->symbols.end()) {
+    sym_it = session_->symbols.emplace(mod, ReadFunctionSymbols(dw, mod)).first;
+  }
+  const std::string& outer_function = session_->DemangleCached(FindSymbol(sym_it->second, lookup));
 
   // The line table gives the innermost location, inside any inlined code.
   Frame innermost = base;
@@ -380,31 +547,71 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
     innermost.line = lineno;
   }
 
-  std::vector<Frame> frames;
+  // Scopes containing the pc, innermost first, ending with the subprogram.
+  std::vector<Dwarf_Die> scopes;
   Dwarf_Addr cu_bias = 0;
   Dwarf_Die* cu = options_.expand_inlines ? dw.dwfl_module_addrdie(mod, lookup, &cu_bias) : nullptr;
-  Dwarf_Die* scopes = nullptr;
-  const int nscopes = cu != nullptr ? dw.dwarf_getscopes(cu, lookup - cu_bias, &scopes) : 0;
+  if (cu != nullptr) {
+    const Dwarf_Addr addr = lookup - cu_bias;
+    auto fn_it = session_->functions.find({mod, dw.dwarf_dieoffset(cu)});
+    if (fn_it == session_->functions.end()) {
+      std::vector<FunctionRange> ranges;
+      Dwarf_Die child;
+      if (dw.dwarf_child(cu, &child) == 0) CollectFunctions(dw, child, 0, &ranges);
+      std::sort(ranges.begin(), ranges.end(),
+                [](const FunctionRange& a, const FunctionRange& b) { return a.start < b.start; });
+      fn_it = session_->functions
+                  .emplace(std::make_pair(mod, dw.dwarf_dieoffset(cu)), std::move(ranges))
+                  .first;
+    }
+    const std::vector<FunctionRange>& ranges = fn_it->second;
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), addr,
+                               [](Dwarf_Addr a, const FunctionRange& r) { return a < r.start; });
+    if (it != ranges.begin() && addr < std::prev(it)->end) {
+      Dwarf_Die scope = std::prev(it)->die;
+      scopes.push_back(scope);
+      Dwarf_Die inner;
+      while (FindChildScope(dw, &scope, addr, 0, &inner)) {
+        scopes.push_back(inner);
+        scope = inner;
+      }
+      std::reverse(scopes.begin(), scopes.end());
+    } else if (ranges.empty()) {
+      // Nothing indexed in this unit (e.g. its functions sit in partial
+      // units, as dwz leaves them): the slow, general walk. Not done for a
+      // pc in a gap of an indexed unit (padding between functions), where
+      // it would walk the whole unit to find nothing.
+      Dwarf_Die* found = nullptr;
+      const int n = dw.dwarf_getscopes(cu, addr, &found);
+      if (n > 0) scopes.assign(found, found + n);
+      std::free(found);  // NOLINT(cppcoreguidelines-no-malloc): dwarf_getscopes' contract
+    }
+  }
 
-  // Scopes run from the innermost out. Each DW_TAG_inlined_subroutine is a
-  // frame whose caller is the next function scope; its DW_AT_call_file and
-  // DW_AT_call_line give the caller's location.
+  // Each DW_TAG_inlined_subroutine is a frame whose caller is the next
+  // function scope out; its DW_AT_call_file and DW_AT_call_line give the
+  // caller's location.
+  std::vector<Frame> frames;
+  frames.reserve(scopes.size() + 1);
   Dwarf_Files* files = nullptr;
   size_t nfiles = 0;
   Frame current = innermost;
-  for (int i = 0; i < nscopes; ++i) {
-    Dwarf_Die* die = &scopes[i];
-    const int tag = dw.dwarf_tag(die);
-    if (tag == DW_TAG_subprogram) break;  // the containing function: handled below
-    if (tag != DW_TAG_inlined_subroutine) continue;
+  std::string subprogram_name;
+  for (Dwarf_Die& die : scopes) {
+    const int tag = dw.dwarf_tag(&die);
+    if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
     Dwarf_Attribute attr;
     const char* name = nullptr;
-    if (dw.dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) != nullptr ||
-        dw.dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr) != nullptr ||
-        dw.dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
+    if (dw.dwarf_attr_integrate(&die, DW_AT_linkage_name, &attr) != nullptr ||
+        dw.dwarf_attr_integrate(&die, DW_AT_MIPS_linkage_name, &attr) != nullptr ||
+        dw.dwarf_attr_integrate(&die, DW_AT_name, &attr) != nullptr) {
       name = dw.dwarf_formstring(&attr);
     }
-    current.function = Demangle(name);
+    if (tag == DW_TAG_subprogram) {
+      subprogram_name = session_->DemangleCached(name);
+      break;  // the containing function: added below
+    }
+    current.function = session_->DemangleCached(name);
     current.inlined = true;
     frames.push_back(current);
 
@@ -412,11 +619,11 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
     current = base;
     Dwarf_Word call_file = 0;
     Dwarf_Word call_line = 0;
-    if (dw.dwarf_attr(die, DW_AT_call_line, &attr) != nullptr &&
+    if (dw.dwarf_attr(&die, DW_AT_call_line, &attr) != nullptr &&
         dw.dwarf_formudata(&attr, &call_line) == 0) {
       current.line = static_cast<int>(call_line);
     }
-    if (dw.dwarf_attr(die, DW_AT_call_file, &attr) != nullptr &&
+    if (dw.dwarf_attr(&die, DW_AT_call_file, &attr) != nullptr &&
         dw.dwarf_formudata(&attr, &call_file) == 0) {
       if (files == nullptr && dw.dwarf_getsrcfiles(cu, &files, &nfiles) != 0) files = nullptr;
       if (files != nullptr && call_file < nfiles) {
@@ -425,11 +632,10 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
       }
     }
   }
-  std::free(scopes);  // NOLINT(cppcoreguidelines-no-malloc): dwarf_getscopes' contract
 
-  // The containing function. Its name comes from the symbol table, which
-  // also covers code without DWARF.
-  current.function = outer_function;
+  // The containing function: named by the symbol table, which also covers
+  // code without DWARF; DWARF's name when the symbol is missing.
+  current.function = outer_function.empty() ? subprogram_name : outer_function;
   current.inlined = false;
   frames.push_back(std::move(current));
   return frames;
@@ -461,7 +667,9 @@ bool IsCudaInternalFrame(const Frame& frame) {
   return (StartsWith(fn, "cuda") && upper_at(4)) || (StartsWith(fn, "cu") && upper_at(2));
 }
 
-bool IsToolFrame(const Frame& frame) { return IsGpuwatchFrame(frame) || IsCudaInternalFrame(frame); }
+bool IsToolFrame(const Frame& frame) {
+  return IsGpuwatchFrame(frame) || IsCudaInternalFrame(frame);
+}
 
 size_t TrimTop(std::vector<Frame>* frames, const std::function<bool(const Frame&)>& drop) {
   size_t n = 0;

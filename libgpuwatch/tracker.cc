@@ -102,22 +102,38 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
   c.allocs.fetch_add(1, std::memory_order_relaxed);
   c.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
   c.current_count.fetch_add(1, std::memory_order_relaxed);
-  RaiseTo(c.peak_bytes, c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
+  RaiseTo(c.peak_bytes,
+          c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
   if (IsDeviceKind(alloc.kind)) {
-    const uint64_t now = device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
+    const uint64_t now =
+        device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
     RaiseTo(device_peak_, now);
     MaybeCapturePeak(now);
   }
 }
 
+void Tracker::UnaccountAlloc(const LiveAlloc& alloc) {
+  Site& site = SiteFor(alloc.stack_id);
+  site.allocs.fetch_sub(1, std::memory_order_relaxed);
+  site.alloc_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  Counters& c = kinds_[static_cast<int>(alloc.kind)];
+  c.allocs.fetch_sub(1, std::memory_order_relaxed);
+  c.alloc_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  ReleaseLive(alloc);
+}
+
 void Tracker::AccountFree(const LiveAlloc& alloc) {
+  kinds_[static_cast<int>(alloc.kind)].frees.fetch_add(1, std::memory_order_relaxed);
+  ReleaseLive(alloc);
+}
+
+void Tracker::ReleaseLive(const LiveAlloc& alloc) {
   if (IsDeviceKind(alloc.kind)) {
     Site& site = SiteFor(alloc.stack_id);
     site.live_count.fetch_sub(1, std::memory_order_relaxed);
     site.live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
   }
   Counters& c = kinds_[static_cast<int>(alloc.kind)];
-  c.frees.fetch_add(1, std::memory_order_relaxed);
   c.current_count.fetch_sub(1, std::memory_order_relaxed);
   c.current_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
   if (IsDeviceKind(alloc.kind)) device_current_.fetch_sub(alloc.size, std::memory_order_relaxed);
@@ -146,7 +162,15 @@ void Tracker::OnAlloc(const AllocEvent& event) {
       return;
     }
   }
-  if (had_old) AccountFree(replaced);
+  if (had_old && replaced.size == alloc.size) {
+    // The same allocation seen twice: with CUDA_INJECTION64_PATH gpuwatch
+    // subscribes inside cuInit, within the first runtime call, so that call's
+    // nested driver allocation arrives before the runtime's EXIT. Keep the
+    // outer (runtime) view and count the allocation once.
+    UnaccountAlloc(replaced);
+  } else if (had_old) {
+    AccountFree(replaced);  // a free we never saw
+  }
   AccountAlloc(alloc);
   if (event.kind == MemKind::kVmm) {
     std::lock_guard<std::mutex> lock(vmm_mu_);
@@ -189,6 +213,18 @@ void Tracker::OnCopy(const CopyEvent& event) {
   const int k = static_cast<int>(event.kind);
   copy_count_[k].fetch_add(1, std::memory_order_relaxed);
   copy_bytes_[k].fetch_add(event.bytes, std::memory_order_relaxed);
+}
+
+void Tracker::LockForFork() {
+  peak_mu_.lock();
+  vmm_mu_.lock();
+  for (int i = 0; i < kShards; ++i) shards_[i].mu.lock();
+}
+
+void Tracker::UnlockAfterFork() {
+  for (int i = kShards - 1; i >= 0; --i) shards_[i].mu.unlock();
+  vmm_mu_.unlock();
+  peak_mu_.unlock();
 }
 
 uint64_t Tracker::EventCount() const {

@@ -102,10 +102,19 @@ class Tracker {
 
   TrackerSnapshot Snapshot() const;
 
+  // For pthread_atfork: LockForFork() (prepare) takes every lock so that no
+  // update is in flight across fork(); UnlockAfterFork() (parent and child)
+  // releases them.
+  void LockForFork();
+  void UnlockAfterFork();
+
+  // Device bytes live now (all device kinds). Cheap; thread-safe.
+  uint64_t DeviceCurrentBytes() const { return device_current_.load(std::memory_order_relaxed); }
+
   // Total number of events seen (allocations, frees, copies, launches); cheap.
   uint64_t EventCount() const;
 
- static constexpr uint32_t kDefaultMaxSites = 1u << 20;
+  static constexpr uint32_t kDefaultMaxSites = 1u << 20;
 
  private:
   static constexpr int kShards = 64;
@@ -131,6 +140,10 @@ class Tracker {
   void MaybeCapturePeak(uint64_t device_bytes);
   void AccountAlloc(const LiveAlloc& alloc);
   void AccountFree(const LiveAlloc& alloc);
+  // Reverses AccountAlloc for an allocation that was recorded twice.
+  void UnaccountAlloc(const LiveAlloc& alloc);
+  // Live bytes and counts (kind, device total, site) for a departed allocation.
+  void ReleaseLive(const LiveAlloc& alloc);
 
   uint64_t start_ns_ = 0;
   std::unique_ptr<Shard[]> shards_;
@@ -150,7 +163,7 @@ class Tracker {
   Site* sites_ = nullptr;
   std::atomic<uint32_t> sites_used_{1};
 
-  mutable std::mutex peak_mu_;  // serialises peak captures
+  mutable std::mutex peak_mu_;                             // serialises peak captures
   std::vector<std::pair<uint32_t, uint64_t>> peak_sites_;  // guarded by peak_mu_
   std::atomic<uint64_t> peak_captured_bytes_{0};
   uint64_t peak_captured_time_ns_ = 0;  // guarded by peak_mu_

@@ -75,7 +75,9 @@ __attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwBacktraceFn unw
 int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwBacktraceFn unw_backtrace,
                 uintptr_t* pcs, int max_depth, int skip) {
   if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
-  skip = std::max(skip, 0);
+  // Clamped first so that the sum below cannot overflow.
+  skip = std::clamp(skip, 0, kMaxCaptureDepth);
+  max_depth = std::min(max_depth, kMaxCaptureDepth);
   uintptr_t buffer[kMaxCaptureDepth];
   const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
   const int n = CaptureRaw(method, unw_backtrace, buffer, want);

@@ -1,3 +1,4 @@
+cmake_policy(SET CMP0057 NEW)
 # Fails unless every dynamic symbol libgpuwatch.so defines is gpuwatch_* or
 # InitializeInjection (run as: cmake -DLIB=path -P check_exports.cmake).
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)

@@ -19,9 +19,7 @@ std::string SelfExe(const char* argv0) {
   return buf;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"gpuwatch: GPU memory and transfer profiler", "gpuwatch"};
   app.require_subcommand(1);
   app.set_version_flag("--version", GPUWATCH_VERSION_STRING);
@@ -46,4 +44,15 @@ int main(int argc, char** argv) {
   }
   if (run_cmd->parsed()) return gpuwatch::tools::RunCommand(run, SelfExe(argv[0]));
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpuwatch: %s\n", e.what());
+    return 2;
+  }
 }

@@ -16,7 +16,7 @@ namespace gpuwatch::tools {
 namespace {
 
 bool IsFile(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
@@ -32,7 +32,8 @@ void SetEnv(const char* name, const std::string& value) {
 }  // namespace
 
 std::string FindLibrary(const std::string& self_exe) {
-  if (const char* env = std::getenv("GPUWATCH_LIBRARY"); env != nullptr && *env != '\0') {  // NOLINT
+  if (const char* env = std::getenv("GPUWATCH_LIBRARY");
+      env != nullptr && *env != '\0') {  // NOLINT
     return IsFile(env) ? env : "";
   }
   const std::string dir = DirOf(self_exe);
@@ -47,7 +48,9 @@ std::string FindLibrary(const std::string& self_exe) {
 
 int RunCommand(const RunOptions& options, const std::string& self_exe) {
   if (options.command.empty()) {
-    std::fprintf(stderr, "gpuwatch run: no command given (usage: gpuwatch run [options] -- COMMAND [ARGS...])\n");
+    std::fprintf(
+        stderr,
+        "gpuwatch run: no command given (usage: gpuwatch run [options] -- COMMAND [ARGS...])\n");
     return 2;
   }
   const std::string library = options.library.empty() ? FindLibrary(self_exe) : options.library;
@@ -63,10 +66,10 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   // constructor attaches when CUDA is linked in, the driver's injection hook
   // when CUDA is loaded later or linked statically.
   const char* old_preload = std::getenv("LD_PRELOAD");  // NOLINT
-  SetEnv("LD_PRELOAD", old_preload != nullptr && *old_preload != '\0'
-                           ? library + ":" + old_preload
-                           : library);
-  if (std::getenv("CUDA_INJECTION64_PATH") == nullptr) SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
+  SetEnv("LD_PRELOAD",
+         old_preload != nullptr && *old_preload != '\0' ? library + ":" + old_preload : library);
+  if (std::getenv("CUDA_INJECTION64_PATH") == nullptr)
+    SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
   if (!options.output.empty()) SetEnv("GPUWATCH_OUTPUT", options.output);
   if (options.depth >= 0) SetEnv("GPUWATCH_DEPTH", std::to_string(options.depth));
   if (options.no_summary) SetEnv("GPUWATCH_SUMMARY", "0");
@@ -77,10 +80,10 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   argv.push_back(nullptr);
 
   // Like system(): while the child runs, terminal signals go to it alone.
-  struct sigaction ignore{};
+  struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
-  struct sigaction old_int{};
-  struct sigaction old_quit{};
+  struct sigaction old_int {};
+  struct sigaction old_quit {};
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
 

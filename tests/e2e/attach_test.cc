@@ -113,9 +113,9 @@ TEST(Attach, RunCommandPassesExitStatusAndOutputThrough) {
   ScopedTempDir dir;
   auto env = SimEnv();
   const ProcessResult plain = RunProcess({kPrograms + "/exit_with", "3"}, env, dir.path());
-  const ProcessResult traced = RunProcess(
-      {kCli, "run", "-o", dir.path() + "/r.json", "--", kPrograms + "/exit_with", "3"}, env,
-      dir.path());
+  const ProcessResult traced =
+      RunProcess({kCli, "run", "-o", dir.path() + "/r.json", "--", kPrograms + "/exit_with", "3"},
+                 env, dir.path());
   EXPECT_EQ(plain.exit_code, 3);
   EXPECT_EQ(traced.exit_code, 3) << traced.err;
   EXPECT_EQ(traced.out, plain.out);
@@ -174,8 +174,7 @@ TEST(Attach, MissingCuptiLeavesHostUnchanged) {
   EXPECT_EQ(traced.out, plain.out);
   const auto lines = LinesStartingWith(traced.err, "gpuwatch:");
   ASSERT_EQ(lines.size(), 1u) << traced.err;
-  EXPECT_NE(lines[0].find("cannot load " + dir.path() + "/no-such-libcupti.so"),
-            std::string::npos)
+  EXPECT_NE(lines[0].find("cannot load " + dir.path() + "/no-such-libcupti.so"), std::string::npos)
       << lines[0];
   EXPECT_TRUE(dir.List().empty());
 }

@@ -22,8 +22,8 @@ namespace gpuwatch::testing {
 namespace {
 
 bool Scrubbed(const std::string& name) {
-  return name.rfind("GPUWATCH_", 0) == 0 || name.rfind("GWSIM_", 0) == 0 ||
-         name == "LD_PRELOAD" || name == "CUDA_INJECTION64_PATH";
+  return name.rfind("GPUWATCH_", 0) == 0 || name.rfind("GWSIM_", 0) == 0 || name == "LD_PRELOAD" ||
+         name == "CUDA_INJECTION64_PATH";
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ TEST(Config, ValidValuesAreTaken) {
 }
 
 TEST(Config, EachBadValueGetsOneWarningNamingVariableValueAndDefault) {
-  Env env{{{"GPUWATCH_DEPTH", "999"}, {"GPUWATCH_SIGNAL", "SIGSEGV"}, {"GPUWATCH_SUMMARY", "maybe"}}};
+  Env env{
+      {{"GPUWATCH_DEPTH", "999"}, {"GPUWATCH_SIGNAL", "SIGSEGV"}, {"GPUWATCH_SUMMARY", "maybe"}}};
   std::vector<std::string> warnings;
   const Config c = Parse(env, &warnings);
   ASSERT_EQ(warnings.size(), 3u);

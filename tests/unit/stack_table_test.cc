@@ -1,5 +1,8 @@
 #include "libgpuwatch/stack_table.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -9,6 +12,31 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+// Counts heap allocations made by the current thread while enabled (see
+// unwind_test.cc). Not under sanitizers, whose runtimes own malloc.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define GPUWATCH_COUNT_MALLOC 1
+extern "C" void* __libc_malloc(size_t size);
+extern "C" void* __libc_calloc(size_t count, size_t size);
+extern "C" void* __libc_realloc(void* ptr, size_t size);
+namespace {
+thread_local bool g_count_mallocs = false;
+thread_local long g_mallocs = 0;
+}  // namespace
+extern "C" void* malloc(size_t size) {
+  if (g_count_mallocs) ++g_mallocs;
+  return __libc_malloc(size);
+}
+extern "C" void* calloc(size_t count, size_t size) {
+  if (g_count_mallocs) ++g_mallocs;
+  return __libc_calloc(count, size);
+}
+extern "C" void* realloc(void* ptr, size_t size) {
+  if (g_count_mallocs) ++g_mallocs;
+  return __libc_realloc(ptr, size);
+}
+#endif
 
 namespace gpuwatch {
 namespace {
@@ -84,6 +112,7 @@ TEST(StackTableTest, LongStacksAreTruncated) {
 TEST(StackTableTest, StackCapDropsNewStacksButFindsOldOnes) {
   StackTable table(10, 1 << 20);
   std::vector<uint32_t> ids;
+  ids.reserve(15);
   for (int i = 0; i < 15; ++i) ids.push_back(Intern(table, MakeStack(i, 8)));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(ids[i], static_cast<uint32_t>(i + 1));
   for (int i = 10; i < 15; ++i) EXPECT_EQ(ids[i], 0u);
@@ -123,6 +152,26 @@ TEST(StackTableTest, SpansStayValidAcrossChunks) {
   EXPECT_EQ(AsVector(span), copy);
 }
 
+#ifdef GPUWATCH_COUNT_MALLOC
+TEST(StackTableTest, InternDoesNotMalloc) {
+  std::vector<Stack> stacks;
+  stacks.reserve(5000);
+  for (int i = 0; i < 5000; ++i) stacks.push_back(MakeStack(i, 32));
+  StackTable table(10000, 16 << 20);
+  g_mallocs = 0;
+  g_count_mallocs = true;
+  for (const Stack& s : stacks) Intern(table, s);  // new stacks: mmap'ed chunks only
+  const long new_mallocs = g_mallocs;
+  for (int round = 0; round < 3; ++round) {
+    for (const Stack& s : stacks) Intern(table, s);
+  }
+  g_count_mallocs = false;
+  EXPECT_EQ(new_mallocs, 0);
+  EXPECT_EQ(g_mallocs, 0);
+  EXPECT_EQ(table.size(), 5000u);
+}
+#endif
+
 TEST(StackTableTest, ForEachVisitsEveryStackOnce) {
   StackTable table(100, 1 << 16);
   std::map<uint32_t, Stack> expected;
@@ -137,6 +186,32 @@ TEST(StackTableTest, ForEachVisitsEveryStackOnce) {
   EXPECT_EQ(seen, expected);
 }
 
+// A child forked while another thread inserts can still insert.
+TEST(StackTableTest, ForkHooksLeaveUsableLocks) {
+  StackTable table(100000, 64 << 20);
+  std::atomic<bool> stop{false};
+  std::thread inserter([&] {
+    for (int i = 0; !stop.load(); ++i) Intern(table, MakeStack(i, 16));
+  });
+  for (int round = 0; round < 10; ++round) {
+    table.LockForFork();
+    const pid_t pid = fork();
+    table.UnlockAfterFork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Child: only this thread exists. Every stripe must be free.
+      bool ok = true;
+      for (int i = 0; i < 1000; ++i) ok = ok && Intern(table, MakeStack(1000000 + i, 8)) != 0;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  stop.store(true);
+  inserter.join();
+}
+
 // 8 threads intern overlapping sets of stacks in different orders, while a
 // reader walks the table. Every thread must get the same id for the same
 // stack, and each distinct stack must be stored exactly once.
@@ -145,6 +220,7 @@ TEST(StackTableTest, ConcurrentInternIsConsistent) {
   constexpr int kDistinct = 4000;
   constexpr int kPerThread = 2000;  // overlapping windows of the distinct set
   std::vector<Stack> stacks;
+  stacks.reserve(kDistinct);
   for (int i = 0; i < kDistinct; ++i) stacks.push_back(MakeStack(1000 + i, 4 + i % 29));
 
   StackTable table(100000, 64 << 20);
@@ -152,9 +228,11 @@ TEST(StackTableTest, ConcurrentInternIsConsistent) {
   std::atomic<bool> go{false};
   std::atomic<bool> done{false};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::vector<int> order;
+      order.reserve(kPerThread);
       for (int k = 0; k < kPerThread; ++k) order.push_back((t * kDistinct / 16 + k) % kDistinct);
       std::shuffle(order.begin(), order.end(), std::mt19937(t));
       while (!go.load()) {

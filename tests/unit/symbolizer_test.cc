@@ -49,8 +49,8 @@ constexpr const char kFixtureFunction[] =
 uintptr_t LoadBiasOf(uintptr_t pc) {
   Dl_info info{};
   link_map* map = nullptr;
-  if (dladdr1(reinterpret_cast<void*>(pc), &info, reinterpret_cast<void**>(&map),
-              RTLD_DL_LINKMAP) == 0 ||
+  if (dladdr1(reinterpret_cast<void*>(pc),  // NOLINT(performance-no-int-to-ptr)
+              &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
       map == nullptr) {
     return 0;
   }
@@ -231,6 +231,7 @@ Frame MakeFrame(std::string function, std::string module) {
 
 std::vector<std::string> Functions(const std::vector<Frame>& frames) {
   std::vector<std::string> names;
+  names.reserve(frames.size());
   for (const Frame& f : frames) names.push_back(f.function);
   return names;
 }
@@ -247,7 +248,8 @@ TEST(TrimTest, SharedCudartStack) {
       MakeFrame("main", "/home/u/train"),
   };
   EXPECT_EQ(TrimTop(&frames, IsToolFrame), 6u);
-  EXPECT_EQ(Functions(frames), (std::vector<std::string>{"Model::Allocate(unsigned long)", "main"}));
+  EXPECT_EQ(Functions(frames),
+            (std::vector<std::string>{"Model::Allocate(unsigned long)", "main"}));
 }
 
 TEST(TrimTest, StaticCudartStack) {

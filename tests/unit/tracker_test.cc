@@ -16,9 +16,7 @@ AllocEvent Event(uint64_t address, uint64_t size, MemKind kind) {
   return e;
 }
 
-const KindTotals& Kind(const TrackerSnapshot& s, MemKind k) {
-  return s.kinds[static_cast<int>(k)];
-}
+const KindTotals& Kind(const TrackerSnapshot& s, MemKind k) { return s.kinds[static_cast<int>(k)]; }
 
 TEST(Tracker, CountsCurrentPeakAndKindsApart) {
   Tracker t;
@@ -48,6 +46,27 @@ TEST(Tracker, UnknownFreeIsCountedNotFatal) {
   const TrackerSnapshot s = t.Snapshot();
   EXPECT_EQ(s.unknown_frees, 2u);
   EXPECT_EQ(s.device_current_bytes, 0u);
+}
+
+// With injection the first runtime call's nested driver allocation is seen
+// before the runtime's own EXIT: the same allocation, reported twice.
+TEST(Tracker, SameAllocationSeenTwiceCountsOnce) {
+  Tracker t;
+  t.OnAlloc(Event(0x1000, 256, MemKind::kDevice));
+  t.OnAlloc(Event(0x1000, 256, MemKind::kPool));
+  const TrackerSnapshot s = t.Snapshot();
+  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 0u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).current_bytes, 0u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 0u);
+  EXPECT_EQ(Kind(s, MemKind::kPool).allocs, 1u);
+  EXPECT_EQ(Kind(s, MemKind::kPool).current_bytes, 256u);
+  EXPECT_EQ(s.device_current_bytes, 256u);
+  // A different size at a live address is a free we never saw.
+  t.OnAlloc(Event(0x1000, 512, MemKind::kPool));
+  const TrackerSnapshot s2 = t.Snapshot();
+  EXPECT_EQ(Kind(s2, MemKind::kPool).allocs, 2u);
+  EXPECT_EQ(Kind(s2, MemKind::kPool).frees, 1u);
+  EXPECT_EQ(s2.device_current_bytes, 512u);
 }
 
 TEST(Tracker, UnmapRangeFreesEveryMappingInside) {

@@ -13,6 +13,32 @@
 
 #include <gtest/gtest.h>
 
+// Counts heap allocations made by the current thread while enabled, by
+// replacing malloc with a forwarder to glibc's. Not under sanitizers, whose
+// runtimes own malloc.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define GPUWATCH_COUNT_MALLOC 1
+extern "C" void* __libc_malloc(size_t size);
+extern "C" void* __libc_calloc(size_t count, size_t size);
+extern "C" void* __libc_realloc(void* ptr, size_t size);
+namespace {
+thread_local bool g_count_mallocs = false;
+thread_local long g_mallocs = 0;
+}  // namespace
+extern "C" void* malloc(size_t size) {
+  if (g_count_mallocs) ++g_mallocs;
+  return __libc_malloc(size);
+}
+extern "C" void* calloc(size_t count, size_t size) {
+  if (g_count_mallocs) ++g_mallocs;
+  return __libc_calloc(count, size);
+}
+extern "C" void* realloc(void* ptr, size_t size) {
+  if (g_count_mallocs) ++g_mallocs;
+  return __libc_realloc(ptr, size);
+}
+#endif
+
 namespace gpuwatch {
 namespace {
 
@@ -133,9 +159,31 @@ TEST(UnwindTest, MethodsAgree) {
   for (int i = 0; i < 11; ++i) EXPECT_EQ(a[i], b[i]) << i;  // 11 levels of Recurse
 }
 
+#ifdef GPUWATCH_COUNT_MALLOC
+TEST(UnwindTest, NoHeapAllocationPerCapture) {
+  for (const UnwindMethod method : kMethods) {
+    SCOPED_TRACE(UnwindMethodName(method));
+    long steady = -1;
+    std::thread([method, &steady] {
+      uintptr_t pcs[32];
+      // The first capture on a thread may allocate once: glibc's dynamic TLS
+      // block for the dlopen'ed libunwind.
+      Recurse(40, method, pcs, 32);
+      g_mallocs = 0;
+      g_count_mallocs = true;
+      for (int i = 0; i < 1000; ++i) Recurse(40, method, pcs, 32);
+      g_count_mallocs = false;
+      steady = g_mallocs;
+    }).join();
+    EXPECT_EQ(steady, 0);
+  }
+}
+#endif
+
 TEST(UnwindTest, ConcurrentCaptures) {
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&failures, t] {
       uintptr_t pcs[32];
@@ -158,12 +206,21 @@ TEST(UnwindTest, ExceptionsStillUseLibgcc) {
 
   EXPECT_EQ(dlsym(RTLD_DEFAULT, "unw_backtrace"), nullptr);
   EXPECT_EQ(dlsym(RTLD_DEFAULT, "__libunwind_Unwind_Backtrace"), nullptr);
-  const void* raise = dlsym(RTLD_DEFAULT, "_Unwind_RaiseException");
-  ASSERT_NE(raise, nullptr);
-  EXPECT_NE(ModuleOf(raise).find("libgcc_s.so"), std::string::npos) << ModuleOf(raise);
-  const void* backtrace = dlsym(RTLD_DEFAULT, "backtrace");
-  ASSERT_NE(backtrace, nullptr);
-  EXPECT_NE(ModuleOf(backtrace).find("libc.so"), std::string::npos) << ModuleOf(backtrace);
+  // The process-wide definitions must not come from libunwind. They come
+  // from libgcc_s and libc, or from a sanitizer runtime that interposes them.
+  const auto expect_from = [](const char* symbol, const char* library) {
+    const void* address = dlsym(RTLD_DEFAULT, symbol);
+    ASSERT_NE(address, nullptr) << symbol;
+    const std::string module = ModuleOf(address);
+    EXPECT_EQ(module.find("libunwind"), std::string::npos) << symbol << " from " << module;
+    EXPECT_TRUE(module.find(library) != std::string::npos ||
+                module.find("san.so") != std::string::npos)
+        << symbol << " from " << module;
+  };
+  expect_from("_Unwind_RaiseException", "libgcc_s.so");
+  expect_from("_Unwind_Resume", "libgcc_s.so");
+  expect_from("_Unwind_Backtrace", "libgcc_s.so");
+  expect_from("backtrace", "libc.so");
 
   int caught = 0;
   for (int i = 0; i < 3; ++i) {

@@ -1,0 +1,162 @@
+// End-to-end tests of what the reports say: leak sites with file and line
+// and exact bytes, the OOM report, snapshots by signal, and exact totals under
+// threads. Programs run on the CUDA simulator with libgpuwatch.so preloaded.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/subprocess.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kLib = GPUWATCH_TEST_LIB;
+const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
+const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
+const std::string kExamples = GPUWATCH_TEST_EXAMPLES_DIR;
+const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+// The 1-based line of `source` that contains `marker`, or 0.
+int LineOf(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+std::map<std::string, std::string> PreloadEnv(const std::string& output) {
+  return {{"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", output}};
+}
+
+json ReadJson(const std::string& path) {
+  return json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+// The leak entry of `section` whose location is `location`, or null.
+json SiteAt(const json& section, const std::string& location) {
+  for (const json& site : section["sites"]) {
+    if (site["location"] == location) return site;
+  }
+  return nullptr;
+}
+
+TEST(Report, LeakSitesAreNamedByFileAndLineWithExactBytes) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess({kPrograms + "/leak_sites"}, PreloadEnv(out), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const std::string source = kSourceDir + "/tests/e2e/programs/leak_sites.cu";
+  auto at = [&](const std::string& name) {
+    const int line = LineOf(source, "// LEAK:" + name);
+    EXPECT_GT(line, 0) << name;
+    return "leak_sites.cu:" + std::to_string(line);
+  };
+  const json& device = report["leaks"]["device"];
+  struct Expected {
+    std::string name;
+    uint64_t bytes;
+    uint64_t count;
+    std::string kind;
+  };
+  const Expected expected[] = {
+      {"device", 6 * kMiB, 2, "device"},   {"pool", 1 * kMiB, 1, "pool"},
+      {"managed", 2 * kMiB, 1, "managed"}, {"driver", 768 * kKiB, 1, "device"},
+      {"vmm", 4 * kMiB, 1, "vmm"},
+  };
+  uint64_t total = 0;
+  for (const Expected& e : expected) {
+    const json site = SiteAt(device, at(e.name));
+    ASSERT_FALSE(site.is_null()) << "no leak reported at " << at(e.name) << "\n" << device.dump(1);
+    EXPECT_EQ(site["bytes"], e.bytes) << e.name;
+    EXPECT_EQ(site["count"], e.count) << e.name;
+    EXPECT_EQ(site["kinds"][e.kind], e.bytes) << e.name;
+    EXPECT_EQ(site["frames"][0]["line"], LineOf(source, "// LEAK:" + e.name)) << e.name;
+    total += e.bytes;
+  }
+  // Nothing else leaked: the balanced site is absent and the totals add up.
+  EXPECT_EQ(device["bytes"], total);
+  EXPECT_EQ(device["sites"].size(), std::size(expected));
+  const std::string balanced = "leak_sites.cu:" + std::to_string(LineOf(source, "balanced: freed"));
+  EXPECT_TRUE(SiteAt(device, balanced).is_null());
+  // Pinned host memory is reported apart.
+  const json& host = report["leaks"]["host"];
+  ASSERT_EQ(host["sites"].size(), 1u) << host.dump(1);
+  EXPECT_EQ(host["sites"][0]["location"], at("pinned"));
+  EXPECT_EQ(host["bytes"], 96 * kKiB);
+  // The stderr summary names the largest site with its file and line.
+  EXPECT_NE(r.err.find("at " + at("device")), std::string::npos) << r.err;
+}
+
+TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  auto env = PreloadEnv(out);
+  env["GWSIM_DEVICE_MEMORY"] = std::to_string(1024 * kMiB);
+  const ProcessResult r = RunProcess({kExamples + "/oom"}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "oom: cudaMalloc failed after 4 chunks of 256 MiB (out of memory)\n");
+  const json report = ReadJson(out + ".oom-1");
+  ASSERT_TRUE(report.is_object()) << r.err;
+  EXPECT_EQ(report["trigger"], "oom");
+  const std::string source = kSourceDir + "/examples/oom.cu";
+  const std::string site =
+      "oom.cu:" + std::to_string(LineOf(source, "fails when the device is full"));
+  EXPECT_EQ(report["oom"]["size"], 256 * kMiB);
+  EXPECT_EQ(report["oom"]["kind"], "device");
+  EXPECT_EQ(report["oom"]["location"], site);
+  EXPECT_EQ(report["oom"]["device_total_bytes"], 1024 * kMiB);
+  // Everything live at the failure, by site: the four chunks that fit.
+  EXPECT_EQ(report["leaks"]["device"]["bytes"], 1024 * kMiB);
+  ASSERT_EQ(report["leaks"]["device"]["sites"].size(), 1u);
+  EXPECT_EQ(report["leaks"]["device"]["sites"][0]["location"], site);
+  const auto lines = LinesStartingWith(r.err, "gpuwatch: out of memory:");
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find(site), std::string::npos) << lines[0];
+  // Only one OOM report: the program stopped at the first failure.
+  EXPECT_TRUE(ReadFile(out + ".oom-2").empty());
+}
+
+TEST(Report, SnapshotBySignalWhileRunning) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess({kPrograms + "/snapshot_signal"}, PreloadEnv(out), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json snap = ReadJson(out + ".snapshot-1");
+  ASSERT_TRUE(snap.is_object());
+  EXPECT_EQ(snap["trigger"], "snapshot");
+  EXPECT_EQ(snap["label"], "signal");
+  EXPECT_EQ(snap["totals"]["device_current_bytes"], 6 * kMiB);
+  // The exit report, written later, sees the buffer freed.
+  const json exit_report = ReadJson(out);
+  ASSERT_TRUE(exit_report.is_object());
+  EXPECT_EQ(exit_report["totals"]["device_current_bytes"], 0);
+}
+
+TEST(Report, FourThreadsTenThousandAllocationsEachGiveExactTotals) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess({kPrograms + "/threads"}, PreloadEnv(out), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object());
+  const json& device = report["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 40000);
+  EXPECT_EQ(device["frees"], 39996);
+  EXPECT_EQ(device["current_count"], 4);
+  EXPECT_EQ(device["current_bytes"], 4 * 4096 + 0 + 1 + 2 + 3);
+  EXPECT_EQ(report["totals"]["unknown_frees"], 0);
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

@@ -1,0 +1,133 @@
+#include "common/env.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "gwsim_abi.h"
+
+namespace gwsim {
+
+bool ParseUnsigned(const char* text, uint64_t* out) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') return false;
+  *out = value;
+  return true;
+}
+
+bool ParseByteSize(const char* text, uint64_t* out) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text) return false;
+  unsigned shift = 0;
+  switch (*end) {
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    case 't':
+    case 'T':
+      shift = 40;
+      break;
+    default:
+      return false;
+  }
+  if (shift != 0) {
+    ++end;
+    if (*end == 'i' || *end == 'I') ++end;  // KiB, MiB, ...
+    if (*end == 'b' || *end == 'B') ++end;
+    if (*end != '\0') return false;
+    if (value > (~0ull >> shift)) return false;
+  }
+  *out = static_cast<uint64_t>(value) << shift;
+  return true;
+}
+
+bool ParsePositiveDouble(const char* text, double* out) {
+  if (text == nullptr || *text == '\0') return false;
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(value) || value <= 0) {
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+namespace {
+
+void Warn(const char* name, const char* value, const char* expected) {
+  std::fprintf(stderr, "gwsim: ignoring %s='%s' (expected %s); using the default\n", name, value,
+               expected);
+}
+
+}  // namespace
+
+SimConfig ReadSimConfig() {
+  SimConfig config;
+  if (const char* v = std::getenv("GWSIM_DEVICE_MEMORY")) {
+    uint64_t bytes = 0;
+    if (ParseByteSize(v, &bytes) && bytes > 0) {
+      config.device_memory = bytes;
+    } else {
+      Warn("GWSIM_DEVICE_MEMORY", v, "a positive number of bytes");
+    }
+  }
+  if (const char* v = std::getenv("GWSIM_DEVICE_COUNT")) {
+    uint64_t count = 0;
+    if (ParseUnsigned(v, &count) && count <= 16) {
+      config.device_count = static_cast<int>(count);
+    } else {
+      Warn("GWSIM_DEVICE_COUNT", v, "an integer from 0 to 16");
+    }
+  }
+  struct {
+    const char* name;
+    double* field;
+  } const bandwidths[] = {{"GWSIM_BW_PAGEABLE", &config.bw_pageable_gbps},
+                          {"GWSIM_BW_PINNED", &config.bw_pinned_gbps},
+                          {"GWSIM_BW_DEVICE", &config.bw_device_gbps}};
+  for (const auto& bw : bandwidths) {
+    if (const char* v = std::getenv(bw.name)) {
+      if (!ParsePositiveDouble(v, bw.field)) Warn(bw.name, v, "a positive number of GB/s");
+    }
+  }
+  if (const char* v = std::getenv("GWSIM_COPY_LATENCY_NS")) {
+    if (!ParseUnsigned(v, &config.copy_latency_ns)) {
+      Warn("GWSIM_COPY_LATENCY_NS", v, "a non-negative integer");
+    }
+  }
+  if (const char* v = std::getenv("GWSIM_KERNEL_NS")) {
+    if (!ParseUnsigned(v, &config.kernel_ns)) Warn("GWSIM_KERNEL_NS", v, "a non-negative integer");
+  }
+  if (const char* v = std::getenv("GWSIM_FAIL")) {
+    if (std::strcmp(v, "no-driver") == 0) {
+      config.fail_mode = GWSIM_FAIL_NO_DRIVER;
+    } else if (std::strcmp(v, "other-subscriber") == 0) {
+      config.fail_mode = GWSIM_FAIL_OTHER_SUBSCRIBER;
+    } else if (*v != '\0' && std::strcmp(v, "none") != 0) {
+      Warn("GWSIM_FAIL", v, "no-driver, other-subscriber or none");
+    }
+  }
+  return config;
+}
+
+}  // namespace gwsim

@@ -1,0 +1,34 @@
+// Reading the simulator's GWSIM_* environment variables.
+#ifndef GWSIM_COMMON_ENV_H_
+#define GWSIM_COMMON_ENV_H_
+
+#include <cstdint>
+#include <string>
+
+namespace gwsim {
+
+// The simulator's settings, read once from the environment (see tests/sim/README.md).
+struct SimConfig {
+  uint64_t device_memory = 16ull << 30;  // GWSIM_DEVICE_MEMORY, bytes per device
+  int device_count = 1;                  // GWSIM_DEVICE_COUNT
+  double bw_pageable_gbps = 12;          // GWSIM_BW_PAGEABLE
+  double bw_pinned_gbps = 25;            // GWSIM_BW_PINNED
+  double bw_device_gbps = 2000;          // GWSIM_BW_DEVICE
+  uint64_t copy_latency_ns = 2000;       // GWSIM_COPY_LATENCY_NS
+  uint64_t kernel_ns = 5000;             // GWSIM_KERNEL_NS
+  uint32_t fail_mode = 0;                // GWSIM_FAIL, a gwsim_fail_mode
+};
+
+// Parses the environment. A malformed value prints one line naming the variable to stderr and
+// leaves the default in place.
+SimConfig ReadSimConfig();
+
+// Parsers used by ReadSimConfig, exposed for the simulator's own tests. Each returns false on
+// a malformed value and leaves *out untouched.
+bool ParseUnsigned(const char* text, uint64_t* out);
+bool ParseByteSize(const char* text, uint64_t* out);  // integer, optional K/M/G/T binary suffix
+bool ParsePositiveDouble(const char* text, double* out);
+
+}  // namespace gwsim
+
+#endif  // GWSIM_COMMON_ENV_H_

@@ -1,0 +1,279 @@
+// Exported driver API: streams, events and kernel launches.
+#include "driver/cuda_headers.h"
+#include "driver/state.h"
+#include "driver/trace.h"
+#include "driver/work.h"
+
+namespace gwsim::drv {
+namespace {
+
+const char* SymbolOf(CUfunction f) {
+  return f != nullptr && ValidFunction(f) ? f->name.c_str() : nullptr;
+}
+
+CUresult Synchronize(CUstream stream, bool per_thread) {
+  CUstream_st* s = nullptr;
+  return ResolveStream(stream, per_thread, &s);  // all work has already completed
+}
+
+CUresult GetStreamId(CUstream stream, unsigned long long* id, bool per_thread) {
+  CUstream_st* s = nullptr;
+  if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *id = s->id;
+  return CUDA_SUCCESS;
+}
+
+CUresult WaitEvent(CUstream stream, CUevent event, bool per_thread) {
+  CUstream_st* s = nullptr;
+  if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
+  return ValidEvent(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult LaunchGrid(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                    unsigned bz, unsigned shared_mem, CUstream stream, bool per_thread) {
+  LaunchRequest r;
+  r.function = f;
+  r.grid[0] = gx;
+  r.grid[1] = gy;
+  r.grid[2] = gz;
+  r.block[0] = bx;
+  r.block[1] = by;
+  r.block[2] = bz;
+  r.shared_mem = shared_mem;
+  r.stream = stream;
+  r.per_thread = per_thread;
+  return Launch(r);
+}
+
+CUresult LaunchConfig(const CUlaunchConfig* config, CUfunction f, bool per_thread) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return LaunchGrid(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                    config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
+                    per_thread);
+}
+
+}  // namespace
+}  // namespace gwsim::drv
+
+using namespace gwsim::drv;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+// Streams
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  return TraceDriver(GWSIM_DRV(cuStreamCreate), cuStreamCreate_params{phStream, Flags},
+                     [&] { return CreateStream(Flags, 0, phStream); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags,
+                                                         int priority) {
+  return TraceDriver(GWSIM_DRV(cuStreamCreateWithPriority),
+                     cuStreamCreateWithPriority_params{phStream, flags, priority},
+                     [&] { return CreateStream(flags, priority, phStream); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuStreamDestroy_v2), cuStreamDestroy_v2_params{hStream},
+                     [&] { return DestroyStream(hStream); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuStreamSynchronize), cuStreamSynchronize_params{hStream},
+                     [&] { return Synchronize(hStream, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuStreamSynchronize_ptsz), cuStreamSynchronize_ptsz_params{hStream},
+                     [&] { return Synchronize(hStream, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuStreamQuery), cuStreamQuery_params{hStream},
+                     [&] { return Synchronize(hStream, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuStreamQuery_ptsz), cuStreamQuery_ptsz_params{hStream},
+                     [&] { return Synchronize(hStream, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
+                                                unsigned int Flags) {
+  return TraceDriver(GWSIM_DRV(cuStreamWaitEvent), cuStreamWaitEvent_params{hStream, hEvent, Flags},
+                     [&] { return WaitEvent(hStream, hEvent, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
+                                                     unsigned int Flags) {
+  return TraceDriver(GWSIM_DRV(cuStreamWaitEvent_ptsz),
+                     cuStreamWaitEvent_ptsz_params{hStream, hEvent, Flags},
+                     [&] { return WaitEvent(hStream, hEvent, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
+  return TraceDriver(GWSIM_DRV(cuStreamGetId), cuStreamGetId_params{hStream, streamId},
+                     [&] { return GetStreamId(hStream, streamId, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamGetId_ptsz(CUstream hStream, unsigned long long* streamId) {
+  return TraceDriver(GWSIM_DRV(cuStreamGetId_ptsz), cuStreamGetId_ptsz_params{hStream, streamId},
+                     [&] { return GetStreamId(hStream, streamId, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
+  return TraceDriver(GWSIM_DRV(cuStreamGetCtx), cuStreamGetCtx_params{hStream, pctx}, [&] {
+    CUstream_st* s = nullptr;
+    if (CUresult r = ResolveStream(hStream, false, &s); r != CUDA_SUCCESS) return r;
+    if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = s->ctx;
+    return CUDA_SUCCESS;
+  });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+  return TraceDriver(GWSIM_DRV(cuStreamGetFlags), cuStreamGetFlags_params{hStream, flags}, [&] {
+    CUstream_st* s = nullptr;
+    if (CUresult r = ResolveStream(hStream, false, &s); r != CUDA_SUCCESS) return r;
+    if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *flags = s->flags;
+    return CUDA_SUCCESS;
+  });
+}
+
+// Events
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  return TraceDriver(GWSIM_DRV(cuEventCreate), cuEventCreate_params{phEvent, Flags},
+                     [&] { return EventCreate(phEvent, Flags); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuEventRecord), cuEventRecord_params{hEvent, hStream},
+                     [&] { return EventRecord(hEvent, hStream, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuEventRecord_ptsz), cuEventRecord_ptsz_params{hEvent, hStream},
+                     [&] { return EventRecord(hEvent, hStream, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
+                                                     unsigned int flags) {
+  return TraceDriver(GWSIM_DRV(cuEventRecordWithFlags),
+                     cuEventRecordWithFlags_params{hEvent, hStream, flags},
+                     [&] { return EventRecord(hEvent, hStream, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
+                                                          unsigned int flags) {
+  return TraceDriver(GWSIM_DRV(cuEventRecordWithFlags_ptsz),
+                     cuEventRecordWithFlags_ptsz_params{hEvent, hStream, flags},
+                     [&] { return EventRecord(hEvent, hStream, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+  return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent}, [&] {
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    return ValidEvent(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+  return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent}, [&] {
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    return ValidEvent(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart,
+                                                    CUevent hEnd) {
+  return TraceDriver(GWSIM_DRV(cuEventElapsedTime_v2),
+                     cuEventElapsedTime_v2_params{pMilliseconds, hStart, hEnd},
+                     [&] { return EventElapsed(pMilliseconds, hStart, hEnd); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+  return TraceDriver(GWSIM_DRV(cuEventDestroy_v2), cuEventDestroy_v2_params{hEvent},
+                     [&] { return EventDestroy(hEvent); });
+}
+
+// Kernels
+
+GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
+                                             unsigned int gridDimY, unsigned int gridDimZ,
+                                             unsigned int blockDimX, unsigned int blockDimY,
+                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                             CUstream hStream, void** kernelParams, void** extra) {
+  return TraceDriver(
+      GWSIM_DRV(cuLaunchKernel),
+      cuLaunchKernel_params{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                            sharedMemBytes, hStream, kernelParams, extra},
+      [&] {
+        return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                          sharedMemBytes, hStream, false);
+      },
+      SymbolOf(f));
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                  unsigned int gridDimY, unsigned int gridDimZ,
+                                                  unsigned int blockDimX, unsigned int blockDimY,
+                                                  unsigned int blockDimZ,
+                                                  unsigned int sharedMemBytes, CUstream hStream,
+                                                  void** kernelParams, void** extra) {
+  return TraceDriver(
+      GWSIM_DRV(cuLaunchKernel_ptsz),
+      cuLaunchKernel_ptsz_params{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                 sharedMemBytes, hStream, kernelParams, extra},
+      [&] {
+        return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                          sharedMemBytes, hStream, true);
+      },
+      SymbolOf(f));
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                               void** kernelParams, void** extra) {
+  return TraceDriver(
+      GWSIM_DRV(cuLaunchKernelEx), cuLaunchKernelEx_params{config, f, kernelParams, extra},
+      [&] { return LaunchConfig(config, f, false); }, SymbolOf(f));
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                                    void** kernelParams, void** extra) {
+  return TraceDriver(
+      GWSIM_DRV(cuLaunchKernelEx_ptsz),
+      cuLaunchKernelEx_ptsz_params{config, f, kernelParams, extra},
+      [&] { return LaunchConfig(config, f, true); }, SymbolOf(f));
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+  return TraceDriver(GWSIM_DRV(cuFuncGetName), cuFuncGetName_params{name, hfunc}, [&] {
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *name = SymbolOf(hfunc);
+    return *name != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  });
+}
+
+// A CUkernel is the same object as its CUfunction in the simulator.
+GWSIM_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
+  return TraceDriver(GWSIM_DRV(cuKernelGetFunction), cuKernelGetFunction_params{pFunc, kernel},
+                     [&] {
+                       if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+                       auto* f = reinterpret_cast<CUfunction>(kernel);
+                       if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                       if (SymbolOf(f) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+                       *pFunc = f;
+                       return CUDA_SUCCESS;
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
+  return TraceDriver(GWSIM_DRV(cuKernelGetName), cuKernelGetName_params{name, hfunc}, [&] {
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *name = SymbolOf(reinterpret_cast<CUfunction>(hfunc));
+    return *name != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  });
+}

@@ -1,0 +1,375 @@
+#include "driver/memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "driver/trace.h"
+
+namespace gwsim::drv {
+
+namespace {
+
+constexpr size_t kMmapThreshold = 1u << 20;
+
+bool RoundUp(size_t n, size_t align, size_t* out) {
+  if (n > SIZE_MAX - (align - 1)) return false;
+  *out = (n + align - 1) / align * align;
+  return true;
+}
+
+void* AllocBacking(size_t size, bool* mmapped) {
+  if (size >= kMmapThreshold) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    *mmapped = true;
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  *mmapped = false;
+  return std::aligned_alloc(kAllocAlignment, size);
+}
+
+void WriteBool(void* data, bool value) { *static_cast<unsigned char*>(data) = value ? 1 : 0; }
+
+}  // namespace
+
+CUresult Allocate(const AllocRequest& req, CUctx_st* ctx, uintptr_t* out) {
+  if (out == nullptr || req.size == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t rounded = 0;
+  if (!RoundUp(req.size, kAllocAlignment, &rounded)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const int device = ctx->device;
+  if (req.charge && !Charge(device, rounded)) return CUDA_ERROR_OUT_OF_MEMORY;
+  bool mmapped = false;
+  void* mem = AllocBacking(rounded, &mmapped);
+  if (mem == nullptr) {
+    if (req.charge) Uncharge(device, rounded);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(mem);
+  a.size = req.size;
+  a.origin = req.origin;
+  a.memory_kind = req.memory_kind;
+  a.device = device;
+  a.ctx = ctx;
+  a.backing = mem;
+  a.backing_size = rounded;
+  a.mmapped = mmapped;
+  a.charged = req.charge ? rounded : 0;
+  a.pool = req.pool;
+  a.stream_id = req.stream_id;
+  a.flags = req.flags;
+  a.buffer_id = D().next_buffer_id.fetch_add(1);
+  a.name = req.name;
+  if (!D().memory.Insert(a)) {  // cannot happen for fresh memory; keep the table consistent
+    ReleaseBacking(a);
+    return CUDA_ERROR_UNKNOWN;
+  }
+  EmitMemoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, a, req.is_async, req.stream_id);
+  *out = a.base;
+  return CUDA_SUCCESS;
+}
+
+void ReleaseBacking(const Allocation& a) {
+  if (a.backing != nullptr) {
+    if (a.mmapped) {
+      munmap(a.backing, a.backing_size);
+    } else {
+      std::free(a.backing);
+    }
+  }
+  Uncharge(a.device, a.charged);
+}
+
+CUresult Free(uintptr_t p, unsigned origins, bool is_async, uint32_t stream_id) {
+  std::optional<Allocation> a = D().memory.RemoveIf(
+      p, [origins](const Allocation& x) { return (origins & Bit(x.origin)) != 0; });
+  if (!a) return CUDA_ERROR_INVALID_VALUE;
+  // Record before the memory goes back to the system, so that a later allocation at the same
+  // address is recorded after this release.
+  EmitMemoryRecord(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, *a, is_async, stream_id);
+  ReleaseBacking(*a);
+  return CUDA_SUCCESS;
+}
+
+CUresult HostRegister(void* p, size_t size, unsigned flags) {
+  CUctx_st* ctx = nullptr;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (p == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.size = size;
+  a.origin = Origin::kRegistered;
+  a.memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  a.device = ctx->device;
+  a.ctx = ctx;
+  a.flags = flags;
+  a.buffer_id = D().next_buffer_id.fetch_add(1);
+  if (!D().memory.Insert(a)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  return CUDA_SUCCESS;
+}
+
+CUresult HostUnregister(void* p) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  auto a = D().memory.RemoveIf(reinterpret_cast<uintptr_t>(p),
+                               [](const Allocation& x) { return x.origin == Origin::kRegistered; });
+  return a ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+PointerClass Classify(uintptr_t p) {
+  PointerClass c;
+  c.alloc = D().memory.Find(p);
+  if (!c.alloc) return c;
+  switch (c.alloc->origin) {
+    case Origin::kHost:
+    case Origin::kRegistered:
+      c.kind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+      break;
+    case Origin::kManaged:
+      c.kind = CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
+      break;
+    default:
+      c.kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+      break;
+  }
+  return c;
+}
+
+CUresult GetPointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr,
+                             bool strict) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::optional<Allocation> a = D().memory.Find(ptr);
+  const bool host = a && (a->origin == Origin::kHost || a->origin == Origin::kRegistered);
+  const bool managed = a && a->origin == Origin::kManaged;
+  if (!a && strict) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = a ? a->ctx : nullptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) =
+          !a ? 0u : static_cast<unsigned>(host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = a ? ptr : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (a && !host && !managed && strict) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = host || managed ? reinterpret_cast<void*>(ptr) : nullptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      WriteBool(data, a.has_value());
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      WriteBool(data, managed);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = a ? a->buffer_id : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = a ? a->device : -2;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = a ? a->base : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = a ? a->size : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      *static_cast<int*>(data) = a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      *static_cast<CUmemoryPool*>(data) = a ? a->pool : nullptr;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// Virtual memory management. A reservation is a PROT_NONE anonymous mapping; cuMemCreate
+// makes a memfd of the requested size; cuMemMap maps that fd over the reservation (so two
+// mappings of one handle alias, as on a GPU), still PROT_NONE until cuMemSetAccess.
+
+CUresult AddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (ptr == nullptr || size == 0 || size % kVmmGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  const size_t align = alignment > kVmmGranularity ? alignment : kVmmGranularity;
+  if ((align & (align - 1)) != 0 || size > SIZE_MAX - align) return CUDA_ERROR_INVALID_VALUE;
+  void* raw =
+      mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t base = (start + align - 1) & ~(uintptr_t{align} - 1);
+  if (base > start) munmap(raw, base - start);
+  const uintptr_t end = start + size + align;
+  if (end > base + size) munmap(reinterpret_cast<void*>(base + size), end - (base + size));
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  d.reservations[base] = size;
+  *ptr = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult AddressFree(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  auto it = d.reservations.find(ptr);
+  if (it == d.reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  auto m = d.mappings.lower_bound(ptr);
+  if (m != d.mappings.end() && m->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;  // mapped
+  munmap(reinterpret_cast<void*>(ptr), size);
+  d.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Caller holds vmm_mu.
+void DropPhysicalIfUnused(Driver& d, CUmemGenericAllocationHandle handle) {
+  auto it = d.physicals.find(handle);
+  if (it == d.physicals.end() || !it->second.released || it->second.maps != 0) return;
+  close(it->second.fd);
+  Uncharge(it->second.device, it->second.size);
+  d.physicals.erase(it);
+}
+
+}  // namespace
+
+CUresult CreatePhysical(CUmemGenericAllocationHandle* handle, size_t size,
+                        const CUmemAllocationProp* prop) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr || prop == nullptr || size == 0 || size % kVmmGranularity != 0 ||
+      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int device = prop->location.id;
+  if (CUresult r = CheckDevice(device); r != CUDA_SUCCESS) return r;
+  if (!Charge(device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const int fd = memfd_create("gwsim-vmm", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (fd >= 0) close(fd);
+    Uncharge(device, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  const CUmemGenericAllocationHandle h = d.next_physical++;
+  d.physicals[h] = Physical{fd, size, device, 0, false};
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult ReleasePhysical(CUmemGenericAllocationHandle handle) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  auto it = d.physicals.find(handle);
+  if (it == d.physicals.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  DropPhysicalIfUnused(d, handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult Map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (size == 0 || size % kVmmGranularity != 0 || ptr % kVmmGranularity != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  auto phys = d.physicals.find(handle);
+  if (phys == d.physicals.end() || phys->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  if (offset > phys->second.size || size > phys->second.size - offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto res = d.reservations.upper_bound(ptr);
+  if (res == d.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --res;
+  if (ptr + size > res->first + res->second) return CUDA_ERROR_INVALID_VALUE;
+  auto next = d.mappings.lower_bound(ptr);
+  if (next != d.mappings.end() && next->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  if (next != d.mappings.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                 phys->second.fd, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  d.mappings[ptr] = Mapping{size, handle};
+  ++phys->second.maps;
+  Allocation a;
+  a.base = ptr;
+  a.size = size;
+  a.origin = Origin::kVmm;
+  a.memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  a.device = phys->second.device;
+  a.buffer_id = d.next_buffer_id.fetch_add(1);
+  d.memory.Insert(a);
+  return CUDA_SUCCESS;
+}
+
+CUresult Unmap(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  // Every mapping in [ptr, ptr+size) must lie wholly inside it.
+  std::vector<std::map<uintptr_t, Mapping>::iterator> victims;
+  for (auto it = d.mappings.lower_bound(ptr); it != d.mappings.end() && it->first < ptr + size;
+       ++it) {
+    if (it->first + it->second.size > ptr + size) return CUDA_ERROR_INVALID_VALUE;
+    victims.push_back(it);
+  }
+  if (victims.empty()) return CUDA_ERROR_INVALID_VALUE;
+  auto before = d.mappings.lower_bound(ptr);
+  if (before != d.mappings.begin() &&
+      std::prev(before)->first + std::prev(before)->second.size > ptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (auto it : victims) {
+    const uintptr_t base = it->first;
+    const Mapping m = it->second;
+    d.memory.RemoveIf(base, [](const Allocation& a) { return a.origin == Origin::kVmm; });
+    // Put the reservation back in place of the mapping.
+    mmap(reinterpret_cast<void*>(base), m.size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    d.mappings.erase(it);
+    auto phys = d.physicals.find(m.handle);
+    if (phys != d.physicals.end()) --phys->second.maps;
+    DropPhysicalIfUnused(d, m.handle);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (desc == nullptr || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  int prot = PROT_NONE;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        CheckDevice(desc[i].location.id) != CUDA_SUCCESS) {
+      return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
+    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE) prot = PROT_READ;
+  }
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  uintptr_t covered = ptr;
+  auto it = d.mappings.upper_bound(ptr);
+  if (it == d.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  for (; it != d.mappings.end() && it->first <= covered && covered < ptr + size; ++it) {
+    covered = it->first + it->second.size;
+  }
+  if (covered < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace gwsim::drv

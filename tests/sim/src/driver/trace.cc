@@ -1,0 +1,144 @@
+#include "driver/trace.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+namespace gwsim::drv {
+
+namespace {
+
+std::atomic<const gwsim_cupti_hooks*> g_hooks{nullptr};
+
+constexpr uint32_t kDispatching = 1u;  // gwsim_api_frame::flags: its callbacks are running
+
+void Dispatch(gwsim_api_frame* frame, CUpti_ApiCallbackSite site) {
+  const gwsim_cupti_hooks* hooks = Hooks();
+  if (hooks == nullptr || T().quiet != 0) return;
+  CUctx_st* ctx = CurrentContext();
+  CUpti_CallbackData data{};
+  data.callbackSite = site;
+  data.functionName = frame->function_name;
+  data.functionParams = frame->params;
+  data.functionReturnValue = site == CUPTI_API_EXIT ? frame->return_value : nullptr;
+  data.symbolName = frame->symbol_name;
+  data.context = ctx;
+  data.contextUid = ctx != nullptr ? ctx->uid.load(std::memory_order_relaxed) : 0;
+  data.correlationData = &frame->correlation_data;
+  data.correlationId = frame->correlation_id;
+  frame->flags |= kDispatching;
+  hooks->api(static_cast<CUpti_CallbackDomain>(frame->domain), frame->cbid, &data);
+  frame->flags &= ~kDispatching;
+}
+
+}  // namespace
+
+const gwsim_cupti_hooks* Hooks() { return g_hooks.load(std::memory_order_acquire); }
+
+void SetHooks(const gwsim_cupti_hooks* hooks) { g_hooks.store(hooks, std::memory_order_release); }
+
+void EnterFrame(gwsim_api_frame* frame) {
+  ThreadState& t = T();
+  gwsim_api_frame* parent = t.top_frame;
+  frame->parent = parent;
+  frame->flags = 0;
+  frame->correlation_data = 0;
+  // A driver call made by a runtime call shares its correlation id, as with real CUPTI ("the
+  // correlation ID in the driver and runtime API activity record"). Calls a subscriber makes
+  // from inside a callback get their own.
+  if (frame->domain == CUPTI_CB_DOMAIN_DRIVER_API && parent != nullptr &&
+      parent->domain == CUPTI_CB_DOMAIN_RUNTIME_API && (parent->flags & kDispatching) == 0) {
+    frame->correlation_id = parent->correlation_id;
+  } else {
+    frame->correlation_id = D().next_correlation_id.fetch_add(1, std::memory_order_relaxed);
+  }
+  t.top_frame = frame;
+  Dispatch(frame, CUPTI_API_ENTER);
+}
+
+void ExitFrame(gwsim_api_frame* frame) {
+  Dispatch(frame, CUPTI_API_EXIT);
+  T().top_frame = frame->parent;
+}
+
+uint32_t CurrentCorrelationId() {
+  const gwsim_api_frame* top = T().top_frame;
+  return top != nullptr ? top->correlation_id : 0;
+}
+
+uint32_t CurrentRuntimeCorrelationId() {
+  for (const gwsim_api_frame* f = T().top_frame; f != nullptr; f = f->parent) {
+    if (f->domain == CUPTI_CB_DOMAIN_RUNTIME_API) return f->correlation_id;
+  }
+  return 0;
+}
+
+void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream) {
+  const gwsim_cupti_hooks* hooks = Hooks();
+  if (hooks == nullptr) return;
+  CUpti_ResourceData data{};
+  data.context = ctx;
+  data.resourceHandle.stream = stream;
+  data.resourceDescriptor = nullptr;
+  hooks->resource(cbid, &data);
+}
+
+bool ActivityWanted(CUpti_ActivityKind kind) {
+  const gwsim_cupti_hooks* hooks = Hooks();
+  return hooks != nullptr && hooks->activity_enabled(kind) != 0;
+}
+
+void EmitActivity(const void* record, size_t size) {
+  const gwsim_cupti_hooks* hooks = Hooks();
+  if (hooks != nullptr) hooks->activity(static_cast<const CUpti_Activity*>(record), size);
+}
+
+void EmitMemoryRecord(CUpti_ActivityMemoryOperationType op, const Allocation& a, bool is_async,
+                      uint32_t stream_id) {
+  if (!ActivityWanted(CUPTI_ACTIVITY_KIND_MEMORY2)) return;
+  CUpti_ActivityMemory4 r{};
+  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  r.memoryOperationType = op;
+  r.memoryKind = static_cast<CUpti_ActivityMemoryKind>(a.memory_kind);
+  r.correlationId = CurrentCorrelationId();
+  r.address = a.base;
+  r.bytes = a.size;
+  r.timestamp = Now();
+  r.PC = 0;
+  r.processId = static_cast<uint32_t>(getpid());
+  r.deviceId = static_cast<uint32_t>(a.device);
+  r.contextId =
+      a.ctx != nullptr ? a.ctx->uid.load(std::memory_order_relaxed) : CUPTI_INVALID_CONTEXT_ID;
+  r.streamId = is_async ? stream_id : CUPTI_INVALID_STREAM_ID;
+  r.name = a.name;
+  r.isAsync = is_async ? 1 : 0;
+  if (a.pool != nullptr) {
+    r.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+    r.memoryPoolConfig.address = reinterpret_cast<uintptr_t>(a.pool);
+    r.memoryPoolConfig.releaseThreshold = a.pool->release_threshold;
+  }
+  r.source = nullptr;
+  EmitActivity(&r, sizeof(r));
+}
+
+}  // namespace gwsim::drv
+
+// The private exports of gwsim_abi.h.
+
+using namespace gwsim::drv;  // NOLINT(google-build-using-namespace): tiny C shims below
+
+GWSIM_EXPORT void gwsim_api_enter(gwsim_api_frame* frame) { EnterFrame(frame); }
+
+GWSIM_EXPORT void gwsim_api_exit(gwsim_api_frame* frame) { ExitFrame(frame); }
+
+GWSIM_EXPORT int gwsim_set_quiet(int quiet) {
+  const int previous = T().quiet;
+  T().quiet = quiet;
+  return previous;
+}
+
+GWSIM_EXPORT int gwsim_register_cupti(const gwsim_cupti_hooks* hooks) {
+  if (hooks != nullptr && hooks->abi_version != GWSIM_ABI_VERSION) return -1;
+  SetHooks(hooks);
+  return 0;
+}

@@ -1,0 +1,502 @@
+// Exported runtime API: copies and memsets. The cudaMemcpyKind picks the nested driver call:
+// HostToDevice -> cuMemcpyHtoD*, DeviceToHost -> cuMemcpyDtoH*, DeviceToDevice ->
+// cuMemcpyDtoD*, HostToHost and Default -> cuMemcpy* (direction inferred from the pointers).
+#include <vector>
+
+#include "runtime/core.h"
+#include "runtime/cuda_headers.h"
+
+namespace gwsim::rt {
+namespace {
+
+CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+cudaError_t Memcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, bool async,
+                   cudaStream_t stream, bool per_thread) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  const DriverApi& d = Drv();
+  CUresult r;
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      r = !async ? (per_thread ? d.cuMemcpyHtoD_v2_ptds : d.cuMemcpyHtoD_v2)(Dev(dst), src, count)
+                 : (per_thread ? d.cuMemcpyHtoDAsync_v2_ptsz : d.cuMemcpyHtoDAsync_v2)(
+                       Dev(dst), src, count, stream);
+      break;
+    case cudaMemcpyDeviceToHost:
+      r = !async ? (per_thread ? d.cuMemcpyDtoH_v2_ptds : d.cuMemcpyDtoH_v2)(dst, Dev(src), count)
+                 : (per_thread ? d.cuMemcpyDtoHAsync_v2_ptsz : d.cuMemcpyDtoHAsync_v2)(
+                       dst, Dev(src), count, stream);
+      break;
+    case cudaMemcpyDeviceToDevice:
+      r = !async
+              ? (per_thread ? d.cuMemcpyDtoD_v2_ptds : d.cuMemcpyDtoD_v2)(Dev(dst), Dev(src), count)
+              : (per_thread ? d.cuMemcpyDtoDAsync_v2_ptsz : d.cuMemcpyDtoDAsync_v2)(
+                    Dev(dst), Dev(src), count, stream);
+      break;
+    case cudaMemcpyHostToHost:
+    case cudaMemcpyDefault:
+      r = !async ? (per_thread ? d.cuMemcpy_ptds : d.cuMemcpy)(Dev(dst), Dev(src), count)
+                 : (per_thread ? d.cuMemcpyAsync_ptsz : d.cuMemcpyAsync)(Dev(dst), Dev(src), count,
+                                                                         stream);
+      break;
+    default:
+      return cudaErrorInvalidMemcpyDirection;
+  }
+  return ToCudaError(r);
+}
+
+bool MemoryTypes(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      *src = *dst = CU_MEMORYTYPE_HOST;
+      return true;
+    case cudaMemcpyHostToDevice:
+      *src = CU_MEMORYTYPE_HOST;
+      *dst = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case cudaMemcpyDeviceToHost:
+      *src = CU_MEMORYTYPE_DEVICE;
+      *dst = CU_MEMORYTYPE_HOST;
+      return true;
+    case cudaMemcpyDeviceToDevice:
+      *src = *dst = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case cudaMemcpyDefault:
+      *src = *dst = CU_MEMORYTYPE_UNIFIED;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void SetSide(CUmemorytype type, const void* p, CUmemorytype* out_type, const void** host,
+             CUdeviceptr* device) {
+  *out_type = type;
+  if (type == CU_MEMORYTYPE_HOST) {
+    *host = p;
+  } else {
+    *device = Dev(p);
+  }
+}
+
+cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                     size_t height, cudaMemcpyKind kind, bool async, cudaStream_t stream,
+                     bool per_thread) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  CUmemorytype src_type;
+  CUmemorytype dst_type;
+  if (!MemoryTypes(kind, &src_type, &dst_type)) return cudaErrorInvalidMemcpyDirection;
+  if ((height > 1 && (dpitch < width || spitch < width))) return cudaErrorInvalidPitchValue;
+  CUDA_MEMCPY2D c{};
+  SetSide(src_type, src, &c.srcMemoryType, &c.srcHost, &c.srcDevice);
+  const void* dst_host = nullptr;
+  SetSide(dst_type, dst, &c.dstMemoryType, &dst_host, &c.dstDevice);
+  c.dstHost = const_cast<void*>(dst_host);
+  c.srcPitch = spitch;
+  c.dstPitch = dpitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  const DriverApi& d = Drv();
+  const CUresult r =
+      !async ? (per_thread ? d.cuMemcpy2D_v2_ptds : d.cuMemcpy2D_v2)(&c)
+             : (per_thread ? d.cuMemcpy2DAsync_v2_ptsz : d.cuMemcpy2DAsync_v2)(&c, stream);
+  return ToCudaError(r);
+}
+
+cudaError_t Memcpy3D(const cudaMemcpy3DParms* p, bool async, cudaStream_t stream, bool per_thread) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  if (p->srcArray != nullptr || p->dstArray != nullptr) return cudaErrorNotSupported;
+  CUmemorytype src_type;
+  CUmemorytype dst_type;
+  if (!MemoryTypes(p->kind, &src_type, &dst_type)) return cudaErrorInvalidMemcpyDirection;
+  CUDA_MEMCPY3D c{};
+  SetSide(src_type, p->srcPtr.ptr, &c.srcMemoryType, &c.srcHost, &c.srcDevice);
+  const void* dst_host = nullptr;
+  SetSide(dst_type, p->dstPtr.ptr, &c.dstMemoryType, &dst_host, &c.dstDevice);
+  c.dstHost = const_cast<void*>(dst_host);
+  c.srcXInBytes = p->srcPos.x;
+  c.srcY = p->srcPos.y;
+  c.srcZ = p->srcPos.z;
+  c.srcPitch = p->srcPtr.pitch;
+  c.srcHeight = p->srcPtr.ysize;
+  c.dstXInBytes = p->dstPos.x;
+  c.dstY = p->dstPos.y;
+  c.dstZ = p->dstPos.z;
+  c.dstPitch = p->dstPtr.pitch;
+  c.dstHeight = p->dstPtr.ysize;
+  c.WidthInBytes = p->extent.width;
+  c.Height = p->extent.height;
+  c.Depth = p->extent.depth;
+  const DriverApi& d = Drv();
+  const CUresult r =
+      !async ? (per_thread ? d.cuMemcpy3D_v2_ptds : d.cuMemcpy3D_v2)(&c)
+             : (per_thread ? d.cuMemcpy3DAsync_v2_ptsz : d.cuMemcpy3DAsync_v2)(&c, stream);
+  return ToCudaError(r);
+}
+
+cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count,
+                       bool async, cudaStream_t stream) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  CUcontext dst_ctx = nullptr;
+  CUcontext src_ctx = nullptr;
+  if (cudaError_t e = EnsurePrimary(dst_device, &dst_ctx); e != cudaSuccess) return e;
+  if (cudaError_t e = EnsurePrimary(src_device, &src_ctx); e != cudaSuccess) return e;
+  const DriverApi& d = Drv();
+  const CUresult r = !async
+                         ? d.cuMemcpyPeer(Dev(dst), dst_ctx, Dev(src), src_ctx, count)
+                         : d.cuMemcpyPeerAsync(Dev(dst), dst_ctx, Dev(src), src_ctx, count, stream);
+  return ToCudaError(r);
+}
+
+cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                     cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (cudaError_t e = VariableAddress(symbol, &base, &size); e != cudaSuccess) return e;
+  if (offset > size || count > size - offset) return cudaErrorInvalidValue;
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault) {
+    return cudaErrorInvalidMemcpyDirection;
+  }
+  return Memcpy(reinterpret_cast<void*>(base + offset), src, count, kind, async, stream,
+                per_thread);
+}
+
+cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                       cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (cudaError_t e = VariableAddress(symbol, &base, &size); e != cudaSuccess) return e;
+  if (offset > size || count > size - offset) return cudaErrorInvalidValue;
+  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault) {
+    return cudaErrorInvalidMemcpyDirection;
+  }
+  return Memcpy(dst, reinterpret_cast<const void*>(base + offset), count, kind, async, stream,
+                per_thread);
+}
+
+cudaError_t MemcpyBatch(void* const* dsts, const void* const* srcs, const size_t* sizes,
+                        size_t count, cudaMemcpyAttributes* attrs, size_t* attrs_idxs,
+                        size_t num_attrs, cudaStream_t stream, bool per_thread) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  if (dsts == nullptr || srcs == nullptr || sizes == nullptr) return cudaErrorInvalidValue;
+  std::vector<CUdeviceptr> d(count);
+  std::vector<CUdeviceptr> s(count);
+  std::vector<size_t> n(sizes, sizes + count);
+  for (size_t i = 0; i < count; ++i) {
+    d[i] = Dev(dsts[i]);
+    s[i] = Dev(srcs[i]);
+  }
+  const DriverApi& drv = Drv();
+  // cudaMemcpyAttributes and CUmemcpyAttributes share their layout; the simulator ignores them.
+  auto* cu_attrs = reinterpret_cast<CUmemcpyAttributes*>(attrs);
+  const CUresult r = (per_thread ? drv.cuMemcpyBatchAsync_v2_ptsz : drv.cuMemcpyBatchAsync_v2)(
+      d.data(), s.data(), n.data(), count, cu_attrs, attrs_idxs, num_attrs, stream);
+  return ToCudaError(r);
+}
+
+cudaError_t Memset(void* ptr, int value, size_t count, bool async, cudaStream_t stream,
+                   bool per_thread) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  const DriverApi& d = Drv();
+  const auto byte = static_cast<unsigned char>(value);
+  const CUresult r =
+      !async ? (per_thread ? d.cuMemsetD8_v2_ptds : d.cuMemsetD8_v2)(Dev(ptr), byte, count)
+             : (per_thread ? d.cuMemsetD8Async_ptsz : d.cuMemsetD8Async)(Dev(ptr), byte, count,
+                                                                         stream);
+  return ToCudaError(r);
+}
+
+}  // namespace
+}  // namespace gwsim::rt
+
+using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
+                                              enum cudaMemcpyKind kind) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpy, v3020),
+                      GWSIM_RT_PARAMS(cudaMemcpy, v3020){dst, src, count, kind},
+                      [&] { return Memcpy(dst, src, count, kind, false, nullptr, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy_ptds(void* dst, const void* src, size_t count,
+                                                   enum cudaMemcpyKind kind) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpy_ptds, v7000),
+                      GWSIM_RT_PARAMS(cudaMemcpy_ptds, v7000){dst, src, count, kind},
+                      [&] { return Memcpy(dst, src, count, kind, false, nullptr, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
+                                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpyAsync, v3020),
+                      GWSIM_RT_PARAMS(cudaMemcpyAsync, v3020){dst, src, count, kind, stream},
+                      [&] { return Memcpy(dst, src, count, kind, true, stream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
+                                                        enum cudaMemcpyKind kind,
+                                                        cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpyAsync_ptsz, v7000),
+                      GWSIM_RT_PARAMS(cudaMemcpyAsync_ptsz, v7000){dst, src, count, kind, stream},
+                      [&] { return Memcpy(dst, src, count, kind, true, stream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
+                                                size_t spitch, size_t width, size_t height,
+                                                enum cudaMemcpyKind kind) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpy2D, v3020),
+      GWSIM_RT_PARAMS(cudaMemcpy2D, v3020){dst, dpitch, src, spitch, width, height, kind}, [&] {
+        return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false, nullptr, false);
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src,
+                                                     size_t spitch, size_t width, size_t height,
+                                                     enum cudaMemcpyKind kind) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpy2D_ptds, v7000),
+      GWSIM_RT_PARAMS(cudaMemcpy2D_ptds, v7000){dst, dpitch, src, spitch, width, height, kind},
+      [&] {
+        return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false, nullptr, true);
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src,
+                                                     size_t spitch, size_t width, size_t height,
+                                                     enum cudaMemcpyKind kind,
+                                                     cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpy2DAsync, v3020),
+      GWSIM_RT_PARAMS(cudaMemcpy2DAsync, v3020){dst, dpitch, src, spitch, width, height, kind,
+                                                stream},
+      [&] { return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true, stream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src,
+                                                          size_t spitch, size_t width,
+                                                          size_t height, enum cudaMemcpyKind kind,
+                                                          cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpy2DAsync_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaMemcpy2DAsync_ptsz, v7000){dst, dpitch, src, spitch, width, height, kind,
+                                                     stream},
+      [&] { return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true, stream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms* p) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpy3D, v3020), GWSIM_RT_PARAMS(cudaMemcpy3D, v3020){p},
+                      [&] { return Memcpy3D(p, false, nullptr, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpy3D_ptds, v7000),
+                      GWSIM_RT_PARAMS(cudaMemcpy3D_ptds, v7000){p},
+                      [&] { return Memcpy3D(p, false, nullptr, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p,
+                                                     cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpy3DAsync, v3020),
+                      GWSIM_RT_PARAMS(cudaMemcpy3DAsync, v3020){p, stream},
+                      [&] { return Memcpy3D(p, true, stream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p,
+                                                          cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpy3DAsync_ptsz, v7000),
+                      GWSIM_RT_PARAMS(cudaMemcpy3DAsync_ptsz, v7000){p, stream},
+                      [&] { return Memcpy3D(p, true, stream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src,
+                                                  int srcDevice, size_t count) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyPeer, v4000),
+      GWSIM_RT_PARAMS(cudaMemcpyPeer, v4000){dst, dstDevice, src, srcDevice, count},
+      [&] { return MemcpyPeer(dst, dstDevice, src, srcDevice, count, false, nullptr); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src,
+                                                       int srcDevice, size_t count,
+                                                       cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyPeerAsync, v4000),
+      GWSIM_RT_PARAMS(cudaMemcpyPeerAsync, v4000){dst, dstDevice, src, srcDevice, count, stream},
+      [&] { return MemcpyPeer(dst, dstDevice, src, srcDevice, count, true, stream); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src,
+                                                      size_t count, size_t offset,
+                                                      enum cudaMemcpyKind kind) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyToSymbol, v3020),
+      GWSIM_RT_PARAMS(cudaMemcpyToSymbol, v3020){symbol, src, count, offset, kind},
+      [&] { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol_ptds(const void* symbol, const void* src,
+                                                           size_t count, size_t offset,
+                                                           enum cudaMemcpyKind kind) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyToSymbol_ptds, v7000),
+      GWSIM_RT_PARAMS(cudaMemcpyToSymbol_ptds, v7000){symbol, src, count, offset, kind},
+      [&] { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
+                                                        size_t offset, enum cudaMemcpyKind kind) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyFromSymbol, v3020),
+      GWSIM_RT_PARAMS(cudaMemcpyFromSymbol, v3020){dst, symbol, count, offset, kind},
+      [&] { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol,
+                                                             size_t count, size_t offset,
+                                                             enum cudaMemcpyKind kind) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyFromSymbol_ptds, v7000),
+      GWSIM_RT_PARAMS(cudaMemcpyFromSymbol_ptds, v7000){dst, symbol, count, offset, kind},
+      [&] { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void* symbol, const void* src,
+                                                           size_t count, size_t offset,
+                                                           enum cudaMemcpyKind kind,
+                                                           cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyToSymbolAsync, v3020),
+      GWSIM_RT_PARAMS(cudaMemcpyToSymbolAsync, v3020){symbol, src, count, offset, kind, stream},
+      [&] { return ToSymbol(symbol, src, count, offset, kind, true, stream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src,
+                                                                size_t count, size_t offset,
+                                                                enum cudaMemcpyKind kind,
+                                                                cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyToSymbolAsync_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaMemcpyToSymbolAsync_ptsz, v7000){symbol, src, count, offset, kind,
+                                                           stream},
+      [&] { return ToSymbol(symbol, src, count, offset, kind, true, stream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol,
+                                                             size_t count, size_t offset,
+                                                             enum cudaMemcpyKind kind,
+                                                             cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyFromSymbolAsync, v3020),
+      GWSIM_RT_PARAMS(cudaMemcpyFromSymbolAsync, v3020){dst, symbol, count, offset, kind, stream},
+      [&] { return FromSymbol(dst, symbol, count, offset, kind, true, stream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol,
+                                                                  size_t count, size_t offset,
+                                                                  enum cudaMemcpyKind kind,
+                                                                  cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemcpyFromSymbolAsync_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaMemcpyFromSymbolAsync_ptsz, v7000){dst, symbol, count, offset, kind,
+                                                             stream},
+      [&] { return FromSymbol(dst, symbol, count, offset, kind, true, stream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol) {
+  return TraceRuntime(GWSIM_RT(cudaGetSymbolAddress, v3020),
+                      GWSIM_RT_PARAMS(cudaGetSymbolAddress, v3020){devPtr, symbol}, [&] {
+                        if (devPtr == nullptr) return cudaErrorInvalidValue;
+                        CUdeviceptr base = 0;
+                        size_t size = 0;
+                        const cudaError_t e = VariableAddress(symbol, &base, &size);
+                        if (e == cudaSuccess) *devPtr = reinterpret_cast<void*>(base);
+                        return e;
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* symbol) {
+  return TraceRuntime(GWSIM_RT(cudaGetSymbolSize, v3020),
+                      GWSIM_RT_PARAMS(cudaGetSymbolSize, v3020){size, symbol}, [&] {
+                        if (size == nullptr) return cudaErrorInvalidValue;
+                        CUdeviceptr base = 0;
+                        return VariableAddress(symbol, &base, size);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
+                                                        const size_t* sizes, size_t count,
+                                                        struct cudaMemcpyAttributes* attrs,
+                                                        size_t* attrsIdxs, size_t numAttrs,
+                                                        cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpyBatchAsync, v13000),
+                      GWSIM_RT_PARAMS(cudaMemcpyBatchAsync, v13000){dsts, srcs, sizes, count, attrs,
+                                                                    attrsIdxs, numAttrs, stream},
+                      [&] {
+                        return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
+                                           stream, false);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyBatchAsync_ptsz(
+    void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+    struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemcpyBatchAsync_ptsz, v13000),
+                      GWSIM_RT_PARAMS(cudaMemcpyBatchAsync_ptsz, v13000){
+                          dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream},
+                      [&] {
+                        return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
+                                           stream, true);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
+  return TraceRuntime(GWSIM_RT(cudaMemset, v3020),
+                      GWSIM_RT_PARAMS(cudaMemset, v3020){devPtr, value, count},
+                      [&] { return Memset(devPtr, value, count, false, nullptr, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  return TraceRuntime(GWSIM_RT(cudaMemset_ptds, v7000),
+                      GWSIM_RT_PARAMS(cudaMemset_ptds, v7000){devPtr, value, count},
+                      [&] { return Memset(devPtr, value, count, false, nullptr, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
+                                                   cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemsetAsync, v3020),
+                      GWSIM_RT_PARAMS(cudaMemsetAsync, v3020){devPtr, value, count, stream},
+                      [&] { return Memset(devPtr, value, count, true, stream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count,
+                                                        cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMemsetAsync_ptsz, v7000),
+                      GWSIM_RT_PARAMS(cudaMemsetAsync_ptsz, v7000){devPtr, value, count, stream},
+                      [&] { return Memset(devPtr, value, count, true, stream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width,
+                                                size_t height) {
+  return TraceRuntime(GWSIM_RT(cudaMemset2D, v3020),
+                      GWSIM_RT_PARAMS(cudaMemset2D, v3020){devPtr, pitch, value, width, height},
+                      [&] {
+                        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+                        return ToCudaError(Drv().cuMemsetD2D8_v2(
+                            Dev(devPtr), pitch, static_cast<unsigned char>(value), width, height));
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value,
+                                                     size_t width, size_t height,
+                                                     cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemset2DAsync, v3020),
+      GWSIM_RT_PARAMS(cudaMemset2DAsync, v3020){devPtr, pitch, value, width, height, stream}, [&] {
+        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+        return ToCudaError(Drv().cuMemsetD2D8Async(
+            Dev(devPtr), pitch, static_cast<unsigned char>(value), width, height, stream));
+      });
+}

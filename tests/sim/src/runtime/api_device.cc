@@ -1,0 +1,503 @@
+// Exported runtime API: devices, streams, events, errors, versions and driver entry points.
+#include <cstring>
+
+#include "runtime/core.h"
+#include "runtime/cuda_headers.h"
+
+namespace gwsim::rt {
+namespace {
+
+template <typename Call>
+cudaError_t WithContext(Call&& call) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+// Needs the driver and cuInit, not a context.
+template <typename Call>
+cudaError_t WithDriver(Call&& call) {
+  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
+  const DriverApi& d = Drv();
+  if (prop == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
+  if (device < 0 || device >= d.device_count) return cudaErrorInvalidDevice;
+  Quiet quiet;  // the real runtime caches these at initialisation
+  std::memset(prop, 0, sizeof(*prop));
+  d.cuDeviceGetName(prop->name, sizeof(prop->name), device);
+  CUuuid uuid{};
+  d.cuDeviceGetUuid_v2(&uuid, device);
+  std::memcpy(prop->uuid.bytes, uuid.bytes, sizeof(uuid.bytes));
+  d.cuDeviceTotalMem_v2(&prop->totalGlobalMem, device);
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    d.cuDeviceGetAttribute(&v, a, device);
+    return v;
+  };
+  prop->sharedMemPerBlock =
+      static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+  prop->regsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  prop->warpSize = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  prop->memPitch = 2147483647;
+  prop->maxThreadsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  prop->maxThreadsDim[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+  prop->maxThreadsDim[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+  prop->maxThreadsDim[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+  prop->maxGridSize[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  prop->maxGridSize[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  prop->maxGridSize[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+  prop->totalConstMem = static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY));
+  prop->major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  prop->minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  prop->textureAlignment = 512;
+  prop->texturePitchAlignment = 32;
+  prop->multiProcessorCount = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  prop->canMapHostMemory = attr(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
+  prop->concurrentKernels = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
+  prop->pciBusID = attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
+  prop->asyncEngineCount = attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+  prop->unifiedAddressing = attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+  prop->memoryBusWidth = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  prop->l2CacheSize = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  prop->maxThreadsPerMultiProcessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  prop->streamPrioritiesSupported = attr(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED);
+  prop->sharedMemPerMultiprocessor =
+      static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  prop->regsPerMultiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  prop->managedMemory = attr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+  prop->concurrentManagedAccess = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+  prop->cooperativeLaunch = attr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
+  prop->hostRegisterSupported = attr(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED);
+  prop->memoryPoolsSupported = attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+  prop->hostNumaId = -1;
+  return cudaSuccess;
+}
+
+#define GWSIM_CUDA_ERRORS(X)                                                                       \
+  X(cudaSuccess, "no error")                                                                       \
+  X(cudaErrorInvalidValue, "invalid argument")                                                     \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                    \
+  X(cudaErrorInitializationError, "initialization error")                                          \
+  X(cudaErrorMissingConfiguration, "__global__ function call is not configured")                   \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                          \
+  X(cudaErrorInvalidSymbol, "invalid device symbol")                                               \
+  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                          \
+  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")   \
+  X(cudaErrorInvalidDeviceFunction, "invalid device function")                                     \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                       \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                              \
+  X(cudaErrorDeviceUninitialized, "invalid device context")                                        \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                     \
+  X(cudaErrorSymbolNotFound, "named symbol not found")                                             \
+  X(cudaErrorNotReady, "device not ready")                                                         \
+  X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                           \
+  X(cudaErrorHostMemoryAlreadyRegistered,                                                          \
+    "part or all of the requested memory range is already mapped")                                 \
+  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
+  X(cudaErrorNotSupported, "operation not supported")                                              \
+  X(cudaErrorUnknown, "unknown error")
+
+const char* ErrorName(cudaError_t e) {
+  switch (e) {
+#define GWSIM_NAME_CASE(code, text) \
+  case code:                        \
+    return #code;
+    GWSIM_CUDA_ERRORS(GWSIM_NAME_CASE)
+#undef GWSIM_NAME_CASE
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+
+const char* ErrorString(cudaError_t e) {
+  switch (e) {
+#define GWSIM_STRING_CASE(code, text) \
+  case code:                          \
+    return text;
+    GWSIM_CUDA_ERRORS(GWSIM_STRING_CASE)
+#undef GWSIM_STRING_CASE
+    default:
+      return "unrecognized error code";
+  }
+}
+
+cudaError_t EntryPoint(const char* symbol, void** funcPtr, int version, unsigned long long flags,
+                       cudaDriverEntryPointQueryResult* status, bool per_thread) {
+  const DriverApi& d = Drv();
+  if (!d.ok) return cudaErrorInsufficientDriver;
+  if (symbol == nullptr || funcPtr == nullptr) return cudaErrorInvalidValue;
+  cuuint64_t cu_flags = flags;
+  if (per_thread && (cu_flags & (CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) == 0) {
+    cu_flags |= CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  }
+  CUdriverProcAddressQueryResult cu_status{};
+  const CUresult r = d.cuGetProcAddress_v2(symbol, funcPtr, version, cu_flags, &cu_status);
+  if (status != nullptr) *status = static_cast<cudaDriverEntryPointQueryResult>(cu_status);
+  // As documented, a missing symbol is reported through the status, not the error.
+  return r == CUDA_ERROR_NOT_FOUND ? cudaSuccess : ToCudaError(r);
+}
+
+}  // namespace
+}  // namespace gwsim::rt
+
+using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+// Devices
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
+  return TraceRuntime(GWSIM_RT(cudaGetDeviceCount, v3020),
+                      GWSIM_RT_PARAMS(cudaGetDeviceCount, v3020){count}, [&] {
+                        if (count == nullptr) return cudaErrorInvalidValue;
+                        *count = 0;
+                        const cudaError_t e = WithDriver([&] { return CUDA_SUCCESS; });
+                        if (e == cudaSuccess) *count = Drv().device_count;
+                        return e;
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaSetDevice(int device) {
+  return TraceRuntime(GWSIM_RT(cudaSetDevice, v3020), GWSIM_RT_PARAMS(cudaSetDevice, v3020){device},
+                      [&] { return SetCurrentDevice(device); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDevice(int* device) {
+  return TraceRuntime(GWSIM_RT(cudaGetDevice, v3020), GWSIM_RT_PARAMS(cudaGetDevice, v3020){device},
+                      [&] {
+                        if (device == nullptr) return cudaErrorInvalidValue;
+                        const cudaError_t e = WithDriver([&] { return CUDA_SUCCESS; });
+                        if (e == cudaSuccess) *device = CurrentDevice();
+                        return e;
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaSetDeviceFlags, v3020),
+                      GWSIM_RT_PARAMS(cudaSetDeviceFlags, v3020){flags}, [&] {
+                        return WithDriver([&] {
+                          Quiet quiet;
+                          return Drv().cuDevicePrimaryCtxSetFlags_v2(CurrentDevice(), flags);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int* flags) {
+  return TraceRuntime(GWSIM_RT(cudaGetDeviceFlags, v7000),
+                      GWSIM_RT_PARAMS(cudaGetDeviceFlags, v7000){flags}, [&] {
+                        if (flags == nullptr) return cudaErrorInvalidValue;
+                        return WithDriver([&] {
+                          Quiet quiet;
+                          int active = 0;
+                          return Drv().cuDevicePrimaryCtxGetState(CurrentDevice(), flags, &active);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp* prop,
+                                                           int device) {
+  return TraceRuntime(GWSIM_RT(cudaGetDeviceProperties, v12000),
+                      GWSIM_RT_PARAMS(cudaGetDeviceProperties, v12000){prop, device},
+                      [&] { return DeviceProperties(prop, device); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr,
+                                                          int device) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceGetAttribute, v5000),
+                      GWSIM_RT_PARAMS(cudaDeviceGetAttribute, v5000){value, attr, device}, [&] {
+                        return WithDriver([&] {
+                          Quiet quiet;
+                          return Drv().cuDeviceGetAttribute(
+                              value, static_cast<CUdevice_attribute>(attr), device);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device,
+                                                           int peerDevice) {
+  return TraceRuntime(
+      GWSIM_RT(cudaDeviceCanAccessPeer, v4000),
+      GWSIM_RT_PARAMS(cudaDeviceCanAccessPeer, v4000){canAccessPeer, device, peerDevice}, [&] {
+        return WithDriver(
+            [&] { return Drv().cuDeviceCanAccessPeer(canAccessPeer, device, peerDevice); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceEnablePeerAccess, v4000),
+                      GWSIM_RT_PARAMS(cudaDeviceEnablePeerAccess, v4000){peerDevice, flags}, [&] {
+                        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+                        CUcontext peer = nullptr;
+                        if (cudaError_t e = EnsurePrimary(peerDevice, &peer); e != cudaSuccess) {
+                          return e;
+                        }
+                        return ToCudaError(Drv().cuCtxEnablePeerAccess(peer, flags));
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceSynchronize, v3020), NoParams{},
+                      [&] { return WithContext([&] { return Drv().cuCtxSynchronize(); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceReset(void) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceReset, v3020), NoParams{},
+                      [&] { return ResetCurrentDevice(); });
+}
+
+// Streams
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamCreate, v3020), GWSIM_RT_PARAMS(cudaStreamCreate, v3020){pStream},
+      [&] { return WithContext([&] { return Drv().cuStreamCreate(pStream, 0); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream,
+                                                             unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaStreamCreateWithFlags, v5000),
+                      GWSIM_RT_PARAMS(cudaStreamCreateWithFlags, v5000){pStream, flags}, [&] {
+                        return WithContext([&] { return Drv().cuStreamCreate(pStream, flags); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream,
+                                                                unsigned int flags, int priority) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamCreateWithPriority, v5050),
+      GWSIM_RT_PARAMS(cudaStreamCreateWithPriority, v5050){pStream, flags, priority}, [&] {
+        return WithContext(
+            [&] { return Drv().cuStreamCreateWithPriority(pStream, flags, priority); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamDestroy, v5050), GWSIM_RT_PARAMS(cudaStreamDestroy, v5050){stream},
+      [&] { return WithContext([&] { return Drv().cuStreamDestroy_v2(stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamSynchronize, v3020), GWSIM_RT_PARAMS(cudaStreamSynchronize, v3020){stream},
+      [&] { return WithContext([&] { return Drv().cuStreamSynchronize(stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaStreamSynchronize_ptsz, v7000),
+                      GWSIM_RT_PARAMS(cudaStreamSynchronize_ptsz, v7000){stream}, [&] {
+                        return WithContext([&] { return Drv().cuStreamSynchronize_ptsz(stream); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaStreamQuery, v3020),
+                      GWSIM_RT_PARAMS(cudaStreamQuery, v3020){stream},
+                      [&] { return WithContext([&] { return Drv().cuStreamQuery(stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamQuery_ptsz(cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamQuery_ptsz, v7000), GWSIM_RT_PARAMS(cudaStreamQuery_ptsz, v7000){stream},
+      [&] { return WithContext([&] { return Drv().cuStreamQuery_ptsz(stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                                       unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamWaitEvent, v3020),
+      GWSIM_RT_PARAMS(cudaStreamWaitEvent, v3020){stream, event, flags},
+      [&] { return WithContext([&] { return Drv().cuStreamWaitEvent(stream, event, flags); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                                            unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamWaitEvent_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaStreamWaitEvent_ptsz, v7000){stream, event, flags}, [&] {
+        return WithContext([&] { return Drv().cuStreamWaitEvent_ptsz(stream, event, flags); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t hStream,
+                                                   unsigned long long* streamId) {
+  return TraceRuntime(GWSIM_RT(cudaStreamGetId, v12000),
+                      GWSIM_RT_PARAMS(cudaStreamGetId, v12000){hStream, streamId}, [&] {
+                        return WithContext([&] { return Drv().cuStreamGetId(hStream, streamId); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetId_ptsz(cudaStream_t hStream,
+                                                        unsigned long long* streamId) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamGetId_ptsz, v12000),
+      GWSIM_RT_PARAMS(cudaStreamGetId_ptsz, v12000){hStream, streamId},
+      [&] { return WithContext([&] { return Drv().cuStreamGetId_ptsz(hStream, streamId); }); });
+}
+
+// Events
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
+  return TraceRuntime(GWSIM_RT(cudaEventCreate, v3020),
+                      GWSIM_RT_PARAMS(cudaEventCreate, v3020){event},
+                      [&] { return WithContext([&] { return Drv().cuEventCreate(event, 0); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event,
+                                                            unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaEventCreateWithFlags, v3020),
+                      GWSIM_RT_PARAMS(cudaEventCreateWithFlags, v3020){event, flags}, [&] {
+                        return WithContext([&] { return Drv().cuEventCreate(event, flags); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaEventRecord, v3020), GWSIM_RT_PARAMS(cudaEventRecord, v3020){event, stream},
+      [&] { return WithContext([&] { return Drv().cuEventRecord(event, stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaEventRecord_ptsz, v7000),
+                      GWSIM_RT_PARAMS(cudaEventRecord_ptsz, v7000){event, stream}, [&] {
+                        return WithContext([&] { return Drv().cuEventRecord_ptsz(event, stream); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                                            unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaEventRecordWithFlags, v11010),
+      GWSIM_RT_PARAMS(cudaEventRecordWithFlags, v11010){event, stream, flags}, [&] {
+        return WithContext([&] { return Drv().cuEventRecordWithFlags(event, stream, flags); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags_ptsz(cudaEvent_t event,
+                                                                 cudaStream_t stream,
+                                                                 unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaEventRecordWithFlags_ptsz, v11010),
+      GWSIM_RT_PARAMS(cudaEventRecordWithFlags_ptsz, v11010){event, stream, flags}, [&] {
+        return WithContext([&] { return Drv().cuEventRecordWithFlags_ptsz(event, stream, flags); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+  return TraceRuntime(GWSIM_RT(cudaEventQuery, v3020),
+                      GWSIM_RT_PARAMS(cudaEventQuery, v3020){event},
+                      [&] { return WithContext([&] { return Drv().cuEventQuery(event); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  return TraceRuntime(GWSIM_RT(cudaEventSynchronize, v3020),
+                      GWSIM_RT_PARAMS(cudaEventSynchronize, v3020){event},
+                      [&] { return WithContext([&] { return Drv().cuEventSynchronize(event); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start,
+                                                        cudaEvent_t end) {
+  return TraceRuntime(
+      GWSIM_RT(cudaEventElapsedTime, v12080),
+      GWSIM_RT_PARAMS(cudaEventElapsedTime, v12080){ms, start, end},
+      [&] { return WithContext([&] { return Drv().cuEventElapsedTime_v2(ms, start, end); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+  return TraceRuntime(GWSIM_RT(cudaEventDestroy, v3020),
+                      GWSIM_RT_PARAMS(cudaEventDestroy, v3020){event},
+                      [&] { return WithContext([&] { return Drv().cuEventDestroy_v2(event); }); });
+}
+
+// Errors and versions
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetLastError(void) {
+  return TraceRuntime<false>(GWSIM_RT(cudaGetLastError, v3020), NoParams{},
+                             [&] { return TakeLastError(); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError(void) {
+  return TraceRuntime<false>(GWSIM_RT(cudaPeekAtLastError, v3020), NoParams{},
+                             [&] { return PeekLastError(); });
+}
+
+GWSIM_EXPORT const char* CUDARTAPI cudaGetErrorString(cudaError_t error) {
+  return TraceRuntime(GWSIM_RT(cudaGetErrorString, v3020),
+                      GWSIM_RT_PARAMS(cudaGetErrorString, v3020){error},
+                      [&] { return ErrorString(error); });
+}
+
+GWSIM_EXPORT const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
+  return TraceRuntime(GWSIM_RT(cudaGetErrorName, v6050),
+                      GWSIM_RT_PARAMS(cudaGetErrorName, v6050){error},
+                      [&] { return ErrorName(error); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion) {
+  return TraceRuntime(GWSIM_RT(cudaRuntimeGetVersion, v3020),
+                      GWSIM_RT_PARAMS(cudaRuntimeGetVersion, v3020){runtimeVersion}, [&] {
+                        if (runtimeVersion == nullptr) return cudaErrorInvalidValue;
+                        *runtimeVersion = kRuntimeVersion;
+                        return cudaSuccess;
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
+  return TraceRuntime(GWSIM_RT(cudaDriverGetVersion, v3020),
+                      GWSIM_RT_PARAMS(cudaDriverGetVersion, v3020){driverVersion}, [&] {
+                        if (driverVersion == nullptr) return cudaErrorInvalidValue;
+                        *driverVersion = 0;  // documented value when no driver is installed
+                        const DriverApi& d = Drv();
+                        if (d.ok) {
+                          Quiet quiet;
+                          d.cuDriverGetVersion(driverVersion);
+                        }
+                        return cudaSuccess;
+                      });
+}
+
+// Driver entry points (how PyTorch reaches the VMM API, for example).
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+                        enum cudaDriverEntryPointQueryResult* driverStatus) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGetDriverEntryPoint, v11030),
+      GWSIM_RT_PARAMS(cudaGetDriverEntryPoint, v11030){symbol, funcPtr, flags, driverStatus},
+      [&] { return EntryPoint(symbol, funcPtr, kRuntimeVersion, flags, driverStatus, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long flags,
+                             enum cudaDriverEntryPointQueryResult* driverStatus) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGetDriverEntryPoint_ptsz, v11030),
+      GWSIM_RT_PARAMS(cudaGetDriverEntryPoint_ptsz, v11030){symbol, funcPtr, flags, driverStatus},
+      [&] { return EntryPoint(symbol, funcPtr, kRuntimeVersion, flags, driverStatus, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult* driverStatus) {
+  return TraceRuntime(GWSIM_RT(cudaGetDriverEntryPointByVersion, v12050),
+                      GWSIM_RT_PARAMS(cudaGetDriverEntryPointByVersion, v12050){
+                          symbol, funcPtr, cudaVersion, flags, driverStatus},
+                      [&] {
+                        return EntryPoint(symbol, funcPtr, static_cast<int>(cudaVersion), flags,
+                                          driverStatus, false);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult* driverStatus) {
+  return TraceRuntime(GWSIM_RT(cudaGetDriverEntryPointByVersion_ptsz, v12050),
+                      GWSIM_RT_PARAMS(cudaGetDriverEntryPointByVersion_ptsz, v12050){
+                          symbol, funcPtr, cudaVersion, flags, driverStatus},
+                      [&] {
+                        return EntryPoint(symbol, funcPtr, static_cast<int>(cudaVersion), flags,
+                                          driverStatus, true);
+                      });
+}

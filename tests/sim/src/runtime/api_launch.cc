@@ -1,0 +1,267 @@
+// Exported runtime API: what nvcc-generated host code calls to register a module and launch
+// kernels, plus the public launch functions. Kernels never run: a launch records a kernel
+// activity and succeeds.
+#include "runtime/core.h"
+#include "runtime/cuda_headers.h"
+
+namespace gwsim::rt {
+namespace {
+
+// What a registered module handle points at.
+struct FatBinary {
+  const void* fat_cubin = nullptr;
+};
+
+cudaError_t LaunchHandle(const Kernel& k, dim3 grid, dim3 block, void** args, size_t shared_mem,
+                         cudaStream_t stream, bool per_thread) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  const DriverApi& d = Drv();
+  const CUresult r = (per_thread ? d.cuLaunchKernel_ptsz : d.cuLaunchKernel)(
+      k.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+      static_cast<unsigned>(shared_mem), stream, args, nullptr);
+  return ToCudaError(r);
+}
+
+const char* NameOfHostFunction(const void* func) {
+  Kernel k;
+  return FindKernelByHostFunction(func, &k) ? k.name : nullptr;
+}
+
+const char* NameOfHandle(const void* handle) {
+  Kernel k;
+  return FindKernelByHandle(handle, &k) ? k.name : nullptr;
+}
+
+cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args,
+                     bool per_thread) {
+  if (config == nullptr) return cudaErrorInvalidValue;
+  Kernel k;
+  if (!FindKernelByHostFunction(func, &k) || k.function == nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  CUlaunchConfig c{};
+  c.gridDimX = config->gridDim.x;
+  c.gridDimY = config->gridDim.y;
+  c.gridDimZ = config->gridDim.z;
+  c.blockDimX = config->blockDim.x;
+  c.blockDimY = config->blockDim.y;
+  c.blockDimZ = config->blockDim.z;
+  c.sharedMemBytes = static_cast<unsigned>(config->dynamicSmemBytes);
+  c.hStream = config->stream;
+  const DriverApi& d = Drv();
+  return ToCudaError(
+      (per_thread ? d.cuLaunchKernelEx_ptsz : d.cuLaunchKernelEx)(&c, k.function, args, nullptr));
+}
+
+}  // namespace
+}  // namespace gwsim::rt
+
+using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+// Module registration (from the static constructors nvcc generates).
+
+GWSIM_EXPORT void** CUDARTAPI __cudaRegisterFatBinary(void* fatCubin) {
+  return TraceRuntime(GWSIM_RT(__cudaRegisterFatBinary, v13000), NoParams{}, [&] {
+    // The handle stays valid for the life of the process.
+    auto* module = new FatBinary{fatCubin};
+    return reinterpret_cast<void**>(module);
+  });
+}
+
+GWSIM_EXPORT void CUDARTAPI __cudaRegisterFatBinaryEnd(void** fatCubinHandle) {
+  TraceRuntime(GWSIM_RT(__cudaRegisterFatBinaryEnd, v13000), NoParams{}, [&] {
+    (void)fatCubinHandle;
+    return cudaSuccess;
+  });
+}
+
+// Registrations are kept: kernels and variables of an unregistered module stay resolvable,
+// which is harmless here and keeps late launches during exit safe.
+GWSIM_EXPORT void CUDARTAPI __cudaUnregisterFatBinary(void** fatCubinHandle) {
+  TraceRuntime(GWSIM_RT(__cudaUnregisterFatBinary, v13000), NoParams{}, [&] {
+    (void)fatCubinHandle;
+    return cudaSuccess;
+  });
+}
+
+GWSIM_EXPORT void CUDARTAPI __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun,
+                                                   char* deviceFun, const char* deviceName,
+                                                   int thread_limit, uint3* tid, uint3* bid,
+                                                   dim3* bDim, dim3* gDim, int* wSize) {
+  TraceRuntime(GWSIM_RT(__cudaRegisterFunction, v13000), NoParams{}, [&] {
+    RegisterKernel(hostFun, deviceName);
+    return cudaSuccess;
+  });
+}
+
+GWSIM_EXPORT void CUDARTAPI __cudaRegisterVar(void** fatCubinHandle, char* hostVar,
+                                              char* deviceAddress, const char* deviceName, int ext,
+                                              size_t size, int constant, int global) {
+  TraceRuntime(GWSIM_RT(__cudaRegisterVar, v13000), NoParams{}, [&] {
+    RegisterVariable(hostVar, deviceName, size);
+    return cudaSuccess;
+  });
+}
+
+GWSIM_EXPORT void CUDARTAPI __cudaRegisterManagedVar(void** fatCubinHandle,
+                                                     void** hostVarPtrAddress, char* deviceAddress,
+                                                     const char* deviceName, int ext, size_t size,
+                                                     int constant, int global) {
+  TraceRuntime(GWSIM_RT(__cudaRegisterManagedVar, v13000), NoParams{}, [&] {
+    RegisterManagedVariable(fatCubinHandle, hostVarPtrAddress, deviceName, size);
+    return cudaSuccess;
+  });
+}
+
+GWSIM_EXPORT char CUDARTAPI __cudaInitModule(void** fatCubinHandle) {
+  return TraceRuntime(GWSIM_RT(__cudaInitModule, v13000), NoParams{}, [&] {
+    return static_cast<char>(InitManagedVariables(fatCubinHandle) == cudaSuccess ? 1 : 0);
+  });
+}
+
+// Launch: kernel<<<grid, block, shmem, stream>>>(args) compiles to push, __cudaGetKernel (once),
+// pop and __cudaLaunchKernel.
+
+GWSIM_EXPORT unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim,
+                                                            size_t sharedMem,
+                                                            struct CUstream_st* stream) {
+  return TraceRuntime(GWSIM_RT(__cudaPushCallConfiguration, v13000), NoParams{}, [&] {
+    CallConfigurations().push_back(LaunchConfig{gridDim, blockDim, sharedMem, stream});
+    return 0u;
+  });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim,
+                                                              size_t* sharedMem, void* stream) {
+  return TraceRuntime(GWSIM_RT(__cudaPopCallConfiguration, v13000), NoParams{}, [&] {
+    auto& configs = CallConfigurations();
+    if (configs.empty()) return cudaErrorMissingConfiguration;
+    const LaunchConfig c = configs.back();
+    configs.pop_back();
+    *gridDim = c.grid;
+    *blockDim = c.block;
+    *sharedMem = c.shared_mem;
+    *static_cast<cudaStream_t*>(stream) = c.stream;
+    return cudaSuccess;
+  });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
+  return TraceRuntime(GWSIM_RT(__cudaGetKernel, v13000), NoParams{}, [&] {
+    Kernel k;
+    if (kernel == nullptr) return cudaErrorInvalidValue;
+    if (!FindKernelByHostFunction(hostFun, &k)) return cudaErrorInvalidDeviceFunction;
+    *kernel = reinterpret_cast<cudaKernel_t>(k.function);
+    return cudaSuccess;
+  });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
+                                                      dim3 blockDim, void** args, size_t sharedMem,
+                                                      cudaStream_t stream) {
+  // No params struct is published for this cbid: functionParams is NULL.
+  return TraceRuntime(
+      GWSIM_RT(__cudaLaunchKernel, v13000), NoParams{},
+      [&] {
+        Kernel k;
+        if (!FindKernelByHandle(kernel, &k)) return cudaErrorInvalidDeviceFunction;
+        return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, false);
+      },
+      NameOfHandle(kernel));
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
+                                                           dim3 blockDim, void** args,
+                                                           size_t sharedMem, cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(__cudaLaunchKernel_ptsz, v13000), NoParams{},
+      [&] {
+        Kernel k;
+        if (!FindKernelByHandle(kernel, &k)) return cudaErrorInvalidDeviceFunction;
+        return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, true);
+      },
+      NameOfHandle(kernel));
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim,
+                                                    void** args, size_t sharedMem,
+                                                    cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaLaunchKernel, v7000),
+      GWSIM_RT_PARAMS(cudaLaunchKernel, v7000){func, gridDim, blockDim, args, sharedMem, stream},
+      [&] {
+        Kernel k;
+        if (!FindKernelByHostFunction(func, &k)) return cudaErrorInvalidDeviceFunction;
+        return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, false);
+      },
+      NameOfHostFunction(func));
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void* func, dim3 gridDim,
+                                                         dim3 blockDim, void** args,
+                                                         size_t sharedMem, cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaLaunchKernel_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaLaunchKernel_ptsz, v7000){func, gridDim, blockDim, args, sharedMem,
+                                                    stream},
+      [&] {
+        Kernel k;
+        if (!FindKernelByHostFunction(func, &k)) return cudaErrorInvalidDeviceFunction;
+        return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, true);
+      },
+      NameOfHostFunction(func));
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
+                                                       const void* func, void** args) {
+  return TraceRuntime(
+      GWSIM_RT(cudaLaunchKernelExC, v11060),
+      GWSIM_RT_PARAMS(cudaLaunchKernelExC, v11060){config, func, args},
+      [&] { return LaunchEx(config, func, args, false); }, NameOfHostFunction(func));
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
+                                                            const void* func, void** args) {
+  return TraceRuntime(
+      GWSIM_RT(cudaLaunchKernelExC_ptsz, v11060),
+      GWSIM_RT_PARAMS(cudaLaunchKernelExC_ptsz, v11060){config, func, args},
+      [&] { return LaunchEx(config, func, args, true); }, NameOfHostFunction(func));
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetFuncBySymbol(cudaFunction_t* functionPtr,
+                                                       const void* symbolPtr) {
+  return TraceRuntime(GWSIM_RT(cudaGetFuncBySymbol, v11000),
+                      GWSIM_RT_PARAMS(cudaGetFuncBySymbol, v11000){functionPtr, symbolPtr}, [&] {
+                        Kernel k;
+                        if (functionPtr == nullptr) return cudaErrorInvalidValue;
+                        if (!FindKernelByHostFunction(symbolPtr, &k)) {
+                          return cudaErrorInvalidDeviceFunction;
+                        }
+                        *functionPtr = k.function;
+                        return cudaSuccess;
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t* kernelPtr,
+                                                 const void* entryFuncAddr) {
+  return TraceRuntime(GWSIM_RT(cudaGetKernel, v12000),
+                      GWSIM_RT_PARAMS(cudaGetKernel, v12000){kernelPtr, entryFuncAddr}, [&] {
+                        Kernel k;
+                        if (kernelPtr == nullptr) return cudaErrorInvalidValue;
+                        if (!FindKernelByHostFunction(entryFuncAddr, &k)) {
+                          return cudaErrorInvalidDeviceFunction;
+                        }
+                        *kernelPtr = reinterpret_cast<cudaKernel_t>(k.function);
+                        return cudaSuccess;
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncGetName(const char** name, const void* func) {
+  return TraceRuntime(GWSIM_RT(cudaFuncGetName, v12030),
+                      GWSIM_RT_PARAMS(cudaFuncGetName, v12030){name, func}, [&] {
+                        if (name == nullptr) return cudaErrorInvalidValue;
+                        *name = NameOfHostFunction(func);
+                        return *name != nullptr ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+                      });
+}

@@ -1,0 +1,329 @@
+// Exported runtime API: allocation, pools and pointer queries. Each call nests the driver call
+// the real runtime makes (cudaMalloc -> cuMemAlloc_v2, ...), traced in the driver domain.
+#include "runtime/core.h"
+#include "runtime/cuda_headers.h"
+
+namespace gwsim::rt {
+namespace {
+
+void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
+CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Runs a driver call after the context is set up, mapping its result.
+template <typename Call>
+cudaError_t WithContext(Call&& call) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream,
+                        bool per_thread) {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  return WithContext([&] {
+    const DriverApi& d = Drv();
+    CUdeviceptr p = 0;
+    CUresult r;
+    if (pool == nullptr) {
+      r = per_thread ? d.cuMemAllocAsync_ptsz(&p, size, stream)
+                     : d.cuMemAllocAsync(&p, size, stream);
+    } else {
+      r = per_thread ? d.cuMemAllocFromPoolAsync_ptsz(&p, size, pool, stream)
+                     : d.cuMemAllocFromPoolAsync(&p, size, pool, stream);
+    }
+    if (r == CUDA_SUCCESS) *ptr = Ptr(p);
+    return r;
+  });
+}
+
+cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread) {
+  return WithContext([&] {
+    const DriverApi& d = Drv();
+    return per_thread ? d.cuMemFreeAsync_ptsz(Dev(ptr), stream)
+                      : d.cuMemFreeAsync(Dev(ptr), stream);
+  });
+}
+
+}  // namespace
+}  // namespace gwsim::rt
+
+using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
+  return TraceRuntime(GWSIM_RT(cudaMalloc, v3020), GWSIM_RT_PARAMS(cudaMalloc, v3020){devPtr, size},
+                      [&] {
+                        if (devPtr == nullptr) return cudaErrorInvalidValue;
+                        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+                        if (size == 0) {  // the runtime answers this itself
+                          *devPtr = nullptr;
+                          return cudaSuccess;
+                        }
+                        CUdeviceptr p = 0;
+                        const CUresult r = Drv().cuMemAlloc_v2(&p, size);
+                        if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
+                        return ToCudaError(r);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch, size_t width,
+                                                   size_t height) {
+  return TraceRuntime(GWSIM_RT(cudaMallocPitch, v3020),
+                      GWSIM_RT_PARAMS(cudaMallocPitch, v3020){devPtr, pitch, width, height}, [&] {
+                        if (devPtr == nullptr || pitch == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUdeviceptr p = 0;
+                          const CUresult r = Drv().cuMemAllocPitch_v2(&p, pitch, width, height, 4);
+                          if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
+                          return r;
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr,
+                                                struct cudaExtent extent) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMalloc3D, v3020), GWSIM_RT_PARAMS(cudaMalloc3D, v3020){pitchedDevPtr, extent},
+      [&] {
+        if (pitchedDevPtr == nullptr) return cudaErrorInvalidValue;
+        return WithContext([&] {
+          CUdeviceptr p = 0;
+          size_t pitch = 0;
+          const CUresult r =
+              Drv().cuMemAllocPitch_v2(&p, &pitch, extent.width, extent.height * extent.depth, 4);
+          if (r == CUDA_SUCCESS) {
+            *pitchedDevPtr = cudaPitchedPtr{Ptr(p), pitch, extent.width, extent.height};
+          }
+          return r;
+        });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size,
+                                                     unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaMallocManaged, v6000),
+                      GWSIM_RT_PARAMS(cudaMallocManaged, v6000){devPtr, size, flags}, [&] {
+                        if (devPtr == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUdeviceptr p = 0;
+                          const CUresult r = Drv().cuMemAllocManaged(&p, size, flags);
+                          if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
+                          return r;
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size,
+                                                   cudaStream_t hStream) {
+  return TraceRuntime(GWSIM_RT(cudaMallocAsync, v11020),
+                      GWSIM_RT_PARAMS(cudaMallocAsync, v11020){devPtr, size, hStream},
+                      [&] { return MallocAsync(devPtr, size, nullptr, hStream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size,
+                                                        cudaStream_t hStream) {
+  return TraceRuntime(GWSIM_RT(cudaMallocAsync_ptsz, v11020),
+                      GWSIM_RT_PARAMS(cudaMallocAsync_ptsz, v11020){devPtr, size, hStream},
+                      [&] { return MallocAsync(devPtr, size, nullptr, hStream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size,
+                                                           cudaMemPool_t memPool,
+                                                           cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaMallocFromPoolAsync, v11020),
+                      GWSIM_RT_PARAMS(cudaMallocFromPoolAsync, v11020){ptr, size, memPool, stream},
+                      [&] {
+                        if (memPool == nullptr) return cudaErrorInvalidValue;
+                        return MallocAsync(ptr, size, memPool, stream, false);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
+                                                                cudaMemPool_t memPool,
+                                                                cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMallocFromPoolAsync_ptsz, v11020),
+      GWSIM_RT_PARAMS(cudaMallocFromPoolAsync_ptsz, v11020){ptr, size, memPool, stream}, [&] {
+        if (memPool == nullptr) return cudaErrorInvalidValue;
+        return MallocAsync(ptr, size, memPool, stream, true);
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
+  return TraceRuntime(GWSIM_RT(cudaFree, v3020), GWSIM_RT_PARAMS(cudaFree, v3020){devPtr}, [&] {
+    // cudaFree(NULL) is the classic way to initialise the context.
+    if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+    if (devPtr == nullptr) return cudaSuccess;
+    return ToCudaError(Drv().cuMemFree_v2(Dev(devPtr)));
+  });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  return TraceRuntime(GWSIM_RT(cudaFreeAsync, v11020),
+                      GWSIM_RT_PARAMS(cudaFreeAsync, v11020){devPtr, hStream},
+                      [&] { return FreeAsync(devPtr, hStream, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
+  return TraceRuntime(GWSIM_RT(cudaFreeAsync_ptsz, v11020),
+                      GWSIM_RT_PARAMS(cudaFreeAsync_ptsz, v11020){devPtr, hStream},
+                      [&] { return FreeAsync(devPtr, hStream, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMallocHost, v3020), GWSIM_RT_PARAMS(cudaMallocHost, v3020){ptr, size},
+      [&] { return WithContext([&] { return Drv().cuMemAllocHost_v2(ptr, size); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaHostAlloc, v3020), GWSIM_RT_PARAMS(cudaHostAlloc, v3020){pHost, size, flags},
+      [&] { return WithContext([&] { return Drv().cuMemHostAlloc(pHost, size, flags); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
+  return TraceRuntime(GWSIM_RT(cudaFreeHost, v3020), GWSIM_RT_PARAMS(cudaFreeHost, v3020){ptr},
+                      [&] {
+                        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+                        if (ptr == nullptr) return cudaSuccess;
+                        return ToCudaError(Drv().cuMemFreeHost(ptr));
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaHostRegister, v4000), GWSIM_RT_PARAMS(cudaHostRegister, v4000){ptr, size, flags},
+      [&] { return WithContext([&] { return Drv().cuMemHostRegister_v2(ptr, size, flags); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostUnregister(void* ptr) {
+  return TraceRuntime(GWSIM_RT(cudaHostUnregister, v4000),
+                      GWSIM_RT_PARAMS(cudaHostUnregister, v4000){ptr},
+                      [&] { return WithContext([&] { return Drv().cuMemHostUnregister(ptr); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost,
+                                                            unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaHostGetDevicePointer, v3020),
+                      GWSIM_RT_PARAMS(cudaHostGetDevicePointer, v3020){pDevice, pHost, flags}, [&] {
+                        if (pDevice == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUdeviceptr p = 0;
+                          const CUresult r = Drv().cuMemHostGetDevicePointer_v2(&p, pHost, flags);
+                          if (r == CUDA_SUCCESS) *pDevice = Ptr(p);
+                          return r;
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemGetInfo, v3020), GWSIM_RT_PARAMS(cudaMemGetInfo, v3020){free, total},
+      [&] { return WithContext([&] { return Drv().cuMemGetInfo_v2(free, total); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
+  return TraceRuntime(
+      GWSIM_RT(cudaPointerGetAttributes, v4000),
+      GWSIM_RT_PARAMS(cudaPointerGetAttributes, v4000){attributes, ptr}, [&] {
+        if (attributes == nullptr) return cudaErrorInvalidValue;
+        return WithContext([&] {
+          unsigned memory_type = 0;
+          int device = -2;
+          unsigned char managed = 0;
+          CUdeviceptr device_pointer = 0;
+          void* host_pointer = nullptr;
+          CUpointer_attribute which[] = {
+              CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+              CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+              CU_POINTER_ATTRIBUTE_HOST_POINTER};
+          void* data[] = {&memory_type, &device, &managed, &device_pointer, &host_pointer};
+          const CUresult r = Drv().cuPointerGetAttributes(5, which, data, Dev(ptr));
+          if (r != CUDA_SUCCESS) return r;
+          *attributes = cudaPointerAttributes{};
+          if (memory_type == 0) {  // not known to CUDA
+            attributes->type = cudaMemoryTypeUnregistered;
+            attributes->device = -2;
+            attributes->hostPointer = const_cast<void*>(ptr);
+            return CUDA_SUCCESS;
+          }
+          attributes->type = managed != 0                        ? cudaMemoryTypeManaged
+                             : memory_type == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost
+                                                                 : cudaMemoryTypeDevice;
+          attributes->device = device;
+          attributes->devicePointer = Ptr(device_pointer);
+          attributes->hostPointer = host_pointer;
+          return CUDA_SUCCESS;
+        });
+      });
+}
+
+// Pools
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool,
+                                                     const struct cudaMemPoolProps* poolProps) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemPoolCreate, v11020),
+      GWSIM_RT_PARAMS(cudaMemPoolCreate, v11020){memPool, poolProps}, [&] {
+        if (memPool == nullptr || poolProps == nullptr) return cudaErrorInvalidValue;
+        return WithContext([&] {
+          CUmemPoolProps props{};
+          props.allocType = static_cast<CUmemAllocationType>(poolProps->allocType);
+          props.handleTypes = static_cast<CUmemAllocationHandleType>(poolProps->handleTypes);
+          props.location.type = static_cast<CUmemLocationType>(poolProps->location.type);
+          props.location.id = poolProps->location.id;
+          props.maxSize = poolProps->maxSize;
+          return Drv().cuMemPoolCreate(memPool, &props);
+        });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  return TraceRuntime(GWSIM_RT(cudaMemPoolDestroy, v11020),
+                      GWSIM_RT_PARAMS(cudaMemPoolDestroy, v11020){memPool},
+                      [&] { return WithContext([&] { return Drv().cuMemPoolDestroy(memPool); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  return TraceRuntime(
+      GWSIM_RT(cudaDeviceGetDefaultMemPool, v11020),
+      GWSIM_RT_PARAMS(cudaDeviceGetDefaultMemPool, v11020){memPool, device}, [&] {
+        return WithContext([&] { return Drv().cuDeviceGetDefaultMemPool(memPool, device); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
+  return TraceRuntime(
+      GWSIM_RT(cudaDeviceGetMemPool, v11020),
+      GWSIM_RT_PARAMS(cudaDeviceGetMemPool, v11020){memPool, device},
+      [&] { return WithContext([&] { return Drv().cuDeviceGetMemPool(memPool, device); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
+  return TraceRuntime(
+      GWSIM_RT(cudaMemPoolTrimTo, v11020),
+      GWSIM_RT_PARAMS(cudaMemPoolTrimTo, v11020){memPool, minBytesToKeep},
+      [&] { return WithContext([&] { return Drv().cuMemPoolTrimTo(memPool, minBytesToKeep); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool,
+                                                           enum cudaMemPoolAttr attr, void* value) {
+  return TraceRuntime(GWSIM_RT(cudaMemPoolSetAttribute, v11020),
+                      GWSIM_RT_PARAMS(cudaMemPoolSetAttribute, v11020){memPool, attr, value}, [&] {
+                        return WithContext([&] {
+                          return Drv().cuMemPoolSetAttribute(
+                              memPool, static_cast<CUmemPool_attribute>(attr), value);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool,
+                                                           enum cudaMemPoolAttr attr, void* value) {
+  return TraceRuntime(GWSIM_RT(cudaMemPoolGetAttribute, v11020),
+                      GWSIM_RT_PARAMS(cudaMemPoolGetAttribute, v11020){memPool, attr, value}, [&] {
+                        return WithContext([&] {
+                          return Drv().cuMemPoolGetAttribute(
+                              memPool, static_cast<CUmemPool_attribute>(attr), value);
+                        });
+                      });
+}

@@ -1,0 +1,123 @@
+// The fake runtime's core: reaching the driver, lazy initialisation, per-thread state (current
+// device, last error, launch configurations), error mapping and API tracing.
+#ifndef GWSIM_RUNTIME_CORE_H_
+#define GWSIM_RUNTIME_CORE_H_
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/cuda_headers.h"
+
+namespace gwsim::rt {
+
+inline constexpr int kRuntimeVersion = 13000;
+inline constexpr int kMaxDevices = 16;
+
+// The driver, found with dlopen("libcuda.so.1"), entry points through cuGetProcAddress_v2.
+struct DriverApi {
+  bool ok = false;  // false: no driver (or GWSIM_FAIL=no-driver): cudaErrorInsufficientDriver
+  int device_count = 0;
+  gwsim_api_enter_fn api_enter = nullptr;
+  gwsim_api_exit_fn api_exit = nullptr;
+  gwsim_set_quiet_fn set_quiet = nullptr;
+  gwsim_register_function_fn register_function = nullptr;
+  gwsim_alloc_variable_fn alloc_variable = nullptr;
+  decltype(&::cuGetProcAddress_v2) cuGetProcAddress_v2 = nullptr;
+#define X(symbol, name, per_thread) decltype(&::symbol) symbol = nullptr;
+#include "runtime/driver_api.inc"
+#undef X
+};
+
+// Loaded on first use; never unloaded.
+const DriverApi& Drv();
+
+// Suppresses API callbacks for the runtime's own bookkeeping calls into the driver.
+class Quiet {
+ public:
+  Quiet();
+  ~Quiet();
+  Quiet(const Quiet&) = delete;
+  Quiet& operator=(const Quiet&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+cudaError_t ToCudaError(CUresult r);
+
+// Loads the driver and runs cuInit once (without a context).
+cudaError_t EnsureInit();
+// cuInit (once) and the primary context of the calling thread's current device, made current.
+cudaError_t EnsureContext();
+// The primary context of `device`, retained (not made current).
+cudaError_t EnsurePrimary(int device, CUcontext* out);
+int CurrentDevice();
+cudaError_t SetCurrentDevice(int device);
+// cudaDeviceReset: destroys the current device's primary context.
+cudaError_t ResetCurrentDevice();
+
+void SetLastError(cudaError_t e);
+cudaError_t TakeLastError();
+cudaError_t PeekLastError();
+
+// Kernel and variable registry (filled by __cudaRegisterFunction / __cudaRegisterVar).
+struct Kernel {
+  CUfunction function = nullptr;
+  const char* name = nullptr;
+};
+bool FindKernelByHostFunction(const void* host_fun, Kernel* out);
+bool FindKernelByHandle(const void* handle, Kernel* out);
+void RegisterKernel(const void* host_fun, const char* device_name);
+void RegisterVariable(const void* host_var, const char* name, size_t size);
+void RegisterManagedVariable(void** fat_cubin, void** host_ptr_address, const char* name,
+                             size_t size);
+cudaError_t InitManagedVariables(void** fat_cubin);
+// The device address and size of a __device__ variable on the current device.
+cudaError_t VariableAddress(const void* host_var, CUdeviceptr* address, size_t* size);
+void ForgetVariables(int device);
+
+struct LaunchConfig {
+  dim3 grid;
+  dim3 block;
+  size_t shared_mem = 0;
+  cudaStream_t stream = nullptr;
+};
+std::vector<LaunchConfig>& CallConfigurations();
+
+struct NoParams {};
+
+// Traces one runtime API call (ENTER, body, EXIT with the result). Errors become the
+// thread's last error, except for the calls that report it (kRecordsError = false).
+template <bool kRecordsError = true, typename Params, typename Body>
+auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& body,
+                  const char* symbol = nullptr) -> decltype(body()) {
+  using Result = decltype(body());
+  const DriverApi& d = Drv();
+  if (!d.ok) {
+    Result r = body();
+    if constexpr (kRecordsError && std::is_same_v<Result, cudaError_t>) SetLastError(r);
+    return r;
+  }
+  gwsim_api_frame frame{};
+  frame.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  frame.cbid = cbid;
+  frame.function_name = name;
+  if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
+  frame.symbol_name = symbol;
+  d.api_enter(&frame);
+  Result result = body();
+  if constexpr (kRecordsError && std::is_same_v<Result, cudaError_t>) SetLastError(result);
+  frame.return_value = &result;
+  d.api_exit(&frame);
+  return result;
+}
+
+// GWSIM_RT(cudaMalloc, v3020) -> the cbid CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020 and the
+// function name "cudaMalloc"; GWSIM_RT_PARAMS(cudaMalloc, v3020) -> cudaMalloc_v3020_params.
+#define GWSIM_RT(api, version) CUPTI_RUNTIME_TRACE_CBID_##api##_##version, #api
+#define GWSIM_RT_PARAMS(api, version) api##_##version##_params
+
+}  // namespace gwsim::rt
+
+#endif  // GWSIM_RUNTIME_CORE_H_

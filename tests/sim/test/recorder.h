@@ -1,0 +1,119 @@
+// Test helpers for the simulator's own tests: a CUPTI subscriber that records callbacks, an
+// activity collector, and a fake module registration for kernels and variables.
+#ifndef GWSIM_TEST_RECORDER_H_
+#define GWSIM_TEST_RECORDER_H_
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gwsim::test {
+
+// One delivered API or resource callback, copied while it was delivered.
+struct Event {
+  CUpti_CallbackDomain domain = CUPTI_CB_DOMAIN_INVALID;
+  CUpti_CallbackId cbid = 0;
+  CUpti_ApiCallbackSite site = CUPTI_API_ENTER;
+  std::string name;
+  std::string symbol;
+  const void* params = nullptr;
+  bool has_return = false;
+  int result = -1;  // the cudaError_t / CUresult at EXIT
+  uint32_t correlation_id = 0;
+  uint64_t* correlation_data = nullptr;
+  uint64_t correlation_data_value = 0;  // what the slot held when delivered
+  CUcontext context = nullptr;
+  uint32_t context_uid = 0;
+  CUstream stream = nullptr;  // resource callbacks
+};
+
+// The process's single CUPTI subscriber for a test. Not reentrant across tests: Start/Stop.
+class Recorder {
+ public:
+  using Hook = std::function<void(CUpti_CallbackDomain, CUpti_CallbackId, const void*)>;
+
+  // Subscribes (as "gwsim-test-recorder") and enables the given domains.
+  explicit Recorder(std::vector<CUpti_CallbackDomain> domains, Hook hook = nullptr);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  CUpti_SubscriberHandle handle() const { return handle_; }
+  std::vector<Event> Take();
+  // Events of one domain (and, if nonzero, one cbid).
+  std::vector<Event> Of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid = 0);
+
+ private:
+  static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void* data);
+
+  CUpti_SubscriberHandle handle_ = nullptr;
+  Hook hook_;
+  std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+// Activity records delivered through the buffer callbacks, copied out of the buffers.
+struct Activity {
+  std::vector<CUpti_ActivityMemcpy6> memcpy;
+  std::vector<CUpti_ActivityMemcpyPtoP4> peer;
+  std::vector<CUpti_ActivityMemory4> memory;
+  std::vector<CUpti_ActivityKernel10> kernels;
+  size_t buffers_completed = 0;
+  size_t bytes_delivered = 0;
+};
+
+// Registers the buffer callbacks (buffers of `buffer_size` bytes; 0 makes bufferRequested
+// hand out no buffer), enables `kinds`, and on Collect() flushes and returns what arrived.
+class ActivityCollector {
+ public:
+  ActivityCollector(std::vector<CUpti_ActivityKind> kinds, size_t buffer_size = 1 << 20);
+  ~ActivityCollector();
+  ActivityCollector(const ActivityCollector&) = delete;
+  ActivityCollector& operator=(const ActivityCollector&) = delete;
+
+  Activity Collect();                // flush (forced) and take
+  Activity Peek();                   // take what was delivered without flushing
+  static size_t BuffersCompleted();  // since construction
+
+ private:
+  std::vector<CUpti_ActivityKind> kinds_;
+};
+
+// A fake module, registered the way nvcc's generated constructors do it.
+struct FakeModule {
+  FakeModule();
+  ~FakeModule() = default;
+  void** handle = nullptr;
+};
+// Host stubs registered as kernels "_Z6kernelPi" and "_Z5otherv", and variables.
+void KernelStub();
+void OtherStub();
+extern int g_device_var_shadow[16];  // registered as "g_device_var", 64 bytes
+const FakeModule& Module();
+
+// Settings the simulator reads, with its defaults, for computing expected values.
+struct Model {
+  double bw_pageable = 12;
+  double bw_pinned = 25;
+  double bw_device = 2000;
+  uint64_t latency_ns = 2000;
+  uint64_t kernel_ns = 5000;
+  uint64_t CopyNs(uint64_t bytes, double gbps) const {
+    return latency_ns + static_cast<uint64_t>(static_cast<double>(bytes) / gbps);
+  }
+};
+Model ReadModel();
+
+// Forces context creation (cudaFree(0)) and fails the test on error.
+void InitCuda();
+
+}  // namespace gwsim::test
+
+#endif  // GWSIM_TEST_RECORDER_H_
