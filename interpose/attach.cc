@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <ctime>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -29,13 +31,19 @@
 #include <vector>
 
 #include "gpuwatch/gpuwatch.h"
+#include "interpose/activity.h"
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
 #include "libgpuwatch/config.h"
+#include "libgpuwatch/growth.h"
+#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/lifecycle.h"
 #include "libgpuwatch/log.h"
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/suppressions.h"
 #include "libgpuwatch/tracker.h"
+#include "libgpuwatch/transfers.h"
 #include "libgpuwatch/unwind.h"
 #include "libgpuwatch/version.h"
 
@@ -48,6 +56,10 @@ struct State {
   CUpti_SubscriberHandle subscriber = nullptr;
   Tracker* tracker = nullptr;
   StackTable* stacks = nullptr;
+  Transfers* transfers = nullptr;
+  KernelTable* kernels = nullptr;
+  Lifecycle* lifecycle = nullptr;
+  bool activity = false;  // CUPTI activity records are enabled
   std::string output_path;  // absolute, expanded at attach time
   std::string attach_mode;
   std::vector<std::string> command;
@@ -60,6 +72,17 @@ struct State {
   int signal_pipe[2] = {-1, -1};
   std::mutex report_mu;              // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
+  std::string exit_report_path;      // set once the exit report is on disk
+  std::atomic<uint64_t> exit_report_done_ns{0};
+  std::atomic<bool> teardown_handler{false};
+  Timeline* timeline = nullptr;
+  const Suppressions* suppressions = nullptr;  // GPUWATCH_SUPPRESSIONS; null: none
+  CallbackHooks hooks;                         // as installed; a fork child swaps the tables
+  std::string attach_dir;                      // working directory at attach
+  bool fork_child = false;                     // forked after attach
+  // Device bytes the exit report counted as leaked (GPUWATCH_EXITCODE).
+  std::atomic<uint64_t> exit_leaked_bytes{0};
+  std::atomic<bool> exit_leak_known{false};
 };
 
 State& GetState() {
@@ -68,6 +91,8 @@ State& GetState() {
 }
 
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
+// Distinct stacks (and per-site counters) at most.
+constexpr uint32_t kMaxStacks = 1u << 20;
 const char* g_attach_mode = "preload";
 
 std::vector<std::string> ReadCommandLine() {
@@ -104,32 +129,143 @@ ReportContext MakeContext(const State& s, const char* trigger, const char* label
   return context;
 }
 
+// Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
+// one line "TRIGGER<TAB>PATH", appended with one write(2).
+void LogReport(const State& s, const char* trigger, const std::string& path) {
+  if (s.config.run_log.empty()) return;
+  const int fd = open(s.config.run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  const std::string line = std::string(trigger) + "\t" + path + "\n";
+  (void)!write(fd, line.data(), line.size());
+  close(fd);
+}
+
 // Writes one report; the caller holds report_mu. With `summary`, also prints
-// the short summary on stderr.
+// the short summary on stderr. `leaked_device_bytes`, when given, receives
+// what the report counts as leaked (LeakedDeviceBytes).
 bool WriteReport(State& s, const std::string& path, const char* trigger, const char* label,
-                 const OomInfo* oom, bool summary) {
+                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr) {
   const TrackerSnapshot snap = s.tracker->Snapshot();
   ReportContext context = MakeContext(s, trigger, label);
   context.oom = oom;
   context.oom_count = s.ooms.load();
   context.stacks_dropped = s.stacks != nullptr ? s.stacks->dropped() : 0;
   context.depth = s.config.depth;
+  const TransfersSnapshot transfers = s.transfers->Snapshot();
+  const std::vector<KernelStats> kernels = s.kernels->Snapshot();
+  context.transfers = &transfers;
+  context.kernels = &kernels;
+  context.kernel_timing = s.config.kernel_timing;
+  context.lifecycle = LifecycleFiguresOf(*s.lifecycle);
+  const TimelineSnapshot timeline = s.timeline->Snapshot();
+  context.timeline = &timeline;
+  context.suppressions = s.suppressions;
   SiteResolver sites(s.stacks);
   const std::string json = BuildReportJson(snap, context, &sites);
+  if (leaked_device_bytes != nullptr) {
+    *leaked_device_bytes = LeakedDeviceBytes(snap, &sites, s.suppressions);
+  }
   std::string error;
   const bool ok = WriteFileAtomically(path, json, &error);
   if (!ok) Warn("could not write the %s report: %s", trigger, error.c_str());
-  if (summary) WriteStderr(BuildSummaryText(snap, &sites, ok ? path : "").c_str());
+  if (ok) LogReport(s, trigger, path);
+  // Under `gpuwatch run` the command says where the reports went, once.
+  const bool announce = ok && s.config.run_log.empty();
+  if (summary) WriteStderr(BuildSummaryText(snap, context, &sites, announce ? path : "").c_str());
   return ok;
 }
 
 void WriteExitReport() {
   State& s = GetState();
   if (!s.active.load()) return;
+  // Records of finished copies first; then calls whose records will never
+  // come are counted from the calls alone. Outside report_mu: the buffer
+  // callbacks run on the flushing thread.
+  if (s.activity) FlushActivity(s.cupti);
+  s.transfers->Settle();
   std::lock_guard<std::mutex> lock(s.report_mu);
   if (s.exit_report_written) return;
   s.exit_report_written = true;
-  WriteReport(s, s.output_path, "exit", nullptr, nullptr, s.config.summary);
+  // A forked child that never used CUDA itself writes nothing.
+  if (s.fork_child && s.tracker->EventCount() == 0) return;
+  uint64_t leaked = 0;
+  if (WriteReport(s, s.output_path, "exit", nullptr, nullptr, s.config.summary, &leaked)) {
+    s.exit_report_path = s.output_path;
+  }
+  s.exit_leaked_bytes.store(leaked);
+  s.exit_leak_known.store(true);
+}
+
+// The exit report's handler: registered at attach, so it runs before the CUDA
+// runtime's own teardown (registered earlier) in programs linked with cudart.
+void OnExit(int status, void*) {
+  State& s = GetState();
+  if (s.lifecycle != nullptr) s.lifecycle->exit_status.store(status);
+  WriteExitReport();
+  s.exit_report_done_ns.store(s.tracker != nullptr ? s.tracker->NowNs() : 0);
+}
+
+
+// Teardown: the CUDA runtime destroys its contexts from its own exit handler,
+// after the exit report. CONTEXT_DESTROY_STARTING then registers this
+// handler, which glibc runs as soon as the runtime's handler returns; the time
+// since the exit report is patched into it.
+void OnTeardownDone(int, void*) {
+  State& s = GetState();
+  const uint64_t done = s.exit_report_done_ns.load();
+  if (done == 0 || s.exit_report_path.empty()) return;
+  std::string error;
+  if (!SetReportTeardown(s.exit_report_path, s.tracker->NowNs() - done, &error)) {
+    Warn("could not add the teardown time to the exit report: %s", error.c_str());
+  }
+}
+
+// Registers OnExit once. Exit handlers run in reverse order of registration,
+// and the dynamic loader's destructor pass (_dl_fini) was registered by
+// __libc_start_main, after the constructors of preloaded libraries had run: a
+// handler registered from the preload constructor would run after every
+// library destructor. So the preload path registers it at the first CUDA call
+// instead (inside the program, after _dl_fini's registration).
+std::atomic<bool> g_exit_handler{false};
+
+void RegisterExitHandler() {
+  if (g_exit_handler.exchange(true)) return;
+  on_exit(OnExit, nullptr);
+}
+
+void OnFirstCall() { RegisterExitHandler(); }
+
+// GPUWATCH_EXITCODE. An atexit handler cannot see the exit status; glibc's
+// on_exit() handlers run in the same LIFO list and receive it (the value
+// passed to exit() or returned from main). When it is 0 and the exit report
+// counted leaked device memory, this handler flushes stdio and ends the
+// process with _exit(N), as LeakSanitizer does; the exit handlers registered
+// before it do not run. So it is registered as early as possible: in the
+// preload constructor, before the program's static initialisers register
+// their destructors, or else at attach; in both cases before the exit
+// report's handler, so that it runs after the report was written.
+void OnExitStatus(int status, void*) {
+  State& s = GetState();
+  if (!s.active.load() || s.config.exitcode == 0 || status != 0) return;
+  WriteExitReport();  // already written in the usual order; idempotent
+  if (!s.exit_leak_known.load() || s.exit_leaked_bytes.load() == 0) return;
+  Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
+       s.config.exitcode, FormatBytes(s.exit_leaked_bytes.load()).c_str());
+  std::fflush(nullptr);
+  _exit(s.config.exitcode);
+}
+
+std::atomic<bool> g_exit_status_handler{false};
+
+void RegisterExitStatusHandler() {
+  if (g_exit_status_handler.exchange(true)) return;
+  on_exit(OnExitStatus, nullptr);
+}
+
+// One timeline sample of what each site holds now.
+void SamplePeriodic(State& s) {
+  s.timeline->AddPeriodic(s.tracker->NowNs(), s.tracker->DeviceCurrentBytes(),
+                          s.tracker->LiveDeviceBytesBySite());
 }
 
 uint64_t MonotonicNs() {
@@ -187,17 +323,65 @@ void OnOutOfMemory(const OomEvent& event) {
   }
 }
 
-// Snapshots on a signal. The handler only writes a byte to a pipe (no CUDA,
-// lock or allocation in it); this thread does the work.
-void* SnapshotThread(void*) {
+// gpuwatch's background thread: snapshots on a signal (the handler only
+// writes a byte to a pipe: no CUDA, lock or allocation in it) and periodic
+// timeline samples (GPUWATCH_SAMPLE_MS). It waits for both in poll(), whose
+// timeout is the next sample's due time.
+void* BackgroundThread(void*) {
   State& s = GetState();
-  char byte = 0;
+  int fd = s.signal_pipe[0];  // -1 (ignored by poll) when snapshots on a signal are off
+  const uint64_t interval_ns = static_cast<uint64_t>(s.config.sample_ms) * 1000000ULL;
+  uint64_t next = MonotonicNs() + interval_ns;
   for (;;) {
-    const ssize_t n = read(s.signal_pipe[0], &byte, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return nullptr;
-    gpuwatch_snapshot("signal");
+    int timeout_ms = -1;
+    if (interval_ns != 0) {
+      const uint64_t now = MonotonicNs();
+      timeout_ms = now >= next ? 0 : static_cast<int>((next - now + 999999) / 1000000);
+    } else if (fd < 0) {
+      return nullptr;
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    const int n = poll(&pfd, 1, timeout_ms);
+    if (n < 0 && errno != EINTR) return nullptr;
+    if (n > 0) {
+      char byte = 0;
+      const ssize_t r = read(fd, &byte, 1);
+      if (r == 1) {
+        gpuwatch_snapshot("signal");
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        fd = -1;  // the pipe is gone: keep sampling only
+      }
+    }
+    if (interval_ns != 0) {
+      const uint64_t now = MonotonicNs();
+      if (now >= next) {
+        SamplePeriodic(s);
+        next = std::max(next + interval_ns, now);  // a late tick is not made up twice
+      }
+    }
   }
+}
+
+// Starts the background thread when there is work for it. It blocks every
+// signal so that the host's signals go to its own threads, as they would
+// without gpuwatch. Returns false when it could not start.
+bool StartBackgroundThread(State& s) {
+  if (s.signal_pipe[0] < 0 && s.config.sample_ms == 0) return true;
+  sigset_t all;
+  sigset_t old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t thread;
+  const int rc = pthread_create(&thread, nullptr, BackgroundThread, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    Warn("cannot start gpuwatch's thread (%s); snapshots on a signal and periodic samples are off",
+         std::strerror(rc));
+    return false;
+  }
+  pthread_detach(thread);
+  pthread_setname_np(thread, "gpuwatch-bg");
+  return true;
 }
 
 void OnSnapshotSignal(int) {
@@ -221,21 +405,12 @@ void InstallSnapshotSignal(State& s) {
   }
   if (pipe2(s.signal_pipe, O_CLOEXEC) != 0) return;
   fcntl(s.signal_pipe[1], F_SETFL, fcntl(s.signal_pipe[1], F_GETFL) | O_NONBLOCK);
-  // The thread blocks every signal so that the host's signals go to its own
-  // threads, as they would without gpuwatch.
-  sigset_t all;
-  sigset_t old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_t thread;
-  const int rc = pthread_create(&thread, nullptr, SnapshotThread, nullptr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (rc != 0) {
-    Warn("cannot start the snapshot thread (%s); snapshots on a signal are off", std::strerror(rc));
+  if (!StartBackgroundThread(s)) {
+    close(s.signal_pipe[0]);
+    close(s.signal_pipe[1]);
+    s.signal_pipe[0] = s.signal_pipe[1] = -1;
     return;
   }
-  pthread_detach(thread);
-  pthread_setname_np(thread, "gpuwatch-snap");
   struct sigaction action {};
   action.sa_handler = OnSnapshotSignal;
   sigemptyset(&action.sa_mask);
@@ -251,7 +426,11 @@ void OnContextDestroy() {
   State& s = GetState();
   if (!s.active.load()) return;
   std::lock_guard<std::mutex> lock(s.report_mu);
-  if (s.exit_report_written) return;
+  if (s.exit_report_written) {
+    // The runtime's teardown at exit: time it (OnTeardownDone).
+    if (!s.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
+    return;
+  }
   if (s.tracker->DeviceCurrentBytes() == 0) return;
   const int n = s.context_reports.fetch_add(1) + 1;
   WriteReport(s, s.output_path + ".context-" + std::to_string(n), "context_destroy", nullptr,
@@ -305,14 +484,73 @@ void ForkPrepare() {
   s.report_mu.lock();
   if (s.stacks != nullptr) s.stacks->LockForFork();
   s.tracker->LockForFork();
+  s.timeline->LockForFork();
 }
 
 void ForkRelease() {
   State& s = GetState();
   if (!s.active.load()) return;
+  s.timeline->UnlockAfterFork();
   s.tracker->UnlockAfterFork();
   if (s.stacks != nullptr) s.stacks->UnlockAfterFork();
   s.report_mu.unlock();
+}
+
+// The report path of process `pid`: GPUWATCH_OUTPUT expanded again, relative
+// to the working directory at attach. When that is the parent's path (no %p
+// in the pattern), the child's gets ".child-PID" appended.
+std::string ForkOutputPath(const State& s, long pid) {
+  std::string path = ExpandOutputPattern(
+      s.config.output, pid, HostName(),
+      RankFromEnvironment([](const char* n) { return std::getenv(n); }));  // NOLINT
+  if (path.empty() || path[0] != '/') path = s.attach_dir + "/" + path;
+  if (path == s.output_path) path += ".child-" + std::to_string(pid);
+  return path;
+}
+
+// The child of a fork() (a DataLoader worker, say) reports what it allocates
+// itself, never a copy of the parent's tables: it starts fresh ones (the
+// parent's copies are left untouched and unused) and a report path of its own.
+// The stack table is shared: it is append-only. Threads do not survive fork(),
+// so the background thread is started again, on a pipe of the child's own.
+void ForkChild() {
+  State& s = GetState();
+  if (!s.active.load()) return;
+  ForkRelease();
+  const bool paused = s.tracker->paused();
+  s.tracker = new Tracker(kMaxStacks);
+  s.tracker->SetPaused(paused);
+  s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
+  s.transfers = new Transfers();
+  s.kernels = new KernelTable();
+  s.lifecycle = new Lifecycle();
+  s.hooks.tracker = s.tracker;
+  s.hooks.transfers = s.transfers;
+  s.hooks.kernels = s.kernels;
+  s.hooks.lifecycle = s.lifecycle;
+  SetCallbackHooks(s.hooks);
+  s.snapshots.store(0);
+  s.ooms.store(0);
+  s.context_reports.store(0);
+  s.oom_reports.store(0);
+  s.last_oom_report_ns.store(0);
+  s.exit_report_written = false;
+  s.exit_leak_known.store(false);
+  s.fork_child = true;
+  s.output_path = ForkOutputPath(s, getpid());
+  if (s.signal_pipe[0] >= 0) {
+    int fresh[2] = {-1, -1};
+    if (pipe2(fresh, O_CLOEXEC) == 0) {
+      fcntl(fresh[1], F_SETFL, fcntl(fresh[1], F_GETFL) | O_NONBLOCK);
+    }
+    const int old_read = s.signal_pipe[0];
+    const int old_write = s.signal_pipe[1];
+    s.signal_pipe[0] = fresh[0];
+    s.signal_pipe[1] = fresh[1];
+    close(old_read);
+    close(old_write);
+  }
+  StartBackgroundThread(s);
 }
 
 void DoAttach() {
@@ -358,34 +596,68 @@ void DoAttach() {
     return;
   }
 
-  // Stacks: up to 1M distinct stacks in at most 256 MiB; both leaked on purpose.
-  constexpr uint32_t kMaxStacks = 1u << 20;
+  // Stacks: up to kMaxStacks distinct stacks in at most 256 MiB; both leaked on purpose.
   if (s.config.depth > 0) {
     InitUnwinder();
     s.stacks = new StackTable(kMaxStacks, size_t{256} << 20);
   }
   s.tracker = new Tracker(kMaxStacks);
+  s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
+  if (!s.config.suppressions.empty()) {
+    auto* suppressions = new Suppressions();
+    if (suppressions->LoadFile(s.config.suppressions, &error)) {
+      s.suppressions = suppressions;
+    } else {
+      Warn("%s; nothing is suppressed", error.c_str());
+      delete suppressions;
+    }
+  }
+  s.transfers = new Transfers();
+  s.kernels = new KernelTable();
+  s.lifecycle = new Lifecycle();
+  if (std::strcmp(g_attach_mode, "injection") == 0) {
+    // Attached inside cuInit: the first call started before we could see it.
+    s.lifecycle->first_call_observed = false;
+    s.lifecycle->FirstCall(s.tracker->NowNs());
+  }
   s.attach_mode = g_attach_mode;
   s.command = ReadCommandLine();
   s.output_path = AbsolutePath(ExpandOutputPattern(
       s.config.output, getpid(), HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); })));  // NOLINT
+  char cwd[PATH_MAX];
+  s.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   CallbackHooks hooks;
   hooks.tracker = s.tracker;
   hooks.stacks = s.stacks;
   hooks.depth = s.config.depth;
   hooks.on_oom = &OnOutOfMemory;
   hooks.on_context_destroy = &OnContextDestroy;
+  hooks.transfers = s.transfers;
+  hooks.kernels = s.kernels;
+  hooks.lifecycle = s.lifecycle;
+  hooks.on_first_call = &OnFirstCall;
+  // Activity first, so that no copy is registered waiting for a record that
+  // will never come.
+  s.activity = EnableActivity(s.cupti, s.transfers, s.kernels, s.config.kernel_timing, &error);
+  if (!s.activity) Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
+  hooks.copy_activity = s.activity;
   SetCallbackHooks(hooks);
+  s.hooks = hooks;
   if (!EnableCallbacks(s.cupti, s.subscriber, &error)) {
     Warn("profiling is off: %s", error.c_str());
     s.cupti.Unsubscribe(s.subscriber);
     return;
   }
-  pthread_atfork(ForkPrepare, ForkRelease, ForkRelease);
+  pthread_atfork(ForkPrepare, ForkRelease, ForkChild);
+  if (s.config.exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
   s.active.store(true);
-  std::atexit(WriteExitReport);
+  // on_exit rather than atexit: same list, and the handler learns the exit
+  // status for the report. Injection runs inside the program's first CUDA
+  // call, so register now; the preload constructor waits for that call.
+  if (std::strcmp(g_attach_mode, "injection") == 0) RegisterExitHandler();
   InstallSnapshotSignal(s);
+  if (s.signal_pipe[0] < 0) StartBackgroundThread(s);  // periodic samples alone
 }
 
 void Attach(const char* mode) {
@@ -413,6 +685,10 @@ __attribute__((constructor)) void PreloadConstructor() {
   if (EnvIsTrue("GPUWATCH_DISABLE")) return;
   const std::string self = OwnPath();
   if (!LoadedByPreload(self)) return;  // the driver calls InitializeInjection
+  const char* exitcode = std::getenv("GPUWATCH_EXITCODE");  // NOLINT(concurrency-mt-unsafe)
+  if (exitcode != nullptr && *exitcode != '\0' && std::strcmp(exitcode, "0") != 0) {
+    RegisterExitStatusHandler();  // as early as possible: see OnExitStatus
+  }
   if (CudaAlreadyLoaded()) {
     Attach("preload");
     return;
@@ -441,10 +717,33 @@ const char* gpuwatch_version(void) { return gpuwatch::kGpuwatchVersion; }
 
 int gpuwatch_is_active(void) { return gpuwatch::GetState().active.load() ? 1 : 0; }
 
+int gpuwatch_mark(const char* label) {
+  gpuwatch::State& s = gpuwatch::GetState();
+  if (!s.active.load()) return -1;
+  s.timeline->AddMark(s.tracker->NowNs(), label != nullptr ? label : "",
+                      s.tracker->DeviceCurrentBytes(), s.tracker->LiveDeviceBytesBySite());
+  return 0;
+}
+
+int gpuwatch_pause(void) {
+  gpuwatch::State& s = gpuwatch::GetState();
+  if (!s.active.load()) return -1;
+  s.tracker->SetPaused(true);
+  return 0;
+}
+
+int gpuwatch_resume(void) {
+  gpuwatch::State& s = gpuwatch::GetState();
+  if (!s.active.load()) return -1;
+  s.tracker->SetPaused(false);
+  return 0;
+}
+
 int gpuwatch_snapshot(const char* label) {
   gpuwatch::State& s = gpuwatch::GetState();
   if (!s.active.load()) return -1;
   const int n = s.snapshots.fetch_add(1) + 1;
+  if (s.activity) gpuwatch::FlushActivity(s.cupti);  // outside report_mu
   std::lock_guard<std::mutex> lock(s.report_mu);
   const std::string path = s.output_path + ".snapshot-" + std::to_string(n);
   return gpuwatch::WriteReport(s, path, "snapshot", label, nullptr, false) ? 0 : -1;

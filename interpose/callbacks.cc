@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/lifecycle.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/tracker.h"
+#include "libgpuwatch/transfers.h"
 #include "libgpuwatch/unwind.h"
 
 namespace gpuwatch {
@@ -62,7 +65,11 @@ thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
   X(__cudaLaunchKernel_ptsz_v13000) \
   X(cudaLaunchCooperativeKernel_v9000) \
   X(cudaGraphLaunch_v10000) \
-  X(cudaGraphLaunch_ptsz_v10000)
+  X(cudaGraphLaunch_ptsz_v10000) \
+  X(cudaDeviceSynchronize_v3020) \
+  X(cudaStreamSynchronize_v3020) \
+  X(cudaStreamSynchronize_ptsz_v7000) \
+  X(cudaEventSynchronize_v3020)
 
 #define GPUWATCH_DRIVER_CBIDS(X) \
   X(cuMemAlloc_v2) \
@@ -112,7 +119,12 @@ thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
   X(cuLaunchKernelEx_ptsz) \
   X(cuLaunchCooperativeKernel) \
   X(cuGraphLaunch) \
-  X(cuGraphLaunch_ptsz)
+  X(cuGraphLaunch_ptsz) \
+  X(cuCtxSynchronize) \
+  X(cuCtxSynchronize_v2) \
+  X(cuStreamSynchronize) \
+  X(cuStreamSynchronize_ptsz) \
+  X(cuEventSynchronize)
 
 // clang-format on
 
@@ -159,7 +171,7 @@ struct AllocCall {
 };
 
 void Alloc(const AllocCall& call) {
-  if (call.address == 0) return;
+  if (call.address == 0 || g_hooks.tracker->paused()) return;  // paused: no stack either
   AllocEvent e;
   e.address = call.address;
   e.size = call.size;
@@ -309,11 +321,252 @@ void Free(uint64_t address) {
   if (address != 0) g_hooks.tracker->OnFree(address);  // cudaFree(0) is a no-op idiom
 }
 
-void Copy(uint64_t bytes, CopyKind kind, bool async) {
-  g_hooks.tracker->OnCopy(CopyEvent{bytes, kind, async});
+CopyCall MakeCopy(uint64_t bytes, CopyKind kind, bool async) {
+  CopyCall call;
+  call.bytes = bytes;
+  call.kind = kind;
+  call.async = async;
+  return call;
 }
 
-// Runtime API exit, successful calls only.
+CopyKind OrDefault(cudaMemcpyKind kind, CopyKind fallback) {
+  return kind == cudaMemcpyDefault ? fallback : FromRuntimeKind(kind);
+}
+
+// Reads the request of a runtime copy call (valid at ENTER and EXIT).
+bool ParseRuntimeCopy(CUpti_CallbackId cbid, const CUpti_CallbackData* d, CopyCall* call) {
+  // NOLINTBEGIN(bugprone-branch-clone): one case per API keeps the table readable
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000: {
+      const auto& p = Params<cudaMemcpy_v3020_params>(d);
+      *call = MakeCopy(p.count, FromRuntimeKind(p.kind), false);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000: {
+      const auto& p = Params<cudaMemcpyAsync_v3020_params>(d);
+      *call = MakeCopy(p.count, FromRuntimeKind(p.kind), true);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000: {
+      const auto& p = Params<cudaMemcpy2D_v3020_params>(d);
+      *call = MakeCopy(p.width * p.height, FromRuntimeKind(p.kind), false);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000: {
+      const auto& p = Params<cudaMemcpy2DAsync_v3020_params>(d);
+      *call = MakeCopy(p.width * p.height, FromRuntimeKind(p.kind), true);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000: {
+      // The 3D and 3DAsync params structs have the same leading member.
+      const cudaMemcpy3DParms* p = Params<cudaMemcpy3D_v3020_params>(d).p;
+      if (p == nullptr) return false;
+      const bool async = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020 ||
+                         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000;
+      *call = MakeCopy(p->extent.width * p->extent.height * p->extent.depth,
+                       FromRuntimeKind(p->kind), async);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000:
+      *call = MakeCopy(Params<cudaMemcpyPeer_v4000_params>(d).count, CopyKind::kPeer, false);
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000:
+      *call = MakeCopy(Params<cudaMemcpyPeerAsync_v4000_params>(d).count, CopyKind::kPeer, true);
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000: {
+      const auto& p = Params<cudaMemcpyToSymbol_v3020_params>(d);
+      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kHostToDevice), false);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000: {
+      const auto& p = Params<cudaMemcpyFromSymbol_v3020_params>(d);
+      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kDeviceToHost), false);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000: {
+      const auto& p = Params<cudaMemcpyToSymbolAsync_v3020_params>(d);
+      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kHostToDevice), true);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000: {
+      const auto& p = Params<cudaMemcpyFromSymbolAsync_v3020_params>(d);
+      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kDeviceToHost), true);
+      return true;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000: {
+      const auto& p = Params<cudaMemcpyBatchAsync_v13000_params>(d);
+      uint64_t bytes = 0;
+      for (size_t i = 0; p.sizes != nullptr && i < p.count; ++i) bytes += p.sizes[i];
+      *call = MakeCopy(bytes, CopyKind::kUnknown, true);
+      call->records = static_cast<uint32_t>(p.count);
+      return p.count > 0;
+    }
+    default:
+      return false;
+  }
+  // NOLINTEND(bugprone-branch-clone)
+}
+
+// Same for driver copy calls.
+bool ParseDriverCopy(CUpti_CallbackId cbid, const CUpti_CallbackData* d, CopyCall* call) {
+  // NOLINTBEGIN(bugprone-branch-clone)
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
+      *call = MakeCopy(Params<cuMemcpyHtoD_v2_params>(d).ByteCount, CopyKind::kHostToDevice, false);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
+      *call =
+          MakeCopy(Params<cuMemcpyHtoDAsync_v2_params>(d).ByteCount, CopyKind::kHostToDevice, true);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
+      *call = MakeCopy(Params<cuMemcpyDtoH_v2_params>(d).ByteCount, CopyKind::kDeviceToHost, false);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
+      *call =
+          MakeCopy(Params<cuMemcpyDtoHAsync_v2_params>(d).ByteCount, CopyKind::kDeviceToHost, true);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds:
+      *call =
+          MakeCopy(Params<cuMemcpyDtoD_v2_params>(d).ByteCount, CopyKind::kDeviceToDevice, false);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz:
+      *call = MakeCopy(Params<cuMemcpyDtoDAsync_v2_params>(d).ByteCount, CopyKind::kDeviceToDevice,
+                       true);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds:
+      *call = MakeCopy(Params<cuMemcpy_params>(d).ByteCount, CopyKind::kUnknown, false);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz:
+      *call = MakeCopy(Params<cuMemcpyAsync_params>(d).ByteCount, CopyKind::kUnknown, true);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds:
+      *call = MakeCopy(Params<cuMemcpyPeer_params>(d).ByteCount, CopyKind::kPeer, false);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz:
+      *call = MakeCopy(Params<cuMemcpyPeerAsync_params>(d).ByteCount, CopyKind::kPeer, true);
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz: {
+      const auto& p = Params<cuMemcpyBatchAsync_v2_params>(d);
+      uint64_t bytes = 0;
+      for (size_t i = 0; p.sizes != nullptr && i < p.count; ++i) bytes += p.sizes[i];
+      *call = MakeCopy(bytes, CopyKind::kUnknown, true);
+      call->records = static_cast<uint32_t>(p.count);
+      return p.count > 0;
+    }
+    default:
+      return false;
+  }
+  // NOLINTEND(bugprone-branch-clone)
+}
+
+// A copy call is registered at ENTER, before the copy can complete, so that
+// its activity record always finds it; its stack is captured then too.
+void CopyEnter(CopyCall call, const CUpti_CallbackData* d) {
+  if (g_hooks.transfers == nullptr || g_hooks.tracker->paused()) return;
+  call.correlation = d->correlationId;
+  call.stack_id = CaptureSite();
+  g_hooks.transfers->OnCopyCall(call, g_hooks.copy_activity);
+}
+
+void CopyExit(const CopyCall& call, const CUpti_CallbackData* d, bool succeeded) {
+  if (succeeded) {
+    g_hooks.tracker->OnCopy(CopyEvent{call.bytes, call.kind, call.async});
+  } else if (g_hooks.transfers != nullptr) {
+    g_hooks.transfers->OnCopyFailed(d->correlationId);
+  }
+}
+
+void Launch(const char* name) {
+  if (g_hooks.tracker->paused()) return;
+  g_hooks.tracker->OnLaunch();
+  if (g_hooks.kernels != nullptr) g_hooks.kernels->OnLaunch(name);
+}
+
+constexpr const char kGraphLaunch[] = "(graph launch)";
+
+// Where the host blocks: which kind of wait a callback id is, if any.
+bool RuntimeSyncKind(CUpti_CallbackId cbid, SyncKind* kind) {
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+      *kind = SyncKind::kDevice;
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000:
+      *kind = SyncKind::kStream;
+      return true;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
+      *kind = SyncKind::kEvent;
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool DriverSyncKind(CUpti_CallbackId cbid, SyncKind* kind) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
+      *kind = SyncKind::kDevice;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+      *kind = SyncKind::kStream;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
+      *kind = SyncKind::kEvent;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Start of the outermost blocking call on this thread, 0 when none.
+thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
+
+// The first CUDA call: start of the initialisation latency.
+void FirstCall() {
+  if (g_hooks.lifecycle == nullptr ||
+      g_hooks.lifecycle->first_call_ns.load(std::memory_order_relaxed) != 0) {
+    return;
+  }
+  g_hooks.lifecycle->FirstCall(g_hooks.tracker->NowNs());
+  if (g_hooks.on_first_call != nullptr) g_hooks.on_first_call();
+}
+
+void BlockEnter() {
+  if (g_hooks.lifecycle != nullptr && t_block_start == 0) t_block_start = g_hooks.tracker->NowNs();
+}
+
+void BlockExit(SyncKind kind) {
+  if (g_hooks.lifecycle == nullptr || t_block_start == 0) return;
+  g_hooks.lifecycle->Blocked(kind, g_hooks.tracker->NowNs() - t_block_start);
+  t_block_start = 0;
+}
+
+// Runtime API exit, successful calls that are neither allocations nor copies.
 void OnRuntimeExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   // NOLINTBEGIN(bugprone-branch-clone): one case per API keeps the table readable
   switch (cbid) {
@@ -330,87 +583,6 @@ void OnRuntimeExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaHostUnregister_v4000:
       Free(Addr(Params<cudaHostUnregister_v4000_params>(d).ptr));
       break;
-
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000: {
-      const auto& p = Params<cudaMemcpy_v3020_params>(d);
-      Copy(p.count, FromRuntimeKind(p.kind), false);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpyAsync_v3020_params>(d);
-      Copy(p.count, FromRuntimeKind(p.kind), true);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000: {
-      const auto& p = Params<cudaMemcpy2D_v3020_params>(d);
-      Copy(p.width * p.height, FromRuntimeKind(p.kind), false);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpy2DAsync_v3020_params>(d);
-      Copy(p.width * p.height, FromRuntimeKind(p.kind), true);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000: {
-      // The 3D and 3DAsync params structs have the same leading member.
-      const cudaMemcpy3DParms* p = Params<cudaMemcpy3D_v3020_params>(d).p;
-      const bool async = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020 ||
-                         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000;
-      if (p != nullptr) {
-        Copy(p->extent.width * p->extent.height * p->extent.depth, FromRuntimeKind(p->kind), async);
-      }
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000:
-      Copy(Params<cudaMemcpyPeer_v4000_params>(d).count, CopyKind::kPeer, false);
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000:
-      Copy(Params<cudaMemcpyPeerAsync_v4000_params>(d).count, CopyKind::kPeer, true);
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000: {
-      const auto& p = Params<cudaMemcpyToSymbol_v3020_params>(d);
-      Copy(p.count, p.kind == cudaMemcpyDefault ? CopyKind::kHostToDevice : FromRuntimeKind(p.kind),
-           false);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000: {
-      const auto& p = Params<cudaMemcpyFromSymbol_v3020_params>(d);
-      Copy(p.count, p.kind == cudaMemcpyDefault ? CopyKind::kDeviceToHost : FromRuntimeKind(p.kind),
-           false);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpyToSymbolAsync_v3020_params>(d);
-      Copy(p.count, p.kind == cudaMemcpyDefault ? CopyKind::kHostToDevice : FromRuntimeKind(p.kind),
-           true);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpyFromSymbolAsync_v3020_params>(d);
-      Copy(p.count, p.kind == cudaMemcpyDefault ? CopyKind::kDeviceToHost : FromRuntimeKind(p.kind),
-           true);
-      break;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000: {
-      const auto& p = Params<cudaMemcpyBatchAsync_v13000_params>(d);
-      for (size_t i = 0; p.sizes != nullptr && i < p.count; ++i) {
-        Copy(p.sizes[i], CopyKind::kUnknown, true);
-      }
-      break;
-    }
-
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
@@ -419,9 +591,11 @@ void OnRuntimeExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+      Launch(d->symbolName);
+      break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
-      g_hooks.tracker->OnLaunch();
+      Launch(kGraphLaunch);
       break;
     default:
       break;
@@ -429,7 +603,8 @@ void OnRuntimeExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   // NOLINTEND(bugprone-branch-clone)
 }
 
-// Driver API exit, successful calls only, not nested in a runtime call.
+// Driver API exit, successful calls not nested in a runtime call that are
+// neither allocations nor copies.
 void OnDriverExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   // NOLINTBEGIN(bugprone-branch-clone)
   switch (cbid) {
@@ -451,72 +626,90 @@ void OnDriverExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
       g_hooks.tracker->OnUnmapRange(p.ptr, p.size);
       break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
-      break;
-
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
-      Copy(Params<cuMemcpyHtoD_v2_params>(d).ByteCount, CopyKind::kHostToDevice, false);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
-      Copy(Params<cuMemcpyHtoDAsync_v2_params>(d).ByteCount, CopyKind::kHostToDevice, true);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
-      Copy(Params<cuMemcpyDtoH_v2_params>(d).ByteCount, CopyKind::kDeviceToHost, false);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
-      Copy(Params<cuMemcpyDtoHAsync_v2_params>(d).ByteCount, CopyKind::kDeviceToHost, true);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds:
-      Copy(Params<cuMemcpyDtoD_v2_params>(d).ByteCount, CopyKind::kDeviceToDevice, false);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz:
-      Copy(Params<cuMemcpyDtoDAsync_v2_params>(d).ByteCount, CopyKind::kDeviceToDevice, true);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds:
-      Copy(Params<cuMemcpy_params>(d).ByteCount, CopyKind::kUnknown, false);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz:
-      Copy(Params<cuMemcpyAsync_params>(d).ByteCount, CopyKind::kUnknown, true);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds:
-      Copy(Params<cuMemcpyPeer_params>(d).ByteCount, CopyKind::kPeer, false);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz:
-      Copy(Params<cuMemcpyPeerAsync_params>(d).ByteCount, CopyKind::kPeer, true);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz: {
-      const auto& p = Params<cuMemcpyBatchAsync_v2_params>(d);
-      for (size_t i = 0; p.sizes != nullptr && i < p.count; ++i) {
-        Copy(p.sizes[i], CopyKind::kUnknown, true);
-      }
-      break;
-    }
-
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      Launch(d->symbolName);
+      break;
     case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
     case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
-      g_hooks.tracker->OnLaunch();
+      Launch(kGraphLaunch);
       break;
     default:
       break;
   }
   // NOLINTEND(bugprone-branch-clone)
+}
+
+void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  CopyCall copy;
+  SyncKind sync = SyncKind::kDevice;
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    if (++t_runtime_depth == 1) FirstCall();
+    if (ParseRuntimeCopy(cbid, d, &copy)) {
+      CopyEnter(copy, d);
+      if (!copy.async) BlockEnter();
+    } else if (RuntimeSyncKind(cbid, &sync)) {
+      BlockEnter();
+    }
+    return;
+  }
+  // With injection the first runtime call can deliver EXIT without ENTER.
+  if (t_runtime_depth > 0) --t_runtime_depth;
+  const auto* ret = static_cast<const cudaError_t*>(d->functionReturnValue);
+  if (ret == nullptr) return;
+  AllocCall call;
+  if (ParseRuntimeAlloc(cbid, d, *ret == cudaSuccess, &call)) {
+    if (*ret == cudaSuccess) {
+      Alloc(call);
+    } else if (*ret == cudaErrorMemoryAllocation) {
+      OutOfMemory(call, d, *ret);
+    }
+  } else if (ParseRuntimeCopy(cbid, d, &copy)) {
+    if (!copy.async) BlockExit(SyncKind::kCopy);
+    CopyExit(copy, d, *ret == cudaSuccess);
+  } else if (RuntimeSyncKind(cbid, &sync)) {
+    BlockExit(sync);
+  } else if (*ret == cudaSuccess) {
+    OnRuntimeExit(cbid, d);
+  }
+}
+
+void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  // Calls nested in a runtime call are the runtime's business.
+  if (t_runtime_depth > 0) return;
+  CopyCall copy;
+  SyncKind sync = SyncKind::kDevice;
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    FirstCall();
+    if (ParseDriverCopy(cbid, d, &copy)) {
+      CopyEnter(copy, d);
+      if (!copy.async) BlockEnter();
+    } else if (DriverSyncKind(cbid, &sync)) {
+      BlockEnter();
+    }
+    return;
+  }
+  const auto* ret = static_cast<const CUresult*>(d->functionReturnValue);
+  if (ret == nullptr) return;
+  AllocCall call;
+  if (ParseDriverAlloc(cbid, d, *ret == CUDA_SUCCESS, &call)) {
+    if (*ret == CUDA_SUCCESS) {
+      Alloc(call);
+    } else if (*ret == CUDA_ERROR_OUT_OF_MEMORY) {
+      OutOfMemory(call, d, *ret);
+    }
+  } else if (ParseDriverCopy(cbid, d, &copy)) {
+    if (!copy.async) BlockExit(SyncKind::kCopy);
+    CopyExit(copy, d, *ret == CUDA_SUCCESS);
+  } else if (DriverSyncKind(cbid, &sync)) {
+    BlockExit(sync);
+  } else if (*ret == CUDA_SUCCESS) {
+    OnDriverExit(cbid, d);
+  }
 }
 
 }  // namespace
@@ -534,7 +727,8 @@ bool EnableCallbacks(const CuptiApi& api, CUpti_SubscriberHandle subscriber, std
       GPUWATCH_RUNTIME_CBIDS(GPUWATCH_RT) GPUWATCH_DRIVER_CBIDS(GPUWATCH_DRV)
 #undef GPUWATCH_RT
 #undef GPUWATCH_DRV
-          {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
+          {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED},
+      {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
   };
   for (const Entry& e : kEntries) {
     const CUptiResult r = api.EnableCallback(1, subscriber, e.domain, e.cbid);
@@ -553,47 +747,17 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
   if (g_hooks.tracker == nullptr || data == nullptr) return;
   switch (domain) {
-    case CUPTI_CB_DOMAIN_RUNTIME_API: {
-      const auto* d = static_cast<const CUpti_CallbackData*>(data);
-      if (d->callbackSite == CUPTI_API_ENTER) {
-        ++t_runtime_depth;
-        return;
-      }
-      // With injection the first runtime call can deliver EXIT without ENTER.
-      if (t_runtime_depth > 0) --t_runtime_depth;
-      const auto* ret = static_cast<const cudaError_t*>(d->functionReturnValue);
-      if (ret == nullptr) return;
-      AllocCall call;
-      if (ParseRuntimeAlloc(cbid, d, *ret == cudaSuccess, &call)) {
-        if (*ret == cudaSuccess) {
-          Alloc(call);
-        } else if (*ret == cudaErrorMemoryAllocation) {
-          OutOfMemory(call, d, *ret);
-        }
-      } else if (*ret == cudaSuccess) {
-        OnRuntimeExit(cbid, d);
-      }
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+      OnRuntime(cbid, static_cast<const CUpti_CallbackData*>(data));
       return;
-    }
-    case CUPTI_CB_DOMAIN_DRIVER_API: {
-      const auto* d = static_cast<const CUpti_CallbackData*>(data);
-      if (d->callbackSite != CUPTI_API_EXIT || t_runtime_depth > 0) return;
-      const auto* ret = static_cast<const CUresult*>(d->functionReturnValue);
-      if (ret == nullptr) return;
-      AllocCall call;
-      if (ParseDriverAlloc(cbid, d, *ret == CUDA_SUCCESS, &call)) {
-        if (*ret == CUDA_SUCCESS) {
-          Alloc(call);
-        } else if (*ret == CUDA_ERROR_OUT_OF_MEMORY) {
-          OutOfMemory(call, d, *ret);
-        }
-      } else if (*ret == CUDA_SUCCESS) {
-        OnDriverExit(cbid, d);
-      }
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+      OnDriver(cbid, static_cast<const CUpti_CallbackData*>(data));
       return;
-    }
     case CUPTI_CB_DOMAIN_RESOURCE:
-      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING && g_hooks.on_context_destroy) {
+      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && g_hooks.lifecycle != nullptr) {
+        g_hooks.lifecycle->ContextReady(g_hooks.tracker->NowNs());
+      } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING &&
+                 g_hooks.on_context_destroy != nullptr) {
         g_hooks.on_context_destroy();
       }
       return;

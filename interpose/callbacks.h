@@ -17,6 +17,9 @@ namespace gpuwatch {
 
 class Tracker;
 class StackTable;
+class Transfers;
+class KernelTable;
+struct Lifecycle;
 
 // An allocation that failed for lack of memory.
 struct OomEvent {
@@ -35,6 +38,13 @@ struct CallbackHooks {
   // Called on the failing thread, inside the callback, after an allocation
   // failed with cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY.
   void (*on_oom)(const OomEvent& event) = nullptr;
+  Transfers* transfers = nullptr;  // null: copies are only counted
+  bool copy_activity = false;      // MEMCPY activity records will come
+  KernelTable* kernels = nullptr;
+  Lifecycle* lifecycle = nullptr;
+  // Called once, on the first CUDA API call seen (not in injection mode, where
+  // attach itself happens inside the first call). May be null.
+  void (*on_first_call)() = nullptr;
   // Called (outside any gpuwatch lock) when a CUDA context is about to be
   // destroyed, including at process exit. May be null.
   void (*on_context_destroy)() = nullptr;

@@ -90,6 +90,10 @@ bool LoadCupti(const std::string& explicit_path, CuptiApi* api, std::string* err
                     Resolve(handle, "cuptiEnableDomain", &found.EnableDomain) &&
                     Resolve(handle, "cuptiGetResultString", &found.GetResultString);
     Resolve(handle, "cuptiSubscribe_v2", &found.SubscribeV2);
+    Resolve(handle, "cuptiActivityRegisterCallbacks", &found.ActivityRegisterCallbacks);
+    Resolve(handle, "cuptiActivityEnable", &found.ActivityEnable);
+    Resolve(handle, "cuptiActivityFlushAll", &found.ActivityFlushAll);
+    Resolve(handle, "cuptiActivityGetNextRecord", &found.ActivityGetNextRecord);
     if (!ok) {
       tried += candidate + " (missing CUPTI functions); ";
       continue;  // keep it loaded: unloading a half-initialised library is riskier

@@ -23,6 +23,11 @@ struct CuptiApi {
   decltype(&cuptiEnableCallback) EnableCallback = nullptr;
   decltype(&cuptiEnableDomain) EnableDomain = nullptr;
   decltype(&cuptiGetResultString) GetResultString = nullptr;
+  // Activity API; null when this CUPTI lacks it (then no timing or host kinds).
+  decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
+  decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
+  decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
+  decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
 };
 
 // The places tried, in order: only `explicit_path` (GPUWATCH_CUPTI_LIBRARY)

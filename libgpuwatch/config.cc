@@ -19,6 +19,9 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_DISABLE", "GPUWATCH_OUTPUT",  "GPUWATCH_DEPTH",
     "GPUWATCH_SIGNAL",  "GPUWATCH_SUMMARY", "GPUWATCH_CUPTI_LIBRARY",
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
+    "GPUWATCH_KERNEL_TIMING",
+    "GPUWATCH_SUPPRESSIONS", "GPUWATCH_EXITCODE", "GPUWATCH_SAMPLE_MS",
+    "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
 };
 
 bool ParseBool(std::string_view text, bool* out) {
@@ -159,7 +162,30 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
   if (const char* v = lookup("GPUWATCH_SUMMARY")) {
     if (!ParseBool(v, &config.summary)) warn("GPUWATCH_SUMMARY", v, "expected 0 or 1", "1");
   }
+  if (const char* v = lookup("GPUWATCH_KERNEL_TIMING")) {
+    if (!ParseBool(v, &config.kernel_timing)) {
+      warn("GPUWATCH_KERNEL_TIMING", v, "expected 0 or 1", "0");
+    }
+  }
   if (const char* v = lookup("GPUWATCH_CUPTI_LIBRARY")) config.cupti_library = v;
+  if (const char* v = lookup("GPUWATCH_SUPPRESSIONS")) config.suppressions = v;
+  if (const char* v = lookup("GPUWATCH_EXITCODE")) {
+    long code = 0;
+    if (ParseInt(v, 0, 255, &code)) {
+      config.exitcode = static_cast<int>(code);
+    } else {
+      warn("GPUWATCH_EXITCODE", v, "expected an exit status from 1 to 255, or 0 for off", "0");
+    }
+  }
+  if (const char* v = lookup("GPUWATCH_SAMPLE_MS")) {
+    long ms = 0;
+    if (ParseInt(v, 0, 3600000, &ms)) {
+      config.sample_ms = static_cast<int>(ms);
+    } else {
+      warn("GPUWATCH_SAMPLE_MS", v, "expected milliseconds from 0 (off) to 3600000", "1000");
+    }
+  }
+  if (const char* v = lookup("GPUWATCH_RUN_LOG")) config.run_log = v;
 
   for (const std::string& name : env_names) {
     if (name.rfind("GPUWATCH_", 0) != 0) continue;

@@ -23,8 +23,20 @@ struct Config {
   int snapshot_signal = 0;  // set to SIGUSR2 by the parser's default
   // GPUWATCH_SUMMARY: print the short summary on stderr at exit.
   bool summary = true;
+  // GPUWATCH_KERNEL_TIMING: GPU time per kernel from activity records.
+  bool kernel_timing = false;
   // GPUWATCH_CUPTI_LIBRARY: explicit path of libcupti.so to load first.
   std::string cupti_library;
+  // GPUWATCH_SUPPRESSIONS: path of a suppressions file (leak:PATTERN lines).
+  std::string suppressions;
+  // GPUWATCH_EXITCODE: exit status that replaces 0 when device memory leaked
+  // outside suppressions and categories; 0 = never change the status.
+  int exitcode = 0;
+  // GPUWATCH_SAMPLE_MS: periodic timeline sampling interval; 0 = off.
+  int sample_ms = 1000;
+  // GPUWATCH_RUN_LOG: set by `gpuwatch run`; each report written is appended
+  // there as "TRIGGER<TAB>PATH" and not announced on stderr.
+  std::string run_log;
 };
 
 // Looks up an environment variable; returns nullptr when unset.

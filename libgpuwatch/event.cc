@@ -1,4 +1,5 @@
 #include "libgpuwatch/event.h"
+#include "libgpuwatch/lifecycle.h"
 
 namespace gpuwatch {
 
@@ -34,6 +35,20 @@ const char* CopyKindName(CopyKind kind) {
       return "h2h";
     case CopyKind::kPeer:
       return "peer";
+  }
+  return "unknown";
+}
+
+const char* SyncKindName(SyncKind kind) {
+  switch (kind) {
+    case SyncKind::kDevice:
+      return "device";
+    case SyncKind::kStream:
+      return "stream";
+    case SyncKind::kEvent:
+      return "event";
+    case SyncKind::kCopy:
+      return "copy";
   }
   return "unknown";
 }

@@ -14,7 +14,9 @@
 #include <random>
 #include <unordered_map>
 
+#include "libgpuwatch/growth.h"
 #include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/suppressions.h"
 #include "libgpuwatch/version.h"
 #include "nlohmann/json.hpp"
 
@@ -167,6 +169,311 @@ json SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
   return list;
 }
 
+json StatsJson(const TransferStats& t) {
+  json j = {{"count", t.count}, {"bytes", t.bytes}};
+  if (t.timed_count > 0) {
+    j["timed_count"] = t.timed_count;
+    j["duration_ns"] = t.duration_ns;
+    j["gbps"] = Gbps(t.timed_bytes, t.duration_ns);
+  }
+  return j;
+}
+
+// Transfer sites merged as the report shows them (Canonical), busiest first.
+std::vector<std::pair<uint32_t, SiteTransfers>> MergedTransferSites(const TransfersSnapshot& t,
+                                                                    SiteResolver* sites) {
+  std::unordered_map<uint32_t, SiteTransfers> merged;
+  for (const auto& [id, site] : t.sites) MergeInto(&merged[sites->Canonical(id)], site);
+  std::vector<std::pair<uint32_t, SiteTransfers>> out(merged.begin(), merged.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.second.all.duration_ns != b.second.all.duration_ns) {
+      return a.second.all.duration_ns > b.second.all.duration_ns;
+    }
+    if (a.second.all.bytes != b.second.all.bytes) return a.second.all.bytes > b.second.all.bytes;
+    return a.first < b.first;
+  });
+  return out;
+}
+
+std::string FindingText(const TransferFinding& f, SiteResolver* sites) {
+  char buf[512];
+  const std::string where = sites->LocationOf(f.site);
+  if (f.type == "pageable") {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " copies (%s) from pageable memory at %s: pin it",
+                  f.count, FormatBytes(f.bytes).c_str(), where.c_str());
+  } else if (f.type == "small_copies") {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " copies under 64 KiB at %s: batch them", f.count,
+                  where.c_str());
+  } else if (f.type == "sync_d2h_loop") {
+    std::snprintf(buf, sizeof(buf),
+                  "%" PRIu64 " synchronous device-to-host copies at %s stall the host each time",
+                  f.count, where.c_str());
+  } else {
+    std::snprintf(buf, sizeof(buf), "%s copies at %s reach %.1f GB/s, best %s is %.1f GB/s",
+                  CopyKindName(f.direction), where.c_str(), f.gbps, CopyKindName(f.direction),
+                  f.best_gbps);
+  }
+  return buf;
+}
+
+json TransfersSection(const TransfersSnapshot& t, SiteResolver* sites) {
+  json totals = json::array();
+  for (int k = 0; k < kNumCopyKinds; ++k) {
+    for (int h = 0; h < kNumHostKinds; ++h) {
+      const TransferStats& s = t.totals[k][h];
+      if (s.count == 0) continue;
+      json entry = StatsJson(s);
+      entry["direction"] = CopyKindName(static_cast<CopyKind>(k));
+      entry["host"] = HostKindName(static_cast<HostKind>(h));
+      totals.push_back(std::move(entry));
+    }
+  }
+  json best = json::object();
+  for (int k = 0; k < kNumCopyKinds; ++k) {
+    if (t.best_gbps[k] > 0) best[CopyKindName(static_cast<CopyKind>(k))] = t.best_gbps[k];
+  }
+  const auto merged = MergedTransferSites(t, sites);
+  json list = json::array();
+  for (size_t i = 0; i < merged.size() && i < kMaxSitesPerSection; ++i) {
+    const auto& [id, site] = merged[i];
+    json entry = StatsJson(site.all);
+    entry["site"] = id;
+    entry["location"] = sites->LocationOf(id);
+    entry["sync"] = site.sync_count;
+    entry["async"] = site.async_count;
+    json directions = json::object();
+    for (int k = 0; k < kNumCopyKinds; ++k) {
+      if (site.by_kind[k].count > 0) {
+        directions[CopyKindName(static_cast<CopyKind>(k))] = StatsJson(site.by_kind[k]);
+      }
+    }
+    json hosts = json::object();
+    for (int h = 0; h < kNumHostKinds; ++h) {
+      if (site.by_host[h].count > 0) {
+        hosts[HostKindName(static_cast<HostKind>(h))] = StatsJson(site.by_host[h]);
+      }
+    }
+    json histogram = json::array();
+    for (int b = 0; b < kHistogramBuckets; ++b) {
+      if (site.histogram[b] == 0) continue;
+      histogram.push_back({{"min_bytes", b == 0 ? 0 : uint64_t{1} << b}, {"count", site.histogram[b]}});
+    }
+    entry["directions"] = directions;
+    entry["hosts"] = hosts;
+    entry["histogram"] = histogram;
+    entry["frames"] = FramesJson(sites->FramesOf(id));
+    list.push_back(std::move(entry));
+  }
+  json findings = json::array();
+  for (const TransferFinding& f : FindTransferIssues(merged, t.best_gbps)) {
+    json entry = {{"type", f.type},   {"site", f.site},   {"location", sites->LocationOf(f.site)},
+                  {"count", f.count}, {"bytes", f.bytes}, {"message", FindingText(f, sites)},
+                  {"advice", f.advice}};
+    if (f.type == "slow_copies") {
+      entry["gbps"] = f.gbps;
+      entry["best_gbps"] = f.best_gbps;
+      entry["direction"] = CopyKindName(f.direction);
+    }
+    findings.push_back(std::move(entry));
+  }
+  return {{"totals", totals},
+          {"best_gbps", best},
+          {"sites", list},
+          {"findings", findings},
+          {"unmatched_records", t.unmatched_records},
+          {"pending_dropped", t.pending_dropped}};
+}
+
+json KernelsSection(const std::vector<KernelStats>& kernels, bool timing) {
+  uint64_t launches = 0;
+  json list = json::array();
+  for (const KernelStats& k : kernels) {
+    launches += k.launches;
+    if (list.size() >= kMaxSitesPerSection) continue;
+    json entry = {{"name", DemangleKernel(k.name)}, {"mangled", k.name}, {"launches", k.launches}};
+    if (k.timed > 0) {
+      entry["timed"] = k.timed;
+      entry["gpu_ns"] = k.gpu_ns;
+    }
+    list.push_back(std::move(entry));
+  }
+  return {{"launches", launches}, {"distinct", kernels.size()}, {"timing", timing}, {"kernels", list}};
+}
+
+json LifecycleSection(const LifecycleFigures& l) {
+  json blocked = json::object();
+  uint64_t total = 0;
+  for (int i = 0; i < kNumSyncKinds; ++i) {
+    blocked[SyncKindName(static_cast<SyncKind>(i))] = {{"ns", l.sync_ns[i]},
+                                                       {"count", l.sync_count[i]}};
+    total += l.sync_ns[i];
+  }
+  blocked["total_ns"] = total;
+  json j = {{"first_call_ns", l.first_call_ns},
+            {"context_ready_ns", l.context_ready_ns},
+            {"first_call_observed", l.first_call_observed},
+            {"blocked", blocked}};
+  j["init_latency_ns"] = l.context_ready_ns >= l.first_call_ns && l.context_ready_ns != 0
+                             ? json(l.context_ready_ns - l.first_call_ns)
+                             : json(nullptr);
+  j["teardown_ns"] = l.teardown_ns >= 0 ? json(l.teardown_ns) : json(nullptr);
+  j["exit_status"] = l.exit_status >= 0 ? json(l.exit_status) : json(nullptr);
+  return j;
+}
+
+std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
+  std::string out;
+  char line[512];
+  for (int k = 0; k < kNumCopyKinds; ++k) {
+    TransferStats dir;
+    std::string hosts;
+    for (int h = 0; h < kNumHostKinds; ++h) {
+      const TransferStats& s = t.totals[k][h];
+      if (s.count == 0) continue;
+      dir.count += s.count;
+      dir.bytes += s.bytes;
+      dir.duration_ns += s.duration_ns;
+      dir.timed_bytes += s.timed_bytes;
+      if (h != static_cast<int>(HostKind::kDevice) && h != static_cast<int>(HostKind::kUnknown)) {
+        hosts += std::string(hosts.empty() ? "" : ", ") + HostKindName(static_cast<HostKind>(h)) +
+                 " " + std::to_string(s.count);
+      }
+    }
+    if (dir.count == 0) continue;
+    std::snprintf(line, sizeof(line),
+                  "gpuwatch: transfers %s: %" PRIu64 " copies, %s, %.2f ms, %.1f GB/s%s%s%s\n",
+                  CopyKindName(static_cast<CopyKind>(k)), dir.count, FormatBytes(dir.bytes).c_str(),
+                  static_cast<double>(dir.duration_ns) / 1e6, Gbps(dir.timed_bytes, dir.duration_ns),
+                  hosts.empty() ? "" : " (", hosts.c_str(), hosts.empty() ? "" : ")");
+    out += line;
+  }
+  // Up to four findings: the largest of each type first, so that one kind of
+  // problem does not hide the others.
+  const auto findings = FindTransferIssues(MergedTransferSites(t, sites), t.best_gbps);
+  std::vector<const TransferFinding*> shown;
+  for (const TransferFinding& f : findings) {
+    const bool type_shown = std::any_of(shown.begin(), shown.end(),
+                                        [&](const TransferFinding* s) { return s->type == f.type; });
+    if (!type_shown) shown.push_back(&f);
+  }
+  for (const TransferFinding& f : findings) {
+    if (shown.size() >= 4) break;
+    if (std::find(shown.begin(), shown.end(), &f) == shown.end()) shown.push_back(&f);
+  }
+  for (size_t i = 0; i < shown.size() && i < 4; ++i) {
+    out += "gpuwatch: finding: " + FindingText(*shown[i], sites) + "\n";
+  }
+  return out;
+}
+
+// What a report says of a site besides its figures: the built-in category
+// its stack falls in and the suppression rule that matched it.
+struct SiteClass {
+  std::string_view category;
+  const Suppression* suppressed = nullptr;
+};
+
+SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* suppressions,
+                       SuppressionKind kind) {
+  std::vector<FrameView> views;
+  views.reserve(frames.size());
+  for (const Frame& f : frames) views.push_back({f.function, f.file, f.module});
+  SiteClass c;
+  c.category = CategoryOf(views);
+  if (suppressions != nullptr) c.suppressed = suppressions->Match(kind, views);
+  return c;
+}
+
+void AddSiteClass(const SiteClass& c, json* entry) {
+  if (!c.category.empty()) (*entry)["category"] = std::string(c.category);
+  if (c.suppressed != nullptr) (*entry)["suppressed"] = c.suppressed->Text();
+}
+
+// Marks each listed leak site with its category and suppression, and splits
+// the section's bytes into leaked, suppressed and kept by libraries (a site
+// both suppressed and in a category counts as suppressed; omitted sites count
+// as leaked).
+void ClassifyLeaks(const Suppressions* suppressions, SiteResolver* sites, json* section) {
+  uint64_t suppressed_bytes = 0;
+  uint64_t suppressed_count = 0;
+  uint64_t categorized_bytes = 0;
+  uint64_t categorized_count = 0;
+  json categories = json::object();
+  for (json& site : (*section)["sites"]) {
+    const SiteClass c = ClassifySite(sites->FramesOf(site["site"].get<uint32_t>()), suppressions,
+                                     SuppressionKind::kLeak);
+    AddSiteClass(c, &site);
+    const uint64_t bytes = site["bytes"].get<uint64_t>();
+    const uint64_t count = site["count"].get<uint64_t>();
+    if (c.suppressed != nullptr) {
+      suppressed_bytes += bytes;
+      suppressed_count += count;
+    } else if (!c.category.empty()) {
+      categorized_bytes += bytes;
+      categorized_count += count;
+      const std::string name(c.category);
+      categories[name] = categories.value(name, uint64_t{0}) + bytes;
+    }
+  }
+  json& s = *section;
+  s["leaked_bytes"] = s["bytes"].get<uint64_t>() - suppressed_bytes - categorized_bytes;
+  s["leaked_count"] = s["count"].get<uint64_t>() - suppressed_count - categorized_count;
+  s["suppressed_bytes"] = suppressed_bytes;
+  s["categorized_bytes"] = categorized_bytes;
+  s["categories"] = categories;
+}
+
+json SamplesJson(const std::vector<GrowthSample>& samples) {
+  json list = json::array();
+  for (const GrowthSample& sample : samples) {
+    json entry = {{"time_ns", sample.time_ns}, {"device_bytes", sample.device_bytes}};
+    if (sample.mark != 0) {
+      entry["mark"] = sample.mark;
+      entry["label"] = sample.label;
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
+json TimelineSection(const TimelineSnapshot& t) {
+  return {{"capacity", t.capacity},
+          {"interval_ms", t.interval_ms},
+          {"marks", {{"total", t.marks_total}, {"samples", SamplesJson(t.marks)}}},
+          {"periodic", {{"total", t.periodic_total}, {"samples", SamplesJson(t.periodic)}}}};
+}
+
+// Growth suspects from the marks when the program made any, else from the
+// periodic samples (growth.h has the rules).
+json GrowthSection(const TimelineSnapshot& t, const Suppressions* suppressions,
+                   SiteResolver* sites) {
+  const bool by_mark = !t.marks.empty();
+  const std::vector<GrowthSample>& samples = by_mark ? t.marks : t.periodic;
+  const GrowthUnit unit = by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond;
+  json list = json::array();
+  for (GrowthSuspect& g : FindGrowthSuspects(
+           samples, unit, [sites](uint32_t id) { return sites->Canonical(id); })) {
+    json entry = {{"site", g.site},
+                  {"location", sites->LocationOf(g.site)},
+                  {"rate", g.rate},
+                  {"unit", GrowthUnitName(g.unit)},
+                  {"first_bytes", g.first_bytes},
+                  {"last_bytes", g.last_bytes},
+                  {"growth_bytes", g.last_bytes - g.first_bytes},
+                  {"from", g.from},
+                  {"to", g.to},
+                  {"samples", g.samples},
+                  {"series", std::move(g.series)},
+                  {"frames", FramesJson(sites->FramesOf(g.site))}};
+    AddSiteClass(ClassifySite(sites->FramesOf(g.site), suppressions, SuppressionKind::kGrowth),
+                 &entry);
+    list.push_back(std::move(entry));
+  }
+  return {{"basis", samples.empty() ? "none" : GrowthUnitName(unit)},
+          {"samples", samples.size()},
+          {"suspects", list}};
+}
+
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -317,11 +624,32 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   for (const LiveAlloc& a : snap.live) ids.push_back(a.stack_id);
   for (const auto& [id, bytes] : snap.peak_sites) ids.push_back(id);
   if (context.oom != nullptr) ids.push_back(context.oom->stack_id);
+  if (context.transfers != nullptr) {
+    for (const auto& [id, t] : context.transfers->sites) ids.push_back(id);
+  }
+  if (context.timeline != nullptr) {
+    for (const auto* series : {&context.timeline->marks, &context.timeline->periodic}) {
+      for (const GrowthSample& sample : *series) {
+        for (const auto& [id, bytes] : sample.sites) ids.push_back(id);
+      }
+    }
+  }
   sites->Prepare(std::move(ids));
   report["leaks"] = {{"device", LeakSection(GroupLive(snap.live, true, sites), sites)},
                      {"host", LeakSection(GroupLive(snap.live, false, sites), sites)}};
   report["peak"] = PeakSection(snap, sites);
+  ClassifyLeaks(context.suppressions, sites, &report["leaks"]["device"]);
+  ClassifyLeaks(context.suppressions, sites, &report["leaks"]["host"]);
   report["sites"] = SitesSection(snap, sites);
+  if (context.timeline != nullptr) {
+    report["growth"] = GrowthSection(*context.timeline, context.suppressions, sites);
+    report["timeline"] = TimelineSection(*context.timeline);
+  }
+  if (context.transfers != nullptr) report["transfers"] = TransfersSection(*context.transfers, sites);
+  if (context.kernels != nullptr) {
+    report["kernels"] = KernelsSection(*context.kernels, context.kernel_timing);
+  }
+  report["lifecycle"] = LifecycleSection(context.lifecycle);
   if (context.oom != nullptr) {
     const OomInfo& oom = *context.oom;
     report["oom"] = {{"size", oom.size},
@@ -338,8 +666,19 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   return report.dump(2) + "\n";
 }
 
-std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
-                             const std::string& path) {
+uint64_t LeakedDeviceBytes(const TrackerSnapshot& snap, SiteResolver* sites,
+                           const Suppressions* suppressions) {
+  uint64_t leaked = 0;
+  for (const LeakGroup& g : GroupLive(snap.live, true, sites)) {
+    const SiteClass c = ClassifySite(sites->FramesOf(g.stack_id), suppressions,
+                                     SuppressionKind::kLeak);
+    if (c.suppressed == nullptr && c.category.empty()) leaked += g.bytes;
+  }
+  return leaked;
+}
+
+std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& context,
+                             SiteResolver* sites, const std::string& path) {
   constexpr size_t kTopSites = 5;
   std::string out;
   char line[768];
@@ -381,8 +720,59 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
                   snap.unknown_frees);
     out += line;
   }
+  if (context.transfers != nullptr) out += TransferSummary(*context.transfers, sites);
+  if (context.kernels != nullptr && !context.kernels->empty()) {
+    const KernelStats& top = context.kernels->front();
+    uint64_t launches = 0;
+    for (const KernelStats& k : *context.kernels) launches += k.launches;
+    std::snprintf(line, sizeof(line),
+                  "gpuwatch: kernels: %" PRIu64 " launches of %zu kernels; most: %s x%" PRIu64 "\n",
+                  launches, context.kernels->size(), DemangleKernel(top.name).c_str(),
+                  top.launches);
+    out += line;
+  }
+  const LifecycleFigures& l = context.lifecycle;
+  uint64_t blocked = 0;
+  for (const uint64_t ns : l.sync_ns) blocked += ns;
+  if (l.context_ready_ns != 0 || blocked != 0) {
+    const double init_ms = l.context_ready_ns >= l.first_call_ns
+                               ? static_cast<double>(l.context_ready_ns - l.first_call_ns) / 1e6
+                               : 0.0;
+    std::snprintf(line, sizeof(line),
+                  "gpuwatch: lifecycle: CUDA init %.1f ms%s; host blocked in synchronization "
+                  "%.1f ms\n",
+                  init_ms, l.first_call_observed ? "" : " (from attach)",
+                  static_cast<double>(blocked) / 1e6);
+    out += line;
+  }
   if (!path.empty()) out += "gpuwatch: report written to " + path + "\n";
   return out;
+}
+
+bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::string* error) {
+  std::string text;
+  {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      *error = "cannot open " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+  json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object() || !report.contains("lifecycle")) {
+    *error = path + " is not a gpuwatch report";
+    return false;
+  }
+  report["lifecycle"]["teardown_ns"] = teardown_ns;
+  return WriteFileAtomically(path, report.dump(2) + "\n", error);
 }
 
 bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {

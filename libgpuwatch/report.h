@@ -11,14 +11,19 @@
 #include <vector>
 
 #include "libgpuwatch/event.h"
+#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/lifecycle.h"
 #include "libgpuwatch/symbolizer.h"
 #include "libgpuwatch/tracker.h"
+#include "libgpuwatch/transfers.h"
 
 namespace gpuwatch {
 
 inline constexpr int kReportSchemaVersion = 1;
 
 class StackTable;
+class Suppressions;
+struct TimelineSnapshot;
 
 // The failed request of an out-of-memory report.
 struct OomInfo {
@@ -78,23 +83,43 @@ struct ReportContext {
   uint64_t oom_count = 0;            // out-of-memory failures seen so far
   uint64_t stacks_dropped = 0;       // stacks not interned: the table was full
   int depth = 0;                     // GPUWATCH_DEPTH in force
+  const TransfersSnapshot* transfers = nullptr;  // null: no transfers section
+  const std::vector<KernelStats>* kernels = nullptr;
+  bool kernel_timing = false;
+  LifecycleFigures lifecycle;
+  // Null: no "growth" and "timeline" sections.
+  const TimelineSnapshot* timeline = nullptr;
+  // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
+  // put in built-in categories either way.
+  const Suppressions* suppressions = nullptr;
 };
 
 // The report as JSON text (pretty-printed, ends with a newline).
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
                             SiteResolver* sites);
 
+// Device bytes live in `snap` that count as leaked: outside `leak:` rules of
+// `suppressions` (may be null) and outside the built-in categories. This is
+// what GPUWATCH_EXITCODE acts on, and `leaks.device.leaked_bytes` of the
+// report built from the same snapshot.
+uint64_t LeakedDeviceBytes(const TrackerSnapshot& snap, SiteResolver* sites,
+                           const Suppressions* suppressions);
+
 // A few lines for stderr: totals, the largest leaking sites with file:line,
 // and where the report went. Each line starts with "gpuwatch: ". `path` is
 // where the full report went ("" when it failed).
-std::string BuildSummaryText(const TrackerSnapshot& snap, SiteResolver* sites,
-                             const std::string& path);
+std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& context,
+                             SiteResolver* sites, const std::string& path);
 
 // Writes `contents` to `path` atomically: a temporary file in the same
 // directory (O_EXCL, mode 0600) that is fsync'ed and renamed over `path`. On
 // failure returns false and sets `error` to a one-line reason; `path` is then
 // left as it was.
 bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error);
+
+// Sets lifecycle.teardown_ns in the report at `path` (read, update, atomic
+// rewrite). Used once, from the library destructor, after CUDA's teardown.
+bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::string* error);
 
 // Human-readable byte count: "512 B", "1.5 KiB", "3.0 GiB".
 std::string FormatBytes(uint64_t bytes);

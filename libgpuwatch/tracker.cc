@@ -140,6 +140,7 @@ void Tracker::ReleaseLive(const LiveAlloc& alloc) {
 }
 
 void Tracker::OnAlloc(const AllocEvent& event) {
+  if (paused()) return;
   LiveAlloc alloc;
   alloc.address = event.address;
   alloc.size = event.size;
@@ -210,6 +211,7 @@ void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
 }
 
 void Tracker::OnCopy(const CopyEvent& event) {
+  if (paused()) return;
   const int k = static_cast<int>(event.kind);
   copy_count_[k].fetch_add(1, std::memory_order_relaxed);
   copy_bytes_[k].fetch_add(event.bytes, std::memory_order_relaxed);
@@ -234,6 +236,16 @@ uint64_t Tracker::EventCount() const {
   }
   for (const auto& c : copy_count_) n += c.load(std::memory_order_relaxed);
   return n;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Tracker::LiveDeviceBytesBySite() const {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  const uint32_t used = sites_used_.load(std::memory_order_acquire);
+  for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
+    const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
+    if (live != 0) out.emplace_back(id, live);
+  }
+  return out;
 }
 
 TrackerSnapshot Tracker::Snapshot() const {

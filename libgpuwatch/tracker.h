@@ -95,7 +95,21 @@ class Tracker {
   void OnUnmapRange(uint64_t address, uint64_t size);
 
   void OnCopy(const CopyEvent& event);
-  void OnLaunch() { launches_.fetch_add(1, std::memory_order_relaxed); }
+  void OnLaunch() {
+    if (!paused()) launches_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // gpuwatch_pause()/gpuwatch_resume(): while paused, allocations, copies and
+  // launches are not recorded; frees still are, so that memory allocated
+  // before the pause and freed during it is not reported as leaked. (A block
+  // allocated during the pause and freed after it counts as an unknown free.)
+  void SetPaused(bool paused) { paused_.store(paused, std::memory_order_relaxed); }
+  bool paused() const { return paused_.load(std::memory_order_relaxed); }
+
+  // Device bytes live now per site (stack id), for sites that have any, in
+  // increasing id order. Reads the per-site counters only (no shard lock), so
+  // it is cheap enough for every gpuwatch_mark(). Thread-safe.
+  std::vector<std::pair<uint32_t, uint64_t>> LiveDeviceBytesBySite() const;
 
   // Nanoseconds since this tracker was constructed (CLOCK_MONOTONIC).
   uint64_t NowNs() const;
@@ -155,6 +169,7 @@ class Tracker {
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> unknown_frees_{0};
   std::atomic<uint64_t> dropped_allocs_{0};  // not tracked: the table could not grow
+  std::atomic<bool> paused_{false};
 
   // Per-site counters, indexed by stack id; reserved with mmap so that only
   // the pages of sites in use are backed. `sites_used_` is one past the

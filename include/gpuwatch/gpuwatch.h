@@ -3,7 +3,11 @@
  *
  * gpuwatch attaches to a CUDA program without code changes (LD_PRELOAD or
  * CUDA_INJECTION64_PATH). These functions let a program talk to it when it is
- * there: ask whether it is active, and write a report on demand. Every function
+ * there: ask whether it is active, write a report on demand, mark iterations
+ * for growth detection, pause and resume recording. A program that must also
+ * run without gpuwatch can declare them weak, look them up with
+ * dlsym(RTLD_DEFAULT, "gpuwatch_mark"), or, from Python, use
+ * ctypes.CDLL(None) (examples/mark_iterations.py). Every function
  * is safe to call when gpuwatch failed to attach (it then does nothing), from
  * any thread, and from C, C++ or Python ctypes. None of them is
  * async-signal-safe.
@@ -34,6 +38,29 @@ GPUWATCH_API int gpuwatch_is_active(void);
  * could not be written (one warning line says why).
  */
 GPUWATCH_API int gpuwatch_snapshot(const char* label);
+
+/*
+ * Records a mark: a phase or iteration boundary, such as the end of a
+ * training step. gpuwatch samples the device bytes live per allocation site
+ * at each mark, and the report lists as growth suspects the sites whose bytes
+ * keep rising from mark to mark, with the rate in bytes per mark, even when
+ * the memory is freed before exit (see "growth" in docs/report-format.md).
+ * `label` (may be NULL) is kept with the sample. Cheap enough to call once
+ * per iteration: it reads one counter per site and takes no CUDA call.
+ * Returns 0, or -1 when gpuwatch is inactive.
+ */
+GPUWATCH_API int gpuwatch_mark(const char* label);
+
+/*
+ * Pauses and resumes recording. While paused, new allocations, copies and
+ * kernel launches are not recorded; frees still are, so that memory allocated
+ * before the pause and freed during it is not reported as leaked (memory
+ * allocated during the pause and freed after it counts as an unknown free).
+ * Not nested: one resume ends any number of pauses. Returns 0, or -1 when
+ * gpuwatch is inactive.
+ */
+GPUWATCH_API int gpuwatch_pause(void);
+GPUWATCH_API int gpuwatch_resume(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

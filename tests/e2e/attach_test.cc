@@ -123,6 +123,7 @@ TEST(Attach, RunCommandPassesExitStatusAndOutputThrough) {
   const json report = ReadReport(dir.path() + "/r.json");
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["totals"]["kinds"]["device"]["current_bytes"], 1 * kMiB);
+  EXPECT_EQ(report["lifecycle"]["exit_status"], 3);
 }
 
 TEST(Attach, RunCommandReportsSignalLikeAShell) {

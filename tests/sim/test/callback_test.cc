@@ -29,10 +29,11 @@ constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
 constexpr auto kResource = CUPTI_CB_DOMAIN_RESOURCE;
 
 // Only the calls of interest (the recorder also sees whatever else a test does).
-std::vector<Event> Calls(std::vector<Event> events, std::vector<CUpti_CallbackId> runtime,
-                         std::vector<CUpti_CallbackId> driver) {
+std::vector<Event> Calls(const std::vector<Event>& events,
+                         const std::vector<CUpti_CallbackId>& runtime,
+                         const std::vector<CUpti_CallbackId>& driver) {
   std::vector<Event> out;
-  for (Event& e : events) {
+  for (const Event& e : events) {
     const auto& ids = e.domain == kRuntime ? runtime : driver;
     for (CUpti_CallbackId id : ids) {
       if (e.cbid == id && (e.domain == kRuntime || e.domain == kDriver)) out.push_back(e);

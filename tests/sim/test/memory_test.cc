@@ -163,7 +163,7 @@ TEST(Memory, PitchedAnd3DAllocationsAndCopies) {
   const cudaExtent extent{16 * sizeof(int), 4, 3};
   cudaPitchedPtr pitched{};
   ASSERT_EQ(cudaMalloc3D(&pitched, extent), cudaSuccess);
-  const auto cube = Pattern(16 * 4 * 3, 100);
+  const auto cube = Pattern(size_t{16} * 4 * 3, 100);
   cudaMemcpy3DParms up{};
   up.srcPtr = cudaPitchedPtr{const_cast<int*>(cube.data()), 16 * sizeof(int), 16, 4};
   up.dstPtr = pitched;

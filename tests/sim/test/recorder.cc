@@ -20,7 +20,8 @@ void CUDARTAPI __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* dev
 
 namespace gwsim::test {
 
-Recorder::Recorder(std::vector<CUpti_CallbackDomain> domains, Hook hook) : hook_(std::move(hook)) {
+Recorder::Recorder(const std::vector<CUpti_CallbackDomain>& domains, Hook hook)
+    : hook_(std::move(hook)) {
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
   params.subscriberName = "gwsim-test-recorder";

@@ -39,7 +39,7 @@ class Recorder {
   using Hook = std::function<void(CUpti_CallbackDomain, CUpti_CallbackId, const void*)>;
 
   // Subscribes (as "gwsim-test-recorder") and enables the given domains.
-  explicit Recorder(std::vector<CUpti_CallbackDomain> domains, Hook hook = nullptr);
+  explicit Recorder(const std::vector<CUpti_CallbackDomain>& domains, Hook hook = nullptr);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;

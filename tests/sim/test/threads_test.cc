@@ -66,6 +66,7 @@ TEST(Threads, ConcurrentAllocationsAreAllTracedAndAccounted) {
 
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([t, &failures] {
       std::vector<void*> live;

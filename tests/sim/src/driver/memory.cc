@@ -335,9 +335,12 @@ CUresult Unmap(CUdeviceptr ptr, size_t size) {
     const uintptr_t base = it->first;
     const Mapping m = it->second;
     d.memory.RemoveIf(base, [](const Allocation& a) { return a.origin == Origin::kVmm; });
-    // Put the reservation back in place of the mapping.
-    mmap(reinterpret_cast<void*>(base), m.size, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    // Put the reservation back in place of the mapping. Should that fail, the range is left
+    // unmapped, which cuMemAddressFree's munmap tolerates.
+    if (mmap(reinterpret_cast<void*>(base), m.size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+      munmap(reinterpret_cast<void*>(base), m.size);
+    }
     d.mappings.erase(it);
     auto phys = d.physicals.find(m.handle);
     if (phys != d.physicals.end()) --phys->second.maps;

@@ -49,6 +49,7 @@ Entry MakeEntry(std::string_view symbol, void* fn) {
 const std::vector<Entry>& Table() {
   static const auto* const table = [] {
     auto* t = new std::vector<Entry>();
+// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is a function name, not an expression
 #define X(name) t->push_back(MakeEntry(#name, reinterpret_cast<void*>(&name)));
 #include "driver/exports.inc"
 #undef X

@@ -108,7 +108,7 @@ const char* ErrorName(cudaError_t e) {
     GWSIM_CUDA_ERRORS(GWSIM_NAME_CASE)
 #undef GWSIM_NAME_CASE
     default:
-      return "cudaErrorUnknown";
+      return "unrecognized error code";
   }
 }
 

@@ -1,0 +1,158 @@
+#include "interpose/activity.h"
+
+#include <cstdlib>
+
+#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/transfers.h"
+
+namespace gpuwatch {
+
+namespace {
+
+constexpr size_t kBufferBytes = size_t{1} << 20;
+constexpr size_t kBufferAlign = 8;  // CUPTI's requirement
+
+Transfers* g_transfers = nullptr;
+KernelTable* g_kernels = nullptr;
+decltype(&cuptiActivityGetNextRecord) g_next_record = nullptr;
+
+CopyKind FromActivityCopyKind(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return CopyKind::kHostToDevice;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return CopyKind::kDeviceToHost;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return CopyKind::kDeviceToDevice;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return CopyKind::kHostToHost;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return CopyKind::kPeer;
+    default:
+      return CopyKind::kUnknown;
+  }
+}
+
+HostKind FromMemoryKind(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return HostKind::kPageable;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return HostKind::kPinned;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return HostKind::kManaged;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+      return HostKind::kDevice;
+    default:
+      return HostKind::kUnknown;
+  }
+}
+
+// The host side of a copy: the source of H2D, the destination of D2H.
+HostKind HostSide(CopyKind kind, uint8_t src, uint8_t dst) {
+  switch (kind) {
+    case CopyKind::kHostToDevice:
+    case CopyKind::kHostToHost:
+      return FromMemoryKind(src);
+    case CopyKind::kDeviceToHost:
+      return FromMemoryKind(dst);
+    case CopyKind::kDeviceToDevice:
+    case CopyKind::kPeer:
+      return HostKind::kDevice;
+    default:
+      return HostKind::kUnknown;
+  }
+}
+
+template <typename R>
+CopyRecord MakeRecord(const R& r) {
+  CopyRecord c;
+  c.correlation = r.correlationId;
+  c.bytes = r.bytes;
+  c.kind = FromActivityCopyKind(r.copyKind);
+  c.host = HostSide(c.kind, r.srcKind, r.dstKind);
+  c.async = (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
+  c.start_ns = r.start;
+  c.end_ns = r.end;
+  return c;
+}
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  while (g_next_record != nullptr && g_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        CopyRecord c = MakeRecord(*r);
+        c.runtime_correlation = r->runtimeCorrelationId;
+        if (g_transfers != nullptr) g_transfers->OnCopyRecord(c);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+        const auto* r = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
+        if (g_transfers != nullptr) g_transfers->OnCopyRecord(MakeRecord(*r));
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_KERNEL:
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        if (g_kernels != nullptr) g_kernels->OnKernelRecord(r->name, r->start, r->end);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  std::free(buffer);  // NOLINT(cppcoreguidelines-no-malloc): paired with aligned_alloc
+}
+
+}  // namespace
+
+bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kernels,
+                    bool kernel_timing, std::string* error) {
+  if (api.ActivityRegisterCallbacks == nullptr || api.ActivityEnable == nullptr ||
+      api.ActivityFlushAll == nullptr || api.ActivityGetNextRecord == nullptr) {
+    *error = "this CUPTI has no activity API";
+    return false;
+  }
+  g_transfers = transfers;
+  g_kernels = kernels;
+  g_next_record = api.ActivityGetNextRecord;
+  CUptiResult r = api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
+                                      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+  for (const CUpti_ActivityKind kind : kinds) {
+    if (r != CUPTI_SUCCESS) break;
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && !kernel_timing) continue;
+    r = api.ActivityEnable(kind);
+  }
+  if (r != CUPTI_SUCCESS) {
+    const char* text = nullptr;
+    api.GetResultString(r, &text);
+    *error = std::string("CUPTI activity: ") + (text != nullptr ? text : "?");
+    return false;
+  }
+  return true;
+}
+
+void FlushActivity(const CuptiApi& api) {
+  if (api.ActivityFlushAll != nullptr && g_next_record != nullptr) {
+    api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,33 @@
+// CUPTI activity records: copy timing and host memory kinds, and kernel GPU
+// time when asked for.
+//
+// Records arrive in buffers that CUPTI fills and hands back, on a thread of
+// its choosing (the flushing thread, or its own). The buffer callbacks take no
+// gpuwatch lock other than the sinks' own, and gpuwatch never flushes while
+// holding a lock those take (the deadlock Kineto documents).
+#ifndef GPUWATCH_INTERPOSE_ACTIVITY_H_
+#define GPUWATCH_INTERPOSE_ACTIVITY_H_
+
+#include <string>
+
+#include "interpose/cupti_loader.h"
+
+namespace gpuwatch {
+
+class Transfers;
+class KernelTable;
+
+// Registers the buffer callbacks and enables MEMCPY and MEMCPY2 records, and
+// CONCURRENT_KERNEL records when `kernel_timing`. Returns false with a reason
+// when the activity API is missing or refuses; copies are then counted from
+// the API calls alone.
+bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kernels,
+                    bool kernel_timing, std::string* error);
+
+// Delivers every buffered record now (cuptiActivityFlushAll with
+// CUPTI_ACTIVITY_FLAG_FLUSH_FORCED). Call with no gpuwatch lock held.
+void FlushActivity(const CuptiApi& api);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_INTERPOSE_ACTIVITY_H_

@@ -1,0 +1,320 @@
+// `gpuwatch check FILE`: a CI gate. Exit 0 when the report is within every
+// limit, 1 when a rule is broken (each broken rule is printed with its sites
+// and figures), 2 when an input cannot be read or an argument is wrong.
+//
+// Rules:
+// - leak: device memory live at exit, outside suppressions and (unless
+//   --include-categories) outside the built-in categories, at most --max-leak
+//   (default 0).
+// - peak: the device high watermark at most --max-peak (when given).
+// - growth (--max-growth): with --baseline, the device peak and the leaked
+//   bytes may exceed the baseline's by at most the limit; without it, each
+//   growth suspect of the report may grow by at most the limit (a percentage
+//   is then taken of the site's bytes at the start of its growth window).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/report.h"
+#include "libgpuwatch/suppressions.h"
+#include "tools/commands.h"
+#include "tools/report_reader.h"
+
+namespace gpuwatch::tools {
+
+namespace {
+
+struct GrowthLimit {
+  bool set = false;
+  bool percent = false;
+  double pct = 0;
+  uint64_t bytes = 0;
+
+  uint64_t Allowance(uint64_t base) const {
+    if (!percent) return bytes;
+    return static_cast<uint64_t>(std::floor(static_cast<double>(base) * pct / 100.0));
+  }
+  std::string Text() const {
+    if (!percent) return "+" + FormatBytes(bytes);
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "+%g%%", pct);
+    return buf;
+  }
+};
+
+bool ParseGrowthLimit(const std::string& text, GrowthLimit* out) {
+  out->set = true;
+  if (!text.empty() && text.back() == '%') {
+    const std::string number = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    const double pct = std::strtod(number.c_str(), &end);
+    if (number.empty() || end == nullptr || *end != '\0' || !(pct >= 0) || pct > 1e9) {
+      return false;
+    }
+    out->percent = true;
+    out->pct = pct;
+    return true;
+  }
+  return ParseBytes(text, &out->bytes);
+}
+
+struct Rule {
+  std::string name;
+  bool broken = false;
+  std::string summary;             // figures and limit
+  std::vector<std::string> sites;  // the sites behind a broken rule
+};
+
+std::string SiteLine(const json& site, const std::string& figures) {
+  return figures + " at " + Describe(site);
+}
+
+// Sites of `now_sites` whose bytes grew over `base_sites`, matched by stack,
+// largest growth first.
+std::vector<std::string> GrownSites(const json& base_sites, const json& now_sites,
+                                    const char* key, size_t top) {
+  std::map<std::string, uint64_t> base;
+  if (base_sites.is_array()) {
+    for (const json& s : base_sites) base[SiteKey(s)] += U64(s, key);
+  }
+  std::vector<std::pair<uint64_t, const json*>> grown;
+  if (now_sites.is_array()) {
+    for (const json& s : now_sites) {
+      const uint64_t before = base[SiteKey(s)];
+      const uint64_t after = U64(s, key);
+      if (after > before) grown.emplace_back(after - before, &s);
+    }
+  }
+  std::stable_sort(grown.begin(), grown.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < grown.size() && i < top; ++i) {
+    const uint64_t after = U64(*grown[i].second, key);
+    lines.push_back(SiteLine(*grown[i].second, SignedBytes(static_cast<int64_t>(grown[i].first)) +
+                                                   " (" + FormatBytes(after - grown[i].first) +
+                                                   " -> " + FormatBytes(after) + ")"));
+  }
+  return lines;
+}
+
+Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
+  Rule rule;
+  rule.name = "leak";
+  rule.broken = split.leaked_bytes > limit;
+  rule.summary = FormatBytes(split.leaked_bytes) + " of device memory leaked in " +
+                 std::to_string(split.leaked_count) + " allocations from " +
+                 std::to_string(split.leaked.size()) +
+                 (split.leaked.size() == 1 ? " site" : " sites") + " (limit " +
+                 FormatBytes(limit) + ")";
+  if (rule.broken) {
+    for (size_t i = 0; i < split.leaked.size() && i < top; ++i) {
+      const json& site = *split.leaked[i];
+      rule.sites.push_back(SiteLine(site, FormatBytes(U64(site, "bytes")) + " in " +
+                                              std::to_string(U64(site, "count"))));
+    }
+    if (split.leaked.size() > top) {
+      rule.sites.push_back("... and " + std::to_string(split.leaked.size() - top) + " more sites");
+    }
+  }
+  return rule;
+}
+
+std::string Rate(const json& g) {
+  const uint64_t rate = static_cast<uint64_t>(std::llround(std::max(0.0, Number(g, "rate"))));
+  return FormatBytes(rate) + (Str(g, "unit") == "mark" ? " per mark" : " per second");
+}
+
+std::string Window(const json& g) {
+  char buf[64];
+  if (Str(g, "unit") == "mark") {
+    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", Number(g, "from"), Number(g, "to"));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", Number(g, "from"), Number(g, "to"));
+  }
+  return buf;
+}
+
+// Growth suspects of one report against the limit.
+Rule SuspectRule(const json& doc, const GrowthLimit& limit, const Suppressions* extra,
+                 bool include_categories, std::vector<std::string>* notes) {
+  Rule rule;
+  rule.name = "growth";
+  const json& growth = Sub(doc, "growth");
+  const json& suspects = Sub(growth, "suspects");
+  size_t counted = 0;
+  if (suspects.is_array()) {
+    for (const json& g : suspects) {
+      const std::string suppressed = SuppressionOfSite(g, SuppressionKind::kGrowth, extra);
+      const std::string category = CategoryOfSite(g);
+      if (!suppressed.empty()) {
+        notes->push_back("growth at " + Describe(g) + " suppressed by " + suppressed);
+        continue;
+      }
+      if (!category.empty() && !include_categories) {
+        notes->push_back("growth at " + Describe(g) + " kept by " + category +
+                         ", not counted (--include-categories counts it)");
+        continue;
+      }
+      ++counted;
+      const uint64_t first = U64(g, "first_bytes");
+      const uint64_t grown = U64(g, "growth_bytes");
+      if (grown <= limit.Allowance(first) && !(limit.percent && first == 0 && grown > 0)) continue;
+      rule.broken = true;
+      rule.sites.push_back(SiteLine(g, "grows by " + Rate(g) + ": " + FormatBytes(first) +
+                                           " -> " + FormatBytes(U64(g, "last_bytes")) + " over " +
+                                           Window(g) + " (" + SignedBytes(grown) + ")"));
+    }
+  }
+  const std::string basis = Str(growth, "basis");
+  rule.summary = std::to_string(counted) + " growth " + (counted == 1 ? "suspect" : "suspects") +
+                 (basis == "mark"     ? " across " + std::to_string(U64(growth, "samples")) + " marks"
+                  : basis == "second" ? " over time"
+                                      : "") +
+                 " (limit " + limit.Text() + " per site)";
+  return rule;
+}
+
+Rule BaselineRule(const char* name, const char* what, uint64_t base, uint64_t now,
+                  const GrowthLimit& limit, std::vector<std::string> sites) {
+  Rule rule;
+  rule.name = name;
+  const uint64_t allowed = base + limit.Allowance(base);
+  rule.broken = now > allowed;
+  rule.summary = std::string(what) + " " + FormatBytes(now) + ", baseline " + FormatBytes(base) +
+                 " (" + SignedBytes(static_cast<int64_t>(now) - static_cast<int64_t>(base)) +
+                 ", " + PercentChange(base, now) + "; limit " + limit.Text() + ")";
+  if (rule.broken) rule.sites = std::move(sites);
+  return rule;
+}
+
+int ArgumentError(const std::string& text) {
+  std::fprintf(stderr, "gpuwatch check: %s\n", text.c_str());
+  return 2;
+}
+
+constexpr char kSizeHelp[] =
+    "expected bytes with an optional KiB, MiB or GiB suffix, e.g. 0, 4096 or 512MiB";
+
+}  // namespace
+
+int CheckCommand(const CheckOptions& options, FILE* out) {
+  uint64_t max_leak = 0;
+  if (!options.max_leak.empty() && !ParseBytes(options.max_leak, &max_leak)) {
+    return ArgumentError("--max-leak: invalid size \"" + options.max_leak + "\" (" + kSizeHelp +
+                         ")");
+  }
+  uint64_t max_peak = 0;
+  if (!options.max_peak.empty() && !ParseBytes(options.max_peak, &max_peak)) {
+    return ArgumentError("--max-peak: invalid size \"" + options.max_peak + "\" (" + kSizeHelp +
+                         ")");
+  }
+  GrowthLimit growth;
+  if (!options.max_growth.empty() && !ParseGrowthLimit(options.max_growth, &growth)) {
+    return ArgumentError("--max-growth: invalid limit \"" + options.max_growth +
+                         "\" (expected a percentage such as 10% or a size such as 64MiB)");
+  }
+  if (!options.baseline.empty() && !growth.set) {
+    return ArgumentError("--baseline needs --max-growth (e.g. --max-growth 10%)");
+  }
+  Suppressions suppressions;
+  std::string error;
+  if (!options.suppressions.empty() && !suppressions.LoadFile(options.suppressions, &error)) {
+    return ArgumentError(error);
+  }
+  const Suppressions* extra = suppressions.empty() ? nullptr : &suppressions;
+  Report report;
+  if (!ReadReport(options.file, &report, &error)) return ArgumentError(error);
+  Report baseline;
+  if (!options.baseline.empty() && !ReadReport(options.baseline, &baseline, &error)) {
+    return ArgumentError(error);
+  }
+  const size_t top = static_cast<size_t>(std::max(options.top, 1));
+
+  std::vector<Rule> rules;
+  std::vector<std::string> notes;
+  const json& doc = report.doc;
+  const LeakSplit split =
+      SplitLeaks(Sub(Sub(doc, "leaks"), "device"), extra, options.include_categories);
+  rules.push_back(LeakRule(split, max_leak, top));
+  std::map<std::string, uint64_t> by_rule;
+  for (size_t i = 0; i < split.suppressed.size(); ++i) {
+    by_rule[split.suppressed_by[i]] += U64(*split.suppressed[i], "bytes");
+  }
+  for (const auto& [rule, bytes] : by_rule) {
+    notes.push_back(FormatBytes(bytes) + " suppressed by " + rule);
+  }
+  std::map<std::string, uint64_t> by_category;
+  for (size_t i = 0; i < split.categorized.size(); ++i) {
+    by_category[split.category_of[i]] += U64(*split.categorized[i], "bytes");
+  }
+  for (const auto& [category, bytes] : by_category) {
+    notes.push_back(FormatBytes(bytes) + " kept by " + category +
+                    ", not counted as leaked (--include-categories counts it)");
+  }
+  const uint64_t host_leaked = U64(Sub(Sub(doc, "leaks"), "host"), "bytes");
+  if (host_leaked != 0) {
+    notes.push_back(FormatBytes(host_leaked) + " of pinned host memory live at exit (not checked)");
+  }
+
+  const uint64_t peak = U64(Sub(doc, "totals"), "device_peak_bytes");
+  if (!options.max_peak.empty()) {
+    Rule rule;
+    rule.name = "peak";
+    rule.broken = peak > max_peak;
+    rule.summary = "device peak " + FormatBytes(peak) + " (limit " + FormatBytes(max_peak) + ")";
+    if (rule.broken) {
+      const json& sites = Sub(Sub(doc, "peak"), "sites");
+      for (size_t i = 0; sites.is_array() && i < sites.size() && i < top; ++i) {
+        rule.sites.push_back(SiteLine(sites[i], FormatBytes(U64(sites[i], "bytes"))));
+      }
+    }
+    rules.push_back(std::move(rule));
+  }
+
+  if (growth.set && options.baseline.empty()) {
+    rules.push_back(SuspectRule(doc, growth, extra, options.include_categories, &notes));
+  } else if (growth.set) {
+    const json& base = baseline.doc;
+    rules.push_back(BaselineRule(
+        "growth of the peak", "device peak", U64(Sub(base, "totals"), "device_peak_bytes"), peak,
+        growth,
+        GrownSites(Sub(Sub(base, "peak"), "sites"), Sub(Sub(doc, "peak"), "sites"), "bytes", top)));
+    const LeakSplit base_split =
+        SplitLeaks(Sub(Sub(base, "leaks"), "device"), extra, options.include_categories);
+    std::vector<std::string> grown;
+    {
+      // Only the sites that count as leaked, matched by stack.
+      json base_sites = json::array();
+      json now_sites = json::array();
+      for (const json* s : base_split.leaked) base_sites.push_back(*s);
+      for (const json* s : split.leaked) now_sites.push_back(*s);
+      grown = GrownSites(base_sites, now_sites, "bytes", top);
+    }
+    rules.push_back(BaselineRule("growth of leaks", "leaked device memory", base_split.leaked_bytes,
+                                 split.leaked_bytes, growth, std::move(grown)));
+  }
+
+  size_t broken = 0;
+  std::fprintf(out, "gpuwatch check %s%s\n", report.path.c_str(),
+               options.baseline.empty() ? "" : (" against " + baseline.path).c_str());
+  for (const Rule& rule : rules) {
+    std::fprintf(out, "  %-4s  %s: %s\n", rule.broken ? "FAIL" : "ok", rule.name.c_str(),
+                 rule.summary.c_str());
+    for (const std::string& site : rule.sites) std::fprintf(out, "          %s\n", site.c_str());
+    if (rule.broken) ++broken;
+  }
+  for (const std::string& note : notes) std::fprintf(out, "  note: %s\n", note.c_str());
+  if (broken == 0) {
+    std::fprintf(out, "gpuwatch check: passed (%zu %s)\n", rules.size(),
+                 rules.size() == 1 ? "rule" : "rules");
+    return 0;
+  }
+  std::fprintf(out, "gpuwatch check: FAILED: %zu of %zu %s broken\n", broken, rules.size(),
+               rules.size() == 1 ? "rule" : "rules");
+  return 1;
+}
+
+}  // namespace gpuwatch::tools

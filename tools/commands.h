@@ -1,0 +1,51 @@
+// The report-reading subcommands of `gpuwatch`: report, diff, check, merge.
+// Each returns the process exit status: 0 on success, 2 when an input cannot
+// be read or an argument is wrong (one line on stderr names the problem), and
+// for `check`, 1 when a rule is broken. Output goes to `out` (stdout in the
+// command), diagnostics to stderr.
+#ifndef GPUWATCH_TOOLS_COMMANDS_H_
+#define GPUWATCH_TOOLS_COMMANDS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace gpuwatch::tools {
+
+struct ReportOptions {
+  std::string file;
+  std::string format = "text";  // text | json | collapsed
+  int top = 10;                 // sites per list
+  std::string what = "leaks";   // collapsed: leaks | peak | allocated
+};
+int ReportCommand(const ReportOptions& options, FILE* out);
+
+struct DiffOptions {
+  std::string base;
+  std::string now;
+  int top = 20;  // sites per list
+};
+int DiffCommand(const DiffOptions& options, FILE* out);
+
+struct CheckOptions {
+  std::string file;
+  std::string baseline;      // "" = none
+  std::string max_leak;      // BYTES; "" = 0
+  std::string max_peak;      // BYTES; "" = no limit
+  std::string max_growth;    // PERCENT% or BYTES; "" = no limit
+  std::string suppressions;  // file; "" = none
+  bool include_categories = false;
+  int top = 5;  // sites printed per broken rule
+};
+int CheckCommand(const CheckOptions& options, FILE* out);
+
+struct MergeOptions {
+  std::vector<std::string> files;
+  std::string output;
+};
+int MergeCommand(const MergeOptions& options, FILE* out);
+
+}  // namespace gpuwatch::tools
+
+#endif  // GPUWATCH_TOOLS_COMMANDS_H_

@@ -1,0 +1,209 @@
+// `gpuwatch diff BASE NEW`: what grew, shrank, appeared or went away between
+// two reports, in total and per site. Sites are matched by their stacks
+// (SiteKey), not by id: ids differ from run to run.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "libgpuwatch/report.h"
+#include "tools/commands.h"
+#include "tools/report_reader.h"
+
+namespace gpuwatch::tools {
+
+namespace {
+
+struct SiteFigures {
+  const json* base_site = nullptr;
+  const json* new_site = nullptr;
+  uint64_t leaked[2] = {0, 0};  // [base, new]
+  uint64_t allocated[2] = {0, 0};
+  uint64_t peak[2] = {0, 0};
+  double rate[2] = {0, 0};  // growth suspects' rate; 0 = not a suspect
+  std::string unit;
+};
+
+void Collect(const json& doc, int side, std::map<std::string, SiteFigures>* sites) {
+  auto at = [&](const json& site) -> SiteFigures& {
+    SiteFigures& f = (*sites)[SiteKey(site)];
+    (side == 0 ? f.base_site : f.new_site) = &site;
+    return f;
+  };
+  const json& leaks = Sub(Sub(Sub(doc, "leaks"), "device"), "sites");
+  if (leaks.is_array()) {
+    for (const json& s : leaks) at(s).leaked[side] += U64(s, "bytes");
+  }
+  const json& all = Sub(doc, "sites");
+  if (all.is_array()) {
+    for (const json& s : all) at(s).allocated[side] += U64(s, "alloc_bytes");
+  }
+  const json& peak = Sub(Sub(doc, "peak"), "sites");
+  if (peak.is_array()) {
+    for (const json& s : peak) at(s).peak[side] += U64(s, "bytes");
+  }
+  const json& suspects = Sub(Sub(doc, "growth"), "suspects");
+  if (suspects.is_array()) {
+    for (const json& s : suspects) {
+      SiteFigures& f = at(s);
+      f.rate[side] += Number(s, "rate");
+      f.unit = Str(s, "unit");
+    }
+  }
+}
+
+const char* Status(uint64_t base, uint64_t now) {
+  if (base == now) return "same";
+  if (base == 0) return "new";
+  if (now == 0) return "gone";
+  return now > base ? "grew" : "shrank";
+}
+
+std::string Pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string PadRight(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+int64_t Delta(uint64_t base, uint64_t now) {
+  return static_cast<int64_t>(now) - static_cast<int64_t>(base);
+}
+
+void TotalRow(FILE* out, const char* name, uint64_t base, uint64_t now, bool bytes) {
+  const std::string b = bytes ? FormatBytes(base) : std::to_string(base);
+  const std::string n = bytes ? FormatBytes(now) : std::to_string(now);
+  std::string change;
+  if (bytes) {
+    change = SignedBytes(Delta(base, now));
+  } else {
+    const int64_t d = Delta(base, now);
+    change = (d > 0 ? "+" : "") + std::to_string(d);
+  }
+  std::fprintf(out, "  %s %12s %12s %12s  %s\n", PadRight(name, 22).c_str(), b.c_str(), n.c_str(),
+               change.c_str(), base == now ? "" : PercentChange(base, now).c_str());
+}
+
+const json& SiteOf(const SiteFigures& f) { return f.new_site != nullptr ? *f.new_site : *f.base_site; }
+
+enum class Figure { kLeaked, kAllocated, kPeak };
+
+// One per-site section: the sites whose figure changed, biggest change first.
+void SiteSection(FILE* out, const char* title, const std::map<std::string, SiteFigures>& sites,
+                 Figure which, size_t top) {
+  struct Row {
+    const SiteFigures* f;
+    uint64_t base;
+    uint64_t now;
+  };
+  std::vector<Row> rows;
+  for (const auto& [key, f] : sites) {
+    const uint64_t* v = which == Figure::kLeaked      ? f.leaked
+                        : which == Figure::kAllocated ? f.allocated
+                                                      : f.peak;
+    if (v[0] != v[1]) rows.push_back({&f, v[0], v[1]});
+  }
+  if (rows.empty()) return;
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    const uint64_t da = a.now > a.base ? a.now - a.base : a.base - a.now;
+    const uint64_t db = b.now > b.base ? b.now - b.base : b.base - b.now;
+    if (da != db) return da > db;
+    return Describe(SiteOf(*a.f)) < Describe(SiteOf(*b.f));
+  });
+  std::fprintf(out, "\n%s:\n", title);
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const Row& r = rows[i];
+    std::fprintf(out, "  %-6s %12s  %10s -> %-10s  %s\n", Status(r.base, r.now),
+                 SignedBytes(Delta(r.base, r.now)).c_str(), FormatBytes(r.base).c_str(),
+                 FormatBytes(r.now).c_str(), Describe(SiteOf(*r.f)).c_str());
+  }
+  if (rows.size() > top) {
+    std::fprintf(out, "  ... and %zu more sites (--top to show more)\n", rows.size() - top);
+  }
+}
+
+std::string Rate(double rate, const std::string& unit) {
+  if (rate <= 0) return "-";
+  return FormatBytes(static_cast<uint64_t>(std::llround(rate))) + (unit == "mark" ? "/mark" : "/s");
+}
+
+void GrowthSection(FILE* out, const std::map<std::string, SiteFigures>& sites, size_t top) {
+  std::vector<const SiteFigures*> rows;
+  for (const auto& [key, f] : sites) {
+    if (std::llround(f.rate[0]) != std::llround(f.rate[1])) rows.push_back(&f);
+  }
+  if (rows.empty()) return;
+  std::sort(rows.begin(), rows.end(), [](const SiteFigures* a, const SiteFigures* b) {
+    return std::fabs(a->rate[1] - a->rate[0]) > std::fabs(b->rate[1] - b->rate[0]);
+  });
+  std::fprintf(out, "\nGrowth suspects (rate):\n");
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const SiteFigures& f = *rows[i];
+    const char* status = f.rate[0] <= 0 ? "new" : f.rate[1] <= 0 ? "gone"
+                                              : f.rate[1] > f.rate[0] ? "faster"
+                                                                      : "slower";
+    std::fprintf(out, "  %-6s %14s -> %-14s  %s\n", status, Rate(f.rate[0], f.unit).c_str(),
+                 Rate(f.rate[1], f.unit).c_str(), Describe(SiteOf(f)).c_str());
+  }
+}
+
+uint64_t Allocations(const json& doc, uint64_t* bytes) {
+  uint64_t allocs = 0;
+  *bytes = 0;
+  const json& kinds = Sub(Sub(doc, "totals"), "kinds");
+  if (kinds.is_object()) {
+    for (const auto& [name, k] : kinds.items()) {
+      allocs += U64(k, "allocs");
+      *bytes += U64(k, "alloc_bytes");
+    }
+  }
+  return allocs;
+}
+
+}  // namespace
+
+int DiffCommand(const DiffOptions& options, FILE* out) {
+  Report base;
+  Report now;
+  std::string error;
+  if (!ReadReport(options.base, &base, &error) || !ReadReport(options.now, &now, &error)) {
+    std::fprintf(stderr, "gpuwatch diff: %s\n", error.c_str());
+    return 2;
+  }
+  const size_t top = static_cast<size_t>(std::max(options.top, 1));
+  std::map<std::string, SiteFigures> sites;
+  Collect(base.doc, 0, &sites);
+  Collect(now.doc, 1, &sites);
+
+  std::fprintf(out, "gpuwatch diff %s -> %s\n\n", base.path.c_str(), now.path.c_str());
+  std::fprintf(out, "  %s %12s %12s %12s\n", PadRight("", 22).c_str(), "base", "new", "change");
+  const json& bt = Sub(base.doc, "totals");
+  const json& nt = Sub(now.doc, "totals");
+  const json& bl = Sub(Sub(base.doc, "leaks"), "device");
+  const json& nl = Sub(Sub(now.doc, "leaks"), "device");
+  TotalRow(out, "device live at exit", U64(bl, "bytes"), U64(nl, "bytes"), true);
+  TotalRow(out, "device peak", U64(bt, "device_peak_bytes"), U64(nt, "device_peak_bytes"), true);
+  uint64_t base_bytes = 0;
+  uint64_t now_bytes = 0;
+  const uint64_t base_allocs = Allocations(base.doc, &base_bytes);
+  const uint64_t now_allocs = Allocations(now.doc, &now_bytes);
+  TotalRow(out, "bytes allocated", base_bytes, now_bytes, true);
+  TotalRow(out, "allocations", base_allocs, now_allocs, false);
+  TotalRow(out, "kernel launches", U64(bt, "kernel_launches"), U64(nt, "kernel_launches"), false);
+
+  SiteSection(out, "Live at exit (leaked), by site", sites, Figure::kLeaked, top);
+  GrowthSection(out, sites, top);
+  SiteSection(out, "Live at the peak, by site", sites, Figure::kPeak, top);
+  SiteSection(out, "Bytes allocated, by site", sites, Figure::kAllocated, top);
+  bool any_change = false;
+  for (const auto& [key, f] : sites) {
+    any_change = any_change || f.leaked[0] != f.leaked[1] || f.allocated[0] != f.allocated[1] ||
+                 f.peak[0] != f.peak[1] || std::llround(f.rate[0]) != std::llround(f.rate[1]);
+  }
+  if (!any_change) std::fprintf(out, "\nNo site changed.\n");
+  return 0;
+}
+
+}  // namespace gpuwatch::tools

@@ -1,0 +1,440 @@
+// `gpuwatch report FILE`: renders a report for a person (text), for a flame
+// graph (collapsed stacks), or as validated JSON.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "libgpuwatch/report.h"
+#include "tools/commands.h"
+#include "tools/report_reader.h"
+
+namespace gpuwatch::tools {
+
+namespace {
+
+std::string Basename(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "function (file:line)", "function (module)" or "module".
+std::string FrameText(const json& f) {
+  std::string function = Str(f, "function");
+  std::string where;
+  if (!Str(f, "file").empty() && U64(f, "line") != 0) {
+    where = Basename(Str(f, "file")) + ":" + std::to_string(U64(f, "line"));
+  } else {
+    where = Basename(Str(f, "module"));
+  }
+  if (function.empty()) return where.empty() ? "??" : where;
+  return where.empty() ? function : function + " (" + where + ")";
+}
+
+class Printer {
+ public:
+  Printer(FILE* out, int top) : out_(out), top_(static_cast<size_t>(std::max(top, 1))) {}
+
+  void Line(const std::string& text) { std::fprintf(out_, "%s\n", text.c_str()); }
+  void Blank() { std::fputc('\n', out_); }
+  size_t top() const { return top_; }
+
+  // "   2.0 MiB       8  leaky_loop.cu:37  AllocateHistory()" and, below it,
+  // up to two callers.
+  void Site(const std::string& bytes, const std::string& count, const json& site,
+            const std::string& tag = "") {
+    std::string text = "  " + Pad(bytes, 10) + "  " + Pad(count, 7) + "  ";
+    if (!tag.empty()) text += "[" + tag + "] ";
+    text += Describe(site);
+    Line(text);
+    const json& frames = Sub(site, "frames");
+    if (!frames.is_array()) return;
+    for (size_t i = 1; i < frames.size() && i <= 2; ++i) {
+      Line(std::string(25, ' ') + "<- " + FrameText(frames[i]));
+    }
+  }
+
+  void More(size_t shown, size_t total, const char* what) {
+    if (total > shown) {
+      Line("  ... and " + std::to_string(total - shown) + " more " + what +
+           " (--top to show more)");
+    }
+  }
+
+  static std::string Pad(const std::string& s, size_t width) {
+    return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+  }
+
+ private:
+  FILE* out_;
+  size_t top_;
+};
+
+std::string Seconds(uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+std::string Join(const json& list) {
+  std::string out;
+  if (!list.is_array()) return out;
+  for (const json& arg : list) {
+    if (!arg.is_string()) continue;
+    if (!out.empty()) out += ' ';
+    out += arg.get<std::string>();
+  }
+  return out;
+}
+
+void PrintHeader(const Report& r, Printer* p) {
+  const json& doc = r.doc;
+  const json& process = Sub(doc, "process");
+  const std::string trigger = Str(doc, "trigger");
+  if (trigger == "merge") {
+    p->Line("gpuwatch report " + r.path + ": merged from " +
+            std::to_string(Sub(doc, "processes").size()) + " processes");
+    return;
+  }
+  std::string who = "process " + std::to_string(U64(process, "pid"));
+  if (!Str(process, "host").empty()) who += " on " + Str(process, "host");
+  if (!Str(process, "rank").empty()) who += ", rank " + Str(process, "rank");
+  p->Line("gpuwatch report " + r.path + ": " + who + ": " + Join(Sub(process, "command")));
+  std::string when = "  written at " + trigger;
+  if (!Str(doc, "label").empty()) when += " \"" + Str(doc, "label") + "\"";
+  when += " after " + Seconds(U64(process, "elapsed_ns"));
+  p->Line(when);
+}
+
+void PrintProcesses(const json& doc, Printer* p) {
+  const json& processes = Sub(doc, "processes");
+  if (!processes.is_array() || processes.empty()) return;
+  p->Blank();
+  p->Line("Processes:");
+  p->Line("  " + Printer::Pad("pid", 8) + "  " + Printer::Pad("rank", 5) + "  " +
+          Printer::Pad("peak", 10) + "  " + Printer::Pad("leaked", 10) + "  file");
+  for (const json& proc : processes) {
+    p->Line("  " + Printer::Pad(std::to_string(U64(proc, "pid")), 8) + "  " +
+            Printer::Pad(Str(proc, "rank").empty() ? "-" : Str(proc, "rank"), 5) + "  " +
+            Printer::Pad(FormatBytes(U64(proc, "device_peak_bytes")), 10) + "  " +
+            Printer::Pad(FormatBytes(U64(proc, "leaked_bytes")), 10) + "  " + Str(proc, "file"));
+  }
+}
+
+void PrintTotals(const json& doc, Printer* p) {
+  const json& totals = Sub(doc, "totals");
+  const bool at_exit = Str(doc, "trigger") == "exit" || Str(doc, "trigger") == "merge";
+  uint64_t allocs = 0;
+  uint64_t alloc_bytes = 0;
+  uint64_t frees = 0;
+  const json& kinds = Sub(totals, "kinds");
+  if (kinds.is_object()) {
+    for (const auto& [name, k] : kinds.items()) {
+      allocs += U64(k, "allocs");
+      alloc_bytes += U64(k, "alloc_bytes");
+      frees += U64(k, "frees");
+    }
+  }
+  p->Blank();
+  p->Line("Device memory: peak " + FormatBytes(U64(totals, "device_peak_bytes")) + "; live " +
+          (at_exit ? "at exit " : "now ") + FormatBytes(U64(totals, "device_current_bytes")) +
+          " in " + std::to_string(U64(totals, "device_live_count")) + " allocations");
+  p->Line("  " + std::to_string(allocs) + " allocations (" + FormatBytes(alloc_bytes) + "), " +
+          std::to_string(frees) + " frees, " + std::to_string(U64(totals, "kernel_launches")) +
+          " kernel launches, " + std::to_string(U64(totals, "unknown_frees")) +
+          " frees of unknown pointers");
+  if (U64(totals, "host_current_bytes") != 0) {
+    p->Line("Pinned host memory: live " + FormatBytes(U64(totals, "host_current_bytes")) + " in " +
+            std::to_string(U64(totals, "host_live_count")) + " allocations");
+  }
+}
+
+void PrintLeakSection(const json& section, const char* what, bool at_exit, Printer* p) {
+  const LeakSplit split = SplitLeaks(section, nullptr, false);
+  p->Blank();
+  const std::string title = std::string(at_exit ? "Leaked " : "Live ") + what;
+  if (split.leaked_bytes == 0) {
+    p->Line(std::string(at_exit ? "No " : "No live ") + what +
+            (at_exit ? " leaked." : " outside categories and suppressions."));
+  } else {
+    p->Line(title + ": " + FormatBytes(split.leaked_bytes) + " in " +
+            std::to_string(split.leaked_count) + " allocations from " +
+            std::to_string(split.leaked.size()) + (split.leaked.size() == 1 ? " site" : " sites"));
+    for (size_t i = 0; i < split.leaked.size() && i < p->top(); ++i) {
+      const json& site = *split.leaked[i];
+      p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site);
+    }
+    p->More(std::min(split.leaked.size(), p->top()), split.leaked.size(), "sites");
+    if (split.omitted_bytes != 0) {
+      p->Line("  (" + FormatBytes(split.omitted_bytes) + " more in sites the report omitted)");
+    }
+  }
+  if (!split.categorized.empty()) {
+    p->Line("Kept by libraries on purpose (not counted as leaked): " +
+            FormatBytes(split.categorized_bytes));
+    for (size_t i = 0; i < split.categorized.size() && i < p->top(); ++i) {
+      const json& site = *split.categorized[i];
+      p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site,
+              split.category_of[i]);
+    }
+    p->More(std::min(split.categorized.size(), p->top()), split.categorized.size(), "sites");
+  }
+  if (!split.suppressed.empty()) {
+    p->Line("Suppressed: " + FormatBytes(split.suppressed_bytes));
+    for (size_t i = 0; i < split.suppressed.size() && i < p->top(); ++i) {
+      const json& site = *split.suppressed[i];
+      p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site,
+              split.suppressed_by[i]);
+    }
+    p->More(std::min(split.suppressed.size(), p->top()), split.suppressed.size(), "sites");
+  }
+}
+
+std::string RateText(const json& g) {
+  const bool per_mark = Str(g, "unit") == "mark";
+  const uint64_t rate = static_cast<uint64_t>(std::max(0.0, Number(g, "rate")) + 0.5);
+  return "+" + FormatBytes(rate) + (per_mark ? "/mark" : "/s");
+}
+
+std::string WindowText(const json& g) {
+  char buf[96];
+  if (Str(g, "unit") == "mark") {
+    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", Number(g, "from"), Number(g, "to"));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", Number(g, "from"), Number(g, "to"));
+  }
+  return FormatBytes(U64(g, "first_bytes")) + " -> " + FormatBytes(U64(g, "last_bytes")) + ", " +
+         buf;
+}
+
+void PrintGrowth(const json& doc, Printer* p) {
+  const json& growth = Sub(doc, "growth");
+  if (!growth.is_object()) return;
+  p->Blank();
+  const std::string basis = Str(growth, "basis");
+  const uint64_t samples = U64(growth, "samples");
+  if (basis == "none" || basis.empty()) {
+    p->Line("Growth: no samples (no gpuwatch_mark() calls, and the run was shorter than one "
+            "sampling interval).");
+    return;
+  }
+  const std::string over = basis == "mark" ? std::to_string(samples) + " marks"
+                                           : std::to_string(samples) + " samples over time";
+  const json& suspects = Sub(growth, "suspects");
+  std::vector<const json*> counted;
+  std::vector<std::pair<const json*, std::string>> apart;
+  if (suspects.is_array()) {
+    for (const json& g : suspects) {
+      std::string tag = SuppressionOfSite(g, SuppressionKind::kGrowth, nullptr);
+      if (tag.empty()) tag = CategoryOfSite(g);
+      if (tag.empty()) {
+        counted.push_back(&g);
+      } else {
+        apart.emplace_back(&g, tag);
+      }
+    }
+  }
+  if (counted.empty()) {
+    p->Line("No growth suspects (" + over + ").");
+  } else {
+    p->Line("Growth suspects (" + over + "): sites whose live memory keeps rising");
+    for (size_t i = 0; i < counted.size() && i < p->top(); ++i) {
+      const json& g = *counted[i];
+      p->Site(RateText(g), "", g);
+      p->Line(std::string(25, ' ') + WindowText(g));
+    }
+    p->More(std::min(counted.size(), p->top()), counted.size(), "suspects");
+  }
+  for (size_t i = 0; i < apart.size() && i < p->top(); ++i) {
+    if (i == 0) p->Line("Growth kept by libraries or suppressed:");
+    p->Site(RateText(*apart[i].first), "", *apart[i].first, apart[i].second);
+  }
+}
+
+void PrintPeak(const json& doc, Printer* p) {
+  const json& peak = Sub(doc, "peak");
+  const json& sites = Sub(peak, "sites");
+  p->Blank();
+  p->Line("Peak: " + FormatBytes(U64(peak, "device_bytes")) + " of device memory" +
+          (sites.is_array() && !sites.empty() ? "; live at the peak, by site:" : "."));
+  if (!sites.is_array()) return;
+  for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
+    p->Site(FormatBytes(U64(sites[i], "bytes")), "", sites[i]);
+  }
+  p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+}
+
+void PrintTransfers(const json& doc, Printer* p) {
+  const json& transfers = Sub(doc, "transfers");
+  p->Blank();
+  if (!transfers.is_object()) {
+    // Reports without a transfers section: the copy counts from the totals.
+    const json& copies = Sub(Sub(doc, "totals"), "copies");
+    if (!copies.is_object() || copies.empty()) {
+      p->Line("Transfers: none.");
+      return;
+    }
+    std::string line = "Transfers:";
+    for (const auto& [direction, c] : copies.items()) {
+      line += " " + direction + " " + std::to_string(U64(c, "count")) + " (" +
+              FormatBytes(U64(c, "bytes")) + ")";
+    }
+    p->Line(line);
+    return;
+  }
+  p->Line("Transfers:");
+  // Per direction, over the host memory kinds.
+  struct Direction {
+    std::string name;
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+    uint64_t duration_ns = 0;
+    uint64_t timed_bytes = 0;
+    std::string hosts;
+  };
+  std::vector<Direction> directions;
+  const json& totals = Sub(transfers, "totals");
+  if (totals.is_array()) {
+    for (const json& t : totals) {
+      const std::string name = Str(t, "direction");
+      auto it = std::find_if(directions.begin(), directions.end(),
+                             [&](const Direction& d) { return d.name == name; });
+      if (it == directions.end()) {
+        directions.push_back(Direction{name});
+        it = directions.end() - 1;
+      }
+      it->count += U64(t, "count");
+      it->bytes += U64(t, "bytes");
+      it->duration_ns += U64(t, "duration_ns");
+      if (U64(t, "duration_ns") != 0) it->timed_bytes += U64(t, "bytes");
+      const std::string host = Str(t, "host");
+      if (!host.empty() && host != "device" && host != "unknown") {
+        it->hosts += (it->hosts.empty() ? "" : ", ") + host + " " + std::to_string(U64(t, "count"));
+      }
+    }
+  }
+  for (const Direction& d : directions) {
+    std::string line = "  " + Printer::Pad(d.name, 7) + "  " +
+                       Printer::Pad(std::to_string(d.count), 7) + " copies  " +
+                       Printer::Pad(FormatBytes(d.bytes), 10);
+    if (d.duration_ns != 0) {
+      char buf[48];
+      std::snprintf(buf, sizeof(buf), "  %.1f GB/s",
+                    static_cast<double>(d.timed_bytes) / static_cast<double>(d.duration_ns));
+      line += buf;
+    }
+    if (!d.hosts.empty()) line += "  (" + d.hosts + ")";
+    p->Line(line);
+  }
+  const json& sites = Sub(transfers, "sites");
+  if (sites.is_array() && !sites.empty()) {
+    p->Line("  by site:");
+    for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
+      p->Site(FormatBytes(U64(sites[i], "bytes")), std::to_string(U64(sites[i], "count")),
+              sites[i]);
+    }
+    p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+  }
+  const json& findings = Sub(transfers, "findings");
+  if (findings.is_array() && !findings.empty()) {
+    p->Line("  findings:");
+    for (size_t i = 0; i < findings.size() && i < p->top(); ++i) {
+      p->Line("  - " + Str(findings[i], "message"));
+      if (!Str(findings[i], "advice").empty()) p->Line("    " + Str(findings[i], "advice"));
+    }
+  }
+}
+
+void PrintAllocations(const json& doc, Printer* p) {
+  const json& sites = Sub(doc, "sites");
+  if (!sites.is_array() || sites.empty()) return;
+  p->Blank();
+  p->Line("Allocation sites, by bytes allocated (allocated, allocations):");
+  for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
+    p->Site(FormatBytes(U64(sites[i], "alloc_bytes")), std::to_string(U64(sites[i], "allocs")),
+            sites[i]);
+  }
+  p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+}
+
+void PrintOom(const json& doc, Printer* p) {
+  const json& oom = Sub(doc, "oom");
+  if (!oom.is_object()) return;
+  p->Blank();
+  p->Line("Out of memory: " + Str(oom, "api") + " of " + FormatBytes(U64(oom, "size")) +
+          " failed at " + Describe(oom) + " (device free " +
+          FormatBytes(U64(oom, "device_free_bytes")) + " of " +
+          FormatBytes(U64(oom, "device_total_bytes")) + ")");
+}
+
+int Text(const Report& r, int top, FILE* out) {
+  Printer p(out, top);
+  const json& doc = r.doc;
+  const std::string trigger = Str(doc, "trigger");
+  const bool at_exit = trigger == "exit" || trigger == "merge" || trigger == "context_destroy";
+  PrintHeader(r, &p);
+  PrintProcesses(doc, &p);
+  PrintOom(doc, &p);
+  PrintTotals(doc, &p);
+  PrintLeakSection(Sub(Sub(doc, "leaks"), "device"), "device memory", at_exit, &p);
+  const json& host = Sub(Sub(doc, "leaks"), "host");
+  if (U64(host, "bytes") != 0) PrintLeakSection(host, "pinned host memory", at_exit, &p);
+  PrintGrowth(doc, &p);
+  PrintPeak(doc, &p);
+  PrintTransfers(doc, &p);
+  PrintAllocations(doc, &p);
+  return 0;
+}
+
+// Flame graph input (Brendan Gregg's collapsed format): one line per site,
+// the frames outermost first separated by ';', then a space and the bytes.
+int Collapsed(const Report& r, const std::string& what, FILE* out) {
+  const json* sites = nullptr;
+  const char* value_key = "bytes";
+  if (what == "leaks") {
+    sites = &Sub(Sub(Sub(r.doc, "leaks"), "device"), "sites");
+  } else if (what == "peak") {
+    sites = &Sub(Sub(r.doc, "peak"), "sites");
+  } else {
+    sites = &Sub(r.doc, "sites");
+    value_key = "alloc_bytes";
+  }
+  if (!sites->is_array()) return 0;
+  for (const json& site : *sites) {
+    const json& frames = Sub(site, "frames");
+    std::string stack;
+    if (frames.is_array() && !frames.empty()) {
+      for (size_t i = frames.size(); i-- > 0;) {
+        std::string name = Str(frames[i], "function");
+        if (name.empty()) name = Basename(Str(frames[i], "module"));
+        if (name.empty()) name = "??";
+        std::replace(name.begin(), name.end(), ';', ':');
+        if (!stack.empty()) stack += ';';
+        stack += name;
+      }
+    } else {
+      stack = Str(site, "location");
+    }
+    std::fprintf(out, "%s %" PRIu64 "\n", stack.c_str(), U64(site, value_key));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int ReportCommand(const ReportOptions& options, FILE* out) {
+  Report r;
+  std::string error;
+  if (!ReadReport(options.file, &r, &error)) {
+    std::fprintf(stderr, "gpuwatch report: %s\n", error.c_str());
+    return 2;
+  }
+  if (options.format == "json") {
+    std::fprintf(out, "%s\n", r.doc.dump(2).c_str());
+    return 0;
+  }
+  if (options.format == "collapsed") return Collapsed(r, options.what, out);
+  return Text(r, options.top, out);
+}
+
+}  // namespace gpuwatch::tools

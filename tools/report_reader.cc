@@ -1,0 +1,273 @@
+#include "tools/report_reader.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "libgpuwatch/report.h"
+
+namespace gpuwatch::tools {
+
+namespace {
+
+std::string_view Basename(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool ReadWholeFile(const std::string& path, std::string* text, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = path + ": cannot read: " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) {
+    *error = path + ": cannot read: " + std::strerror(errno);
+    return false;
+  }
+  *text = buf.str();
+  return true;
+}
+
+}  // namespace
+
+bool ReadReport(const std::string& path, Report* out, std::string* error) {
+  std::string text;
+  if (!ReadWholeFile(path, &text, error)) return false;
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    *error = path + ": empty file (was the process killed before it wrote its report?)";
+    return false;
+  }
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    const bool at_end = std::strstr(e.what(), "unexpected end of input") != nullptr;
+    if (at_end) {
+      *error = path + ": truncated: the JSON ends at byte " + std::to_string(text.size()) +
+               " before the report is complete";
+    } else {
+      *error = path + ": not JSON (parse error at byte " + std::to_string(e.byte) + ")";
+    }
+    return false;
+  }
+  if (!doc.is_object() || !doc.contains("schema")) {
+    *error = path + ": not a gpuwatch report (no \"schema\": \"gpuwatch-report\")";
+    return false;
+  }
+  if (doc["schema"] != "gpuwatch-report") {
+    *error = path + ": not a gpuwatch report (its schema is " + doc["schema"].dump() + ")";
+    return false;
+  }
+  const json& version = doc.contains("version") ? doc["version"] : json();
+  if (!version.is_number_integer() || version.get<int64_t>() < 1) {
+    *error = path + ": gpuwatch report without a valid \"version\"";
+    return false;
+  }
+  if (version.get<int64_t>() > kMaxReportVersion) {
+    *error = path + ": report version " + version.dump() + " is newer than this gpuwatch reads (" +
+             std::to_string(kMaxReportVersion) + "); use a newer gpuwatch";
+    return false;
+  }
+  const char* missing = nullptr;
+  if (!doc.contains("totals") || !doc["totals"].is_object()) {
+    missing = "totals";
+  } else if (!doc.contains("leaks") || !doc["leaks"].is_object() ||
+             !doc["leaks"].contains("device") || !doc["leaks"]["device"].is_object()) {
+    missing = "leaks.device";
+  } else if (!doc.contains("sites") || !doc["sites"].is_array()) {
+    missing = "sites";
+  }
+  if (missing != nullptr) {
+    *error = path + ": malformed gpuwatch report: no \"" + missing + "\" section";
+    return false;
+  }
+  out->path = path;
+  out->doc = std::move(doc);
+  return true;
+}
+
+uint64_t U64(const json& j, const char* key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return 0;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer()) return it->get<int64_t>() < 0 ? 0 : it->get<uint64_t>();
+  const double d = it->get<double>();
+  return d > 0 ? static_cast<uint64_t>(d) : 0;
+}
+
+double Number(const json& j, const char* key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+std::string Str(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const json& Sub(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it != j.end() ? *it : kNull;
+}
+
+std::string FunctionOf(const json& site) {
+  const json& frames = Sub(site, "frames");
+  if (!frames.is_array() || frames.empty()) return "";
+  return Str(frames[0], "function");
+}
+
+std::string Describe(const json& site) {
+  const std::string location = Str(site, "location");
+  const std::string function = FunctionOf(site);
+  if (function.empty() || location.find(function) != std::string::npos) return location;
+  return location + " (" + function + ")";
+}
+
+std::string SiteKey(const json& site) {
+  const json& frames = Sub(site, "frames");
+  if (!frames.is_array() || frames.empty()) return "@" + Str(site, "location");
+  std::string key;
+  for (const json& f : frames) {
+    key += Str(f, "function");
+    key += '@';
+    const std::string file = Str(f, "file");
+    if (!file.empty() && U64(f, "line") != 0) {
+      key += Basename(file);
+      key += ':' + std::to_string(U64(f, "line"));
+    } else {
+      key += Basename(Str(f, "module"));
+    }
+    key += '|';
+  }
+  return key;
+}
+
+std::vector<FrameView> FrameViewsOf(const json& site) {
+  std::vector<FrameView> views;
+  const json& frames = Sub(site, "frames");
+  if (!frames.is_array()) return views;
+  auto field = [](const json& f, const char* key) -> std::string_view {
+    auto it = f.find(key);
+    return it != f.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>())
+                                            : std::string_view();
+  };
+  for (const json& f : frames) {
+    if (!f.is_object()) continue;
+    views.push_back({field(f, "function"), field(f, "file"), field(f, "module")});
+  }
+  return views;
+}
+
+std::string CategoryOfSite(const json& site) {
+  std::string category = Str(site, "category");
+  if (category.empty()) category = std::string(CategoryOf(FrameViewsOf(site)));
+  return category;
+}
+
+std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Suppressions* extra) {
+  std::string rule = Str(site, "suppressed");
+  if (rule.empty() && extra != nullptr) {
+    if (const Suppression* s = extra->Match(kind, FrameViewsOf(site))) rule = s->Text();
+  }
+  return rule;
+}
+
+LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool include_categories) {
+  LeakSplit split;
+  const json& sites = Sub(section, "sites");
+  if (sites.is_array()) {
+    for (const json& site : sites) {
+      const uint64_t bytes = U64(site, "bytes");
+      std::string rule = SuppressionOfSite(site, SuppressionKind::kLeak, extra);
+      if (!rule.empty()) {
+        split.suppressed_bytes += bytes;
+        split.suppressed.push_back(&site);
+        split.suppressed_by.push_back(std::move(rule));
+        continue;
+      }
+      std::string category = CategoryOfSite(site);
+      if (!category.empty() && !include_categories) {
+        split.categorized_bytes += bytes;
+        split.categorized.push_back(&site);
+        split.category_of.push_back(std::move(category));
+        continue;
+      }
+      split.leaked_bytes += bytes;
+      split.leaked_count += U64(site, "count");
+      split.leaked.push_back(&site);
+    }
+  }
+  split.omitted_bytes = U64(section, "omitted_bytes");
+  split.leaked_bytes += split.omitted_bytes;
+  return split;
+}
+
+bool ParseBytes(std::string_view text, uint64_t* out) {
+  size_t i = 0;
+  double value = 0;
+  bool digits = false;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    value = value * 10 + (text[i++] - '0');
+    digits = true;
+  }
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    double scale = 0.1;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      value += (text[i++] - '0') * scale;
+      scale /= 10;
+      digits = true;
+    }
+  }
+  if (!digits) return false;
+  if (i < text.size() && text[i] == ' ') ++i;
+  std::string unit(text.substr(i));
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double multiplier = 1;
+  if (unit.empty() || unit == "b") {
+    multiplier = 1;
+  } else if (unit == "kib") {
+    multiplier = 1024.0;
+  } else if (unit == "mib") {
+    multiplier = 1024.0 * 1024;
+  } else if (unit == "gib") {
+    multiplier = 1024.0 * 1024 * 1024;
+  } else if (unit == "tib") {
+    multiplier = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return false;
+  }
+  const double bytes = std::round(value * multiplier);
+  if (bytes >= 1.8e19) return false;
+  *out = static_cast<uint64_t>(bytes);
+  return true;
+}
+
+std::string SignedBytes(int64_t delta) {
+  if (delta == 0) return "0 B";
+  const uint64_t magnitude =
+      delta < 0 ? static_cast<uint64_t>(-(delta + 1)) + 1 : static_cast<uint64_t>(delta);
+  return (delta < 0 ? "-" : "+") + FormatBytes(magnitude);
+}
+
+std::string PercentChange(uint64_t base, uint64_t now) {
+  if (base == 0) return now == 0 ? "0.0%" : "new";
+  char buf[32];
+  const double pct = (static_cast<double>(now) - static_cast<double>(base)) * 100.0 /
+                     static_cast<double>(base);
+  std::snprintf(buf, sizeof(buf), "%+.1f%%", pct);
+  return buf;
+}
+
+}  // namespace gpuwatch::tools

@@ -1,0 +1,102 @@
+// Reading gpuwatch report files for the `gpuwatch` subcommands, and the
+// small helpers they share: figures and sites out of a report, sizes on the
+// command line.
+//
+// A report is untrusted input: ReadReport validates the schema name, the
+// version and the sections every subcommand relies on, and the accessors
+// below never throw on a missing or mistyped field (they give 0 or "").
+#ifndef GPUWATCH_TOOLS_REPORT_READER_H_
+#define GPUWATCH_TOOLS_REPORT_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "libgpuwatch/suppressions.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch::tools {
+
+using nlohmann::json;
+
+// The newest report version this build reads (docs/report-format.md).
+inline constexpr int kMaxReportVersion = 1;
+
+struct Report {
+  std::string path;
+  json doc;
+};
+
+// Reads and validates a report. On failure returns false and sets `error` to
+// one line that names the file and the problem: unreadable, empty, truncated
+// JSON, not JSON, not a gpuwatch report (foreign schema), a newer version,
+// or a missing section.
+bool ReadReport(const std::string& path, Report* out, std::string* error);
+
+// Field accessors that never throw: 0, "" or an empty array/object when the
+// field is missing or has another type.
+uint64_t U64(const json& j, const char* key);
+double Number(const json& j, const char* key);
+std::string Str(const json& j, const char* key);
+const json& Sub(const json& j, const char* key);  // a null json when missing
+
+// The function of a site's first frame, or "".
+std::string FunctionOf(const json& site);
+
+// "LOCATION (FUNCTION)" or "LOCATION".
+std::string Describe(const json& site);
+
+// A key naming a site the same way across runs and processes (site ids do
+// not): its frames' functions and file:lines (module where there is no line),
+// or its location when it has no frames.
+std::string SiteKey(const json& site);
+
+// Views of a site's frames for suppression and category matching; they point
+// into `site`, which must outlive them.
+std::vector<FrameView> FrameViewsOf(const json& site);
+
+// A leaks section (leaks.device or leaks.host) split into what counts as
+// leaked, what is suppressed and what libraries keep on purpose. A site is
+// suppressed when the report marks it so ("suppressed", from the library's
+// GPUWATCH_SUPPRESSIONS) or when a `leak:` rule of `extra` (may be null)
+// matches its frames; it is in a category when the report says so
+// ("category") or its frames fall in a built-in one. Categorized sites count
+// as leaked when `include_categories`. Sites the report omitted (beyond its
+// 1,000-site limit) count as leaked.
+struct LeakSplit {
+  uint64_t leaked_bytes = 0;
+  uint64_t leaked_count = 0;
+  uint64_t suppressed_bytes = 0;
+  uint64_t categorized_bytes = 0;
+  uint64_t omitted_bytes = 0;
+  std::vector<const json*> leaked;       // sites, largest first
+  std::vector<const json*> suppressed;   // with suppressed_by[i]
+  std::vector<std::string> suppressed_by;
+  std::vector<const json*> categorized;  // with category_of[i]
+  std::vector<std::string> category_of;
+};
+LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool include_categories);
+
+// The category of a site: its "category" field, else the built-in one of its
+// frames, else "".
+std::string CategoryOfSite(const json& site);
+
+// The rule that suppresses `site` for `kind`: its "suppressed" field, else
+// the first matching rule of `extra` (may be null), else "".
+std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Suppressions* extra);
+
+// Parses a byte count: digits with an optional fraction and an optional unit
+// B, KiB, MiB, GiB or TiB (case-insensitive, an optional space before it),
+// e.g. "0", "4096", "1.5GiB", "512 MiB". False when malformed or too large.
+bool ParseBytes(std::string_view text, uint64_t* out);
+
+// "1.5 MiB" (gpuwatch::FormatBytes) with a sign: "+1.5 MiB", "-512 B", "0 B".
+std::string SignedBytes(int64_t delta);
+
+// "+12.5%", "-3.0%", or "new" when `base` is 0 and `now` is not.
+std::string PercentChange(uint64_t base, uint64_t now);
+
+}  // namespace gpuwatch::tools
+
+#endif  // GPUWATCH_TOOLS_REPORT_READER_H_
