@@ -5,8 +5,13 @@
 // leak that grows by the same amount every step. gpuwatch's report names the
 // line of the cudaMalloc that leaked and the bytes it holds.
 //
-// Build: part of the gpuwatch build (examples/). Run: gpuwatch run -- ./leaky_loop
+// Each step ends with gpuwatch_mark("step") when gpuwatch is loaded, so the
+// report also shows the leak as growth: 256 KiB more live per mark.
+//
+// Build: part of the gpuwatch build (examples/).
+// Run:   gpuwatch run -- ./leaky_loop [STEPS]     (8 steps by default)
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +35,11 @@ void Check(cudaError_t err, const char* what) {
   }
 }
 
+// gpuwatch_mark() when gpuwatch is loaded (`gpuwatch run`, LD_PRELOAD), else
+// null: the program runs the same without it.
+using MarkFn = int (*)(const char* label);
+MarkFn GpuwatchMark() { return reinterpret_cast<MarkFn>(dlsym(RTLD_DEFAULT, "gpuwatch_mark")); }
+
 float* AllocateHistory() {
   float* history = nullptr;
   Check(cudaMalloc(&history, kHistoryBytes), "cudaMalloc(history)");  // leaks
@@ -38,12 +48,14 @@ float* AllocateHistory() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : kIterations;
+  const MarkFn mark = GpuwatchMark();
   const size_t n = kScratchBytes / sizeof(float);
   std::vector<float> host(n, 1.0f);
   std::vector<float*> history;
 
-  for (int step = 0; step < kIterations; ++step) {
+  for (int step = 0; step < steps; ++step) {
     float* scratch = nullptr;
     Check(cudaMalloc(&scratch, kScratchBytes), "cudaMalloc(scratch)");
     Check(cudaMemcpy(scratch, host.data(), kScratchBytes, cudaMemcpyHostToDevice), "copy in");
@@ -52,7 +64,8 @@ int main() {
     Check(cudaMemcpy(host.data(), scratch, kScratchBytes, cudaMemcpyDeviceToHost), "copy out");
     Check(cudaFree(scratch), "cudaFree(scratch)");
     history.push_back(AllocateHistory());
+    if (mark != nullptr) mark("step");
   }
-  std::printf("leaky_loop: %d steps done, %zu history buffers kept\n", kIterations, history.size());
+  std::printf("leaky_loop: %d steps done, %zu history buffers kept\n", steps, history.size());
   return 0;
 }

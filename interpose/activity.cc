@@ -149,6 +149,11 @@ bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kern
   return true;
 }
 
+void SetActivitySinks(Transfers* transfers, KernelTable* kernels) {
+  g_transfers = transfers;
+  g_kernels = kernels;
+}
+
 void FlushActivity(const CuptiApi& api) {
   if (api.ActivityFlushAll != nullptr && g_next_record != nullptr) {
     api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

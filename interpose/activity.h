@@ -24,6 +24,9 @@ class KernelTable;
 bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kernels,
                     bool kernel_timing, std::string* error);
 
+// Points the buffer callbacks at new tables (a forked child's).
+void SetActivitySinks(Transfers* transfers, KernelTable* kernels);
+
 // Delivers every buffered record now (cuptiActivityFlushAll with
 // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED). Call with no gpuwatch lock held.
 void FlushActivity(const CuptiApi& api);

@@ -39,6 +39,7 @@
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
 #include "libgpuwatch/log.h"
+#include "libgpuwatch/python_stack.h"
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/suppressions.h"
@@ -50,7 +51,7 @@
 namespace gpuwatch {
 namespace {
 
-struct State {
+struct State {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   Config config;
   CuptiApi cupti;
   CUpti_SubscriberHandle subscriber = nullptr;
@@ -59,7 +60,7 @@ struct State {
   Transfers* transfers = nullptr;
   KernelTable* kernels = nullptr;
   Lifecycle* lifecycle = nullptr;
-  bool activity = false;  // CUPTI activity records are enabled
+  bool activity = false;    // CUPTI activity records are enabled
   std::string output_path;  // absolute, expanded at attach time
   std::string attach_mode;
   std::vector<std::string> command;
@@ -205,7 +206,6 @@ void OnExit(int status, void*) {
   s.exit_report_done_ns.store(s.tracker != nullptr ? s.tracker->NowNs() : 0);
 }
 
-
 // Teardown: the CUDA runtime destroys its contexts from its own exit handler,
 // after the exit report. CONTEXT_DESTROY_STARTING then registers this
 // handler, which glibc runs as soon as the runtime's handler returns; the time
@@ -239,15 +239,20 @@ void OnFirstCall() { RegisterExitHandler(); }
 // on_exit() handlers run in the same LIFO list and receive it (the value
 // passed to exit() or returned from main). When it is 0 and the exit report
 // counted leaked device memory, this handler flushes stdio and ends the
-// process with _exit(N), as LeakSanitizer does; the exit handlers registered
-// before it do not run. So it is registered as early as possible: in the
-// preload constructor, before the program's static initialisers register
-// their destructors, or else at attach; in both cases before the exit
-// report's handler, so that it runs after the report was written.
+// process with _exit(N), as LeakSanitizer does: the exit handlers registered
+// before it do not run. So it is registered as early as possible, always
+// before the exit report's handler (it runs after the report was written):
+// - from the preload constructor (LD_PRELOAD, `gpuwatch run`): that is before
+//   __libc_start_main registers the loader's destructor pass, so it runs last
+//   of all, after every library destructor, and the _exit skips only stdio's
+//   final flush, which it does itself;
+// - with CUDA_INJECTION64_PATH alone, at attach, inside the program's first
+//   CUDA call: handlers the program registered before that call (static
+//   destructors, say) do not run when the status is changed.
+// It never writes the report itself: by then CUDA may be torn down.
 void OnExitStatus(int status, void*) {
   State& s = GetState();
   if (!s.active.load() || s.config.exitcode == 0 || status != 0) return;
-  WriteExitReport();  // already written in the usual order; idempotent
   if (!s.exit_leak_known.load() || s.exit_leaked_bytes.load() == 0) return;
   Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
        s.config.exitcode, FormatBytes(s.exit_leaked_bytes.load()).c_str());
@@ -485,11 +490,15 @@ void ForkPrepare() {
   if (s.stacks != nullptr) s.stacks->LockForFork();
   s.tracker->LockForFork();
   s.timeline->LockForFork();
+  s.transfers->LockForFork();
+  s.kernels->LockForFork();
 }
 
 void ForkRelease() {
   State& s = GetState();
   if (!s.active.load()) return;
+  s.kernels->UnlockAfterFork();
+  s.transfers->UnlockAfterFork();
   s.timeline->UnlockAfterFork();
   s.tracker->UnlockAfterFork();
   if (s.stacks != nullptr) s.stacks->UnlockAfterFork();
@@ -529,6 +538,7 @@ void ForkChild() {
   s.hooks.kernels = s.kernels;
   s.hooks.lifecycle = s.lifecycle;
   SetCallbackHooks(s.hooks);
+  SetActivitySinks(s.transfers, s.kernels);
   s.snapshots.store(0);
   s.ooms.store(0);
   s.context_reports.store(0);
@@ -600,6 +610,7 @@ void DoAttach() {
   if (s.config.depth > 0) {
     InitUnwinder();
     s.stacks = new StackTable(kMaxStacks, size_t{256} << 20);
+    if (s.config.python) InitPythonStacks();  // Python frames too, in a CPython process
   }
   s.tracker = new Tracker(kMaxStacks);
   s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
@@ -640,7 +651,8 @@ void DoAttach() {
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
   s.activity = EnableActivity(s.cupti, s.transfers, s.kernels, s.config.kernel_timing, &error);
-  if (!s.activity) Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
+  if (!s.activity)
+    Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
   hooks.copy_activity = s.activity;
   SetCallbackHooks(hooks);
   s.hooks = hooks;
@@ -685,9 +697,11 @@ __attribute__((constructor)) void PreloadConstructor() {
   if (EnvIsTrue("GPUWATCH_DISABLE")) return;
   const std::string self = OwnPath();
   if (!LoadedByPreload(self)) return;  // the driver calls InitializeInjection
+
+  // As early as possible: see OnExitStatus. The value is validated at attach.
   const char* exitcode = std::getenv("GPUWATCH_EXITCODE");  // NOLINT(concurrency-mt-unsafe)
   if (exitcode != nullptr && *exitcode != '\0' && std::strcmp(exitcode, "0") != 0) {
-    RegisterExitStatusHandler();  // as early as possible: see OnExitStatus
+    RegisterExitStatusHandler();
   }
   if (CudaAlreadyLoaded()) {
     Attach("preload");

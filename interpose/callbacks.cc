@@ -5,6 +5,7 @@
 
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
+#include "libgpuwatch/python_stack.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/tracker.h"
 #include "libgpuwatch/transfers.h"
@@ -154,11 +155,13 @@ CopyKind FromRuntimeKind(cudaMemcpyKind kind) {
 // capture also records; they are trimmed at report time.
 constexpr int kToolFrames = 12;
 
-// Captures and interns the calling thread's stack: before any lock.
+// Captures and interns the calling thread's stack: before any lock. In a
+// Python process the Python frames follow the native pcs (python_stack.h).
 uint32_t CaptureSite() {
   if (g_hooks.stacks == nullptr || g_hooks.depth <= 0) return 0;
   uintptr_t pcs[kMaxCaptureDepth];
-  const int n = CaptureStack(pcs, std::min(g_hooks.depth + kToolFrames, kMaxCaptureDepth), 0);
+  int n = CaptureStack(pcs, std::min(g_hooks.depth + kToolFrames, kMaxCaptureDepth), 0);
+  n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
   return g_hooks.stacks->Intern(pcs, n);
 }
 

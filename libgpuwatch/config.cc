@@ -16,12 +16,12 @@ constexpr int kDefaultSignal = SIGUSR2;
 // Every variable gpuwatch reads. Anything else starting with GPUWATCH_ draws a
 // warning, because a misspelled variable silently ignored is worse.
 constexpr std::string_view kKnownVariables[] = {
-    "GPUWATCH_DISABLE", "GPUWATCH_OUTPUT",  "GPUWATCH_DEPTH",
-    "GPUWATCH_SIGNAL",  "GPUWATCH_SUMMARY", "GPUWATCH_CUPTI_LIBRARY",
+    "GPUWATCH_DISABLE",       "GPUWATCH_OUTPUT",        "GPUWATCH_DEPTH",    "GPUWATCH_SIGNAL",
+    "GPUWATCH_SUMMARY",       "GPUWATCH_CUPTI_LIBRARY",
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
-    "GPUWATCH_KERNEL_TIMING",
-    "GPUWATCH_SUPPRESSIONS", "GPUWATCH_EXITCODE", "GPUWATCH_SAMPLE_MS",
+    "GPUWATCH_KERNEL_TIMING", "GPUWATCH_SUPPRESSIONS",  "GPUWATCH_EXITCODE", "GPUWATCH_SAMPLE_MS",
     "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
+    "GPUWATCH_PYTHON",
 };
 
 bool ParseBool(std::string_view text, bool* out) {
@@ -135,6 +135,9 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
       warn("GPUWATCH_DISABLE", v, "expected 0 or 1", "0");
     }
   }
+  // In a job with ranks, the default name carries the rank, so that the
+  // reports of one job sort together (and `gpuwatch merge` globs them).
+  if (!RankFromEnvironment(lookup).empty()) config.output = "gpuwatch.rank%r.%p.json";
   if (const char* v = lookup("GPUWATCH_OUTPUT")) {
     if (*v == '\0') {
       warn("GPUWATCH_OUTPUT", v, "empty path", config.output);
@@ -149,6 +152,9 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
     } else {
       warn("GPUWATCH_DEPTH", v, "expected an integer from 0 to 128", "32");
     }
+  }
+  if (const char* v = lookup("GPUWATCH_PYTHON")) {
+    if (!ParseBool(v, &config.python)) warn("GPUWATCH_PYTHON", v, "expected 0 or 1", "1");
   }
   if (const char* v = lookup("GPUWATCH_SIGNAL")) {
     const int sig = ParseSignal(v);

@@ -16,9 +16,13 @@ struct Config {
   // GPUWATCH_DISABLE: when true gpuwatch stays dormant.
   bool disabled = false;
   // GPUWATCH_OUTPUT: report path pattern; %p pid, %h host, %r rank, %% a '%'.
+  // ParseConfig's default is "gpuwatch.rank%r.%p.json" when a rank is set.
   std::string output = "gpuwatch.%p.json";
   // GPUWATCH_DEPTH: native frames captured per event (0 = no stacks).
   int depth = 32;
+  // GPUWATCH_PYTHON: in a CPython process, also record the Python frames of
+  // each stack (as many as `depth`); false = native frames only.
+  bool python = true;
   // GPUWATCH_SIGNAL: signal that writes a snapshot; 0 = none.
   int snapshot_signal = 0;  // set to SIGUSR2 by the parser's default
   // GPUWATCH_SUMMARY: print the short summary on stderr at exit.

@@ -42,8 +42,8 @@ Timeline::Timeline(uint64_t interval_ms, size_t capacity, size_t max_sites)
 GrowthSample Timeline::MakeSample(uint64_t time_ns, uint64_t device_bytes,
                                   std::vector<std::pair<uint32_t, uint64_t>> sites) const {
   if (sites.size() > max_sites_) {
-    std::nth_element(sites.begin(), sites.begin() + static_cast<ptrdiff_t>(max_sites_),
-                     sites.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::nth_element(sites.begin(), sites.begin() + static_cast<ptrdiff_t>(max_sites_), sites.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
     sites.resize(max_sites_);
   }
   std::sort(sites.begin(), sites.end());

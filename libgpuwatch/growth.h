@@ -55,7 +55,7 @@ class SampleSeries {
   uint64_t stride_ = 1;  // keep sample i when i % stride_ == 0
   uint64_t total_ = 0;
   std::vector<std::pair<uint64_t, GrowthSample>> kept_;  // (index, sample)
-  std::optional<GrowthSample> newest_;                    // when not in kept_
+  std::optional<GrowthSample> newest_;                   // when not in kept_
 };
 
 struct TimelineSnapshot {

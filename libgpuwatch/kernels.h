@@ -38,6 +38,9 @@ class KernelTable {
   // Every kernel, merged by name, most launched first.
   std::vector<KernelStats> Snapshot() const;
   uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  // For pthread_atfork (prepare; parent and child).
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
 
  private:
   static constexpr size_t kSlots = 4096;  // distinct name pointers; more go to "(other)"

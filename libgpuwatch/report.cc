@@ -9,12 +9,14 @@
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <unordered_map>
 
 #include "libgpuwatch/growth.h"
+#include "libgpuwatch/mixed_stack.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/suppressions.h"
 #include "libgpuwatch/version.h"
@@ -256,7 +258,8 @@ json TransfersSection(const TransfersSnapshot& t, SiteResolver* sites) {
     json histogram = json::array();
     for (int b = 0; b < kHistogramBuckets; ++b) {
       if (site.histogram[b] == 0) continue;
-      histogram.push_back({{"min_bytes", b == 0 ? 0 : uint64_t{1} << b}, {"count", site.histogram[b]}});
+      histogram.push_back(
+          {{"min_bytes", b == 0 ? 0 : uint64_t{1} << b}, {"count", site.histogram[b]}});
     }
     entry["directions"] = directions;
     entry["hosts"] = hosts;
@@ -266,8 +269,8 @@ json TransfersSection(const TransfersSnapshot& t, SiteResolver* sites) {
   }
   json findings = json::array();
   for (const TransferFinding& f : FindTransferIssues(merged, t.best_gbps)) {
-    json entry = {{"type", f.type},   {"site", f.site},   {"location", sites->LocationOf(f.site)},
-                  {"count", f.count}, {"bytes", f.bytes}, {"message", FindingText(f, sites)},
+    json entry = {{"type", f.type},    {"site", f.site},   {"location", sites->LocationOf(f.site)},
+                  {"count", f.count},  {"bytes", f.bytes}, {"message", FindingText(f, sites)},
                   {"advice", f.advice}};
     if (f.type == "slow_copies") {
       entry["gbps"] = f.gbps;
@@ -297,7 +300,8 @@ json KernelsSection(const std::vector<KernelStats>& kernels, bool timing) {
     }
     list.push_back(std::move(entry));
   }
-  return {{"launches", launches}, {"distinct", kernels.size()}, {"timing", timing}, {"kernels", list}};
+  return {
+      {"launches", launches}, {"distinct", kernels.size()}, {"timing", timing}, {"kernels", list}};
 }
 
 json LifecycleSection(const LifecycleFigures& l) {
@@ -343,8 +347,9 @@ std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
     std::snprintf(line, sizeof(line),
                   "gpuwatch: transfers %s: %" PRIu64 " copies, %s, %.2f ms, %.1f GB/s%s%s%s\n",
                   CopyKindName(static_cast<CopyKind>(k)), dir.count, FormatBytes(dir.bytes).c_str(),
-                  static_cast<double>(dir.duration_ns) / 1e6, Gbps(dir.timed_bytes, dir.duration_ns),
-                  hosts.empty() ? "" : " (", hosts.c_str(), hosts.empty() ? "" : ")");
+                  static_cast<double>(dir.duration_ns) / 1e6,
+                  Gbps(dir.timed_bytes, dir.duration_ns), hosts.empty() ? "" : " (", hosts.c_str(),
+                  hosts.empty() ? "" : ")");
     out += line;
   }
   // Up to four findings: the largest of each type first, so that one kind of
@@ -352,8 +357,8 @@ std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
   const auto findings = FindTransferIssues(MergedTransferSites(t, sites), t.best_gbps);
   std::vector<const TransferFinding*> shown;
   for (const TransferFinding& f : findings) {
-    const bool type_shown = std::any_of(shown.begin(), shown.end(),
-                                        [&](const TransferFinding* s) { return s->type == f.type; });
+    const bool type_shown = std::any_of(
+        shown.begin(), shown.end(), [&](const TransferFinding* s) { return s->type == f.type; });
     if (!type_shown) shown.push_back(&f);
   }
   for (const TransferFinding& f : findings) {
@@ -451,8 +456,8 @@ json GrowthSection(const TimelineSnapshot& t, const Suppressions* suppressions,
   const std::vector<GrowthSample>& samples = by_mark ? t.marks : t.periodic;
   const GrowthUnit unit = by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond;
   json list = json::array();
-  for (GrowthSuspect& g : FindGrowthSuspects(
-           samples, unit, [sites](uint32_t id) { return sites->Canonical(id); })) {
+  for (GrowthSuspect& g :
+       FindGrowthSuspects(samples, unit, [sites](uint32_t id) { return sites->Canonical(id); })) {
     json entry = {{"site", g.site},
                   {"location", sites->LocationOf(g.site)},
                   {"rate", g.rate},
@@ -472,6 +477,32 @@ json GrowthSection(const TimelineSnapshot& t, const Suppressions* suppressions,
   return {{"basis", samples.empty() ? "none" : GrowthUnitName(unit)},
           {"samples", samples.size()},
           {"suspects", list}};
+}
+
+// One line for the stderr summary: how many sites keep growing, and the one
+// that grows most (outside suppressions and categories).
+std::string GrowthSummary(const TimelineSnapshot& t, const Suppressions* suppressions,
+                          SiteResolver* sites) {
+  const bool by_mark = !t.marks.empty();
+  const std::vector<GrowthSuspect> suspects = FindGrowthSuspects(
+      by_mark ? t.marks : t.periodic, by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond,
+      [sites](uint32_t id) { return sites->Canonical(id); });
+  std::vector<const GrowthSuspect*> counted;
+  for (const GrowthSuspect& g : suspects) {
+    const SiteClass c =
+        ClassifySite(sites->FramesOf(g.site), suppressions, SuppressionKind::kGrowth);
+    if (c.suppressed == nullptr && c.category.empty()) counted.push_back(&g);
+  }
+  if (counted.empty()) return "";
+  const GrowthSuspect& top = *counted.front();
+  char line[768];
+  std::snprintf(line, sizeof(line),
+                "gpuwatch: growing: %zu %s; most: +%s per %s at %s (%s -> %s)\n", counted.size(),
+                counted.size() == 1 ? "site" : "sites",
+                FormatBytes(static_cast<uint64_t>(std::llround(top.rate))).c_str(),
+                GrowthUnitName(top.unit), sites->LocationOf(top.site).c_str(),
+                FormatBytes(top.first_bytes).c_str(), FormatBytes(top.last_bytes).c_str());
+  return line;
 }
 
 std::string DirName(const std::string& path) {
@@ -508,8 +539,7 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
     const std::span<const uintptr_t> pcs = stacks_->Get(stack_id);
     if (!pcs.empty()) {
       if (symbolizer_ == nullptr) symbolizer_ = std::make_unique<Symbolizer>();
-      symbolizer_->SymbolizeStack(pcs, &frames);
-      TrimTop(&frames, IsToolFrame);
+      SymbolizeMixedStack(symbolizer_.get(), pcs, &frames);  // Python frames merged in
     }
   }
   return cache_.emplace(stack_id, std::move(frames)).first->second;
@@ -551,10 +581,8 @@ void SiteResolver::Prepare(std::vector<uint32_t> ids) {
 
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
   const std::vector<Frame>& frames = FramesOf(stack_id);
-  for (const Frame& f : frames) {
-    if (f.line > 0 && !f.file.empty()) {
-      return std::string(Basename(f.file)) + ":" + std::to_string(f.line);
-    }
+  if (const Frame* f = SiteFrame(frames)) {
+    return std::string(Basename(f->file)) + ":" + std::to_string(f->line);
   }
   if (!frames.empty()) {
     const Frame& f = frames.front();
@@ -645,7 +673,8 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     report["growth"] = GrowthSection(*context.timeline, context.suppressions, sites);
     report["timeline"] = TimelineSection(*context.timeline);
   }
-  if (context.transfers != nullptr) report["transfers"] = TransfersSection(*context.transfers, sites);
+  if (context.transfers != nullptr)
+    report["transfers"] = TransfersSection(*context.transfers, sites);
   if (context.kernels != nullptr) {
     report["kernels"] = KernelsSection(*context.kernels, context.kernel_timing);
   }
@@ -670,8 +699,8 @@ uint64_t LeakedDeviceBytes(const TrackerSnapshot& snap, SiteResolver* sites,
                            const Suppressions* suppressions) {
   uint64_t leaked = 0;
   for (const LeakGroup& g : GroupLive(snap.live, true, sites)) {
-    const SiteClass c = ClassifySite(sites->FramesOf(g.stack_id), suppressions,
-                                     SuppressionKind::kLeak);
+    const SiteClass c =
+        ClassifySite(sites->FramesOf(g.stack_id), suppressions, SuppressionKind::kLeak);
     if (c.suppressed == nullptr && c.category.empty()) leaked += g.bytes;
   }
   return leaked;
@@ -707,7 +736,9 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     out += line;
     for (size_t i = 0; i < groups.size() && i < kTopSites; ++i) {
       const std::vector<Frame>& frames = sites->FramesOf(groups[i].stack_id);
-      const std::string function = frames.empty() ? "" : frames.front().function;
+      const Frame* site = SiteFrame(frames);
+      const std::string function =
+          site != nullptr ? site->function : (frames.empty() ? "" : frames.front().function);
       std::snprintf(line, sizeof(line), "gpuwatch:   %10s in %6" PRIu64 " at %s%s%s%s\n",
                     FormatBytes(groups[i].bytes).c_str(), groups[i].count,
                     sites->LocationOf(groups[i].stack_id).c_str(), function.empty() ? "" : " (",
@@ -719,6 +750,9 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     std::snprintf(line, sizeof(line), "gpuwatch: %" PRIu64 " frees of unknown pointers\n",
                   snap.unknown_frees);
     out += line;
+  }
+  if (context.timeline != nullptr) {
+    out += GrowthSummary(*context.timeline, context.suppressions, sites);
   }
   if (context.transfers != nullptr) out += TransferSummary(*context.transfers, sites);
   if (context.kernels != nullptr && !context.kernels->empty()) {

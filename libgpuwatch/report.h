@@ -76,13 +76,13 @@ struct ReportContext {
   long pid = 0;
   std::string host;
   std::string rank;
-  std::vector<std::string> command;  // argv of the process
-  std::string attach_mode;           // "preload" or "injection"
-  std::string cupti_path;            // the libcupti that was loaded
-  const OomInfo* oom = nullptr;      // set for trigger "oom"
-  uint64_t oom_count = 0;            // out-of-memory failures seen so far
-  uint64_t stacks_dropped = 0;       // stacks not interned: the table was full
-  int depth = 0;                     // GPUWATCH_DEPTH in force
+  std::vector<std::string> command;              // argv of the process
+  std::string attach_mode;                       // "preload" or "injection"
+  std::string cupti_path;                        // the libcupti that was loaded
+  const OomInfo* oom = nullptr;                  // set for trigger "oom"
+  uint64_t oom_count = 0;                        // out-of-memory failures seen so far
+  uint64_t stacks_dropped = 0;                   // stacks not interned: the table was full
+  int depth = 0;                                 // GPUWATCH_DEPTH in force
   const TransfersSnapshot* transfers = nullptr;  // null: no transfers section
   const std::vector<KernelStats>* kernels = nullptr;
   bool kernel_timing = false;

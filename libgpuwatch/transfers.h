@@ -138,6 +138,9 @@ class Transfers {
   // Call after flushing the activity buffers, before Snapshot().
   void Settle();
   TransfersSnapshot Snapshot() const;
+  // For pthread_atfork (prepare; parent and child).
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
 
  private:
   static constexpr size_t kMaxPending = 1 << 20;

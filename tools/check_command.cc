@@ -74,8 +74,8 @@ std::string SiteLine(const json& site, const std::string& figures) {
 
 // Sites of `now_sites` whose bytes grew over `base_sites`, matched by stack,
 // largest growth first.
-std::vector<std::string> GrownSites(const json& base_sites, const json& now_sites,
-                                    const char* key, size_t top) {
+std::vector<std::string> GrownSites(const json& base_sites, const json& now_sites, const char* key,
+                                    size_t top) {
   std::map<std::string, uint64_t> base;
   if (base_sites.is_array()) {
     for (const json& s : base_sites) base[SiteKey(s)] += U64(s, key);
@@ -104,16 +104,20 @@ Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
   Rule rule;
   rule.name = "leak";
   rule.broken = split.leaked_bytes > limit;
+  if (split.leaked_bytes == 0) {
+    rule.summary = "no device memory leaked (limit " + FormatBytes(limit) + ")";
+    return rule;
+  }
   rule.summary = FormatBytes(split.leaked_bytes) + " of device memory leaked in " +
                  std::to_string(split.leaked_count) + " allocations from " +
                  std::to_string(split.leaked.size()) +
-                 (split.leaked.size() == 1 ? " site" : " sites") + " (limit " +
-                 FormatBytes(limit) + ")";
+                 (split.leaked.size() == 1 ? " site" : " sites") + " (limit " + FormatBytes(limit) +
+                 ")";
   if (rule.broken) {
     for (size_t i = 0; i < split.leaked.size() && i < top; ++i) {
       const json& site = *split.leaked[i];
-      rule.sites.push_back(SiteLine(site, FormatBytes(U64(site, "bytes")) + " in " +
-                                              std::to_string(U64(site, "count"))));
+      rule.sites.push_back(SiteLine(
+          site, FormatBytes(U64(site, "bytes")) + " in " + std::to_string(U64(site, "count"))));
     }
     if (split.leaked.size() > top) {
       rule.sites.push_back("... and " + std::to_string(split.leaked.size() - top) + " more sites");
@@ -125,16 +129,6 @@ Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
 std::string Rate(const json& g) {
   const uint64_t rate = static_cast<uint64_t>(std::llround(std::max(0.0, Number(g, "rate"))));
   return FormatBytes(rate) + (Str(g, "unit") == "mark" ? " per mark" : " per second");
-}
-
-std::string Window(const json& g) {
-  char buf[64];
-  if (Str(g, "unit") == "mark") {
-    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", Number(g, "from"), Number(g, "to"));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", Number(g, "from"), Number(g, "to"));
-  }
-  return buf;
 }
 
 // Growth suspects of one report against the limit.
@@ -163,14 +157,14 @@ Rule SuspectRule(const json& doc, const GrowthLimit& limit, const Suppressions* 
       const uint64_t grown = U64(g, "growth_bytes");
       if (grown <= limit.Allowance(first) && !(limit.percent && first == 0 && grown > 0)) continue;
       rule.broken = true;
-      rule.sites.push_back(SiteLine(g, "grows by " + Rate(g) + ": " + FormatBytes(first) +
-                                           " -> " + FormatBytes(U64(g, "last_bytes")) + " over " +
-                                           Window(g) + " (" + SignedBytes(grown) + ")"));
+      rule.sites.push_back(SiteLine(g, "grows by " + Rate(g) + ": " + FormatBytes(first) + " -> " +
+                                           FormatBytes(U64(g, "last_bytes")) + " over " +
+                                           GrowthWindow(g) + " (" + SignedBytes(grown) + ")"));
     }
   }
   const std::string basis = Str(growth, "basis");
   rule.summary = std::to_string(counted) + " growth " + (counted == 1 ? "suspect" : "suspects") +
-                 (basis == "mark"     ? " across " + std::to_string(U64(growth, "samples")) + " marks"
+                 (basis == "mark" ? " across " + std::to_string(U64(growth, "samples")) + " marks"
                   : basis == "second" ? " over time"
                                       : "") +
                  " (limit " + limit.Text() + " per site)";
@@ -184,8 +178,8 @@ Rule BaselineRule(const char* name, const char* what, uint64_t base, uint64_t no
   const uint64_t allowed = base + limit.Allowance(base);
   rule.broken = now > allowed;
   rule.summary = std::string(what) + " " + FormatBytes(now) + ", baseline " + FormatBytes(base) +
-                 " (" + SignedBytes(static_cast<int64_t>(now) - static_cast<int64_t>(base)) +
-                 ", " + PercentChange(base, now) + "; limit " + limit.Text() + ")";
+                 " (" + SignedBytes(static_cast<int64_t>(now) - static_cast<int64_t>(base)) + ", " +
+                 PercentChange(base, now) + "; limit " + limit.Text() + ")";
   if (rule.broken) rule.sites = std::move(sites);
   return rule;
 }
@@ -243,6 +237,7 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   for (size_t i = 0; i < split.suppressed.size(); ++i) {
     by_rule[split.suppressed_by[i]] += U64(*split.suppressed[i], "bytes");
   }
+  notes.reserve(by_rule.size());
   for (const auto& [rule, bytes] : by_rule) {
     notes.push_back(FormatBytes(bytes) + " suppressed by " + rule);
   }
@@ -298,8 +293,8 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   }
 
   size_t broken = 0;
-  std::fprintf(out, "gpuwatch check %s%s\n", report.path.c_str(),
-               options.baseline.empty() ? "" : (" against " + baseline.path).c_str());
+  const std::string against = options.baseline.empty() ? "" : " against " + baseline.path;
+  std::fprintf(out, "gpuwatch check %s%s\n", report.path.c_str(), against.c_str());
   for (const Rule& rule : rules) {
     std::fprintf(out, "  %-4s  %s: %s\n", rule.broken ? "FAIL" : "ok", rule.name.c_str(),
                  rule.summary.c_str());

@@ -60,10 +60,6 @@ const char* Status(uint64_t base, uint64_t now) {
   return now > base ? "grew" : "shrank";
 }
 
-std::string Pad(const std::string& s, size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
-}
-
 std::string PadRight(const std::string& s, size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
@@ -86,7 +82,9 @@ void TotalRow(FILE* out, const char* name, uint64_t base, uint64_t now, bool byt
                change.c_str(), base == now ? "" : PercentChange(base, now).c_str());
 }
 
-const json& SiteOf(const SiteFigures& f) { return f.new_site != nullptr ? *f.new_site : *f.base_site; }
+const json& SiteOf(const SiteFigures& f) {
+  return f.new_site != nullptr ? *f.new_site : *f.base_site;
+}
 
 enum class Figure { kLeaked, kAllocated, kPeak };
 
@@ -141,9 +139,10 @@ void GrowthSection(FILE* out, const std::map<std::string, SiteFigures>& sites, s
   std::fprintf(out, "\nGrowth suspects (rate):\n");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const SiteFigures& f = *rows[i];
-    const char* status = f.rate[0] <= 0 ? "new" : f.rate[1] <= 0 ? "gone"
-                                              : f.rate[1] > f.rate[0] ? "faster"
-                                                                      : "slower";
+    const char* status = f.rate[0] <= 0          ? "new"
+                         : f.rate[1] <= 0        ? "gone"
+                         : f.rate[1] > f.rate[0] ? "faster"
+                                                 : "slower";
     std::fprintf(out, "  %-6s %14s -> %-14s  %s\n", status, Rate(f.rate[0], f.unit).c_str(),
                  Rate(f.rate[1], f.unit).c_str(), Describe(SiteOf(f)).c_str());
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "tools/commands.h"
 #include "tools/run_command.h"
 
 namespace {
@@ -32,9 +33,64 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--depth", run.depth, "Native frames per stack (0-128)")
       ->check(CLI::Range(0, 128));
   run_cmd->add_flag("--no-summary", run.no_summary, "Do not print the summary on stderr");
+  run_cmd->add_option("--suppressions", run.suppressions,
+                      "Suppressions file (leak:PATTERN, growth:PATTERN lines)");
+  run_cmd
+      ->add_option("--exitcode", run.exitcode,
+                   "Exit with N instead of 0 when device memory leaked (0: never)")
+      ->check(CLI::Range(0, 255));
+  run_cmd
+      ->add_option("--sample-ms", run.sample_ms,
+                   "Timeline sampling interval in ms for growth detection (0: off)")
+      ->check(CLI::Range(0, 3600000));
   run_cmd->add_option("--library", run.library, "libgpuwatch.so to use");
   run_cmd->add_option("command", run.command, "The command to run, after --")->required();
   run_cmd->positionals_at_end();
+
+  gpuwatch::tools::ReportOptions report;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "Render a report: leaks, growth, peak and transfers, each with file:line");
+  report_cmd->add_option("file", report.file, "Report file")->required();
+  report_cmd->add_option("--format", report.format, "text (default), json, or collapsed stacks")
+      ->check(CLI::IsMember({"text", "json", "collapsed"}));
+  report_cmd->add_option("--top", report.top, "Sites shown per list (default 10)")
+      ->check(CLI::Range(1, 1000000));
+  report_cmd
+      ->add_option("--what", report.what,
+                   "What --format collapsed weighs: leaks (default), peak or allocated")
+      ->check(CLI::IsMember({"leaks", "peak", "allocated"}));
+
+  gpuwatch::tools::DiffOptions diff;
+  CLI::App* diff_cmd = app.add_subcommand(
+      "diff", "Compare two reports: per site and in total, what grew, shrank, appeared or went");
+  diff_cmd->add_option("base", diff.base, "Report to compare against")->required();
+  diff_cmd->add_option("new", diff.now, "Report to compare")->required();
+  diff_cmd->add_option("--top", diff.top, "Sites shown per list (default 20)")
+      ->check(CLI::Range(1, 1000000));
+
+  gpuwatch::tools::CheckOptions check;
+  CLI::App* check_cmd = app.add_subcommand(
+      "check", "CI gate: exit 0 when the report is within every limit, 1 when not, 2 on bad input");
+  check_cmd->add_option("file", check.file, "Report file")->required();
+  check_cmd->add_option("--max-leak", check.max_leak,
+                        "Device memory that may leak, e.g. 0 (default), 4096, 64MiB");
+  check_cmd->add_option("--max-peak", check.max_peak, "Highest device peak allowed, e.g. 2GiB");
+  check_cmd->add_option("--max-growth", check.max_growth,
+                        "Growth allowed, PERCENT% or BYTES: over --baseline (peak and leaks), "
+                        "else per growth suspect");
+  check_cmd->add_option("--baseline", check.baseline, "Report of a known-good run");
+  check_cmd->add_option("--suppressions", check.suppressions,
+                        "Suppressions file (leak:PATTERN, growth:PATTERN lines)");
+  check_cmd->add_flag("--include-categories", check.include_categories,
+                      "Count memory kept by libraries (cuBLAS, NCCL, caching allocators, ...)");
+  check_cmd->add_option("--top", check.top, "Sites printed per broken rule (default 5)")
+      ->check(CLI::Range(1, 1000000));
+
+  gpuwatch::tools::MergeOptions merge;
+  CLI::App* merge_cmd =
+      app.add_subcommand("merge", "Merge the reports of many processes or ranks into one report");
+  merge_cmd->add_option("files", merge.files, "Report files")->required();
+  merge_cmd->add_option("-o,--output", merge.output, "Merged report to write")->required();
 
   try {
     app.parse(argc, argv);
@@ -43,6 +99,10 @@ int Main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (run_cmd->parsed()) return gpuwatch::tools::RunCommand(run, SelfExe(argv[0]));
+  if (report_cmd->parsed()) return gpuwatch::tools::ReportCommand(report, stdout);
+  if (diff_cmd->parsed()) return gpuwatch::tools::DiffCommand(diff, stdout);
+  if (check_cmd->parsed()) return gpuwatch::tools::CheckCommand(check, stdout);
+  if (merge_cmd->parsed()) return gpuwatch::tools::MergeCommand(merge, stdout);
   return 2;
 }
 

@@ -2,10 +2,12 @@
 // graph (collapsed stacks), or as validated JSON.
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "libgpuwatch/report.h"
+#include "libgpuwatch/symbolizer.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
 
@@ -13,22 +15,23 @@ namespace gpuwatch::tools {
 
 namespace {
 
-std::string Basename(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // "function (file:line)", "function (module)" or "module".
 std::string FrameText(const json& f) {
   std::string function = Str(f, "function");
   std::string where;
   if (!Str(f, "file").empty() && U64(f, "line") != 0) {
-    where = Basename(Str(f, "file")) + ":" + std::to_string(U64(f, "line"));
+    where = std::string(Basename(Str(f, "file"))) + ":" + std::to_string(U64(f, "line"));
   } else {
-    where = Basename(Str(f, "module"));
+    where = std::string(Basename(Str(f, "module")));
   }
   if (function.empty()) return where.empty() ? "??" : where;
   return where.empty() ? function : function + " (" + where + ")";
+}
+
+// libc's frames below main: never worth a line.
+bool IsStartupFrame(const json& f) {
+  const std::string function = Str(f, "function");
+  return function.rfind("__libc_start", 0) == 0 || function == "_start";
 }
 
 class Printer {
@@ -49,8 +52,10 @@ class Printer {
     Line(text);
     const json& frames = Sub(site, "frames");
     if (!frames.is_array()) return;
-    for (size_t i = 1; i < frames.size() && i <= 2; ++i) {
+    for (size_t i = 1, shown = 0; i < frames.size() && shown < 2; ++i) {
+      if (IsStartupFrame(frames[i])) break;
       Line(std::string(25, ' ') + "<- " + FrameText(frames[i]));
+      ++shown;
     }
   }
 
@@ -192,19 +197,13 @@ void PrintLeakSection(const json& section, const char* what, bool at_exit, Print
 
 std::string RateText(const json& g) {
   const bool per_mark = Str(g, "unit") == "mark";
-  const uint64_t rate = static_cast<uint64_t>(std::max(0.0, Number(g, "rate")) + 0.5);
+  const uint64_t rate = static_cast<uint64_t>(std::llround(std::max(0.0, Number(g, "rate"))));
   return "+" + FormatBytes(rate) + (per_mark ? "/mark" : "/s");
 }
 
 std::string WindowText(const json& g) {
-  char buf[96];
-  if (Str(g, "unit") == "mark") {
-    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", Number(g, "from"), Number(g, "to"));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", Number(g, "from"), Number(g, "to"));
-  }
   return FormatBytes(U64(g, "first_bytes")) + " -> " + FormatBytes(U64(g, "last_bytes")) + ", " +
-         buf;
+         GrowthWindow(g);
 }
 
 void PrintGrowth(const json& doc, Printer* p) {
@@ -214,8 +213,9 @@ void PrintGrowth(const json& doc, Printer* p) {
   const std::string basis = Str(growth, "basis");
   const uint64_t samples = U64(growth, "samples");
   if (basis == "none" || basis.empty()) {
-    p->Line("Growth: no samples (no gpuwatch_mark() calls, and the run was shorter than one "
-            "sampling interval).");
+    p->Line(
+        "Growth: no samples (no gpuwatch_mark() calls, and the run was shorter than one "
+        "sampling interval).");
     return;
   }
   const std::string over = basis == "mark" ? std::to_string(samples) + " marks"
@@ -300,7 +300,8 @@ void PrintTransfers(const json& doc, Printer* p) {
       auto it = std::find_if(directions.begin(), directions.end(),
                              [&](const Direction& d) { return d.name == name; });
       if (it == directions.end()) {
-        directions.push_back(Direction{name});
+        directions.emplace_back();
+        directions.back().name = name;
         it = directions.end() - 1;
       }
       it->count += U64(t, "count");
@@ -406,7 +407,7 @@ int Collapsed(const Report& r, const std::string& what, FILE* out) {
     if (frames.is_array() && !frames.empty()) {
       for (size_t i = frames.size(); i-- > 0;) {
         std::string name = Str(frames[i], "function");
-        if (name.empty()) name = Basename(Str(frames[i], "module"));
+        if (name.empty()) name = std::string(Basename(Str(frames[i], "module")));
         if (name.empty()) name = "??";
         std::replace(name.begin(), name.end(), ';', ':');
         if (!stack.empty()) stack += ';';

@@ -3,20 +3,17 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "libgpuwatch/report.h"
+#include "libgpuwatch/symbolizer.h"
 
 namespace gpuwatch::tools {
 
 namespace {
-
-std::string_view Basename(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
 
 bool ReadWholeFile(const std::string& path, std::string* text, std::string* error) {
   std::ifstream in(path, std::ios::binary);
@@ -47,7 +44,9 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    const bool at_end = std::strstr(e.what(), "unexpected end of input") != nullptr;
+    // The parser read past the last byte: the text stops mid-document.
+    const bool at_end =
+        e.byte > text.size() || std::strstr(e.what(), "unexpected end of input") != nullptr;
     if (at_end) {
       *error = path + ": truncated: the JSON ends at byte " + std::to_string(text.size()) +
                " before the report is complete";
@@ -124,11 +123,21 @@ const json& Sub(const json& j, const char* key) {
 std::string FunctionOf(const json& site) {
   const json& frames = Sub(site, "frames");
   if (!frames.is_array() || frames.empty()) return "";
+  // The frame the location names, which in a Python process need not be
+  // frame 0 (docs/python.md); frame 0 otherwise.
+  const std::string location = Str(site, "location");
+  for (const json& f : frames) {
+    const std::string file = Str(f, "file");
+    if (!file.empty() &&
+        location == std::string(Basename(file)) + ":" + std::to_string(U64(f, "line"))) {
+      return Str(f, "function");
+    }
+  }
   return Str(frames[0], "function");
 }
 
 std::string Describe(const json& site) {
-  const std::string location = Str(site, "location");
+  std::string location = Str(site, "location");
   const std::string function = FunctionOf(site);
   if (function.empty() || location.find(function) != std::string::npos) return location;
   return location + " (" + function + ")";
@@ -213,6 +222,17 @@ LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool includ
   return split;
 }
 
+std::string GrowthWindow(const json& suspect) {
+  char buf[64];
+  if (Str(suspect, "unit") == "mark") {
+    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", Number(suspect, "from"),
+                  Number(suspect, "to"));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", Number(suspect, "from"), Number(suspect, "to"));
+  }
+  return buf;
+}
+
 bool ParseBytes(std::string_view text, uint64_t* out) {
   size_t i = 0;
   double value = 0;
@@ -264,8 +284,8 @@ std::string SignedBytes(int64_t delta) {
 std::string PercentChange(uint64_t base, uint64_t now) {
   if (base == 0) return now == 0 ? "0.0%" : "new";
   char buf[32];
-  const double pct = (static_cast<double>(now) - static_cast<double>(base)) * 100.0 /
-                     static_cast<double>(base);
+  const double pct =
+      (static_cast<double>(now) - static_cast<double>(base)) * 100.0 / static_cast<double>(base);
   std::snprintf(buf, sizeof(buf), "%+.1f%%", pct);
   return buf;
 }

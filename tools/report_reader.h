@@ -23,7 +23,7 @@ using nlohmann::json;
 // The newest report version this build reads (docs/report-format.md).
 inline constexpr int kMaxReportVersion = 1;
 
-struct Report {
+struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
   std::string path;
   json doc;
 };
@@ -70,8 +70,8 @@ struct LeakSplit {
   uint64_t suppressed_bytes = 0;
   uint64_t categorized_bytes = 0;
   uint64_t omitted_bytes = 0;
-  std::vector<const json*> leaked;       // sites, largest first
-  std::vector<const json*> suppressed;   // with suppressed_by[i]
+  std::vector<const json*> leaked;      // sites, largest first
+  std::vector<const json*> suppressed;  // with suppressed_by[i]
   std::vector<std::string> suppressed_by;
   std::vector<const json*> categorized;  // with category_of[i]
   std::vector<std::string> category_of;
@@ -85,6 +85,9 @@ std::string CategoryOfSite(const json& site);
 // The rule that suppresses `site` for `kind`: its "suppressed" field, else
 // the first matching rule of `extra` (may be null), else "".
 std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Suppressions* extra);
+
+// A growth suspect's window: "marks 1-16" or "3.0-12.0 s".
+std::string GrowthWindow(const json& suspect);
 
 // Parses a byte count: digits with an optional fraction and an optional unit
 // B, KiB, MiB, GiB or TiB (case-insensitive, an optional space before it),

@@ -1,5 +1,6 @@
 #include "tools/run_command.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 namespace gpuwatch::tools {
 
@@ -27,6 +31,45 @@ std::string DirOf(const std::string& path) {
 
 void SetEnv(const char* name, const std::string& value) {
   setenv(name, value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): single-threaded tool
+}
+
+// A fresh empty file for the child's reports to be listed in; "" on failure
+// (then the library announces its reports itself).
+std::string MakeRunLog() {
+  const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe)
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/gpuwatch-run.XXXXXX";
+  const int fd = mkostemp(pattern.data(), O_CLOEXEC);
+  if (fd < 0) return "";
+  close(fd);
+  return pattern;
+}
+
+// Prints where the reports listed in `log` went, then removes it. Reports of
+// an out-of-memory failure were announced when they were written.
+void AnnounceReports(const std::string& log, bool exited_normally) {
+  std::ifstream in(log);
+  std::string line;
+  int reports = 0;
+  while (std::getline(in, line)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    const std::string trigger = line.substr(0, tab);
+    const std::string path = line.substr(tab + 1);
+    ++reports;
+    if (trigger == "exit") {
+      std::fprintf(stderr, "gpuwatch: report written to %s\n", path.c_str());
+    } else if (trigger != "oom") {
+      std::fprintf(stderr, "gpuwatch: %s report written to %s\n",
+                   trigger == "context_destroy" ? "context" : trigger.c_str(), path.c_str());
+    }
+  }
+  unlink(log.c_str());
+  if (reports == 0 && exited_normally) {
+    std::fprintf(stderr,
+                 "gpuwatch: no report was written (the command did not use CUDA, or gpuwatch "
+                 "could not attach)\n");
+  }
 }
 
 }  // namespace
@@ -73,6 +116,20 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   if (!options.output.empty()) SetEnv("GPUWATCH_OUTPUT", options.output);
   if (options.depth >= 0) SetEnv("GPUWATCH_DEPTH", std::to_string(options.depth));
   if (options.no_summary) SetEnv("GPUWATCH_SUMMARY", "0");
+  if (!options.suppressions.empty()) {
+    char resolved[PATH_MAX];
+    if (!IsFile(options.suppressions) ||
+        realpath(options.suppressions.c_str(), resolved) == nullptr) {
+      std::fprintf(stderr, "gpuwatch run: cannot read suppressions file %s\n",
+                   options.suppressions.c_str());
+      return 2;
+    }
+    SetEnv("GPUWATCH_SUPPRESSIONS", resolved);
+  }
+  if (options.exitcode >= 0) SetEnv("GPUWATCH_EXITCODE", std::to_string(options.exitcode));
+  if (options.sample_ms >= 0) SetEnv("GPUWATCH_SAMPLE_MS", std::to_string(options.sample_ms));
+  const std::string run_log = MakeRunLog();
+  if (!run_log.empty()) SetEnv("GPUWATCH_RUN_LOG", run_log);
 
   std::vector<char*> argv;
   argv.reserve(options.command.size() + 1);
@@ -90,6 +147,7 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   const pid_t pid = fork();
   if (pid < 0) {
     std::fprintf(stderr, "gpuwatch run: fork failed: %s\n", std::strerror(errno));
+    if (!run_log.empty()) unlink(run_log.c_str());
     return 127;
   }
   if (pid == 0) {
@@ -103,11 +161,15 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
       std::fprintf(stderr, "gpuwatch run: waitpid failed: %s\n", std::strerror(errno));
+      if (!run_log.empty()) unlink(run_log.c_str());
       return 127;
     }
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
+  const bool exec_failed =
+      WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127);
+  if (!run_log.empty()) AnnounceReports(run_log, WIFEXITED(status) && !exec_failed);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

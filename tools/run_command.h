@@ -12,6 +12,9 @@ struct RunOptions {
   std::string library;  // --library: libgpuwatch.so to use ("" = found next to us)
   int depth = -1;       // --depth: GPUWATCH_DEPTH (-1 = library default)
   bool no_summary = false;
+  std::string suppressions;  // --suppressions: GPUWATCH_SUPPRESSIONS ("" = none)
+  int exitcode = -1;         // --exitcode: GPUWATCH_EXITCODE (-1 = library default)
+  int sample_ms = -1;        // --sample-ms: GPUWATCH_SAMPLE_MS (-1 = library default)
   std::vector<std::string> command;
 };
 
@@ -21,7 +24,10 @@ std::string FindLibrary(const std::string& self_exe);
 
 // Runs the command and returns the exit status a shell would give: the
 // child's status, or 128 + N when signal N ended it. Returns 127 when the
-// command cannot be executed, 2 when the options are wrong.
+// command cannot be executed, 2 when the options are wrong. After the child
+// exits, prints on stderr where each report went (the library reports them
+// to a log file named by GPUWATCH_RUN_LOG instead of announcing them itself),
+// or that none was written.
 int RunCommand(const RunOptions& options, const std::string& self_exe);
 
 }  // namespace gpuwatch::tools

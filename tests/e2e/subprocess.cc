@@ -44,6 +44,17 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
       merged[k] = v;
     }
   }
+#ifdef GPUWATCH_TEST_SANITIZER_RUNTIME
+  // Sanitizer builds: the runtime must come first in the library list, ahead
+  // of a preloaded (instrumented) libgpuwatch.so. Children such as `gpuwatch
+  // run`'s own child cannot be arranged so; the order check is relaxed for them.
+  if (auto it = merged.find("LD_PRELOAD"); it != merged.end()) {
+    it->second = std::string(GPUWATCH_TEST_SANITIZER_RUNTIME) + ":" + it->second;
+  }
+  merged["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0";
+  merged["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1";
+  merged["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0";
+#endif
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;

@@ -96,6 +96,14 @@ TEST(Config, OutputPatternExpansion) {
   EXPECT_EQ(ExpandOutputPattern("r%r", 1, "h", ""), "r0");
 }
 
+TEST(Config, DefaultOutputCarriesTheRankInAJobWithRanks) {
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Parse(Env{{{"RANK", "3"}}}, &warnings).output, "gpuwatch.rank%r.%p.json");
+  EXPECT_EQ(Parse(Env{{{"SLURM_PROCID", "1"}}}, &warnings).output, "gpuwatch.rank%r.%p.json");
+  EXPECT_EQ(Parse(Env{{{"RANK", "3"}, {"GPUWATCH_OUTPUT", "r.json"}}}, &warnings).output, "r.json");
+  EXPECT_TRUE(warnings.empty());
+}
+
 TEST(Config, RankComesFromTheFirstLauncherVariableSet) {
   Env env{{{"OMPI_COMM_WORLD_RANK", "5"}, {"SLURM_PROCID", "9"}}};
   EXPECT_EQ(RankFromEnvironment(env.Lookup()), "5");

@@ -45,7 +45,7 @@ TEST(Memory, CopiesOutsideAnAllocationOrInTheWrongDirectionFail) {
   char host[128] = {};
   EXPECT_EQ(cudaMemcpy(d, host, 128, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpy(host, host + 64, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
-  EXPECT_EQ(cudaMemcpy(d, host, 8, static_cast<cudaMemcpyKind>(42)),
+  EXPECT_EQ(cudaMemcpy(d, host, 8, static_cast<cudaMemcpyKind>(7)),
             cudaErrorInvalidMemcpyDirection);
   cudaGetLastError();
   cudaFree(d);

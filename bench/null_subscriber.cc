@@ -1,0 +1,115 @@
+// A CUPTI client that does nothing: it subscribes, enables exactly the
+// callbacks gpuwatch enables (the list is generated at configure time from
+// interpose/callbacks.cc) and the activity kinds gpuwatch enables by default
+// (MEMCPY, MEMCPY2), and its callbacks return at once; activity buffers are
+// walked record by record and dropped.
+//
+// Run a program under it (CUDA_INJECTION64_PATH=libgwbench_null_subscriber.so)
+// to measure what merely being a CUPTI subscriber costs: the floor under
+// gpuwatch. gpuwatch's own cost per event is its run minus this one's
+// (bench/overhead.py does the subtraction). On the simulator this floor is the
+// simulator's dispatch; on a GPU it is NVIDIA's CUPTI.
+//
+// libcupti is dlopen'ed, like gpuwatch does, so the same file works on the
+// simulator (LD_LIBRARY_PATH) and on a GPU.
+#include <cupti.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+struct Cupti {
+  decltype(&cuptiSubscribe) Subscribe = nullptr;
+  decltype(&cuptiEnableCallback) EnableCallback = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
+  decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
+  decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
+  decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
+};
+
+Cupti g_cupti;
+unsigned long long g_records = 0;
+
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  constexpr size_t kBytes = size_t{1} << 20;  // as gpuwatch
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBytes));
+  *size = *buffer != nullptr ? kBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  while (g_cupti.ActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) ++g_records;
+  std::free(buffer);
+}
+
+void OnExit() {
+  if (g_cupti.ActivityFlushAll != nullptr)
+    g_cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (std::getenv("GWBENCH_NULL_VERBOSE") != nullptr) {
+    std::fprintf(stderr, "gwbench-null: %llu activity records\n", g_records);
+  }
+}
+
+template <typename F>
+bool Resolve(void* handle, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(handle, name));
+  return *out != nullptr;
+}
+
+bool Attach() {
+  void* h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) h = dlopen("/usr/local/cuda/lib64/libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    std::fprintf(stderr, "gwbench-null: cannot load libcupti.so.13: %s\n", dlerror());
+    return false;
+  }
+  Cupti c;
+  if (!Resolve(h, "cuptiSubscribe", &c.Subscribe) ||
+      !Resolve(h, "cuptiEnableCallback", &c.EnableCallback) ||
+      !Resolve(h, "cuptiActivityRegisterCallbacks", &c.ActivityRegisterCallbacks) ||
+      !Resolve(h, "cuptiActivityEnable", &c.ActivityEnable) ||
+      !Resolve(h, "cuptiActivityGetNextRecord", &c.ActivityGetNextRecord) ||
+      !Resolve(h, "cuptiActivityFlushAll", &c.ActivityFlushAll)) {
+    std::fprintf(stderr, "gwbench-null: libcupti lacks a function\n");
+    return false;
+  }
+  g_cupti = c;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (c.Subscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr) !=
+      CUPTI_SUCCESS) {
+    std::fprintf(stderr, "gwbench-null: cuptiSubscribe failed\n");
+    return false;
+  }
+  c.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  c.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  c.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+  int failed = 0;
+#define GWBENCH_RT(name)                                                 \
+  failed += c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, \
+                             CUPTI_RUNTIME_TRACE_CBID_##name) != CUPTI_SUCCESS;
+#define GWBENCH_DRV(name)                                               \
+  failed += c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, \
+                             CUPTI_DRIVER_TRACE_CBID_##name) != CUPTI_SUCCESS;
+#include "gwbench_cbids.inc"  // generated from interpose/callbacks.cc
+#undef GWBENCH_RT
+#undef GWBENCH_DRV
+  c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                   CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+  if (failed != 0) std::fprintf(stderr, "gwbench-null: %d callbacks not enabled\n", failed);
+  std::atexit(OnExit);
+  return true;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  static const bool attached = Attach();
+  (void)attached;
+  return 1;
+}

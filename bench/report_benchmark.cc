@@ -1,0 +1,299 @@
+// The exit report of a big process: 1,000,000 live allocations over 10,000
+// allocation sites, each site a 44-pc stack (GPUWATCH_DEPTH=32 plus the tool
+// frames callbacks.cc captures). Times what interpose/attach.cc's WriteReport
+// does, phase by phase: Tracker::Snapshot, BuildReportJson (symbolization of
+// every site included, with a fresh SiteResolver as each report has),
+// LeakedDeviceBytes, WriteFileAtomically (fsync'ed) and BuildSummaryText.
+//
+//   report_benchmark                                  # all variants
+//   report_benchmark --benchmark_filter='live:1000000/sites:10000/stacks:1'
+//
+// Stacks are captured for real (libunwind) from 10,000 distinct call paths
+// in this executable, which has debug information, so the report holds what
+// a real one would: 44 frames per site, symbolized with file:line
+// (frames_per_site counts them). The paths share their pcs (a few hundred
+// distinct ones), so symbolization is cheap here; stack_benchmark's
+// BM_Symbolize10kDistinct gives the cost per distinct pc to add.
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/growth.h"
+#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/lifecycle.h"
+#include "libgpuwatch/report.h"
+#include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/tracker.h"
+#include "libgpuwatch/transfers.h"
+#include "libgpuwatch/unwind.h"
+
+namespace gpuwatch {
+namespace {
+
+constexpr int kPcsPerStack = 44;
+
+// Real stacks, captured: each site is a distinct path through kLevels levels
+// of eight functions (Level<0..7>), each calling the next from one of eight
+// call sites, under kPad plain frames; so the innermost frames differ from
+// site to site and the outer ones are shared, as in a program whose
+// allocations come from many call paths. 8^5 = 32,768 paths.
+constexpr int kLevels = 5;
+constexpr int kPad = 36;
+
+struct PathContext {
+  StackTable* table;
+  uint32_t path;
+  uint32_t id;
+};
+
+__attribute__((noinline)) void CaptureHere(PathContext* c) {
+  uintptr_t pcs[kMaxCaptureDepth];
+  const int n = CaptureStack(pcs, kPcsPerStack, 0);
+  c->id = c->table->Intern(pcs, n);
+  asm volatile("" ::: "memory");
+}
+
+template <int K>
+__attribute__((noinline)) void Level(PathContext* c, int level) {
+  if (level == kLevels) {
+    CaptureHere(c);
+  } else {
+    switch ((c->path >> (3 * level)) & 7) {
+      case 0:
+        Level<0>(c, level + 1);
+        break;
+      case 1:
+        Level<1>(c, level + 1);
+        break;
+      case 2:
+        Level<2>(c, level + 1);
+        break;
+      case 3:
+        Level<3>(c, level + 1);
+        break;
+      case 4:
+        Level<4>(c, level + 1);
+        break;
+      case 5:
+        Level<5>(c, level + 1);
+        break;
+      case 6:
+        Level<6>(c, level + 1);
+        break;
+      default:
+        Level<7>(c, level + 1);
+        break;
+    }
+  }
+  asm volatile("" ::: "memory");  // no tail calls: every level is a frame
+}
+
+__attribute__((noinline)) void Pad(PathContext* c, int n) {
+  if (n > 0) {
+    Pad(c, n - 1);
+  } else {
+    Level<0>(c, 0);
+  }
+  asm volatile("" ::: "memory");
+}
+
+// Counts occurrences of `needle` in `text`.
+size_t CountOf(const std::string& text, const char* needle) {
+  size_t n = 0;
+  const size_t len = std::strlen(needle);
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + len)) {
+    ++n;
+  }
+  return n;
+}
+
+struct Fixture {
+  StackTable stacks{1u << 20, size_t{256} << 20};
+  Tracker tracker;
+  Transfers transfers;
+  KernelTable kernels;
+  Lifecycle lifecycle;
+  Timeline timeline{1000};
+  bool ok = false;
+
+  Fixture(int64_t live, int64_t sites) {
+    if (ActiveUnwindMethod() != UnwindMethod::kLibunwind) return;
+    std::vector<uint32_t> ids;
+    for (int64_t site = 0; site < sites; ++site) {
+      // Spread over the path space so that every level varies.
+      PathContext c{&stacks, static_cast<uint32_t>(site * 32768 / sites), 0};
+      Pad(&c, kPad);
+      ids.push_back(c.id);
+    }
+    if (stacks.size() != static_cast<uint32_t>(sites)) return;
+    // 95% device memory, 5% pinned host; sizes 512 B .. 4 MiB. Every tenth
+    // allocation is freed again, so that the totals are not trivial.
+    uint64_t address = 0x7f0000000000ULL;
+    for (int64_t i = 0; i < live + live / 10; ++i) {
+      AllocEvent e;
+      e.address = address;
+      e.size = 512ULL << (i % 14);
+      address += 512 + e.size;
+      e.kind = i % 20 == 19 ? MemKind::kPinnedHost : MemKind::kDevice;
+      e.stack_id = ids[static_cast<size_t>(i % sites)];
+      tracker.OnAlloc(e);
+      if (i % 11 == 10) tracker.OnFree(e.address);
+    }
+    // Copies and kernels, so that every section of the report has content.
+    for (uint32_t c = 1; c <= 1000; ++c) {
+      CopyCall call;
+      call.correlation = c;
+      call.stack_id = ids[c % ids.size()];
+      call.bytes = 4096;
+      call.kind = CopyKind::kHostToDevice;
+      transfers.OnCopyCall(call, false);
+      tracker.OnCopy(CopyEvent{call.bytes, call.kind, false});
+    }
+    for (int k = 0; k < 1000; ++k) {
+      kernels.OnLaunch(k % 2 == 0 ? "_Z4stepPf" : "_Z6reducePfS_");
+      tracker.OnLaunch();
+    }
+    // A timeline of 16 samples, each of every site's live bytes (the
+    // timeline keeps the largest 1,024 per sample).
+    for (int t = 0; t < 16; ++t) {
+      timeline.AddPeriodic(1000000000ULL * t, tracker.DeviceCurrentBytes(),
+                           tracker.LiveDeviceBytesBySite());
+    }
+    ok = true;
+  }
+};
+
+// live allocations, sites, stacks (0: GPUWATCH_DEPTH=0, the JSON and
+// grouping work alone; 1: 44-pc stacks, symbolized).
+void BM_ExitReport(benchmark::State& state) {
+  const int64_t live = state.range(0);
+  const int64_t sites = state.range(1);
+  const bool with_stacks = state.range(2) != 0;
+  Fixture f(live, sites);
+  if (!f.ok) {
+    state.SkipWithError("could not build the fixture (libunwind.so.8 missing?)");
+    return;
+  }
+  const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): single-threaded
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/gpuwatch_bench_report." +
+                           std::to_string(getpid()) + ".json";
+  using Clock = std::chrono::steady_clock;
+  double snapshot_s = 0;
+  double build_s = 0;
+  double leaked_s = 0;
+  double write_s = 0;
+  double summary_s = 0;
+  size_t report_bytes = 0;
+  double frames_per_site = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    const auto t0 = Clock::now();
+    const TrackerSnapshot snap = f.tracker.Snapshot();
+    f.transfers.Settle();
+    const TransfersSnapshot transfers = f.transfers.Snapshot();
+    const std::vector<KernelStats> kernels = f.kernels.Snapshot();
+    const TimelineSnapshot timeline = f.timeline.Snapshot();
+    const auto t1 = Clock::now();
+    ReportContext context;
+    context.trigger = "exit";
+    context.pid = getpid();
+    context.host = "bench";
+    context.command = {"report_benchmark"};
+    context.attach_mode = "preload";
+    context.depth = with_stacks ? 32 : 0;
+    context.transfers = &transfers;
+    context.kernels = &kernels;
+    context.lifecycle = LifecycleFiguresOf(f.lifecycle);
+    context.timeline = &timeline;
+    SiteResolver resolver(with_stacks ? &f.stacks : nullptr);
+    const std::string json = BuildReportJson(snap, context, &resolver);
+    const auto t2 = Clock::now();
+    benchmark::DoNotOptimize(LeakedDeviceBytes(snap, &resolver, nullptr));
+    const auto t3 = Clock::now();
+    std::string error;
+    if (!WriteFileAtomically(path, json, &error)) state.SkipWithError(error.c_str());
+    const auto t4 = Clock::now();
+    benchmark::DoNotOptimize(BuildSummaryText(snap, context, &resolver, path));
+    const auto t5 = Clock::now();
+    auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    snapshot_s += secs(t0, t1);
+    build_s += secs(t1, t2);
+    leaked_s += secs(t2, t3);
+    write_s += secs(t3, t4);
+    summary_s += secs(t4, t5);
+    report_bytes = json.size();
+    frames_per_site = static_cast<double>(CountOf(json, "\"function\":")) /
+                      static_cast<double>(std::max<size_t>(1, CountOf(json, "\"location\":")));
+  }
+  unlink(path.c_str());
+  const auto avg = [&](double total) {
+    return benchmark::Counter(total / static_cast<double>(state.iterations()));
+  };
+  state.counters["snapshot_s"] = avg(snapshot_s);
+  state.counters["build_json_s"] = avg(build_s);  // symbolization and JSON
+  state.counters["leaked_bytes_s"] = avg(leaked_s);
+  state.counters["write_s"] = avg(write_s);
+  state.counters["summary_s"] = avg(summary_s);
+  state.counters["report_MB"] = static_cast<double>(report_bytes) / 1e6;
+  state.counters["frames_per_site"] = frames_per_site;
+}
+BENCHMARK(BM_ExitReport)
+    ->ArgNames({"live", "sites", "stacks"})
+    ->Args({1000000, 10000, 1})  // the target: at most 2 s
+    ->Args({1000000, 10000, 0})  // no stacks
+    ->Args({1000, 10, 1})
+    ->Args({10000, 100, 1})
+    ->Args({100000, 1000, 1})
+    ->Args({1000000, 1000, 1})
+    ->Args({10000000, 10000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(false);
+
+// Tracker::Snapshot's copying pattern alone, on LiveAlloc records: 64 shards
+// appended to one vector with reserve(size() + shard) before each (exact
+// reserve: libstdc++ then reallocates and copies everything so far, 64 times)
+// against one reserve of the total. Arg: live allocations; 0/1: per shard / once.
+void BM_SnapshotCopyPattern(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const bool once = state.range(1) != 0;
+  constexpr size_t kShards = 64;
+  std::vector<std::vector<LiveAlloc>> shards(kShards);
+  for (size_t i = 0; i < n; ++i) shards[i % kShards].push_back(LiveAlloc{});
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    std::vector<LiveAlloc> live;
+    if (once) live.reserve(n);
+    for (const auto& shard : shards) {
+      if (!once) live.reserve(live.size() + shard.size());
+      live.insert(live.end(), shard.begin(), shard.end());
+    }
+    benchmark::DoNotOptimize(live.data());
+  }
+}
+BENCHMARK(BM_SnapshotCopyPattern)
+    ->ArgNames({"live", "once"})
+    ->Args({1000000, 0})
+    ->Args({1000000, 1})
+    ->Args({10000000, 0})
+    ->Args({10000000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+}  // namespace
+}  // namespace gpuwatch
+
+BENCHMARK_MAIN();

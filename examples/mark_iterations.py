@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Marks training iterations for gpuwatch's growth detection, from Python.
+
+A leak in a training loop rarely shows as memory live at exit: it shows as
+memory that grows every step. Call gpuwatch_mark() once per step and the
+report lists the allocation sites whose live memory rises from mark to mark,
+with the rate in bytes per mark:
+
+    gpuwatch run -- python3 examples/mark_iterations.py
+    gpuwatch report gpuwatch.<pid>.json
+
+This loop keeps a 1 MiB device buffer per step in a history list (the bug).
+It allocates through the CUDA runtime with ctypes so that it needs nothing but
+Python; in a PyTorch loop the calls are the same:
+
+    gpuwatch = gpuwatch_api()
+    for step, batch in enumerate(loader):
+        loss = model(batch).sum(); loss.backward(); optimizer.step()
+        if gpuwatch:
+            gpuwatch.gpuwatch_mark(b"step")
+
+The API is looked up in the process itself: with `gpuwatch run` or
+LD_PRELOAD the library is already loaded, and without gpuwatch the program
+runs unchanged.
+"""
+
+import argparse
+import ctypes
+import os
+import sys
+
+
+def gpuwatch_api():
+    """gpuwatch's C API when libgpuwatch.so is loaded in this process, else None."""
+    candidates = [None]  # None: the symbols of the process (LD_PRELOAD)
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        candidates.append(injected)  # loaded by the CUDA driver
+    for name in candidates:
+        try:
+            if name is None:
+                lib = ctypes.CDLL(None)
+            else:  # only if already loaded: never load gpuwatch from here
+                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+        if hasattr(lib, "gpuwatch_mark"):
+            lib.gpuwatch_mark.argtypes = [ctypes.c_char_p]
+            lib.gpuwatch_mark.restype = ctypes.c_int
+            lib.gpuwatch_is_active.restype = ctypes.c_int
+            return lib
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--leak-bytes", type=int, default=1 << 20)
+    args = parser.parse_args()
+
+    cudart = ctypes.CDLL("libcudart.so.13")
+    cudart.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+    cudart.cudaFree.argtypes = [ctypes.c_void_p]
+    gpuwatch = gpuwatch_api()
+
+    history = []
+    for step in range(args.steps):
+        scratch = ctypes.c_void_p()
+        if cudart.cudaMalloc(ctypes.byref(scratch), 4 << 20) != 0:
+            sys.exit("cudaMalloc failed")
+        cudart.cudaFree(scratch)  # balanced: freed every step
+        kept = ctypes.c_void_p()
+        if cudart.cudaMalloc(ctypes.byref(kept), args.leak_bytes) != 0:  # kept: the leak
+            sys.exit("cudaMalloc failed")
+        history.append(kept)
+        if gpuwatch:
+            gpuwatch.gpuwatch_mark(b"step")
+
+    attached = gpuwatch is not None and gpuwatch.gpuwatch_is_active() == 1
+    print("mark_iterations: %d steps, %d buffers kept; %s" %
+          (args.steps, len(history),
+           "gpuwatch is attached" if attached else "gpuwatch is not loaded"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""A PyTorch training loop that leaks device memory, for gpuwatch.
+
+Every step keeps a reference to the step's hidden activations (8 MiB) "for
+later analysis" without moving them off the GPU, so device memory grows by
+8 MiB per step until the loop ends. Run it under gpuwatch, marking each step:
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 gpuwatch run -- python3 examples/torch_leak.py
+    gpuwatch report gpuwatch.<pid>.json
+
+and the report names the line that allocates what is kept (in Model.forward)
+as a site growing by 8 MiB per mark. docs/pytorch.md shows the report and how
+to read it under each of PyTorch's allocator modes. `--fix` keeps a copy on the
+host instead, and the growth disappears.
+
+Needs PyTorch with CUDA (built for the CUDA major version gpuwatch's CUPTI
+comes from) and a GPU. Without gpuwatch it runs unchanged.
+"""
+
+import argparse
+import ctypes
+import os
+
+import torch
+
+
+def gpuwatch_api():
+    """gpuwatch's C API when libgpuwatch.so is loaded in this process, else None."""
+    candidates = [None]  # the symbols of the process (LD_PRELOAD, gpuwatch run)
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        candidates.append(injected)  # loaded by the CUDA driver
+    for name in candidates:
+        try:
+            if name is None:
+                lib = ctypes.CDLL(None)
+            else:  # only if already loaded: never load gpuwatch from here
+                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+        if hasattr(lib, "gpuwatch_mark"):
+            lib.gpuwatch_mark.argtypes = [ctypes.c_char_p]
+            lib.gpuwatch_mark.restype = ctypes.c_int
+            return lib
+    return None
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(1024, 4096)
+        self.fc2 = torch.nn.Linear(4096, 10)
+
+    def forward(self, x):
+        z = self.fc1(x)
+        h = torch.relu(z)  # 512 x 4096 floats: 8 MiB, kept by the loop below
+        return self.fc2(h), h
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fix", action="store_true", help="keep the activations on the host")
+    args = parser.parse_args()
+
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    model = Model().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    gpuwatch = gpuwatch_api()
+
+    activations = []
+    for step in range(args.steps):
+        x = torch.randn(512, 1024, device=device)
+        target = torch.randint(0, 10, (512,), device=device)
+        logits, hidden = model(x)
+        loss = torch.nn.functional.cross_entropy(logits, target)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if args.fix:
+            activations.append(hidden.detach().cpu())
+        else:
+            activations.append(hidden)  # the leak: 8 MiB of device memory per step
+        if gpuwatch:
+            gpuwatch.gpuwatch_mark(b"step")
+
+    torch.cuda.synchronize()
+    print("torch_leak: %d steps, %d activations kept, %.1f MiB allocated by PyTorch; %s" %
+          (args.steps, len(activations), torch.cuda.memory_allocated() / 2**20,
+           "gpuwatch is attached" if gpuwatch else "gpuwatch is not loaded"))
+
+
+if __name__ == "__main__":
+    main()

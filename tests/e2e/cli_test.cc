@@ -1,0 +1,415 @@
+// End-to-end tests of the `gpuwatch` command on reports of programs run on the
+// CUDA simulator: run (exit statuses, where the reports went), report, diff,
+// check (leaks, suppressions, peak, growth, baselines), merge, and the exit
+// status 2 with a clear message for input that is not a readable report.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/subprocess.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kLib = GPUWATCH_TEST_LIB;
+const std::string kCli = GPUWATCH_TEST_CLI;
+const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
+const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
+const std::string kExamples = GPUWATCH_TEST_EXAMPLES_DIR;
+const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+int LineOf(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+std::string LeakyAt() {
+  // leaky_loop's leak: the cudaMalloc in AllocateHistory().
+  const int line = LineOf(kSourceDir + "/examples/leaky_loop.cu", "// leaks");
+  EXPECT_GT(line, 0);
+  return "leaky_loop.cu:" + std::to_string(line);
+}
+
+std::string GrowthAt(const std::string& marker) {
+  const int line = LineOf(kSourceDir + "/tests/e2e/programs/growth_loop.cu", marker);
+  EXPECT_GT(line, 0);
+  return "growth_loop.cu:" + std::to_string(line);
+}
+
+std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
+
+// Runs a program under `gpuwatch run` and returns the report's path.
+std::string Traced(const ScopedTempDir& dir, const std::string& name,
+                   const std::vector<std::string>& argv) {
+  const std::string out = dir.path() + "/" + name + ".json";
+  std::vector<std::string> args = {kCli, "run", "-o", out, "--sample-ms", "0", "--"};
+  args.insert(args.end(), argv.begin(), argv.end());
+  const ProcessResult r = RunProcess(args, SimEnv(), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return out;
+}
+
+std::string GrowthLoop(const ScopedTempDir& dir, const std::string& name, int iterations,
+                       uint64_t leak, const std::string& mode = "") {
+  std::vector<std::string> argv = {kPrograms + "/growth_loop", std::to_string(iterations),
+                                   std::to_string(leak)};
+  if (!mode.empty()) argv.push_back(mode);
+  return Traced(dir, name, argv);
+}
+
+ProcessResult Cli(const ScopedTempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), kCli);
+  return RunProcess(args, {}, dir.path());
+}
+
+json ReadJson(const std::string& path) {
+  return json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The line of `text` that contains every one of `parts`, or "".
+std::string LineWith(const std::string& text, const std::vector<std::string>& parts) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    bool all = true;
+    for (const std::string& p : parts) all = all && Contains(line, p);
+    if (all) return line;
+    start = end + 1;
+  }
+  return "";
+}
+
+// --- run ---------------------------------------------------------------------
+
+TEST(Run, PassesExitStatusesThrough) {
+  ScopedTempDir dir;
+  for (const int status : {0, 3}) {
+    const std::string out = dir.path() + "/r" + std::to_string(status) + ".json";
+    const ProcessResult plain =
+        RunProcess({kPrograms + "/exit_with", std::to_string(status)}, SimEnv(), dir.path());
+    const ProcessResult r =
+        RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/exit_with", std::to_string(status)},
+                   SimEnv(), dir.path());
+    EXPECT_EQ(r.exit_code, status) << r.err;
+    EXPECT_EQ(r.out, plain.out);
+    // Where the report went is said once, by the command, after the child.
+    EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: report written to " + out).size(), 1u) << r.err;
+    EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: report written to").size(), 1u) << r.err;
+    EXPECT_TRUE(ReadJson(out).is_object());
+  }
+  const ProcessResult killed =
+      RunProcess({kCli, "run", "--", "sh", "-c", "kill -TERM $$"}, SimEnv(), dir.path());
+  EXPECT_FALSE(killed.signaled);
+  EXPECT_EQ(killed.exit_code, 128 + 15);
+  EXPECT_TRUE(Contains(killed.err, "terminated by signal 15")) << killed.err;
+}
+
+TEST(Run, SaysWhenNoReportWasWritten) {
+  ScopedTempDir dir;
+  const ProcessResult r =
+      RunProcess({kCli, "run", "--", "sh", "-c", "exit 0"}, SimEnv(), dir.path());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: no report was written").size(), 1u) << r.err;
+  EXPECT_TRUE(dir.List().empty());
+}
+
+TEST(Run, ForkedChildReportIsListedToo) {
+  ScopedTempDir dir;
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", dir.path() + "/f.%p.json", "--", kPrograms + "/fork_child"},
+                 SimEnv(), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: report written to").size(), 2u) << r.err;
+}
+
+TEST(Run, ExitCodeOption) {
+  ScopedTempDir dir;
+  const ProcessResult r = RunProcess({kCli, "run", "-o", dir.path() + "/r.json", "--exitcode", "42",
+                                      "--", kExamples + "/leaky_loop"},
+                                     SimEnv(), dir.path());
+  EXPECT_EQ(r.exit_code, 42) << r.err;
+}
+
+// --- check -------------------------------------------------------------------
+
+TEST(Check, FailsOnALeakingProgramAndPassesOnACleanOne) {
+  ScopedTempDir dir;
+  const std::string leaky = Traced(dir, "leaky", {kExamples + "/leaky_loop"});
+  const ProcessResult fail = Cli(dir, {"check", leaky});
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  const std::string rule = LineWith(fail.out, {"FAIL", "leak:"});
+  EXPECT_TRUE(Contains(rule, "2.0 MiB of device memory leaked in 8 allocations")) << fail.out;
+  EXPECT_TRUE(Contains(rule, "(limit 0 B)")) << rule;
+  EXPECT_FALSE(LineWith(fail.out, {"2.0 MiB in 8 at " + LeakyAt(), "AllocateHistory"}).empty())
+      << fail.out;
+  EXPECT_TRUE(Contains(fail.out, "gpuwatch check: FAILED: 1 of 1 rule broken")) << fail.out;
+
+  const std::string clean = GrowthLoop(dir, "clean", 5, 0);
+  const ProcessResult pass = Cli(dir, {"check", clean});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  EXPECT_TRUE(Contains(pass.out, "gpuwatch check: passed")) << pass.out;
+}
+
+TEST(Check, SuppressionTurnsTheFailureOff) {
+  ScopedTempDir dir;
+  const std::string leaky = Traced(dir, "leaky", {kExamples + "/leaky_loop"});
+  const std::string supp = dir.path() + "/ci.supp";
+  std::ofstream(supp) << "# the history is kept on purpose\nleak:AllocateHistory\n";
+  const ProcessResult r = Cli(dir, {"check", leaky, "--suppressions", supp});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "note: 2.0 MiB suppressed by leak:AllocateHistory")) << r.out;
+  // A pattern on the file name works as well; one that matches nothing does not.
+  std::ofstream(supp) << "leak:leaky_loop.cu\n";
+  EXPECT_EQ(Cli(dir, {"check", leaky, "--suppressions", supp}).exit_code, 0);
+  std::ofstream(supp) << "leak:SomethingElse\n";
+  EXPECT_EQ(Cli(dir, {"check", leaky, "--suppressions", supp}).exit_code, 1);
+}
+
+TEST(Check, LeakAndPeakLimitsAcceptSizeSuffixes) {
+  ScopedTempDir dir;
+  const std::string leaky = Traced(dir, "leaky", {kExamples + "/leaky_loop"});
+  EXPECT_EQ(Cli(dir, {"check", leaky, "--max-leak", "2MiB"}).exit_code, 0);
+  EXPECT_EQ(Cli(dir, {"check", leaky, "--max-leak", "2097151"}).exit_code, 1);
+  EXPECT_EQ(Cli(dir, {"check", leaky, "--max-leak", "4MiB", "--max-peak", "6GiB"}).exit_code, 0);
+  // The peak is 7 x 256 KiB + 4 MiB.
+  const ProcessResult peak = Cli(dir, {"check", leaky, "--max-leak", "4MiB", "--max-peak", "4MiB"});
+  EXPECT_EQ(peak.exit_code, 1);
+  EXPECT_FALSE(LineWith(peak.out, {"FAIL", "peak:", "device peak 5.8 MiB (limit 4.0 MiB)"}).empty())
+      << peak.out;
+  const ProcessResult bad = Cli(dir, {"check", leaky, "--max-leak", "2MB"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(Contains(bad.err, "--max-leak: invalid size \"2MB\"")) << bad.err;
+}
+
+TEST(Check, GrowthSuspectOverTheLimitFails) {
+  ScopedTempDir dir;
+  // Grows 1 MiB per mark for 8 marks, all freed before exit: no leak.
+  const std::string report = GrowthLoop(dir, "grow", 8, kMiB, "free-at-end");
+  EXPECT_EQ(Cli(dir, {"check", report}).exit_code, 0);
+  const ProcessResult r = Cli(dir, {"check", report, "--max-growth", "4MiB"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(LineWith(r.out, {"grows by 1.0 MiB per mark: 1.0 MiB -> 8.0 MiB over marks 1-8",
+                                GrowthAt("GROWTH:leak")})
+                   .empty())
+      << r.out;
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "8MiB"}).exit_code, 0);
+  std::ofstream(dir.path() + "/g.supp") << "growth:growth_loop.cu\n";
+  EXPECT_EQ(
+      Cli(dir, {"check", report, "--max-growth", "4MiB", "--suppressions", dir.path() + "/g.supp"})
+          .exit_code,
+      0);
+}
+
+TEST(Check, GrowthOverABaseline) {
+  ScopedTempDir dir;
+  const std::string base = GrowthLoop(dir, "base", 5, kMiB);
+  const std::string now = GrowthLoop(dir, "new", 10, kMiB);
+  const ProcessResult r =
+      Cli(dir, {"check", now, "--baseline", base, "--max-growth", "10%", "--max-leak", "1GiB"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_FALSE(LineWith(r.out, {"FAIL", "growth of leaks:", "leaked device memory 10.0 MiB",
+                                "baseline 5.0 MiB", "+100.0%"})
+                   .empty())
+      << r.out;
+  EXPECT_FALSE(
+      LineWith(r.out, {"+5.0 MiB (5.0 MiB -> 10.0 MiB) at " + GrowthAt("GROWTH:leak")}).empty())
+      << r.out;
+  EXPECT_EQ(
+      Cli(dir, {"check", now, "--baseline", base, "--max-growth", "150%", "--max-leak", "1GiB"})
+          .exit_code,
+      0);
+  const ProcessResult missing = Cli(dir, {"check", now, "--baseline", base});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(Contains(missing.err, "--baseline needs --max-growth")) << missing.err;
+}
+
+// --- report, diff, merge ------------------------------------------------------
+
+TEST(Report, TextNamesLeaksGrowthPeakAndTransfersWithFileAndLine) {
+  ScopedTempDir dir;
+  const std::string leaky = Traced(dir, "leaky", {kExamples + "/leaky_loop"});
+  const ProcessResult r = Cli(dir, {"report", leaky});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "Leaked device memory: 2.0 MiB in 8 allocations from 1 site"))
+      << r.out;
+  EXPECT_FALSE(LineWith(r.out, {"2.0 MiB", LeakyAt(), "AllocateHistory"}).empty()) << r.out;
+  EXPECT_TRUE(Contains(r.out, "Peak: 5.8 MiB of device memory")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "Transfers:")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "Growth")) << r.out;
+
+  const std::string grow = GrowthLoop(dir, "grow", 6, 256 * kKiB);
+  const ProcessResult g = Cli(dir, {"report", grow});
+  EXPECT_FALSE(LineWith(g.out, {"+256.0 KiB/mark", GrowthAt("GROWTH:leak")}).empty()) << g.out;
+
+  const ProcessResult collapsed = Cli(dir, {"report", leaky, "--format", "collapsed"});
+  EXPECT_EQ(collapsed.exit_code, 0);
+  EXPECT_TRUE(Contains(collapsed.out, "main;(anonymous namespace)::AllocateHistory() 2097152\n"))
+      << collapsed.out;
+  const ProcessResult as_json = Cli(dir, {"report", leaky, "--format", "json"});
+  EXPECT_EQ(ReadJson(leaky), json::parse(as_json.out));
+}
+
+TEST(Diff, FiveAndTenIterationsShowTheGrowthAtItsSite) {
+  ScopedTempDir dir;
+  const std::string five = GrowthLoop(dir, "five", 5, kMiB);
+  const std::string ten = GrowthLoop(dir, "ten", 10, kMiB);
+  const ProcessResult r = Cli(dir, {"diff", five, ten});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(
+      LineWith(r.out, {"device live at exit", "5.0 MiB", "10.0 MiB", "+5.0 MiB", "+100.0%"})
+          .empty())
+      << r.out;
+  EXPECT_FALSE(
+      LineWith(r.out, {"grew", "+5.0 MiB", "5.0 MiB -> 10.0 MiB", GrowthAt("GROWTH:leak")}).empty())
+      << r.out;
+  // Scratch buffers: 5 MiB more allocated in five more iterations.
+  EXPECT_FALSE(LineWith(r.out, {"allocations", "10", "20", "+10"}).empty()) << r.out;
+  // And the other way round it shrank.
+  const ProcessResult back = Cli(dir, {"diff", ten, five});
+  EXPECT_FALSE(LineWith(back.out, {"shrank", "-5.0 MiB", GrowthAt("GROWTH:leak")}).empty())
+      << back.out;
+}
+
+TEST(Merge, TotalsAreExactSums) {
+  ScopedTempDir dir;
+  const std::vector<std::string> inputs = {GrowthLoop(dir, "a", 4, kMiB),
+                                           GrowthLoop(dir, "b", 5, kMiB),
+                                           Traced(dir, "c", {kExamples + "/leaky_loop"})};
+  const std::string out = dir.path() + "/merged.json";
+  std::vector<std::string> args = {"merge"};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  args.insert(args.end(), {"-o", out});
+  const ProcessResult r = Cli(dir, args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json merged = ReadJson(out);
+  ASSERT_TRUE(merged.is_object());
+  EXPECT_EQ(merged["trigger"], "merge");
+  ASSERT_EQ(merged["processes"].size(), 3u);
+  uint64_t current = 0;
+  uint64_t peak = 0;
+  uint64_t allocs = 0;
+  uint64_t launches = 0;
+  for (const std::string& in : inputs) {
+    const json report = ReadJson(in);
+    current += report["totals"]["device_current_bytes"].get<uint64_t>();
+    peak += report["totals"]["device_peak_bytes"].get<uint64_t>();
+    allocs += report["totals"]["kinds"]["device"]["allocs"].get<uint64_t>();
+    launches += report["totals"]["kernel_launches"].get<uint64_t>();
+  }
+  EXPECT_EQ(current, 4 * kMiB + 5 * kMiB + 2 * kMiB);
+  EXPECT_EQ(merged["totals"]["device_current_bytes"], current);
+  EXPECT_EQ(merged["totals"]["device_peak_bytes"], peak);
+  EXPECT_EQ(merged["totals"]["kinds"]["device"]["allocs"], allocs);
+  EXPECT_EQ(merged["totals"]["kernel_launches"], launches);
+  EXPECT_EQ(merged["leaks"]["device"]["bytes"], current);
+  EXPECT_EQ(merged["leaks"]["device"]["leaked_bytes"], current);
+  // The growth_loop site is summed across its two processes.
+  json site;
+  for (const json& s : merged["leaks"]["device"]["sites"]) {
+    if (s["location"] == GrowthAt("GROWTH:leak")) site = s;
+  }
+  ASSERT_TRUE(site.is_object()) << merged["leaks"].dump(1);
+  EXPECT_EQ(site["bytes"], 9 * kMiB);
+  EXPECT_EQ(site["count"], 9);
+  EXPECT_EQ(site["processes"], 2);
+  // Its growth: 1 MiB per mark in each process, 2 MiB per mark for the job.
+  ASSERT_FALSE(merged["growth"]["suspects"].empty());
+  EXPECT_EQ(merged["growth"]["suspects"][0]["rate"].get<double>(), 2.0 * kMiB);
+  // The merged report is a report: check and report read it.
+  EXPECT_EQ(Cli(dir, {"check", out, "--max-leak", "11MiB"}).exit_code, 0);
+  EXPECT_EQ(Cli(dir, {"check", out, "--max-leak", "10MiB"}).exit_code, 1);
+  const ProcessResult text = Cli(dir, {"report", out});
+  EXPECT_TRUE(Contains(text.out, "merged from 3 processes")) << text.out;
+  // One report per process.
+  const ProcessResult twice = Cli(dir, {"merge", inputs[0], inputs[0], "-o", out + "2"});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_TRUE(Contains(twice.err, "one report per process")) << twice.err;
+}
+
+// --- bad input and arguments ---------------------------------------------------
+
+TEST(BadInput, TruncatedForeignOrNewerReportsGiveExitTwoAndNameTheProblem) {
+  ScopedTempDir dir;
+  const std::string good = Traced(dir, "good", {kExamples + "/leaky_loop"});
+  const std::string text = ReadFile(good);
+  struct Case {
+    std::string name;
+    std::string contents;
+    std::string message;
+  };
+  json newer = ReadJson(good);
+  newer["version"] = 99;
+  const Case cases[] = {
+      {"truncated.json", text.substr(0, text.size() / 2), "truncated"},
+      {"foreign.json", R"({"traceEvents": []})", "not a gpuwatch report"},
+      {"other-schema.json", R"({"schema": "heaptrack", "version": 1})",
+       "not a gpuwatch report (its schema is \"heaptrack\")"},
+      {"newer.json", newer.dump(), "report version 99 is newer than this gpuwatch reads"},
+      {"text.json", "hello\n", "not JSON"},
+      {"empty.json", "", "empty file"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.path() + "/" + c.name;
+    std::ofstream(path) << c.contents;
+    const std::vector<std::vector<std::string>> commands = {
+        {"report", path},
+        {"check", path},
+        {"diff", good, path},
+        {"merge", good, path, "-o", dir.path() + "/m.json"}};
+    for (const auto& args : commands) {
+      const ProcessResult r = Cli(dir, args);
+      EXPECT_EQ(r.exit_code, 2) << c.name << " " << args[0];
+      const auto lines = LinesStartingWith(r.err, "gpuwatch " + args[0] + ": " + path + ": ");
+      ASSERT_EQ(lines.size(), 1u) << c.name << " " << args[0] << ": " << r.err;
+      EXPECT_TRUE(Contains(lines[0], c.message)) << lines[0];
+    }
+  }
+  const ProcessResult missing = Cli(dir, {"check", dir.path() + "/nope.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(Contains(missing.err, "nope.json: cannot read: No such file or directory"))
+      << missing.err;
+}
+
+TEST(BadInput, WrongArgumentsGiveExitTwo) {
+  ScopedTempDir dir;
+  EXPECT_EQ(Cli(dir, {"check"}).exit_code, 2);
+  EXPECT_EQ(Cli(dir, {"report", "x.json", "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(Cli(dir, {"merge", "x.json"}).exit_code, 2);
+  EXPECT_EQ(Cli(dir, {"frobnicate"}).exit_code, 2);
+  std::ofstream(dir.path() + "/bad.supp") << "leak:ok\nleek:typo\n";
+  const std::string good = Traced(dir, "good", {kPrograms + "/growth_loop", "2", "0"});
+  const ProcessResult r = Cli(dir, {"check", good, "--suppressions", dir.path() + "/bad.supp"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "bad.supp:2: unknown suppression type \"leek\"")) << r.err;
+}
+
+TEST(Help, EverySubcommandHasHelp) {
+  ScopedTempDir dir;
+  for (const char* command : {"run", "report", "diff", "check", "merge"}) {
+    const ProcessResult r = Cli(dir, {command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_TRUE(Contains(r.out, "Usage")) << command << ": " << r.out;
+  }
+  EXPECT_TRUE(Contains(Cli(dir, {"check", "--help"}).out, "--max-growth"));
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

@@ -1,0 +1,416 @@
+// End-to-end tests of Python frames: tests/e2e/programs/python_leaks.py runs
+// under libgpuwatch.so on the CUDA simulator and allocates through
+// ctypes.CDLL("libcudart.so.13") from nested functions, a threading.Thread, a
+// native thread (py_native_helper.c) with and without a call back into
+// Python, an atexit handler, a __del__ run by finalization and daemon threads
+// still allocating while the interpreter exits.
+//
+// Each test runs with the machine's python3, the system interpreter
+// (/usr/bin/python3: stripped, LTO) and every CPython 3.8 to 3.13 found
+// (python3.N under $PYENV_ROOT/versions, ~/.pyenv/versions, /usr/bin,
+// /usr/local/bin, then on PATH); an interpreter that is missing is skipped
+// with a message.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/subprocess.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kLib = GPUWATCH_TEST_LIB;
+const std::string kCli = GPUWATCH_TEST_CLI;
+const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
+const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
+const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
+const std::string kScript = kSourceDir + "/tests/e2e/programs/python_leaks.py";
+const std::string kHelperSource = kSourceDir + "/tests/e2e/programs/py_native_helper.c";
+const std::string kHelper = kPrograms + "/libpy_native_helper.so";
+
+constexpr uint64_t kMiB = uint64_t{1024} * 1024;
+
+int LineOf(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+// "python_leaks.py:N" for the line marked `# LEAK:name`.
+std::string ScriptSite(const std::string& name) {
+  const int line = LineOf(kScript, "# LEAK:" + name);
+  EXPECT_GT(line, 0) << name;
+  return "python_leaks.py:" + std::to_string(line);
+}
+
+bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
+
+// Entries of `dir` that start with `prefix`, sorted, newest version last.
+std::vector<std::string> EntriesWithPrefix(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind(prefix, 0) == 0) out.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string OnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): test set-up
+  std::string rest = path != nullptr ? path : "";
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    const std::string dir = rest.substr(0, colon);
+    rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    // A pyenv shim runs only the version pyenv has selected.
+    if (dir.empty() || dir.find("pyenv/shims") != std::string::npos) continue;
+    if (IsExecutable(dir + "/" + name)) return dir + "/" + name;
+  }
+  return "";
+}
+
+// The interpreter `python3` on PATH runs (through a pyenv shim, say), asked
+// once: sys.executable.
+std::string MachinePython() {
+  static const std::string* const python = [] {
+    auto* out = new std::string();
+    const ProcessResult r =
+        RunProcess({"python3", "-c", "import sys; print(sys.executable)"}, {}, "/");
+    if (r.exit_code == 0 && r.out.size() > 1) *out = r.out.substr(0, r.out.size() - 1);
+    return out;
+  }();
+  return *python;
+}
+
+// The interpreter for a test parameter: "python3" (the machine's),
+// "system" (/usr/bin/python3) or "3.N".
+std::string FindPython(const std::string& which) {
+  if (which == "python3") return MachinePython();
+  if (which == "system") return IsExecutable("/usr/bin/python3") ? "/usr/bin/python3" : "";
+  const std::string exe = "python" + which;
+  std::vector<std::string> roots;
+  const char* pyenv = std::getenv("PYENV_ROOT");  // NOLINT(concurrency-mt-unsafe)
+  if (pyenv != nullptr) roots.push_back(std::string(pyenv) + "/versions");
+  const char* home = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
+  if (home != nullptr) roots.push_back(std::string(home) + "/.pyenv/versions");
+  roots.push_back("/root/.pyenv/versions");
+  for (const std::string& root : roots) {
+    auto versions = EntriesWithPrefix(root, which + ".");
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+      std::string candidate = root + "/" + *it + "/bin/" + exe;
+      if (IsExecutable(candidate)) return candidate;
+    }
+  }
+  for (const char* dir : {"/usr/bin/", "/usr/local/bin/"}) {
+    if (IsExecutable(dir + exe)) return dir + exe;
+  }
+  return OnPath(exe);
+}
+
+json ReadJson(const std::string& path) {
+  return json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+json SiteAt(const json& section, const std::string& location) {
+  for (const json& site : section["sites"]) {
+    if (site["location"] == location) return site;
+  }
+  return nullptr;
+}
+
+json SiteWithBytes(const json& section, uint64_t bytes) {
+  for (const json& site : section["sites"]) {
+    if (site["bytes"] == bytes) return site;
+  }
+  return nullptr;
+}
+
+bool IsPython(const json& frame) { return frame["module"] == "python"; }
+
+// The functions of the Python frames of a site, innermost first. From 3.11
+// they are qualified names (Trainer.step); the test compares the last part.
+std::vector<std::string> PythonFunctions(const json& site) {
+  std::vector<std::string> out;
+  for (const json& f : site["frames"]) {
+    if (!IsPython(f)) continue;
+    std::string name = f["function"].get<std::string>();
+    const size_t dot = name.rfind('.');
+    out.push_back(dot == std::string::npos ? name : name.substr(dot + 1));
+  }
+  return out;
+}
+
+std::string Describe(const json& site) {
+  std::string out;
+  for (const json& f : site["frames"]) {
+    out += "  " + f["function"].get<std::string>() + " " + f["file"].get<std::string>() + ":" +
+           std::to_string(f["line"].get<int>()) + " [" + f["module"].get<std::string>() + "]\n";
+  }
+  return out;
+}
+
+// Checks that the site names the script's marked line through its first
+// frame, a Python frame, and that the Python frames run as `expected`
+// (innermost first) before anything else of the script.
+void ExpectPythonSite(const json& device, const std::string& name,
+                      const std::vector<std::string>& expected) {
+  const std::string location = ScriptSite(name);
+  const json site = SiteAt(device, location);
+  ASSERT_FALSE(site.is_null()) << "no site at " << location << "\n" << device.dump(1);
+  const json& top = site["frames"][0];
+  EXPECT_TRUE(IsPython(top)) << Describe(site);
+  EXPECT_EQ(top["line"], LineOf(kScript, "# LEAK:" + name));
+  EXPECT_TRUE(top["file"].get<std::string>().ends_with("python_leaks.py")) << Describe(site);
+  const std::vector<std::string> functions = PythonFunctions(site);
+  ASSERT_GE(functions.size(), expected.size()) << Describe(site);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), functions.begin())) << Describe(site);
+  // The interpreter's own frames were replaced or dropped.
+  for (const json& f : site["frames"]) {
+    EXPECT_FALSE(f["function"].get<std::string>().starts_with("_PyEval_EvalFrame"))
+        << Describe(site);
+  }
+}
+
+class PythonTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    python_ = FindPython(GetParam());
+    if (python_.empty()) GTEST_SKIP() << "no python" << GetParam() << " on this machine";
+  }
+
+  // Runs the script in `mode` under LD_PRELOAD; the report goes to `out`.
+  ProcessResult Run(const ScopedTempDir& dir, const std::string& mode, const std::string& out,
+                    const std::map<std::string, std::string>& extra = {}) const {
+    std::map<std::string, std::string> env = {
+        {"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", out}};
+    for (auto& [k, v] : extra) env[k] = v;
+    return RunProcess({python_, kScript, mode, kHelper}, env, dir.path());
+  }
+
+  std::string python_;
+};
+
+TEST_P(PythonTest, NestedFunctionsNameTheScriptLine) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = Run(dir, "nested", out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "python_leaks: nested done\n");
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& device = report["leaks"]["device"];
+  // ctypes.CDLL releases the GIL around the call; ctypes.PyDLL keeps it.
+  ExpectPythonSite(device, "nested", {"inner", "middle", "step", "outer", "main", "<module>"});
+  ExpectPythonSite(device, "nested_gil", {"inner_gil", "outer_gil", "main", "<module>"});
+  EXPECT_EQ(SiteAt(device, ScriptSite("nested"))["bytes"], 3 * kMiB);
+  EXPECT_EQ(SiteAt(device, ScriptSite("nested_gil"))["bytes"], 5 * kMiB);
+  EXPECT_EQ(device["bytes"], 8 * kMiB);
+  // The summary names the line and the function.
+  EXPECT_NE(r.err.find("at " + ScriptSite("nested") + " (inner)"), std::string::npos) << r.err;
+}
+
+TEST_P(PythonTest, ThreadingThreadNamesTheScriptLine) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = Run(dir, "thread", out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  ExpectPythonSite(report["leaks"]["device"], "thread", {"thread_alloc", "thread_main", "run"});
+}
+
+TEST_P(PythonTest, NativeThreadHasNativeFramesOnly) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = Run(dir, "native", out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const std::string location =
+      "py_native_helper.c:" + std::to_string(LineOf(kHelperSource, "/* LEAK:native */"));
+  const json site = SiteAt(report["leaks"]["device"], location);
+  ASSERT_FALSE(site.is_null()) << report["leaks"]["device"].dump(1);
+  EXPECT_EQ(site["bytes"], 11 * kMiB);
+  EXPECT_EQ(site["frames"][0]["function"], "alloc_thread_main");
+  for (const json& f : site["frames"]) EXPECT_FALSE(IsPython(f)) << Describe(site);
+}
+
+TEST_P(PythonTest, NativeThreadCallingIntoPythonShowsBoth) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = Run(dir, "callback", out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& device = report["leaks"]["device"];
+  ExpectPythonSite(device, "callback", {"callback_alloc"});
+  // Below the Python frame: the native thread that called it.
+  const json site = SiteAt(device, ScriptSite("callback"));
+  ASSERT_FALSE(site.is_null());
+  bool native_caller = false;
+  for (const json& f : site["frames"]) {
+    if (f["function"] == "call_thread_main") {
+      native_caller = true;
+      EXPECT_EQ(f["line"], LineOf(kHelperSource, "/* CALLBACK:native */"));
+    }
+  }
+  EXPECT_TRUE(native_caller) << Describe(site);
+}
+
+TEST_P(PythonTest, AllocationsDuringShutdownDoNotCrash) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = Run(dir, "shutdown", out);
+  ASSERT_FALSE(r.signaled) << "signal " << r.signal << "\n" << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "python_leaks: shutdown done\n");
+  EXPECT_EQ(r.err.find("Exception"), std::string::npos) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& device = report["leaks"]["device"];
+  // atexit handlers run with the interpreter intact: Python frames.
+  ExpectPythonSite(device, "atexit", {"at_exit"});
+  // __del__ runs while the interpreter finalizes: counted, native frames.
+  const json del = SiteWithBytes(device, 19 * kMiB);
+  ASSERT_FALSE(del.is_null()) << device.dump(1);
+  EXPECT_EQ(device["bytes"], (17 + 19) * kMiB);
+}
+
+TEST_P(PythonTest, DaemonThreadsAllocatingAtExitDoNotCrash) {
+  // Four daemon threads stay inside CUDA without the GIL, allocating and
+  // freeing as fast as they can, while the main thread exits: the interpreter
+  // frees their thread states and frames under them (python_stack.h). A few
+  // runs, to give a race a chance.
+  const std::string churn =
+      "py_native_helper.c:" + std::to_string(LineOf(kHelperSource, "/* CHURN */"));
+  for (int run = 0; run < 4; ++run) {
+    ScopedTempDir dir;
+    const std::string out = dir.path() + "/report.json";
+    const ProcessResult r = Run(dir, "daemons", out);
+    ASSERT_FALSE(r.signaled) << "run " << run << ": signal " << r.signal << "\n" << r.err;
+    ASSERT_EQ(r.exit_code, 0) << "run " << run << "\n" << r.err;
+    const json report = ReadJson(out);
+    ASSERT_TRUE(report.is_object()) << r.err;
+    ExpectPythonSite(report["leaks"]["device"], "atexit", {"at_exit"});
+    // The loop's allocations had the daemon threads' Python frames while the
+    // interpreter ran.
+    bool python_frames = false;
+    for (const json& site : report["sites"]) {
+      if (site["location"] != churn) continue;
+      for (const json& f : site["frames"]) {
+        python_frames = python_frames || (IsPython(f) && f["function"] == "churn");
+      }
+    }
+    EXPECT_TRUE(python_frames) << "run " << run << ": no site at " << churn
+                               << " with the Python frame churn\n"
+                               << report["sites"].dump(1);
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name[0] >= '0' && name[0] <= '9' ? "python" + name : name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, PythonTest,
+                         ::testing::Values("python3", "system", "3.8", "3.9", "3.10", "3.11",
+                                           "3.12", "3.13"),
+                         ParamName);
+
+// --- With the machine's python3 only ---------------------------------------
+
+class PythonOptionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    python_ = FindPython("python3");
+    if (python_.empty()) GTEST_SKIP() << "no python3 on this machine";
+  }
+  std::string python_;
+};
+
+TEST_F(PythonOptionsTest, PythonOffGivesNativeFramesOnly) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess({python_, kScript, "nested"},
+                                     {{"LD_LIBRARY_PATH", kSimDir},
+                                      {"LD_PRELOAD", kLib},
+                                      {"GPUWATCH_OUTPUT", out},
+                                      {"GPUWATCH_PYTHON", "0"}},
+                                     dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& device = report["leaks"]["device"];
+  EXPECT_EQ(device["bytes"], 8 * kMiB);
+  for (const json& site : device["sites"]) {
+    EXPECT_EQ(site["location"].get<std::string>().find("python_leaks.py"), std::string::npos);
+    for (const json& f : site["frames"]) EXPECT_FALSE(IsPython(f)) << Describe(site);
+  }
+}
+
+TEST_F(PythonOptionsTest, SuppressionsMatchPythonFramesInProcessAndInCheck) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const std::string supp = dir.path() + "/python.supp";
+  // A Python function of the 3 MiB site's stack, not its innermost frame.
+  std::ofstream(supp) << "leak:^middle$\n";
+  const ProcessResult r = RunProcess({python_, kScript, "nested"},
+                                     {{"LD_LIBRARY_PATH", kSimDir},
+                                      {"LD_PRELOAD", kLib},
+                                      {"GPUWATCH_OUTPUT", out},
+                                      {"GPUWATCH_SUPPRESSIONS", supp}},
+                                     dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& device = report["leaks"]["device"];
+  EXPECT_EQ(SiteAt(device, ScriptSite("nested"))["suppressed"], "leak:^middle$");
+  EXPECT_FALSE(SiteAt(device, ScriptSite("nested_gil")).contains("suppressed"));
+  EXPECT_EQ(device["leaked_bytes"], 5 * kMiB);
+
+  auto check = [&](const std::string& rules) {
+    std::ofstream(supp) << rules;
+    return RunProcess({kCli, "check", out, "--suppressions", supp}, {}, dir.path());
+  };
+  // By function, by file of a Python frame, and not by a name on no frame.
+  const ProcessResult by_function = check("leak:^middle$\nleak:^inner_gil$\n");
+  EXPECT_EQ(by_function.exit_code, 0) << by_function.out << by_function.err;
+  EXPECT_EQ(check("leak:python_leaks.py\n").exit_code, 0);
+  const ProcessResult partial = check("leak:^middle$\n");
+  EXPECT_EQ(partial.exit_code, 1) << partial.out;
+  EXPECT_NE(partial.out.find(ScriptSite("nested_gil")), std::string::npos) << partial.out;
+  EXPECT_EQ(check("leak:no_such_function\n").exit_code, 1);
+}
+
+TEST_F(PythonOptionsTest, GpuwatchRunAndReportShowTheScriptLine) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess({kCli, "run", "-o", out, "--", python_, kScript, "nested"},
+                                     {{"LD_LIBRARY_PATH", kSimDir}}, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(ScriptSite("nested")), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(ScriptSite("nested_gil")), std::string::npos) << text.out;
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

@@ -1,0 +1,297 @@
+"""What the reports of the example and test programs must say, on a GPU as on
+the simulator.
+
+The same expectations as the end-to-end tests (tests/e2e/*_test.cc), kept to
+what does not depend on the hardware: counts, bytes, memory kinds, sites with
+file:line, kernel names, findings, host memory kinds of copies. Bandwidths and
+durations are the simulator's model and are not checked here.
+
+check(program, ctx) returns a list of (ok, text). ctx holds:
+  report_path   the exit report (GPUWATCH_OUTPUT)
+  stdout, stderr, exit_code
+  attach        the attach mode the report must name ("preload"/"injection")
+  source_dir    the repository root (for the marker lines)
+  static        True for a static-cudart build
+  target        "gpu" or "simulator"
+"""
+
+import json
+import os
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+def line_of(path, marker):
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if marker in line:
+                    return n
+    except OSError:
+        pass
+    return 0
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def get(obj, *keys, default=None):
+    for k in keys:
+        if isinstance(obj, dict) and k in obj:
+            obj = obj[k]
+        elif isinstance(obj, list) and isinstance(k, int) and -len(obj) <= k < len(obj):
+            obj = obj[k]
+        else:
+            return default
+    return obj
+
+
+class Checker:
+    def __init__(self):
+        self.results = []
+
+    def eq(self, what, actual, expected):
+        self.results.append((actual == expected, f"{what} = {actual!r}" +
+                             ("" if actual == expected else f", expected {expected!r}")))
+
+    def true(self, what, cond, detail=""):
+        self.results.append((bool(cond), what + (f" ({detail})" if detail else "")))
+
+
+def site_at(section, location):
+    for s in get(section, "sites", default=[]) or []:
+        if s.get("location") == location:
+            return s
+    return None
+
+
+def common(c, report, ctx):
+    c.eq("exit status", ctx["exit_code"], ctx.get("expect_exit", 0))
+    c.true("report written and valid JSON", report is not None, ctx["report_path"])
+    if report is None:
+        return False
+    c.eq("gpuwatch.attach", get(report, "gpuwatch", "attach"), ctx["attach"])
+    c.eq("schema", get(report, "schema"), "gpuwatch-report")
+    return True
+
+
+def check_leaky_loop(c, report, ctx):
+    dev = get(report, "totals", "kinds", "device")
+    c.eq("device allocs", get(dev, "allocs"), 16)
+    c.eq("device frees", get(dev, "frees"), 8)
+    c.eq("device current_count", get(dev, "current_count"), 8)
+    c.eq("device current_bytes", get(dev, "current_bytes"), 8 * 256 * KiB)
+    c.eq("device_peak_bytes", get(report, "totals", "device_peak_bytes"), 7 * 256 * KiB + 4 * MiB)
+    c.eq("h2d copies", get(report, "totals", "copies", "h2d", "count"), 8)
+    c.eq("h2d bytes", get(report, "totals", "copies", "h2d", "bytes"), 8 * 4 * MiB)
+    c.eq("d2h copies", get(report, "totals", "copies", "d2h", "count"), 8)
+    c.eq("kernel launches", get(report, "totals", "kernel_launches"), 8)
+    c.eq("unknown_frees", get(report, "totals", "unknown_frees"), 0)
+    src = os.path.join(ctx["source_dir"], "examples", "leaky_loop.cu")
+    loc = f"leaky_loop.cu:{line_of(src, '// leaks')}"
+    site = get(report, "leaks", "device", "sites", 0, default={})
+    c.eq("leak site", get(site, "location"), loc)
+    c.eq("leak site bytes", get(site, "bytes"), 8 * 256 * KiB)
+    c.eq("leak site count", get(site, "count"), 8)
+    c.eq("leaked device bytes", get(report, "leaks", "device", "bytes"), 8 * 256 * KiB)
+    c.eq("transfers.unmatched_records", get(report, "transfers", "unmatched_records"), 0)
+    kernels = get(report, "kernels", "kernels", default=[]) or []
+    c.true("kernel Scale named", any("Scale" in (k.get("name") or "") for k in kernels),
+           ", ".join(k.get("name", "?") for k in kernels))
+
+
+def check_api_mix(c, report, ctx):
+    kinds = get(report, "totals", "kinds")
+    c.eq("device allocs", get(kinds, "device", "allocs"), 6)
+    c.eq("device frees", get(kinds, "device", "frees"), 4)
+    c.eq("device current_bytes", get(kinds, "device", "current_bytes"), 1 * MiB + 256 * KiB)
+    c.eq("pool allocs", get(kinds, "pool", "allocs"), 2)
+    c.eq("pool current_bytes", get(kinds, "pool", "current_bytes"), 512 * KiB)
+    c.eq("managed current_bytes", get(kinds, "managed", "current_bytes"), 2 * MiB)
+    c.eq("vmm allocs", get(kinds, "vmm", "allocs"), 2)
+    c.eq("vmm frees", get(kinds, "vmm", "frees"), 1)
+    c.eq("vmm current_bytes", get(kinds, "vmm", "current_bytes"), 2 * MiB)
+    c.eq("pinned_host allocs", get(kinds, "pinned_host", "allocs"), 2)
+    c.eq("pinned_host current_bytes", get(kinds, "pinned_host", "current_bytes"), 64 * KiB)
+    c.eq("device_current_bytes", get(report, "totals", "device_current_bytes"), 5 * MiB + 768 * KiB)
+    c.eq("host_current_bytes", get(report, "totals", "host_current_bytes"), 64 * KiB)
+    copies = get(report, "totals", "copies")
+    c.eq("h2d count", get(copies, "h2d", "count"), 12)
+    c.eq("h2d bytes", get(copies, "h2d", "bytes"), 1 * MiB + 40 * KiB + 256 * KiB)
+    c.eq("d2h count", get(copies, "d2h", "count"), 2)
+    c.eq("d2h bytes", get(copies, "d2h", "bytes"), 1 * MiB + 256 * KiB)
+    c.eq("d2d count", get(copies, "d2d", "count"), 1)
+    c.eq("kernel launches", get(report, "totals", "kernel_launches"), 5)
+    c.eq("unknown_frees", get(report, "totals", "unknown_frees"), 0)
+
+
+def check_leak_sites(c, report, ctx):
+    src = os.path.join(ctx["source_dir"], "tests", "e2e", "programs", "leak_sites.cu")
+
+    def at(name):
+        return f"leak_sites.cu:{line_of(src, '// LEAK:' + name)}"
+
+    device = get(report, "leaks", "device", default={})
+    expected = [("device", 6 * MiB, 2, "device"), ("pool", 1 * MiB, 1, "pool"),
+                ("managed", 2 * MiB, 1, "managed"), ("driver", 768 * KiB, 1, "device"),
+                ("vmm", 4 * MiB, 1, "vmm")]
+    total = 0
+    for name, nbytes, count, kind in expected:
+        site = site_at(device, at(name))
+        c.true(f"leak site {name} at {at(name)}", site is not None,
+               "sites: " + ", ".join(s.get("location", "?") for s in device.get("sites", [])))
+        if site is None:
+            continue
+        c.eq(f"{name} bytes", site.get("bytes"), nbytes)
+        c.eq(f"{name} count", site.get("count"), count)
+        c.eq(f"{name} kind bytes", get(site, "kinds", kind), nbytes)
+        c.eq(f"{name} frames[0].line", get(site, "frames", 0, "line"),
+             line_of(src, "// LEAK:" + name))
+        total += nbytes
+    c.eq("leaked device bytes", device.get("bytes"), total)
+    c.eq("leak sites", len(device.get("sites", [])), len(expected))
+    host = get(report, "leaks", "host", default={})
+    c.eq("pinned leak site", get(host, "sites", 0, "location"), at("pinned"))
+    c.eq("pinned leaked bytes", host.get("bytes"), 96 * KiB)
+
+
+def check_threads(c, report, ctx):
+    dev = get(report, "totals", "kinds", "device")
+    c.eq("device allocs", get(dev, "allocs"), 40000)
+    c.eq("device frees", get(dev, "frees"), 39996)
+    c.eq("device current_count", get(dev, "current_count"), 4)
+    c.eq("device current_bytes", get(dev, "current_bytes"), 4 * 4096 + 0 + 1 + 2 + 3)
+    c.eq("unknown_frees", get(report, "totals", "unknown_frees"), 0)
+
+
+def check_snapshot_signal(c, report, ctx):
+    c.eq("stdout", ctx["stdout"], "snapshot_signal: snapshot seen\n")
+    snap = load(ctx["report_path"] + ".snapshot-1")
+    c.true("snapshot report written", snap is not None)
+    c.eq("snapshot label", get(snap, "label"), "signal")
+    c.eq("snapshot device_current_bytes", get(snap, "totals", "device_current_bytes"), 6 * MiB)
+    c.eq("exit report device_current_bytes", get(report, "totals", "device_current_bytes"), 0)
+
+
+def find_total(report, direction, host):
+    for t in get(report, "transfers", "totals", default=[]) or []:
+        if t.get("direction") == direction and t.get("host") == host:
+            return t
+    return None
+
+
+def finding(report, kind, location):
+    for f in get(report, "transfers", "findings", default=[]) or []:
+        if f.get("type") == kind and f.get("location") == location:
+            return f
+    return None
+
+
+def check_transfers(c, report, ctx):
+    c.eq("stdout", ctx["stdout"], "transfers: done\n")
+    src = os.path.join(ctx["source_dir"], "tests", "e2e", "programs", "transfers.cu")
+
+    def at(name):
+        return f"transfers.cu:{line_of(src, '// AT:' + name)}"
+
+    pageable = find_total(report, "h2d", "pageable")
+    c.true("h2d pageable total present", pageable is not None)
+    if pageable:
+        c.eq("h2d pageable count", pageable.get("count"), 6)
+        c.eq("h2d pageable bytes", pageable.get("bytes"), 6 * MiB)
+    pinned = find_total(report, "h2d", "pinned")
+    c.true("h2d pinned total present", pinned is not None)
+    if pinned:
+        c.eq("h2d pinned count", pinned.get("count"), 204)
+        c.eq("h2d pinned bytes", pinned.get("bytes"), 4 * MiB + 200 * 4 * KiB)
+    d2h = find_total(report, "d2h", "pageable")
+    c.true("d2h pageable total present", d2h is not None)
+    if d2h:
+        c.eq("d2h pageable count", d2h.get("count"), 20)
+        c.eq("d2h pageable bytes", d2h.get("bytes"), 20 * 256 * KiB)
+    c.eq("h2d copies", get(report, "totals", "copies", "h2d", "count"), 210)
+    c.eq("transfers.unmatched_records", get(report, "transfers", "unmatched_records"), 0)
+    small = finding(report, "small_copies", at("small"))
+    c.true("small_copies finding at " + at("small"), small is not None)
+    if small:
+        c.eq("small_copies count", small.get("count"), 200)
+    sync = finding(report, "sync_d2h_loop", at("sync_d2h"))
+    c.true("sync_d2h_loop finding at " + at("sync_d2h"), sync is not None)
+    if sync:
+        c.eq("sync_d2h_loop count", sync.get("count"), 20)
+    pg = finding(report, "pageable", at("pageable"))
+    c.true("pageable finding at " + at("pageable"), pg is not None)
+    if pg:
+        c.eq("pageable count", pg.get("count"), 4)
+    kernels = get(report, "kernels", default={})
+    c.eq("kernels.launches", kernels.get("launches"), 10)
+    names = [(k.get("name"), k.get("launches")) for k in kernels.get("kernels", [])]
+    c.eq("kernels", names, [("void (anonymous namespace)::Fill<4>(float*)", 7),
+                            ("(anonymous namespace)::Other(float*)", 3)])
+    life = get(report, "lifecycle", default={})
+    c.eq("blocked copy count", get(life, "blocked", "copy", "count"), 26)
+    c.eq("blocked stream count", get(life, "blocked", "stream", "count"), 1)
+    c.eq("blocked device count", get(life, "blocked", "device", "count"), 1)
+    c.eq("exit_status", life.get("exit_status"), 0)
+    c.true("teardown_ns measured", life.get("teardown_ns") is not None)
+
+
+def check_oom(c, report, ctx):
+    c.true("stdout names the failure", ctx["stdout"].startswith("oom: cudaMalloc failed after"),
+           ctx["stdout"].strip())
+    oom = load(ctx["report_path"] + ".oom-1")
+    c.true("oom report written", oom is not None)
+    if oom is None:
+        return
+    src = os.path.join(ctx["source_dir"], "examples", "oom.cu")
+    loc = f"oom.cu:{line_of(src, 'fails when the device is full')}"
+    c.eq("trigger", oom.get("trigger"), "oom")
+    c.eq("oom.size", get(oom, "oom", "size"), 256 * MiB)
+    c.eq("oom.kind", get(oom, "oom", "kind"), "device")
+    c.eq("oom.location", get(oom, "oom", "location"), loc)
+    c.true("oom.device_total_bytes > 0", (get(oom, "oom", "device_total_bytes") or 0) > 0)
+    c.eq("live site at the failure", get(oom, "leaks", "device", "sites", 0, "location"), loc)
+    c.eq("one OOM report", load(ctx["report_path"] + ".oom-2"), None)
+
+
+def check_pool_and_driver(c, report, ctx):
+    kinds = get(report, "totals", "kinds", default={})
+    c.true("pool memory leaked", (get(kinds, "pool", "current_bytes") or 0) >= 8 * MiB,
+           f"pool current_bytes {get(kinds, 'pool', 'current_bytes')}")
+    c.true("driver memory leaked", (get(kinds, "device", "current_bytes") or 0) >= 2 * MiB,
+           f"device current_bytes {get(kinds, 'device', 'current_bytes')}")
+    c.eq("unknown_frees", get(report, "totals", "unknown_frees"), 0)
+
+
+def check_exit_with(c, report, ctx):
+    c.eq("device current_bytes", get(report, "totals", "kinds", "device", "current_bytes"), 1 * MiB)
+    c.eq("lifecycle.exit_status", get(report, "lifecycle", "exit_status"), ctx.get("expect_exit"))
+
+
+CHECKS = {
+    "leaky_loop": check_leaky_loop,
+    "api_mix": check_api_mix,
+    "leak_sites": check_leak_sites,
+    "threads": check_threads,
+    "snapshot_signal": check_snapshot_signal,
+    "transfers": check_transfers,
+    "oom": check_oom,
+    "pool_and_driver": check_pool_and_driver,
+    "exit_with": check_exit_with,
+}
+
+
+def check(program, ctx):
+    c = Checker()
+    report = load(ctx["report_path"])
+    if program == "oom" and report is None:
+        report = load(ctx["report_path"] + ".oom-1")  # the exit report comes later
+    if common(c, report, ctx):
+        CHECKS[program](c, report, ctx)
+    return c.results
