@@ -174,7 +174,8 @@ BENCHMARK(BM_HookPart_CaptureFrames)->Arg(8)->Arg(16)->Arg(32)->Arg(44)->Arg(64)
 void BM_HookPart_InternHit44(benchmark::State& state) {
   StackTable& stacks = SharedStacks();
   uintptr_t pcs[kCaptureFrames];
-  for (int i = 0; i < kCaptureFrames; ++i) pcs[i] = 0x555555554000ULL + 977ULL * static_cast<uint64_t>(i);
+  for (int i = 0; i < kCaptureFrames; ++i)
+    pcs[i] = 0x555555554000ULL + 977ULL * static_cast<uint64_t>(i);
   stacks.Intern(pcs, kCaptureFrames);
   for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
     benchmark::DoNotOptimize(stacks.Intern(pcs, kCaptureFrames));

@@ -409,6 +409,46 @@ void RequestShutdownGuard(const Runtime& rt) {
 
 // --- Discovery ---------------------------------------------------------------
 
+// 3.13 publishes its own structure offsets for debuggers and profilers at the
+// start of _PyRuntime (_Py_DebugOffsets, stable within a minor version). When
+// they are there, the table above must agree with them: a patch release that
+// moved a field disables Python frames instead of misreading them. Offsets of
+// the fields compared, within _Py_DebugOffsets of 3.13.
+bool DebugOffsetsAgree(const Layout& l) {
+  if (l.minor != 13) return true;
+  const auto* runtime = static_cast<const char*>(dlsym(RTLD_DEFAULT, "_PyRuntime"));
+  if (runtime == nullptr || std::memcmp(runtime, "xdebugpy", 8) != 0) return true;
+  const auto at = [runtime](int offset) {
+    uint64_t value = 0;
+    std::memcpy(&value, runtime + offset, sizeof(value));
+    return value;
+  };
+  struct Field {
+    int debug_offset;
+    int64_t expected;
+  };
+  const Field fields[] = {
+      {16, 0},  // free_threaded
+      {184, l.tstate_frame},
+      {232, l.frame_back},
+      {240, l.frame_code},
+      {248, l.frame_instr},
+      {264, l.frame_owner},
+      {280, l.code_filename},
+      {296, l.code_name},
+      {312, l.code_firstlineno},
+      {344, l.code_adaptive},
+      {360, kObType},
+      {544, kStrState},
+      {552, kStrLength},
+      {560, l.str_ascii_data},
+  };
+  for (const Field& f : fields) {
+    if (at(f.debug_offset) != static_cast<uint64_t>(f.expected)) return false;
+  }
+  return true;
+}
+
 template <typename Fn>
 Fn Sym(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
@@ -491,6 +531,13 @@ void DoInit() {
   if (layout == nullptr) {
     Warn("Python %d.%d is not supported (3.8 to 3.13 are): stacks have native frames only", major,
          minor);
+    return;
+  }
+  if (!DebugOffsetsAgree(*layout)) {
+    Warn(
+        "Python %d.%d lays out its frames differently than gpuwatch expects: stacks have "
+        "native frames only",
+        major, minor);
     return;
   }
   auto* rt = new Runtime();  // leaked on purpose, like all of gpuwatch's state
@@ -602,18 +649,5 @@ bool IsPythonInterpreterPc(uintptr_t pc) {
   const Runtime* rt = g_runtime.load(std::memory_order_acquire);
   return rt != nullptr && pc > rt->interp_lo && pc - 1 < rt->interp_hi;
 }
-
-namespace internal {
-
-int PythonMinorVersion() {
-  const Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  return rt != nullptr ? rt->layout.minor : 0;
-}
-
-bool PythonShutdownGuardArmed() {
-  return g_armed.load(std::memory_order_acquire) && !g_shutdown.load(std::memory_order_acquire);
-}
-
-}  // namespace internal
 
 }  // namespace gpuwatch

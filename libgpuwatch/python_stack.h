@@ -40,8 +40,8 @@
 //   entered Python have none: native frames only.
 // - A thread that holds the GIL reads its frames (nothing can free them under
 //   it). A thread that does not hold it reads its own frames too, with one
-//   hazard: when the interpreter finalizes, it frees the thread states (and,
-//   from 3.11, unmaps the frame memory) of daemon threads that are still
+//   hazard: when the interpreter finalizes, it clears and frees the thread
+//   states (and with them the frames) of daemon threads that are still
 //   running. gpuwatch therefore registers a Python `atexit` callback, which
 //   runs before that, and which waits for every such read in progress and
 //   stops new ones (an atomic counter and flag). The callback is registered
@@ -53,7 +53,7 @@
 //
 // Hot-path cost: a few indirect calls to check the state above, then per
 // frame a few loads and one lock-free table lookup (bench/python_stack_benchmark.cc;
-// docs/architecture.md has the figures). No allocation and no lock, except the
+// docs/python.md has the figures). No allocation and no lock, except the
 // first time a frame is seen (PyFrameTable::Insert).
 #ifndef GPUWATCH_LIBGPUWATCH_PYTHON_STACK_H_
 #define GPUWATCH_LIBGPUWATCH_PYTHON_STACK_H_
@@ -96,17 +96,6 @@ bool IsPythonEvalPc(uintptr_t pc);
 // True when the return address `pc` lies in the interpreter itself (libpython
 // or the python executable that contains it). Thread-safe.
 bool IsPythonInterpreterPc(uintptr_t pc);
-
-namespace internal {
-
-// The minor version of the CPython found (8..13), or 0. Thread-safe.
-int PythonMinorVersion();
-
-// True when threads other than the main thread may read their frames
-// without the GIL (the atexit guard is registered and has not run).
-bool PythonShutdownGuardArmed();
-
-}  // namespace internal
 
 }  // namespace gpuwatch
 

@@ -18,3 +18,5 @@ else
   LD_LIBRARY_PATH="$PWD/build/tests/sim/lib" \
     build/bin/gpuwatch run -o build/leaky_loop.json -- build/examples/leaky_loop
 fi
+echo "== gpuwatch report build/leaky_loop.json"
+build/bin/gpuwatch report build/leaky_loop.json --top 5

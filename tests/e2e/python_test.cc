@@ -2,8 +2,10 @@
 // under libgpuwatch.so on the CUDA simulator and allocates through
 // ctypes.CDLL("libcudart.so.13") from nested functions, a threading.Thread, a
 // native thread (py_native_helper.c) with and without a call back into
-// Python, an atexit handler, a __del__ run by finalization and daemon threads
-// still allocating while the interpreter exits.
+// Python, sitecustomize while the interpreter starts, an atexit handler, a
+// __del__ run by finalization and daemon threads still allocating while the
+// interpreter exits; and GPUWATCH_PYTHON=0, suppressions (in the library and
+// in `gpuwatch check`) and `gpuwatch run` / `gpuwatch report` on Python frames.
 //
 // Each test runs with the machine's python3, the system interpreter
 // (/usr/bin/python3: stripped, LTO) and every CPython 3.8 to 3.13 found
@@ -272,6 +274,27 @@ TEST_P(PythonTest, NativeThreadCallingIntoPythonShowsBoth) {
     }
   }
   EXPECT_TRUE(native_caller) << Describe(site);
+}
+
+TEST_P(PythonTest, AllocationsDuringStartUpDoNotCrash) {
+  // sitecustomize runs while the interpreter initialises (whether
+  // Py_IsInitialized() already says so depends on the version): the stack is
+  // Python and native, or native only, and nothing breaks.
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  std::ofstream(dir.path() + "/sitecustomize.py")
+      << "import ctypes\n"
+         "p = ctypes.c_void_p()\n"
+         "ctypes.CDLL('libcudart.so.13').cudaMalloc(ctypes.byref(p), ctypes.c_size_t(23 << 20))\n";
+  const ProcessResult r = Run(dir, "nested", out, {{"PYTHONPATH", dir.path()}});
+  ASSERT_FALSE(r.signaled) << "signal " << r.signal << "\n" << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "python_leaks: nested done\n");
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& device = report["leaks"]["device"];
+  EXPECT_FALSE(SiteWithBytes(device, 23 * kMiB).is_null()) << device.dump(1);
+  ExpectPythonSite(device, "nested", {"inner", "middle", "step", "outer", "main", "<module>"});
 }
 
 TEST_P(PythonTest, AllocationsDuringShutdownDoNotCrash) {

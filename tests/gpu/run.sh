@@ -128,4 +128,5 @@ if [[ ! -f "$build/lib/libgpuwatch.so" && $dry == 0 ]]; then
   fi
 fi
 
+export PYTHONDONTWRITEBYTECODE=1
 exec python3 "$here/validate.py" --build "$build" "${args[@]+"${args[@]}"}"

@@ -112,5 +112,15 @@ TEST(Config, RankComesFromTheFirstLauncherVariableSet) {
   EXPECT_EQ(RankFromEnvironment(Env{}.Lookup()), "");
 }
 
+TEST(Config, PythonFramesAreOnByDefaultAndCanBeTurnedOff) {
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(Parse(Env{}, &warnings).python);
+  EXPECT_FALSE(Parse(Env{{{"GPUWATCH_PYTHON", "0"}}}, &warnings).python);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(Parse(Env{{{"GPUWATCH_PYTHON", "native"}}}, &warnings).python);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "ignoring GPUWATCH_PYTHON=\"native\" (expected 0 or 1); using 1");
+}
+
 }  // namespace
 }  // namespace gpuwatch

@@ -7,8 +7,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define GW_EXPORT __attribute__((visibility("default")))
