@@ -251,10 +251,14 @@ std::vector<std::pair<uint32_t, uint64_t>> Tracker::LiveDeviceBytesBySite() cons
 TrackerSnapshot Tracker::Snapshot() const {
   TrackerSnapshot snap;
   snap.time_ns = NowNs();
+  // Reserve once from the live counters (an estimate: the shards are read one
+  // at a time); reserving per shard would re-copy everything 64 times.
+  uint64_t live_estimate = 0;
+  for (const Counters& c : kinds_) live_estimate += c.current_count.load(std::memory_order_relaxed);
+  snap.live.reserve(live_estimate + live_estimate / 16);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
-    snap.live.reserve(snap.live.size() + shard.live.size());
     shard.live.ForEach([&](uint64_t, const LiveAlloc& alloc) { snap.live.push_back(alloc); });
   }
   for (int i = 0; i < kNumMemKinds; ++i) {
