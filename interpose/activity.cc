@@ -1,8 +1,10 @@
 #include "interpose/activity.h"
 
+#include <atomic>
 #include <cstdlib>
 
 #include "libgpuwatch/kernels.h"
+#include "libgpuwatch/trace.h"
 #include "libgpuwatch/transfers.h"
 
 namespace gpuwatch {
@@ -14,6 +16,7 @@ constexpr size_t kBufferAlign = 8;  // CUPTI's requirement
 
 Transfers* g_transfers = nullptr;
 KernelTable* g_kernels = nullptr;
+std::atomic<Trace*> g_trace{nullptr};
 decltype(&cuptiActivityGetNextRecord) g_next_record = nullptr;
 
 CopyKind FromActivityCopyKind(uint8_t kind) {
@@ -91,26 +94,42 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *max_records = 0;  // as many as fit
 }
 
+// A timed copy as a slice of the trace, with the site of the call it joined.
+template <typename R>
+void TraceCopy(Trace* trace, const R& r, const CopyRecord& c, uint32_t site) {
+  if (trace == nullptr) return;
+  trace->Copy(trace->FromGpuClock(r.start), trace->FromGpuClock(r.end),
+              static_cast<int>(r.deviceId), r.streamId, c.bytes, c.kind, c.host, site);
+}
+
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* record = nullptr;
+  Trace* trace = g_trace.load(std::memory_order_acquire);
   while (g_next_record != nullptr && g_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         CopyRecord c = MakeRecord(*r);
         c.runtime_correlation = r->runtimeCorrelationId;
-        if (g_transfers != nullptr) g_transfers->OnCopyRecord(c);
+        const uint32_t site = g_transfers != nullptr ? g_transfers->OnCopyRecord(c) : 0;
+        TraceCopy(trace, *r, c, site);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
-        if (g_transfers != nullptr) g_transfers->OnCopyRecord(MakeRecord(*r));
+        const CopyRecord c = MakeRecord(*r);
+        const uint32_t site = g_transfers != nullptr ? g_transfers->OnCopyRecord(c) : 0;
+        TraceCopy(trace, *r, c, site);
         break;
       }
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         if (g_kernels != nullptr) g_kernels->OnKernelRecord(r->name, r->start, r->end);
+        if (trace != nullptr) {
+          trace->Kernel(trace->FromGpuClock(r->start), trace->FromGpuClock(r->end),
+                        static_cast<int>(r->deviceId), r->streamId, trace->InternName(r->name));
+        }
         break;
       }
       default:
@@ -153,6 +172,8 @@ void SetActivitySinks(Transfers* transfers, KernelTable* kernels) {
   g_transfers = transfers;
   g_kernels = kernels;
 }
+
+void SetActivityTrace(Trace* trace) { g_trace.store(trace, std::memory_order_release); }
 
 void FlushActivity(const CuptiApi& api) {
   if (api.ActivityFlushAll != nullptr && g_next_record != nullptr) {

@@ -16,6 +16,7 @@ namespace gpuwatch {
 
 class Transfers;
 class KernelTable;
+class Trace;
 
 // Registers the buffer callbacks and enables MEMCPY and MEMCPY2 records, and
 // CONCURRENT_KERNEL records when `kernel_timing`. Returns false with a reason
@@ -26,6 +27,11 @@ bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kern
 
 // Points the buffer callbacks at new tables (a forked child's).
 void SetActivitySinks(Transfers* transfers, KernelTable* kernels);
+
+// Timed copies and kernels also go to `trace` as slices (null: not traced),
+// their GPU times converted with the trace's clock offset. Set it only once
+// that offset is known.
+void SetActivityTrace(Trace* trace);
 
 // Delivers every buffered record now (cuptiActivityFlushAll with
 // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED). Call with no gpuwatch lock held.

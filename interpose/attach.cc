@@ -23,10 +23,12 @@
 #include <ctime>
 
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,7 @@
 #include "interpose/activity.h"
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
+#include "interpose/fatal_signals.h"
 #include "libgpuwatch/config.h"
 #include "libgpuwatch/growth.h"
 #include "libgpuwatch/kernels.h"
@@ -43,6 +46,7 @@
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/trace.h"
 #include "libgpuwatch/tracker.h"
 #include "libgpuwatch/transfers.h"
 #include "libgpuwatch/unwind.h"
@@ -71,16 +75,26 @@ struct State {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::atomic<int> oom_reports{0};
   std::atomic<uint64_t> last_oom_report_ns{0};
   int signal_pipe[2] = {-1, -1};
+  // The background thread holds bg_mu except in poll() and while it writes a
+  // fatal signal's report, and bg_starting is set from pthread_create until
+  // the thread first takes it (a thread allocates as it starts): see ForkPrepare.
+  std::mutex bg_mu;
+  std::condition_variable bg_started;
+  bool bg_starting = false;          // guarded by bg_mu
   std::mutex report_mu;              // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
   std::string exit_report_path;      // set once the exit report is on disk
   std::atomic<uint64_t> exit_report_done_ns{0};
   std::atomic<bool> teardown_handler{false};
   Timeline* timeline = nullptr;
+  Trace* trace = nullptr;                      // GPUWATCH_TRACE_EVENTS; null: no event trace
   const Suppressions* suppressions = nullptr;  // GPUWATCH_SUPPRESSIONS; null: none
   CallbackHooks hooks;                         // as installed; a fork child swaps the tables
   std::string attach_dir;                      // working directory at attach
   bool fork_child = false;                     // forked after attach
+  // A signal report that the process dies right after is on disk (or being
+  // written): no checkpoint may replace it. Guarded by report_mu.
+  bool final_report = false;
   // Device bytes the exit report counted as leaked (GPUWATCH_EXITCODE).
   std::atomic<uint64_t> exit_leaked_bytes{0};
   std::atomic<bool> exit_leak_known{false};
@@ -144,8 +158,10 @@ void LogReport(const State& s, const char* trigger, const std::string& path) {
 // Writes one report; the caller holds report_mu. With `summary`, also prints
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes).
+// `log`: tell `gpuwatch run` (not for checkpoints, which come and go).
 bool WriteReport(State& s, const std::string& path, const char* trigger, const char* label,
-                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr) {
+                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
+                 bool log = true) {
   const TrackerSnapshot snap = s.tracker->Snapshot();
   ReportContext context = MakeContext(s, trigger, label);
   context.oom = oom;
@@ -160,6 +176,11 @@ bool WriteReport(State& s, const std::string& path, const char* trigger, const c
   context.lifecycle = LifecycleFiguresOf(*s.lifecycle);
   const TimelineSnapshot timeline = s.timeline->Snapshot();
   context.timeline = &timeline;
+  TraceSnapshot trace;
+  if (s.trace != nullptr) {
+    trace = s.trace->Snapshot();
+    context.trace = &trace;
+  }
   context.suppressions = s.suppressions;
   SiteResolver sites(s.stacks);
   const std::string json = BuildReportJson(snap, context, &sites);
@@ -169,7 +190,7 @@ bool WriteReport(State& s, const std::string& path, const char* trigger, const c
   std::string error;
   const bool ok = WriteFileAtomically(path, json, &error);
   if (!ok) Warn("could not write the %s report: %s", trigger, error.c_str());
-  if (ok) LogReport(s, trigger, path);
+  if (ok && log) LogReport(s, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.
   const bool announce = ok && s.config.run_log.empty();
   if (summary) WriteStderr(BuildSummaryText(snap, context, &sites, announce ? path : "").c_str());
@@ -303,6 +324,9 @@ void DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
 void OnOutOfMemory(const OomEvent& event) {
   State& s = GetState();
   s.ooms.fetch_add(1);
+  if (s.trace != nullptr) {
+    s.trace->Oom(s.tracker->NowNs(), event.device, event.size, event.kind, event.stack_id);
+  }
   constexpr uint64_t kMinGapNs = 1000000000ULL;
   constexpr int kMaxReports = 10;
   const uint64_t now = MonotonicNs();
@@ -318,6 +342,7 @@ void OnOutOfMemory(const OomEvent& event) {
   oom.api = event.api;
   oom.error = event.error;
   oom.stack_id = event.stack_id;
+  oom.device = event.device;
   DeviceMemoryInfo(&oom.device_free, &oom.device_total);
   std::lock_guard<std::mutex> lock(s.report_mu);
   const std::string path = s.output_path + ".oom-" + std::to_string(n);
@@ -328,40 +353,120 @@ void OnOutOfMemory(const OomEvent& event) {
   }
 }
 
-// gpuwatch's background thread: snapshots on a signal (the handler only
-// writes a byte to a pipe: no CUDA, lock or allocation in it) and periodic
-// timeline samples (GPUWATCH_SAMPLE_MS). It waits for both in poll(), whose
-// timeout is the next sample's due time.
+// A report for a signal that ends the process (fatal_signals.h). Runs on the
+// background thread while the handler waits, bounded: the interrupted thread
+// may hold a lock, so report_mu is only tried, and the handler gives up on a
+// report that takes too long.
+void WriteSignalReport(int sig, bool final) {
+  State& s = GetState();
+  // Only a process that made CUDA calls (of its own, after a fork) reports.
+  if (!s.active.load() || !g_exit_handler.load()) return;
+  if (s.fork_child && s.tracker->EventCount() == 0) return;
+  const bool crash =
+      sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
+  // Not after a crash: CUPTI's state may be what broke.
+  if (s.activity && !crash) FlushActivity(s.cupti);
+  std::unique_lock<std::mutex> lock(s.report_mu, std::defer_lock);
+  const uint64_t deadline = MonotonicNs() + (kSignalReportWaitMs - 2000) * 1000000ULL;
+  while (!lock.try_lock()) {
+    if (MonotonicNs() >= deadline) return;
+    poll(nullptr, 0, 1);
+  }
+  if (s.exit_report_written) return;  // already exiting: the exit report stands
+  if (final) s.final_report = true;
+  char name[32];
+  WriteReport(s, s.output_path, "signal", FatalSignalName(sig, name, sizeof(name)), nullptr,
+              s.config.summary);
+}
+
+// Checkpoints (GPUWATCH_CHECKPOINT_SECONDS): the main report, replaced in
+// place, so that a process killed by SIGKILL or the OOM killer leaves a
+// complete report behind. Written when the interval has passed and something
+// changed, and at a new device peak; looked at once a second.
+struct Checkpoints {
+  uint64_t last_ns = 0;
+  uint64_t events = 0;
+  uint64_t peak = 0;
+  bool failed = false;  // one warning, then no more tries
+};
+
+void MaybeCheckpoint(State& s, Checkpoints& c, uint64_t now) {
+  if (c.failed || !g_exit_handler.load()) return;  // no CUDA call yet
+  const uint64_t events = s.tracker->EventCount();
+  if (events == 0) return;  // nothing yet (a forked child that made no call of its own)
+  const uint64_t peak = s.tracker->DevicePeakBytes();
+  const uint64_t interval_ns = static_cast<uint64_t>(s.config.checkpoint_seconds) * 1000000000ULL;
+  const bool due = c.last_ns == 0 || now - c.last_ns >= interval_ns;
+  if (peak <= c.peak && (!due || events == c.events)) return;
+  std::lock_guard<std::mutex> lock(s.report_mu);
+  if (s.exit_report_written || s.final_report) return;  // the final report stands
+  c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
+                          /*log=*/false);
+  c.last_ns = now;
+  c.events = events;
+  c.peak = peak;
+}
+
+// gpuwatch's background thread: reports for the signals that end the
+// process, snapshots on a signal (the handlers only write a byte to a pipe:
+// no CUDA, lock or allocation in them), periodic timeline samples
+// (GPUWATCH_SAMPLE_MS) and checkpoints. It waits for all of them in poll(),
+// whose timeout is the next timer's due time.
 void* BackgroundThread(void*) {
   State& s = GetState();
-  int fd = s.signal_pipe[0];  // -1 (ignored by poll) when snapshots on a signal are off
+  // Held except in poll(): ForkPrepare waits for that.
+  std::unique_lock<std::mutex> working(s.bg_mu);
+  s.bg_starting = false;
+  s.bg_started.notify_all();
+  SetFatalSignalServerThread();
+  // An fd of -1 is ignored by poll.
+  pollfd fds[2] = {{FatalSignalRequestFd(), POLLIN, 0}, {s.signal_pipe[0], POLLIN, 0}};
   const uint64_t interval_ns = static_cast<uint64_t>(s.config.sample_ms) * 1000000ULL;
+  constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
+  const bool checkpoints = s.config.checkpoint_seconds != 0;
+  Checkpoints checkpoint;
   uint64_t next = MonotonicNs() + interval_ns;
+  uint64_t next_checkpoint = MonotonicNs() + kCheckpointTickNs;
   for (;;) {
+    const uint64_t now = MonotonicNs();
+    uint64_t due = UINT64_MAX;
+    if (interval_ns != 0) due = next;
+    if (checkpoints) due = std::min(due, next_checkpoint);
     int timeout_ms = -1;
-    if (interval_ns != 0) {
-      const uint64_t now = MonotonicNs();
-      timeout_ms = now >= next ? 0 : static_cast<int>((next - now + 999999) / 1000000);
-    } else if (fd < 0) {
+    if (due != UINT64_MAX) {
+      timeout_ms = now >= due ? 0 : static_cast<int>((due - now + 999999) / 1000000);
+    } else if (fds[0].fd < 0 && fds[1].fd < 0) {
       return nullptr;
     }
-    pollfd pfd{fd, POLLIN, 0};
-    const int n = poll(&pfd, 1, timeout_ms);
+    working.unlock();
+    const int n = poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) return nullptr;
-    if (n > 0) {
-      char byte = 0;
-      const ssize_t r = read(fd, &byte, 1);
-      if (r == 1) {
+    // Before bg_mu: the signal may have interrupted ForkPrepare, which holds it.
+    if (n > 0 && fds[0].revents != 0) ServeFatalSignalRequest();  // first: a handler waits
+    working.lock();
+    if (n > 0 && fds[1].revents != 0) {
+      // Signals that came while the last snapshot was written make one more
+      // snapshot, not one each: a burst of signals cannot queue work.
+      char bytes[256];
+      const ssize_t r = read(fds[1].fd, bytes, sizeof(bytes));
+      if (r > 0) {
         gpuwatch_snapshot("signal");
       } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        fd = -1;  // the pipe is gone: keep sampling only
+        fds[1].fd = -1;  // the pipe is gone: keep the rest
       }
     }
     if (interval_ns != 0) {
-      const uint64_t now = MonotonicNs();
-      if (now >= next) {
+      const uint64_t t = MonotonicNs();
+      if (t >= next) {
         SamplePeriodic(s);
-        next = std::max(next + interval_ns, now);  // a late tick is not made up twice
+        next = std::max(next + interval_ns, t);  // a late tick is not made up twice
+      }
+    }
+    if (checkpoints) {
+      const uint64_t t = MonotonicNs();
+      if (t >= next_checkpoint) {
+        MaybeCheckpoint(s, checkpoint, t);
+        next_checkpoint = t + kCheckpointTickNs;
       }
     }
   }
@@ -371,19 +476,33 @@ void* BackgroundThread(void*) {
 // signal so that the host's signals go to its own threads, as they would
 // without gpuwatch. Returns false when it could not start.
 bool StartBackgroundThread(State& s) {
-  if (s.signal_pipe[0] < 0 && s.config.sample_ms == 0) return true;
+  if (s.signal_pipe[0] < 0 && s.config.sample_ms == 0 && FatalSignalRequestFd() < 0 &&
+      s.config.checkpoint_seconds == 0) {
+    return true;
+  }
   sigset_t all;
   sigset_t old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t thread;
+  {
+    std::lock_guard<std::mutex> lock(s.bg_mu);
+    s.bg_starting = true;
+  }
   const int rc = pthread_create(&thread, nullptr, BackgroundThread, nullptr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
-    Warn("cannot start gpuwatch's thread (%s); snapshots on a signal and periodic samples are off",
-         std::strerror(rc));
+    {
+      std::lock_guard<std::mutex> lock(s.bg_mu);
+      s.bg_starting = false;
+    }
+    Warn(
+        "cannot start gpuwatch's thread (%s); snapshots on a signal, periodic samples, "
+        "checkpoints and reports on SIGTERM or a crash are off",
+        std::strerror(rc));
     return false;
   }
+  FatalSignalServerCreated();
   pthread_detach(thread);
   pthread_setname_np(thread, "gpuwatch-bg");
   return true;
@@ -482,10 +601,19 @@ const char* SubscribeErrorHint(CUptiResult r) {
 }
 
 // fork() while another thread is inside gpuwatch must not leave the child
-// with a lock held forever: take every lock around the fork.
+// with a lock held forever: take every lock around the fork. That includes
+// locks that are not ours: an allocator without fork handlers of its own
+// (GCC 12's ASan allocator, for one) leaves the child a lock held forever if
+// the background thread was allocating at the fork. So the thread is first
+// brought to a point where it allocates nothing: started, and waiting in
+// poll() (it holds bg_mu otherwise). The host's own threads are the host's
+// business.
 void ForkPrepare() {
   State& s = GetState();
   if (!s.active.load()) return;
+  std::unique_lock<std::mutex> background(s.bg_mu);
+  s.bg_started.wait(background, [&s] { return !s.bg_starting; });
+  background.release();  // held until ForkRelease
   s.report_mu.lock();
   if (s.stacks != nullptr) s.stacks->LockForFork();
   s.tracker->LockForFork();
@@ -503,6 +631,7 @@ void ForkRelease() {
   s.tracker->UnlockAfterFork();
   if (s.stacks != nullptr) s.stacks->UnlockAfterFork();
   s.report_mu.unlock();
+  s.bg_mu.unlock();
 }
 
 // The report path of process `pid`: GPUWATCH_OUTPUT expanded again, relative
@@ -527,8 +656,19 @@ void ForkChild() {
   if (!s.active.load()) return;
   ForkRelease();
   const bool paused = s.tracker->paused();
+  Tracker* parent_tracker = s.tracker;
   s.tracker = new Tracker(kMaxStacks);
   s.tracker->SetPaused(paused);
+  if (s.trace != nullptr) {
+    // The child's clock starts now: GPU times shift by the time since attach.
+    auto* trace = new Trace(s.trace->capacity());
+    trace->SetGpuClockOffset(s.trace->gpu_clock_offset() +
+                             static_cast<int64_t>(s.tracker->NowNs()) -
+                             static_cast<int64_t>(parent_tracker->NowNs()));
+    s.trace = trace;
+    s.tracker->SetTrace(trace);
+    SetActivityTrace(s.cupti.GetTimestamp != nullptr ? trace : nullptr);
+  }
   s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
   s.transfers = new Transfers();
   s.kernels = new KernelTable();
@@ -547,6 +687,8 @@ void ForkChild() {
   s.exit_report_written = false;
   s.exit_leak_known.store(false);
   s.fork_child = true;
+  s.final_report = false;
+  FatalSignalsAfterFork();  // before the background thread starts: it polls the new pipe
   s.output_path = ForkOutputPath(s, getpid());
   if (s.signal_pipe[0] >= 0) {
     int fresh[2] = {-1, -1};
@@ -614,6 +756,28 @@ void DoAttach() {
   }
   s.tracker = new Tracker(kMaxStacks);
   s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
+  if (s.config.trace_events > 0) {
+    s.trace = new Trace(static_cast<size_t>(s.config.trace_events));
+    if (s.trace->capacity() == 0) {
+      Warn("cannot reserve the event trace (%ld events); the report has no trace",
+           s.config.trace_events);
+      delete s.trace;
+      s.trace = nullptr;
+    }
+  }
+  if (s.trace != nullptr) {
+    s.tracker->SetTrace(s.trace);
+    // Activity records are stamped on CUPTI's clock: measure its offset from
+    // the tracker's once. Without it copies and kernels are not traced.
+    uint64_t gpu_now = 0;
+    if (s.cupti.GetTimestamp != nullptr && s.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
+      s.trace->SetGpuClockOffset(static_cast<int64_t>(s.tracker->NowNs()) -
+                                 static_cast<int64_t>(gpu_now));
+      SetActivityTrace(s.trace);
+    } else {
+      s.cupti.GetTimestamp = nullptr;
+    }
+  }
   if (!s.config.suppressions.empty()) {
     auto* suppressions = new Suppressions();
     if (suppressions->LoadFile(s.config.suppressions, &error)) {
@@ -648,6 +812,7 @@ void DoAttach() {
   hooks.kernels = s.kernels;
   hooks.lifecycle = s.lifecycle;
   hooks.on_first_call = &OnFirstCall;
+  hooks.get_device_id = s.cupti.GetDeviceId;
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
   s.activity = EnableActivity(s.cupti, s.transfers, s.kernels, s.config.kernel_timing, &error);
@@ -668,8 +833,14 @@ void DoAttach() {
   // status for the report. Injection runs inside the program's first CUDA
   // call, so register now; the preload constructor waits for that call.
   if (std::strcmp(g_attach_mode, "injection") == 0) RegisterExitHandler();
+  // Before the snapshot signal, which may start the background thread: that
+  // thread polls the request pipe made here.
+  if (!InstallFatalSignalHandlers(s.config.snapshot_signal, &WriteSignalReport)) {
+    Warn("cannot create a pipe (%s); no report is written when a signal ends the process",
+         std::strerror(errno));
+  }
   InstallSnapshotSignal(s);
-  if (s.signal_pipe[0] < 0) StartBackgroundThread(s);  // periodic samples alone
+  if (s.signal_pipe[0] < 0) StartBackgroundThread(s);  // the rest without snapshots
 }
 
 void Attach(const char* mode) {
@@ -734,8 +905,11 @@ int gpuwatch_is_active(void) { return gpuwatch::GetState().active.load() ? 1 : 0
 int gpuwatch_mark(const char* label) {
   gpuwatch::State& s = gpuwatch::GetState();
   if (!s.active.load()) return -1;
-  s.timeline->AddMark(s.tracker->NowNs(), label != nullptr ? label : "",
-                      s.tracker->DeviceCurrentBytes(), s.tracker->LiveDeviceBytesBySite());
+  const uint64_t now = s.tracker->NowNs();
+  const uint64_t ordinal =
+      s.timeline->AddMark(now, label != nullptr ? label : "", s.tracker->DeviceCurrentBytes(),
+                          s.tracker->LiveDeviceBytesBySite());
+  if (s.trace != nullptr) s.trace->Mark(now, ordinal, label);
   return 0;
 }
 

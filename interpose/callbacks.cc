@@ -173,12 +173,27 @@ struct AllocCall {
   const void* stream = nullptr;
 };
 
-void Alloc(const AllocCall& call) {
+// The device ordinal of the call's context, cached per thread by context
+// uid (a program rarely switches devices between calls); 0 when unknown.
+int32_t DeviceOf(const CUpti_CallbackData* d) {
+  static thread_local uint32_t t_context_uid __attribute__((tls_model("initial-exec"))) = 0;
+  static thread_local int32_t t_device __attribute__((tls_model("initial-exec"))) = 0;
+  if (g_hooks.get_device_id == nullptr || d->context == nullptr) return 0;
+  if (d->contextUid != 0 && d->contextUid == t_context_uid) return t_device;
+  uint32_t device = 0;
+  if (g_hooks.get_device_id(d->context, &device) != CUPTI_SUCCESS) return 0;
+  t_context_uid = d->contextUid;
+  t_device = static_cast<int32_t>(device);
+  return t_device;
+}
+
+void Alloc(const AllocCall& call, const CUpti_CallbackData* d) {
   if (call.address == 0 || g_hooks.tracker->paused()) return;  // paused: no stack either
   AllocEvent e;
   e.address = call.address;
   e.size = call.size;
   e.kind = call.kind;
+  e.device = DeviceOf(d);
   e.stream = Addr(call.stream);
   e.stack_id = CaptureSite();
   g_hooks.tracker->OnAlloc(e);
@@ -192,6 +207,7 @@ void OutOfMemory(const AllocCall& call, const CUpti_CallbackData* d, int error) 
   e.api = d->functionName != nullptr ? d->functionName : "";
   e.error = error;
   e.stack_id = CaptureSite();
+  e.device = DeviceOf(d);
   g_hooks.on_oom(e);
 }
 
@@ -667,7 +683,7 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   AllocCall call;
   if (ParseRuntimeAlloc(cbid, d, *ret == cudaSuccess, &call)) {
     if (*ret == cudaSuccess) {
-      Alloc(call);
+      Alloc(call, d);
     } else if (*ret == cudaErrorMemoryAllocation) {
       OutOfMemory(call, d, *ret);
     }
@@ -701,7 +717,7 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   AllocCall call;
   if (ParseDriverAlloc(cbid, d, *ret == CUDA_SUCCESS, &call)) {
     if (*ret == CUDA_SUCCESS) {
-      Alloc(call);
+      Alloc(call, d);
     } else if (*ret == CUDA_ERROR_OUT_OF_MEMORY) {
       OutOfMemory(call, d, *ret);
     }

@@ -28,6 +28,7 @@ struct OomEvent {
   const char* api = "";  // CUPTI's functionName, static storage
   int error = 0;
   uint32_t stack_id = 0;
+  int32_t device = 0;  // the ordinal of the failing call's context
 };
 
 // Hooks for events the switchboard does not handle itself.
@@ -42,6 +43,8 @@ struct CallbackHooks {
   bool copy_activity = false;      // MEMCPY activity records will come
   KernelTable* kernels = nullptr;
   Lifecycle* lifecycle = nullptr;
+  // cuptiGetDeviceId: the device of an allocation's context. Null: device 0.
+  decltype(&cuptiGetDeviceId) get_device_id = nullptr;
   // Called once, on the first CUDA API call seen (not in injection mode, where
   // attach itself happens inside the first call). May be null.
   void (*on_first_call)() = nullptr;

@@ -94,6 +94,8 @@ bool LoadCupti(const std::string& explicit_path, CuptiApi* api, std::string* err
     Resolve(handle, "cuptiActivityEnable", &found.ActivityEnable);
     Resolve(handle, "cuptiActivityFlushAll", &found.ActivityFlushAll);
     Resolve(handle, "cuptiActivityGetNextRecord", &found.ActivityGetNextRecord);
+    Resolve(handle, "cuptiGetTimestamp", &found.GetTimestamp);
+    Resolve(handle, "cuptiGetDeviceId", &found.GetDeviceId);
     if (!ok) {
       tried += candidate + " (missing CUPTI functions); ";
       continue;  // keep it loaded: unloading a half-initialised library is riskier

@@ -28,6 +28,10 @@ struct CuptiApi {
   decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
   decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
   decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
+  // May stay null: then the event trace has no GPU slices (GetTimestamp) and
+  // every allocation is put on device 0 (GetDeviceId).
+  decltype(&cuptiGetTimestamp) GetTimestamp = nullptr;
+  decltype(&cuptiGetDeviceId) GetDeviceId = nullptr;
 };
 
 // The places tried, in order: only `explicit_path` (GPUWATCH_CUPTI_LIBRARY)

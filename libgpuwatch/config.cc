@@ -16,12 +16,13 @@ constexpr int kDefaultSignal = SIGUSR2;
 // Every variable gpuwatch reads. Anything else starting with GPUWATCH_ draws a
 // warning, because a misspelled variable silently ignored is worse.
 constexpr std::string_view kKnownVariables[] = {
-    "GPUWATCH_DISABLE",       "GPUWATCH_OUTPUT",        "GPUWATCH_DEPTH",    "GPUWATCH_SIGNAL",
-    "GPUWATCH_SUMMARY",       "GPUWATCH_CUPTI_LIBRARY",
+    "GPUWATCH_DISABLE",       "GPUWATCH_OUTPUT",       "GPUWATCH_DEPTH",
+    "GPUWATCH_SIGNAL",        "GPUWATCH_SUMMARY",      "GPUWATCH_CUPTI_LIBRARY",
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
-    "GPUWATCH_KERNEL_TIMING", "GPUWATCH_SUPPRESSIONS",  "GPUWATCH_EXITCODE", "GPUWATCH_SAMPLE_MS",
+    "GPUWATCH_KERNEL_TIMING", "GPUWATCH_SUPPRESSIONS", "GPUWATCH_EXITCODE",
+    "GPUWATCH_SAMPLE_MS",
     "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
-    "GPUWATCH_PYTHON",
+    "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
 };
 
 bool ParseBool(std::string_view text, bool* out) {
@@ -189,6 +190,24 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
       config.sample_ms = static_cast<int>(ms);
     } else {
       warn("GPUWATCH_SAMPLE_MS", v, "expected milliseconds from 0 (off) to 3600000", "1000");
+    }
+  }
+  if (const char* v = lookup("GPUWATCH_TRACE_EVENTS")) {
+    long events = 0;
+    // 1,048,576 is Trace::kMaxCapacity: 64 MiB of 64-byte slots.
+    if (ParseInt(v, 0, 1048576, &events)) {
+      config.trace_events = events;
+    } else {
+      warn("GPUWATCH_TRACE_EVENTS", v, "expected a number of events from 0 (off) to 1048576",
+           "65536");
+    }
+  }
+  if (const char* v = lookup("GPUWATCH_CHECKPOINT_SECONDS")) {
+    long seconds = 0;
+    if (ParseInt(v, 0, 86400, &seconds)) {
+      config.checkpoint_seconds = static_cast<int>(seconds);
+    } else {
+      warn("GPUWATCH_CHECKPOINT_SECONDS", v, "expected seconds from 0 (off) to 86400", "5");
     }
   }
   if (const char* v = lookup("GPUWATCH_RUN_LOG")) config.run_log = v;

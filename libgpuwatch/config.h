@@ -38,6 +38,11 @@ struct Config {
   int exitcode = 0;
   // GPUWATCH_SAMPLE_MS: periodic timeline sampling interval; 0 = off.
   int sample_ms = 1000;
+  // GPUWATCH_TRACE_EVENTS: events kept in the event trace (the newest); 0 = no trace.
+  long trace_events = 65536;
+  // GPUWATCH_CHECKPOINT_SECONDS: the main report is refreshed this often
+  // (and at a new device peak) while the process runs; 0 = never.
+  int checkpoint_seconds = 5;
   // GPUWATCH_RUN_LOG: set by `gpuwatch run`; each report written is appended
   // there as "TRIGGER<TAB>PATH" and not announced on stderr.
   std::string run_log;

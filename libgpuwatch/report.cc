@@ -19,6 +19,7 @@
 #include "libgpuwatch/mixed_stack.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/trace_json.h"
 #include "libgpuwatch/version.h"
 #include "nlohmann/json.hpp"
 
@@ -59,20 +60,24 @@ struct LeakGroup {
 
 std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device,
                                  SiteResolver* sites) {
-  std::unordered_map<uint32_t, LeakGroup> groups;
+  // One pass over every live allocation: groups are found through a flat
+  // table indexed by canonical id (ids are dense), not a hash map.
+  std::vector<LeakGroup> out;
+  std::vector<uint32_t> slot;  // canonical id -> index in out + 1; 0 = none yet
   for (const LiveAlloc& a : live) {
     if (IsDeviceKind(a.kind) != device) continue;
     const uint32_t site = sites->Canonical(a.stack_id);
-    LeakGroup& g = groups[site];
-    g.stack_id = site;
+    if (site >= slot.size()) slot.resize(std::max<size_t>(site + 1, slot.size() * 2), 0);
+    if (slot[site] == 0) {
+      out.emplace_back().stack_id = site;
+      slot[site] = static_cast<uint32_t>(out.size());
+    }
+    LeakGroup& g = out[slot[site] - 1];
     g.bytes += a.size;
     g.count += 1;
     g.kind_bytes[static_cast<int>(a.kind)] += a.size;
     g.oldest_ns = std::min(g.oldest_ns, a.time_ns);
   }
-  std::vector<LeakGroup> out;
-  out.reserve(groups.size());
-  for (auto& [id, g] : groups) out.push_back(g);
   std::sort(out.begin(), out.end(), [](const LeakGroup& a, const LeakGroup& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack_id < b.stack_id;
   });
@@ -373,11 +378,6 @@ std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
 
 // What a report says of a site besides its figures: the built-in category
 // its stack falls in and the suppression rule that matched it.
-struct SiteClass {
-  std::string_view category;
-  const Suppression* suppressed = nullptr;
-};
-
 SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* suppressions,
                        SuppressionKind kind) {
   std::vector<FrameView> views;
@@ -405,8 +405,8 @@ void ClassifyLeaks(const Suppressions* suppressions, SiteResolver* sites, json* 
   uint64_t categorized_count = 0;
   json categories = json::object();
   for (json& site : (*section)["sites"]) {
-    const SiteClass c = ClassifySite(sites->FramesOf(site["site"].get<uint32_t>()), suppressions,
-                                     SuppressionKind::kLeak);
+    const SiteClass& c =
+        sites->ClassOf(site["site"].get<uint32_t>(), suppressions, SuppressionKind::kLeak);
     AddSiteClass(c, &site);
     const uint64_t bytes = site["bytes"].get<uint64_t>();
     const uint64_t count = site["count"].get<uint64_t>();
@@ -441,11 +441,60 @@ json SamplesJson(const std::vector<GrowthSample>& samples) {
   return list;
 }
 
-json TimelineSection(const TimelineSnapshot& t) {
+// Sites listed in timeline.sites at most.
+constexpr size_t kMaxTimelineSites = 10;
+
+// The sites (merged like the leak sites) that held the most device bytes at
+// any sample of either series, with their bytes at every sample of both, so
+// that the timeline can be drawn stacked by site (`gpuwatch report --format
+// html`). Two passes, so only the chosen sites' series are ever held.
+json TimelineSites(const TimelineSnapshot& t, SiteResolver* sites) {
+  const std::vector<GrowthSample>* series[] = {&t.marks, &t.periodic};
+  std::unordered_map<uint32_t, uint64_t> most;  // canonical id -> most bytes at a sample
+  std::unordered_map<uint32_t, uint64_t> at_sample;
+  for (const auto* samples : series) {
+    for (const GrowthSample& sample : *samples) {
+      at_sample.clear();
+      for (const auto& [id, bytes] : sample.sites) at_sample[sites->Canonical(id)] += bytes;
+      for (const auto& [id, bytes] : at_sample) most[id] = std::max(most[id], bytes);
+    }
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> top(most.begin(), most.end());
+  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (top.size() > kMaxTimelineSites) top.resize(kMaxTimelineSites);
+  std::unordered_map<uint32_t, size_t> index;  // canonical id -> position in top
+  for (size_t i = 0; i < top.size(); ++i) index.emplace(top[i].first, i);
+  std::vector<std::vector<uint64_t>> bytes_at[2];
+  for (int s = 0; s < 2; ++s) {
+    bytes_at[s].assign(top.size(), std::vector<uint64_t>(series[s]->size(), 0));
+    for (size_t i = 0; i < series[s]->size(); ++i) {
+      for (const auto& [id, bytes] : (*series[s])[i].sites) {
+        const auto it = index.find(sites->Canonical(id));
+        if (it != index.end()) bytes_at[s][it->second][i] += bytes;
+      }
+    }
+  }
+  json list = json::array();
+  for (size_t i = 0; i < top.size(); ++i) {
+    const uint32_t id = top[i].first;
+    list.push_back({{"site", id},
+                    {"location", sites->LocationOf(id)},
+                    {"max_bytes", top[i].second},
+                    {"marks", std::move(bytes_at[0][i])},
+                    {"periodic", std::move(bytes_at[1][i])},
+                    {"frames", FramesJson(sites->FramesOf(id))}});
+  }
+  return list;
+}
+
+json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites) {
   return {{"capacity", t.capacity},
           {"interval_ms", t.interval_ms},
           {"marks", {{"total", t.marks_total}, {"samples", SamplesJson(t.marks)}}},
-          {"periodic", {{"total", t.periodic_total}, {"samples", SamplesJson(t.periodic)}}}};
+          {"periodic", {{"total", t.periodic_total}, {"samples", SamplesJson(t.periodic)}}},
+          {"sites", TimelineSites(t, sites)}};
 }
 
 // Growth suspects from the marks when the program made any, else from the
@@ -470,8 +519,7 @@ json GrowthSection(const TimelineSnapshot& t, const Suppressions* suppressions,
                   {"samples", g.samples},
                   {"series", std::move(g.series)},
                   {"frames", FramesJson(sites->FramesOf(g.site))}};
-    AddSiteClass(ClassifySite(sites->FramesOf(g.site), suppressions, SuppressionKind::kGrowth),
-                 &entry);
+    AddSiteClass(sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth), &entry);
     list.push_back(std::move(entry));
   }
   return {{"basis", samples.empty() ? "none" : GrowthUnitName(unit)},
@@ -489,8 +537,7 @@ std::string GrowthSummary(const TimelineSnapshot& t, const Suppressions* suppres
       [sites](uint32_t id) { return sites->Canonical(id); });
   std::vector<const GrowthSuspect*> counted;
   for (const GrowthSuspect& g : suspects) {
-    const SiteClass c =
-        ClassifySite(sites->FramesOf(g.site), suppressions, SuppressionKind::kGrowth);
+    const SiteClass c = sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth);
     if (c.suppressed == nullptr && c.category.empty()) counted.push_back(&g);
   }
   if (counted.empty()) return "";
@@ -546,8 +593,10 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
 }
 
 uint32_t SiteResolver::Canonical(uint32_t stack_id) {
-  auto it = canonical_.find(stack_id);
-  if (it != canonical_.end()) return it->second;
+  if (stack_id < canonical_flat_.size() && canonical_flat_[stack_id] != kUnresolved) {
+    return canonical_flat_[stack_id];
+  }
+  if (auto it = canonical_.find(stack_id); it != canonical_.end()) return it->second;
   const std::vector<Frame>& frames = FramesOf(stack_id);
   uint32_t canonical = stack_id;
   if (!frames.empty()) {
@@ -569,14 +618,28 @@ uint32_t SiteResolver::Canonical(uint32_t stack_id) {
     }
     canonical = by_frames_.emplace(std::move(key), stack_id).first->second;
   }
-  canonical_.emplace(stack_id, canonical);
+  if (stack_id < canonical_flat_.size()) {
+    canonical_flat_[stack_id] = canonical;
+  } else {
+    canonical_.emplace(stack_id, canonical);
+  }
   return canonical;
 }
 
 void SiteResolver::Prepare(std::vector<uint32_t> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (!ids.empty() && ids.back() >= canonical_flat_.size()) {
+    canonical_flat_.resize(size_t{ids.back()} + 1, kUnresolved);
+  }
   for (const uint32_t id : ids) Canonical(id);
+}
+
+const SiteClass& SiteResolver::ClassOf(uint32_t stack_id, const Suppressions* suppressions,
+                                       SuppressionKind kind) {
+  const uint64_t key = (uint64_t{static_cast<uint8_t>(kind)} << 32) | stack_id;
+  if (auto it = classes_.find(key); it != classes_.end()) return it->second;
+  return classes_.emplace(key, ClassifySite(FramesOf(stack_id), suppressions, kind)).first->second;
 }
 
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
@@ -662,6 +725,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
       }
     }
   }
+  if (context.trace != nullptr) {
+    for (const uint32_t id : TraceSiteIds(*context.trace)) ids.push_back(id);
+  }
   sites->Prepare(std::move(ids));
   report["leaks"] = {{"device", LeakSection(GroupLive(snap.live, true, sites), sites)},
                      {"host", LeakSection(GroupLive(snap.live, false, sites), sites)}};
@@ -671,7 +737,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   report["sites"] = SitesSection(snap, sites);
   if (context.timeline != nullptr) {
     report["growth"] = GrowthSection(*context.timeline, context.suppressions, sites);
-    report["timeline"] = TimelineSection(*context.timeline);
+    report["timeline"] = TimelineSection(*context.timeline, sites);
   }
   if (context.transfers != nullptr)
     report["transfers"] = TransfersSection(*context.transfers, sites);
@@ -679,6 +745,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     report["kernels"] = KernelsSection(*context.kernels, context.kernel_timing);
   }
   report["lifecycle"] = LifecycleSection(context.lifecycle);
+  if (context.trace != nullptr) report["trace"] = TraceSectionJson(*context.trace, snap, sites);
   if (context.oom != nullptr) {
     const OomInfo& oom = *context.oom;
     report["oom"] = {{"size", oom.size},
@@ -692,16 +759,21 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
                      {"location", sites->LocationOf(oom.stack_id)},
                      {"frames", FramesJson(sites->FramesOf(oom.stack_id))}};
   }
-  return report.dump(2) + "\n";
+  return DumpReport(std::move(report));  // the trace's events compact
 }
 
 uint64_t LeakedDeviceBytes(const TrackerSnapshot& snap, SiteResolver* sites,
                            const Suppressions* suppressions) {
+  // As in the report: only the listed sites are classified; the rest count
+  // as leaked.
   uint64_t leaked = 0;
-  for (const LeakGroup& g : GroupLive(snap.live, true, sites)) {
-    const SiteClass c =
-        ClassifySite(sites->FramesOf(g.stack_id), suppressions, SuppressionKind::kLeak);
-    if (c.suppressed == nullptr && c.category.empty()) leaked += g.bytes;
+  const std::vector<LeakGroup> groups = GroupLive(snap.live, true, sites);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (i < kMaxSitesPerSection) {
+      const SiteClass& c = sites->ClassOf(groups[i].stack_id, suppressions, SuppressionKind::kLeak);
+      if (c.suppressed != nullptr || !c.category.empty()) continue;
+    }
+    leaked += groups[i].bytes;
   }
   return leaked;
 }
@@ -806,7 +878,7 @@ bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::strin
     return false;
   }
   report["lifecycle"]["teardown_ns"] = teardown_ns;
-  return WriteFileAtomically(path, report.dump(2) + "\n", error);
+  return WriteFileAtomically(path, DumpReport(std::move(report)), error);
 }
 
 bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {

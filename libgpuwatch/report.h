@@ -13,6 +13,7 @@
 #include "libgpuwatch/event.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
+#include "libgpuwatch/suppressions.h"
 #include "libgpuwatch/symbolizer.h"
 #include "libgpuwatch/tracker.h"
 #include "libgpuwatch/transfers.h"
@@ -22,8 +23,15 @@ namespace gpuwatch {
 inline constexpr int kReportSchemaVersion = 1;
 
 class StackTable;
-class Suppressions;
 struct TimelineSnapshot;
+struct TraceSnapshot;
+
+// A site's built-in category (memory a library keeps on purpose) and the
+// suppression rule that matched it.
+struct SiteClass {
+  std::string_view category;  // "" when none
+  const Suppression* suppressed = nullptr;
+};
 
 // The failed request of an out-of-memory report.
 struct OomInfo {
@@ -60,12 +68,23 @@ class SiteResolver {
   // "file:line" of the first frame that has a line, else "function (module)",
   // else "<no stack>".
   std::string LocationOf(uint32_t stack_id);
+  // The category and the `kind` rule of `suppressions` (may be null) that
+  // match the site's frames; computed once per site and kind. Every call on
+  // one resolver must pass the same `suppressions`.
+  const SiteClass& ClassOf(uint32_t stack_id, const Suppressions* suppressions,
+                           SuppressionKind kind);
 
  private:
+  static constexpr uint32_t kUnresolved = UINT32_MAX;
+
   const StackTable* stacks_;
   std::unique_ptr<Symbolizer> symbolizer_;
   std::unordered_map<uint32_t, std::vector<Frame>> cache_;
-  std::unordered_map<uint32_t, uint32_t> canonical_;     // id -> canonical id
+  // id -> canonical id: a flat table over the ids Prepare saw (reports look
+  // up one id per live allocation), a map for any other.
+  std::vector<uint32_t> canonical_flat_;
+  std::unordered_map<uint32_t, uint32_t> canonical_;
+  std::unordered_map<uint64_t, SiteClass> classes_;      // (kind, id) -> class
   std::unordered_map<std::string, uint32_t> by_frames_;  // trimmed frames -> id
 };
 
@@ -89,6 +108,8 @@ struct ReportContext {
   LifecycleFigures lifecycle;
   // Null: no "growth" and "timeline" sections.
   const TimelineSnapshot* timeline = nullptr;
+  // Null: no "trace" section (GPUWATCH_TRACE_EVENTS=0).
+  const TraceSnapshot* trace = nullptr;
   // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
   // put in built-in categories either way.
   const Suppressions* suppressions = nullptr;

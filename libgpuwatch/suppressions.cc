@@ -92,6 +92,15 @@ bool MatchPattern(std::string_view pattern, std::string_view text) {
   if (anchor_start) pattern.remove_prefix(1);
   const bool anchor_end = !pattern.empty() && pattern.back() == '$';
   if (anchor_end) pattern.remove_suffix(1);
+  // Most patterns (every built-in category) have no wildcard: a substring,
+  // prefix, suffix or whole-text test. Reports classify every frame of every
+  // site, so this path must not allocate.
+  if (pattern.find('*') == std::string_view::npos) {
+    if (anchor_start && anchor_end) return text == pattern;
+    if (anchor_start) return text.starts_with(pattern);
+    if (anchor_end) return text.ends_with(pattern);
+    return text.find(pattern) != std::string_view::npos;
+  }
   std::string glob;
   glob.reserve(pattern.size() + 2);
   if (!anchor_start) glob += '*';

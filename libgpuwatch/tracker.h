@@ -21,14 +21,19 @@
 
 namespace gpuwatch {
 
-// One live allocation.
+class Trace;
+
+// Devices with their own live and peak counters; higher ordinals share the last.
+inline constexpr int kMaxTrackedDevices = 64;
+
+// One live allocation. The live table stores it without `address` (its key),
+// in 24 bytes: a table slot is 32 bytes, 37 to 73 per live allocation at the
+// table's load factor (docs/BENCHMARKS.md).
 struct LiveAlloc {
   uint64_t address = 0;
   uint64_t size = 0;
   uint64_t time_ns = 0;  // since the tracker started
-  uint64_t stream = 0;
   uint32_t stack_id = 0;
-  uint32_t thread = 0;  // kernel thread id of the allocating thread
   int16_t device = 0;
   MemKind kind = MemKind::kDevice;
 };
@@ -74,6 +79,9 @@ struct TrackerSnapshot {
   std::vector<std::pair<uint32_t, uint64_t>> peak_sites;
   uint64_t peak_sites_device_bytes = 0;
   uint64_t peak_sites_time_ns = 0;
+  // Device bytes (device kinds) live now and at their peak, per device ordinal.
+  std::array<uint64_t, kMaxTrackedDevices> device_bytes_by_device{};
+  std::array<uint64_t, kMaxTrackedDevices> device_peak_bytes_by_device{};
 };
 
 class Tracker {
@@ -124,11 +132,18 @@ class Tracker {
 
   // Device bytes live now (all device kinds). Cheap; thread-safe.
   uint64_t DeviceCurrentBytes() const { return device_current_.load(std::memory_order_relaxed); }
+  // The highest DeviceCurrentBytes() so far. Cheap; thread-safe.
+  uint64_t DevicePeakBytes() const { return device_peak_.load(std::memory_order_relaxed); }
 
   // Total number of events seen (allocations, frees, copies, launches); cheap.
   uint64_t EventCount() const;
 
   static constexpr uint32_t kDefaultMaxSites = 1u << 20;
+  static constexpr int kMaxDevices = kMaxTrackedDevices;
+
+  // Records every change of a device's live bytes, and each peak capture, in
+  // `trace` (may be null: none). Call before events arrive.
+  void SetTrace(Trace* trace) { trace_ = trace; }
 
  private:
   static constexpr int kShards = 64;
@@ -170,6 +185,10 @@ class Tracker {
   std::atomic<uint64_t> unknown_frees_{0};
   std::atomic<uint64_t> dropped_allocs_{0};  // not tracked: the table could not grow
   std::atomic<bool> paused_{false};
+  // Per device ordinal (clamped to kMaxDevices - 1), device kinds only.
+  std::array<std::atomic<uint64_t>, kMaxDevices> device_live_{};
+  std::array<std::atomic<uint64_t>, kMaxDevices> device_live_peak_{};
+  Trace* trace_ = nullptr;
 
   // Per-site counters, indexed by stack id; reserved with mmap so that only
   // the pages of sites in use are backed. `sites_used_` is one past the

@@ -88,7 +88,7 @@ void Transfers::OnCopyFailed(uint32_t correlation) {
   pending_.erase(correlation);
 }
 
-void Transfers::OnCopyRecord(const CopyRecord& record) {
+uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
   // A runtime copy was registered under the runtime call's id, a driver copy
   // under the driver call's.
@@ -98,12 +98,14 @@ void Transfers::OnCopyRecord(const CopyRecord& record) {
   if (it == pending_.end()) {
     totals_.unmatched_records += 1;
     Aggregate(0, record, /*timed=*/true, record.async);
-    return;
+    return 0;
   }
   CopyRecord r = record;
   if (r.kind == CopyKind::kUnknown) r.kind = it->second.kind;
-  Aggregate(it->second.stack_id, r, /*timed=*/true, it->second.async || record.async);
+  const uint32_t site = it->second.stack_id;
+  Aggregate(site, r, /*timed=*/true, it->second.async || record.async);
   if (--it->second.records == 0) pending_.erase(it);
+  return site;
 }
 
 void Transfers::Settle() {

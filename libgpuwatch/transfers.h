@@ -133,7 +133,8 @@ class Transfers {
   void OnCopyCall(const CopyCall& call, bool activity);
   // The call failed: forget it.
   void OnCopyFailed(uint32_t correlation);
-  void OnCopyRecord(const CopyRecord& record);
+  // Returns the stack id of the call the record joined (0 when none).
+  uint32_t OnCopyRecord(const CopyRecord& record);
   // Aggregates the calls still waiting for a record with what the calls say.
   // Call after flushing the activity buffers, before Snapshot().
   void Settle();

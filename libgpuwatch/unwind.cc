@@ -117,6 +117,15 @@ namespace internal {
 
 UnwinderFns LoadUnwinder(const char* libunwind_soname) {
   UnwinderFns fns;
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer builds: libunwind (not instrumented) frees a thread's
+  // trace cache from a thread-specific-data destructor that locks a mutex
+  // after TSan has finished the thread, and the exiting thread crashes inside
+  // TSan. So they unwind with libgcc.
+  (void)libunwind_soname;
+  fns.method = UnwindMethod::kGccUnwind;
+  return fns;
+#endif
   // RTLD_LOCAL: see the header. The handle is deliberately never closed; the
   // function pointer must stay valid for the life of the process.
   void* handle = dlopen(libunwind_soname, RTLD_LOCAL | RTLD_NOW);

@@ -13,6 +13,7 @@
 //   is then taken of the site's bytes at the start of its growth window).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -35,7 +36,8 @@ struct GrowthLimit {
 
   uint64_t Allowance(uint64_t base) const {
     if (!percent) return bytes;
-    return static_cast<uint64_t>(std::floor(static_cast<double>(base) * pct / 100.0));
+    const double allowed = std::floor(static_cast<double>(base) * pct / 100.0);
+    return allowed < 18446744073709551616.0 ? static_cast<uint64_t>(allowed) : UINT64_MAX;
   }
   std::string Text() const {
     if (!percent) return "+" + FormatBytes(bytes);
@@ -175,11 +177,17 @@ Rule BaselineRule(const char* name, const char* what, uint64_t base, uint64_t no
                   const GrowthLimit& limit, std::vector<std::string> sites) {
   Rule rule;
   rule.name = name;
-  const uint64_t allowed = base + limit.Allowance(base);
+  const uint64_t allowance = limit.Allowance(base);
+  const uint64_t allowed = allowance > UINT64_MAX - base ? UINT64_MAX : base + allowance;
   rule.broken = now > allowed;
+  // now - base, saturated to int64_t.
+  const uint64_t magnitude = now >= base ? now - base : base - now;
+  const int64_t change = magnitude > INT64_MAX ? (now >= base ? INT64_MAX : INT64_MIN)
+                         : now >= base         ? static_cast<int64_t>(magnitude)
+                                               : -static_cast<int64_t>(magnitude);
   rule.summary = std::string(what) + " " + FormatBytes(now) + ", baseline " + FormatBytes(base) +
-                 " (" + SignedBytes(static_cast<int64_t>(now) - static_cast<int64_t>(base)) + ", " +
-                 PercentChange(base, now) + "; limit " + limit.Text() + ")";
+                 " (" + SignedBytes(change) + ", " + PercentChange(base, now) + "; limit " +
+                 limit.Text() + ")";
   if (rule.broken) rule.sites = std::move(sites);
   return rule;
 }

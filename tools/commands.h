@@ -15,9 +15,10 @@ namespace gpuwatch::tools {
 
 struct ReportOptions {
   std::string file;
-  std::string format = "text";  // text | json | collapsed
+  std::string format = "text";  // text | json | collapsed | html | pprof | perfetto
   int top = 10;                 // sites per list
   std::string what = "leaks";   // collapsed: leaks | peak | allocated
+  std::string output;           // -o: write here instead of `out`; "" = `out`
 };
 int ReportCommand(const ReportOptions& options, FILE* out);
 

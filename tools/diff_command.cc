@@ -3,6 +3,7 @@
 // (SiteKey), not by id: ids differ from run to run.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -64,8 +65,11 @@ std::string PadRight(const std::string& s, size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
 
+// now - base, saturated: counts up to 2^64 - 1 must not overflow a signed type.
 int64_t Delta(uint64_t base, uint64_t now) {
-  return static_cast<int64_t>(now) - static_cast<int64_t>(base);
+  constexpr uint64_t kMax = INT64_MAX;
+  if (now >= base) return now - base > kMax ? INT64_MAX : static_cast<int64_t>(now - base);
+  return base - now > kMax ? INT64_MIN : -static_cast<int64_t>(base - now);
 }
 
 void TotalRow(FILE* out, const char* name, uint64_t base, uint64_t now, bool bytes) {

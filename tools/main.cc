@@ -51,8 +51,13 @@ int Main(int argc, char** argv) {
   CLI::App* report_cmd = app.add_subcommand(
       "report", "Render a report: leaks, growth, peak and transfers, each with file:line");
   report_cmd->add_option("file", report.file, "Report file")->required();
-  report_cmd->add_option("--format", report.format, "text (default), json, or collapsed stacks")
-      ->check(CLI::IsMember({"text", "json", "collapsed"}));
+  report_cmd
+      ->add_option("--format", report.format,
+                   "text (default), json, collapsed stacks, html (a self-contained page), "
+                   "pprof (gzipped profile.proto; needs -o), or perfetto (trace-event JSON for "
+                   "ui.perfetto.dev)")
+      ->check(CLI::IsMember({"text", "json", "collapsed", "html", "pprof", "perfetto"}));
+  report_cmd->add_option("-o,--output", report.output, "Write to FILE instead of stdout");
   report_cmd->add_option("--top", report.top, "Sites shown per list (default 10)")
       ->check(CLI::Range(1, 1000000));
   report_cmd

@@ -1,14 +1,21 @@
 // `gpuwatch report FILE`: renders a report for a person (text), for a flame
 // graph (collapsed stacks), or as validated JSON.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/symbolizer.h"
 #include "tools/commands.h"
+#include "tools/html_format.h"
+#include "tools/perfetto_format.h"
+#include "tools/pprof_format.h"
 #include "tools/report_reader.h"
 
 namespace gpuwatch::tools {
@@ -421,6 +428,34 @@ int Collapsed(const Report& r, const std::string& what, FILE* out) {
   return 0;
 }
 
+int Render(const Report& r, const ReportOptions& options, FILE* out) {
+  if (options.format == "json") {
+    std::fprintf(out, "%s\n", r.doc.dump(2).c_str());
+    return 0;
+  }
+  if (options.format == "collapsed") return Collapsed(r, options.what, out);
+  if (options.format == "perfetto") {
+    const std::string trace = PerfettoTrace(r.doc);
+    std::fwrite(trace.data(), 1, trace.size(), out);
+    return 0;
+  }
+  if (options.format == "html") {
+    const std::string page = HtmlReport(r.doc);
+    std::fwrite(page.data(), 1, page.size(), out);
+    return 0;
+  }
+  if (options.format == "pprof") {
+    std::string gz;
+    if (!Gzip(PprofProfile(r.doc), &gz)) {
+      std::fprintf(stderr, "gpuwatch report: cannot compress the pprof profile\n");
+      return 2;
+    }
+    std::fwrite(gz.data(), 1, gz.size(), out);
+    return 0;
+  }
+  return Text(r, options.top, out);
+}
+
 }  // namespace
 
 int ReportCommand(const ReportOptions& options, FILE* out) {
@@ -430,12 +465,28 @@ int ReportCommand(const ReportOptions& options, FILE* out) {
     std::fprintf(stderr, "gpuwatch report: %s\n", error.c_str());
     return 2;
   }
-  if (options.format == "json") {
-    std::fprintf(out, "%s\n", r.doc.dump(2).c_str());
-    return 0;
+  if (options.format == "pprof" && options.output.empty() && isatty(fileno(out))) {
+    std::fprintf(stderr,
+                 "gpuwatch report: --format pprof is binary; write it to a file with -o FILE\n");
+    return 2;
   }
-  if (options.format == "collapsed") return Collapsed(r, options.what, out);
-  return Text(r, options.top, out);
+  if (options.output.empty()) return Render(r, options, out);
+  // Opened only once the input is known good, so a bad input leaves it as it was.
+  FILE* file = std::fopen(options.output.c_str(), "w");
+  if (file == nullptr) {
+    std::fprintf(stderr, "gpuwatch report: cannot write %s: %s\n", options.output.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
+  const int status = Render(r, options, file);
+  const bool write_failed = std::ferror(file) != 0;
+  const int write_errno = errno;
+  if (std::fclose(file) != 0 || write_failed) {
+    std::fprintf(stderr, "gpuwatch report: cannot write %s: %s\n", options.output.c_str(),
+                 std::strerror(write_failed ? write_errno : errno));
+    return 2;
+  }
+  return status;
 }
 
 }  // namespace gpuwatch::tools

@@ -10,6 +10,7 @@
 
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/symbolizer.h"
+#include "tools/report_validate.h"
 
 namespace gpuwatch::tools {
 
@@ -40,9 +41,20 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
     *error = path + ": empty file (was the process killed before it wrote its report?)";
     return false;
   }
+  if (const std::string deep = CheckNesting(text); !deep.empty()) {
+    *error = path + ": not a gpuwatch report: " + deep;
+    return false;
+  }
   json doc;
   try {
     doc = json::parse(text);
+  } catch (const json::out_of_range& e) {
+    // A number beyond a double's range, e.g. 1e999 (out_of_range.406).
+    std::string what = e.what();
+    if (const size_t tag = what.find("] "); tag != std::string::npos) what.erase(0, tag + 2);
+    if (what.size() > 80) what = what.substr(0, 77) + "...";
+    *error = path + ": not a gpuwatch report: a number is out of range (" + what + ")";
+    return false;
   } catch (const json::parse_error& e) {
     // The parser read past the last byte: the text stops mid-document.
     const bool at_end =
@@ -86,6 +98,10 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
     *error = path + ": malformed gpuwatch report: no \"" + missing + "\" section";
     return false;
   }
+  if (const std::string problem = ValidateReport(doc); !problem.empty()) {
+    *error = path + ": malformed gpuwatch report: " + problem;
+    return false;
+  }
   out->path = path;
   out->doc = std::move(doc);
   return true;
@@ -98,7 +114,9 @@ uint64_t U64(const json& j, const char* key) {
   if (it->is_number_unsigned()) return it->get<uint64_t>();
   if (it->is_number_integer()) return it->get<int64_t>() < 0 ? 0 : it->get<uint64_t>();
   const double d = it->get<double>();
-  return d > 0 ? static_cast<uint64_t>(d) : 0;
+  if (!(d > 0)) return 0;
+  // Casting a double beyond uint64_t's range is undefined: saturate.
+  return d < 18446744073709551616.0 ? static_cast<uint64_t>(d) : UINT64_MAX;
 }
 
 double Number(const json& j, const char* key) {

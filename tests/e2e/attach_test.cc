@@ -6,21 +6,13 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
 #include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kLib = GPUWATCH_TEST_LIB;
-const std::string kCli = GPUWATCH_TEST_CLI;
-const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
-const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
-const std::string kExamples = GPUWATCH_TEST_EXAMPLES_DIR;
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 
 std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
 

@@ -9,31 +9,13 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
 #include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kLib = GPUWATCH_TEST_LIB;
-const std::string kCli = GPUWATCH_TEST_CLI;
-const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
-const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
-const std::string kExamples = GPUWATCH_TEST_EXAMPLES_DIR;
-const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
-
-int LineOf(const std::string& source, const std::string& marker) {
-  std::ifstream in(source);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return n;
-  }
-  return 0;
-}
 
 std::string LeakyAt() {
   // leaky_loop's leak: the cudaMalloc in AllocateHistory().
@@ -72,10 +54,6 @@ std::string GrowthLoop(const ScopedTempDir& dir, const std::string& name, int it
 ProcessResult Cli(const ScopedTempDir& dir, std::vector<std::string> args) {
   args.insert(args.begin(), kCli);
   return RunProcess(args, {}, dir.path());
-}
-
-json ReadJson(const std::string& path) {
-  return json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
 }
 
 bool Contains(const std::string& text, const std::string& part) {
@@ -386,6 +364,67 @@ TEST(BadInput, TruncatedForeignOrNewerReportsGiveExitTwoAndNameTheProblem) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(Contains(missing.err, "nope.json: cannot read: No such file or directory"))
       << missing.err;
+}
+
+// Reports a hostile or broken writer could leave: every subcommand refuses
+// them with exit 2 and one line naming the file, the field and the problem.
+TEST(BadInput, HostileReportsGiveExitTwoAndNameTheField) {
+  ScopedTempDir dir;
+  const std::string good = Traced(dir, "good", {kExamples + "/leaky_loop"});
+  const json report = ReadJson(good);
+  ASSERT_TRUE(report.is_object());
+  struct Case {
+    std::string name;
+    std::string contents;
+    std::string message;
+  };
+  json negative = report;
+  negative["leaks"]["device"]["sites"][0]["bytes"] = -4096;
+  json wrong_type = report;
+  wrong_type["totals"]["device_peak_bytes"] = "6 MiB";
+  json huge = report;
+  huge["peak"]["device_bytes"] = 1e19;
+  json long_string = report;
+  long_string["leaks"]["device"]["sites"][0]["location"] = std::string(2 << 20, 'x');
+  std::string deep = report.dump();
+  deep.insert(deep.size() - 1, R"(, "x": )" + std::string(100, '[') + std::string(100, ']'));
+  std::string nan = report.dump();
+  nan.insert(nan.size() - 1, R"(, "x": NaN)");
+  std::string overflow = report.dump();
+  overflow.insert(overflow.size() - 1, R"(, "x": 1e999)");
+  const Case cases[] = {
+      {"negative.json", negative.dump(),
+       "malformed gpuwatch report: leaks.device.sites[0].bytes is -4096, expected a count (not "
+       "negative)"},
+      {"wrong-type.json", wrong_type.dump(),
+       "malformed gpuwatch report: totals.device_peak_bytes is \"6 MiB\", expected a count"},
+      {"huge.json", huge.dump(),
+       "malformed gpuwatch report: peak.device_bytes is 1e+19, expected a count (an integer)"},
+      {"long-string.json", long_string.dump(),
+       "malformed gpuwatch report: leaks.device.sites[0].location is a string of 2097152 bytes"},
+      {"deep.json", deep, "not a gpuwatch report: nested deeper than 64 levels"},
+      {"nan.json", nan, "not JSON (parse error at byte"},
+      {"overflow.json", overflow,
+       "not a gpuwatch report: a number is out of range (number overflow parsing '1e999')"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.path() + "/" + c.name;
+    std::ofstream(path) << c.contents;
+    const std::vector<std::vector<std::string>> commands = {
+        {"report", path},
+        {"check", path},
+        {"diff", good, path},
+        {"merge", good, path, "-o", dir.path() + "/m.json"}};
+    for (const auto& args : commands) {
+      const ProcessResult r = Cli(dir, args);
+      EXPECT_EQ(r.exit_code, 2) << c.name << " " << args[0];
+      EXPECT_EQ(r.out, "") << c.name << " " << args[0];
+      const auto lines = LinesStartingWith(r.err, "gpuwatch " + args[0] + ": " + path + ": ");
+      ASSERT_EQ(lines.size(), 1u) << c.name << " " << args[0] << ": " << r.err.substr(0, 500);
+      EXPECT_TRUE(Contains(lines[0], c.message)) << lines[0];
+      EXPECT_EQ(r.err, lines[0] + "\n") << c.name << " " << args[0];
+    }
+  }
 }
 
 TEST(BadInput, WrongArgumentsGiveExitTwo) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
 #include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
@@ -31,25 +32,9 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kLib = GPUWATCH_TEST_LIB;
-const std::string kCli = GPUWATCH_TEST_CLI;
-const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
-const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
-const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
 const std::string kScript = kSourceDir + "/tests/e2e/programs/python_leaks.py";
 const std::string kHelperSource = kSourceDir + "/tests/e2e/programs/py_native_helper.c";
 const std::string kHelper = kPrograms + "/libpy_native_helper.so";
-
-constexpr uint64_t kMiB = uint64_t{1024} * 1024;
-
-int LineOf(const std::string& source, const std::string& marker) {
-  std::ifstream in(source);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return n;
-  }
-  return 0;
-}
 
 // "python_leaks.py:N" for the line marked `# LEAK:name`.
 std::string ScriptSite(const std::string& name) {
@@ -124,10 +109,6 @@ std::string FindPython(const std::string& which) {
     if (IsExecutable(dir + exe)) return dir + exe;
   }
   return OnPath(exe);
-}
-
-json ReadJson(const std::string& path) {
-  return json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
 }
 
 json SiteAt(const json& section, const std::string& location) {

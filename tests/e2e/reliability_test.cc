@@ -4,16 +4,13 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
 #include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kLib = GPUWATCH_TEST_LIB;
-const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
-const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
 
 TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
   ScopedTempDir dir;

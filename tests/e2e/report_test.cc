@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
 #include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
@@ -14,31 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kLib = GPUWATCH_TEST_LIB;
-const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
-const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
-const std::string kExamples = GPUWATCH_TEST_EXAMPLES_DIR;
-const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
-
 // The 1-based line of `source` that contains `marker`, or 0.
-int LineOf(const std::string& source, const std::string& marker) {
-  std::ifstream in(source);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return n;
-  }
-  return 0;
-}
-
 std::map<std::string, std::string> PreloadEnv(const std::string& output) {
   return {{"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", output}};
-}
-
-json ReadJson(const std::string& path) {
-  return json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
 }
 
 // The leak entry of `section` whose location is `location`, or null.

@@ -1,5 +1,7 @@
 #include "tests/e2e/subprocess.h"
 
+#include "tests/e2e/common.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -28,8 +30,7 @@ bool Scrubbed(const std::string& name) {
 
 }  // namespace
 
-ProcessResult RunProcess(const std::vector<std::string>& argv,
-                         const std::map<std::string, std::string>& env, const std::string& cwd) {
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');
@@ -53,10 +54,22 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
   }
   merged["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0";
   merged["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1";
-  merged["TSAN_OPTIONS"] = "halt_on_error=1:report_signal_unsafe=0";
+  // die_after_fork=0: gpuwatch starts its thread again in a forked child
+  // (Fork.* tests), which TSan otherwise refuses after a multi-threaded fork;
+  // gpuwatch's atfork handlers are what make that safe. detect_deadlocks=0:
+  // TSan's lock-order detector aborts (a CHECK) when a thread holds more than
+  // 64 mutexes, and the prepare handler takes every lock of every table.
+  merged["TSAN_OPTIONS"] =
+      "halt_on_error=1:report_signal_unsafe=0:die_after_fork=0:detect_deadlocks=0";
 #endif
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+  return env_strings;
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env, const std::string& cwd) {
+  std::vector<std::string> env_strings = ChildEnvironment(env);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -154,6 +167,15 @@ std::string ReadFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+int LineOf(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return n;
+  }
+  return 0;
 }
 
 }  // namespace gpuwatch::testing

@@ -20,6 +20,9 @@ struct ProcessResult {
 // Runs argv[0] (searched in PATH) in `cwd` with the current environment,
 // minus every GPUWATCH_*, GWSIM_*, LD_PRELOAD and CUDA_INJECTION64_PATH
 // variable, plus `env` (an empty value unsets). Blocks until it exits.
+// The environment RunProcess gives a child, as NAME=VALUE strings.
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& env);
+
 ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env, const std::string& cwd);
 

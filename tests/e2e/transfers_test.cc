@@ -8,20 +8,13 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
 #include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kLib = GPUWATCH_TEST_LIB;
-const std::string kSimDir = GPUWATCH_TEST_SIM_DIR;
-const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
-const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
 
 std::string At(const std::string& name) {
   std::ifstream in(kSourceDir + "/tests/e2e/programs/transfers.cu");

@@ -122,5 +122,20 @@ TEST(Config, PythonFramesAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_EQ(warnings[0], "ignoring GPUWATCH_PYTHON=\"native\" (expected 0 or 1); using 1");
 }
 
+TEST(Config, CheckpointSecondsDefaultsToFiveAndZeroTurnsThemOff) {
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Parse(Env{}, &warnings).checkpoint_seconds, 5);
+  EXPECT_EQ(Parse(Env{{{"GPUWATCH_CHECKPOINT_SECONDS", "0"}}}, &warnings).checkpoint_seconds, 0);
+  EXPECT_EQ(Parse(Env{{{"GPUWATCH_CHECKPOINT_SECONDS", "30"}}}, &warnings).checkpoint_seconds, 30);
+  EXPECT_TRUE(warnings.empty());
+  for (const char* bad : {"-1", "1.5", "soon", "86401", ""}) {
+    warnings.clear();
+    EXPECT_EQ(Parse(Env{{{"GPUWATCH_CHECKPOINT_SECONDS", bad}}}, &warnings).checkpoint_seconds, 5);
+    ASSERT_EQ(warnings.size(), 1u) << bad;
+    EXPECT_EQ(warnings[0], std::string("ignoring GPUWATCH_CHECKPOINT_SECONDS=\"") + bad +
+                               "\" (expected seconds from 0 (off) to 86400); using 5");
+  }
+}
+
 }  // namespace
 }  // namespace gpuwatch

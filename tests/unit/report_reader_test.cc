@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
+
+#include "tools/report_validate.h"
 
 namespace gpuwatch::tools {
 namespace {
@@ -126,6 +129,77 @@ TEST(SplitLeaks, SuppressedCategorizedAndLeaked) {
   std::string error;
   ASSERT_TRUE(extra.Parse("leak:a.cc\n", "x", &error));
   EXPECT_EQ(SplitLeaks(section, &extra, false).leaked_bytes, 0u);
+}
+
+// Hostile and corrupted reports (issue 8; tests/fuzz/corpus holds the fuzzer's
+// seeds for each): refused with the field and the problem named, never read
+// with made-up figures.
+std::string WithMember(const std::string& where) {
+  return R"({"schema": "gpuwatch-report", "version": 1, "totals": {}, "leaks": {"device": {}},
+             "sites": [], )" +
+         where + "}";
+}
+
+TEST_F(ReadReportTest, RefusesHostileReportsNamingTheField) {
+  // A number beyond a double used to escape ReadReport as json::out_of_range,
+  // which `gpuwatch` printed without the file (tests/fuzz/corpus/huge_number.json).
+  EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 1, "x": 1e999})"),
+            "not a gpuwatch report: a number is out of range (number overflow parsing '1e999')");
+  EXPECT_EQ(Error(std::string(200, '[') + std::string(200, ']')),
+            "not a gpuwatch report: nested deeper than 64 levels (at byte 64)");
+  // Brackets inside strings are not nesting.
+  EXPECT_EQ(Error(WithMember(R"("label": ")" + std::string(500, '[') + R"(")")), "");
+  EXPECT_EQ(Error(WithMember(R"("peak": {"device_bytes": -1})")),
+            "malformed gpuwatch report: peak.device_bytes is -1, expected a count (not negative)");
+  EXPECT_EQ(Error(WithMember(R"("process": {"pid": 1.5})")),
+            "malformed gpuwatch report: process.pid is 1.5, expected a count (an integer)");
+  EXPECT_EQ(Error(WithMember(R"("peak": {"device_bytes": 18446744073709551615})")),
+            "malformed gpuwatch report: peak.device_bytes is 18446744073709551615, expected a "
+            "count of at most 2^53");
+  EXPECT_EQ(Error(WithMember(R"("oom": {"size": "6 MiB"})")),
+            "malformed gpuwatch report: oom.size is \"6 MiB\", expected a count (an integer)");
+  EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 1, "totals": {"kinds": {"device":
+                  {"allocs": true}}}, "leaks": {"device": {}}, "sites": []})"),
+            "malformed gpuwatch report: totals.kinds.device.allocs is true, expected a count (an "
+            "integer)");
+  EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 1, "totals": {},
+                  "leaks": {"device": {"sites": [{"bytes": 1, "frames": [{"line": "x"}]}]}},
+                  "sites": []})"),
+            "malformed gpuwatch report: leaks.device.sites[0].frames[0].line is \"x\", expected a "
+            "count (an integer)");
+  EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 1, "totals": {},
+                  "leaks": {"device": {"sites": [7]}}, "sites": []})"),
+            "malformed gpuwatch report: leaks.device.sites[0] is 7, expected an object (a site)");
+  EXPECT_EQ(Error(WithMember(R"("sites": {}, "x": 0)")),
+            "malformed gpuwatch report: no \"sites\" section");
+  EXPECT_EQ(Error(WithMember(R"("growth": {"suspects": [{"rate": "fast"}]})")),
+            "malformed gpuwatch report: growth.suspects[0].rate is \"fast\", expected a number");
+  EXPECT_EQ(Error(WithMember(R"("growth": {"suspects": [{"rate": 1e300}]})")),
+            "malformed gpuwatch report: growth.suspects[0].rate is 1e+300, expected a number of at "
+            "most 2^53");
+  EXPECT_EQ(Error(WithMember(R"("transfers": [])")),
+            "malformed gpuwatch report: transfers is an array, expected an object");
+  EXPECT_EQ(Error(WithMember(R"("process": {"command": ["./a", 3]})")),
+            "malformed gpuwatch report: process.command[1] is 3, expected a string");
+  const std::string long_string(kMaxReportString + 1, 'x');
+  EXPECT_EQ(Error(WithMember(R"("process": {"host": ")" + long_string + R"("})")),
+            "malformed gpuwatch report: process.host is a string of 1048577 bytes (at most "
+            "1048576)");
+  // JSON has no NaN or infinity: such a report is not JSON, and the byte
+  // named is the N.
+  const std::string nan = WithMember(R"("growth": {"suspects": [{"rate": NaN}]})");
+  EXPECT_EQ(Error(nan),
+            "not JSON (parse error at byte " + std::to_string(nan.find("NaN") + 1) + ")");
+  // Unknown fields are not checked (readers ignore them), known ones absent
+  // or null are fine.
+  EXPECT_EQ(Error(WithMember(R"("future": {"bytes": "x"}, "oom": null, "peak": {})")), "");
+}
+
+TEST(Accessors, HugeFloatsSaturateInsteadOfOverflowing) {
+  const json j = json::parse(R"({"a": 1e300, "b": -5.5, "c": 2.9})");
+  EXPECT_EQ(U64(j, "a"), UINT64_MAX);
+  EXPECT_EQ(U64(j, "b"), 0u);
+  EXPECT_EQ(U64(j, "c"), 2u);
 }
 
 }  // namespace

@@ -39,6 +39,14 @@ extern "C" void* realloc(void* ptr, size_t size) {
 }
 #endif
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer builds unwind with libgcc only (see LoadUnwinder).
+#define GPUWATCH_SKIP_WITHOUT_LIBUNWIND() \
+  GTEST_SKIP() << "ThreadSanitizer builds do not use libunwind (see LoadUnwinder)"
+#else
+#define GPUWATCH_SKIP_WITHOUT_LIBUNWIND() static_cast<void>(0)
+#endif
+
 namespace gpuwatch {
 namespace {
 
@@ -96,12 +104,14 @@ bool IsLoaded(const char* soname) {
 }
 
 TEST(UnwindTest, UsesLibunwindWhenInstalled) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   EXPECT_TRUE(UnwinderAvailable());
   EXPECT_EQ(ActiveUnwindMethod(), UnwindMethod::kLibunwind);
   EXPECT_STREQ(UnwindMethodName(ActiveUnwindMethod()), "libunwind");
 }
 
 TEST(UnwindTest, FirstFrameIsTheCaller) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   for (const UnwindMethod method : kMethods) {
     SCOPED_TRACE(UnwindMethodName(method));
     Captured c;
@@ -115,6 +125,7 @@ TEST(UnwindTest, FirstFrameIsTheCaller) {
 }
 
 TEST(UnwindTest, SkipDropsFrames) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   for (const UnwindMethod method : kMethods) {
     SCOPED_TRACE(UnwindMethodName(method));
     Captured c;
@@ -128,6 +139,7 @@ TEST(UnwindTest, SkipDropsFrames) {
 }
 
 TEST(UnwindTest, PublicEntryPointMatchesExplicitMethod) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   uintptr_t pcs[8];
   const uintptr_t ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   const int n = CaptureStack(pcs, 8, 1);
@@ -136,6 +148,7 @@ TEST(UnwindTest, PublicEntryPointMatchesExplicitMethod) {
 }
 
 TEST(UnwindTest, DepthIsCapped) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   for (const UnwindMethod method : kMethods) {
     SCOPED_TRACE(UnwindMethodName(method));
     uintptr_t pcs[64];
@@ -148,6 +161,7 @@ TEST(UnwindTest, DepthIsCapped) {
 }
 
 TEST(UnwindTest, MethodsAgree) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   uintptr_t a[64];
   uintptr_t b[64];
   const int na = Recurse(10, UnwindMethod::kLibunwind, a, 64);
@@ -161,6 +175,7 @@ TEST(UnwindTest, MethodsAgree) {
 
 #ifdef GPUWATCH_COUNT_MALLOC
 TEST(UnwindTest, NoHeapAllocationPerCapture) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   for (const UnwindMethod method : kMethods) {
     SCOPED_TRACE(UnwindMethodName(method));
     long steady = -1;
@@ -181,6 +196,7 @@ TEST(UnwindTest, NoHeapAllocationPerCapture) {
 #endif
 
 TEST(UnwindTest, ConcurrentCaptures) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   threads.reserve(8);
@@ -200,6 +216,7 @@ TEST(UnwindTest, ConcurrentCaptures) {
 // exceptions still go through libgcc_s and libunwind's symbols are not in
 // the global scope.
 TEST(UnwindTest, ExceptionsStillUseLibgcc) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   uintptr_t pcs[16];
   ASSERT_GT(CaptureStack(pcs, 16, 0), 0);
   ASSERT_TRUE(IsLoaded("libunwind.so.8"));
@@ -235,6 +252,7 @@ TEST(UnwindTest, ExceptionsStillUseLibgcc) {
 }
 
 TEST(UnwindTest, FallbackWhenLibunwindIsMissing) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   testing::internal::CaptureStderr();
   const internal::UnwinderFns fns = internal::LoadUnwinder("libgpuwatch-no-such-unwind.so.8");
   const std::string err = testing::internal::GetCapturedStderr();

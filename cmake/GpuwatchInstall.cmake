@@ -1,0 +1,31 @@
+# `cmake --install BUILD --prefix P`: what a user of gpuwatch needs, nothing
+# of the tests or the simulator.
+#   P/bin/gpuwatch                     the command
+#   P/lib/libgpuwatch.so               the library to preload; its public API
+#   P/include/gpuwatch/gpuwatch.h      the public C API
+#   P/lib/cmake/gpuwatch/              find_package(gpuwatch): gpuwatch::gpuwatch
+#   P/lib/pkgconfig/gpuwatch.pc        pkg-config gpuwatch
+# The directories are fixed (not GNUInstallDirs' multiarch libdir) because
+# `gpuwatch run` finds the library at <its directory>/../lib, and both package
+# files locate the prefix relative to themselves, so a prefix can be moved.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS gpuwatch EXPORT gpuwatchTargets
+  LIBRARY DESTINATION lib
+  INCLUDES DESTINATION include)
+install(TARGETS gpuwatch_cli RUNTIME DESTINATION bin)
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpuwatch/gpuwatch.h DESTINATION include/gpuwatch)
+
+install(EXPORT gpuwatchTargets NAMESPACE gpuwatch:: DESTINATION lib/cmake/gpuwatch)
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gpuwatchConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/cmake/gpuwatchConfig.cmake
+  INSTALL_DESTINATION lib/cmake/gpuwatch)
+# 0.x: a new minor version may change the API.
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/gpuwatchConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/gpuwatchConfig.cmake
+  ${CMAKE_BINARY_DIR}/cmake/gpuwatchConfigVersion.cmake
+  DESTINATION lib/cmake/gpuwatch)
+
+configure_file(${CMAKE_CURRENT_LIST_DIR}/gpuwatch.pc.in ${CMAKE_BINARY_DIR}/cmake/gpuwatch.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/gpuwatch.pc DESTINATION lib/pkgconfig)

@@ -1,0 +1,202 @@
+// End-to-end tests of hosts that manage CUDA and CUPTI themselves: a program
+// that dlopens, dlcloses and dlopens again the CUDA runtime (never linking
+// it), and programs that subscribe to CUPTI themselves, before gpuwatch and
+// after it. In each, the host's stdout and exit status are those of a run
+// without gpuwatch, and what gpuwatch reports is asserted exactly.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
+#include "tests/e2e/subprocess.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kOtherSubscriber = GPUWATCH_TEST_OTHER_SUBSCRIBER;  // gwsim_inject
+
+// By soname, so that LD_LIBRARY_PATH picks the simulator's.
+const std::string kCudart = "libcudart.so.13";
+const std::string kCupti = "libcupti.so.13";
+
+std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
+
+json ReadReport(const std::string& path) {
+  const std::string text = ReadFile(path);
+  EXPECT_FALSE(text.empty()) << "no report at " << path;
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// "FILE:LINE" of the first line of tests/e2e/programs/FILE containing `marker`.
+std::string At(const std::string& file, const std::string& marker) {
+  std::ifstream in(kSourceDir + "/tests/e2e/programs/" + file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(marker) != std::string::npos) return file + ":" + std::to_string(n);
+  }
+  ADD_FAILURE() << marker << " not found in " << file;
+  return "";
+}
+
+// `err` without the lines gpuwatch printed.
+std::string WithoutGpuwatchLines(const std::string& err) {
+  std::string rest;
+  size_t start = 0;
+  while (start < err.size()) {
+    size_t end = err.find('\n', start);
+    end = end == std::string::npos ? err.size() : end + 1;
+    if (err.compare(start, 9, "gpuwatch:") != 0) rest += err.substr(start, end - start);
+    start = end;
+  }
+  return rest;
+}
+
+// --- dlopen / dlclose of the CUDA runtime -----------------------------------
+
+// The exit report of dlopen_cudart: every allocation of both loads, exactly.
+// gpuwatch attaches inside the first load's first call (injection: no CUDA is
+// loaded when the preload constructor runs) and sees that call at EXIT, so
+// nothing is missed. The 1 MiB the program never freed before closing the
+// first runtime stays live in the report: the runtime's exit handler (run by
+// dlclose) released the context, and gpuwatch wrote a context report then.
+void ExpectDlopenReport(const ScopedTempDir& dir, const std::string& out) {
+  const json r = ReadReport(out);
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["gpuwatch"]["attach"], "injection");
+  const json& device = r["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 4);
+  EXPECT_EQ(device["alloc_bytes"], 1 * kMiB + 2 * kMiB + 3 * kMiB + 512 * kKiB);
+  EXPECT_EQ(device["frees"], 2);
+  EXPECT_EQ(device["current_bytes"], 4 * kMiB);
+  EXPECT_EQ(r["totals"]["unknown_frees"], 0);
+  EXPECT_EQ(r["totals"]["copies"]["h2d"]["count"], 2);
+  EXPECT_EQ(r["totals"]["copies"]["h2d"]["bytes"], 128 * kKiB);
+  EXPECT_EQ(r["totals"]["copies"]["d2h"]["count"], 1);
+  EXPECT_EQ(r["totals"]["copies"]["d2h"]["bytes"], 64 * kKiB);
+  const json& sites = r["leaks"]["device"]["sites"];
+  ASSERT_EQ(sites.size(), 2u) << sites.dump();
+  EXPECT_EQ(sites[0]["location"], At("dlopen_cudart.cc", "\"load 2: cudaMalloc 3 MiB\""));
+  EXPECT_EQ(sites[0]["bytes"], 3 * kMiB);
+  EXPECT_EQ(sites[1]["location"], At("dlopen_cudart.cc", "\"load 1: cudaMalloc 1 MiB\""));
+  EXPECT_EQ(sites[1]["bytes"], 1 * kMiB);
+  // dlclose of the first runtime destroyed its context with 1 MiB live.
+  const json context = ReadReport(out + ".context-1");
+  EXPECT_EQ(context["trigger"], "context_destroy");
+  EXPECT_EQ(context["totals"]["kinds"]["device"]["current_bytes"], 1 * kMiB);
+  EXPECT_EQ(context["totals"]["kinds"]["device"]["allocs"], 2);
+}
+
+TEST(HostCuda, DlopenDlcloseDlopenOfTheRuntimeUnderPreload) {
+  ScopedTempDir dir;
+  const std::vector<std::string> argv = {kPrograms + "/dlopen_cudart", kCudart};
+  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
+  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  EXPECT_FALSE(traced.signaled) << traced.signal;
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, plain.out);
+  EXPECT_EQ(WithoutGpuwatchLines(traced.err), plain.err);
+  EXPECT_TRUE(LinesStartingWith(traced.err, "gpuwatch: profiling is off").empty()) << traced.err;
+  ExpectDlopenReport(dir, dir.path() + "/r.json");
+}
+
+// The same through `gpuwatch run`, with libcupti dlopened and dlclosed by the
+// host between the two loads (gpuwatch holds its own reference to it).
+TEST(HostCuda, DlopenDlcloseDlopenOfTheRuntimeAndCuptiUnderRun) {
+  ScopedTempDir dir;
+  const std::vector<std::string> argv = {kPrograms + "/dlopen_cudart", kCudart, kCupti};
+  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("libcupti: dlclose 0\n"), std::string::npos) << plain.out;
+  std::vector<std::string> run = {kCli, "run", "-o", dir.path() + "/r.json", "--"};
+  run.insert(run.end(), argv.begin(), argv.end());
+  const ProcessResult traced = RunProcess(run, SimEnv(), dir.path());
+  EXPECT_FALSE(traced.signaled) << traced.signal;
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, plain.out);
+  EXPECT_EQ(WithoutGpuwatchLines(traced.err), plain.err);
+  ExpectDlopenReport(dir, dir.path() + "/r.json");
+}
+
+// --- a host that subscribes to CUPTI itself ---------------------------------
+
+// The host subscribes before its first CUDA call; gpuwatch, injected during
+// that call, finds the subscription taken: it gives way with exactly one line
+// and writes nothing, and the host's own callbacks see every call.
+void ExpectGivesWay(const std::map<std::string, std::string>& attach) {
+  ScopedTempDir dir;
+  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "first", kCudart, kCupti};
+  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("own callbacks: cudaMalloc enter 3 exit 3, cudaFree enter 2 exit 2\n"),
+            std::string::npos)
+      << plain.out;
+  auto env = SimEnv();
+  env.insert(attach.begin(), attach.end());
+  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
+  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, plain.out);
+  const auto lines = LinesStartingWith(traced.err, "gpuwatch:");
+  ASSERT_EQ(lines.size(), 1u) << traced.err;
+  EXPECT_EQ(
+      lines[0].rfind("gpuwatch: profiling is off: another CUPTI client holds the subscription", 0),
+      0u)
+      << lines[0];
+  EXPECT_NE(lines[0].find("CUPTI error 39: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(WithoutGpuwatchLines(traced.err), plain.err);
+  EXPECT_TRUE(dir.List().empty()) << "a report was written although profiling is off";
+}
+
+TEST(HostCuda, HostSubscribedFirstUnderPreload) { ExpectGivesWay({{"LD_PRELOAD", kLib}}); }
+
+TEST(HostCuda, HostSubscribedFirstUnderInjection) {
+  ExpectGivesWay({{"CUDA_INJECTION64_PATH", kLib}});
+}
+
+// gpuwatch subscribes first (the host initialised CUDA before subscribing):
+// the host's cuptiSubscribe fails exactly as it does under any other
+// subscriber (here the simulator's minimal injected profiler), the host goes
+// on, and gpuwatch keeps counting.
+TEST(HostCuda, GpuwatchSubscribedFirstHostSeesTheUsualError) {
+  ScopedTempDir dir;
+  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second", kCudart, kCupti};
+  auto other = SimEnv();
+  other["CUDA_INJECTION64_PATH"] = kOtherSubscriber;
+  const ProcessResult under_other = RunProcess(argv, other, dir.path());
+  ASSERT_EQ(under_other.exit_code, 0) << under_other.err;
+  EXPECT_NE(
+      under_other.out.find("cuptiSubscribe: 39 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\n"),
+      std::string::npos)
+      << under_other.out;
+  auto env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
+  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, under_other.out);
+  EXPECT_TRUE(LinesStartingWith(traced.err, "gpuwatch: profiling is off").empty()) << traced.err;
+  const json r = ReadReport(dir.path() + "/r.json");
+  ASSERT_TRUE(r.is_object());
+  const json& device = r["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 2);
+  EXPECT_EQ(device["alloc_bytes"], 2 * kMiB);
+  EXPECT_EQ(device["frees"], 1);
+  EXPECT_EQ(device["current_bytes"], 1 * kMiB);
+  const json& sites = r["leaks"]["device"]["sites"];
+  ASSERT_EQ(sites.size(), 1u) << sites.dump();
+  EXPECT_EQ(sites[0]["location"], At("own_cupti.cc", "cuda_malloc(&p[i], size)"));
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""`gpuwatch report --format html` in a real browser (headless Chromium).
+
+Runs examples/leaky_loop under gpuwatch on the CUDA simulator, renders its
+report as HTML and opens the file from disk in headless Chromium, then checks:
+  - the page ran to its end (body data-gw-status="ok") with no uncaught error
+    and no console.error (the page records them in data-gw-errors), and
+    Chromium's log has no "Uncaught";
+  - the chart was drawn: one band per site of timeline.sites, one dashed line
+    per mark, the peak annotated; the leak site's file:line is on the page;
+  - a screenshot shows the chart: the first site's colour fills a real part
+    of the chart's region (a small PNG decoder below, no PIL);
+  - the OOM report of examples/oom has its OOM annotation;
+  - a report whose strings are markup (a hostile function name, location,
+    mark label and command) shows them as text: no element is injected and
+    the page still runs to its end.
+Exits 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+SKIP = 77
+HOSTILE = '</script><img src=x onerror="document.title=\'pwned\'"><!--'
+# The first colour of the page's palette (#4e79a7) at fill-opacity 0.85 on white.
+BAND_RGB = tuple(round(c * 0.85 + 255 * 0.15) for c in (0x4E, 0x79, 0xA7))
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def run(argv, env=None, cwd=None):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(argv, env=full_env, cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def chromium(browser, profile, args, url):
+    """Runs headless Chromium on `url`; returns (stdout, stderr)."""
+    argv = [browser, "--headless=new", "--no-sandbox", "--disable-gpu",
+            "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+            "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0",
+            "--force-device-scale-factor=1", "--hide-scrollbars", "--window-size=1280,1100"] + \
+        args + [url]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return r.stdout, r.stderr
+
+
+def decode_png(data, max_rows):
+    """RGB rows of an 8-bit RGB or RGBA PNG, the first `max_rows` only."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        fail("the screenshot is not a PNG")
+    pos, idat = 8, b""
+    width = height = channels = 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or color not in (2, 6) or interlace != 0:
+                fail("unexpected PNG format: depth %d colour type %d" % (depth, color))
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        elif kind == b"IEND":
+            break
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows, prev = [], bytearray(stride)
+    for y in range(min(height, max_rows)):
+        filt = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        c = channels
+        if filt == 1:
+            for i in range(c, stride):
+                line[i] = (line[i] + line[i - c]) & 255
+        elif filt == 2:
+            for i in range(stride):
+                line[i] = (line[i] + prev[i]) & 255
+        elif filt == 3:
+            for i in range(stride):
+                left = line[i - c] if i >= c else 0
+                line[i] = (line[i] + ((left + prev[i]) >> 1)) & 255
+        elif filt == 4:
+            for i in range(stride):
+                a = line[i - c] if i >= c else 0
+                b = prev[i]
+                cc = prev[i - c] if i >= c else 0
+                p = a + b - cc
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - cc)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else cc)
+                line[i] = (line[i] + pred) & 255
+        rows.append(line)
+        prev = line
+    return width, channels, rows
+
+
+def attr(dom, name):
+    m = re.search(r'\b%s="([^"]*)"' % re.escape(name), dom)
+    return m.group(1) if m else None
+
+
+def check_page_ran(dom, log, what):
+    if attr(dom, "data-gw-status") != "ok":
+        fail("%s: the page's script did not run to its end (no data-gw-status=\"ok\")" % what)
+    errors = attr(dom, "data-gw-errors")
+    if errors is not None:
+        fail("%s: errors on the page: %s" % (what, errors))
+    for line in log.splitlines():
+        if "Uncaught" in line:
+            fail("%s: chromium logged: %s" % (what, line))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--sim-dir", required=True)
+    ap.add_argument("--examples", required=True)
+    ap.add_argument("--keep", help="copy the pages and the screenshot to this directory")
+    args = ap.parse_args()
+    for name in ("cli", "lib", "sim_dir", "examples"):
+        setattr(args, name, os.path.abspath(getattr(args, name)))
+
+    browser = os.environ.get("GPUWATCH_CHROMIUM") or shutil.which("chromium") or \
+        shutil.which("chromium-browser")
+    if not browser:
+        print("SKIP: chromium is not installed (apt-get install chromium); the HTML report "
+              "was not checked in a browser")
+        return SKIP
+
+    with tempfile.TemporaryDirectory(prefix="gpuwatch-html-") as tmp:
+        sim = {"LD_LIBRARY_PATH": args.sim_dir}
+
+        def traced(name, program, extra_env=None):
+            out = os.path.join(tmp, name + ".json")
+            r = run([args.cli, "run", "-o", out, "--sample-ms", "0", "--library", args.lib,
+                     "--", os.path.join(args.examples, program)],
+                    dict(sim, **(extra_env or {})), tmp)
+            if r.returncode != 0:
+                fail("gpuwatch run %s: exit %d: %s" % (program, r.returncode, r.stderr))
+            return out
+
+        def render(report, name):
+            page = os.path.join(tmp, name + ".html")
+            r = run([args.cli, "report", report, "--format", "html", "-o", page])
+            if r.returncode != 0 or r.stdout:
+                fail("gpuwatch report --format html: exit %d: %s" % (r.returncode, r.stderr))
+            return page
+
+        leaky_json = traced("leaky", "leaky_loop")
+        report = json.load(open(leaky_json))
+        leaky = render(leaky_json, "leaky")
+        profile = os.path.join(tmp, "profile")
+
+        # The page ran, and drew what the report holds.
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + leaky)
+        check_page_ran(dom, log, "leaky_loop")
+        sites = report["timeline"]["sites"]
+        marks = report["timeline"]["marks"]["samples"]
+        if len(sites) != 1 or len(marks) != 8:
+            fail("leaky_loop's timeline: %d sites, %d marks (expected 1 and 8)"
+                 % (len(sites), len(marks)))
+        if attr(dom, "data-gw-sites") != str(len(sites)):
+            fail("the chart says %s sites, the report has %d" % (attr(dom, "data-gw-sites"),
+                                                                 len(sites)))
+        bands = re.findall(r'<path [^>]*class="gw-band gw-site"[^>]*>', dom)
+        if len(bands) != len(sites):
+            fail("%d site bands drawn for %d sites" % (len(bands), len(sites)))
+        if 'data-site="%d"' % sites[0]["site"] not in bands[0]:
+            fail("the first band is not site %d: %s" % (sites[0]["site"], bands[0]))
+        if not re.search(r'd="M[0-9.]+,[0-9.]+(L[0-9.]+,[0-9.]+){9,}Z"', bands[0]):
+            fail("the first band has no area: " + bands[0])
+        mark_lines = len(re.findall(r'class="gw-mark"', dom))
+        if mark_lines != len(marks):
+            fail("%d mark lines drawn for %d marks" % (mark_lines, len(marks)))
+        if 'id="gw-peak-mark"' not in dom or "peak 5.8 MiB" not in dom:
+            fail("the peak is not annotated on the chart")
+        leak_at = report["leaks"]["device"]["sites"][0]["location"]
+        if not re.fullmatch(r"leaky_loop\.cu:\d+", leak_at) or leak_at not in dom:
+            fail("the leak site %s is not on the page" % leak_at)
+
+        # A screenshot: the chart's region shows the first site's band.
+        shot = os.path.join(tmp, "leaky.png")
+        _, log = chromium(browser, profile, ["--screenshot=" + shot],
+                          "file://" + leaky)
+        if not os.path.exists(shot):
+            fail("chromium wrote no screenshot: " + log[-2000:])
+        left, top, width, height = (int(v) for v in attr(dom, "data-gw-rect").split(","))
+        png_width, channels, rows = decode_png(open(shot, "rb").read(), top + height)
+        if len(rows) < top + height or left + width > png_width:
+            fail("the chart (%s) is outside the screenshot" % attr(dom, "data-gw-rect"))
+        band = ink = 0
+        for y in range(top, top + height):
+            row = rows[y]
+            for x in range(left, left + width):
+                r, g, b = row[x * channels], row[x * channels + 1], row[x * channels + 2]
+                if r + g + b < 735:
+                    ink += 1
+                if abs(r - BAND_RGB[0]) + abs(g - BAND_RGB[1]) + abs(b - BAND_RGB[2]) < 24:
+                    band += 1
+        area = width * height
+        print("chart %dx%d at (%d,%d): %.1f%% not white, %.1f%% the first site's colour"
+              % (width, height, left, top, 100.0 * ink / area, 100.0 * band / area))
+        # leaky_loop's leak grows to 2.0 MiB of an 8 MiB axis over the run: a
+        # wedge of about a tenth of the plot.
+        if band < area // 25:
+            fail("the chart's region shows too little of the site's band (%d of %d pixels)"
+                 % (band, area))
+
+        # The OOM report: the banner and the chart's annotation.
+        oom_json = traced("oom", "oom", {"GWSIM_DEVICE_MEMORY": str(1 << 30)}) + ".oom-1"
+        oom = render(oom_json, "oom")
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + oom)
+        check_page_ran(dom, log, "oom")
+        oom_at = json.load(open(oom_json))["oom"]["location"]
+        if 'id="gw-oom-mark"' not in dom or "OOM: cudaMalloc of 256.0 MiB at " + oom_at not in dom:
+            fail("the OOM is not annotated on the chart")
+        if 'id="gw-oom-banner"' not in dom:
+            fail("the OOM banner is missing")
+
+        # Markup in every string the page shows is shown as text.
+        hostile_report = dict(report)
+        hostile_report["process"] = dict(report["process"], command=[HOSTILE])
+        hostile_report["timeline"] = json.loads(json.dumps(report["timeline"]))
+        hostile_report["timeline"]["marks"]["samples"][0]["label"] = HOSTILE
+        hostile_report["timeline"]["sites"][0]["location"] = HOSTILE
+        leaks = json.loads(json.dumps(report["leaks"]))
+        leaks["device"]["sites"][0]["location"] = HOSTILE
+        leaks["device"]["sites"][0]["frames"][0]["function"] = HOSTILE
+        hostile_report["leaks"] = leaks
+        hostile_json = os.path.join(tmp, "hostile.json")
+        json.dump(hostile_report, open(hostile_json, "w"))
+        hostile = render(hostile_json, "hostile")
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + hostile)
+        check_page_ran(dom, log, "hostile")
+        # The page has no image of its own: an <img> element can only come from the data.
+        if "<img" in dom:
+            fail("markup from the report became part of the page")
+        shown = HOSTILE.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        if dom.count(shown) < 3:
+            fail("the hostile strings are not shown as text (%d times)" % dom.count(shown))
+
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            for f in (leaky, oom, hostile, shot):
+                shutil.copy(f, args.keep)
+    print("PASS: the HTML report renders in %s" % os.path.basename(browser))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+// The HTML renderer of `gpuwatch report --format html`: the report goes into
+// the page as JSON that no string can break out of, and the page refers to
+// nothing outside itself.
+#include "tools/html_format.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gpuwatch::tools {
+namespace {
+
+const char kHostile[] = "</script><script>alert(1)</script><!-- & -->";
+
+// The text of the page's data element.
+std::string DataOf(const std::string& page) {
+  const std::string open = "<script type=\"application/json\" id=\"gw-data\">";
+  const size_t begin = page.find(open);
+  if (begin == std::string::npos) return "";
+  const size_t end = page.find("</script>", begin);
+  if (end == std::string::npos) return "";
+  return page.substr(begin + open.size(), end - begin - open.size());
+}
+
+json HostileReport() {
+  return {{"schema", "gpuwatch-report"},
+          {"version", 1},
+          {"trigger", "exit"},
+          {"label", kHostile},
+          {"process", {{"pid", 7}, {"command", {kHostile}}}},
+          {"leaks",
+           {{"device",
+             {{"bytes", 4096},
+              {"count", 1},
+              {"sites",
+               {{{"site", 3},
+                 {"location", "a.cu:12"},
+                 {"bytes", 4096},
+                 {"count", 1},
+                 {"frames", {{{"function", kHostile}, {"file", "a.cu"}, {"line", 12}}}}}}}}}}},
+          {"kernels", {{"launches", 1}}}};
+}
+
+TEST(ScriptSafeJson, EscapesWhatCouldEndTheScriptAndParsesBackTheSame) {
+  const json doc = {{"f", kHostile}, {"n", 1}};
+  const std::string text = ScriptSafeJson(doc);
+  EXPECT_EQ(text.find('<'), std::string::npos) << text;
+  EXPECT_EQ(text.find('>'), std::string::npos) << text;
+  EXPECT_EQ(text.find('&'), std::string::npos) << text;
+  EXPECT_EQ(text, R"({"f":"\u003c/script\u003e\u003cscript\u003ealert(1)\u003c/script\u003e)"
+                  R"(\u003c!-- \u0026 --\u003e","n":1})");
+  EXPECT_EQ(json::parse(text), doc);
+}
+
+TEST(ScriptSafeJson, InvalidUtf8BecomesTheReplacementCharacter) {
+  const json doc = {{"f", std::string("a\xff"
+                                      "b")}};
+  EXPECT_EQ(ScriptSafeJson(doc),
+            "{\"f\":\"a\xEF\xBF\xBD"
+            "b\"}");
+}
+
+TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
+  const json doc = HostileReport();
+  const std::string page = HtmlReport(doc);
+  ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  const std::string data = DataOf(page);
+  ASSERT_FALSE(data.empty());
+  const json embedded = json::parse(data);
+  EXPECT_EQ(embedded["leaks"], doc["leaks"]);
+  EXPECT_EQ(embedded["process"], doc["process"]);
+  EXPECT_EQ(embedded["label"], kHostile);
+  EXPECT_FALSE(embedded.contains("kernels"));  // not shown, so not embedded
+  // The hostile strings appear only escaped: the first "</script>" after the
+  // data element's start is its own end.
+  EXPECT_EQ(page.find(kHostile), std::string::npos);
+  EXPECT_EQ(page.find("alert(1)</script>"), std::string::npos);
+  EXPECT_EQ(page.find("gpuwatch_report_placeholder"), std::string::npos);
+}
+
+TEST(HtmlReport, RefersToNothingOutsideThePage) {
+  const std::string page = HtmlReport(HostileReport());
+  EXPECT_EQ(page.find("http://"), std::string::npos);
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+  EXPECT_EQ(page.find("<link"), std::string::npos);
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  EXPECT_EQ(page.find("@import"), std::string::npos);
+  EXPECT_EQ(page.find("url("), std::string::npos);
+  EXPECT_EQ(page.find("<script src"), std::string::npos);
+  // Data reaches the page as text only.
+  EXPECT_EQ(page.find("innerHTML"), std::string::npos);
+  EXPECT_EQ(page.find("document.write"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuwatch::tools

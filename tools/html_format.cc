@@ -1,0 +1,67 @@
+#include "tools/html_format.h"
+
+#include <string_view>
+
+#include "tools/report_html.h"  // generated from tools/html/report.html
+
+namespace gpuwatch::tools {
+
+namespace {
+
+// What the template holds in place of the report (the page parses it as JSON
+// when opened as is, which helps when working on the template).
+constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true})";
+
+// The sections the page shows. The others (allocation sites, kernels, the
+// trace) can be large and would only make the file bigger.
+constexpr const char* kSections[] = {"schema",  "version",   "trigger",   "label", "gpuwatch",
+                                     "process", "processes", "totals",    "leaks", "peak",
+                                     "growth",  "timeline",  "transfers", "oom",   "merged_from"};
+
+}  // namespace
+
+std::string ScriptSafeJson(const json& doc) {
+  // Invalid UTF-8 in a string becomes U+FFFD rather than an exception.
+  const std::string text = doc.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size() + text.size() / 16);
+  // These characters only occur inside JSON strings, where \uXXXX means the
+  // same character to JSON.parse.
+  for (const char c : text) {
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string HtmlReport(const json& doc) {
+  json data = json::object();
+  if (doc.is_object()) {
+    for (const char* key : kSections) {
+      const auto it = doc.find(key);
+      if (it != doc.end()) data[key] = *it;
+    }
+  }
+  const std::string_view page(kReportHtmlTemplate);
+  const size_t at = page.find(kPlaceholder);
+  std::string out;
+  if (at == std::string_view::npos) return out;  // cannot happen: tested
+  out.reserve(page.size() + 4096);
+  out.append(page.substr(0, at));
+  out += ScriptSafeJson(data);
+  out.append(page.substr(at + kPlaceholder.size()));
+  return out;
+}
+
+}  // namespace gpuwatch::tools

@@ -1,0 +1,32 @@
+// `gpuwatch report --format perfetto`: a report as Chrome trace-event JSON,
+// which ui.perfetto.dev and chrome://tracing open.
+//
+// From the report's `trace` section (docs/report-format.md):
+//   - a counter track per device, "device N memory" (bytes live after each
+//     allocation and free);
+//   - copies as complete ("X") slices on a "copies" track per device and
+//     stream, named like "H2D 4.0 MiB pageable", with bytes, location and
+//     GB/s; kernels on a "kernels" track per device and stream;
+//   - marks, the highest peak and OOMs as instant events on an "events" track;
+//   - process and thread names ("M" events); timestamps in microseconds since
+//     gpuwatch attached.
+// A report without a trace section (an older report, or one written with
+// GPUWATCH_TRACE_EVENTS=0) gives a counter of all devices together from the
+// timeline samples, marks from the timeline, the peak and OOM from their
+// sections, and an instant and `otherData.source` that say so.
+#ifndef GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
+#define GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
+
+#include <string>
+
+#include "tools/report_reader.h"
+
+namespace gpuwatch::tools {
+
+// The trace-event JSON document ({"traceEvents": [...], ...}) of a report.
+// Malformed trace events in `doc` are skipped, never fatal.
+std::string PerfettoTrace(const json& doc);
+
+}  // namespace gpuwatch::tools
+
+#endif  // GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
