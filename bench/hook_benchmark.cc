@@ -48,8 +48,8 @@ constexpr uint64_t kBase = 0x7f0000000000ULL;
 constexpr uint64_t Addr(uint64_t i) { return kBase + i * 512; }
 
 // The capacity-doubling table stores this per slot: the address (key) and a
-// LiveAlloc without its address (tracker.cc's LiveRecord, 24 bytes).
-constexpr size_t kSlotBytes = sizeof(uint64_t) + 24;
+// LiveAlloc packed in 16 bytes (tracker.cc's LiveRecord).
+constexpr size_t kSlotBytes = sizeof(uint64_t) + 16;
 
 AllocEvent Alloc(uint64_t i, uint32_t stack_id) {
   AllocEvent e;

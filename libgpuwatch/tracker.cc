@@ -19,23 +19,38 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// What the live table stores per allocation: a LiveAlloc without its address,
-// which is the key.
+// What the live table stores per allocation, in 16 bytes (a 24-byte slot with
+// its key, the address): size, kind and device packed into one word, the time
+// to the millisecond.
 struct LiveRecord {
-  uint64_t size = 0;
-  uint64_t time_ns = 0;
+  uint64_t packed = 0;   // size (bits 0-47), kind (48-55), device + 1 (56-63)
+  uint32_t time_ms = 0;  // since the tracker started; saturates after 49 days
   uint32_t stack_id = 0;
-  int16_t device = 0;
-  MemKind kind = MemKind::kDevice;
 };
-static_assert(sizeof(LiveRecord) == 24);
+static_assert(sizeof(LiveRecord) == 16);
+
+constexpr int kSizeBits = 48;
+constexpr uint64_t kMaxRecordedSize = (uint64_t{1} << kSizeBits) - 1;
 
 LiveRecord RecordOf(const LiveAlloc& a) {
-  return {a.size, a.time_ns, a.stack_id, a.device, a.kind};
+  const auto device = static_cast<uint64_t>(std::clamp<int>(a.device, -1, 254) + 1);
+  LiveRecord r;
+  r.packed = std::min(a.size, kMaxRecordedSize) | uint64_t{static_cast<uint8_t>(a.kind)} << 48 |
+             device << 56;
+  r.time_ms = static_cast<uint32_t>(std::min<uint64_t>(a.time_ns / 1000000, UINT32_MAX));
+  r.stack_id = a.stack_id;
+  return r;
 }
 
 LiveAlloc AllocOf(uint64_t address, const LiveRecord& r) {
-  return {address, r.size, r.time_ns, r.stack_id, r.device, r.kind};
+  LiveAlloc a;
+  a.address = address;
+  a.size = r.packed & kMaxRecordedSize;
+  a.time_ns = uint64_t{r.time_ms} * 1000000;
+  a.stack_id = r.stack_id;
+  a.device = static_cast<int16_t>(static_cast<int>(r.packed >> 56) - 1);
+  a.kind = static_cast<MemKind>((r.packed >> 48) & 0xff);
+  return a;
 }
 
 int DeviceSlot(int device) { return device < 0 ? 0 : std::min(device, kMaxTrackedDevices - 1); }
@@ -172,7 +187,7 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   if (paused()) return;
   LiveAlloc alloc;
   alloc.address = event.address;
-  alloc.size = event.size;
+  alloc.size = std::min(event.size, kMaxRecordedSize);  // 256 TiB: what the table records
   alloc.time_ns = NowNs();
   alloc.stack_id = event.stack_id;
   alloc.device = static_cast<int16_t>(event.device);

@@ -26,13 +26,13 @@ class Trace;
 // Devices with their own live and peak counters; higher ordinals share the last.
 inline constexpr int kMaxTrackedDevices = 64;
 
-// One live allocation. The live table stores it without `address` (its key),
-// in 24 bytes: a table slot is 32 bytes, 37 to 73 per live allocation at the
-// table's load factor (docs/BENCHMARKS.md).
+// One live allocation. The live table stores it packed in 16 bytes besides
+// its key (the address): a 24-byte slot, 27 to 55 bytes per live allocation at
+// the table's load factor (docs/BENCHMARKS.md).
 struct LiveAlloc {
   uint64_t address = 0;
-  uint64_t size = 0;
-  uint64_t time_ns = 0;  // since the tracker started
+  uint64_t size = 0;     // at most 2^48 - 1 (larger requests are recorded as that)
+  uint64_t time_ns = 0;  // since the tracker started, to the millisecond
   uint32_t stack_id = 0;
   int16_t device = 0;
   MemKind kind = MemKind::kDevice;

@@ -35,13 +35,13 @@ inline constexpr int kNumHostKinds = 5;
 const char* HostKindName(HostKind kind);
 
 // Thresholds of the findings; docs/report-format.md describes them.
-inline constexpr uint64_t kSmallCopyBytes = 64 * 1024;
+inline constexpr uint64_t kSmallCopyBytes = uint64_t{64} * 1024;
 inline constexpr uint64_t kSmallCopyStormCount = 100;
 inline constexpr uint64_t kSyncD2HLoopCount = 10;
 inline constexpr uint64_t kLargeCopyBytes = 1 << 20;
 inline constexpr double kSlowBandwidthFraction = 0.25;
 // Copies smaller than this are latency-bound: their bandwidth says little.
-inline constexpr uint64_t kBandwidthMinBytes = 64 * 1024;
+inline constexpr uint64_t kBandwidthMinBytes = uint64_t{64} * 1024;
 inline constexpr int kHistogramBuckets = 48;  // bucket b: [2^b, 2^(b+1)) bytes; 0 holds 0 and 1
 
 struct CopyCall {
