@@ -63,6 +63,7 @@ void ReadLine() {
 int Busy() {
   std::atomic<bool> stop{false};
   std::atomic<long> pairs{0};
+  std::atomic<int> running{0};  // threads that finished a first pair
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
@@ -70,11 +71,14 @@ int Busy() {
       while (!stop.load()) {
         void* p = nullptr;
         if (cudaMalloc(&p, 512) != cudaSuccess || cudaFree(p) != cudaSuccess) std::abort();
-        ++n;
+        if (++n == 1) running.fetch_add(1);
       }
       pairs.fetch_add(n);
     });
   }
+  // "ready" once every thread is in its loop, so that the signals the test
+  // sends next arrive while all four allocate.
+  while (running.load() < 4) std::this_thread::yield();
   Say("ready\n");
   ReadLine();
   stop.store(true);
