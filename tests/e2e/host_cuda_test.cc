@@ -198,5 +198,31 @@ TEST(HostCuda, GpuwatchSubscribedFirstHostSeesTheUsualError) {
   EXPECT_EQ(sites[0]["location"], At("own_cupti.cc", "cuda_malloc(&p[i], size)"));
 }
 
+// A host that subscribes through cuptiSubscribe_v2, as current Kineto does,
+// learns from CUPTI itself who holds the subscription: gpuwatch names itself
+// when it subscribes, so the host's own error message can say "gpuwatch".
+TEST(HostCuda, GpuwatchSubscribedFirstHostUsingV2IsToldItIsGpuwatch) {
+  ScopedTempDir dir;
+  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second-v2", kCudart, kCupti};
+  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("cuptiSubscribe: 0 CUPTI_SUCCESS\n"), std::string::npos) << plain.out;
+  auto env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
+  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_NE(traced.out.find("cuptiSubscribe: 39 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\n"),
+            std::string::npos)
+      << traced.out;
+  // CUPTI words the holder's name its own way ("CUPTI for gpuwatch" here).
+  const auto held = LinesStartingWith(traced.out, "held by: ");
+  ASSERT_EQ(held.size(), 1u) << traced.out;
+  EXPECT_NE(held[0].find("gpuwatch"), std::string::npos) << held[0];
+  const json r = ReadReport(dir.path() + "/r.json");
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["totals"]["kinds"]["device"]["allocs"], 2);
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

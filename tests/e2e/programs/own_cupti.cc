@@ -8,6 +8,9 @@
 //   own_cupti second LIBCUDART LIBCUPTI   initialises CUDA first (cudaFree(0)),
 //       then subscribes and prints the result, then allocates 2 x 1 MiB and
 //       frees 1.
+//   own_cupti second-v2 LIBCUDART LIBCUPTI   the same through cuptiSubscribe_v2
+//       (as current Kineto does), naming itself "own_cupti"; on failure it
+//       also prints the name of the subscriber that holds the subscription.
 //
 // Exit status 0 whatever cuptiSubscribe returned (the host carries on without
 // its profiler, as real ones do); 1 when a CUDA call failed; 2 on a loader
@@ -24,6 +27,8 @@ namespace {
 using Malloc = int (*)(void**, size_t);
 using Free = int (*)(void*);
 using Subscribe = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+using SubscribeV2 = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                                    CUpti_SubscriberParams*);
 using Unsubscribe = CUptiResult (*)(CUpti_SubscriberHandle);
 using EnableCallback = CUptiResult (*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                        CUpti_CallbackId);
@@ -54,8 +59,10 @@ T Sym(void* handle, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4 || (std::strcmp(argv[1], "first") != 0 && std::strcmp(argv[1], "second") != 0)) {
-    std::fprintf(stderr, "usage: own_cupti first|second LIBCUDART LIBCUPTI\n");
+  const bool v2 = argc == 4 && std::strcmp(argv[1], "second-v2") == 0;
+  if (argc != 4 ||
+      (std::strcmp(argv[1], "first") != 0 && std::strcmp(argv[1], "second") != 0 && !v2)) {
+    std::fprintf(stderr, "usage: own_cupti first|second|second-v2 LIBCUDART LIBCUPTI\n");
     return 2;
   }
   const bool first = std::strcmp(argv[1], "first") == 0;
@@ -89,11 +96,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   CUpti_SubscriberHandle handle = nullptr;
-  const CUptiResult r =
-      subscribe(&handle, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
+  CUptiResult r = CUPTI_SUCCESS;
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};
+  if (v2) {
+    auto subscribe_v2 = Sym<SubscribeV2>(cupti, "cuptiSubscribe_v2");
+    if (subscribe_v2 == nullptr) {
+      std::fprintf(stderr, "own_cupti: %s lacks cuptiSubscribe_v2\n", argv[3]);
+      return 2;
+    }
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "own_cupti";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = sizeof(holder);
+    r = subscribe_v2(&handle, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr, &params);
+  } else {
+    r = subscribe(&handle, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr);
+  }
   const char* text = nullptr;
   result_string(r, &text);
   std::printf("cuptiSubscribe: %d %s\n", static_cast<int>(r), text != nullptr ? text : "?");
+  if (v2 && r != CUPTI_SUCCESS) std::printf("held by: %s\n", holder[0] != '\0' ? holder : "?");
   if (r == CUPTI_SUCCESS) {
     const CUptiResult e1 =
         enable(1, handle, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020);

@@ -10,6 +10,10 @@
 #include <string>
 #include <unordered_map>
 
+// This library's handle for __cxa_atexit (defined by the toolchain's crtbegin).
+extern "C" void* __dso_handle;
+extern "C" int __cxa_atexit(void (*fn)(void*), void* arg, void* dso);
+
 namespace gwsim::rt {
 namespace {
 
@@ -42,15 +46,25 @@ void FreeThreadRt(void* state) {
   delete static_cast<ThreadRt*>(state);
 }
 
+// Created when the library loads and deleted when it unloads: a key whose
+// destructor outlived a dlclose'd runtime would call unmapped code when a
+// thread that used it exits.
+pthread_key_t g_thread_key;
+bool g_thread_key_ok = false;
+
+__attribute__((constructor)) void CreateThreadKey() {
+  g_thread_key_ok = pthread_key_create(&g_thread_key, FreeThreadRt) == 0;
+}
+
+__attribute__((destructor)) void DeleteThreadKey() {
+  if (g_thread_key_ok) pthread_key_delete(g_thread_key);
+  g_thread_key_ok = false;
+}
+
 ThreadRt& Thr() {
-  static const pthread_key_t key = [] {
-    pthread_key_t k;
-    pthread_key_create(&k, FreeThreadRt);
-    return k;
-  }();
   if (t_rt == nullptr) {
     t_rt = new ThreadRt();
-    pthread_setspecific(key, t_rt);
+    if (g_thread_key_ok) pthread_setspecific(g_thread_key, t_rt);
   }
   return *t_rt;
 }
@@ -131,7 +145,16 @@ void TearDownAtExit() {
   }
 }
 
-__attribute__((constructor)) void RegisterTearDown() { std::atexit(TearDownAtExit); }
+void TearDownAtExitOrUnload(void* /*unused*/) { TearDownAtExit(); }
+
+// Bound to this library (its __dso_handle), as glibc does for a library's
+// atexit: the handler runs when the library is dlclose'd, or at exit if it
+// is still loaded then. Registered through __cxa_atexit directly because
+// sanitizers intercept atexit() without the handle and would call the
+// handler at exit even after a dlclose had unmapped it.
+__attribute__((constructor)) void RegisterTearDown() {
+  __cxa_atexit(TearDownAtExitOrUnload, nullptr, &__dso_handle);
+}
 
 // Kernels and variables.
 struct Variable {
