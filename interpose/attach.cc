@@ -168,6 +168,7 @@ bool WriteReport(State& s, const std::string& path, const char* trigger, const c
   context.oom_count = s.ooms.load();
   context.stacks_dropped = s.stacks != nullptr ? s.stacks->dropped() : 0;
   context.depth = s.config.depth;
+  context.tool_frames = ToolFramesSeen();
   const TransfersSnapshot transfers = s.transfers->Snapshot();
   const std::vector<KernelStats> kernels = s.kernels->Snapshot();
   context.transfers = &transfers;
@@ -254,7 +255,11 @@ void RegisterExitHandler() {
   on_exit(OnExit, nullptr);
 }
 
-void OnFirstCall() { RegisterExitHandler(); }
+void OnFirstCall() {
+  RegisterExitHandler();
+  // The runtime may have been loaded after attach (dlopen, import torch).
+  if (GetState().stacks != nullptr) RefreshToolModules();
+}
 
 // GPUWATCH_EXITCODE. An atexit handler cannot see the exit status; glibc's
 // on_exit() handlers run in the same LIFO list and receive it (the value
@@ -751,6 +756,7 @@ void DoAttach() {
   // Stacks: up to kMaxStacks distinct stacks in at most 256 MiB; both leaked on purpose.
   if (s.config.depth > 0) {
     InitUnwinder();
+    RefreshToolModules();
     s.stacks = new StackTable(kMaxStacks, size_t{256} << 20);
     if (s.config.python) InitPythonStacks();  // Python frames too, in a CPython process
   }

@@ -151,16 +151,14 @@ CopyKind FromRuntimeKind(cudaMemcpyKind kind) {
   }
 }
 
-// Frames of gpuwatch, CUPTI and the driver above the user's call that a
-// capture also records; they are trimmed at report time.
-constexpr int kToolFrames = 12;
-
-// Captures and interns the calling thread's stack: before any lock. In a
-// Python process the Python frames follow the native pcs (python_stack.h).
+// Captures and interns the calling thread's stack: before any lock. The
+// frames of gpuwatch, CUPTI, the driver and the runtime above the user's call
+// are left out (CaptureUserStack). In a Python process the Python frames
+// follow the native pcs (python_stack.h).
 uint32_t CaptureSite() {
   if (g_hooks.stacks == nullptr || g_hooks.depth <= 0) return 0;
   uintptr_t pcs[kMaxCaptureDepth];
-  int n = CaptureStack(pcs, std::min(g_hooks.depth + kToolFrames, kMaxCaptureDepth), 0);
+  int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
   n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
   return g_hooks.stacks->Intern(pcs, n);
 }
@@ -773,8 +771,11 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
       OnDriver(cbid, static_cast<const CUpti_CallbackData*>(data));
       return;
     case CUPTI_CB_DOMAIN_RESOURCE:
-      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED && g_hooks.lifecycle != nullptr) {
-        g_hooks.lifecycle->ContextReady(g_hooks.tracker->NowNs());
+      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+        // The CUDA libraries of this context are loaded by now (a runtime
+        // loaded after gpuwatch attached, or loaded again after a dlclose).
+        if (g_hooks.stacks != nullptr) RefreshToolModules();
+        if (g_hooks.lifecycle != nullptr) g_hooks.lifecycle->ContextReady(g_hooks.tracker->NowNs());
       } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING &&
                  g_hooks.on_context_destroy != nullptr) {
         g_hooks.on_context_destroy();

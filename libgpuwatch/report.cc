@@ -709,6 +709,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
         {"stacks_dropped", context.stacks_dropped},
         {"oom_count", context.oom_count}}},
       {"stack_depth", context.depth},
+      {"tool_frames", context.tool_frames},
   };
   std::vector<uint32_t> ids;
   for (const auto& [id, t] : snap.sites) ids.push_back(id);

@@ -102,6 +102,7 @@ struct ReportContext {
   uint64_t oom_count = 0;                        // out-of-memory failures seen so far
   uint64_t stacks_dropped = 0;                   // stacks not interned: the table was full
   int depth = 0;                                 // GPUWATCH_DEPTH in force
+  int tool_frames = 0;                           // ToolFramesSeen() (unwind.h)
   const TransfersSnapshot* transfers = nullptr;  // null: no transfers section
   const std::vector<KernelStats>* kernels = nullptr;
   bool kernel_timing = false;

@@ -1,11 +1,13 @@
 #include "libgpuwatch/unwind.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <unwind.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "libgpuwatch/log.h"
@@ -30,6 +32,21 @@ constexpr int kMaxOwnFrames = 4;
 constinit std::atomic<int> g_method{-1};
 constinit std::atomic<UnwBacktraceFn> g_unw_backtrace{nullptr};
 constinit std::once_flag g_init_once;
+
+// The code (executable PT_LOAD segments) of the loaded tool modules. A new
+// set is published only when it differs from the current one, and the old one
+// is leaked, since a concurrent capture may still read it: a few hundred bytes
+// per change of the loaded CUDA libraries.
+constexpr int kMaxToolRanges = 32;
+struct CodeRanges {
+  int count = 0;
+  uintptr_t begin[kMaxToolRanges] = {};
+  uintptr_t size[kMaxToolRanges] = {};
+};
+constinit std::atomic<const CodeRanges*> g_tool_ranges{nullptr};
+constinit std::mutex g_refresh_mu;  // serialises refreshes
+// The most leading tool frames a capture has found so far.
+constinit std::atomic<int> g_tool_frames{0};
 
 struct GccUnwindState {
   uintptr_t* pcs;
@@ -99,7 +116,92 @@ int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwBacktraceFn unw_bac
   return count;
 }
 
+struct FindRangesArg {
+  const char* const* prefixes;
+  int prefix_count;
+  CodeRanges* ranges;
+};
+
+int FindRanges(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto* arg = static_cast<FindRangesArg*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;  // the executable
+  const char* slash = std::strrchr(info->dlpi_name, '/');
+  const char* base = slash != nullptr ? slash + 1 : info->dlpi_name;
+  bool tool = false;
+  for (int i = 0; i < arg->prefix_count && !tool; ++i) {
+    tool = std::strncmp(base, arg->prefixes[i], std::strlen(arg->prefixes[i])) == 0;
+  }
+  if (!tool) return 0;
+  CodeRanges* r = arg->ranges;
+  for (int i = 0; i < info->dlpi_phnum && r->count < kMaxToolRanges; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    r->begin[r->count] = info->dlpi_addr + ph.p_vaddr;
+    r->size[r->count] = ph.p_memsz;
+    ++r->count;
+  }
+  return 0;
+}
+
+bool SameRanges(const CodeRanges& a, const CodeRanges& b) {
+  if (a.count != b.count) return false;
+  for (int i = 0; i < a.count; ++i) {
+    if (a.begin[i] != b.begin[i] || a.size[i] != b.size[i]) return false;
+  }
+  return true;
+}
+
+void RaiseTo(std::atomic<int>& value, int to) {
+  int seen = value.load(std::memory_order_relaxed);
+  while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
+
+void RefreshToolModules() {
+  internal::RefreshToolModulesNamed(kToolModulePrefixes,
+                                    static_cast<int>(std::size(kToolModulePrefixes)));
+}
+
+int LeadingToolFrames(const uintptr_t* pcs, int n) {
+  const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
+  if (r == nullptr) return 0;
+  int i = 0;
+  for (; i < n; ++i) {
+    // A return address may sit just past its function's last byte: test the call's own byte.
+    const uintptr_t pc = pcs[i] - 1;
+    bool inside = false;
+    for (int k = 0; k < r->count && !inside; ++k) inside = pc - r->begin[k] < r->size[k];
+    if (!inside) break;
+  }
+  return i;
+}
+
+__attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
+  if (depth <= 0) return 0;
+  depth = std::min(depth, kMaxCaptureDepth);
+  int n = 0;
+  int lead = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int expected = g_tool_frames.load(std::memory_order_relaxed);
+    const int want = std::min(depth + expected, kMaxCaptureDepth);
+    n = CaptureStack(pcs, want, /*skip=*/1);  // from our caller's frame on
+    lead = LeadingToolFrames(pcs, n);
+    if (lead <= expected) break;
+    RaiseTo(g_tool_frames, lead);
+    if (n < want || want == kMaxCaptureDepth) break;  // nothing was cut off
+  }
+  lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
+  const int count = std::min(n - lead, depth);
+  if (lead > 0 && count > 0) {
+    std::memmove(pcs, pcs + lead, static_cast<size_t>(count) * sizeof(uintptr_t));
+  }
+  asm volatile("" ::: "memory");  // keeps CaptureStack's caller frame this one
+  return count;
+}
+
+int ToolFramesSeen() { return g_tool_frames.load(std::memory_order_relaxed); }
 
 const char* UnwindMethodName(UnwindMethod method) {
   switch (method) {
@@ -143,6 +245,19 @@ UnwinderFns LoadUnwinder(const char* libunwind_soname) {
        libunwind_soname, why != nullptr ? why : "unknown error");
   fns.method = UnwindMethod::kGccUnwind;
   return fns;
+}
+
+void RefreshToolModulesNamed(const char* const* prefixes, int count) {
+  // A refresh already running finds the same modules; and after a fork() the
+  // lock may be held by a thread that no longer exists.
+  std::unique_lock<std::mutex> lock(g_refresh_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  CodeRanges found;
+  FindRangesArg arg{prefixes, count, &found};
+  dl_iterate_phdr(&FindRanges, &arg);
+  const CodeRanges* current = g_tool_ranges.load(std::memory_order_acquire);
+  if (current != nullptr && SameRanges(*current, found)) return;
+  g_tool_ranges.store(new CodeRanges(found), std::memory_order_release);  // old one leaked
 }
 
 }  // namespace internal

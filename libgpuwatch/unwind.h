@@ -81,7 +81,52 @@ int CaptureStack(uintptr_t* pcs, int max_depth, int skip);
 // when that method is not available. Same thread-safety.
 int CaptureStackWith(UnwindMethod method, uintptr_t* pcs, int max_depth, int skip);
 
+// --- The frames above the user's call -------------------------------------
+//
+// A stack captured inside a CUDA callback starts with gpuwatch's frames, then
+// CUPTI's, the driver's and the runtime's, and only then reaches the line that
+// called the CUDA API: 6 to 12 frames that the report trims anyway
+// (symbolizer.h, IsToolFrame). Capturing `depth` user frames therefore means
+// unwinding depth plus that many, and storing them costs 8 bytes each per
+// interned stack. CaptureUserStack counts them by module: a pc inside the code
+// of a module named in kToolModulePrefixes is a tool frame.
+
+// Basename prefixes of the modules whose frames sit above the user's call:
+// gpuwatch itself, CUPTI, the driver and the shared runtime. (A static runtime
+// lives in the user's executable; its frames are recognised by name at report
+// time.)
+inline constexpr const char* kToolModulePrefixes[] = {"libgpuwatch.so", "libcupti.so", "libcuda.so",
+                                                      "libcudart.so"};
+
+// Finds the code ranges of the loaded tool modules (dl_iterate_phdr) and
+// publishes them for CaptureUserStack. Call at start-up and when modules may
+// have been loaded (a new CUDA context); cheap when nothing changed. Takes the
+// dynamic loader's lock: not async-signal-safe, not inside dl_iterate_phdr.
+// Thread-safe.
+void RefreshToolModules();
+
+// How many of pcs[0..n) from the front lie in a tool module's code, as of the
+// last RefreshToolModules. Lock-free; async-signal-safe.
+int LeadingToolFrames(const uintptr_t* pcs, int n);
+
+// Captures the caller's stack without the leading tool frames: pcs[0] is the
+// first frame outside them (the user's call, or a static runtime's frame), and
+// up to `depth` pcs follow from there. A stack that is all tool frames keeps
+// its outermost one. The number of tool frames to unwind besides `depth` is
+// learnt from the captures (the most seen so far), so a capture unwinds about
+// depth + that many frames; a capture that finds more than were expected, and
+// may have been cut short, is taken once more. Same thread-safety as
+// CaptureStack.
+int CaptureUserStack(uintptr_t* pcs, int depth);
+
+// The most leading tool frames one CaptureUserStack has found so far (what it
+// unwinds besides `depth`). Thread-safe.
+int ToolFramesSeen();
+
 namespace internal {
+
+// RefreshToolModules for other module names (tests).
+void RefreshToolModulesNamed(const char* const* prefixes, int count);
 
 // Backtrace entry points found by LoadUnwinder.
 struct UnwinderFns {

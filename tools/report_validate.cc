@@ -240,7 +240,7 @@ std::string ValidateReport(const json& doc) {
   c.Strings(doc, "");
   if (c.failed()) return c.problem();
   c.Texts(doc, "", {"trigger", "label"});
-  c.Counts(doc, "", {"stack_depth", "merged_from"});
+  c.Counts(doc, "", {"stack_depth", "tool_frames", "merged_from"});
   if (const json* process = c.Object(doc, "", "process")) {
     c.Counts(*process, "process", {"pid", "elapsed_ns"});
     c.Texts(*process, "process", {"host", "rank"});

@@ -77,6 +77,32 @@ TEST(Report, LeakSitesAreNamedByFileAndLineWithExactBytes) {
   EXPECT_NE(r.err.find("at " + at("device")), std::string::npos) << r.err;
 }
 
+// GPUWATCH_DEPTH counts the user's frames: gpuwatch's, CUPTI's, the driver's
+// and the runtime's frames above the call are not captured in their place.
+// With depth 2 the leak's stack is exactly the line in LeakDevice and the
+// line in main that called it.
+TEST(Report, DepthCountsTheUsersFramesOnly) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  auto env = PreloadEnv(out);
+  env["GPUWATCH_DEPTH"] = "2";
+  const ProcessResult r = RunProcess({kPrograms + "/leak_sites"}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const std::string source = kSourceDir + "/tests/e2e/programs/leak_sites.cu";
+  const int line = LineOf(source, "// LEAK:device");
+  const json site = SiteAt(report["leaks"]["device"], "leak_sites.cu:" + std::to_string(line));
+  ASSERT_FALSE(site.is_null()) << report["leaks"].dump(1);
+  const json& frames = site["frames"];
+  ASSERT_EQ(frames.size(), 2u) << frames.dump(1);
+  EXPECT_NE(frames[0]["function"].get<std::string>().find("LeakDevice"), std::string::npos)
+      << frames.dump(1);
+  EXPECT_EQ(frames[0]["line"], line);
+  EXPECT_EQ(frames[1]["function"], "main") << frames.dump(1);
+  EXPECT_EQ(frames[1]["line"], LineOf(source, "for (int i = 0; i < 2; ++i) LeakDevice();"));
+}
+
 TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";

@@ -349,16 +349,16 @@ class Validator:
 
     def stack_frames(self):
         """How many frames of gpuwatch, CUPTI, the driver and the runtime sit
-        above the user's call: callbacks.cc captures GPUWATCH_DEPTH + 12
-        (kToolFrames) on that guess. With GPUWATCH_DEPTH=1, 13 pcs are taken
-        and the report keeps the user's: 13 - kept = the tool frames."""
+        above the user's call: the capture unwinds them besides GPUWATCH_DEPTH
+        and leaves them out (the report's `tool_frames`), and the report must
+        still keep exactly GPUWATCH_DEPTH frames of the user's."""
         exe = os.path.join(self.build, "bench", "overhead_workload")
         if not os.path.exists(exe):
             return
         rdir = os.path.dirname(self.out_path("programs", "stack_frames", "x"))
         report = os.path.join(rdir, "report.json")
         env = self.gpuwatch_env("preload", report)
-        env["GPUWATCH_DEPTH"] = "1"
+        env["GPUWATCH_DEPTH"] = "4"
         code, out, err, _ = self.run([exe, "--events", "50", "--warmup", "0", "--sites", "1",
                                       "--phases", "cuda_alloc,copy"], env, 60, cwd=rdir,
                                      label="stack frames")
@@ -375,9 +375,11 @@ class Validator:
                 frames = [f for f in site.get("frames", []) if not f.get("inlined")]
                 if frames:
                     kept[api] = max(kept.get(api, 0), len(frames))
-        detail = ", ".join(f"{api}: {13 - k} tool frames above the user's (of the 12 reserved)"
-                           for api, k in sorted(kept.items()))
-        self.record("INFO", "program stack frames", detail or "no sites with frames")
+        detail = (f"{rep.get('tool_frames')} tool frames above the user's call; user frames kept "
+                  + ", ".join(f"{api}: {k}" for api, k in sorted(kept.items())))
+        ok = kept and all(k == 4 for k in kept.values())
+        self.record("INFO" if ok else "FAIL", "program stack frames",
+                    detail + ("" if ok else " (expected 4 each)"))
 
     def part_programs(self):
         self.stack_frames()

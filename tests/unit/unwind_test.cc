@@ -195,6 +195,54 @@ TEST(UnwindTest, NoHeapAllocationPerCapture) {
 }
 #endif
 
+// Tool frames are recognised by module: here libc plays the tool, and pcs
+// inside two of its functions count as leading tool frames until the first pc
+// outside it.
+TEST(UnwindTest, LeadingToolFramesCountsFramesInTheNamedModules) {
+  const auto in = [](const char* symbol) {
+    void* address = dlsym(RTLD_DEFAULT, symbol);
+    EXPECT_NE(address, nullptr) << symbol;
+    EXPECT_NE(ModuleOf(address).find("libc.so"), std::string::npos) << ModuleOf(address);
+    return reinterpret_cast<uintptr_t>(address) + 1;  // a return address just past a call
+  };
+  const uintptr_t ours = reinterpret_cast<uintptr_t>(&CaptureHere) + 1;
+  const uintptr_t pcs[] = {in("qsort"), in("getenv"), ours, in("qsort")};
+  const char* const libc[] = {"libc.so"};
+  internal::RefreshToolModulesNamed(libc, 1);
+  EXPECT_EQ(LeadingToolFrames(pcs, 4), 2);
+  EXPECT_EQ(LeadingToolFrames(pcs, 1), 1);
+  EXPECT_EQ(LeadingToolFrames(pcs + 2, 2), 0);
+  EXPECT_EQ(LeadingToolFrames(pcs + 3, 1), 1);
+  const char* const none[] = {"libno-such-module.so"};
+  internal::RefreshToolModulesNamed(none, 1);
+  EXPECT_EQ(LeadingToolFrames(pcs, 4), 0);
+  RefreshToolModules();  // the defaults: none of them is loaded in this test
+  EXPECT_EQ(LeadingToolFrames(pcs, 4), 0);
+}
+
+// Without tool frames on top, CaptureUserStack is CaptureStack from its
+// caller, cut to `depth`.
+__attribute__((noinline)) int CaptureUserHere(uintptr_t* pcs, int depth, uintptr_t* ra) {
+  *ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  const int n = CaptureUserStack(pcs, depth);
+  asm volatile("" ::: "memory");  // no sibling call
+  return n;
+}
+
+TEST(UnwindTest, CaptureUserStackStartsAtItsCaller) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
+  RefreshToolModules();
+  uintptr_t pcs[64];
+  uintptr_t ra = 0;
+  const int n = CaptureUserHere(pcs, 3, &ra);
+  ASSERT_EQ(n, 3);
+  const auto fn = reinterpret_cast<uintptr_t>(&CaptureUserHere);
+  EXPECT_GT(pcs[0], fn);
+  EXPECT_LT(pcs[0], fn + 512);
+  EXPECT_EQ(pcs[1], ra);
+  EXPECT_EQ(CaptureUserHere(pcs, 0, &ra), 0);
+}
+
 TEST(UnwindTest, ConcurrentCaptures) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   std::atomic<int> failures{0};
