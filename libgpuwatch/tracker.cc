@@ -61,12 +61,43 @@ void RaiseTo(std::atomic<uint64_t>& peak, uint64_t value) {
   }
 }
 
+// Adds to a counter that only one thread at a time writes (under a shard's
+// lock): a plain load and store, no locked read-modify-write. Readers without
+// the lock see the old or the new value.
+void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
+  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+void Sub(std::atomic<uint64_t>& counter, uint64_t delta) {
+  counter.store(counter.load(std::memory_order_relaxed) - delta, std::memory_order_relaxed);
+}
+
 }  // namespace
 
-struct Tracker::Shard {
-  mutable std::mutex mu;
-  AddressMap<LiveRecord> live;  // guarded by mu
+// Counts of one kind of memory in one shard, written under the shard's lock.
+// The live count is allocs - frees (an allocation recorded twice is taken
+// back from allocs).
+struct KindCounts {
+  std::atomic<uint64_t> allocs{0};
+  std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> frees{0};
 };
+
+// Laid out in cache lines: the lock with the device kind's counts, then the
+// table's header with the next kind's, so that an allocation of device memory
+// touches two lines of its shard besides the table's slots, and no line is
+// shared with another shard.
+struct alignas(64) Tracker::Shard {
+  mutable std::mutex mu;
+  KindCounts device;                                // MemKind::kDevice; written under mu
+  AddressMap<LiveRecord> live;                      // guarded by mu
+  std::array<KindCounts, kNumMemKinds - 1> others;  // the other kinds; written under mu
+
+  KindCounts& Counts(MemKind kind) {
+    return kind == MemKind::kDevice ? device : others[static_cast<int>(kind) - 1];
+  }
+  const KindCounts& Counts(int kind) const { return kind == 0 ? device : others[kind - 1]; }
+};
+static_assert(static_cast<int>(MemKind::kDevice) == 0);
 
 Tracker::Tracker(uint32_t max_sites)
     : start_ns_(MonotonicNs()), shards_(new Shard[kShards]), max_sites_(max_sites) {
@@ -122,19 +153,13 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
   site.allocs.fetch_add(1, std::memory_order_relaxed);
   site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
   RaiseTo(site.largest, alloc.size);
-  if (IsDeviceKind(alloc.kind)) {
-    site.live_count.fetch_add(1, std::memory_order_relaxed);
-    site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
-  }
+  if (IsDeviceKind(alloc.kind)) site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
   const uint32_t next = alloc.stack_id + 1;
   uint32_t used = sites_used_.load(std::memory_order_relaxed);
   while (next > used && alloc.stack_id <= max_sites_ &&
          !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
   }
   Counters& c = kinds_[static_cast<int>(alloc.kind)];
-  c.allocs.fetch_add(1, std::memory_order_relaxed);
-  c.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
-  c.current_count.fetch_add(1, std::memory_order_relaxed);
   RaiseTo(c.peak_bytes,
           c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
   if (IsDeviceKind(alloc.kind)) {
@@ -154,26 +179,15 @@ void Tracker::UnaccountAlloc(const LiveAlloc& alloc) {
   Site& site = SiteFor(alloc.stack_id);
   site.allocs.fetch_sub(1, std::memory_order_relaxed);
   site.alloc_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
-  Counters& c = kinds_[static_cast<int>(alloc.kind)];
-  c.allocs.fetch_sub(1, std::memory_order_relaxed);
-  c.alloc_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
-  ReleaseLive(alloc);
-}
-
-void Tracker::AccountFree(const LiveAlloc& alloc) {
-  kinds_[static_cast<int>(alloc.kind)].frees.fetch_add(1, std::memory_order_relaxed);
   ReleaseLive(alloc);
 }
 
 void Tracker::ReleaseLive(const LiveAlloc& alloc) {
   if (IsDeviceKind(alloc.kind)) {
-    Site& site = SiteFor(alloc.stack_id);
-    site.live_count.fetch_sub(1, std::memory_order_relaxed);
-    site.live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+    SiteFor(alloc.stack_id).live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
   }
-  Counters& c = kinds_[static_cast<int>(alloc.kind)];
-  c.current_count.fetch_sub(1, std::memory_order_relaxed);
-  c.current_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  kinds_[static_cast<int>(alloc.kind)].current_bytes.fetch_sub(alloc.size,
+                                                               std::memory_order_relaxed);
   if (IsDeviceKind(alloc.kind)) {
     device_current_.fetch_sub(alloc.size, std::memory_order_relaxed);
     const uint64_t on_device =
@@ -206,6 +220,18 @@ void Tracker::OnAlloc(const AllocEvent& event) {
       dropped_allocs_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
+    KindCounts& k = shard.Counts(alloc.kind);
+    Add(k.allocs, 1);
+    Add(k.alloc_bytes, alloc.size);
+    if (had_old) {
+      KindCounts& o = shard.Counts(replaced.kind);
+      if (replaced.size == alloc.size) {  // counted once, see below
+        Sub(o.allocs, 1);
+        Sub(o.alloc_bytes, replaced.size);
+      } else {
+        Add(o.frees, 1);
+      }
+    }
   }
   if (had_old && replaced.size == alloc.size) {
     // The same allocation seen twice: with CUDA_INJECTION64_PATH gpuwatch
@@ -214,7 +240,7 @@ void Tracker::OnAlloc(const AllocEvent& event) {
     // outer (runtime) view and count the allocation once.
     UnaccountAlloc(replaced);
   } else if (had_old) {
-    AccountFree(replaced);  // a free we never saw
+    ReleaseLive(replaced);  // a free we never saw
   }
   AccountAlloc(alloc);
   if (event.kind == MemKind::kVmm) {
@@ -234,8 +260,9 @@ bool Tracker::OnFree(uint64_t address) {
       return false;
     }
     freed = AllocOf(address, record);
+    Add(shard.Counts(freed.kind).frees, 1);
   }
-  AccountFree(freed);
+  ReleaseLive(freed);
   return true;
 }
 
@@ -277,8 +304,11 @@ void Tracker::UnlockAfterFork() {
 
 uint64_t Tracker::EventCount() const {
   uint64_t n = launches_.load(std::memory_order_relaxed);
-  for (const auto& c : kinds_) {
-    n += c.allocs.load(std::memory_order_relaxed) + c.frees.load(std::memory_order_relaxed);
+  for (int i = 0; i < kShards; ++i) {
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      const KindCounts& k = shards_[i].Counts(kind);
+      n += k.allocs.load(std::memory_order_relaxed) + k.frees.load(std::memory_order_relaxed);
+    }
   }
   for (const auto& c : copy_count_) n += c.load(std::memory_order_relaxed);
   return n;
@@ -300,7 +330,13 @@ TrackerSnapshot Tracker::Snapshot() const {
   // Reserve once from the live counters (an estimate: the shards are read one
   // at a time); reserving per shard would re-copy everything 64 times.
   uint64_t live_estimate = 0;
-  for (const Counters& c : kinds_) live_estimate += c.current_count.load(std::memory_order_relaxed);
+  for (int i = 0; i < kShards; ++i) {
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      const KindCounts& k = shards_[i].Counts(kind);
+      live_estimate +=
+          k.allocs.load(std::memory_order_relaxed) - k.frees.load(std::memory_order_relaxed);
+    }
+  }
   snap.live.reserve(live_estimate + live_estimate / 16);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
@@ -308,16 +344,20 @@ TrackerSnapshot Tracker::Snapshot() const {
     shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
       snap.live.push_back(AllocOf(address, record));
     });
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      const KindCounts& k = shard.Counts(kind);
+      KindTotals& t = snap.kinds[kind];
+      const uint64_t allocs = k.allocs.load(std::memory_order_relaxed);
+      const uint64_t frees = k.frees.load(std::memory_order_relaxed);
+      t.allocs += allocs;
+      t.alloc_bytes += k.alloc_bytes.load(std::memory_order_relaxed);
+      t.frees += frees;
+      t.current_count += allocs - frees;
+    }
   }
   for (int i = 0; i < kNumMemKinds; ++i) {
-    const Counters& c = kinds_[i];
-    KindTotals& t = snap.kinds[i];
-    t.current_bytes = c.current_bytes.load(std::memory_order_relaxed);
-    t.peak_bytes = c.peak_bytes.load(std::memory_order_relaxed);
-    t.current_count = c.current_count.load(std::memory_order_relaxed);
-    t.allocs = c.allocs.load(std::memory_order_relaxed);
-    t.alloc_bytes = c.alloc_bytes.load(std::memory_order_relaxed);
-    t.frees = c.frees.load(std::memory_order_relaxed);
+    snap.kinds[i].current_bytes = kinds_[i].current_bytes.load(std::memory_order_relaxed);
+    snap.kinds[i].peak_bytes = kinds_[i].peak_bytes.load(std::memory_order_relaxed);
   }
   for (int i = 0; i < kNumCopyKinds; ++i) {
     snap.copies[i].count = copy_count_[i].load(std::memory_order_relaxed);
@@ -332,8 +372,15 @@ TrackerSnapshot Tracker::Snapshot() const {
     snap.device_bytes_by_device[d] = device_live_[d].load(std::memory_order_relaxed);
     snap.device_peak_bytes_by_device[d] = device_live_peak_[d].load(std::memory_order_relaxed);
   }
-  const uint32_t used = sites_used_.load(std::memory_order_acquire);
-  for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
+  const uint32_t used = std::min(sites_used_.load(std::memory_order_acquire), max_sites_ + 1);
+  // Device allocations live per site, from the table just copied.
+  std::vector<uint64_t> live_count(used, 0);
+  for (const LiveAlloc& a : snap.live) {
+    // An allocation whose site is newer than `used` (recorded meanwhile) is left out.
+    const uint32_t id = a.stack_id <= max_sites_ ? a.stack_id : 0;
+    if (IsDeviceKind(a.kind) && id < used) ++live_count[id];
+  }
+  for (uint32_t id = 0; id < used; ++id) {
     const Site& site = sites_[id];
     SiteTotals t;
     t.allocs = site.allocs.load(std::memory_order_relaxed);
@@ -341,7 +388,7 @@ TrackerSnapshot Tracker::Snapshot() const {
     t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
     t.largest = site.largest.load(std::memory_order_relaxed);
     t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
-    t.live_count = site.live_count.load(std::memory_order_relaxed);
+    t.live_count = live_count[id];
     snap.sites.emplace_back(id, t);
   }
   {

@@ -147,31 +147,31 @@ class Tracker {
 
  private:
   static constexpr int kShards = 64;
+  // Per site (stack id). Its live count is counted from the live table when
+  // a snapshot is taken; the live bytes are kept here because peak captures
+  // and marks read them between snapshots.
   struct Site {
     std::atomic<uint64_t> live_bytes{0};
-    std::atomic<uint64_t> live_count{0};
     std::atomic<uint64_t> allocs{0};
     std::atomic<uint64_t> alloc_bytes{0};
     std::atomic<uint64_t> largest{0};
   };
   struct Shard;
+  // What needs a running process-wide value (the peak of current bytes).
   struct Counters {
     std::atomic<uint64_t> current_bytes{0};
     std::atomic<uint64_t> peak_bytes{0};
-    std::atomic<uint64_t> current_count{0};
-    std::atomic<uint64_t> allocs{0};
-    std::atomic<uint64_t> alloc_bytes{0};
-    std::atomic<uint64_t> frees{0};
   };
 
   Shard& ShardFor(uint64_t address) const;
   Site& SiteFor(uint32_t stack_id) const;
   void MaybeCapturePeak(uint64_t device_bytes);
+  // The process-wide accounting of an allocation (sites, current bytes and
+  // peaks, devices); counts per kind are kept by the shard, under its lock.
   void AccountAlloc(const LiveAlloc& alloc);
-  void AccountFree(const LiveAlloc& alloc);
   // Reverses AccountAlloc for an allocation that was recorded twice.
   void UnaccountAlloc(const LiveAlloc& alloc);
-  // Live bytes and counts (kind, device total, site) for a departed allocation.
+  // Live bytes (kind, device total, site) for a departed allocation.
   void ReleaseLive(const LiveAlloc& alloc);
 
   uint64_t start_ns_ = 0;
