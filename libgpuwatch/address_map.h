@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 namespace gpuwatch {
 
@@ -61,6 +62,7 @@ class AddressMap {
     }
     return nullptr;
   }
+  V* Find(uint64_t key) { return const_cast<V*>(std::as_const(*this).Find(key)); }
 
   // Removes `key`; returns false when absent.
   bool Erase(uint64_t key, V* out) {
@@ -85,6 +87,12 @@ class AddressMap {
     slots_[hole].key = 0;
     --size_;
     return true;
+  }
+
+  // Empties the table and keeps its capacity.
+  void Clear() {
+    for (size_t i = 0; i < capacity_; ++i) slots_[i].key = 0;
+    size_ = 0;
   }
 
   template <typename F>

@@ -70,55 +70,63 @@ void Transfers::Aggregate(uint32_t stack_id, const CopyRecord& r, bool timed, bo
   }
 }
 
+void Transfers::AggregateUntimed(const CopyCall& call) {
+  CopyRecord r;
+  r.bytes = call.bytes;
+  r.kind = call.kind;
+  Aggregate(call.stack_id, r, /*timed=*/false, call.async);
+}
+
 void Transfers::OnCopyCall(const CopyCall& call, bool activity) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!activity || pending_.size() >= kMaxPending) {
-    if (activity) totals_.pending_dropped += 1;
-    CopyRecord r;
-    r.bytes = call.bytes;
-    r.kind = call.kind;
-    Aggregate(call.stack_id, r, /*timed=*/false, call.async);
-    return;
+  if (activity) {
+    bool dropped = pending_.size() >= kMaxPending;
+    CopyCall replaced;
+    if (!dropped) pending_.Upsert(PendingKey(call.correlation), call, &replaced, &dropped);
+    if (!dropped) return;
+    totals_.pending_dropped += 1;  // table full, or no memory to grow it
   }
-  pending_[call.correlation] = call;
+  AggregateUntimed(call);
 }
 
 void Transfers::OnCopyFailed(uint32_t correlation) {
   std::lock_guard<std::mutex> lock(mu_);
-  pending_.erase(correlation);
+  CopyCall gone;
+  pending_.Erase(PendingKey(correlation), &gone);
 }
 
 uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
   // A runtime copy was registered under the runtime call's id, a driver copy
   // under the driver call's.
-  auto it =
-      record.runtime_correlation != 0 ? pending_.find(record.runtime_correlation) : pending_.end();
-  if (it == pending_.end()) it = pending_.find(record.correlation);
-  if (it == pending_.end()) {
+  uint64_t key = PendingKey(record.runtime_correlation);
+  CopyCall* call = record.runtime_correlation != 0 ? pending_.Find(key) : nullptr;
+  if (call == nullptr) {
+    key = PendingKey(record.correlation);
+    call = pending_.Find(key);
+  }
+  if (call == nullptr) {
     totals_.unmatched_records += 1;
     Aggregate(0, record, /*timed=*/true, record.async);
     return 0;
   }
   CopyRecord r = record;
-  if (r.kind == CopyKind::kUnknown) r.kind = it->second.kind;
-  const uint32_t site = it->second.stack_id;
-  Aggregate(site, r, /*timed=*/true, it->second.async || record.async);
-  if (--it->second.records == 0) pending_.erase(it);
+  if (r.kind == CopyKind::kUnknown) r.kind = call->kind;
+  const uint32_t site = call->stack_id;
+  Aggregate(site, r, /*timed=*/true, call->async || record.async);
+  if (--call->records == 0) {
+    CopyCall done;
+    pending_.Erase(key, &done);
+  }
   return site;
 }
 
 void Transfers::Settle() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [correlation, call] : pending_) {
-    CopyRecord r;
-    r.kind = call.kind;
-    // A batch waiting for several records: what is left of its bytes is not
-    // known per copy; count the rest as one.
-    r.bytes = call.bytes;
-    Aggregate(call.stack_id, r, /*timed=*/false, call.async);
-  }
-  pending_.clear();
+  // A batch waiting for several records: what is left of its bytes is not
+  // known per copy; count the rest as one.
+  pending_.ForEach([this](uint64_t /*key*/, const CopyCall& call) { AggregateUntimed(call); });
+  pending_.Clear();
 }
 
 double Gbps(uint64_t bytes, uint64_t ns) {

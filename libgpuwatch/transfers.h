@@ -8,7 +8,9 @@
 // dropped) are aggregated with what the call alone says by Settle().
 //
 // Thread-safety: every method may be called concurrently; one mutex guards the
-// tables. Copies cost microseconds in CUDA itself, so a short lock is fine.
+// tables. Copies cost microseconds in CUDA itself, so a short lock is fine;
+// a copy allocates nothing once its site has been seen (the pending calls sit
+// in an open-addressing table that keeps its capacity).
 #ifndef GPUWATCH_LIBGPUWATCH_TRANSFERS_H_
 #define GPUWATCH_LIBGPUWATCH_TRANSFERS_H_
 
@@ -19,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "libgpuwatch/address_map.h"
 #include "libgpuwatch/event.h"
 
 namespace gpuwatch {
@@ -147,9 +150,14 @@ class Transfers {
   static constexpr size_t kMaxPending = 1 << 20;
   void Aggregate(uint32_t stack_id, const CopyRecord& record, bool timed, bool async)
       /* requires mu_ */;
+  // A call whose record will not come, counted with what the call says.
+  void AggregateUntimed(const CopyCall& call) /* requires mu_ */;
 
   mutable std::mutex mu_;
-  std::unordered_map<uint32_t, CopyCall> pending_;     // by correlation id; guarded by mu_
+  // Key: correlation id + 1 (the table's keys are non-zero).
+  static uint64_t PendingKey(uint32_t correlation) { return uint64_t{correlation} + 1; }
+
+  AddressMap<CopyCall> pending_;                       // guarded by mu_
   std::unordered_map<uint32_t, SiteTransfers> sites_;  // guarded by mu_
   TransfersSnapshot totals_;  // totals, best, counters; sites unused; guarded by mu_
 };

@@ -181,16 +181,18 @@ int LeadingToolFrames(const uintptr_t* pcs, int n) {
 __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
   if (depth <= 0) return 0;
   depth = std::min(depth, kMaxCaptureDepth);
+  int want = std::min(depth + g_tool_frames.load(std::memory_order_relaxed), kMaxCaptureDepth);
   int n = 0;
   int lead = 0;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int expected = g_tool_frames.load(std::memory_order_relaxed);
-    const int want = std::min(depth + expected, kMaxCaptureDepth);
+  for (;;) {
     n = CaptureStack(pcs, want, /*skip=*/1);  // from our caller's frame on
     lead = LeadingToolFrames(pcs, n);
-    if (lead <= expected) break;
     RaiseTo(g_tool_frames, lead);
-    if (n < want || want == kMaxCaptureDepth) break;  // nothing was cut off
+    if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen
+    if (n - lead >= depth) break;                     // enough of the user's frames
+    // Cut short: capture again, deeper. When every frame was a tool frame
+    // their number is still unknown, so double. Ends: `want` grows each time.
+    want = std::min(lead == n ? want * 2 : lead + depth, kMaxCaptureDepth);
   }
   lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
   const int count = std::min(n - lead, depth);

@@ -101,6 +101,10 @@ TEST(Report, DepthCountsTheUsersFramesOnly) {
   EXPECT_EQ(frames[0]["line"], line);
   EXPECT_EQ(frames[1]["function"], "main") << frames.dump(1);
   EXPECT_EQ(frames[1]["line"], LineOf(source, "for (int i = 0; i < 2; ++i) LeakDevice();"));
+  EXPECT_EQ(site["count"], 2);  // the first capture too, before any tool frame was counted
+  for (const json& s : report["leaks"]["device"]["sites"]) {
+    EXPECT_EQ(s["location"].get<std::string>().rfind("leak_sites.cu:", 0), 0u) << s.dump(1);
+  }
 }
 
 TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {

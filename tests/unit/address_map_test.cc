@@ -4,6 +4,7 @@
 
 #include <random>
 #include <unordered_map>
+#include <utility>
 
 namespace gpuwatch {
 namespace {
@@ -25,6 +26,26 @@ TEST(AddressMap, InsertFindEraseReplace) {
   EXPECT_FALSE(map.Erase(0x2000, &out));
   EXPECT_EQ(map.Find(0x2000), nullptr);
   EXPECT_EQ(map.size(), 1u);
+}
+
+TEST(AddressMap, ClearEmptiesAndKeepsCapacity) {
+  AddressMap<uint64_t> map;
+  uint64_t old = 0;
+  bool dropped = false;
+  for (uint64_t k = 1; k <= 100; ++k) map.Upsert(k, k * 10, &old, &dropped);
+  ASSERT_NE(map.Find(7), nullptr);
+  *map.Find(7) = 71;  // the mutable lookup writes in place
+  EXPECT_EQ(*std::as_const(map).Find(7), 71u);
+  const size_t capacity = map.capacity();
+  map.Clear();
+  EXPECT_EQ(map.size(), 0u);
+  EXPECT_EQ(map.capacity(), capacity);
+  EXPECT_EQ(map.Find(7), nullptr);
+  size_t visited = 0;
+  map.ForEach([&](uint64_t, uint64_t) { ++visited; });
+  EXPECT_EQ(visited, 0u);
+  EXPECT_FALSE(map.Upsert(7, 1, &old, &dropped));  // usable again
+  EXPECT_EQ(*map.Find(7), 1u);
 }
 
 // Random inserts and erases against std::unordered_map as the reference:

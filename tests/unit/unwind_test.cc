@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/fixtures/fixture_lib.h"
+
 // Counts heap allocations made by the current thread while enabled, by
 // replacing malloc with a forwarder to glibc's. Not under sanitizers, whose
 // runtimes own malloc.
@@ -199,8 +201,11 @@ TEST(UnwindTest, NoHeapAllocationPerCapture) {
 // inside two of its functions count as leading tool frames until the first pc
 // outside it.
 TEST(UnwindTest, LeadingToolFramesCountsFramesInTheNamedModules) {
-  const auto in = [](const char* symbol) {
-    void* address = dlsym(RTLD_DEFAULT, symbol);
+  // libc's own definitions: under a sanitizer RTLD_DEFAULT finds its interceptors.
+  void* const libc_handle = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc_handle, nullptr) << dlerror();
+  const auto in = [libc_handle](const char* symbol) {
+    void* address = dlsym(libc_handle, symbol);
     EXPECT_NE(address, nullptr) << symbol;
     EXPECT_NE(ModuleOf(address).find("libc.so"), std::string::npos) << ModuleOf(address);
     return reinterpret_cast<uintptr_t>(address) + 1;  // a return address just past a call
@@ -218,6 +223,7 @@ TEST(UnwindTest, LeadingToolFramesCountsFramesInTheNamedModules) {
   EXPECT_EQ(LeadingToolFrames(pcs, 4), 0);
   RefreshToolModules();  // the defaults: none of them is loaded in this test
   EXPECT_EQ(LeadingToolFrames(pcs, 4), 0);
+  dlclose(libc_handle);
 }
 
 // Without tool frames on top, CaptureUserStack is CaptureStack from its
@@ -241,6 +247,51 @@ TEST(UnwindTest, CaptureUserStackStartsAtItsCaller) {
   EXPECT_LT(pcs[0], fn + 512);
   EXPECT_EQ(pcs[1], ra);
   EXPECT_EQ(CaptureUserHere(pcs, 0, &ra), 0);
+}
+
+// Captures as gpuwatch's callback does, as the caller of the capture: plain
+// (every frame) or without the leading tool frames.
+__attribute__((noinline)) int PlainCapture(uintptr_t* pcs, int depth) {
+  const int n = CaptureStack(pcs, depth, /*skip=*/1);
+  asm volatile("" ::: "memory");  // no sibling call
+  return n;
+}
+
+// The same call site for both captures, so that the user's frames match.
+__attribute__((noinline)) int CaptureUnderFixture(gpuwatch_fixture::UserCaptureFn capture,
+                                                  uintptr_t* pcs, int depth) {
+  const int n = gpuwatch_fixture::CaptureBelowFrames(30, capture, pcs, depth);
+  asm volatile("" ::: "memory");
+  return n;
+}
+
+// More tool frames than the user asked frames for, and none counted yet:
+// CaptureUserStack must capture deeper until it has passed them all, and then
+// return exactly the user's frames.
+TEST(UnwindTest, CaptureUserStackGoesPastManyToolFramesForAShallowDepth) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
+  const char* const fixture[] = {"libgpuwatch_test_fixture.so"};
+  internal::RefreshToolModulesNamed(fixture, 1);
+  struct Run {
+    gpuwatch_fixture::UserCaptureFn capture;
+    int depth;
+    uintptr_t pcs[128];
+    int n;
+  };
+  Run runs[] = {
+      {&PlainCapture, 128, {}, 0}, {&CaptureUserStack, 1, {}, 0}, {&CaptureUserStack, 3, {}, 0}};
+  // One call site for all three, so that the user's frames are the same pcs.
+  for (Run& run : runs) run.n = CaptureUnderFixture(run.capture, run.pcs, run.depth);
+  const Run& all = runs[0];
+  const int lead = LeadingToolFrames(all.pcs, all.n);
+  ASSERT_GE(lead, 30);  // the fixture's frames
+  ASSERT_GE(all.n, lead + 3);
+  for (const Run& run : {runs[1], runs[2]}) {
+    ASSERT_EQ(run.n, run.depth);
+    for (int i = 0; i < run.depth; ++i) EXPECT_EQ(run.pcs[i], all.pcs[lead + i]) << "frame " << i;
+  }
+  EXPECT_GE(ToolFramesSeen(), lead);
+  RefreshToolModules();
 }
 
 TEST(UnwindTest, ConcurrentCaptures) {

@@ -1,0 +1,121 @@
+// Transfers: joining copy calls to their activity records by correlation id.
+#include "libgpuwatch/transfers.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace gpuwatch {
+namespace {
+
+CopyCall Call(uint32_t correlation, uint32_t stack, uint64_t bytes, uint32_t records = 1) {
+  CopyCall c;
+  c.correlation = correlation;
+  c.stack_id = stack;
+  c.bytes = bytes;
+  c.kind = CopyKind::kHostToDevice;
+  c.records = records;
+  return c;
+}
+
+CopyRecord Record(uint32_t driver, uint32_t runtime, uint64_t bytes, HostKind host) {
+  CopyRecord r;
+  r.correlation = driver;
+  r.runtime_correlation = runtime;
+  r.bytes = bytes;
+  r.kind = CopyKind::kHostToDevice;
+  r.host = host;
+  r.start_ns = 1000;
+  r.end_ns = 1000 + bytes;  // 1 byte per ns
+  return r;
+}
+
+const SiteTransfers* SiteOf(const TransfersSnapshot& snap, uint32_t stack) {
+  for (const auto& [id, site] : snap.sites) {
+    if (id == stack) return &site;
+  }
+  return nullptr;
+}
+
+TEST(Transfers, RecordsJoinTheirCallsByRuntimeOrDriverCorrelation) {
+  Transfers t;
+  t.OnCopyCall(Call(10, 7, 4096), /*activity=*/true);  // a runtime call
+  t.OnCopyCall(Call(0, 8, 512), /*activity=*/true);    // correlation 0 is a valid id
+  t.OnCopyCall(Call(30, 9, 100), /*activity=*/true);   // a driver call
+  EXPECT_EQ(t.OnCopyRecord(Record(11, 10, 4096, HostKind::kPinned)), 7u);
+  EXPECT_EQ(t.OnCopyRecord(Record(0, 0, 512, HostKind::kPageable)), 8u);
+  EXPECT_EQ(t.OnCopyRecord(Record(30, 0, 100, HostKind::kPageable)), 9u);
+  EXPECT_EQ(t.OnCopyRecord(Record(30, 0, 100, HostKind::kPageable)), 0u);  // joined already
+  t.Settle();
+  const TransfersSnapshot snap = t.Snapshot();
+  EXPECT_EQ(snap.unmatched_records, 1u);
+  const SiteTransfers* s7 = SiteOf(snap, 7);
+  ASSERT_NE(s7, nullptr);
+  EXPECT_EQ(s7->all.count, 1u);
+  EXPECT_EQ(s7->all.timed_bytes, 4096u);
+  EXPECT_EQ(s7->by_host[static_cast<int>(HostKind::kPinned)].count, 1u);
+  const SiteTransfers* s9 = SiteOf(snap, 9);
+  ASSERT_NE(s9, nullptr);
+  EXPECT_EQ(s9->all.timed_count, 1u);
+  const SiteTransfers* s0 = SiteOf(snap, 0);  // the unmatched record
+  ASSERT_NE(s0, nullptr);
+  EXPECT_EQ(s0->all.bytes, 100u);
+}
+
+TEST(Transfers, BatchWaitsForEachRecordAndSettleCountsTheRest) {
+  Transfers t;
+  t.OnCopyCall(Call(5, 3, 3000, /*records=*/3), /*activity=*/true);
+  EXPECT_EQ(t.OnCopyRecord(Record(6, 5, 1000, HostKind::kPinned)), 3u);
+  EXPECT_EQ(t.OnCopyRecord(Record(6, 5, 1000, HostKind::kPinned)), 3u);
+  t.OnCopyCall(Call(20, 4, 64), /*activity=*/true);  // its record never comes
+  t.Settle();
+  EXPECT_EQ(t.OnCopyRecord(Record(6, 5, 1000, HostKind::kPinned)), 0u);  // settled: gone
+  const TransfersSnapshot snap = t.Snapshot();
+  const SiteTransfers* s3 = SiteOf(snap, 3);
+  ASSERT_NE(s3, nullptr);
+  EXPECT_EQ(s3->all.timed_count, 2u);
+  EXPECT_EQ(s3->all.count, 3u);  // two timed records and the untimed rest
+  EXPECT_EQ(s3->all.bytes, 5000u);
+  const SiteTransfers* s4 = SiteOf(snap, 4);
+  ASSERT_NE(s4, nullptr);
+  EXPECT_EQ(s4->all.count, 1u);
+  EXPECT_EQ(s4->all.timed_count, 0u);
+  EXPECT_EQ(s4->all.bytes, 64u);
+}
+
+TEST(Transfers, FailedCallIsForgottenAndCallsWithoutActivityCountAtOnce) {
+  Transfers t;
+  t.OnCopyCall(Call(1, 2, 256), /*activity=*/true);
+  t.OnCopyFailed(1);
+  t.OnCopyCall(Call(2, 6, 128), /*activity=*/false);
+  t.Settle();
+  const TransfersSnapshot snap = t.Snapshot();
+  EXPECT_EQ(SiteOf(snap, 2), nullptr);
+  const SiteTransfers* s6 = SiteOf(snap, 6);
+  ASSERT_NE(s6, nullptr);
+  EXPECT_EQ(s6->all.count, 1u);
+  EXPECT_EQ(s6->all.bytes, 128u);
+  EXPECT_EQ(snap.pending_dropped, 0u);
+}
+
+// Many copies in flight at once, records arriving in another order: every
+// record finds its call while the table grows. (Runtime correlation ids start
+// at 2 here: a record's runtime id 0 means "no runtime call".)
+TEST(Transfers, ThousandsInFlightJoinInAnyOrder) {
+  Transfers t;
+  constexpr uint32_t kN = 5000;
+  for (uint32_t i = 0; i < kN; ++i) t.OnCopyCall(Call(2 + i * 2, 1 + i % 5, 10), true);
+  uint32_t joined = 0;
+  for (uint32_t i = kN; i-- > 0;)
+    joined += t.OnCopyRecord(Record(3 + i * 2, 2 + i * 2, 10, HostKind::kPageable)) != 0 ? 1 : 0;
+  EXPECT_EQ(joined, kN);
+  t.Settle();
+  const TransfersSnapshot snap = t.Snapshot();
+  EXPECT_EQ(snap.unmatched_records, 0u);
+  uint64_t timed = 0;
+  for (const auto& [id, site] : snap.sites) timed += site.all.timed_count;
+  EXPECT_EQ(timed, kN);
+}
+
+}  // namespace
+}  // namespace gpuwatch
