@@ -10,8 +10,8 @@ ways, interleaved, --repeat times each, and compares medians:
             subscriber at all, on the simulator the simulator's dispatch
   gpuwatch  LD_PRELOAD=libgpuwatch.so, defaults (32-frame stacks)
   nostack   the same with GPUWATCH_DEPTH=0
-  depth20   GPUWATCH_DEPTH=20: 32 pcs captured in all (callbacks.cc adds 12
-            for its own, CUPTI's and the driver's frames)
+  depth16   GPUWATCH_DEPTH=16: half the frames (each capture also unwinds
+            the tool frames above the user's call: 7 on the simulator)
   heaptrack heaptrack 1.4 (an LD_PRELOAD malloc tracker with libunwind stacks)
 
 gpuwatch tracks CUDA allocations, heaptrack tracks malloc. The workload does
@@ -88,9 +88,9 @@ class Setup:
         elif config == "nostack":
             env["LD_PRELOAD"] = self.lib
             env["GPUWATCH_DEPTH"] = "0"
-        elif config == "depth20":
+        elif config == "depth16":
             env["LD_PRELOAD"] = self.lib
-            env["GPUWATCH_DEPTH"] = "20"
+            env["GPUWATCH_DEPTH"] = "16"
         return env
 
 
@@ -147,7 +147,7 @@ def fmt(x):
 
 
 def comparison(setup, args):
-    configs = ["base", "null", "gpuwatch", "depth20", "nostack"]
+    configs = ["base", "null", "gpuwatch", "depth16", "nostack"]
     if setup.heaptrack:
         configs.append("heaptrack")
     phases = "cuda_alloc,host_alloc,copy,launch"
@@ -163,7 +163,7 @@ def comparison(setup, args):
           f"call depth {args.depth}, {args.sites} site(s), median of {args.repeat} runs; "
           f"ns per op ({clock})")
     print()
-    print("| phase | base | null CUPTI client | gpuwatch | gpuwatch, 32 pcs | gpuwatch, no stack"
+    print("| phase | base | null CUPTI client | gpuwatch | gpuwatch, 16 frames | gpuwatch, no stack"
           + (" | heaptrack |" if setup.heaptrack else " |"))
     print("| --- | ---: | ---: | ---: | ---: | ---:" + (" | ---: |" if setup.heaptrack else " |"))
     rows = [("cuda_alloc", 0, "cudaMalloc"), ("cuda_alloc", 1, "cudaFree"),
@@ -189,8 +189,8 @@ def comparison(setup, args):
         ("gpuwatch: added per cudaMalloc (32-frame stack)", added("gpuwatch", "cuda_alloc", 0)),
         ("gpuwatch: added per cudaMalloc, of which gpuwatch's own (minus null client)",
          added("gpuwatch", "cuda_alloc", 0, "null")),
-        ("gpuwatch: added per cudaMalloc, 32 pcs captured (GPUWATCH_DEPTH=20)",
-         added("depth20", "cuda_alloc", 0)),
+        ("gpuwatch: added per cudaMalloc, 16-frame stack (GPUWATCH_DEPTH=16)",
+         added("depth16", "cuda_alloc", 0)),
         ("gpuwatch: added per cudaMalloc without a stack", added("nostack", "cuda_alloc", 0)),
         ("gpuwatch: added per cudaFree", added("gpuwatch", "cuda_alloc", 1)),
         ("gpuwatch: added per cudaFree, own", added("gpuwatch", "cuda_alloc", 1, "null")),
@@ -347,19 +347,19 @@ def callgrind(setup, args):
     print(f"# instructions per op under callgrind ({n:,} ops, the phase function only; "
           "alloc phase: per event, i.e. per cudaMalloc or cudaFree)")
     print()
-    print("| phase | base | null client | gpuwatch | gpuwatch 32 pcs | gpuwatch no stack | "
+    print("| phase | base | null client | gpuwatch | gpuwatch 16 frames | gpuwatch no stack | "
           "in gpuwatch's callback | in its activity handler |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for phase in ("cuda_alloc", "copy", "launch"):
         row = {}
-        for config in ("base", "null", "gpuwatch", "depth20", "nostack"):
+        for config in ("base", "null", "gpuwatch", "depth16", "nostack"):
             row[config] = callgrind_ir(setup, config, phase, n, args.depth, args.sites)
         out[phase] = {c: {"ir_per_op": v[0], **{k: x for k, x in v[1].items()}}
                       for c, v in row.items()}
         cb = row["gpuwatch"][1].get("gpuwatch_callback", 0)
         act = row["gpuwatch"][1].get("gpuwatch_activity", 0)
         print(f"| {phase} | {row['base'][0]:,.0f} | {row['null'][0]:,.0f} | "
-              f"{row['gpuwatch'][0]:,.0f} | {row['depth20'][0]:,.0f} | {row['nostack'][0]:,.0f} | "
+              f"{row['gpuwatch'][0]:,.0f} | {row['depth16'][0]:,.0f} | {row['nostack'][0]:,.0f} | "
               f"{cb:,.0f} | {act:,.0f} |")
     return out
 

@@ -168,12 +168,15 @@ int LeadingToolFrames(const uintptr_t* pcs, int n) {
   const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
   if (r == nullptr) return 0;
   int i = 0;
+  int last = 0;  // neighbouring frames are mostly in the same module: test its range first
   for (; i < n; ++i) {
     // A return address may sit just past its function's last byte: test the call's own byte.
     const uintptr_t pc = pcs[i] - 1;
-    bool inside = false;
-    for (int k = 0; k < r->count && !inside; ++k) inside = pc - r->begin[k] < r->size[k];
-    if (!inside) break;
+    if (pc - r->begin[last] < r->size[last]) continue;
+    int k = 0;
+    while (k < r->count && pc - r->begin[k] >= r->size[k]) ++k;
+    if (k == r->count) break;
+    last = k;
   }
   return i;
 }

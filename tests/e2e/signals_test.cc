@@ -338,6 +338,9 @@ TEST_P(Crash, ReportIsWrittenThenTheProcessDiesOfTheSameSignal) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, Crash,
                          ::testing::Values(std::make_pair("segv", SIGSEGV),
+                                           std::make_pair("bus", SIGBUS),
+                                           std::make_pair("fpe", SIGFPE),
+                                           std::make_pair("ill", SIGILL),
                                            std::make_pair("abort", SIGABRT)),
                          [](const auto& info) { return std::string(info.param.first); });
 

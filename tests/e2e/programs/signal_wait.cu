@@ -10,10 +10,14 @@
 //               its first CUDA call; the handler prints and returns; then the
 //               program prints what SIGTERM's disposition is now and exits 7
 //   segv        writes through a null pointer
+//   bus         reads a mapped page past the end of its (empty) file
+//   fpe         divides an integer by zero
+//   ill         executes an undefined instruction (ud2)
 //   abort       calls abort()
 //   busy        4 threads allocate and free in a loop until a line arrives
 //               on stdin; prints the number of pairs, then exits 0
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -133,8 +137,19 @@ int main(int argc, char** argv) {
     *static_cast<volatile int*>(nullptr) = 1;
     return 20;
   }
+  if (mode == "bus") {
+    const int fd = memfd_create("signal_wait", 0);  // 0 bytes long
+    void* page = fd < 0 ? MAP_FAILED : mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) return 21;
+    return *static_cast<volatile int*>(page);
+  }
+  if (mode == "fpe") {
+    volatile int zero = 0;
+    return 10 / zero;
+  }
+  if (mode == "ill") __builtin_trap();
   if (mode == "abort") std::abort();
   if (mode == "busy") return Busy();
-  std::fprintf(stderr, "usage: signal_wait wait|stdin|own|chain|segv|abort|busy\n");
+  std::fprintf(stderr, "usage: signal_wait wait|stdin|own|chain|segv|bus|fpe|ill|abort|busy\n");
   return 2;
 }
