@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
 #include "interpose/fatal_signals.h"
+#include "libgpuwatch/checkpoint.h"
 #include "libgpuwatch/config.h"
 #include "libgpuwatch/growth.h"
 #include "libgpuwatch/kernels.h"
@@ -46,6 +48,7 @@
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/symbolizer.h"
 #include "libgpuwatch/trace.h"
 #include "libgpuwatch/tracker.h"
 #include "libgpuwatch/transfers.h"
@@ -83,7 +86,12 @@ struct State {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   bool bg_starting = false;          // guarded by bg_mu
   std::mutex report_mu;              // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
-  std::string exit_report_path;      // set once the exit report is on disk
+  // Kept from report to report (checkpoints, exit), so that a pc is
+  // symbolized once per process; replaced when a module was unloaded, since
+  // its cached pcs may then name another. Guarded by report_mu.
+  std::unique_ptr<Symbolizer> symbolizer;
+  unsigned long long symbolizer_unloads = 0;
+  std::string exit_report_path;  // set once the exit report is on disk
   std::atomic<uint64_t> exit_report_done_ns{0};
   std::atomic<bool> teardown_handler{false};
   Timeline* timeline = nullptr;
@@ -155,6 +163,22 @@ void LogReport(const State& s, const char* trigger, const std::string& path) {
   close(fd);
 }
 
+int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
+  *static_cast<unsigned long long*>(data) = info->dlpi_subs;
+  return 1;  // every entry carries the same count
+}
+
+// The symbolizer that reports share; the caller holds report_mu.
+Symbolizer* ReportSymbolizer(State& s) {
+  unsigned long long unloads = 0;
+  dl_iterate_phdr(&CountUnloads, &unloads);
+  if (s.symbolizer == nullptr || unloads != s.symbolizer_unloads) {
+    s.symbolizer = std::make_unique<Symbolizer>();
+    s.symbolizer_unloads = unloads;
+  }
+  return s.symbolizer.get();
+}
+
 // Writes one report; the caller holds report_mu. With `summary`, also prints
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes).
@@ -183,7 +207,7 @@ bool WriteReport(State& s, const std::string& path, const char* trigger, const c
     context.trace = &trace;
   }
   context.suppressions = s.suppressions;
-  SiteResolver sites(s.stacks);
+  SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
   const std::string json = BuildReportJson(snap, context, &sites);
   if (leaked_device_bytes != nullptr) {
     *leaked_device_bytes = LeakedDeviceBytes(snap, &sites, s.suppressions);
@@ -352,7 +376,7 @@ void OnOutOfMemory(const OomEvent& event) {
   std::lock_guard<std::mutex> lock(s.report_mu);
   const std::string path = s.output_path + ".oom-" + std::to_string(n);
   if (WriteReport(s, path, "oom", nullptr, &oom, false)) {
-    SiteResolver sites(s.stacks);
+    SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
     Warn("out of memory: %s of %s failed at %s; report written to %s", event.api,
          FormatBytes(event.size).c_str(), sites.LocationOf(event.stack_id).c_str(), path.c_str());
   }
@@ -387,29 +411,34 @@ void WriteSignalReport(int sig, bool final) {
 // Checkpoints (GPUWATCH_CHECKPOINT_SECONDS): the main report, replaced in
 // place, so that a process killed by SIGKILL or the OOM killer leaves a
 // complete report behind. Written when the interval has passed and something
-// changed, and at a new device peak; looked at once a second.
+// changed, and at a new device peak, never at more than 5% of a core
+// (libgpuwatch/checkpoint.h); looked at once a second.
 struct Checkpoints {
-  uint64_t last_ns = 0;
-  uint64_t events = 0;
-  uint64_t peak = 0;
+  CheckpointState last;
   bool failed = false;  // one warning, then no more tries
 };
+
+uint64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 void MaybeCheckpoint(State& s, Checkpoints& c, uint64_t now) {
   if (c.failed || !g_exit_handler.load()) return;  // no CUDA call yet
   const uint64_t events = s.tracker->EventCount();
-  if (events == 0) return;  // nothing yet (a forked child that made no call of its own)
   const uint64_t peak = s.tracker->DevicePeakBytes();
   const uint64_t interval_ns = static_cast<uint64_t>(s.config.checkpoint_seconds) * 1000000000ULL;
-  const bool due = c.last_ns == 0 || now - c.last_ns >= interval_ns;
-  if (peak <= c.peak && (!due || events == c.events)) return;
+  if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
   std::lock_guard<std::mutex> lock(s.report_mu);
   if (s.exit_report_written || s.final_report) return;  // the final report stands
+  const uint64_t cpu_before = ThreadCpuNs();
   c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
                           /*log=*/false);
-  c.last_ns = now;
-  c.events = events;
-  c.peak = peak;
+  c.last.last_cost_ns = ThreadCpuNs() - cpu_before;
+  c.last.last_ns = now;
+  c.last.events = events;
+  c.last.peak = peak;
 }
 
 // gpuwatch's background thread: reports for the signals that end the

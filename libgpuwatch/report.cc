@@ -575,7 +575,8 @@ std::string FormatBytes(uint64_t bytes) {
   return buf;
 }
 
-SiteResolver::SiteResolver(const StackTable* stacks) : stacks_(stacks) {}
+SiteResolver::SiteResolver(const StackTable* stacks, Symbolizer* symbolizer)
+    : stacks_(stacks), shared_symbolizer_(symbolizer) {}
 SiteResolver::~SiteResolver() = default;
 
 const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
@@ -585,8 +586,12 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
   if (stacks_ != nullptr && stack_id != 0) {
     const std::span<const uintptr_t> pcs = stacks_->Get(stack_id);
     if (!pcs.empty()) {
-      if (symbolizer_ == nullptr) symbolizer_ = std::make_unique<Symbolizer>();
-      SymbolizeMixedStack(symbolizer_.get(), pcs, &frames);  // Python frames merged in
+      Symbolizer* symbolizer = shared_symbolizer_;
+      if (symbolizer == nullptr) {
+        if (own_symbolizer_ == nullptr) own_symbolizer_ = std::make_unique<Symbolizer>();
+        symbolizer = own_symbolizer_.get();
+      }
+      SymbolizeMixedStack(symbolizer, pcs, &frames);  // Python frames merged in
     }
   }
   return cache_.emplace(stack_id, std::move(frames)).first->second;

@@ -51,7 +51,9 @@ struct OomInfo {
 class SiteResolver {
  public:
   // `stacks` may be null (no stacks captured): every site then has no frames.
-  explicit SiteResolver(const StackTable* stacks);
+  // `symbolizer`, when given, is used instead of a Symbolizer of the
+  // resolver's own, so that what it resolved serves the next report too.
+  explicit SiteResolver(const StackTable* stacks, Symbolizer* symbolizer = nullptr);
   ~SiteResolver();
   SiteResolver(const SiteResolver&) = delete;
   SiteResolver& operator=(const SiteResolver&) = delete;
@@ -78,7 +80,8 @@ class SiteResolver {
   static constexpr uint32_t kUnresolved = UINT32_MAX;
 
   const StackTable* stacks_;
-  std::unique_ptr<Symbolizer> symbolizer_;
+  Symbolizer* shared_symbolizer_;
+  std::unique_ptr<Symbolizer> own_symbolizer_;
   std::unordered_map<uint32_t, std::vector<Frame>> cache_;
   // id -> canonical id: a flat table over the ids Prepare saw (reports look
   // up one id per live allocation), a map for any other.

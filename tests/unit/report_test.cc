@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/symbolizer.h"
 #include "libgpuwatch/unwind.h"
 #include "nlohmann/json.hpp"
 
@@ -135,6 +136,29 @@ TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
   EXPECT_EQ(j["peak"]["sites_at_device_bytes"], 6300);
   EXPECT_EQ(j["peak"]["sites"][0]["bytes"], 6000);
   EXPECT_EQ(j["peak"]["sites"][0]["site"], b);
+}
+
+// A Symbolizer handed to SiteResolver is the one it resolves with, and it
+// serves the next report too: the second resolver names the same site
+// without a pc to resolve anew.
+TEST(Report, SharedSymbolizerResolvesEachPcOncePerProcess) {
+  StackTable table(1000, 1 << 20);
+  const uint32_t a = report_test_sites::SiteA(&table);
+  ASSERT_NE(a, 0u);
+  Symbolizer shared;
+  std::string first;
+  {
+    SiteResolver sites(&table, &shared);
+    first = sites.LocationOf(a);
+  }
+  EXPECT_EQ(first, "report_test.cc:" + std::to_string(report_test_sites::g_line_a));
+  const size_t resolved = shared.cache_size();
+  EXPECT_GT(resolved, 0u);
+  {
+    SiteResolver sites(&table, &shared);
+    EXPECT_EQ(sites.LocationOf(a), first);
+  }
+  EXPECT_EQ(shared.cache_size(), resolved);
 }
 
 TEST(Report, AtomicWriteCreatesPrivateFileAndReplaces) {
