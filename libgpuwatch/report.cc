@@ -1,6 +1,7 @@
 #include "libgpuwatch/report.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,10 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <unordered_map>
 
@@ -887,7 +890,42 @@ bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::strin
   return WriteFileAtomically(path, DumpReport(std::move(report)), error);
 }
 
+namespace {
+
+// Under a file size limit (`ulimit -f`) a write past it raises SIGXFSZ, whose
+// default action ends the process. While a report is written the signal is
+// blocked on this thread, and the one a failed write raised is discarded:
+// the write fails with EFBIG, which costs the report, not the host.
+class FileSizeSignalGuard {
+ public:
+  FileSizeSignalGuard() {
+    sigemptyset(&xfsz_);
+    sigaddset(&xfsz_, SIGXFSZ);
+    blocked_ = pthread_sigmask(SIG_BLOCK, &xfsz_, &old_) == 0;
+  }
+  ~FileSizeSignalGuard() {
+    if (!blocked_) return;
+    sigset_t pending;
+    if (sigismember(&old_, SIGXFSZ) == 0 && sigpending(&pending) == 0 &&
+        sigismember(&pending, SIGXFSZ) == 1) {
+      const timespec now{};
+      sigtimedwait(&xfsz_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  FileSizeSignalGuard(const FileSizeSignalGuard&) = delete;
+  FileSizeSignalGuard& operator=(const FileSizeSignalGuard&) = delete;
+
+ private:
+  sigset_t xfsz_{};
+  sigset_t old_{};
+  bool blocked_ = false;
+};
+
+}  // namespace
+
 bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {
+  const FileSizeSignalGuard no_sigxfsz;
   const std::string dir = DirName(path);
   std::random_device rd;
   char suffix[32];

@@ -42,6 +42,9 @@ struct CodeRanges {
   int count = 0;
   uintptr_t begin[kMaxToolRanges] = {};
   uintptr_t size[kMaxToolRanges] = {};
+  // The set this one replaced. A capture may still be reading it, so it is
+  // never freed; linking it here keeps it reachable (and leak checkers quiet).
+  const CodeRanges* replaced = nullptr;
 };
 constinit std::atomic<const CodeRanges*> g_tool_ranges{nullptr};
 constinit std::mutex g_refresh_mu;  // serialises refreshes
@@ -262,7 +265,8 @@ void RefreshToolModulesNamed(const char* const* prefixes, int count) {
   dl_iterate_phdr(&FindRanges, &arg);
   const CodeRanges* current = g_tool_ranges.load(std::memory_order_acquire);
   if (current != nullptr && SameRanges(*current, found)) return;
-  g_tool_ranges.store(new CodeRanges(found), std::memory_order_release);  // old one leaked
+  found.replaced = current;
+  g_tool_ranges.store(new CodeRanges(found), std::memory_order_release);
 }
 
 }  // namespace internal

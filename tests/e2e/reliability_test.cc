@@ -1,7 +1,10 @@
 // Reliability under load: many threads allocating while snapshots are taken.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
@@ -40,6 +43,61 @@ TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
     ++parsed;
   }
   EXPECT_GT(parsed, 0) << r.out;
+}
+
+std::map<std::string, std::string> LeakyLoopEnv(const std::string& out) {
+  // Checkpoints off: the exit report is the one write these tests look at.
+  return {{"LD_LIBRARY_PATH", kSimDir},
+          {"LD_PRELOAD", kLib},
+          {"GPUWATCH_OUTPUT", out},
+          {"GPUWATCH_CHECKPOINT_SECONDS", "0"}};
+}
+
+std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+const char kLeakyLoopOut[] = "leaky_loop: 8 steps done, 8 history buffers kept\n";
+
+// An output directory that does not exist: one line naming the path and the
+// reason, and the program runs and ends as without gpuwatch.
+TEST(Reliability, UnwritableOutputCostsOneLineAndTheReport) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/missing/report.json";
+  const ProcessResult r = RunProcess({kExamples + "/leaky_loop"}, LeakyLoopEnv(out), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, kLeakyLoopOut);
+  const std::vector<std::string> lines = LinesWith(r.err, "could not write");
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find(dir.path() + "/missing"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("No such file or directory"), std::string::npos) << lines[0];
+  EXPECT_TRUE(dir.List().empty());
+}
+
+// A full disk, as a file size limit makes it (RLIMIT_FSIZE of 16 blocks): the
+// report's write fails partway (EFBIG) and the partial file is removed; one
+// line says so, and the program's output and exit status are what they were,
+// whether it ignores SIGXFSZ or, as by default, would die of it.
+TEST(Reliability, FullDiskCostsOneLineAndTheReport) {
+  for (const std::string limit : {"ulimit -f 16 && trap '' XFSZ", "ulimit -f 16"}) {
+    SCOPED_TRACE(limit);
+    ScopedTempDir dir;
+    const std::string out = dir.path() + "/report.json";
+    const ProcessResult r =
+        RunProcess({"/bin/sh", "-c", limit + " && exec \"$0\"", kExamples + "/leaky_loop"},
+                   LeakyLoopEnv(out), dir.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, kLeakyLoopOut);
+    const std::vector<std::string> lines = LinesWith(r.err, "could not write");
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find("File too large"), std::string::npos) << lines[0];
+    EXPECT_TRUE(dir.List().empty()) << "a partial report or temporary file was left behind";
+  }
 }
 
 }  // namespace

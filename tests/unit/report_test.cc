@@ -62,6 +62,14 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
+// Site A's and site B's stacks, interned.
+struct TwoSites {
+  StackTable table{1000, 1 << 20};
+  uint32_t a = report_test_sites::SiteA(&table);
+  uint32_t b = report_test_sites::SiteB(&table);
+  bool Interned() const { return a != 0 && b != 0; }
+};
+
 TEST(Report, JsonHasSchemaAndTotals) {
   Tracker t;
   AllocEvent e;
@@ -87,11 +95,10 @@ TEST(Report, JsonHasSchemaAndTotals) {
 }
 
 TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
-  StackTable table(1000, 1 << 20);
-  const uint32_t a = report_test_sites::SiteA(&table);
-  const uint32_t b = report_test_sites::SiteB(&table);
-  ASSERT_NE(a, 0u);
-  ASSERT_NE(b, 0u);
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  const uint32_t a = ab.a;
+  const uint32_t b = ab.b;
   Tracker t;
   auto alloc = [&](uint64_t address, uint64_t size, MemKind kind, uint32_t stack) {
     AllocEvent e;
@@ -110,7 +117,7 @@ TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
   ASSERT_TRUE(t.OnFree(0x5000));  // balanced: must not count as leaked
   ReportContext ctx;
   ctx.trigger = "exit";
-  SiteResolver sites(&table);
+  SiteResolver sites(&ab.table);
   const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
   const auto& device = j["leaks"]["device"];
   EXPECT_EQ(device["bytes"], 1300);
@@ -136,6 +143,55 @@ TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
   EXPECT_EQ(j["peak"]["sites_at_device_bytes"], 6300);
   EXPECT_EQ(j["peak"]["sites"][0]["bytes"], 6000);
   EXPECT_EQ(j["peak"]["sites"][0]["site"], b);
+}
+
+// A million live allocations from two sites, a tenth of them freed: the
+// report's totals, per-site counts and bytes are exact.
+TEST(Report, MillionLiveAllocationsAreTrackedAndReportedExactly) {
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  constexpr uint64_t kAllocs = 1100000;
+  Tracker t;
+  uint64_t bytes[2] = {0, 0};
+  uint64_t count[2] = {0, 0};
+  for (uint64_t i = 0; i < kAllocs; ++i) {
+    AllocEvent e;
+    e.address = 0x7f0000000000 + i * 4096;
+    e.size = 512 * (1 + i % 7);
+    e.kind = MemKind::kDevice;
+    e.stack_id = i % 3 == 0 ? ab.b : ab.a;
+    t.OnAlloc(e);
+    bytes[i % 3 == 0 ? 1 : 0] += e.size;
+    ++count[i % 3 == 0 ? 1 : 0];
+  }
+  const uint64_t peak = bytes[0] + bytes[1];
+  // Free every eleventh: 100,000 of them, leaving 1,000,000 live.
+  for (uint64_t i = 0; i < kAllocs; i += 11) {
+    ASSERT_TRUE(t.OnFree(0x7f0000000000 + i * 4096)) << i;
+    bytes[i % 3 == 0 ? 1 : 0] -= 512 * (1 + i % 7);
+    --count[i % 3 == 0 ? 1 : 0];
+  }
+  ASSERT_EQ(count[0] + count[1], 1000000u);
+  ReportContext ctx;
+  ctx.trigger = "exit";
+  SiteResolver sites(&ab.table);
+  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  EXPECT_EQ(j["totals"]["dropped_allocs"], 0);
+  EXPECT_EQ(j["totals"]["device_current_bytes"], bytes[0] + bytes[1]);
+  EXPECT_EQ(j["totals"]["device_live_count"], 1000000);
+  EXPECT_EQ(j["totals"]["kinds"]["device"]["allocs"], kAllocs);
+  EXPECT_EQ(j["peak"]["device_bytes"], peak);
+  const auto& device = j["leaks"]["device"];
+  EXPECT_EQ(device["count"], 1000000);
+  EXPECT_EQ(device["bytes"], bytes[0] + bytes[1]);
+  ASSERT_EQ(device["sites"].size(), 2u);
+  const int first_a = bytes[0] > bytes[1] ? 0 : 1;  // sites come largest first
+  EXPECT_EQ(device["sites"][first_a]["bytes"], bytes[0]);
+  EXPECT_EQ(device["sites"][first_a]["count"], count[0]);
+  EXPECT_EQ(device["sites"][first_a]["location"],
+            "report_test.cc:" + std::to_string(report_test_sites::g_line_a));
+  EXPECT_EQ(device["sites"][1 - first_a]["bytes"], bytes[1]);
+  EXPECT_EQ(device["sites"][1 - first_a]["count"], count[1]);
 }
 
 // A Symbolizer handed to SiteResolver is the one it resolves with, and it
