@@ -191,6 +191,7 @@ bool WriteReport(State& s, const std::string& path, const char* trigger, const c
   context.oom = oom;
   context.oom_count = s.ooms.load();
   context.stacks_dropped = s.stacks != nullptr ? s.stacks->dropped() : 0;
+  if (const PyFrameTable* py = PythonFrameTable()) context.python_frames_dropped = py->dropped();
   context.depth = s.config.depth;
   context.tool_frames = ToolFramesSeen();
   const TransfersSnapshot transfers = s.transfers->Snapshot();

@@ -10,6 +10,7 @@ namespace gpuwatch {
 
 namespace {
 constexpr const char kNoName[] = "(unnamed)";
+constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
 }  // namespace
 
 KernelTable::KernelTable() : slots_(new Slot[kSlots]) {}
@@ -49,7 +50,13 @@ void KernelTable::OnLaunch(const char* name) {
 
 void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& t = timing_[name != nullptr ? name : kNoName];
+  std::string key = name != nullptr ? name : kNoName;
+  auto it = timing_.find(key);
+  if (it == timing_.end()) {
+    if (timing_.size() >= kMaxNames) key = kOther;
+    it = timing_.try_emplace(std::move(key)).first;
+  }
+  auto& t = it->second;
   t.first += 1;
   t.second += end_ns > start_ns ? end_ns - start_ns : 0;
 }
@@ -67,8 +74,8 @@ std::vector<KernelStats> KernelTable::Snapshot() const {
     k.launches += slots_[i].count.load(std::memory_order_relaxed);
   }
   if (const uint64_t other = overflow_.load(std::memory_order_relaxed); other != 0) {
-    merged["(other)"].name = "(other)";
-    merged["(other)"].launches += other;
+    merged[kOther].name = kOther;
+    merged[kOther].launches += other;
   }
   for (const auto& [text, t] : timing_) {
     KernelStats& k = merged[text];

@@ -38,12 +38,15 @@ class KernelTable {
   // Every kernel, merged by name, most launched first.
   std::vector<KernelStats> Snapshot() const;
   uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  // Distinct names kept, for launches and for GPU time apart; launches and
+  // records of kernels beyond them are counted under "(other)".
+  static constexpr size_t kMaxNames = 4096;
   // For pthread_atfork (prepare; parent and child).
   void LockForFork() { mu_.lock(); }
   void UnlockAfterFork() { mu_.unlock(); }
 
  private:
-  static constexpr size_t kSlots = 4096;  // distinct name pointers; more go to "(other)"
+  static constexpr size_t kSlots = kMaxNames;  // distinct name pointers
   struct Slot {
     std::atomic<const char*> key{nullptr};
     std::atomic<uint64_t> count{0};

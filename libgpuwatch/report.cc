@@ -715,6 +715,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
         {"copies", copies},
         {"dropped_allocs", snap.dropped_allocs},
         {"stacks_dropped", context.stacks_dropped},
+        {"python_frames_dropped", context.python_frames_dropped},
         {"oom_count", context.oom_count}}},
       {"stack_depth", context.depth},
       {"tool_frames", context.tool_frames},

@@ -104,6 +104,7 @@ struct ReportContext {
   const OomInfo* oom = nullptr;                  // set for trigger "oom"
   uint64_t oom_count = 0;                        // out-of-memory failures seen so far
   uint64_t stacks_dropped = 0;                   // stacks not interned: the table was full
+  uint64_t python_frames_dropped = 0;            // Python frames not stored: their table was full
   int depth = 0;                                 // GPUWATCH_DEPTH in force
   int tool_frames = 0;                           // ToolFramesSeen() (unwind.h)
   const TransfersSnapshot* transfers = nullptr;  // null: no transfers section

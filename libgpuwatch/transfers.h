@@ -146,8 +146,11 @@ class Transfers {
   void LockForFork() { mu_.lock(); }
   void UnlockAfterFork() { mu_.unlock(); }
 
- private:
+  // Calls waiting for their records at most; a call beyond is counted at once
+  // from what it says (untimed) and in pending_dropped.
   static constexpr size_t kMaxPending = 1 << 20;
+
+ private:
   void Aggregate(uint32_t stack_id, const CopyRecord& record, bool timed, bool async)
       /* requires mu_ */;
   // A call whose record will not come, counted with what the call says.

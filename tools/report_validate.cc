@@ -265,7 +265,7 @@ std::string ValidateReport(const json& doc) {
     c.Counts(*totals, "totals",
              {"device_current_bytes", "device_peak_bytes", "device_live_count",
               "host_current_bytes", "host_live_count", "unknown_frees", "kernel_launches",
-              "oom_count", "dropped_allocs", "stacks_dropped"});
+              "oom_count", "dropped_allocs", "stacks_dropped", "python_frames_dropped"});
     c.CountTable(
         *totals, "totals", "kinds",
         {"current_bytes", "current_count", "peak_bytes", "allocs", "alloc_bytes", "frees"});

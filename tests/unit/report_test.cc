@@ -83,6 +83,7 @@ TEST(Report, JsonHasSchemaAndTotals) {
   ReportContext ctx;
   ctx.trigger = "exit";
   ctx.pid = 77;
+  ctx.python_frames_dropped = 3;
   SiteResolver sites(nullptr);
   const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
   EXPECT_EQ(j["schema"], "gpuwatch-report");
@@ -92,6 +93,7 @@ TEST(Report, JsonHasSchemaAndTotals) {
   EXPECT_EQ(j["totals"]["device_current_bytes"], 4096);
   EXPECT_EQ(j["totals"]["kinds"]["device"]["allocs"], 1);
   EXPECT_EQ(j["totals"]["copies"]["h2d"]["bytes"], 10);
+  EXPECT_EQ(j["totals"]["python_frames_dropped"], 3);
 }
 
 TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
@@ -192,6 +194,31 @@ TEST(Report, MillionLiveAllocationsAreTrackedAndReportedExactly) {
             "report_test.cc:" + std::to_string(report_test_sites::g_line_a));
   EXPECT_EQ(device["sites"][1 - first_a]["bytes"], bytes[1]);
   EXPECT_EQ(device["sites"][1 - first_a]["count"], count[1]);
+}
+
+// A section lists the 1,000 largest sites; the rest are summed, not lost.
+TEST(Report, SitesBeyondASectionsCapAreSummedAsOmitted) {
+  constexpr uint32_t kSites = 1005;
+  Tracker t;
+  uint64_t total = 0;
+  for (uint32_t site = 1; site <= kSites; ++site) {
+    AllocEvent e;
+    e.address = uint64_t{site} << 20;
+    e.size = uint64_t{64} * site;  // site 1 the smallest
+    e.stack_id = site;
+    t.OnAlloc(e);
+    total += e.size;
+  }
+  ReportContext ctx;
+  SiteResolver sites(nullptr);  // no frames: every stack id is a site of its own
+  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  const auto& device = j["leaks"]["device"];
+  EXPECT_EQ(device["bytes"], total);
+  EXPECT_EQ(device["count"], kSites);
+  ASSERT_EQ(device["sites"].size(), 1000u);
+  EXPECT_EQ(device["sites"][0]["site"], kSites);
+  EXPECT_EQ(device["omitted_sites"], 5);
+  EXPECT_EQ(device["omitted_bytes"], 64 * (1 + 2 + 3 + 4 + 5));
 }
 
 // A Symbolizer handed to SiteResolver is the one it resolves with, and it

@@ -98,6 +98,24 @@ TEST(Transfers, FailedCallIsForgottenAndCallsWithoutActivityCountAtOnce) {
   EXPECT_EQ(snap.pending_dropped, 0u);
 }
 
+// More calls in flight than the table holds: those beyond it are counted at
+// once, untimed, and in pending_dropped; after Settle every call is counted.
+TEST(Transfers, CallsBeyondThePendingCapAreCountedAtOnce) {
+  Transfers t;
+  constexpr uint32_t kExtra = 10;
+  const auto total = static_cast<uint32_t>(Transfers::kMaxPending) + kExtra;
+  for (uint32_t c = 1; c <= total; ++c) t.OnCopyCall(Call(c, 3, 4), /*activity=*/true);
+  const TransfersSnapshot before = t.Snapshot();
+  EXPECT_EQ(before.pending_dropped, kExtra);
+  ASSERT_NE(SiteOf(before, 3), nullptr);
+  EXPECT_EQ(SiteOf(before, 3)->all.count, kExtra);
+  t.Settle();
+  const TransfersSnapshot after = t.Snapshot();
+  EXPECT_EQ(after.pending_dropped, kExtra);
+  EXPECT_EQ(SiteOf(after, 3)->all.count, total);
+  EXPECT_EQ(SiteOf(after, 3)->all.bytes, uint64_t{4} * total);
+}
+
 // Many copies in flight at once, records arriving in another order: every
 // record finds its call while the table grows. (Runtime correlation ids start
 // at 2 here: a record's runtime id 0 means "no runtime call".)
