@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "libgpuwatch/growth.h"
@@ -113,13 +114,22 @@ __attribute__((noinline)) void Pad(PathContext* c, int n) {
 }
 
 // Counts occurrences of `needle` in `text`.
-size_t CountOf(const std::string& text, const char* needle) {
-  size_t n = 0;
-  const size_t len = std::strlen(needle);
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + len)) {
-    ++n;
+// Frames per listed site: the entries of every "stack" array (indices into
+// the report's frame table) over the number of such arrays.
+double FramesPerSite(const std::string& json) {
+  static constexpr char kKey[] = "\"stack\": [";
+  size_t sites = 0;
+  size_t frames = 0;
+  for (size_t at = json.find(kKey); at != std::string::npos; at = json.find(kKey, at + 1)) {
+    ++sites;
+    const size_t open = at + sizeof(kKey) - 1;
+    const size_t close = json.find(']', open);
+    if (close == std::string::npos) break;
+    const std::string_view body(json.data() + open, close - open);
+    if (body.find_first_of("0123456789") == std::string_view::npos) continue;
+    frames += 1 + static_cast<size_t>(std::count(body.begin(), body.end(), ','));
   }
-  return n;
+  return static_cast<double>(frames) / static_cast<double>(std::max<size_t>(1, sites));
 }
 
 struct Fixture {
@@ -238,8 +248,7 @@ void BM_ExitReport(benchmark::State& state) {
     write_s += secs(t3, t4);
     summary_s += secs(t4, t5);
     report_bytes = json.size();
-    frames_per_site = static_cast<double>(CountOf(json, "\"function\":")) /
-                      static_cast<double>(std::max<size_t>(1, CountOf(json, "\"location\":")));
+    frames_per_site = FramesPerSite(json);
   }
   unlink(path.c_str());
   const auto avg = [&](double total) {

@@ -41,12 +41,12 @@ json KindJson(const KindTotals& t) {
 // Sites listed per section at most; the rest are summed in "omitted".
 constexpr size_t kMaxSitesPerSection = 1000;
 
-json FramesJson(const std::vector<Frame>& frames) {
+json FrameTableJson(const std::vector<const Frame*>& table) {
   json out = json::array();
-  for (const Frame& f : frames) {
+  for (const Frame* f : table) {
     json frame = {
-        {"function", f.function}, {"file", f.file}, {"line", f.line}, {"module", f.module}};
-    if (f.inlined) frame["inlined"] = true;
+        {"function", f->function}, {"file", f->file}, {"line", f->line}, {"module", f->module}};
+    if (f->inlined) frame["inlined"] = true;
     out.push_back(std::move(frame));
   }
   return out;
@@ -108,7 +108,7 @@ json LeakSection(const std::vector<LeakGroup>& groups, SiteResolver* sites) {
                     {"count", g.count},
                     {"kinds", kinds},
                     {"oldest_ns", g.oldest_ns},
-                    {"frames", FramesJson(sites->FramesOf(g.stack_id))}});
+                    {"stack", sites->StackOf(g.stack_id)}});
   }
   uint64_t total_bytes = 0;
   uint64_t total_count = 0;
@@ -135,7 +135,7 @@ json PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
     list.push_back({{"site", peak[i].first},
                     {"location", sites->LocationOf(peak[i].first)},
                     {"bytes", peak[i].second},
-                    {"frames", FramesJson(sites->FramesOf(peak[i].first))}});
+                    {"stack", sites->StackOf(peak[i].first)}});
   }
   json kinds = json::object();
   for (int k = 0; k < kNumMemKinds; ++k) {
@@ -174,7 +174,7 @@ json SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
                     {"largest", t.largest},
                     {"live_device_bytes", t.live_bytes},
                     {"live_device_count", t.live_count},
-                    {"frames", FramesJson(sites->FramesOf(all[i].first))}});
+                    {"stack", sites->StackOf(all[i].first)}});
   }
   return list;
 }
@@ -272,7 +272,7 @@ json TransfersSection(const TransfersSnapshot& t, SiteResolver* sites) {
     entry["directions"] = directions;
     entry["hosts"] = hosts;
     entry["histogram"] = histogram;
-    entry["frames"] = FramesJson(sites->FramesOf(id));
+    entry["stack"] = sites->StackOf(id);
     list.push_back(std::move(entry));
   }
   json findings = json::array();
@@ -487,7 +487,7 @@ json TimelineSites(const TimelineSnapshot& t, SiteResolver* sites) {
                     {"max_bytes", top[i].second},
                     {"marks", std::move(bytes_at[0][i])},
                     {"periodic", std::move(bytes_at[1][i])},
-                    {"frames", FramesJson(sites->FramesOf(id))}});
+                    {"stack", sites->StackOf(id)}});
   }
   return list;
 }
@@ -521,7 +521,7 @@ json GrowthSection(const TimelineSnapshot& t, const Suppressions* suppressions,
                   {"to", g.to},
                   {"samples", g.samples},
                   {"series", std::move(g.series)},
-                  {"frames", FramesJson(sites->FramesOf(g.site))}};
+                  {"stack", sites->StackOf(g.site)}};
     AddSiteClass(sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth), &entry);
     list.push_back(std::move(entry));
   }
@@ -600,6 +600,34 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
   return cache_.emplace(stack_id, std::move(frames)).first->second;
 }
 
+const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
+  auto it = stack_indices_.find(stack_id);
+  if (it != stack_indices_.end()) return it->second;
+  std::vector<uint32_t> indices;
+  std::string key;
+  for (const Frame& f : FramesOf(stack_id)) {
+    key.assign(f.module);
+    key += '\0';
+    key += f.function;
+    key += '\0';
+    key += f.file;
+    key += '\0';
+    key += std::to_string(f.line);
+    key += f.inlined ? 'i' : 'o';  // the same line inlined or not: two frames
+    const auto [at, added] =
+        frame_index_.try_emplace(key, static_cast<uint32_t>(frame_table_.size()));
+    if (added) frame_table_.push_back(&f);
+    indices.push_back(at->second);
+  }
+  return stack_indices_.emplace(stack_id, std::move(indices)).first->second;
+}
+
+void SiteResolver::ClearFrameTable() {
+  frame_table_.clear();
+  frame_index_.clear();
+  stack_indices_.clear();
+}
+
 uint32_t SiteResolver::Canonical(uint32_t stack_id) {
   if (stack_id < canonical_flat_.size() && canonical_flat_[stack_id] != kUnresolved) {
     return canonical_flat_[stack_id];
@@ -670,6 +698,7 @@ std::string SiteResolver::LocationOf(uint32_t stack_id) {
 
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
                             SiteResolver* sites) {
+  sites->ClearFrameTable();
   json kinds = json::object();
   for (int i = 0; i < kNumMemKinds; ++i) {
     kinds[MemKindName(static_cast<MemKind>(i))] = KindJson(snap.kinds[i]);
@@ -767,8 +796,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
                      {"device_total_bytes", oom.device_total},
                      {"site", oom.stack_id},
                      {"location", sites->LocationOf(oom.stack_id)},
-                     {"frames", FramesJson(sites->FramesOf(oom.stack_id))}};
+                     {"stack", sites->StackOf(oom.stack_id)}};
   }
+  report["frame_table"] = FrameTableJson(sites->frame_table());
   return DumpReport(std::move(report));  // the trace's events compact
 }
 

@@ -20,7 +20,8 @@
 
 namespace gpuwatch {
 
-inline constexpr int kReportSchemaVersion = 1;
+// 2: sites refer to a frame table (`stack`) instead of listing `frames`.
+inline constexpr int kReportSchemaVersion = 2;
 
 class StackTable;
 struct TimelineSnapshot;
@@ -59,6 +60,13 @@ class SiteResolver {
   SiteResolver& operator=(const SiteResolver&) = delete;
 
   const std::vector<Frame>& FramesOf(uint32_t stack_id);
+  // The site's frames as indices into frame_table(), innermost first: each
+  // distinct frame is listed once per report however many stacks hold it.
+  const std::vector<uint32_t>& StackOf(uint32_t stack_id);
+  // The frames StackOf() has indexed since the last ClearFrameTable(); they
+  // point into this resolver's cache.
+  const std::vector<const Frame*>& frame_table() const { return frame_table_; }
+  void ClearFrameTable();
   // Stacks that read the same after trimming are one site to the user: they
   // may differ in the trimmed frames (the runtime takes another internal path
   // on its first call) or in pcs that map to the same lines (an unrolled
@@ -89,6 +97,11 @@ class SiteResolver {
   std::unordered_map<uint32_t, uint32_t> canonical_;
   std::unordered_map<uint64_t, SiteClass> classes_;      // (kind, id) -> class
   std::unordered_map<std::string, uint32_t> by_frames_;  // trimmed frames -> id
+  // The report's frame table: its frames, an index per distinct frame, and
+  // each stack id's indices.
+  std::vector<const Frame*> frame_table_;
+  std::unordered_map<std::string, uint32_t> frame_index_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> stack_indices_;
 };
 
 // Facts about the process and the reason the report is written.

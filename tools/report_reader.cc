@@ -102,9 +102,51 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
     *error = path + ": malformed gpuwatch report: " + problem;
     return false;
   }
+  InlineFrameTable(&doc);
   out->path = path;
   out->doc = std::move(doc);
   return true;
+}
+
+void InlineFrameTable(json* doc) {
+  if (!doc->is_object()) return;
+  const auto table_it = doc->find("frame_table");
+  if (table_it == doc->end()) return;
+  const json table = std::move(*table_it);
+  doc->erase(table_it);
+  if (!table.is_array()) return;
+  const auto inline_site = [&table](json& site) {
+    if (!site.is_object()) return;
+    const auto stack = site.find("stack");
+    if (stack == site.end()) return;
+    json frames = json::array();
+    if (stack->is_array()) {
+      for (const json& index : *stack) {
+        if (index.is_number_unsigned() && index.get<uint64_t>() < table.size()) {
+          frames.push_back(table[index.get<size_t>()]);
+        }
+      }
+    }
+    site.erase(stack);
+    site["frames"] = std::move(frames);
+  };
+  const auto inline_list = [&inline_site](json& parent, const char* key) {
+    if (!parent.is_object()) return;
+    const auto list = parent.find(key);
+    if (list == parent.end() || !list->is_array()) return;
+    for (json& site : *list) inline_site(site);
+  };
+  for (const char* section : {"peak", "growth", "transfers", "timeline"}) {
+    if (const auto it = doc->find(section); it != doc->end()) {
+      inline_list(*it, "sites");
+      inline_list(*it, "suspects");
+    }
+  }
+  if (const auto leaks = doc->find("leaks"); leaks != doc->end() && leaks->is_object()) {
+    for (auto& [kind, section] : leaks->items()) inline_list(section, "sites");
+  }
+  inline_list(*doc, "sites");
+  if (const auto oom = doc->find("oom"); oom != doc->end()) inline_site(*oom);
 }
 
 uint64_t U64(const json& j, const char* key) {

@@ -21,7 +21,7 @@ namespace gpuwatch::tools {
 using nlohmann::json;
 
 // The newest report version this build reads (docs/report-format.md).
-inline constexpr int kMaxReportVersion = 1;
+inline constexpr int kMaxReportVersion = 2;
 
 struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
   std::string path;
@@ -33,6 +33,13 @@ struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
 // JSON, not JSON, not a gpuwatch report (foreign schema), a newer version,
 // or a missing section.
 bool ReadReport(const std::string& path, Report* out, std::string* error);
+
+// Version 2 lists each distinct frame once, in `frame_table`, and a site
+// names its frames by index (`stack`). Gives every site its `frames` back, as
+// version 1 wrote them, and drops the table, so that the subcommands read one
+// shape. ReadReport does it; call it on a document ValidateReport accepted
+// (an index past the table is skipped).
+void InlineFrameTable(json* doc);
 
 // Field accessors that never throw: 0, "" or an empty array/object when the
 // field is missing or has another type.

@@ -185,11 +185,25 @@ class Checker {
     Reals(site, path, {"rate", "from", "to"});
     Texts(site, path, {"location", "category", "suppressed", "unit", "api", "kind"});
     CountMap(site, path, "kinds");
-    const json* frames = Array(site, path, "frames");
-    if (frames == nullptr) return;
-    for (size_t i = 0; i < frames->size() && !failed(); ++i) {
-      const json& f = (*frames)[i];
-      const std::string at = Join(path, "frames") + "[" + std::to_string(i) + "]";
+    if (const json* frames = Array(site, path, "frames")) Frames(*frames, Join(path, "frames"));
+    if (const json* stack = Array(site, path, "stack")) {
+      for (size_t i = 0; i < stack->size() && !failed(); ++i) {
+        const json& index = (*stack)[i];
+        const std::string at = Join(path, "stack") + "[" + std::to_string(i) + "]";
+        Count(index, at);
+        if (!failed() && index.get<uint64_t>() >= frame_table_size_) {
+          Fail(at, "is " + Shown(index) + ", past the end of frame_table (" +
+                       std::to_string(frame_table_size_) + " frames)");
+        }
+      }
+    }
+  }
+
+  // A list of frames: a site's (version 1) or the report's frame table.
+  void Frames(const json& frames, const std::string& path) {
+    for (size_t i = 0; i < frames.size() && !failed(); ++i) {
+      const json& f = frames[i];
+      const std::string at = path + "[" + std::to_string(i) + "]";
       if (!f.is_object()) {
         Expected(at, f, "an object (a frame)");
         return;
@@ -197,6 +211,14 @@ class Checker {
       Texts(f, at, {"function", "file", "module"});
       Counts(f, at, {"line"});
     }
+  }
+
+  // The frame table, checked before the sites that index it.
+  void FrameTable(const json& doc) {
+    const json* table = Array(doc, "", "frame_table");
+    if (table == nullptr) return;
+    Frames(*table, "frame_table");
+    frame_table_size_ = table->size();
   }
 
   void SiteList(const json& obj, const std::string& path, const char* key) {
@@ -231,6 +253,7 @@ class Checker {
   }
 
   std::string problem_;
+  size_t frame_table_size_ = 0;
 };
 
 }  // namespace
@@ -241,6 +264,7 @@ std::string ValidateReport(const json& doc) {
   if (c.failed()) return c.problem();
   c.Texts(doc, "", {"trigger", "label"});
   c.Counts(doc, "", {"stack_depth", "tool_frames", "merged_from"});
+  c.FrameTable(doc);
   if (const json* process = c.Object(doc, "", "process")) {
     c.Counts(*process, "process", {"pid", "elapsed_ns"});
     c.Texts(*process, "process", {"host", "rank"});
@@ -312,6 +336,8 @@ std::string ValidateReport(const json& doc) {
       }
     }
   }
+  if (const json* timeline = c.Object(doc, "", "timeline"))
+    c.SiteList(*timeline, "timeline", "sites");
   if (const json* oom = c.Object(doc, "", "oom")) c.Site(*oom, "oom");
   return c.problem();
 }

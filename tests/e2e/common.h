@@ -9,6 +9,7 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/subprocess.h"
+#include "tools/report_reader.h"
 
 namespace gpuwatch::testing {
 
@@ -27,9 +28,12 @@ inline constexpr uint64_t kMiB = 1024 * kKiB;
 int LineOf(const std::string& source, const std::string& marker);
 
 // The JSON document at `path`; a discarded value when it is missing or does
-// not parse (tests then fail on the fields they expect).
+// not parse (tests then fail on the fields they expect). A report's sites get
+// their frames from its frame table (InlineFrameTable), as the tools read it.
 inline nlohmann::json ReadJson(const std::string& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json doc = nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+  tools::InlineFrameTable(&doc);
+  return doc;
 }
 
 }  // namespace gpuwatch::testing

@@ -41,7 +41,7 @@ bool Exists(const std::string& path) {
 
 TEST(Timeline, ListsTheTopSitesWithTheirBytesAtEverySample) {
   ScopedTempDir dir;
-  const json report = json::parse(ReadFile(LeakyReport(dir)), nullptr, false);
+  const json report = ReadJson(LeakyReport(dir));
   ASSERT_TRUE(report.is_object());
   const json& timeline = report["timeline"];
   ASSERT_EQ(timeline["marks"]["samples"].size(), 8u);

@@ -34,7 +34,7 @@ class ProfileFormats : public ::testing::Test {
                                         report_path_, "--", kPrograms + "/leak_sites"},
                                        {{"LD_LIBRARY_PATH", kSimDir}}, dir_.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    report_ = json::parse(ReadFile(report_path_), nullptr, /*allow_exceptions=*/false);
+    report_ = ReadJson(report_path_);
     ASSERT_TRUE(report_.is_object()) << r.err;
     // Every site is listed: the sums below are over all of them.
     ASSERT_EQ(report_["leaks"]["device"]["omitted_bytes"], 0);

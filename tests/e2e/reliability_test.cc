@@ -22,7 +22,7 @@ TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
       {kPrograms + "/stress", "8", "100000"},
       {{"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", out}}, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+  const json report = ReadJson(out);
   ASSERT_TRUE(report.is_object());
   const json& device = report["totals"]["kinds"]["device"];
   EXPECT_EQ(device["allocs"], 800000);
@@ -33,7 +33,7 @@ TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
   int parsed = 0;
   for (const std::string& name : dir.List()) {
     if (name.find(".snapshot-") == std::string::npos) continue;
-    const json snap = json::parse(ReadFile(dir.path() + "/" + name), nullptr, false);
+    const json snap = ReadJson(dir.path() + "/" + name);
     ASSERT_TRUE(snap.is_object()) << name;
     EXPECT_EQ(snap["trigger"], "snapshot");
     const uint64_t allocs = snap["totals"]["kinds"]["device"]["allocs"];

@@ -37,7 +37,7 @@ json RunTransfers(const std::map<std::string, std::string>& extra, std::string* 
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "transfers: done\n");
   if (err != nullptr) *err = r.err;
-  return json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+  return ReadJson(out);
 }
 
 const json* Total(const json& report, const std::string& direction, const std::string& host) {

@@ -34,11 +34,40 @@ def line_of(path, marker):
 
 
 def load(path):
+    """A report with each site's frames in `frames`, as the tools read it."""
     try:
         with open(path) as f:
-            return json.load(f)
+            return inline_frame_table(json.load(f))
     except (OSError, ValueError):
         return None
+
+
+def inline_frame_table(doc):
+    """Version 2 reports list each frame once, in `frame_table`; a site names
+    its frames by index (`stack`). Puts them back in `frames`."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("frame_table"), list):
+        return doc
+    table = doc.pop("frame_table")
+
+    def inline(site):
+        if isinstance(site, dict) and isinstance(site.get("stack"), list):
+            stack = site.pop("stack")
+            site["frames"] = [table[i] for i in stack
+                              if isinstance(i, int) and 0 <= i < len(table)]
+
+    def inline_list(parent, key):
+        if isinstance(parent, dict) and isinstance(parent.get(key), list):
+            for site in parent[key]:
+                inline(site)
+
+    for section in ("peak", "growth", "transfers", "timeline"):
+        inline_list(doc.get(section), "sites")
+        inline_list(doc.get(section), "suspects")
+    for section in (doc.get("leaks") or {}).values():
+        inline_list(section, "sites")
+    inline_list(doc, "sites")
+    inline(doc.get("oom"))
+    return doc
 
 
 def get(obj, *keys, default=None):

@@ -238,8 +238,10 @@ def main():
         hostile_report["timeline"]["sites"][0]["location"] = HOSTILE
         leaks = json.loads(json.dumps(report["leaks"]))
         leaks["device"]["sites"][0]["location"] = HOSTILE
-        leaks["device"]["sites"][0]["frames"][0]["function"] = HOSTILE
+        table = json.loads(json.dumps(report["frame_table"]))
+        table[leaks["device"]["sites"][0]["stack"][0]]["function"] = HOSTILE
         hostile_report["leaks"] = leaks
+        hostile_report["frame_table"] = table
         hostile_json = os.path.join(tmp, "hostile.json")
         json.dump(hostile_report, open(hostile_json, "w"))
         hostile = render(hostile_json, "hostile")

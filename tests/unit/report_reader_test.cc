@@ -83,8 +83,8 @@ TEST_F(ReadReportTest, NamesEachProblem) {
   EXPECT_EQ(Error(R"({"schema": "memray"})"), "not a gpuwatch report (its schema is \"memray\")");
   EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": "1"})"),
             "gpuwatch report without a valid \"version\"");
-  EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 2})"),
-            "report version 2 is newer than this gpuwatch reads (1); use a newer gpuwatch");
+  EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 3})"),
+            "report version 3 is newer than this gpuwatch reads (2); use a newer gpuwatch");
   EXPECT_EQ(Error(R"({"schema": "gpuwatch-report", "version": 1, "totals": {}})"),
             "malformed gpuwatch report: no \"leaks.device\" section");
   Report r;
@@ -185,6 +185,16 @@ TEST_F(ReadReportTest, RefusesHostileReportsNamingTheField) {
   EXPECT_EQ(Error(WithMember(R"("process": {"host": ")" + long_string + R"("})")),
             "malformed gpuwatch report: process.host is a string of 1048577 bytes (at most "
             "1048576)");
+  EXPECT_EQ(Error(WithMember(R"("frame_table": {"0": {}})")),
+            "malformed gpuwatch report: frame_table is an object, expected an array");
+  EXPECT_EQ(
+      Error(WithMember(R"("frame_table": [{"line": -2}])")),
+      "malformed gpuwatch report: frame_table[0].line is -2, expected a count (not negative)");
+  EXPECT_EQ(Error(WithMember(R"("frame_table": [{}], "peak": {"sites": [{"stack": [0, 1]}]})")),
+            "malformed gpuwatch report: peak.sites[0].stack[1] is 1, past the end of frame_table "
+            "(1 frames)");
+  EXPECT_EQ(Error(WithMember(R"("oom": {"stack": [-1]})")),
+            "malformed gpuwatch report: oom.stack[0] is -1, expected a count (not negative)");
   // JSON has no NaN or infinity: such a report is not JSON, and the byte
   // named is the N.
   const std::string nan = WithMember(R"("growth": {"suspects": [{"rate": NaN}]})");
@@ -193,6 +203,41 @@ TEST_F(ReadReportTest, RefusesHostileReportsNamingTheField) {
   // Unknown fields are not checked (readers ignore them), known ones absent
   // or null are fine.
   EXPECT_EQ(Error(WithMember(R"("future": {"bytes": "x"}, "oom": null, "peak": {})")), "");
+}
+
+// Version 2: a site's frames are indices into the frame table; reading gives
+// each site its frames, in order, wherever sites are listed, and drops the
+// table.
+TEST_F(ReadReportTest, SitesGetTheirFramesFromTheFrameTable) {
+  const std::string path = dir_ + "/r.json";
+  std::ofstream(path) << R"({"schema": "gpuwatch-report", "version": 2, "totals": {},
+      "frame_table": [{"function": "inner", "file": "a.cu", "line": 3, "module": "m"},
+                      {"function": "main", "file": "a.cu", "line": 9, "module": "m"}],
+      "leaks": {"device": {"sites": [{"site": 1, "stack": [0, 1]}]},
+                "host": {"sites": [{"site": 2, "stack": [1]}]}},
+      "peak": {"sites": [{"site": 1, "stack": [0, 1]}]},
+      "sites": [{"site": 3, "stack": []}],
+      "growth": {"suspects": [{"site": 1, "stack": [1, 0]}]},
+      "transfers": {"sites": [{"site": 1, "stack": [0]}]},
+      "timeline": {"sites": [{"site": 1, "stack": [1]}]},
+      "oom": {"site": 1, "stack": [0, 1]}})";
+  Report r;
+  std::string error;
+  ASSERT_TRUE(ReadReport(path, &r, &error)) << error;
+  const json& d = r.doc;
+  EXPECT_FALSE(d.contains("frame_table"));
+  const json inner = {{"function", "inner"}, {"file", "a.cu"}, {"line", 3}, {"module", "m"}};
+  const json outer = {{"function", "main"}, {"file", "a.cu"}, {"line", 9}, {"module", "m"}};
+  EXPECT_EQ(d["leaks"]["device"]["sites"][0]["frames"], json::array({inner, outer}));
+  EXPECT_FALSE(d["leaks"]["device"]["sites"][0].contains("stack"));
+  EXPECT_EQ(d["leaks"]["host"]["sites"][0]["frames"], json::array({outer}));
+  EXPECT_EQ(d["peak"]["sites"][0]["frames"], json::array({inner, outer}));
+  EXPECT_EQ(d["sites"][0]["frames"], json::array());
+  EXPECT_EQ(d["growth"]["suspects"][0]["frames"], json::array({outer, inner}));
+  EXPECT_EQ(d["transfers"]["sites"][0]["frames"], json::array({inner}));
+  EXPECT_EQ(d["timeline"]["sites"][0]["frames"], json::array({outer}));
+  EXPECT_EQ(d["oom"]["frames"], json::array({inner, outer}));
+  EXPECT_EQ(FunctionOf(d["leaks"]["device"]["sites"][0]), "inner");
 }
 
 TEST(Accessors, HugeFloatsSaturateInsteadOfOverflowing) {

@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/symbolizer.h"
 #include "libgpuwatch/unwind.h"
 #include "nlohmann/json.hpp"
+#include "tools/report_reader.h"
 
 // Outside namespace gpuwatch on purpose: the report trims gpuwatch's own
 // frames from the top of every stack.
@@ -55,6 +57,13 @@ class TempDir {
   std::string path_;
 };
 
+// A report as the tools read it: each site's frames in `frames`.
+nlohmann::json ParseReport(const std::string& text) {
+  nlohmann::json doc = nlohmann::json::parse(text);
+  tools::InlineFrameTable(&doc);
+  return doc;
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -85,7 +94,7 @@ TEST(Report, JsonHasSchemaAndTotals) {
   ctx.pid = 77;
   ctx.python_frames_dropped = 3;
   SiteResolver sites(nullptr);
-  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  const auto j = ParseReport(BuildReportJson(t.Snapshot(), ctx, &sites));
   EXPECT_EQ(j["schema"], "gpuwatch-report");
   EXPECT_EQ(j["version"], kReportSchemaVersion);
   EXPECT_EQ(j["trigger"], "exit");
@@ -120,7 +129,7 @@ TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
   ReportContext ctx;
   ctx.trigger = "exit";
   SiteResolver sites(&ab.table);
-  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  const auto j = ParseReport(BuildReportJson(t.Snapshot(), ctx, &sites));
   const auto& device = j["leaks"]["device"];
   EXPECT_EQ(device["bytes"], 1300);
   EXPECT_EQ(device["count"], 4);
@@ -145,6 +154,56 @@ TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
   EXPECT_EQ(j["peak"]["sites_at_device_bytes"], 6300);
   EXPECT_EQ(j["peak"]["sites"][0]["bytes"], 6000);
   EXPECT_EQ(j["peak"]["sites"][0]["site"], b);
+}
+
+// Each distinct frame is written once, in `frame_table`; sites refer to it
+// by index (`stack`), and the frames two stacks share are one entry.
+TEST(Report, FrameTableListsEachFrameOnceAndSitesIndexIt) {
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  Tracker t;
+  AllocEvent e;
+  e.address = 0x1000;
+  e.size = 100;
+  e.stack_id = ab.a;
+  t.OnAlloc(e);
+  e.address = 0x2000;
+  e.stack_id = ab.b;
+  t.OnAlloc(e);
+  ReportContext ctx;
+  SiteResolver sites(&ab.table);
+  const std::string text = BuildReportJson(t.Snapshot(), ctx, &sites);
+  const auto raw = nlohmann::json::parse(text);
+  EXPECT_EQ(raw["version"], 2);
+  const auto& table = raw["frame_table"];
+  ASSERT_TRUE(table.is_array());
+  std::set<std::string> distinct;
+  for (const auto& f : table) distinct.insert(f.dump());
+  EXPECT_EQ(distinct.size(), table.size()) << "a frame is listed twice";
+  const auto& listed = raw["leaks"]["device"]["sites"];
+  ASSERT_EQ(listed.size(), 2u);
+  const auto& stack_a = listed[0]["stack"];
+  const auto& stack_b = listed[1]["stack"];
+  ASSERT_GT(stack_a.size(), 2u);
+  ASSERT_GT(stack_b.size(), 2u);
+  EXPECT_FALSE(listed[0].contains("frames"));
+  // Site A and site B differ in their innermost frame and share their callers.
+  EXPECT_NE(stack_a[0], stack_b[0]);
+  EXPECT_EQ(stack_a.back(), stack_b.back());
+  std::set<size_t> used;
+  for (const auto& stack : {stack_a, stack_b}) {
+    for (const auto& index : stack) used.insert(index.get<size_t>());
+  }
+  EXPECT_EQ(used.size(), table.size()) << "the table holds exactly the frames the sites use";
+  EXPECT_LT(table.size(), stack_a.size() + stack_b.size()) << "shared frames listed once";
+  // As the tools read it: the frames are back, in order.
+  const auto read = ParseReport(text);
+  EXPECT_FALSE(read.contains("frame_table"));
+  const auto& frames = read["leaks"]["device"]["sites"][0]["frames"];
+  ASSERT_EQ(frames.size(), stack_a.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i], table[stack_a[i].get<size_t>()]) << i;
+  }
 }
 
 // A million live allocations from two sites, a tenth of them freed: the
@@ -177,7 +236,7 @@ TEST(Report, MillionLiveAllocationsAreTrackedAndReportedExactly) {
   ReportContext ctx;
   ctx.trigger = "exit";
   SiteResolver sites(&ab.table);
-  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  const auto j = ParseReport(BuildReportJson(t.Snapshot(), ctx, &sites));
   EXPECT_EQ(j["totals"]["dropped_allocs"], 0);
   EXPECT_EQ(j["totals"]["device_current_bytes"], bytes[0] + bytes[1]);
   EXPECT_EQ(j["totals"]["device_live_count"], 1000000);
@@ -211,7 +270,7 @@ TEST(Report, SitesBeyondASectionsCapAreSummedAsOmitted) {
   }
   ReportContext ctx;
   SiteResolver sites(nullptr);  // no frames: every stack id is a site of its own
-  const auto j = nlohmann::json::parse(BuildReportJson(t.Snapshot(), ctx, &sites));
+  const auto j = ParseReport(BuildReportJson(t.Snapshot(), ctx, &sites));
   const auto& device = j["leaks"]["device"];
   EXPECT_EQ(device["bytes"], total);
   EXPECT_EQ(device["count"], kSites);
