@@ -13,7 +13,7 @@ constexpr const char kNoName[] = "(unnamed)";
 constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
 }  // namespace
 
-KernelTable::KernelTable() : slots_(new Slot[kSlots]) {}
+KernelTable::KernelTable() : slots_(std::make_unique<Slot[]>(kSlots)) {}
 
 KernelTable::Slot* KernelTable::FindOrInsert(const char* key) {
   const uint64_t h = reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ULL;

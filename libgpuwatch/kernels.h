@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -53,7 +54,9 @@ class KernelTable {
   };
   Slot* FindOrInsert(const char* key);
 
-  Slot* slots_;  // kSlots, never freed
+  // kSlots. The library never destroys its table (callbacks may run during
+  // exit); a table that is destroyed frees them.
+  std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> overflow_{0};
   mutable std::mutex mu_;
