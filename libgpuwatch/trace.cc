@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
+#include <string_view>
 
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/report.h"
@@ -303,27 +305,70 @@ nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapsho
           {"events", events}};
 }
 
+namespace {
+
+// json::dump(2) prints an array of numbers one number per line; every site's
+// `stack` is one, so they are put back on one line: `"stack": [0, 1, 2]`.
+// The pattern cannot occur inside a string, where the quotes are escaped.
+std::string OneLineStacks(const std::string& text) {
+  static constexpr std::string_view kKey = "\"stack\": [";
+  std::string out;
+  out.reserve(text.size());
+  size_t from = 0;
+  for (size_t at = text.find(kKey); at != std::string::npos; at = text.find(kKey, from)) {
+    const size_t open = at + kKey.size();
+    out.append(text, from, open - from);
+    size_t i = open;
+    for (; i < text.size() && text[i] != ']'; ++i) {
+      const char c = text[i];
+      if (c == ',') {
+        out += ", ";
+      } else if (c != ' ' && c != '\n') {
+        out += c;
+      }
+    }
+    from = i;  // the ']' and what follows
+  }
+  out.append(text, from, std::string::npos);
+  return out;
+}
+
+}  // namespace
+
 std::string DumpReport(nlohmann::json report) {
   using nlohmann::json;
-  auto it = report.find("trace");
-  if (!report.is_object() || it == report.end() || !it->is_object()) return report.dump(2) + "\n";
-  json trace = std::move(*it);
-  report.erase("trace");
-  json events = trace.contains("events") ? std::move(trace["events"]) : json::array();
-  trace.erase("events");
-  std::string section = report.empty() ? "{\n  \"trace\": {" : ",\n  \"trace\": {";
-  for (const auto& [key, value] : trace.items()) {
-    section += "\n    " + json(key).dump() + ": " + value.dump() + ",";
+  if (!report.is_object()) return report.dump(2) + "\n";
+  // The sections printed by hand, one element per line, after the rest.
+  std::string tail;
+  if (auto it = report.find("frame_table"); it != report.end() && it->is_array()) {
+    const json table = std::move(*it);
+    report.erase(it);
+    tail += ",\n  \"frame_table\": [";
+    for (size_t i = 0; i < table.size(); ++i) {
+      tail += (i == 0 ? "\n    " : ",\n    ") + table[i].dump();
+    }
+    tail += table.empty() ? "]" : "\n  ]";
   }
-  section += "\n    \"events\": [";
-  for (size_t i = 0; i < events.size(); ++i) {
-    section += (i == 0 ? "\n      " : ",\n      ") + events[i].dump();
+  if (auto it = report.find("trace"); it != report.end() && it->is_object()) {
+    json trace = std::move(*it);
+    report.erase(it);
+    json events = trace.contains("events") ? std::move(trace["events"]) : json::array();
+    trace.erase("events");
+    tail += ",\n  \"trace\": {";
+    for (const auto& [key, value] : trace.items()) {
+      tail += "\n    " + json(key).dump() + ": " + value.dump() + ",";
+    }
+    tail += "\n    \"events\": [";
+    for (size_t i = 0; i < events.size(); ++i) {
+      tail += (i == 0 ? "\n      " : ",\n      ") + events[i].dump();
+    }
+    tail += events.empty() ? "]\n  }" : "\n    ]\n  }";
   }
-  section += events.empty() ? "]\n  }\n}\n" : "\n    ]\n  }\n}\n";
-  if (report.empty()) return section;
-  std::string text = report.dump(2);  // ends with "\n}"
+  if (report.empty()) return tail.empty() ? "{}\n" : "{" + tail.substr(1) + "\n}\n";
+  std::string text = OneLineStacks(report.dump(2));  // ends with "\n}"
+  if (tail.empty()) return text + "\n";
   text.resize(text.size() - 2);
-  return text + section;
+  return text + tail + "\n}\n";
 }
 
 }  // namespace gpuwatch

@@ -25,9 +25,10 @@ nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapsho
                                 SiteResolver* sites);
 
 // A report as text, indented like json::dump(2) and ending with a newline,
-// except that its trace section comes last with each event on one line: an
-// event pretty-printed takes a line per element, which would make the trace
-// most of a report's bytes.
+// except where that would print one line per number or per field: a site's
+// `stack` is on one line, and the frame table and then the trace section
+// come last, one frame and one event per line. Pretty-printed, those would
+// be most of a report's bytes and lines.
 std::string DumpReport(nlohmann::json report);
 
 }  // namespace gpuwatch

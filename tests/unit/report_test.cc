@@ -196,6 +196,11 @@ TEST(Report, FrameTableListsEachFrameOnceAndSitesIndexIt) {
   }
   EXPECT_EQ(used.size(), table.size()) << "the table holds exactly the frames the sites use";
   EXPECT_LT(table.size(), stack_a.size() + stack_b.size()) << "shared frames listed once";
+  // In the text, a stack is one line and the table one frame per line.
+  std::string stack_line = "\"stack\": [";
+  for (size_t i = 0; i < stack_a.size(); ++i) stack_line += (i ? ", " : "") + stack_a[i].dump();
+  EXPECT_NE(text.find(stack_line + "]"), std::string::npos) << text;
+  for (const auto& f : table) EXPECT_NE(text.find("\n    " + f.dump()), std::string::npos) << f;
   // As the tools read it: the frames are back, in order.
   const auto read = ParseReport(text);
   EXPECT_FALSE(read.contains("frame_table"));
