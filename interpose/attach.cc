@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -183,9 +184,8 @@ Symbolizer* ReportSymbolizer(State& s) {
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes).
 // `log`: tell `gpuwatch run` (not for checkpoints, which come and go).
-bool WriteReport(State& s, const std::string& path, const char* trigger, const char* label,
-                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
-                 bool log = true) {
+bool WriteReportOrThrow(State& s, const std::string& path, const char* trigger, const char* label,
+                        const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes, bool log) {
   const TrackerSnapshot snap = s.tracker->Snapshot();
   ReportContext context = MakeContext(s, trigger, label);
   context.oom = oom;
@@ -221,6 +221,22 @@ bool WriteReport(State& s, const std::string& path, const char* trigger, const c
   const bool announce = ok && s.config.run_log.empty();
   if (summary) WriteStderr(BuildSummaryText(snap, context, &sites, announce ? path : "").c_str());
   return ok;
+}
+
+// WriteReportOrThrow, for code that runs inside the host: whatever fails
+// while the report is built (memory, a value JSON cannot hold) costs the
+// report and one line, never the program.
+bool WriteReport(State& s, const std::string& path, const char* trigger, const char* label,
+                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
+                 bool log = true) {
+  try {
+    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, log);
+  } catch (const std::exception& e) {
+    Warn("could not write the %s report: %s", trigger, e.what());
+  } catch (...) {
+    Warn("could not write the %s report: unknown error", trigger);
+  }
+  return false;
 }
 
 void WriteExitReport() {

@@ -333,11 +333,18 @@ std::string OneLineStacks(const std::string& text) {
   return out;
 }
 
+// json::dump, with bytes that are not UTF-8 (a path or an argument in
+// another encoding) written as U+FFFD: the default throws, which would end
+// the host program.
+std::string Text(const nlohmann::json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace
 
 std::string DumpReport(nlohmann::json report) {
   using nlohmann::json;
-  if (!report.is_object()) return report.dump(2) + "\n";
+  if (!report.is_object()) return Text(report, 2) + "\n";
   // The sections printed by hand, one element per line, after the rest.
   std::string tail;
   if (auto it = report.find("frame_table"); it != report.end() && it->is_array()) {
@@ -345,7 +352,7 @@ std::string DumpReport(nlohmann::json report) {
     report.erase(it);
     tail += ",\n  \"frame_table\": [";
     for (size_t i = 0; i < table.size(); ++i) {
-      tail += (i == 0 ? "\n    " : ",\n    ") + table[i].dump();
+      tail += (i == 0 ? "\n    " : ",\n    ") + Text(table[i]);
     }
     tail += table.empty() ? "]" : "\n  ]";
   }
@@ -356,16 +363,16 @@ std::string DumpReport(nlohmann::json report) {
     trace.erase("events");
     tail += ",\n  \"trace\": {";
     for (const auto& [key, value] : trace.items()) {
-      tail += "\n    " + json(key).dump() + ": " + value.dump() + ",";
+      tail += "\n    " + Text(json(key)) + ": " + Text(value) + ",";
     }
     tail += "\n    \"events\": [";
     for (size_t i = 0; i < events.size(); ++i) {
-      tail += (i == 0 ? "\n      " : ",\n      ") + events[i].dump();
+      tail += (i == 0 ? "\n      " : ",\n      ") + Text(events[i]);
     }
     tail += events.empty() ? "]\n  }" : "\n    ]\n  }";
   }
   if (report.empty()) return tail.empty() ? "{}\n" : "{" + tail.substr(1) + "\n}\n";
-  std::string text = OneLineStacks(report.dump(2));  // ends with "\n}"
+  std::string text = OneLineStacks(Text(report, 2));  // ends with "\n}"
   if (tail.empty()) return text + "\n";
   text.resize(text.size() - 2);
   return text + tail + "\n}\n";

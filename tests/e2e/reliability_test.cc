@@ -100,5 +100,23 @@ TEST(Reliability, FullDiskCostsOneLineAndTheReport) {
   }
 }
 
+// An argument (or a path) that is not UTF-8 cannot go into JSON as it is;
+// it used to make the report's writer throw, which ended the program
+// (abort, exit 134). Its bytes are written as U+FFFD and nothing else
+// changes.
+TEST(Reliability, ArgumentsThatAreNotUtf8AreWrittenAsReplacementCharacters) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kExamples + "/leaky_loop", "2", "\xff\xfe"}, LeakyLoopEnv(out), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "leaky_loop: 2 steps done, 2 history buffers kept\n");
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  ASSERT_EQ(report["process"]["command"].size(), 3u);
+  EXPECT_EQ(report["process"]["command"][2], "\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
+  EXPECT_EQ(report["leaks"]["device"]["count"], 2);
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing
