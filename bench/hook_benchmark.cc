@@ -87,7 +87,7 @@ StackTable& SharedStacks() {
 }
 
 bool RequireLibunwind(benchmark::State& state) {
-  if (ActiveUnwindMethod() != UnwindMethod::kLibunwind) {
+  if (FallbackUnwindMethod() != UnwindMethod::kLibunwind) {
     state.SkipWithError("libunwind.so.8 not available: captures would use the slow fallback");
     return false;
   }

@@ -142,7 +142,7 @@ struct Fixture {
   bool ok = false;
 
   Fixture(int64_t live, int64_t sites) {
-    if (ActiveUnwindMethod() != UnwindMethod::kLibunwind) return;
+    if (FallbackUnwindMethod() != UnwindMethod::kLibunwind) return;
     std::vector<uint32_t> ids;
     for (int64_t site = 0; site < sites; ++site) {
       // Spread over the path space so that every level varies.

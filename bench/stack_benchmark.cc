@@ -56,7 +56,7 @@ __attribute__((noinline)) void CaptureLoop(int depth, benchmark::State& state,
 
 void BM_CaptureStack(benchmark::State& state) {
   const auto method = static_cast<UnwindMethod>(state.range(0));
-  if (method == UnwindMethod::kLibunwind && ActiveUnwindMethod() != UnwindMethod::kLibunwind) {
+  if (method != UnwindMethod::kGccUnwind && FallbackUnwindMethod() != UnwindMethod::kLibunwind) {
     state.SkipWithError("libunwind not available");
     return;
   }
@@ -64,6 +64,7 @@ void BM_CaptureStack(benchmark::State& state) {
   CaptureLoop(kRecursion, state, method);
 }
 BENCHMARK(BM_CaptureStack)
+    ->Arg(static_cast<int>(UnwindMethod::kCfi))
     ->Arg(static_cast<int>(UnwindMethod::kLibunwind))
     ->Arg(static_cast<int>(UnwindMethod::kGccUnwind))
     ->ThreadRange(1, 2)

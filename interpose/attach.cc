@@ -194,6 +194,8 @@ bool WriteReportOrThrow(State& s, const std::string& path, const char* trigger, 
   if (const PyFrameTable* py = PythonFrameTable()) context.python_frames_dropped = py->dropped();
   context.depth = s.config.depth;
   context.tool_frames = ToolFramesSeen();
+  context.unwinder = s.config.depth > 0 ? UnwindMethodName(ActiveUnwindMethod()) : "none";
+  context.unwind_fallbacks = CfiFallbacks();
   const TransfersSnapshot transfers = s.transfers->Snapshot();
   const std::vector<KernelStats> kernels = s.kernels->Snapshot();
   context.transfers = &transfers;
@@ -802,6 +804,7 @@ void DoAttach() {
   // Stacks: up to kMaxStacks distinct stacks in at most 256 MiB; both leaked on purpose.
   if (s.config.depth > 0) {
     InitUnwinder();
+    UseCfiUnwinder(s.config.cfi_unwind);
     RefreshToolModules();
     s.stacks = new StackTable(kMaxStacks, size_t{256} << 20);
     if (s.config.python) InitPythonStacks();  // Python frames too, in a CPython process

@@ -23,6 +23,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_SAMPLE_MS",
     "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
+    "GPUWATCH_UNWIND",
 };
 
 bool ParseBool(std::string_view text, bool* out) {
@@ -152,6 +153,14 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
       config.depth = static_cast<int>(depth);
     } else {
       warn("GPUWATCH_DEPTH", v, "expected an integer from 0 to 128", "32");
+    }
+  }
+  if (const char* v = lookup("GPUWATCH_UNWIND")) {
+    const std::string_view unwind = v;
+    if (unwind == "cfi" || unwind == "libunwind") {
+      config.cfi_unwind = unwind == "cfi";
+    } else {
+      warn("GPUWATCH_UNWIND", v, "expected cfi or libunwind", "cfi");
     }
   }
   if (const char* v = lookup("GPUWATCH_PYTHON")) {

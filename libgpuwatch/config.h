@@ -20,6 +20,9 @@ struct Config {
   std::string output = "gpuwatch.%p.json";
   // GPUWATCH_DEPTH: native frames captured per event (0 = no stacks).
   int depth = 32;
+  // GPUWATCH_UNWIND: "cfi" (gpuwatch's own unwinder, cfi_unwind.h) or
+  // "libunwind" (libunwind's unw_backtrace for every stack). False = libunwind.
+  bool cfi_unwind = true;
   // GPUWATCH_PYTHON: in a CPython process, also record the Python frames of
   // each stack (as many as `depth`); false = native frames only.
   bool python = true;

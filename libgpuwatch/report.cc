@@ -748,6 +748,8 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
         {"oom_count", context.oom_count}}},
       {"stack_depth", context.depth},
       {"tool_frames", context.tool_frames},
+      {"unwinder", context.unwinder},
+      {"unwind_fallbacks", context.unwind_fallbacks},
   };
   std::vector<uint32_t> ids;
   for (const auto& [id, t] : snap.sites) ids.push_back(id);

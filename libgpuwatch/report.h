@@ -120,6 +120,8 @@ struct ReportContext {
   uint64_t python_frames_dropped = 0;            // Python frames not stored: their table was full
   int depth = 0;                                 // GPUWATCH_DEPTH in force
   int tool_frames = 0;                           // ToolFramesSeen() (unwind.h)
+  std::string unwinder;                          // UnwindMethodName(ActiveUnwindMethod())
+  uint64_t unwind_fallbacks = 0;                 // CfiFallbacks() (unwind.h)
   const TransfersSnapshot* transfers = nullptr;  // null: no transfers section
   const std::vector<KernelStats>* kernels = nullptr;
   bool kernel_timing = false;

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <mutex>
 
+#include "libgpuwatch/cfi_unwind.h"
 #include "libgpuwatch/log.h"
 
 namespace gpuwatch {
@@ -32,6 +33,13 @@ constexpr int kMaxOwnFrames = 4;
 constinit std::atomic<int> g_method{-1};
 constinit std::atomic<UnwBacktraceFn> g_unw_backtrace{nullptr};
 constinit std::once_flag g_init_once;
+// The CFI walker in front of the loaded unwinder (UseCfiUnwinder).
+#if defined(__x86_64__)
+constinit std::atomic<bool> g_use_cfi{true};
+#else
+constinit std::atomic<bool> g_use_cfi{false};
+#endif
+constinit std::atomic<uint64_t> g_cfi_fallbacks{0};
 
 // The code (executable PT_LOAD segments) of the loaded tool modules. A new
 // set is published only when it differs from the current one, and the old one
@@ -69,9 +77,19 @@ _Unwind_Reason_Code GccUnwindCallback(_Unwind_Context* context, void* arg) {
 // Fills `buffer` with raw frames, our own frames included. Kept out of line
 // so that the frames above it are predictable; the caller finds where its own
 // caller starts by matching __builtin_return_address, not by counting.
-__attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwBacktraceFn unw_backtrace,
-                                         uintptr_t* buffer, int size) {
+// `fallback` is the loaded unwinder, for a stack the CFI walker declines.
+__attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwindMethod fallback,
+                                         UnwBacktraceFn unw_backtrace, uintptr_t* buffer,
+                                         int size) {
   int n = 0;
+  if (method == UnwindMethod::kCfi) {
+    n = CfiBacktrace(buffer, size);
+    if (n < 0) {
+      g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      method = fallback;
+      n = 0;
+    }
+  }
   switch (method) {
     case UnwindMethod::kLibunwind:
       if (unw_backtrace != nullptr) n = unw_backtrace(reinterpret_cast<void**>(buffer), size);
@@ -82,6 +100,7 @@ __attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwBacktraceFn unw
       n = state.count;
       break;
     }
+    case UnwindMethod::kCfi:
     case UnwindMethod::kNone:
       break;
   }
@@ -92,15 +111,15 @@ __attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwBacktraceFn unw
 
 // Captures with `method` and copies the frames that start at `caller_ra`
 // (plus `skip`) into pcs.
-int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwBacktraceFn unw_backtrace,
-                uintptr_t* pcs, int max_depth, int skip) {
+int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
+                UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
   if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
   // Clamped first so that the sum below cannot overflow.
   skip = std::clamp(skip, 0, kMaxCaptureDepth);
   max_depth = std::min(max_depth, kMaxCaptureDepth);
   uintptr_t buffer[kMaxCaptureDepth];
   const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
-  const int n = CaptureRaw(method, unw_backtrace, buffer, want);
+  const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want);
   // Find the caller's frame. Matching the return address rather than counting
   // our own frames stays right whether the compiler inlined or sibling-called
   // anything between the entry point and the unwinder.
@@ -217,6 +236,8 @@ const char* UnwindMethodName(UnwindMethod method) {
       return "libunwind";
     case UnwindMethod::kGccUnwind:
       return "gcc_unwind";
+    case UnwindMethod::kCfi:
+      return "cfi";
     case UnwindMethod::kNone:
       break;
   }
@@ -280,21 +301,39 @@ void InitUnwinder() {
   });
 }
 
-UnwindMethod ActiveUnwindMethod() {
+UnwindMethod FallbackUnwindMethod() {
   InitUnwinder();
   return static_cast<UnwindMethod>(g_method.load(std::memory_order_acquire));
 }
+
+UnwindMethod ActiveUnwindMethod() {
+  const UnwindMethod fallback = FallbackUnwindMethod();
+  return g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
+}
+
+void UseCfiUnwinder(bool on) {
+#if defined(__x86_64__)
+  g_use_cfi.store(on, std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
+}
+
+uint64_t CfiFallbacks() { return g_cfi_fallbacks.load(std::memory_order_relaxed); }
 
 bool UnwinderAvailable() { return ActiveUnwindMethod() != UnwindMethod::kNone; }
 
 __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-  int method = g_method.load(std::memory_order_acquire);
-  if (method < 0) {
+  int loaded = g_method.load(std::memory_order_acquire);
+  if (loaded < 0) {
     InitUnwinder();
-    method = g_method.load(std::memory_order_acquire);
+    loaded = g_method.load(std::memory_order_acquire);
   }
-  const int n = CaptureFrom(caller_ra, static_cast<UnwindMethod>(method),
+  const auto fallback = static_cast<UnwindMethod>(loaded);
+  const UnwindMethod method =
+      g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
+  const int n = CaptureFrom(caller_ra, method, fallback,
                             g_unw_backtrace.load(std::memory_order_relaxed), pcs, max_depth, skip);
   asm volatile("" ::: "memory");
   return n;
@@ -303,10 +342,10 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
 __attribute__((noinline)) int CaptureStackWith(UnwindMethod method, uintptr_t* pcs, int max_depth,
                                                int skip) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-  InitUnwinder();
+  const UnwindMethod fallback = FallbackUnwindMethod();
   UnwBacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_relaxed);
   if (method == UnwindMethod::kLibunwind && unw_backtrace == nullptr) return 0;
-  const int n = CaptureFrom(caller_ra, method, unw_backtrace, pcs, max_depth, skip);
+  const int n = CaptureFrom(caller_ra, method, fallback, unw_backtrace, pcs, max_depth, skip);
   asm volatile("" ::: "memory");
   return n;
 }

@@ -1,8 +1,12 @@
 // Native stack capture for the calling thread.
 //
 // gpuwatch records a stack on every allocation, so capture must be cheap and
-// must not disturb the host. The fast path is libunwind's unw_backtrace, which
-// caches unwind information per thread (about 250 ns for 32 frames here).
+// must not disturb the host. The fast path is gpuwatch's own walk of the
+// modules' `.eh_frame` rules, cached per pc (cfi_unwind.h: about 2 ns a frame
+// once the pcs are known). For a stack that walk declines (a signal frame,
+// code without unwind tables) the whole stack is unwound again with
+// libunwind's unw_backtrace, which caches unwind information per thread
+// (about 8 ns a frame here).
 //
 // Hazard: Debian's libunwind.so.8 exports the whole `_Unwind_*` family and a
 // weak `backtrace`. Linked as a normal dependency of a preloaded library it
@@ -38,10 +42,11 @@ enum class UnwindMethod : int {
   kNone = 0,       // no unwinder could be found; CaptureStack returns 0
   kLibunwind = 1,  // unw_backtrace from a dlopen'ed libunwind.so.8 (fast)
   kGccUnwind = 2,  // _Unwind_Backtrace from libgcc_s (correct, slow)
+  kCfi = 3,        // CfiBacktrace (cfi_unwind.h), falling back to one of the above
 };
 
 // A stable lower-case name for logs and reports: "none", "libunwind",
-// "gcc_unwind". Thread-safe, async-signal-safe.
+// "gcc_unwind", "cfi". Thread-safe, async-signal-safe.
 const char* UnwindMethodName(UnwindMethod method);
 
 // Loads libunwind once (dlopen + dlsym) and picks the method. Prints one
@@ -51,12 +56,25 @@ const char* UnwindMethodName(UnwindMethod method);
 // itself otherwise. Not async-signal-safe (dlopen).
 void InitUnwinder();
 
-// The method CaptureStack uses. Initialises the unwinder if needed.
-// Thread-safe.
+// The method CaptureStack uses: kCfi unless UseCfiUnwinder(false) was called
+// (or the machine is not x86-64), else FallbackUnwindMethod(). Initialises
+// the unwinder if needed. Thread-safe.
 UnwindMethod ActiveUnwindMethod();
 
+// The unwinder that was loaded (kLibunwind, else kGccUnwind, else kNone):
+// what CaptureStack uses for a stack the CFI walker declines, or for every
+// stack when the walker is off. Thread-safe.
+UnwindMethod FallbackUnwindMethod();
+
+// Turns the CFI walker on (the default) or off (GPUWATCH_UNWIND=libunwind).
+// Thread-safe; captures already running finish with the method they began.
+void UseCfiUnwinder(bool on);
+
+// How many captures the CFI walker declined and handed to the fallback
+// unwinder (the report's `unwind_fallbacks`). Thread-safe.
+uint64_t CfiFallbacks();
+
 // True when CaptureStack can return stacks at all (any method but kNone).
-// Whether the fast path is active is ActiveUnwindMethod() == kLibunwind.
 // Thread-safe.
 bool UnwinderAvailable();
 
@@ -68,17 +86,19 @@ bool UnwinderAvailable();
 // `max_depth` pcs are written. Returns the number written, 0 when max_depth
 // <= 0 or no unwinder is available.
 //
-// Thread-safe. No heap allocation per call after initialisation, with one
-// exception outside our control: the first capture on each thread touches
-// libunwind's thread-local trace cache, and glibc allocates the dynamic TLS
-// block of a dlopen'ed library with malloc on first touch. libunwind's own
-// caches are mmap-based. Not async-signal-safe: on a cache miss libunwind
-// walks the loaded modules under the dynamic loader's lock, so never call it
-// from a signal handler or from inside a dl_iterate_phdr callback.
+// Thread-safe. No heap allocation per call after initialisation, with
+// exceptions on a thread's first capture: the CFI walker maps a page for the
+// thread's last walk and asks glibc for the thread's stack bounds (for the
+// main thread glibc reads /proc/self/maps), and glibc allocates libunwind's
+// dynamic TLS block with malloc on first touch. libunwind's own caches are mmap-based. Not
+// async-signal-safe: on a cache miss both unwinders walk the loaded modules
+// under the dynamic loader's lock, so never call it from a signal handler or
+// from inside a dl_iterate_phdr callback.
 int CaptureStack(uintptr_t* pcs, int max_depth, int skip);
 
 // As CaptureStack, with an explicit method (benchmarks and tests). Returns 0
-// when that method is not available. Same thread-safety.
+// when that method is not available; kCfi falls back to
+// FallbackUnwindMethod() as CaptureStack does. Same thread-safety.
 int CaptureStackWith(UnwindMethod method, uintptr_t* pcs, int max_depth, int skip);
 
 // --- The frames above the user's call -------------------------------------

@@ -262,8 +262,8 @@ std::string ValidateReport(const json& doc) {
   Checker c;
   c.Strings(doc, "");
   if (c.failed()) return c.problem();
-  c.Texts(doc, "", {"trigger", "label"});
-  c.Counts(doc, "", {"stack_depth", "tool_frames", "merged_from"});
+  c.Texts(doc, "", {"trigger", "label", "unwinder"});
+  c.Counts(doc, "", {"stack_depth", "tool_frames", "unwind_fallbacks", "merged_from"});
   c.FrameTable(doc);
   if (const json* process = c.Object(doc, "", "process")) {
     c.Counts(*process, "process", {"pid", "elapsed_ns"});

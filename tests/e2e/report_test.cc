@@ -107,6 +107,37 @@ TEST(Report, DepthCountsTheUsersFramesOnly) {
   }
 }
 
+// gpuwatch's own unwinder (the default) and libunwind give the same stacks:
+// every leak site with every frame, in a program whose stacks run through
+// the simulator's CUDA libraries, a static function and main.
+TEST(Report, TheCfiUnwinderAndLibunwindGiveTheSameStacks) {
+  ScopedTempDir dir;
+  json reports[2];
+  const char* const unwinders[] = {"cfi", "libunwind"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = dir.path() + "/report." + unwinders[i] + ".json";
+    auto env = PreloadEnv(out);
+    env["GPUWATCH_UNWIND"] = unwinders[i];
+    const ProcessResult r = RunProcess({kPrograms + "/leak_sites"}, env, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("GPUWATCH_UNWIND"), std::string::npos) << r.err;  // no warning
+    reports[i] = ReadJson(out);
+    ASSERT_TRUE(reports[i].is_object()) << r.err;
+    EXPECT_EQ(reports[i]["unwinder"], unwinders[i]);
+    EXPECT_EQ(reports[i]["unwind_fallbacks"], 0);
+  }
+  const json& cfi = reports[0]["leaks"]["device"]["sites"];
+  const json& libunwind = reports[1]["leaks"]["device"]["sites"];
+  ASSERT_EQ(cfi.size(), 5u) << cfi.dump(1);
+  ASSERT_EQ(cfi.size(), libunwind.size());
+  for (size_t i = 0; i < cfi.size(); ++i) {
+    EXPECT_EQ(cfi[i]["location"], libunwind[i]["location"]);
+    EXPECT_EQ(cfi[i]["frames"], libunwind[i]["frames"]) << cfi[i]["location"];
+    EXPECT_GE(cfi[i]["frames"].size(), 3u) << cfi[i]["location"];  // down to main and libc
+  }
+  EXPECT_EQ(reports[0]["tool_frames"], reports[1]["tool_frames"]);
+}
+
 TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";

@@ -122,6 +122,18 @@ TEST(Config, PythonFramesAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_EQ(warnings[0], "ignoring GPUWATCH_PYTHON=\"native\" (expected 0 or 1); using 1");
 }
 
+TEST(Config, UnwindPicksTheCfiWalkerOrLibunwind) {
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(Parse(Env{}, &warnings).cfi_unwind);
+  EXPECT_FALSE(Parse(Env{{{"GPUWATCH_UNWIND", "libunwind"}}}, &warnings).cfi_unwind);
+  EXPECT_TRUE(Parse(Env{{{"GPUWATCH_UNWIND", "cfi"}}}, &warnings).cfi_unwind);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(Parse(Env{{{"GPUWATCH_UNWIND", "frame-pointers"}}}, &warnings).cfi_unwind);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0],
+            "ignoring GPUWATCH_UNWIND=\"frame-pointers\" (expected cfi or libunwind); using cfi");
+}
+
 TEST(Config, CheckpointSecondsDefaultsToFiveAndZeroTurnsThemOff) {
   std::vector<std::string> warnings;
   EXPECT_EQ(Parse(Env{}, &warnings).checkpoint_seconds, 5);

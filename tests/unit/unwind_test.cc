@@ -52,7 +52,8 @@ extern "C" void* realloc(void* ptr, size_t size) {
 namespace gpuwatch {
 namespace {
 
-constexpr UnwindMethod kMethods[] = {UnwindMethod::kLibunwind, UnwindMethod::kGccUnwind};
+constexpr UnwindMethod kMethods[] = {UnwindMethod::kCfi, UnwindMethod::kLibunwind,
+                                     UnwindMethod::kGccUnwind};
 
 struct Captured {
   uintptr_t pcs[64];
@@ -105,11 +106,13 @@ bool IsLoaded(const char* soname) {
   return query.found;
 }
 
-TEST(UnwindTest, UsesLibunwindWhenInstalled) {
+TEST(UnwindTest, UsesTheCfiWalkerBeforeLibunwind) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   EXPECT_TRUE(UnwinderAvailable());
-  EXPECT_EQ(ActiveUnwindMethod(), UnwindMethod::kLibunwind);
-  EXPECT_STREQ(UnwindMethodName(ActiveUnwindMethod()), "libunwind");
+  EXPECT_EQ(ActiveUnwindMethod(), UnwindMethod::kCfi);
+  EXPECT_STREQ(UnwindMethodName(ActiveUnwindMethod()), "cfi");
+  EXPECT_EQ(FallbackUnwindMethod(), UnwindMethod::kLibunwind);
+  EXPECT_STREQ(UnwindMethodName(FallbackUnwindMethod()), "libunwind");
 }
 
 TEST(UnwindTest, FirstFrameIsTheCaller) {

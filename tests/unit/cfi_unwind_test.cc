@@ -1,0 +1,351 @@
+// The CFI walker (libgpuwatch/cfi_unwind.h) against libunwind: the same pcs
+// on every stack it walks, and a clean refusal (then libunwind's stack) on
+// the stacks it cannot.
+#include "libgpuwatch/cfi_unwind.h"
+
+#include <alloca.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "libgpuwatch/unwind.h"
+#include "tests/unit/fixtures/fixture_lib.h"
+
+namespace gpuwatch {
+namespace {
+
+constexpr int kMax = kMaxCaptureDepth;
+
+struct Stacks {
+  std::vector<uintptr_t> cfi;
+  std::vector<uintptr_t> libunwind;
+  int walker = 0;  // what CfiBacktrace itself returned
+};
+
+// Captures the current stack three ways from one frame. The first pc of each
+// is a return address into this function (one per call site), so they are
+// dropped; the rest must match.
+__attribute__((noinline)) Stacks CaptureAll() {
+  Stacks s;
+  uintptr_t pcs[kMax];
+  int n = CaptureStackWith(UnwindMethod::kCfi, pcs, kMax, 0);
+  s.cfi.assign(pcs + std::min(n, 1), pcs + n);
+  n = CaptureStackWith(UnwindMethod::kLibunwind, pcs, kMax, 0);
+  s.libunwind.assign(pcs + std::min(n, 1), pcs + n);
+  s.walker = CfiBacktrace(pcs, kMax);
+  asm volatile("" ::: "memory");
+  return s;
+}
+
+bool HaveLibunwind() { return FallbackUnwindMethod() == UnwindMethod::kLibunwind; }
+
+#define SKIP_WITHOUT_LIBUNWIND()                                                    \
+  do {                                                                              \
+    if (!HaveLibunwind()) {                                                         \
+      GTEST_SKIP() << "libunwind is not the fallback here (ThreadSanitizer builds " \
+                      "use libgcc's)";                                              \
+    }                                                                               \
+  } while (false)
+
+// Checks that the walker walked (no fallback) and agrees with libunwind.
+void ExpectSameAsLibunwind(const Stacks& s) {
+  EXPECT_GE(s.walker, 1);
+  ASSERT_GE(s.cfi.size(), 3U);
+  EXPECT_EQ(s.cfi, s.libunwind);
+}
+
+__attribute__((noinline)) Stacks Recurse(int depth) {
+  Stacks s = depth == 0 ? CaptureAll() : Recurse(depth - 1);
+  asm volatile("" ::: "memory");
+  return s;
+}
+
+TEST(CfiUnwind, AgreesWithLibunwindOnADeepStack) {
+  SKIP_WITHOUT_LIBUNWIND();
+  const uint64_t fallbacks = CfiFallbacks();
+  const Stacks s = Recurse(60);
+  ExpectSameAsLibunwind(s);
+  // The whole stack, down to the program's entry: 60 levels, the test
+  // framework's frames, main, libc's start-up.
+  EXPECT_GT(s.cfi.size(), 70U);
+  EXPECT_EQ(CfiFallbacks(), fallbacks);
+}
+
+TEST(CfiUnwind, StopsAtTheRequestedDepth) {
+  uintptr_t pcs[8];
+  EXPECT_EQ(CfiBacktrace(pcs, 8), 8);
+  EXPECT_EQ(CfiBacktrace(pcs, 0), 0);
+  EXPECT_EQ(CfiBacktrace(pcs, -3), 0);
+}
+
+// A frame whose CFA is rbp-based: alloca of a size the compiler cannot know.
+__attribute__((noinline)) Stacks WithDynamicFrame(int bytes) {
+  auto* scratch = static_cast<volatile char*>(alloca(static_cast<size_t>(bytes)));
+  scratch[0] = 1;
+  Stacks s = Recurse(3);
+  asm volatile("" ::: "memory");
+  return s;
+}
+
+TEST(CfiUnwind, WalksAFrameAddressedFromRbp) {
+  SKIP_WITHOUT_LIBUNWIND();
+  const Stacks s = WithDynamicFrame(1000 + std::rand() % 7);  // NOLINT(cert-msc30-c,cert-msc50-cpp)
+  ExpectSameAsLibunwind(s);
+}
+
+TEST(CfiUnwind, RuleOfAFunctionsFirstInstruction) {
+  // At a function's first instruction the CFA is rsp + 8, the return address
+  // is at CFA - 8 and rbp has not been touched.
+  const auto entry = reinterpret_cast<uintptr_t>(&WithDynamicFrame);
+  const internal::CfiRule rule = internal::ComputeCfiRule(entry);
+  ASSERT_TRUE(rule.ok);
+  EXPECT_FALSE(rule.outermost);
+  EXPECT_FALSE(rule.cfa_from_rbp);
+  EXPECT_EQ(rule.cfa_offset, 8);
+  EXPECT_EQ(rule.ra_offset, -8);
+  EXPECT_FALSE(rule.rbp_saved);
+}
+
+TEST(CfiUnwind, NoRuleOutsideLoadedCode) {
+  std::vector<char> heap(64);
+  EXPECT_FALSE(internal::ComputeCfiRule(reinterpret_cast<uintptr_t>(heap.data())).ok);
+  EXPECT_FALSE(internal::ComputeCfiRule(0x10).ok);
+}
+
+Stacks g_from_qsort;
+int CompareAndCapture(const void* a, const void* b) {
+  if (g_from_qsort.cfi.empty()) g_from_qsort = CaptureAll();
+  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+
+TEST(CfiUnwind, WalksThroughLibc) {
+  SKIP_WITHOUT_LIBUNWIND();
+  int values[] = {3, 1, 2};
+  g_from_qsort = {};
+  std::qsort(values, 3, sizeof(int), &CompareAndCapture);
+  ExpectSameAsLibunwind(g_from_qsort);
+}
+
+TEST(CfiUnwind, WalksAThreadToItsStart) {
+  SKIP_WITHOUT_LIBUNWIND();
+  Stacks s;
+  std::thread([&s] { s = Recurse(5); }).join();
+  ExpectSameAsLibunwind(s);
+}
+
+UnwindMethod g_fixture_method = UnwindMethod::kCfi;
+int CaptureForFixture(uintptr_t* pcs, int max_depth, int skip) {
+  return CaptureStackWith(g_fixture_method, pcs, max_depth, skip);
+}
+
+TEST(CfiUnwind, WalksThroughASharedLibraryBuiltWithoutOptimisation) {
+  SKIP_WITHOUT_LIBUNWIND();
+  uintptr_t pcs[2][kMax];
+  int n[2] = {};
+  int line = 0;
+  const uint64_t fallbacks = CfiFallbacks();
+  const UnwindMethod methods[] = {UnwindMethod::kCfi, UnwindMethod::kLibunwind};
+  // One call site, so the two stacks are the same (volatile: not unrolled).
+  for (volatile int i = 0; i < 2; i = i + 1) {
+    g_fixture_method = methods[i];
+    n[i] = gpuwatch_fixture::CaptureInLibrary(&CaptureForFixture, pcs[i], kMax, &line);
+  }
+  EXPECT_EQ(CfiFallbacks(), fallbacks);
+  ASSERT_GE(n[0], 3);
+  ASSERT_EQ(n[0], n[1]);
+  EXPECT_TRUE(std::equal(pcs[0], pcs[0] + n[0], pcs[1]));
+}
+
+Stacks g_in_handler;
+void CaptureInHandler(int /*signo*/) { g_in_handler = CaptureAll(); }
+
+TEST(CfiUnwind, DeclinesASignalFrameAndLibunwindTakesOver) {
+  SKIP_WITHOUT_LIBUNWIND();
+  struct sigaction action {};
+  struct sigaction old {};
+  action.sa_handler = &CaptureInHandler;
+  sigemptyset(&action.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &action, &old), 0);
+  const uint64_t fallbacks = CfiFallbacks();
+  g_in_handler = {};
+  raise(SIGUSR2);
+  sigaction(SIGUSR2, &old, nullptr);
+  // The kernel's signal frame (__restore_rt) has a rule the walker does not
+  // express: it declines, and kCfi falls back to libunwind, which walks
+  // through the handler into this test.
+  EXPECT_EQ(g_in_handler.walker, -1);
+  EXPECT_EQ(CfiFallbacks(), fallbacks + 1);
+  ASSERT_GT(g_in_handler.libunwind.size(), 5U);
+  EXPECT_EQ(g_in_handler.cfi, g_in_handler.libunwind);
+}
+
+// A coroutine on a heap stack: outside the thread's stack, so the walker
+// cannot bound its reads and declines.
+ucontext_t g_main_context;
+ucontext_t g_coroutine_context;
+Stacks g_in_coroutine;
+void Coroutine() { g_in_coroutine = CaptureAll(); }
+
+TEST(CfiUnwind, DeclinesAStackOutsideTheThreadsStack) {
+  SKIP_WITHOUT_LIBUNWIND();
+  std::vector<char> stack(size_t{256} * 1024);
+  ASSERT_EQ(getcontext(&g_coroutine_context), 0);
+  g_coroutine_context.uc_stack.ss_sp = stack.data();
+  g_coroutine_context.uc_stack.ss_size = stack.size();
+  g_coroutine_context.uc_link = &g_main_context;
+  makecontext(&g_coroutine_context, &Coroutine, 0);
+  g_in_coroutine = {};
+  ASSERT_EQ(swapcontext(&g_main_context, &g_coroutine_context), 0);
+  EXPECT_EQ(g_in_coroutine.walker, -1);
+  ASSERT_GE(g_in_coroutine.libunwind.size(), 1U);
+  EXPECT_EQ(g_in_coroutine.cfi, g_in_coroutine.libunwind);
+}
+
+// Code without unwind tables, as a JIT makes: `sub $8,%rsp; call *%rdi;
+// add $8,%rsp; ret`, which calls its argument.
+TEST(CfiUnwind, DeclinesCodeWithoutUnwindTables) {
+  void* page =
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) GTEST_SKIP() << "no executable anonymous memory here";
+  const unsigned char code[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+  std::memcpy(page, code, sizeof(code));
+  static int walker;
+  walker = 0;
+  auto* trampoline = reinterpret_cast<void (*)(void (*)())>(page);
+  trampoline([] {
+    uintptr_t pcs[kMax];
+    walker = CfiBacktrace(pcs, kMax);
+  });
+  munmap(page, 4096);
+  EXPECT_EQ(walker, -1);
+}
+
+TEST(CfiUnwind, FlushedRulesAreComputedAgain) {
+  SKIP_WITHOUT_LIBUNWIND();
+  Stacks runs[2];
+  // One call site, so the two stacks are the same (volatile: not unrolled).
+  for (volatile int i = 0; i < 2; i = i + 1) {
+    if (i == 1) {
+      EXPECT_GT(internal::CfiRulesCached(), 0);
+      FlushCfiRules();
+      EXPECT_EQ(internal::CfiRulesCached(), 0);
+    }
+    runs[i] = Recurse(4);
+  }
+  ExpectSameAsLibunwind(runs[1]);
+  EXPECT_EQ(runs[0].cfi, runs[1].cfi);
+  EXPECT_GT(internal::CfiRulesCached(), 0);
+}
+
+// A capture from Inner, by way of Middle, called from one of two call sites
+// in Outer: the two stacks have the same frames at the same stack addresses
+// but for one return address, Middle's into Outer. A walk that took the last
+// walk's frames without checking them would report the other call site.
+__attribute__((noinline)) Stacks Inner() {
+  Stacks s = CaptureAll();
+  asm volatile("" ::: "memory");
+  return s;
+}
+__attribute__((noinline)) Stacks Middle() {
+  Stacks s = Inner();
+  asm volatile("" ::: "memory");
+  return s;
+}
+__attribute__((noinline)) Stacks Outer(bool first_site) {
+  Stacks s;
+  // Different code after each call keeps the compiler from merging them.
+  if (first_site) {
+    s = Middle();
+    asm volatile("nop" ::: "memory");
+  } else {
+    s = Middle();
+    asm volatile("nop\n\tnop" ::: "memory");
+  }
+  return s;
+}
+
+TEST(CfiUnwind, TheLastWalksFramesAreCheckedAgainstTheStack) {
+  SKIP_WITHOUT_LIBUNWIND();
+  const uint64_t reused = internal::CfiFramesReused();
+  std::vector<uintptr_t> first[2];
+  for (int i = 0; i < 6; ++i) {
+    const Stacks s = Outer(i % 2 == 0);
+    ExpectSameAsLibunwind(s);
+    if (first[i % 2].empty()) first[i % 2] = s.cfi;
+    EXPECT_EQ(s.cfi, first[i % 2]) << i;
+  }
+  // [0] returns into Inner, [1] into Middle, [2] into Outer: at one of two
+  // call sites.
+  ASSERT_GE(first[0].size(), 4U);
+  ASSERT_EQ(first[0].size(), first[1].size());
+  for (size_t i = 0; i < first[0].size(); ++i) {
+    EXPECT_EQ(first[0][i] == first[1][i], i != 2) << i;
+  }
+  // The walks joined the last one's frames (and checked them).
+  EXPECT_GT(internal::CfiFramesReused(), reused + uint64_t{6} * 10);
+}
+
+// F's frame is addressed from rbp (alloca). W(64, 192) and W(192, 64) leave
+// F's stack pointer at the same address but its rbp, and so its CFA and W's
+// frame, 128 bytes apart; the stale return address of the other call may
+// still sit where the last walk read it.
+__attribute__((noinline)) Stacks F(int bytes) {
+  auto* scratch = static_cast<volatile char*>(alloca(static_cast<size_t>(bytes)));
+  scratch[0] = 1;
+  Stacks s = Inner();
+  asm volatile("" ::: "memory");
+  return s;
+}
+__attribute__((noinline)) Stacks W(int bytes, int f_bytes) {
+  auto* scratch = static_cast<volatile char*>(alloca(static_cast<size_t>(bytes)));
+  scratch[0] = 1;
+  Stacks s = F(f_bytes);
+  asm volatile("" ::: "memory");
+  return s;
+}
+
+TEST(CfiUnwind, AFrameAddressedFromRbpIsCheckedByRbp) {
+  SKIP_WITHOUT_LIBUNWIND();
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    const bool first = i % 2 == 0;
+    ExpectSameAsLibunwind(W(first ? 64 : 192, first ? 192 : 64));
+  }
+}
+
+TEST(CfiUnwind, WalksDeeperThanTheRecordAndBackAgain) {
+  SKIP_WITHOUT_LIBUNWIND();
+  for (const int depth : {5, 100, 100, 3, 40, 100, 0}) {
+    SCOPED_TRACE(depth);
+    ExpectSameAsLibunwind(Recurse(depth));
+  }
+}
+
+TEST(CfiUnwind, ThreadsWalkTogether) {
+  SKIP_WITHOUT_LIBUNWIND();
+  FlushCfiRules();  // every thread computes and inserts at once
+  std::vector<std::thread> threads;
+  threads.reserve(4);
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &mismatches] {
+      for (int i = 0; i < 200; ++i) {
+        const Stacks s = Recurse((t + i) % 30);
+        if (s.walker < 1 || s.cfi != s.libunwind) mismatches++;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace gpuwatch
