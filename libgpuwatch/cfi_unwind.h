@@ -17,13 +17,16 @@
 // its last walk; a walk that reaches one of them (same ip and sp) checks the
 // rest against the stack, one independent load a frame, and walks by rules
 // again from the first frame whose return address changed (cfi_unwind.cc,
-// Record). A 39-frame stack costs about 80 ns so, against 270 with libunwind.
+// Record). A 37-frame stack walked again costs about 45 ns so, against 250
+// with libunwind (docs/BENCHMARKS.md).
 //
 // The walker declines (returns -1) rather than guess: a frame whose rule it
 // cannot express (a signal frame, a CFA or register given by a DWARF
 // expression, a module without `.eh_frame_hdr`, code without unwind
-// information such as JIT code), a stack it cannot bound (a coroutine's or an
-// alternate signal stack), or a full table. The caller then unwinds the whole
+// information such as JIT code), or a stack it cannot bound (a coroutine's or
+// an alternate signal stack). (A full table costs speed, not stacks: a pc
+// that finds no slot has its rule computed at each sight.) The caller then
+// unwinds the whole
 // stack with libunwind or libgcc, as before; unwind.h counts those
 // fallbacks. Every read of the stack is checked against the thread's stack
 // bounds, so a wrong rule (a module unloaded and another loaded at its
@@ -42,9 +45,10 @@ namespace gpuwatch {
 //
 // Thread-safe. No heap allocation, no lock and no system call when every pc
 // is in the table; a pc seen for the first time takes the dynamic loader's
-// lock (dl_iterate_phdr), and the first call on a thread asks glibc for the
-// thread's stack bounds (on the main thread that reads /proc/self/maps). Not
-// async-signal-safe (dl_iterate_phdr).
+// lock (dl_iterate_phdr), and the first call on a thread maps a page for the
+// record of its walks and asks glibc for the thread's stack bounds (on the
+// main thread that reads /proc/self/maps). Not async-signal-safe
+// (dl_iterate_phdr), nor re-entrant on one thread (the record).
 int CfiBacktrace(uintptr_t* buffer, int size);
 
 // Forgets every cached rule. CfiBacktrace calls it itself when it notices that

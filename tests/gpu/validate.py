@@ -375,8 +375,12 @@ class Validator:
                 frames = [f for f in site.get("frames", []) if not f.get("inlined")]
                 if frames:
                     kept[api] = max(kept.get(api, 0), len(frames))
+        # unwind_fallbacks: stacks gpuwatch's CFI walker declined (through the
+        # real driver and CUPTI it may meet frames it cannot express).
         detail = (f"{rep.get('tool_frames')} tool frames above the user's call; user frames kept "
-                  + ", ".join(f"{api}: {k}" for api, k in sorted(kept.items())))
+                  + ", ".join(f"{api}: {k}" for api, k in sorted(kept.items()))
+                  + f"; unwinder {rep.get('unwinder')}, "
+                  f"{rep.get('unwind_fallbacks')} captures left to libunwind")
         ok = kept and all(k == 4 for k in kept.values())
         self.record("INFO" if ok else "FAIL", "program stack frames",
                     detail + ("" if ok else " (expected 4 each)"))
