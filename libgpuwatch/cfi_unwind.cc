@@ -244,6 +244,12 @@ struct Row {
   RegRule ra;
 };
 
+// value * factor, wrapping: the tables are not trusted, and an absurd offset
+// is refused later (RuleOf) rather than overflowing here.
+int64_t Scale(uint64_t value, int64_t factor) {
+  return static_cast<int64_t>(value * static_cast<uint64_t>(factor));
+}
+
 // Runs call frame instructions from `r` until the row that covers `pc`.
 // `loc` is the address of the row being built; `initial` is the row after
 // the CIE's instructions (for DW_CFA_restore). Returns false on anything not
@@ -273,7 +279,7 @@ bool Execute(Reader r, const Cie& cie, uintptr_t pc, uintptr_t* loc, Row* row, c
         if (advance(low)) return true;
         continue;
       case 0x80:  // DW_CFA_offset
-        offset(low, static_cast<int64_t>(r.Uleb()) * data_align);
+        offset(low, Scale(r.Uleb(), data_align));
         continue;
       case 0xc0:  // DW_CFA_restore
         restore(low);
@@ -299,7 +305,7 @@ bool Execute(Reader r, const Cie& cie, uintptr_t pc, uintptr_t* loc, Row* row, c
         break;
       case 0x05: {  // offset_extended
         const uint64_t reg = r.Uleb();
-        offset(reg, static_cast<int64_t>(r.Uleb()) * data_align);
+        offset(reg, Scale(r.Uleb(), data_align));
         break;
       }
       case 0x06:  // restore_extended
@@ -349,16 +355,16 @@ bool Execute(Reader r, const Cie& cie, uintptr_t pc, uintptr_t* loc, Row* row, c
       }
       case 0x11: {  // offset_extended_sf
         const uint64_t reg = r.Uleb();
-        offset(reg, r.Sleb() * data_align);
+        offset(reg, Scale(static_cast<uint64_t>(r.Sleb()), data_align));
         break;
       }
       case 0x12:  // def_cfa_sf
         row->cfa_reg = r.Uleb();
-        row->cfa_offset = r.Sleb() * data_align;
+        row->cfa_offset = Scale(static_cast<uint64_t>(r.Sleb()), data_align);
         row->cfa_expression = false;
         break;
       case 0x13:  // def_cfa_offset_sf
-        row->cfa_offset = r.Sleb() * data_align;
+        row->cfa_offset = Scale(static_cast<uint64_t>(r.Sleb()), data_align);
         break;
       case 0x14:    // val_offset
       case 0x15: {  // val_offset_sf
@@ -382,7 +388,7 @@ bool Execute(Reader r, const Cie& cie, uintptr_t pc, uintptr_t* loc, Row* row, c
         break;
       case 0x2f: {  // GNU_negative_offset_extended
         const uint64_t reg = r.Uleb();
-        offset(reg, -static_cast<int64_t>(r.Uleb()) * data_align);
+        offset(reg, Scale(0 - r.Uleb(), data_align));
         break;
       }
       default:
@@ -770,6 +776,16 @@ void Adopt(Record* rec, int at, const FreshFrames& fresh, int count) {
 }  // namespace
 
 CfiRule ComputeCfiRule(uintptr_t pc) { return ComputeAndNoteUnloads(pc); }
+
+CfiRule CfiRuleFromTables(const void* begin, size_t size, size_t hdr_offset, uintptr_t pc) {
+  Module module;
+  module.count = 1;
+  module.begin[0] = reinterpret_cast<uintptr_t>(begin);
+  module.end[0] = module.begin[0] + size;
+  if (hdr_offset >= size) return {};
+  module.eh_frame_hdr = module.begin[0] + hdr_offset;
+  return RuleFromModule(module, pc);
+}
 
 int CfiRulesCached() { return g_cached.load(std::memory_order_relaxed); }
 

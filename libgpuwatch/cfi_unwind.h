@@ -34,6 +34,7 @@
 #ifndef GPUWATCH_LIBGPUWATCH_CFI_UNWIND_H_
 #define GPUWATCH_LIBGPUWATCH_CFI_UNWIND_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gpuwatch {
@@ -73,6 +74,11 @@ struct CfiRule {
 // unwind tables, without the cache (tests). For a return address pass the
 // call instruction's address (return address - 1), as the walker does.
 CfiRule ComputeCfiRule(uintptr_t pc);
+
+// The rule for `pc` from unwind tables in memory (tests, the fuzzer):
+// [begin, begin + size) is taken as the module's only mapped range, with its
+// `.eh_frame_hdr` at begin + hdr_offset. Reads nothing outside the range.
+CfiRule CfiRuleFromTables(const void* begin, size_t size, size_t hdr_offset, uintptr_t pc);
 
 // How many pcs the table holds (tests, benchmarks).
 int CfiRulesCached();

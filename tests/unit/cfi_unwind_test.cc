@@ -114,6 +114,142 @@ TEST(CfiUnwind, RuleOfAFunctionsFirstInstruction) {
   EXPECT_FALSE(rule.rbp_saved);
 }
 
+// Unwind tables written by hand: an .eh_frame_hdr with one entry, a CIE
+// ("zR", pc-relative FDE pointers, CFA = rsp + 8, return address at CFA - 8)
+// and the FDE of a function at `function` whose instructions follow.
+struct Tables {
+  std::vector<uint8_t> bytes;
+  uintptr_t function = 0;
+  static constexpr size_t kFrame = 64;  // where .eh_frame starts
+
+  void U8(uint8_t v) { bytes.push_back(v); }
+  void U32At(size_t at, uint32_t v) { std::memcpy(bytes.data() + at, &v, 4); }
+  void U32(uint32_t v) {
+    bytes.resize(bytes.size() + 4);
+    U32At(bytes.size() - 4, v);
+  }
+  uintptr_t Address(size_t at) const { return reinterpret_cast<uintptr_t>(bytes.data()) + at; }
+
+  // `fde_program`: the FDE's call frame instructions; `augmentation` the CIE's.
+  Tables(const std::vector<uint8_t>& fde_program, const char* augmentation = "zR") {
+    bytes.reserve(4096);  // addresses are taken below: no reallocation
+    bytes.assign(kFrame, 0);
+    // CIE
+    const size_t cie = bytes.size();
+    U32(0);  // length, set below
+    U32(0);  // CIE id
+    U8(1);   // version
+    for (const char* c = augmentation; *c != '\0'; ++c) U8(static_cast<uint8_t>(*c));
+    U8(0);
+    U8(1);     // code alignment
+    U8(0x78);  // data alignment -8
+    U8(16);    // return address column
+    U8(1);     // augmentation data length
+    U8(0x1b);  // FDE pointers: pc-relative, signed 4 bytes
+    for (uint8_t op : {0x0c, 0x07, 0x08, 0x90, 0x01}) U8(op);  // def_cfa rsp+8; ra at cfa-8
+    while ((bytes.size() - cie) % 4 != 0) U8(0);
+    U32At(cie, static_cast<uint32_t>(bytes.size() - cie - 4));
+    // FDE
+    const size_t fde = bytes.size();
+    U32(0);
+    U32(static_cast<uint32_t>(bytes.size() - cie));  // back to the CIE
+    function = Address(0) + 0x10000;                 // code lies elsewhere
+    U32(static_cast<uint32_t>(function - Address(bytes.size())));
+    U32(0x100);  // function size
+    U8(0);       // augmentation data length
+    for (uint8_t op : fde_program) U8(op);
+    while ((bytes.size() - fde) % 4 != 0) U8(0);
+    U32At(fde, static_cast<uint32_t>(bytes.size() - fde - 4));
+    U32(0);  // terminator
+    // .eh_frame_hdr at 0: version, encodings, .eh_frame pointer, count, table.
+    const uint8_t header[] = {1, 0x1b, 0x03, 0x3b};
+    std::memcpy(bytes.data(), header, 4);
+    U32At(4, static_cast<uint32_t>(kFrame - 4));
+    U32At(8, 1);
+    U32At(12, static_cast<uint32_t>(function - Address(0)));
+    U32At(16, static_cast<uint32_t>(fde));
+  }
+
+  internal::CfiRule At(uintptr_t offset) const {
+    return internal::CfiRuleFromTables(bytes.data(), bytes.size(), 0, function + offset);
+  }
+};
+
+void ExpectRule(const internal::CfiRule& rule, bool from_rbp, int cfa, int rbp_saved_at) {
+  ASSERT_TRUE(rule.ok);
+  EXPECT_FALSE(rule.outermost);
+  EXPECT_EQ(rule.cfa_from_rbp, from_rbp);
+  EXPECT_EQ(rule.cfa_offset, cfa);
+  EXPECT_EQ(rule.ra_offset, -8);
+  EXPECT_EQ(rule.rbp_saved, rbp_saved_at != 0);
+  if (rbp_saved_at != 0) {
+    EXPECT_EQ(rule.rbp_offset, rbp_saved_at);
+  }
+}
+
+TEST(CfiUnwind, RulesOfAHandWrittenFunction) {
+  // push %rbp; mov %rsp,%rbp; ...; a block that remembers the row, sets the
+  // CFA back to rsp + 8 (an early return) and restores it.
+  const Tables t({
+      0x41,              // advance 1
+      0x0e, 0x10,        // def_cfa_offset 16
+      0x86, 0x02,        // rbp saved at cfa - 16
+      0x43,              // advance 3
+      0x0d, 0x06,        // def_cfa_register rbp
+      0x4a,              // advance 10
+      0x0a,              // remember_state
+      0x0c, 0x07, 0x08,  // def_cfa rsp + 8
+      0xc6,              // restore rbp (the CIE's rule: unchanged)
+      0x41,              // advance 1
+      0x0b,              // restore_state
+  });
+  ExpectRule(t.At(0), false, 8, 0);
+  ExpectRule(t.At(1), false, 16, -16);
+  ExpectRule(t.At(3), false, 16, -16);
+  ExpectRule(t.At(4), true, 16, -16);
+  ExpectRule(t.At(13), true, 16, -16);
+  ExpectRule(t.At(14), false, 8, 0);
+  ExpectRule(t.At(15), true, 16, -16);
+  ExpectRule(t.At(0xff), true, 16, -16);
+  EXPECT_FALSE(t.At(0x100).ok);                       // past the function
+  EXPECT_FALSE(t.At(static_cast<uintptr_t>(-1)).ok);  // before it
+}
+
+TEST(CfiUnwind, RulesItCannotExpressAreRefused) {
+  // The CFA as a DWARF expression (as PLT stubs have).
+  EXPECT_FALSE(Tables({0x0f, 0x01, 0x77}).At(0).ok);
+  // rbp or the return address in another register, or as an expression.
+  EXPECT_FALSE(Tables({0x09, 0x06, 0x03}).At(0).ok);
+  EXPECT_FALSE(Tables({0x10, 0x10, 0x01, 0x77}).At(0).ok);
+  // A signal frame.
+  EXPECT_FALSE(Tables({}, "zRS").At(0).ok);
+  // An opcode DWARF does not define.
+  EXPECT_FALSE(Tables({0x3f}).At(0).ok);
+  // A return address left undefined ends the stack.
+  const internal::CfiRule end = Tables({0x07, 0x10}).At(0);
+  EXPECT_TRUE(end.ok);
+  EXPECT_TRUE(end.outermost);
+}
+
+TEST(CfiUnwind, TruncatedOrCorruptTablesGiveNoRuleAndReadNothingOutside) {
+  const Tables good({0x41, 0x0e, 0x10});
+  ExpectRule(good.At(1), false, 16, 0);
+  // Every shorter copy: each read is checked against the copy's own bounds
+  // (ASan would report one that is not), and none gives a rule it should not.
+  for (size_t size = 0; size < good.bytes.size() - 4; ++size) {
+    std::vector<uint8_t> cut(good.bytes.begin(), good.bytes.begin() + static_cast<ptrdiff_t>(size));
+    const internal::CfiRule rule =
+        internal::CfiRuleFromTables(cut.data(), cut.size(), 0, good.function + 1);
+    EXPECT_FALSE(rule.ok && rule.cfa_offset != 16) << size;
+  }
+  // Every byte flipped in turn: any answer, but no read outside.
+  for (size_t i = 0; i < good.bytes.size(); ++i) {
+    std::vector<uint8_t> bad = good.bytes;
+    bad[i] ^= 0xff;
+    internal::CfiRuleFromTables(bad.data(), bad.size(), 0, good.function + 1);
+  }
+}
+
 TEST(CfiUnwind, NoRuleOutsideLoadedCode) {
   std::vector<char> heap(64);
   EXPECT_FALSE(internal::ComputeCfiRule(reinterpret_cast<uintptr_t>(heap.data())).ok);
@@ -153,8 +289,10 @@ TEST(CfiUnwind, WalksThroughASharedLibraryBuiltWithoutOptimisation) {
   int line = 0;
   const uint64_t fallbacks = CfiFallbacks();
   const UnwindMethod methods[] = {UnwindMethod::kCfi, UnwindMethod::kLibunwind};
-  // One call site, so the two stacks are the same (volatile: not unrolled).
-  for (volatile int i = 0; i < 2; i = i + 1) {
+  // One call site, so the two stacks are the same (the asm keeps the loop
+  // from being unrolled into two).
+  for (int i = 0; i < 2; ++i) {
+    asm volatile("" : "+r"(i));
     g_fixture_method = methods[i];
     n[i] = gpuwatch_fixture::CaptureInLibrary(&CaptureForFixture, pcs[i], kMax, &line);
   }
@@ -231,8 +369,10 @@ TEST(CfiUnwind, DeclinesCodeWithoutUnwindTables) {
 TEST(CfiUnwind, FlushedRulesAreComputedAgain) {
   SKIP_WITHOUT_LIBUNWIND();
   Stacks runs[2];
-  // One call site, so the two stacks are the same (volatile: not unrolled).
-  for (volatile int i = 0; i < 2; i = i + 1) {
+  // One call site, so the two stacks are the same (the asm keeps the loop
+  // from being unrolled into two).
+  for (int i = 0; i < 2; ++i) {
+    asm volatile("" : "+r"(i));
     if (i == 1) {
       EXPECT_GT(internal::CfiRulesCached(), 0);
       FlushCfiRules();
