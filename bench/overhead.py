@@ -67,6 +67,7 @@ class Setup:
         self.heaptrack = None if args.no_heaptrack else shutil.which("heaptrack")
         self.tmp = tempfile.mkdtemp(prefix="gwbench.")
         self.extra_ld_path = args.extra_ld_path
+        self.unwind = args.unwind
 
     def env(self, config):
         env = {k: v for k, v in os.environ.items()
@@ -81,6 +82,8 @@ class Setup:
             env["LD_LIBRARY_PATH"] = ":".join(paths)
         env["GPUWATCH_OUTPUT"] = os.path.join(self.tmp, "gw.%p.json")
         env["GPUWATCH_SUMMARY"] = "0"
+        if self.unwind:
+            env["GPUWATCH_UNWIND"] = self.unwind
         if config == "null":
             env["CUDA_INJECTION64_PATH"] = self.null
         elif config == "gpuwatch":
@@ -384,6 +387,8 @@ def main():
     ap.add_argument("--only", choices=["comparison", "scaling", "callgrind"],
                     help="run one part only")
     ap.add_argument("--extra-ld-path", help="prepended to LD_LIBRARY_PATH (carried libraries)")
+    ap.add_argument("--unwind", choices=["cfi", "libunwind"],
+                    help="GPUWATCH_UNWIND for the gpuwatch runs (default: gpuwatch's, cfi)")
     ap.add_argument("--json", help="write every figure to this file")
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                     help="per-op times from the thread's CPU time (default: robust on a busy "
