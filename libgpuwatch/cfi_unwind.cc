@@ -214,10 +214,11 @@ bool ParseCie(const Module& module, uintptr_t at, Cie* cie) {
         r.Encoded(static_cast<uint8_t>(enc & 0x7f), 0);  // the personality routine: not needed
       } else if (*c == 'L') {
         r.U8();  // LSDA encoding
-      } else if (*c == 'S') {
-        return false;  // a signal frame: every register is restored from a context
       } else if (*c != 'B' && *c != 'G') {
-        break;  // unknown, but its data ends at data_end
+        // 'S', a signal frame: every register is restored from a context.
+        // Anything unknown: its data could be skipped (it ends at data_end),
+        // but not what it means for the FDEs. Either way the CIE is not used.
+        return false;
       }
     }
     if (!r.ok() || data_end < r.pos()) return false;
@@ -347,7 +348,8 @@ bool Execute(Reader r, const Cie& cie, uintptr_t pc, uintptr_t* loc, Row* row, c
         r.Skip(r.Uleb());
         row->cfa_expression = true;
         break;
-      case 0x10: {  // expression
+      case 0x10:    // expression
+      case 0x16: {  // val_expression
         const uint64_t reg = r.Uleb();
         r.Skip(r.Uleb());
         set(reg, {RegRule::kOther, 0});
@@ -374,12 +376,6 @@ bool Execute(Reader r, const Cie& cie, uintptr_t pc, uintptr_t* loc, Row* row, c
         } else {
           r.Sleb();
         }
-        set(reg, {RegRule::kOther, 0});
-        break;
-      }
-      case 0x16: {  // val_expression
-        const uint64_t reg = r.Uleb();
-        r.Skip(r.Uleb());
         set(reg, {RegRule::kOther, 0});
         break;
       }

@@ -173,6 +173,11 @@ bool SameRanges(const CodeRanges& a, const CodeRanges& b) {
   return true;
 }
 
+// The method CaptureStack uses when `fallback` is the loaded unwinder.
+UnwindMethod MethodOver(UnwindMethod fallback) {
+  return g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
+}
+
 void RaiseTo(std::atomic<int>& value, int to) {
   int seen = value.load(std::memory_order_relaxed);
   while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
@@ -306,10 +311,7 @@ UnwindMethod FallbackUnwindMethod() {
   return static_cast<UnwindMethod>(g_method.load(std::memory_order_acquire));
 }
 
-UnwindMethod ActiveUnwindMethod() {
-  const UnwindMethod fallback = FallbackUnwindMethod();
-  return g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
-}
+UnwindMethod ActiveUnwindMethod() { return MethodOver(FallbackUnwindMethod()); }
 
 void UseCfiUnwinder(bool on) {
 #if defined(__x86_64__)
@@ -331,9 +333,7 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
     loaded = g_method.load(std::memory_order_acquire);
   }
   const auto fallback = static_cast<UnwindMethod>(loaded);
-  const UnwindMethod method =
-      g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
-  const int n = CaptureFrom(caller_ra, method, fallback,
+  const int n = CaptureFrom(caller_ra, MethodOver(fallback), fallback,
                             g_unw_backtrace.load(std::memory_order_relaxed), pcs, max_depth, skip);
   asm volatile("" ::: "memory");
   return n;

@@ -223,6 +223,9 @@ TEST(CfiUnwind, RulesItCannotExpressAreRefused) {
   EXPECT_FALSE(Tables({0x10, 0x10, 0x01, 0x77}).At(0).ok);
   // A signal frame.
   EXPECT_FALSE(Tables({}, "zRS").At(0).ok);
+  // An augmentation it does not know, whose meaning for the FDE it cannot tell.
+  EXPECT_FALSE(Tables({}, "zRX").At(0).ok);
+  EXPECT_TRUE(Tables({}, "zRB").At(0).ok);  // AArch64's B key: nothing for x86-64
   // An opcode DWARF does not define.
   EXPECT_FALSE(Tables({0x3f}).At(0).ok);
   // A return address left undefined ends the stack.
