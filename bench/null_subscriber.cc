@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "interpose/calls.h"
+
 namespace {
 
 struct Cupti {
@@ -89,18 +91,12 @@ bool Attach() {
   c.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
   c.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2);
   int failed = 0;
-#define GWBENCH_RT(name)                                                 \
-  failed += c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, \
-                             CUPTI_RUNTIME_TRACE_CBID_##name) != CUPTI_SUCCESS;
-#define GWBENCH_DRV(name)                                               \
-  failed += c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, \
-                             CUPTI_DRIVER_TRACE_CBID_##name) != CUPTI_SUCCESS;
-#include "gwbench_cbids.inc"  // generated from interpose/callbacks.cc
-#undef GWBENCH_RT
-#undef GWBENCH_DRV
-  c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-  c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                   CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+  for (const gpuwatch::CallbackSpec& spec : gpuwatch::CallbackRegistry()) {
+    failed += c.EnableCallback(1, subscriber, spec.domain, spec.cbid) != CUPTI_SUCCESS;
+  }
+  for (const CUpti_CallbackId cbid : gpuwatch::ResourceCallbacks()) {
+    failed += c.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid) != CUPTI_SUCCESS;
+  }
   if (failed != 0) std::fprintf(stderr, "gwbench-null: %d callbacks not enabled\n", failed);
   std::atexit(OnExit);
   return true;

@@ -8,6 +8,7 @@
 #ifndef GPUWATCH_INTERPOSE_ACTIVITY_H_
 #define GPUWATCH_INTERPOSE_ACTIVITY_H_
 
+#include <cstdint>
 #include <string>
 
 #include "interpose/cupti_loader.h"
@@ -18,10 +19,18 @@ class Transfers;
 class KernelTable;
 class Trace;
 
+// The CUPTI API versions (cuptiGetVersion) whose activity record layouts
+// gpuwatch reads: CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4 and
+// CUpti_ActivityKernel10, as in CUDA 13.0's CUPTI.
+inline constexpr uint32_t kFirstKnownCuptiVersion = 130000;
+inline constexpr uint32_t kLastKnownCuptiVersion = 130099;
+bool KnownActivityLayout(uint32_t cupti_version);
+
 // Registers the buffer callbacks and enables MEMCPY and MEMCPY2 records, and
 // CONCURRENT_KERNEL records when `kernel_timing`. Returns false with a reason
-// when the activity API is missing or refuses; copies are then counted from
-// the API calls alone.
+// when the activity API is missing or refuses, or when this CUPTI's record
+// layouts are not known (an unknown version); copies are then counted from
+// the API calls alone, untimed.
 bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kernels,
                     bool kernel_timing, std::string* error);
 

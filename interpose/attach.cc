@@ -37,10 +37,13 @@
 #include "gpuwatch/gpuwatch.h"
 #include "interpose/activity.h"
 #include "interpose/callbacks.h"
+#include "interpose/calls.h"
 #include "interpose/cupti_loader.h"
 #include "interpose/fatal_signals.h"
+#include "libgpuwatch/cfi_unwind.h"
 #include "libgpuwatch/checkpoint.h"
 #include "libgpuwatch/config.h"
+#include "libgpuwatch/graphs.h"
 #include "libgpuwatch/growth.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
@@ -68,6 +71,7 @@ struct State {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   Transfers* transfers = nullptr;
   KernelTable* kernels = nullptr;
   Lifecycle* lifecycle = nullptr;
+  GraphTable* graphs = nullptr;
   bool activity = false;    // CUPTI activity records are enabled
   std::string output_path;  // absolute, expanded at attach time
   std::string attach_mode;
@@ -150,16 +154,21 @@ ReportContext MakeContext(const State& s, const char* trigger, const char* label
   context.command = s.command;
   context.attach_mode = s.attach_mode;
   context.cupti_path = s.cupti.path;
+  // Read now, not at attach: PyTorch reads these when it first allocates.
+  context.pytorch_allocator =
+      PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
   return context;
 }
 
 // Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
-// one line "TRIGGER<TAB>PATH", appended with one write(2).
+// one line "TRIGGER<TAB>PATH<TAB>PID", appended with one write(2); trigger
+// "cuda" (no path) when a process makes its first CUDA call.
 void LogReport(const State& s, const char* trigger, const std::string& path) {
   if (s.config.run_log.empty()) return;
   const int fd = open(s.config.run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return;
-  const std::string line = std::string(trigger) + "\t" + path + "\n";
+  const std::string line =
+      std::string(trigger) + "\t" + path + "\t" + std::to_string(getpid()) + "\n";
   (void)!write(fd, line.data(), line.size());
   close(fd);
 }
@@ -183,9 +192,8 @@ Symbolizer* ReportSymbolizer(State& s) {
 // Writes one report; the caller holds report_mu. With `summary`, also prints
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes).
-// `log`: tell `gpuwatch run` (not for checkpoints, which come and go).
 bool WriteReportOrThrow(State& s, const std::string& path, const char* trigger, const char* label,
-                        const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes, bool log) {
+                        const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes) {
   const TrackerSnapshot snap = s.tracker->Snapshot();
   ReportContext context = MakeContext(s, trigger, label);
   context.oom = oom;
@@ -211,6 +219,7 @@ bool WriteReportOrThrow(State& s, const std::string& path, const char* trigger, 
   }
   context.suppressions = s.suppressions;
   SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
+  sites.set_pytorch_per_tensor(PytorchAllocatesPerTensor(context.pytorch_allocator));
   const std::string json = BuildReportJson(snap, context, &sites);
   if (leaked_device_bytes != nullptr) {
     *leaked_device_bytes = LeakedDeviceBytes(snap, &sites, s.suppressions);
@@ -218,7 +227,7 @@ bool WriteReportOrThrow(State& s, const std::string& path, const char* trigger, 
   std::string error;
   const bool ok = WriteFileAtomically(path, json, &error);
   if (!ok) Warn("could not write the %s report: %s", trigger, error.c_str());
-  if (ok && log) LogReport(s, trigger, path);
+  if (ok) LogReport(s, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.
   const bool announce = ok && s.config.run_log.empty();
   if (summary) WriteStderr(BuildSummaryText(snap, context, &sites, announce ? path : "").c_str());
@@ -229,10 +238,9 @@ bool WriteReportOrThrow(State& s, const std::string& path, const char* trigger, 
 // while the report is built (memory, a value JSON cannot hold) costs the
 // report and one line, never the program.
 bool WriteReport(State& s, const std::string& path, const char* trigger, const char* label,
-                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
-                 bool log = true) {
+                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr) {
   try {
-    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, log);
+    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes);
   } catch (const std::exception& e) {
     Warn("could not write the %s report: %s", trigger, e.what());
   } catch (...) {
@@ -300,6 +308,11 @@ void RegisterExitHandler() {
 
 void OnFirstCall() {
   RegisterExitHandler();
+  // Under `gpuwatch run`: this process uses CUDA, so it owes a report. If it
+  // ends without one (_exit, the dynamic loader's status 127), the command
+  // says so and shows the last checkpoint.
+  State& s = GetState();
+  LogReport(s, "cuda", "");
   // The runtime may have been loaded after attach (dlopen, import torch).
   if (GetState().stacks != nullptr) RefreshToolModules();
 }
@@ -452,8 +465,7 @@ void MaybeCheckpoint(State& s, Checkpoints& c, uint64_t now) {
   std::lock_guard<std::mutex> lock(s.report_mu);
   if (s.exit_report_written || s.final_report) return;  // the final report stands
   const uint64_t cpu_before = ThreadCpuNs();
-  c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
-                          /*log=*/false);
+  c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr);
   c.last.last_cost_ns = ThreadCpuNs() - cpu_before;
   c.last.last_ns = now;
   c.last.events = events;
@@ -673,11 +685,13 @@ void ForkPrepare() {
   s.timeline->LockForFork();
   s.transfers->LockForFork();
   s.kernels->LockForFork();
+  s.graphs->LockForFork();
 }
 
 void ForkRelease() {
   State& s = GetState();
   if (!s.active.load()) return;
+  s.graphs->UnlockAfterFork();
   s.kernels->UnlockAfterFork();
   s.transfers->UnlockAfterFork();
   s.timeline->UnlockAfterFork();
@@ -808,6 +822,13 @@ void DoAttach() {
     RefreshToolModules();
     s.stacks = new StackTable(kMaxStacks, size_t{256} << 20);
     if (s.config.python) InitPythonStacks();  // Python frames too, in a CPython process
+    // What the attaching thread's first capture would do, done now: with
+    // LD_PRELOAD that is before main(), not in the program's first CUDA
+    // call. Its stack bounds (the main thread's come from reading all of
+    // /proc/self/maps: milliseconds under PyTorch) and the first chunk of
+    // the stack table.
+    PrimeStackBounds(pthread_self());
+    s.stacks->Prepare();
   }
   s.tracker = new Tracker(kMaxStacks);
   s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
@@ -845,10 +866,12 @@ void DoAttach() {
   s.transfers = new Transfers();
   s.kernels = new KernelTable();
   s.lifecycle = new Lifecycle();
+  s.graphs = new GraphTable();
   if (std::strcmp(g_attach_mode, "injection") == 0) {
     // Attached inside cuInit: the first call started before we could see it.
     s.lifecycle->first_call_observed = false;
     s.lifecycle->FirstCall(s.tracker->NowNs());
+    AttachedInsideRuntimeCall();
   }
   s.attach_mode = g_attach_mode;
   s.command = ReadCommandLine();
@@ -868,6 +891,8 @@ void DoAttach() {
   hooks.lifecycle = s.lifecycle;
   hooks.on_first_call = &OnFirstCall;
   hooks.get_device_id = s.cupti.GetDeviceId;
+  hooks.graphs = s.graphs;
+  hooks.get_graph_node_id = s.cupti.GetGraphNodeId;
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
   s.activity = EnableActivity(s.cupti, s.transfers, s.kernels, s.config.kernel_timing, &error);
@@ -887,7 +912,10 @@ void DoAttach() {
   // on_exit rather than atexit: same list, and the handler learns the exit
   // status for the report. Injection runs inside the program's first CUDA
   // call, so register now; the preload constructor waits for that call.
-  if (std::strcmp(g_attach_mode, "injection") == 0) RegisterExitHandler();
+  if (std::strcmp(g_attach_mode, "injection") == 0) {
+    RegisterExitHandler();
+    LogReport(s, "cuda", "");
+  }
   // Before the snapshot signal, which may start the background thread: that
   // thread polls the request pipe made here.
   if (!InstallFatalSignalHandlers(s.config.snapshot_signal, &WriteSignalReport)) {

@@ -1,8 +1,13 @@
 #include "interpose/callbacks.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
+#include "libgpuwatch/graphs.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
 #include "libgpuwatch/python_stack.h"
@@ -17,139 +22,38 @@ namespace {
 
 CallbackHooks g_hooks;
 
-// Depth of enabled runtime API calls on this thread. A runtime call that nests
-// a driver call (cudaMalloc -> cuMemAlloc_v2) is counted at the runtime level
+// Depth of runtime API calls on this thread. A runtime call that nests a
+// driver call (cudaMalloc -> cuMemAlloc_v2) is counted at the runtime level
 // only. initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed us through CUDA_INJECTION64_PATH.
 thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
 
-// X-macro lists of every callback id handled. Each API appears once here and
-// once in a switch below.
-// clang-format off
-#define GPUWATCH_RUNTIME_CBIDS(X) \
-  X(cudaMalloc_v3020) \
-  X(cudaMallocPitch_v3020) \
-  X(cudaMalloc3D_v3020) \
-  X(cudaMallocManaged_v6000) \
-  X(cudaMallocAsync_v11020) \
-  X(cudaMallocFromPoolAsync_v11020) \
-  X(cudaMallocFromPoolAsync_ptsz_v11020) \
-  X(cudaMallocHost_v3020) \
-  X(cudaHostAlloc_v3020) \
-  X(cudaFree_v3020) \
-  X(cudaFreeAsync_v11020) \
-  X(cudaFreeAsync_ptsz_v11020) \
-  X(cudaFreeHost_v3020) \
-  X(cudaHostUnregister_v4000) \
-  X(cudaMemcpy_ptds_v7000) \
-  X(cudaMemcpyAsync_v3020) \
-  X(cudaMemcpyAsync_ptsz_v7000) \
-  X(cudaMemcpy2D_v3020) \
-  X(cudaMemcpy2D_ptds_v7000) \
-  X(cudaMemcpy2DAsync_ptsz_v7000) \
-  X(cudaMemcpy3D_v3020) \
-  X(cudaMemcpy3D_ptds_v7000) \
-  X(cudaMemcpy3DAsync_v3020) \
-  X(cudaMemcpyPeer_v4000) \
-  X(cudaMemcpyPeerAsync_v4000) \
-  X(cudaMemcpyToSymbol_v3020) \
-  X(cudaMemcpyFromSymbol_v3020) \
-  X(cudaMemcpyFromSymbol_ptds_v7000) \
-  X(cudaMemcpyToSymbolAsync_v3020) \
-  X(cudaMemcpyFromSymbolAsync_v3020) \
-  X(cudaMemcpyBatchAsync_v13000) \
-  X(cudaLaunchKernel_v7000) \
-  X(cudaLaunchKernel_ptsz_v7000) \
-  X(cudaLaunchKernelExC_v11060) \
-  X(cudaLaunchKernelExC_ptsz_v11060) \
-  X(__cudaLaunchKernel_v13000) \
-  X(__cudaLaunchKernel_ptsz_v13000) \
-  X(cudaLaunchCooperativeKernel_v9000) \
-  X(cudaGraphLaunch_v10000) \
-  X(cudaGraphLaunch_ptsz_v10000) \
-  X(cudaDeviceSynchronize_v3020) \
-  X(cudaStreamSynchronize_v3020) \
-  X(cudaStreamSynchronize_ptsz_v7000) \
-  X(cudaEventSynchronize_v3020)
+// The outermost tracked call in progress on this thread, from its ENTER to
+// its EXIT. Plain data: a thread_local with a destructor could not be
+// initial-exec.
+struct CallInProgress {
+  const CallbackSpec* spec = nullptr;
+  ParsedCall call;  // as read at ENTER
+  uint32_t correlation = 0;
+  uint32_t stack_id = 0;  // captured once per call (CallSite)
+  bool stack_captured = false;
+  bool made_node = false;  // a graph node was made inside it (GRAPHNODE_CREATED)
+  uint64_t node = 0;
+  bool freed = false;  // kFree: the allocation was removed at ENTER
+  LiveAlloc removed;
+};
+thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
+thread_local bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
 
-#define GPUWATCH_DRIVER_CBIDS(X) \
-  X(cuMemAlloc_v2) \
-  X(cuMemAllocPitch_v2) \
-  X(cuMemAllocManaged) \
-  X(cuMemAllocAsync) \
-  X(cuMemAllocAsync_ptsz) \
-  X(cuMemAllocFromPoolAsync) \
-  X(cuMemAllocFromPoolAsync_ptsz) \
-  X(cuMemAllocHost_v2) \
-  X(cuMemHostAlloc) \
-  X(cuMemHostRegister_v2) \
-  X(cuMemFree_v2) \
-  X(cuMemFreeAsync) \
-  X(cuMemFreeAsync_ptsz) \
-  X(cuMemFreeHost) \
-  X(cuMemHostUnregister) \
-  X(cuMemCreate) \
-  X(cuMemRelease) \
-  X(cuMemMap) \
-  X(cuMemUnmap) \
-  X(cuMemcpyHtoD_v2) \
-  X(cuMemcpyHtoD_v2_ptds) \
-  X(cuMemcpyHtoDAsync_v2) \
-  X(cuMemcpyHtoDAsync_v2_ptsz) \
-  X(cuMemcpyDtoH_v2) \
-  X(cuMemcpyDtoH_v2_ptds) \
-  X(cuMemcpyDtoHAsync_v2) \
-  X(cuMemcpyDtoHAsync_v2_ptsz) \
-  X(cuMemcpyDtoD_v2) \
-  X(cuMemcpyDtoD_v2_ptds) \
-  X(cuMemcpyDtoDAsync_v2) \
-  X(cuMemcpyDtoDAsync_v2_ptsz) \
-  X(cuMemcpy) \
-  X(cuMemcpy_ptds) \
-  X(cuMemcpyAsync) \
-  X(cuMemcpyAsync_ptsz) \
-  X(cuMemcpyPeer) \
-  X(cuMemcpyPeer_ptds) \
-  X(cuMemcpyPeerAsync) \
-  X(cuMemcpyPeerAsync_ptsz) \
-  X(cuMemcpyBatchAsync_v2) \
-  X(cuMemcpyBatchAsync_v2_ptsz) \
-  X(cuLaunchKernel) \
-  X(cuLaunchKernel_ptsz) \
-  X(cuLaunchKernelEx) \
-  X(cuLaunchKernelEx_ptsz) \
-  X(cuLaunchCooperativeKernel) \
-  X(cuGraphLaunch) \
-  X(cuGraphLaunch_ptsz) \
-  X(cuCtxSynchronize) \
-  X(cuCtxSynchronize_v2) \
-  X(cuStreamSynchronize) \
-  X(cuStreamSynchronize_ptsz) \
-  X(cuEventSynchronize)
+// Injection: inside the runtime call that attached (AttachedInsideRuntimeCall),
+// and whether a driver event was recorded in it.
+thread_local bool t_attach_call __attribute__((tls_model("initial-exec"))) = false;
+thread_local bool t_attach_nested __attribute__((tls_model("initial-exec"))) = false;
 
-// clang-format on
-
-template <typename P>
-const P& Params(const CUpti_CallbackData* d) {
-  return *static_cast<const P*>(d->functionParams);
-}
+// Start of the outermost blocking call on this thread, 0 when none.
+thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
 
 uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-CopyKind FromRuntimeKind(cudaMemcpyKind kind) {
-  switch (kind) {
-    case cudaMemcpyHostToDevice:
-      return CopyKind::kHostToDevice;
-    case cudaMemcpyDeviceToHost:
-      return CopyKind::kDeviceToHost;
-    case cudaMemcpyDeviceToDevice:
-      return CopyKind::kDeviceToDevice;
-    case cudaMemcpyHostToHost:
-      return CopyKind::kHostToHost;
-    default:
-      return CopyKind::kUnknown;  // cudaMemcpyDefault: resolved from activity records
-  }
-}
 
 // Captures and interns the calling thread's stack: before any lock. The
 // frames of gpuwatch, CUPTI, the driver and the runtime above the user's call
@@ -163,357 +67,138 @@ uint32_t CaptureSite() {
   return g_hooks.stacks->Intern(pcs, n);
 }
 
-// An allocation call's request, read from its params struct.
-struct AllocCall {
-  uint64_t address = 0;  // valid only when the call succeeded
-  uint64_t size = 0;
-  MemKind kind = MemKind::kDevice;
-  const void* stream = nullptr;
-};
+uint32_t CallSite() {
+  if (!t_call.stack_captured) {
+    t_call.stack_id = CaptureSite();
+    t_call.stack_captured = true;
+  }
+  return t_call.stack_id;
+}
 
-// The device ordinal of the call's context, cached per thread by context
-// uid (a program rarely switches devices between calls); 0 when unknown.
-int32_t DeviceOf(const CUpti_CallbackData* d) {
+// The device ordinal of a context, cached per thread by context uid (a
+// program rarely switches devices between calls); 0 when unknown.
+int32_t DeviceOfContext(CUcontext context, uint32_t context_uid) {
   static thread_local uint32_t t_context_uid __attribute__((tls_model("initial-exec"))) = 0;
   static thread_local int32_t t_device __attribute__((tls_model("initial-exec"))) = 0;
-  if (g_hooks.get_device_id == nullptr || d->context == nullptr) return 0;
-  if (d->contextUid != 0 && d->contextUid == t_context_uid) return t_device;
+  if (g_hooks.get_device_id == nullptr || context == nullptr) return 0;
+  if (context_uid != 0 && context_uid == t_context_uid) return t_device;
   uint32_t device = 0;
-  if (g_hooks.get_device_id(d->context, &device) != CUPTI_SUCCESS) return 0;
-  t_context_uid = d->contextUid;
+  if (g_hooks.get_device_id(context, &device) != CUPTI_SUCCESS) return 0;
+  t_context_uid = context_uid;
   t_device = static_cast<int32_t>(device);
   return t_device;
 }
 
-void Alloc(const AllocCall& call, const CUpti_CallbackData* d) {
+int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
+
+// VMM physical handles (cuMemCreate) and where they live, until released:
+// a mapping's memory is on the handle's device, not the calling context's.
+struct VmmHandle {
+  int32_t device = -1;
+  MemKind kind = MemKind::kVmm;
+};
+
+struct VmmHandles {
+  std::mutex mu;
+  std::unordered_map<uint64_t, VmmHandle> handles;  // guarded by mu
+};
+
+VmmHandles& Handles() {
+  static auto* handles = new VmmHandles();  // never destroyed: callbacks come during exit
+  return *handles;
+}
+
+VmmHandle HandleOf(uint64_t handle) {
+  VmmHandles& h = Handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  const auto it = h.handles.find(handle);
+  return it != h.handles.end() ? it->second : VmmHandle{};
+}
+
+void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   if (call.address == 0 || g_hooks.tracker->paused()) return;  // paused: no stack either
   AllocEvent e;
   e.address = call.address;
   e.size = call.size;
   e.kind = call.kind;
-  e.device = DeviceOf(d);
+  e.device = call.device >= 0 ? call.device : DeviceOf(d);
+  if (call.handle != 0) {  // a cuMemMap: where the handle's memory lives
+    const VmmHandle h = HandleOf(call.handle);
+    e.kind = h.kind;
+    if (h.device >= 0) e.device = h.device;
+  }
   e.stream = Addr(call.stream);
-  e.stack_id = CaptureSite();
+  e.stack_id = CallSite();
   g_hooks.tracker->OnAlloc(e);
+  if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
 }
 
-void OutOfMemory(const AllocCall& call, const CUpti_CallbackData* d, int error) {
+void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
   if (g_hooks.on_oom == nullptr) return;
   OomEvent e;
   e.size = call.size;
   e.kind = call.kind;
   e.api = d->functionName != nullptr ? d->functionName : "";
   e.error = error;
-  e.stack_id = CaptureSite();
-  e.device = DeviceOf(d);
+  e.stack_id = CallSite();
+  e.device = call.device >= 0 ? call.device : DeviceOf(d);
   g_hooks.on_oom(e);
 }
 
-// Reads the request of a runtime allocation call. Output pointers are read
-// only when `succeeded`: after a failure they hold garbage.
-bool ParseRuntimeAlloc(CUpti_CallbackId cbid, const CUpti_CallbackData* d, bool succeeded,
-                       AllocCall* call) {
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: {
-      const auto& p = Params<cudaMalloc_v3020_params>(d);
-      *call = {succeeded ? Addr(*p.devPtr) : 0, p.size, MemKind::kDevice, nullptr};
-      return true;
+// The host side of a pointer, as gpuwatch's own tables see it.
+HostKind HostOf(uint64_t address) {
+  MemKind kind = MemKind::kDevice;
+  if (!g_hooks.tracker->Classify(address, &kind)) return HostKind::kPageable;
+  if (kind == MemKind::kPinnedHost || kind == MemKind::kRegisteredHost) return HostKind::kPinned;
+  return kind == MemKind::kManaged ? HostKind::kManaged : HostKind::kDevice;
+}
+
+// Resolves what the call did not say (cudaMemcpyDefault, cuMemcpy, unified
+// memory) and the host memory kind, from gpuwatch's own tables: an activity
+// record, when one joins the call, says it better.
+void ClassifyCopy(const ParsedCall& parsed, CopyCall* call) {
+  if (call->kind == CopyKind::kUnknown && parsed.src != 0 && parsed.dst != 0) {
+    MemKind src = MemKind::kDevice;
+    MemKind dst = MemKind::kDevice;
+    int src_device_id = -1;
+    int dst_device_id = -1;
+    const bool src_known = g_hooks.tracker->Classify(parsed.src, &src, &src_device_id);
+    const bool dst_known = g_hooks.tracker->Classify(parsed.dst, &dst, &dst_device_id);
+    if (src_known && dst_known) {
+      const bool src_device = IsDeviceKind(src);
+      const bool dst_device = IsDeviceKind(dst);
+      if (src_device && dst_device) {
+        call->kind = src_device_id == dst_device_id ? CopyKind::kDeviceToDevice : CopyKind::kPeer;
+      } else {
+        call->kind = src_device ? CopyKind::kDeviceToHost
+                                : (dst_device ? CopyKind::kHostToDevice : CopyKind::kHostToHost);
+      }
     }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020: {
-      const auto& p = Params<cudaMallocPitch_v3020_params>(d);
-      *call = {succeeded ? Addr(*p.devPtr) : 0, (succeeded ? *p.pitch : p.width) * p.height,
-               MemKind::kDevice, nullptr};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020: {
-      const auto& p = Params<cudaMalloc3D_v3020_params>(d);
-      const uint64_t row = succeeded ? p.pitchedDevPtr->pitch : p.extent.width;
-      *call = {succeeded ? Addr(p.pitchedDevPtr->ptr) : 0, row * p.extent.height * p.extent.depth,
-               MemKind::kDevice, nullptr};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000: {
-      const auto& p = Params<cudaMallocManaged_v6000_params>(d);
-      *call = {succeeded ? Addr(*p.devPtr) : 0, p.size, MemKind::kManaged, nullptr};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: {
-      const auto& p = Params<cudaMallocAsync_v11020_params>(d);
-      *call = {succeeded ? Addr(*p.devPtr) : 0, p.size, MemKind::kPool, p.hStream};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020: {
-      const auto& p = Params<cudaMallocFromPoolAsync_v11020_params>(d);
-      *call = {succeeded ? Addr(*p.ptr) : 0, p.size, MemKind::kPool, p.stream};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020: {
-      const auto& p = Params<cudaMallocHost_v3020_params>(d);
-      *call = {succeeded ? Addr(*p.ptr) : 0, p.size, MemKind::kPinnedHost, nullptr};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020: {
-      const auto& p = Params<cudaHostAlloc_v3020_params>(d);
-      *call = {succeeded ? Addr(*p.pHost) : 0, p.size, MemKind::kPinnedHost, nullptr};
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaHostRegister_v4000: {
-      const auto& p = Params<cudaHostRegister_v4000_params>(d);
-      *call = {succeeded ? Addr(p.ptr) : 0, p.size, MemKind::kRegisteredHost, nullptr};
-      return true;
-    }
+  }
+  switch (call->kind) {
+    case CopyKind::kHostToDevice:
+    case CopyKind::kHostToHost:
+      call->host = parsed.src != 0 ? HostOf(parsed.src) : HostKind::kUnknown;
+      break;
+    case CopyKind::kDeviceToHost:
+      call->host = parsed.dst != 0 ? HostOf(parsed.dst) : HostKind::kUnknown;
+      break;
+    case CopyKind::kDeviceToDevice:
+    case CopyKind::kPeer:
+      call->host = HostKind::kDevice;
+      break;
     default:
-      return false;
+      call->host = HostKind::kUnknown;
+      break;
   }
 }
 
-// Same for driver allocation calls (VMM mappings included).
-bool ParseDriverAlloc(CUpti_CallbackId cbid, const CUpti_CallbackData* d, bool succeeded,
-                      AllocCall* call) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
-      const auto& p = Params<cuMemAlloc_v2_params>(d);
-      *call = {succeeded ? *p.dptr : 0, p.bytesize, MemKind::kDevice, nullptr};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
-      const auto& p = Params<cuMemAllocPitch_v2_params>(d);
-      *call = {succeeded ? *p.dptr : 0, (succeeded ? *p.pPitch : p.WidthInBytes) * p.Height,
-               MemKind::kDevice, nullptr};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
-      const auto& p = Params<cuMemAllocManaged_params>(d);
-      *call = {succeeded ? *p.dptr : 0, p.bytesize, MemKind::kManaged, nullptr};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
-      const auto& p = Params<cuMemAllocAsync_params>(d);
-      *call = {succeeded ? *p.dptr : 0, p.bytesize, MemKind::kPool, p.hStream};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
-      const auto& p = Params<cuMemAllocFromPoolAsync_params>(d);
-      *call = {succeeded ? *p.dptr : 0, p.bytesize, MemKind::kPool, p.hStream};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
-      const auto& p = Params<cuMemAllocHost_v2_params>(d);
-      *call = {succeeded ? Addr(*p.pp) : 0, p.bytesize, MemKind::kPinnedHost, nullptr};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
-      const auto& p = Params<cuMemHostAlloc_params>(d);
-      *call = {succeeded ? Addr(*p.pp) : 0, p.bytesize, MemKind::kPinnedHost, nullptr};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2: {
-      const auto& p = Params<cuMemHostRegister_v2_params>(d);
-      *call = {succeeded ? Addr(p.p) : 0, p.bytesize, MemKind::kRegisteredHost, nullptr};
-      return true;
-    }
-    // VMM: a physical handle (cuMemCreate) is not memory the program can reach
-    // until it is mapped; the mapping is what counts as device memory.
-    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
-      const auto& p = Params<cuMemMap_params>(d);
-      *call = {succeeded ? p.ptr : 0, p.size, MemKind::kVmm, nullptr};
-      return true;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
-      // Physical memory is what runs out: a failed cuMemCreate is the VMM OOM.
-      const auto& p = Params<cuMemCreate_params>(d);
-      *call = {0, p.size, MemKind::kVmm, nullptr};
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
-void Free(uint64_t address) {
-  if (address != 0) g_hooks.tracker->OnFree(address);  // cudaFree(0) is a no-op idiom
-}
-
-CopyCall MakeCopy(uint64_t bytes, CopyKind kind, bool async) {
-  CopyCall call;
-  call.bytes = bytes;
-  call.kind = kind;
-  call.async = async;
+CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_id) {
+  CopyCall call = parsed.copy;
+  call.correlation = correlation;
+  call.stack_id = stack_id;
+  ClassifyCopy(parsed, &call);
   return call;
-}
-
-CopyKind OrDefault(cudaMemcpyKind kind, CopyKind fallback) {
-  return kind == cudaMemcpyDefault ? fallback : FromRuntimeKind(kind);
-}
-
-// Reads the request of a runtime copy call (valid at ENTER and EXIT).
-bool ParseRuntimeCopy(CUpti_CallbackId cbid, const CUpti_CallbackData* d, CopyCall* call) {
-  // NOLINTBEGIN(bugprone-branch-clone): one case per API keeps the table readable
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000: {
-      const auto& p = Params<cudaMemcpy_v3020_params>(d);
-      *call = MakeCopy(p.count, FromRuntimeKind(p.kind), false);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpyAsync_v3020_params>(d);
-      *call = MakeCopy(p.count, FromRuntimeKind(p.kind), true);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000: {
-      const auto& p = Params<cudaMemcpy2D_v3020_params>(d);
-      *call = MakeCopy(p.width * p.height, FromRuntimeKind(p.kind), false);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpy2DAsync_v3020_params>(d);
-      *call = MakeCopy(p.width * p.height, FromRuntimeKind(p.kind), true);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000: {
-      // The 3D and 3DAsync params structs have the same leading member.
-      const cudaMemcpy3DParms* p = Params<cudaMemcpy3D_v3020_params>(d).p;
-      if (p == nullptr) return false;
-      const bool async = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020 ||
-                         cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000;
-      *call = MakeCopy(p->extent.width * p->extent.height * p->extent.depth,
-                       FromRuntimeKind(p->kind), async);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000:
-      *call = MakeCopy(Params<cudaMemcpyPeer_v4000_params>(d).count, CopyKind::kPeer, false);
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000:
-      *call = MakeCopy(Params<cudaMemcpyPeerAsync_v4000_params>(d).count, CopyKind::kPeer, true);
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000: {
-      const auto& p = Params<cudaMemcpyToSymbol_v3020_params>(d);
-      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kHostToDevice), false);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000: {
-      const auto& p = Params<cudaMemcpyFromSymbol_v3020_params>(d);
-      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kDeviceToHost), false);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpyToSymbolAsync_v3020_params>(d);
-      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kHostToDevice), true);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000: {
-      const auto& p = Params<cudaMemcpyFromSymbolAsync_v3020_params>(d);
-      *call = MakeCopy(p.count, OrDefault(p.kind, CopyKind::kDeviceToHost), true);
-      return true;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000: {
-      const auto& p = Params<cudaMemcpyBatchAsync_v13000_params>(d);
-      uint64_t bytes = 0;
-      for (size_t i = 0; p.sizes != nullptr && i < p.count; ++i) bytes += p.sizes[i];
-      *call = MakeCopy(bytes, CopyKind::kUnknown, true);
-      call->records = static_cast<uint32_t>(p.count);
-      return p.count > 0;
-    }
-    default:
-      return false;
-  }
-  // NOLINTEND(bugprone-branch-clone)
-}
-
-// Same for driver copy calls.
-bool ParseDriverCopy(CUpti_CallbackId cbid, const CUpti_CallbackData* d, CopyCall* call) {
-  // NOLINTBEGIN(bugprone-branch-clone)
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
-      *call = MakeCopy(Params<cuMemcpyHtoD_v2_params>(d).ByteCount, CopyKind::kHostToDevice, false);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
-      *call =
-          MakeCopy(Params<cuMemcpyHtoDAsync_v2_params>(d).ByteCount, CopyKind::kHostToDevice, true);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
-      *call = MakeCopy(Params<cuMemcpyDtoH_v2_params>(d).ByteCount, CopyKind::kDeviceToHost, false);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
-      *call =
-          MakeCopy(Params<cuMemcpyDtoHAsync_v2_params>(d).ByteCount, CopyKind::kDeviceToHost, true);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds:
-      *call =
-          MakeCopy(Params<cuMemcpyDtoD_v2_params>(d).ByteCount, CopyKind::kDeviceToDevice, false);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz:
-      *call = MakeCopy(Params<cuMemcpyDtoDAsync_v2_params>(d).ByteCount, CopyKind::kDeviceToDevice,
-                       true);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds:
-      *call = MakeCopy(Params<cuMemcpy_params>(d).ByteCount, CopyKind::kUnknown, false);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz:
-      *call = MakeCopy(Params<cuMemcpyAsync_params>(d).ByteCount, CopyKind::kUnknown, true);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds:
-      *call = MakeCopy(Params<cuMemcpyPeer_params>(d).ByteCount, CopyKind::kPeer, false);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz:
-      *call = MakeCopy(Params<cuMemcpyPeerAsync_params>(d).ByteCount, CopyKind::kPeer, true);
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz: {
-      const auto& p = Params<cuMemcpyBatchAsync_v2_params>(d);
-      uint64_t bytes = 0;
-      for (size_t i = 0; p.sizes != nullptr && i < p.count; ++i) bytes += p.sizes[i];
-      *call = MakeCopy(bytes, CopyKind::kUnknown, true);
-      call->records = static_cast<uint32_t>(p.count);
-      return p.count > 0;
-    }
-    default:
-      return false;
-  }
-  // NOLINTEND(bugprone-branch-clone)
-}
-
-// A copy call is registered at ENTER, before the copy can complete, so that
-// its activity record always finds it; its stack is captured then too.
-void CopyEnter(CopyCall call, const CUpti_CallbackData* d) {
-  if (g_hooks.transfers == nullptr || g_hooks.tracker->paused()) return;
-  call.correlation = d->correlationId;
-  call.stack_id = CaptureSite();
-  g_hooks.transfers->OnCopyCall(call, g_hooks.copy_activity);
-}
-
-void CopyExit(const CopyCall& call, const CUpti_CallbackData* d, bool succeeded) {
-  if (succeeded) {
-    g_hooks.tracker->OnCopy(CopyEvent{call.bytes, call.kind, call.async});
-  } else if (g_hooks.transfers != nullptr) {
-    g_hooks.transfers->OnCopyFailed(d->correlationId);
-  }
 }
 
 void Launch(const char* name) {
@@ -523,45 +208,6 @@ void Launch(const char* name) {
 }
 
 constexpr const char kGraphLaunch[] = "(graph launch)";
-
-// Where the host blocks: which kind of wait a callback id is, if any.
-bool RuntimeSyncKind(CUpti_CallbackId cbid, SyncKind* kind) {
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
-      *kind = SyncKind::kDevice;
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000:
-      *kind = SyncKind::kStream;
-      return true;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
-      *kind = SyncKind::kEvent;
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool DriverSyncKind(CUpti_CallbackId cbid, SyncKind* kind) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
-      *kind = SyncKind::kDevice;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
-      *kind = SyncKind::kStream;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
-      *kind = SyncKind::kEvent;
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Start of the outermost blocking call on this thread, 0 when none.
-thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
 
 // The first CUDA call: start of the initialisation latency.
 void FirstCall() {
@@ -583,149 +229,387 @@ void BlockExit(SyncKind kind) {
   t_block_start = 0;
 }
 
-// Runtime API exit, successful calls that are neither allocations nor copies.
-void OnRuntimeExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
-  // NOLINTBEGIN(bugprone-branch-clone): one case per API keeps the table readable
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
-      Free(Addr(Params<cudaFree_v3020_params>(d).devPtr));
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020:
-      Free(Addr(Params<cudaFreeAsync_v11020_params>(d).devPtr));
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020:
-      Free(Addr(Params<cudaFreeHost_v3020_params>(d).ptr));
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaHostUnregister_v4000:
-      Free(Addr(Params<cudaHostUnregister_v4000_params>(d).ptr));
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
-      Launch(d->symbolName);
-      break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
-      Launch(kGraphLaunch);
-      break;
-    default:
-      break;
+bool Recording() { return !g_hooks.tracker->paused(); }
+
+// A graph launch: the copies of its memcpy nodes wait for their records from
+// ENTER (with activity); its memory nodes allocate and free at a successful
+// EXIT, where copies without activity are counted too.
+void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
+  if (g_hooks.graphs == nullptr || g_hooks.transfers == nullptr || !g_hooks.copy_activity ||
+      !Recording()) {
+    return;
   }
-  // NOLINTEND(bugprone-branch-clone)
+  for (const auto& [node, work] : g_hooks.graphs->WorkOf(Addr(call.graph_exec))) {
+    if (work.type != GraphWork::Type::kCopy) continue;
+    CopyCall copy;
+    copy.correlation = correlation;
+    copy.stack_id = work.stack_id;
+    copy.bytes = work.bytes;
+    copy.kind = work.copy_kind;
+    copy.host = work.host;
+    copy.async = true;
+    g_hooks.transfers->OnGraphCopy(correlation, node, copy, /*activity=*/true);
+  }
 }
 
-// Driver API exit, successful calls not nested in a runtime call that are
-// neither allocations nor copies.
-void OnDriverExit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
-  // NOLINTBEGIN(bugprone-branch-clone)
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
-      Free(Params<cuMemFree_v2_params>(d).dptr);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
-      Free(Params<cuMemFreeAsync_params>(d).dptr);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
-      Free(Addr(Params<cuMemFreeHost_params>(d).p));
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
-      Free(Addr(Params<cuMemHostUnregister_params>(d).p));
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
-      const auto& p = Params<cuMemUnmap_params>(d);
-      g_hooks.tracker->OnUnmapRange(p.ptr, p.size);
-      break;
+void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded) {
+  if (g_hooks.graphs == nullptr) {
+    if (succeeded) Launch(kGraphLaunch);
+    return;
+  }
+  const bool recording = Recording();
+  for (const auto& [node, work] : g_hooks.graphs->WorkOf(Addr(call.graph_exec))) {
+    switch (work.type) {
+      case GraphWork::Type::kCopy:
+        if (!succeeded) {
+          if (g_hooks.copy_activity && g_hooks.transfers != nullptr) {
+            g_hooks.transfers->OnGraphLaunchFailed(correlation, node);
+          }
+        } else if (recording) {
+          g_hooks.tracker->OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
+          if (!g_hooks.copy_activity && g_hooks.transfers != nullptr) {
+            CopyCall copy;
+            copy.stack_id = work.stack_id;
+            copy.bytes = work.bytes;
+            copy.kind = work.copy_kind;
+            copy.host = work.host;
+            copy.async = true;
+            g_hooks.transfers->OnGraphCopy(correlation, node, copy, /*activity=*/false);
+          }
+        }
+        break;
+      case GraphWork::Type::kAlloc:
+        if (succeeded && recording && work.address != 0) {
+          AllocEvent e;
+          e.address = work.address;
+          e.size = work.size;
+          e.kind = MemKind::kGraph;
+          e.device = work.device;
+          e.stack_id = work.stack_id;
+          g_hooks.tracker->OnAlloc(e);
+        }
+        break;
+      case GraphWork::Type::kFree:
+        if (succeeded && work.address != 0) g_hooks.tracker->OnFree(work.address);
+        break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      Launch(d->symbolName);
+  }
+  if (succeeded) Launch(kGraphLaunch);
+}
+
+// --- ENTER and EXIT of a tracked call -----------------------------------------
+
+void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
+  CallInProgress& c = t_call;
+  c.spec = &spec;
+  c.correlation = d->correlationId;
+  c.stack_captured = false;
+  c.stack_id = 0;
+  c.made_node = false;
+  c.node = 0;
+  c.freed = false;
+  if (!ParseCall(spec, d, /*succeeded=*/false, &c.call)) {
+    c.spec = nullptr;  // nothing to record (an empty batch, a node of another type)
+    t_in_call = true;
+    return;
+  }
+  t_in_call = true;
+  const ParsedCall& call = c.call;
+  switch (call.role) {
+    case Role::kCopy:
+      if (call.node_only) break;
+      if (!call.copy.async) BlockEnter();
+      // Registered before the copy can complete, so that its record always
+      // finds it; its stack is captured now.
+      if (g_hooks.transfers != nullptr && g_hooks.copy_activity && Recording()) {
+        g_hooks.transfers->OnCopyCall(CopyOf(call, c.correlation, CallSite()), true);
+      }
       break;
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
-      Launch(kGraphLaunch);
+    case Role::kFree:
+      // Before the driver can hand the address to another thread.
+      if (!call.node_only && call.address != 0) {
+        c.freed = g_hooks.tracker->BeginFree(call.address, &c.removed);
+      }
+      break;
+    case Role::kSync:
+      BlockEnter();
+      break;
+    case Role::kGraphLaunch:
+      GraphLaunchEnter(call, c.correlation);
       break;
     default:
       break;
   }
-  // NOLINTEND(bugprone-branch-clone)
 }
 
-void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
-  CopyCall copy;
-  SyncKind sync = SyncKind::kDevice;
-  if (d->callbackSite == CUPTI_API_ENTER) {
-    if (++t_runtime_depth == 1) FirstCall();
-    if (ParseRuntimeCopy(cbid, d, &copy)) {
-      CopyEnter(copy, d);
-      if (!copy.async) BlockEnter();
-    } else if (RuntimeSyncKind(cbid, &sync)) {
-      BlockEnter();
+template <typename Result>
+void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
+  t_in_call = false;
+  CallInProgress& c = t_call;
+  if (c.spec == nullptr) return;
+  const auto* ret = static_cast<const Result*>(d->functionReturnValue);
+  const bool succeeded = ret != nullptr && *ret == ok_value;
+  const bool oom = ret != nullptr && *ret == oom_value;
+  const ParsedCall& entered = c.call;
+  if (entered.role == Role::kInstantiate) {
+    if (g_hooks.graphs != nullptr) g_hooks.graphs->EndInstantiation(pthread_self());
+    return;
+  }
+  if (c.made_node || entered.node_only) {
+    // Recorded into a graph: nothing happened now. A graph's allocation gets
+    // its fixed address at the end of the call that made its node.
+    if (entered.role == Role::kCopy && !entered.node_only) {
+      if (!entered.copy.async) BlockExit(SyncKind::kCopy);
+      if (g_hooks.transfers != nullptr) g_hooks.transfers->OnCopyFailed(c.correlation);
+    }
+    if (c.freed) g_hooks.tracker->UndoFree(c.removed);
+    if (entered.role == Role::kGraphLaunch) {  // a child graph node: no launch now
+      GraphLaunchExit(entered, c.correlation, /*succeeded=*/false);
+    }
+    if (c.made_node && entered.role == Role::kAlloc && succeeded && g_hooks.graphs != nullptr) {
+      ParsedCall out;
+      if (ParseCall(*c.spec, d, true, &out)) g_hooks.graphs->SetAddress(c.node, out.address);
     }
     return;
   }
-  // With injection the first runtime call can deliver EXIT without ENTER.
-  if (t_runtime_depth > 0) --t_runtime_depth;
-  const auto* ret = static_cast<const cudaError_t*>(d->functionReturnValue);
-  if (ret == nullptr) return;
-  AllocCall call;
-  if (ParseRuntimeAlloc(cbid, d, *ret == cudaSuccess, &call)) {
-    if (*ret == cudaSuccess) {
-      Alloc(call, d);
-    } else if (*ret == cudaErrorMemoryAllocation) {
-      OutOfMemory(call, d, *ret);
+  switch (entered.role) {
+    case Role::kAlloc: {
+      ParsedCall out;
+      if (!ParseCall(*c.spec, d, succeeded, &out)) break;
+      if (succeeded) {
+        Alloc(out, d);
+      } else if (oom) {
+        OutOfMemory(out, d, static_cast<int>(*ret));
+      }
+      break;
     }
-  } else if (ParseRuntimeCopy(cbid, d, &copy)) {
-    if (!copy.async) BlockExit(SyncKind::kCopy);
-    CopyExit(copy, d, *ret == cudaSuccess);
-  } else if (RuntimeSyncKind(cbid, &sync)) {
-    BlockExit(sync);
-  } else if (*ret == cudaSuccess) {
-    OnRuntimeExit(cbid, d);
+    case Role::kFree:
+      if (succeeded) {
+        if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
+        if (!c.freed && entered.address != 0) g_hooks.tracker->CountUnknownFree();
+      } else if (c.freed) {
+        g_hooks.tracker->UndoFree(c.removed);
+      }
+      break;
+    case Role::kCopy:
+      if (!entered.copy.async) BlockExit(SyncKind::kCopy);
+      if (!succeeded) {
+        if (g_hooks.transfers != nullptr && g_hooks.copy_activity) {
+          g_hooks.transfers->OnCopyFailed(c.correlation);
+        }
+        break;
+      }
+      if (!Recording()) break;
+      g_hooks.tracker->OnCopy(CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async});
+      if (g_hooks.transfers != nullptr && !g_hooks.copy_activity) {
+        g_hooks.transfers->OnCopyCall(CopyOf(entered, c.correlation, CallSite()), false);
+      }
+      break;
+    case Role::kLaunch:
+      if (succeeded) Launch(d->symbolName);
+      break;
+    case Role::kGraphLaunch:
+      GraphLaunchExit(entered, c.correlation, succeeded);
+      break;
+    case Role::kSync:
+      BlockExit(entered.sync);
+      break;
+    case Role::kVmmCreate: {
+      ParsedCall out;
+      if (!ParseCall(*c.spec, d, succeeded, &out)) break;
+      if (succeeded && out.handle != 0) {
+        VmmHandles& h = Handles();
+        std::lock_guard<std::mutex> lock(h.mu);
+        h.handles[out.handle] = VmmHandle{out.device, out.kind};
+      } else if (oom) {
+        OutOfMemory(out, d, static_cast<int>(*ret));
+      }
+      break;
+    }
+    case Role::kVmmRelease:
+      if (succeeded) {
+        VmmHandles& h = Handles();
+        std::lock_guard<std::mutex> lock(h.mu);
+        h.handles.erase(entered.handle);
+      }
+      break;
+    case Role::kVmmUnmap:
+      if (succeeded) g_hooks.tracker->OnUnmapRange(entered.address, entered.size);
+      break;
+    case Role::kInstantiate:
+    case Role::kGraphNode:
+      break;
+  }
+}
+
+// An EXIT whose ENTER was never seen: the runtime call inside which the
+// driver injected gpuwatch. Only what its EXIT alone tells is recorded.
+template <typename Result>
+void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, Result ok_value,
+                        Result oom_value) {
+  if (t_attach_call) {
+    t_attach_call = false;
+    // Its driver calls were recorded already (AttachedInsideRuntimeCall).
+    if (t_attach_nested) return;
+  }
+  const auto* ret = static_cast<const Result*>(d->functionReturnValue);
+  if (ret == nullptr) return;
+  const bool succeeded = *ret == ok_value;
+  ParsedCall call;
+  if (!ParseCall(spec, d, succeeded, &call) || call.node_only) return;
+  t_call.stack_captured = false;
+  switch (call.role) {
+    case Role::kAlloc:
+      if (succeeded) {
+        Alloc(call, d);
+      } else if (*ret == oom_value) {
+        OutOfMemory(call, d, static_cast<int>(*ret));
+      }
+      break;
+    case Role::kFree:
+      if (succeeded && call.address != 0) g_hooks.tracker->OnFree(call.address);
+      break;
+    case Role::kCopy:
+      if (succeeded && Recording()) {
+        g_hooks.tracker->OnCopy(CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async});
+        if (g_hooks.transfers != nullptr) {
+          g_hooks.transfers->OnCopyCall(CopyOf(call, d->correlationId, CallSite()), false);
+        }
+      }
+      break;
+    case Role::kLaunch:
+      if (succeeded) Launch(d->symbolName);
+      break;
+    default:
+      break;
+  }
+}
+
+void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    t_attach_call = false;  // a runtime call of its own: the attaching one has ended
+    if (++t_runtime_depth == 1) FirstCall();
+    if (spec != nullptr && t_runtime_depth == 1 && !t_in_call) OnEnter(*spec, d);
+    return;
+  }
+  if (t_runtime_depth == 0) {
+    // With injection the first runtime call can deliver EXIT without ENTER.
+    if (spec != nullptr) OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
+    return;
+  }
+  if (--t_runtime_depth == 0 && spec != nullptr && t_in_call) {
+    OnExit(d, cudaSuccess, cudaErrorMemoryAllocation);
   }
 }
 
 void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   // Calls nested in a runtime call are the runtime's business.
   if (t_runtime_depth > 0) return;
-  CopyCall copy;
-  SyncKind sync = SyncKind::kDevice;
+  const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  if (spec == nullptr) return;
   if (d->callbackSite == CUPTI_API_ENTER) {
     FirstCall();
-    if (ParseDriverCopy(cbid, d, &copy)) {
-      CopyEnter(copy, d);
-      if (!copy.async) BlockEnter();
-    } else if (DriverSyncKind(cbid, &sync)) {
-      BlockEnter();
-    }
+    if (t_attach_call) t_attach_nested = true;
+    if (!t_in_call) OnEnter(*spec, d);
     return;
   }
-  const auto* ret = static_cast<const CUresult*>(d->functionReturnValue);
-  if (ret == nullptr) return;
-  AllocCall call;
-  if (ParseDriverAlloc(cbid, d, *ret == CUDA_SUCCESS, &call)) {
-    if (*ret == CUDA_SUCCESS) {
-      Alloc(call, d);
-    } else if (*ret == CUDA_ERROR_OUT_OF_MEMORY) {
-      OutOfMemory(call, d, *ret);
+  if (t_in_call && t_call.correlation == d->correlationId) {
+    OnExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
+  }
+}
+
+// --- Graphs -------------------------------------------------------------------
+
+uint64_t NodeId(CUgraphNode node) {
+  uint64_t id = 0;
+  if (node == nullptr || g_hooks.get_graph_node_id(node, &id) != CUPTI_SUCCESS) return 0;
+  return id;
+}
+
+// A node made inside the tracked call in progress on this thread.
+void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
+  if (!t_in_call || t_call.spec == nullptr) return;
+  CallInProgress& c = t_call;
+  const ParsedCall& call = c.call;
+  // Instantiation makes nodes of its own; its clones are what count.
+  if (call.role == Role::kInstantiate) return;
+  c.made_node = true;
+  GraphWork work;
+  switch (call.role) {
+    case Role::kCopy:
+      work.type = GraphWork::Type::kCopy;
+      work.bytes = call.copy.bytes;
+      {
+        CopyCall classified = call.copy;
+        ClassifyCopy(call, &classified);
+        work.copy_kind = classified.kind;
+        work.host = classified.host;
+      }
+      break;
+    case Role::kAlloc:
+      work.type = GraphWork::Type::kAlloc;
+      work.size = call.size;
+      work.device = call.device >= 0 ? call.device : DeviceOfContext(r->context, /*context_uid=*/0);
+      break;
+    case Role::kFree:
+      work.type = GraphWork::Type::kFree;
+      work.address = call.address;
+      break;
+    default:
+      return;  // kernels and the rest: the graph launch counts them
+  }
+  const uint64_t id = NodeId(g->node);
+  if (id == 0) return;
+  work.stack_id = CallSite();
+  c.node = id;
+  g_hooks.graphs->OnNodeCreated(id, Addr(g->graph), work);
+}
+
+void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
+      // The CUDA libraries of this context are loaded by now (a runtime
+      // loaded after gpuwatch attached, or loaded again after a dlclose).
+      if (g_hooks.stacks != nullptr) RefreshToolModules();
+      if (g_hooks.lifecycle != nullptr) g_hooks.lifecycle->ContextReady(g_hooks.tracker->NowNs());
+      return;
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();
+      return;
+    default:
+      break;
+  }
+  if (g_hooks.graphs == nullptr || g_hooks.get_graph_node_id == nullptr ||
+      r->resourceDescriptor == nullptr) {
+    return;
+  }
+  const auto* g = static_cast<const CUpti_GraphData*>(r->resourceDescriptor);
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED:
+      OnGraphNodeCreated(r, g);
+      return;
+    case CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED: {
+      const uint64_t clone = NodeId(g->node);
+      const uint64_t original = NodeId(g->originalNode);
+      if (clone == 0 || original == 0) return;
+      g_hooks.graphs->OnNodeCloned(clone, original, Addr(g->graph));
+      if (t_in_call && t_call.spec != nullptr && t_call.call.role == Role::kInstantiate) {
+        g_hooks.graphs->AddInstantiatedClone(pthread_self(), clone);
+      }
+      return;
     }
-  } else if (ParseDriverCopy(cbid, d, &copy)) {
-    if (!copy.async) BlockExit(SyncKind::kCopy);
-    CopyExit(copy, d, *ret == CUDA_SUCCESS);
-  } else if (DriverSyncKind(cbid, &sync)) {
-    BlockExit(sync);
-  } else if (*ret == CUDA_SUCCESS) {
-    OnDriverExit(cbid, d);
+    case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
+      g_hooks.graphs->OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
+      return;
+    case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
+      g_hooks.graphs->OnExecDestroyed(Addr(g->graphExec));
+      return;
+    case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
+      g_hooks.graphs->OnGraphDestroyed(Addr(g->graph));
+      return;
+    default:
+      return;
   }
 }
 
@@ -733,31 +617,9 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
 
 void SetCallbackHooks(const CallbackHooks& hooks) { g_hooks = hooks; }
 
-bool EnableCallbacks(const CuptiApi& api, CUpti_SubscriberHandle subscriber, std::string* error) {
-  struct Entry {
-    CUpti_CallbackDomain domain;
-    CUpti_CallbackId cbid;
-  };
-  static constexpr Entry kEntries[] = {
-#define GPUWATCH_RT(name) {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name},
-#define GPUWATCH_DRV(name) {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name},
-      GPUWATCH_RUNTIME_CBIDS(GPUWATCH_RT) GPUWATCH_DRIVER_CBIDS(GPUWATCH_DRV)
-#undef GPUWATCH_RT
-#undef GPUWATCH_DRV
-          {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED},
-      {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
-  };
-  for (const Entry& e : kEntries) {
-    const CUptiResult r = api.EnableCallback(1, subscriber, e.domain, e.cbid);
-    if (r != CUPTI_SUCCESS) {
-      const char* text = nullptr;
-      api.GetResultString(r, &text);
-      *error = "cuptiEnableCallback(domain " + std::to_string(e.domain) + ", id " +
-               std::to_string(e.cbid) + ") failed: " + (text != nullptr ? text : "?");
-      return false;
-    }
-  }
-  return true;
+void AttachedInsideRuntimeCall() {
+  t_attach_call = true;
+  t_attach_nested = false;
 }
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
@@ -771,15 +633,7 @@ void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
       OnDriver(cbid, static_cast<const CUpti_CallbackData*>(data));
       return;
     case CUPTI_CB_DOMAIN_RESOURCE:
-      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
-        // The CUDA libraries of this context are loaded by now (a runtime
-        // loaded after gpuwatch attached, or loaded again after a dlclose).
-        if (g_hooks.stacks != nullptr) RefreshToolModules();
-        if (g_hooks.lifecycle != nullptr) g_hooks.lifecycle->ContextReady(g_hooks.tracker->NowNs());
-      } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING &&
-                 g_hooks.on_context_destroy != nullptr) {
-        g_hooks.on_context_destroy();
-      }
+      OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
       return;
     default:
       return;

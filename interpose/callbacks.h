@@ -1,16 +1,25 @@
 // The CUPTI callback switchboard: turns callback data into core events.
 //
-// Rules for everything reachable from OnCuptiCallback (as in Kineto's): a
-// switch, not a map; no allocation beyond what the event needs (a table
-// insert); no logging; no lock held while calling back into CUDA or CUPTI.
+// What each callback id means is in the registry (calls.h); this file decides
+// when each event is recorded:
+// - frees at the ENTER of the freeing call, before the driver can hand the
+//   address to another thread's allocation; undone when the call fails or
+//   was captured into a graph;
+// - allocations at a successful EXIT (their address is known only then);
+// - copies registered at ENTER, before their activity record can arrive;
+// - a call that makes a graph node (explicitly, or captured from a stream)
+//   does nothing now: its node's work is replayed at each graph launch.
+//
+// Rules for everything reachable from OnCuptiCallback (as in Kineto's): an
+// array lookup, not a map, per callback; no allocation beyond what the event
+// needs (a table insert); no logging; no lock held while calling back into
+// CUDA or CUPTI.
 #ifndef GPUWATCH_INTERPOSE_CALLBACKS_H_
 #define GPUWATCH_INTERPOSE_CALLBACKS_H_
 
 #include <cupti.h>
 
-#include <string>
-
-#include "interpose/cupti_loader.h"
+#include "interpose/calls.h"
 #include "libgpuwatch/event.h"
 
 namespace gpuwatch {
@@ -19,6 +28,7 @@ class Tracker;
 class StackTable;
 class Transfers;
 class KernelTable;
+class GraphTable;
 struct Lifecycle;
 
 // An allocation that failed for lack of memory.
@@ -43,8 +53,11 @@ struct CallbackHooks {
   bool copy_activity = false;      // MEMCPY activity records will come
   KernelTable* kernels = nullptr;
   Lifecycle* lifecycle = nullptr;
+  GraphTable* graphs = nullptr;  // null: graph nodes are not followed
   // cuptiGetDeviceId: the device of an allocation's context. Null: device 0.
   decltype(&cuptiGetDeviceId) get_device_id = nullptr;
+  // cuptiGetGraphNodeId. Null: graph nodes are not followed.
+  decltype(&cuptiGetGraphNodeId) get_graph_node_id = nullptr;
   // Called once, on the first CUDA API call seen (not in injection mode, where
   // attach itself happens inside the first call). May be null.
   void (*on_first_call)() = nullptr;
@@ -56,9 +69,11 @@ struct CallbackHooks {
 // Installs the hooks; call before enabling callbacks.
 void SetCallbackHooks(const CallbackHooks& hooks);
 
-// Enables, one callback id at a time, exactly the runtime, driver and
-// resource callbacks gpuwatch handles. Returns false with a reason on error.
-bool EnableCallbacks(const CuptiApi& api, CUpti_SubscriberHandle subscriber, std::string* error);
+// With CUDA_INJECTION64_PATH gpuwatch attaches inside cuInit, itself inside
+// the program's first runtime call, whose ENTER was never seen. Called on the
+// attaching thread: the driver calls that runtime call makes are then counted
+// at the driver level, and its EXIT adds nothing more.
+void AttachedInsideRuntimeCall();
 
 // The function registered with cuptiSubscribe.
 void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,

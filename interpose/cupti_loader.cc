@@ -96,6 +96,8 @@ bool LoadCupti(const std::string& explicit_path, CuptiApi* api, std::string* err
     Resolve(handle, "cuptiActivityGetNextRecord", &found.ActivityGetNextRecord);
     Resolve(handle, "cuptiGetTimestamp", &found.GetTimestamp);
     Resolve(handle, "cuptiGetDeviceId", &found.GetDeviceId);
+    Resolve(handle, "cuptiGetGraphNodeId", &found.GetGraphNodeId);
+    Resolve(handle, "cuptiGetVersion", &found.GetVersion);
     if (!ok) {
       tried += candidate + " (missing CUPTI functions); ";
       continue;  // keep it loaded: unloading a half-initialised library is riskier

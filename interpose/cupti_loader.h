@@ -32,6 +32,11 @@ struct CuptiApi {
   // every allocation is put on device 0 (GetDeviceId).
   decltype(&cuptiGetTimestamp) GetTimestamp = nullptr;
   decltype(&cuptiGetDeviceId) GetDeviceId = nullptr;
+  // May stay null: then graph nodes are not followed (graph launches are
+  // counted, their copies and memory are not).
+  decltype(&cuptiGetGraphNodeId) GetGraphNodeId = nullptr;
+  // May stay null: then activity records are not read (their layout is not known).
+  decltype(&cuptiGetVersion) GetVersion = nullptr;
 };
 
 // The places tried, in order: only `explicit_path` (GPUWATCH_CUPTI_LIBRARY)

@@ -612,18 +612,38 @@ struct StackBounds {
 };
 thread_local StackBounds t_stack __attribute__((tls_model("initial-exec")));
 
-const StackBounds& ThreadStack() {
-  if (t_stack.hi != 0) return t_stack;
-  t_stack.hi = 1;
+StackBounds BoundsOf(pthread_t thread) {
+  StackBounds bounds{0, 1};
   pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return t_stack;
+  if (pthread_getattr_np(thread, &attr) != 0) return bounds;
   void* addr = nullptr;
   size_t size = 0;
   if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size != 0) {
-    t_stack.lo = reinterpret_cast<uintptr_t>(addr);
-    t_stack.hi = t_stack.lo + size;
+    bounds.lo = reinterpret_cast<uintptr_t>(addr);
+    bounds.hi = bounds.lo + size;
   }
   pthread_attr_destroy(&attr);
+  return bounds;
+}
+
+// One thread's bounds found ahead of its first walk (PrimeStackBounds):
+// published with a release store of `ready`.
+struct PrimedBounds {
+  pthread_t thread{};
+  StackBounds bounds;
+  std::atomic<bool> ready{false};
+};
+PrimedBounds g_primed;
+std::atomic<bool> g_priming{false};
+
+const StackBounds& ThreadStack() {
+  if (t_stack.hi != 0) return t_stack;
+  if (g_primed.ready.load(std::memory_order_acquire) &&
+      pthread_equal(g_primed.thread, pthread_self()) != 0) {
+    t_stack = g_primed.bounds;
+    return t_stack;
+  }
+  t_stack = BoundsOf(pthread_self());
   return t_stack;
 }
 
@@ -925,6 +945,14 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
   (void)size;
   return -1;
 #endif
+}
+
+void PrimeStackBounds(pthread_t thread) {
+  using internal::g_primed;
+  if (internal::g_priming.exchange(true)) return;  // one thread only: written once
+  g_primed.thread = thread;
+  g_primed.bounds = internal::BoundsOf(thread);
+  g_primed.ready.store(true, std::memory_order_release);
 }
 
 }  // namespace gpuwatch

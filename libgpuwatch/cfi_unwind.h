@@ -34,6 +34,8 @@
 #ifndef GPUWATCH_LIBGPUWATCH_CFI_UNWIND_H_
 #define GPUWATCH_LIBGPUWATCH_CFI_UNWIND_H_
 
+#include <pthread.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -55,6 +57,13 @@ int CfiBacktrace(uintptr_t* buffer, int size);
 // Forgets every cached rule. CfiBacktrace calls it itself when it notices that
 // a module was unloaded (the loader's unload count moved). Thread-safe.
 void FlushCfiRules();
+
+// Finds `thread`'s stack bounds now, for that thread's first walk to use.
+// For the main thread glibc reads all of /proc/self/maps, milliseconds in a
+// process with thousands of mappings (PyTorch), which would otherwise land on
+// the program's first CUDA call; gpuwatch calls this when it attaches, for
+// the attaching thread. Thread-safe; at most one thread is primed.
+void PrimeStackBounds(pthread_t thread);
 
 namespace internal {
 

@@ -81,6 +81,34 @@ int ParseSignal(const std::string& text) {
   return -1;
 }
 
+std::string PytorchAllocatorMode(const EnvLookup& lookup) {
+  const char* no_caching = lookup("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  if (no_caching != nullptr && std::strcmp(no_caching, "1") == 0) return "no_caching";
+  const char* conf = lookup("PYTORCH_CUDA_ALLOC_CONF");
+  if (conf == nullptr) return "";
+  // "key:value,key:value", spaces allowed around both.
+  std::string mode;
+  std::string_view rest = conf;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    std::string text;
+    for (const char c : item) {
+      if (c != ' ' && c != '\t') text += c;
+    }
+    if (text == "backend:cudaMallocAsync") return "cudaMallocAsync";
+    if (text == "expandable_segments:True" || text == "expandable_segments:true") {
+      mode = "expandable_segments";
+    }
+  }
+  return mode;
+}
+
+bool PytorchAllocatesPerTensor(const std::string& mode) {
+  return mode == "no_caching" || mode == "cudaMallocAsync";
+}
+
 std::string RankFromEnvironment(const EnvLookup& lookup) {
   for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
     const char* value = lookup(name);

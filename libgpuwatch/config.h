@@ -74,6 +74,14 @@ std::string ExpandOutputPattern(const std::string& pattern, long pid, const std:
 // (first set wins), or "" when none is set.
 std::string RankFromEnvironment(const EnvLookup& lookup);
 
+// How PyTorch's CUDA allocator is set up in this process, from the variables
+// PyTorch reads: "no_caching" (PYTORCH_NO_CUDA_MEMORY_CACHING=1),
+// "cudaMallocAsync" (PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync),
+// "expandable_segments", or "" for the default caching allocator (or no
+// PyTorch). In the first two every tensor is an allocation of its own.
+std::string PytorchAllocatorMode(const EnvLookup& lookup);
+bool PytorchAllocatesPerTensor(const std::string& mode);
+
 // Parses a signal given as a number ("12") or a name ("SIGUSR2", "USR2").
 // Returns -1 when it is neither. "0", "off" and "none" give 0.
 int ParseSignal(const std::string& text);

@@ -17,6 +17,10 @@ const char* MemKindName(MemKind kind) {
       return "pinned_host";
     case MemKind::kRegisteredHost:
       return "registered_host";
+    case MemKind::kArray:
+      return "array";
+    case MemKind::kGraph:
+      return "graph";
   }
   return "unknown";
 }

@@ -18,12 +18,13 @@ enum class MemKind : uint8_t {
   kVmm,             // cuMemMap of a cuMemCreate handle (PyTorch expandable segments)
   kPinnedHost,      // cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cuMemHostAlloc
   kRegisteredHost,  // cudaHostRegister, cuMemHostRegister
+  kArray,           // CUDA arrays: cudaMallocArray, cudaMalloc3DArray, cuArrayCreate, ...
+  kGraph,           // graph memory nodes, allocated when their graph is launched
 };
-inline constexpr int kNumMemKinds = 6;
+inline constexpr int kNumMemKinds = 8;
 
 constexpr bool IsDeviceKind(MemKind kind) {
-  return kind == MemKind::kDevice || kind == MemKind::kPool || kind == MemKind::kManaged ||
-         kind == MemKind::kVmm;
+  return kind != MemKind::kPinnedHost && kind != MemKind::kRegisteredHost;
 }
 
 // Stable names used in reports (docs/report-format.md).

@@ -157,6 +157,8 @@ json SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
     m.live_bytes += t.live_bytes;
     m.live_count += t.live_count;
     m.largest = std::max(m.largest, t.largest);
+    m.host_allocs += t.host_allocs;
+    m.host_alloc_bytes += t.host_alloc_bytes;
   }
   std::vector<std::pair<uint32_t, SiteTotals>> all(merged.begin(), merged.end());
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
@@ -174,6 +176,8 @@ json SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
                     {"largest", t.largest},
                     {"live_device_bytes", t.live_bytes},
                     {"live_device_count", t.live_count},
+                    {"host_allocs", t.host_allocs},
+                    {"host_alloc_bytes", t.host_alloc_bytes},
                     {"stack", sites->StackOf(all[i].first)}});
   }
   return list;
@@ -205,19 +209,51 @@ std::vector<std::pair<uint32_t, SiteTransfers>> MergedTransferSites(const Transf
   return out;
 }
 
-std::string FindingText(const TransferFinding& f, SiteResolver* sites) {
-  char buf[512];
-  const std::string where = sites->LocationOf(f.site);
+std::string Copies(uint64_t n) { return CountOf(n, "copy", "copies"); }
+
+// Where each finding is, as the user reads it: "file:line", with the function
+// added when another finding of the list sits at the same line in another
+// site (two template instances, say), and the site id when even that is the
+// same.
+std::vector<std::string> FindingLocations(const std::vector<TransferFinding>& findings,
+                                          SiteResolver* sites) {
+  std::vector<std::string> where;
+  where.reserve(findings.size());
+  for (const TransferFinding& f : findings) where.push_back(sites->LocationOf(f.site));
+  const auto clash = [&](size_t i) {
+    for (size_t j = 0; j < findings.size(); ++j) {
+      if (j != i && findings[j].site != findings[i].site && where[j] == where[i]) return true;
+    }
+    return false;
+  };
+  std::vector<bool> clashed(findings.size());
+  for (size_t i = 0; i < findings.size(); ++i) clashed[i] = clash(i);
+  for (size_t i = 0; i < findings.size(); ++i) {
+    if (!clashed[i]) continue;
+    const std::vector<Frame>& frames = sites->FramesOf(findings[i].site);
+    const Frame* f = SiteFrame(frames);
+    if (f == nullptr && !frames.empty()) f = &frames.front();
+    if (f != nullptr && !f->function.empty()) where[i] += " (" + f->function + ")";
+  }
+  for (size_t i = 0; i < findings.size(); ++i) {
+    if (clashed[i] && clash(i)) where[i] += " [site " + std::to_string(findings[i].site) + "]";
+  }
+  return where;
+}
+
+std::string FindingText(const TransferFinding& f, const std::string& where) {
+  char buf[1024];
   if (f.type == "pageable") {
-    std::snprintf(buf, sizeof(buf), "%" PRIu64 " copies (%s) from pageable memory at %s: pin it",
-                  f.count, FormatBytes(f.bytes).c_str(), where.c_str());
+    std::snprintf(buf, sizeof(buf), "%s (%s) %s pageable memory at %s: pin it",
+                  Copies(f.count).c_str(), FormatBytes(f.bytes).c_str(),
+                  f.direction == CopyKind::kDeviceToHost ? "to" : "from", where.c_str());
   } else if (f.type == "small_copies") {
-    std::snprintf(buf, sizeof(buf), "%" PRIu64 " copies under 64 KiB at %s: batch them", f.count,
+    std::snprintf(buf, sizeof(buf), "%s under 64 KiB at %s: batch them", Copies(f.count).c_str(),
                   where.c_str());
   } else if (f.type == "sync_d2h_loop") {
     std::snprintf(buf, sizeof(buf),
-                  "%" PRIu64 " synchronous device-to-host copies at %s stall the host each time",
-                  f.count, where.c_str());
+                  "%" PRIu64 " synchronous device-to-host %s at %s stall the host each time",
+                  f.count, f.count == 1 ? "copy" : "copies", where.c_str());
   } else {
     std::snprintf(buf, sizeof(buf), "%s copies at %s reach %.1f GB/s, best %s is %.1f GB/s",
                   CopyKindName(f.direction), where.c_str(), f.gbps, CopyKindName(f.direction),
@@ -276,14 +312,19 @@ json TransfersSection(const TransfersSnapshot& t, SiteResolver* sites) {
     list.push_back(std::move(entry));
   }
   json findings = json::array();
-  for (const TransferFinding& f : FindTransferIssues(merged, t.best_gbps)) {
+  const std::vector<TransferFinding> found = FindTransferIssues(merged, t.best_gbps);
+  const std::vector<std::string> where = FindingLocations(found, sites);
+  for (size_t i = 0; i < found.size(); ++i) {
+    const TransferFinding& f = found[i];
     json entry = {{"type", f.type},    {"site", f.site},   {"location", sites->LocationOf(f.site)},
-                  {"count", f.count},  {"bytes", f.bytes}, {"message", FindingText(f, sites)},
+                  {"count", f.count},  {"bytes", f.bytes}, {"message", FindingText(f, where[i])},
                   {"advice", f.advice}};
+    if (f.type == "slow_copies" || f.type == "pageable") {
+      entry["direction"] = CopyKindName(f.direction);
+    }
     if (f.type == "slow_copies") {
       entry["gbps"] = f.gbps;
       entry["best_gbps"] = f.best_gbps;
-      entry["direction"] = CopyKindName(f.direction);
     }
     findings.push_back(std::move(entry));
   }
@@ -293,6 +334,20 @@ json TransfersSection(const TransfersSnapshot& t, SiteResolver* sites) {
           {"findings", findings},
           {"unmatched_records", t.unmatched_records},
           {"pending_dropped", t.pending_dropped}};
+}
+
+// Copies of one direction. With a transfers section, its totals: directions
+// resolved from activity records (cudaMemcpyDefault, cuMemcpy) and graph
+// copies included, so that both places give one answer; else the tracker's.
+CopyTotals CopiesOf(const TrackerSnapshot& snap, const ReportContext& context, CopyKind kind) {
+  const int k = static_cast<int>(kind);
+  if (context.transfers == nullptr) return snap.copies[k];
+  CopyTotals c;
+  for (const TransferStats& s : context.transfers->totals[k]) {
+    c.count += s.count;
+    c.bytes += s.bytes;
+  }
+  return c;
 }
 
 json KernelsSection(const std::vector<KernelStats>& kernels, bool timing) {
@@ -352,11 +407,15 @@ std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
       }
     }
     if (dir.count == 0) continue;
-    std::snprintf(line, sizeof(line),
-                  "gpuwatch: transfers %s: %" PRIu64 " copies, %s, %.2f ms, %.1f GB/s%s%s%s\n",
-                  CopyKindName(static_cast<CopyKind>(k)), dir.count, FormatBytes(dir.bytes).c_str(),
-                  static_cast<double>(dir.duration_ns) / 1e6,
-                  Gbps(dir.timed_bytes, dir.duration_ns), hosts.empty() ? "" : " (", hosts.c_str(),
+    char timing[64] = "not timed";
+    if (dir.duration_ns != 0) {
+      std::snprintf(timing, sizeof(timing), "%.2f ms, %.1f GB/s",
+                    static_cast<double>(dir.duration_ns) / 1e6,
+                    Gbps(dir.timed_bytes, dir.duration_ns));
+    }
+    std::snprintf(line, sizeof(line), "gpuwatch: transfers %s: %s, %s, %s%s%s%s\n",
+                  CopyKindName(static_cast<CopyKind>(k)), Copies(dir.count).c_str(),
+                  FormatBytes(dir.bytes).c_str(), timing, hosts.empty() ? "" : " (", hosts.c_str(),
                   hosts.empty() ? "" : ")");
     out += line;
   }
@@ -373,8 +432,11 @@ std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
     if (shown.size() >= 4) break;
     if (std::find(shown.begin(), shown.end(), &f) == shown.end()) shown.push_back(&f);
   }
-  for (size_t i = 0; i < shown.size() && i < 4; ++i) {
-    out += "gpuwatch: finding: " + FindingText(*shown[i], sites) + "\n";
+  std::vector<TransferFinding> listed;
+  for (size_t i = 0; i < shown.size() && i < 4; ++i) listed.push_back(*shown[i]);
+  const std::vector<std::string> where = FindingLocations(listed, sites);
+  for (size_t i = 0; i < listed.size(); ++i) {
+    out += "gpuwatch: finding: " + FindingText(listed[i], where[i]) + "\n";
   }
   return out;
 }
@@ -382,18 +444,19 @@ std::string TransferSummary(const TransfersSnapshot& t, SiteResolver* sites) {
 // What a report says of a site besides its figures: the built-in category
 // its stack falls in and the suppression rule that matched it.
 SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* suppressions,
-                       SuppressionKind kind) {
+                       SuppressionKind kind, bool pytorch_per_tensor) {
   std::vector<FrameView> views;
   views.reserve(frames.size());
   for (const Frame& f : frames) views.push_back({f.function, f.file, f.module});
   SiteClass c;
-  c.category = CategoryOf(views);
+  c.category = CategoryOf(views, pytorch_per_tensor);
+  c.category_off = pytorch_per_tensor && c.category.empty() && !CategoryOf(views).empty();
   if (suppressions != nullptr) c.suppressed = suppressions->Match(kind, views);
   return c;
 }
 
 void AddSiteClass(const SiteClass& c, json* entry) {
-  if (!c.category.empty()) (*entry)["category"] = std::string(c.category);
+  if (!c.category.empty() || c.category_off) (*entry)["category"] = std::string(c.category);
   if (c.suppressed != nullptr) (*entry)["suppressed"] = c.suppressed->Text();
 }
 
@@ -564,6 +627,10 @@ std::string DirName(const std::string& path) {
 
 }  // namespace
 
+std::string CountOf(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 std::string FormatBytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) return std::to_string(bytes) + " B";
@@ -675,7 +742,9 @@ const SiteClass& SiteResolver::ClassOf(uint32_t stack_id, const Suppressions* su
                                        SuppressionKind kind) {
   const uint64_t key = (uint64_t{static_cast<uint8_t>(kind)} << 32) | stack_id;
   if (auto it = classes_.find(key); it != classes_.end()) return it->second;
-  return classes_.emplace(key, ClassifySite(FramesOf(stack_id), suppressions, kind)).first->second;
+  return classes_
+      .emplace(key, ClassifySite(FramesOf(stack_id), suppressions, kind, pytorch_per_tensor_))
+      .first->second;
 }
 
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
@@ -705,9 +774,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   }
   json copies = json::object();
   for (int i = 0; i < kNumCopyKinds; ++i) {
-    if (snap.copies[i].count == 0) continue;
-    copies[CopyKindName(static_cast<CopyKind>(i))] =
-        json{{"count", snap.copies[i].count}, {"bytes", snap.copies[i].bytes}};
+    const CopyTotals c = CopiesOf(snap, context, static_cast<CopyKind>(i));
+    if (c.count == 0) continue;
+    copies[CopyKindName(static_cast<CopyKind>(i))] = json{{"count", c.count}, {"bytes", c.bytes}};
   }
   uint64_t live_device_count = 0;
   uint64_t live_host_count = 0;
@@ -751,6 +820,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
       {"unwinder", context.unwinder},
       {"unwind_fallbacks", context.unwind_fallbacks},
   };
+  if (!context.pytorch_allocator.empty()) {
+    report["process"]["pytorch_allocator"] = context.pytorch_allocator;
+  }
   std::vector<uint32_t> ids;
   for (const auto& [id, t] : snap.sites) ids.push_back(id);
   for (const LiveAlloc& a : snap.live) ids.push_back(a.stack_id);
@@ -825,14 +897,23 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
   constexpr size_t kTopSites = 5;
   std::string out;
   char line[768];
-  uint64_t allocs = 0;
+  uint64_t device_allocs = 0;
+  uint64_t host_allocs = 0;
   uint64_t copies = 0;
-  for (const auto& k : snap.kinds) allocs += k.allocs;
-  for (const auto& c : snap.copies) copies += c.count;
+  for (int k = 0; k < kNumMemKinds; ++k) {
+    (IsDeviceKind(static_cast<MemKind>(k)) ? device_allocs : host_allocs) += snap.kinds[k].allocs;
+  }
+  for (int k = 0; k < kNumCopyKinds; ++k)
+    copies += CopiesOf(snap, context, static_cast<CopyKind>(k)).count;
+  char host[64] = "";
+  if (host_allocs != 0) {
+    std::snprintf(host, sizeof(host), " (and %" PRIu64 " of pinned host memory)", host_allocs);
+  }
   std::snprintf(line, sizeof(line),
-                "gpuwatch: %" PRIu64 " allocations, %" PRIu64 " copies, %" PRIu64
+                "gpuwatch: %" PRIu64 " device allocations%s, %s, %" PRIu64
                 " kernel launches; device peak %s\n",
-                allocs, copies, snap.launches, FormatBytes(snap.device_peak_bytes).c_str());
+                device_allocs, host, Copies(copies).c_str(), snap.launches,
+                FormatBytes(snap.device_peak_bytes).c_str());
   out += line;
   for (const bool device : {true, false}) {
     const std::vector<LeakGroup> groups = GroupLive(snap.live, device, sites);
@@ -843,10 +924,10 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
       bytes += g.bytes;
       count += g.count;
     }
-    std::snprintf(line, sizeof(line),
-                  "gpuwatch: still live: %s of %s memory in %" PRIu64 " allocations from %zu %s\n",
-                  FormatBytes(bytes).c_str(), device ? "device" : "pinned host", count,
-                  groups.size(), groups.size() == 1 ? "site" : "sites");
+    std::snprintf(line, sizeof(line), "gpuwatch: still live: %s of %s memory in %s from %s\n",
+                  FormatBytes(bytes).c_str(), device ? "device" : "pinned host",
+                  CountOf(count, "allocation", "allocations").c_str(),
+                  CountOf(groups.size(), "site", "sites").c_str());
     out += line;
     for (size_t i = 0; i < groups.size() && i < kTopSites; ++i) {
       const std::vector<Frame>& frames = sites->FramesOf(groups[i].stack_id);
@@ -861,9 +942,7 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     }
   }
   if (snap.unknown_frees > 0) {
-    std::snprintf(line, sizeof(line), "gpuwatch: %" PRIu64 " frees of unknown pointers\n",
-                  snap.unknown_frees);
-    out += line;
+    out += "gpuwatch: " + CountOf(snap.unknown_frees, "free", "frees") + " of unknown pointers\n";
   }
   if (context.timeline != nullptr) {
     out += GrowthSummary(*context.timeline, context.suppressions, sites);
@@ -873,10 +952,10 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     const KernelStats& top = context.kernels->front();
     uint64_t launches = 0;
     for (const KernelStats& k : *context.kernels) launches += k.launches;
-    std::snprintf(line, sizeof(line),
-                  "gpuwatch: kernels: %" PRIu64 " launches of %zu kernels; most: %s x%" PRIu64 "\n",
-                  launches, context.kernels->size(), DemangleKernel(top.name).c_str(),
-                  top.launches);
+    std::snprintf(line, sizeof(line), "gpuwatch: kernels: %s of %s; most: %s x%" PRIu64 "\n",
+                  CountOf(launches, "launch", "launches").c_str(),
+                  CountOf(context.kernels->size(), "kernel", "kernels").c_str(),
+                  DemangleKernel(top.name).c_str(), top.launches);
     out += line;
   }
   const LifecycleFigures& l = context.lifecycle;

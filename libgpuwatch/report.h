@@ -32,6 +32,10 @@ struct TraceSnapshot;
 struct SiteClass {
   std::string_view category;  // "" when none
   const Suppression* suppressed = nullptr;
+  // A category the site's frames fall in that is off in this process
+  // (PyTorch's allocator in a per-tensor mode); reports then write an
+  // explicit empty category, so that tools do not put the site back in it.
+  bool category_off = false;
 };
 
 // The failed request of an out-of-memory report.
@@ -83,11 +87,15 @@ class SiteResolver {
   // one resolver must pass the same `suppressions`.
   const SiteClass& ClassOf(uint32_t stack_id, const Suppressions* suppressions,
                            SuppressionKind kind);
+  // PytorchAllocatesPerTensor() of the process: its allocator's frames are
+  // no category. Set before the first ClassOf.
+  void set_pytorch_per_tensor(bool on) { pytorch_per_tensor_ = on; }
 
  private:
   static constexpr uint32_t kUnresolved = UINT32_MAX;
 
   const StackTable* stacks_;
+  bool pytorch_per_tensor_ = false;
   Symbolizer* shared_symbolizer_;
   std::unique_ptr<Symbolizer> own_symbolizer_;
   std::unordered_map<uint32_t, std::vector<Frame>> cache_;
@@ -114,6 +122,7 @@ struct ReportContext {
   std::vector<std::string> command;              // argv of the process
   std::string attach_mode;                       // "preload" or "injection"
   std::string cupti_path;                        // the libcupti that was loaded
+  std::string pytorch_allocator;                 // PytorchAllocatorMode() of the process
   const OomInfo* oom = nullptr;                  // set for trigger "oom"
   uint64_t oom_count = 0;                        // out-of-memory failures seen so far
   uint64_t stacks_dropped = 0;                   // stacks not interned: the table was full
@@ -164,6 +173,9 @@ bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::strin
 
 // Human-readable byte count: "512 B", "1.5 KiB", "3.0 GiB".
 std::string FormatBytes(uint64_t bytes);
+
+// "1 copy", "3 copies": `n` and the noun in the number it needs.
+std::string CountOf(uint64_t n, const char* one, const char* many);
 
 }  // namespace gpuwatch
 

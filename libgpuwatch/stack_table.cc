@@ -171,6 +171,15 @@ StackTable::Record* StackTable::Allocate(int n, uint32_t* id) {
   return record;
 }
 
+void StackTable::Prepare() {
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  if (num_chunks_ != 0 || full_.load(std::memory_order_relaxed) || max_chunks_ == 0) return;
+  void* chunk = MapChunk(chunk_bytes_);
+  if (chunk == nullptr) return;  // Allocate() tries again, and warns
+  chunks_[num_chunks_++] = static_cast<char*>(chunk);
+  chunk_offset_ = 0;
+}
+
 uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
   if (n <= 0 || pcs == nullptr) return 0;
   n = std::min(n, kMaxFrames);

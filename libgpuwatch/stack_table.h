@@ -68,6 +68,10 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // chunk. Not async-signal-safe.
   uint32_t Intern(const uintptr_t* pcs, int n);
 
+  // Maps the arena's first chunk now (faulting its pages in), so that the
+  // first Intern() does not: gpuwatch's background thread calls it. Thread-safe.
+  void Prepare();
+
   // The pcs of `id`, or an empty span for 0, an unknown id, or an id whose
   // insertion has not finished publishing. The span stays valid and
   // unchanged for the life of the table. Thread-safe, lock-free,

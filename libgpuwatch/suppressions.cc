@@ -48,6 +48,7 @@ struct CategoryRule {
   const char* category;
   Field field;
   const char* pattern;
+  bool pytorch = false;  // PyTorch's caching allocator: off in its per-tensor modes
 };
 
 // Module patterns match anywhere in the module's path (a soname stem is enough
@@ -68,8 +69,8 @@ constexpr CategoryRule kCategoryRules[] = {
     {"cuda-libraries", Field::kModule, "libcusolver.so"},
     {"cuda-libraries", Field::kModule, "libnvjpeg.so"},
     // PyTorch: c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc, ...
-    {"caching-allocator", Field::kFunction, "c10::cuda::CUDACachingAllocator::"},
-    {"caching-allocator", Field::kModule, "libc10_cuda.so"},
+    {"caching-allocator", Field::kFunction, "c10::cuda::CUDACachingAllocator::", true},
+    {"caching-allocator", Field::kModule, "libc10_cuda.so", true},
     // CuPy's memory pool is Cython: its native frames carry the module only.
     {"caching-allocator", Field::kModule, "cupy/cuda/memory."},
     {"caching-allocator", Field::kModule, "cupy_backends/cuda/"},
@@ -181,9 +182,10 @@ const Suppression* Suppressions::Match(SuppressionKind kind,
   return nullptr;
 }
 
-std::string_view CategoryOf(std::span<const FrameView> frames) {
+std::string_view CategoryOf(std::span<const FrameView> frames, bool pytorch_per_tensor) {
   for (const FrameView& f : frames) {
     for (const CategoryRule& rule : kCategoryRules) {
+      if (rule.pytorch && pytorch_per_tensor) continue;
       if (FieldMatches(rule, f)) return rule.category;
     }
   }

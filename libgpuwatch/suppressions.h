@@ -80,7 +80,10 @@ class Suppressions {
 // The built-in category of a stack: the category of the innermost frame that
 // belongs to one, or "" when none does. Names: "cuda-runtime", "cublas",
 // "cudnn", "nccl", "cuda-libraries", "caching-allocator".
-std::string_view CategoryOf(std::span<const FrameView> frames);
+// `pytorch_per_tensor`: PyTorch allocates every tensor itself
+// (PytorchAllocatesPerTensor), so its allocator's frames are not a category:
+// what they hold is what tensors hold.
+std::string_view CategoryOf(std::span<const FrameView> frames, bool pytorch_per_tensor = false);
 
 }  // namespace gpuwatch
 

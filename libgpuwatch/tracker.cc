@@ -153,12 +153,18 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
   site.allocs.fetch_add(1, std::memory_order_relaxed);
   site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
   RaiseTo(site.largest, alloc.size);
-  if (IsDeviceKind(alloc.kind)) site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  if (IsDeviceKind(alloc.kind)) {
+    site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  } else {
+    site.host_allocs.fetch_add(1, std::memory_order_relaxed);
+    site.host_alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  }
   const uint32_t next = alloc.stack_id + 1;
   uint32_t used = sites_used_.load(std::memory_order_relaxed);
   while (next > used && alloc.stack_id <= max_sites_ &&
          !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
   }
+  if (!IsDeviceKind(alloc.kind)) AddHostRange(alloc);
   Counters& c = kinds_[static_cast<int>(alloc.kind)];
   RaiseTo(c.peak_bytes,
           c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
@@ -175,16 +181,46 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
   }
 }
 
-void Tracker::UnaccountAlloc(const LiveAlloc& alloc) {
-  Site& site = SiteFor(alloc.stack_id);
-  site.allocs.fetch_sub(1, std::memory_order_relaxed);
-  site.alloc_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
-  ReleaseLive(alloc);
+void Tracker::AddHostRange(const LiveAlloc& alloc) {
+  std::lock_guard<std::mutex> lock(host_mu_);
+  if (host_ranges_.insert_or_assign(alloc.address, HostRange{alloc.size, alloc.kind}).second) {
+    host_range_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Tracker::RemoveHostRange(uint64_t address) {
+  std::lock_guard<std::mutex> lock(host_mu_);
+  if (host_ranges_.erase(address) != 0) host_range_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
+  if (address == 0) return false;
+  if (host_range_count_.load(std::memory_order_relaxed) != 0) {
+    std::lock_guard<std::mutex> lock(host_mu_);
+    auto it = host_ranges_.upper_bound(address);
+    if (it != host_ranges_.begin()) {
+      --it;
+      if (address - it->first < it->second.size) {
+        *kind = it->second.kind;
+        return true;
+      }
+    }
+  }
+  Shard& shard = ShardFor(address);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const LiveRecord* record = shard.live.Find(address);
+  if (record == nullptr) return false;
+  const LiveAlloc alloc = AllocOf(address, *record);
+  *kind = alloc.kind;
+  if (device != nullptr) *device = alloc.device;
+  return true;
 }
 
 void Tracker::ReleaseLive(const LiveAlloc& alloc) {
   if (IsDeviceKind(alloc.kind)) {
     SiteFor(alloc.stack_id).live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  } else {
+    RemoveHostRange(alloc.address);
   }
   kinds_[static_cast<int>(alloc.kind)].current_bytes.fetch_sub(alloc.size,
                                                                std::memory_order_relaxed);
@@ -223,25 +259,9 @@ void Tracker::OnAlloc(const AllocEvent& event) {
     KindCounts& k = shard.Counts(alloc.kind);
     Add(k.allocs, 1);
     Add(k.alloc_bytes, alloc.size);
-    if (had_old) {
-      KindCounts& o = shard.Counts(replaced.kind);
-      if (replaced.size == alloc.size) {  // counted once, see below
-        Sub(o.allocs, 1);
-        Sub(o.alloc_bytes, replaced.size);
-      } else {
-        Add(o.frees, 1);
-      }
-    }
+    if (had_old) Add(shard.Counts(replaced.kind).frees, 1);
   }
-  if (had_old && replaced.size == alloc.size) {
-    // The same allocation seen twice: with CUDA_INJECTION64_PATH gpuwatch
-    // subscribes inside cuInit, within the first runtime call, so that call's
-    // nested driver allocation arrives before the runtime's EXIT. Keep the
-    // outer (runtime) view and count the allocation once.
-    UnaccountAlloc(replaced);
-  } else if (had_old) {
-    ReleaseLive(replaced);  // a free we never saw
-  }
+  if (had_old) ReleaseLive(replaced);  // a free we never saw
   AccountAlloc(alloc);
   if (event.kind == MemKind::kVmm) {
     std::lock_guard<std::mutex> lock(vmm_mu_);
@@ -251,19 +271,57 @@ void Tracker::OnAlloc(const AllocEvent& event) {
 
 bool Tracker::OnFree(uint64_t address) {
   LiveAlloc freed;
+  if (BeginFree(address, &freed)) return true;
+  CountUnknownFree();
+  return false;
+}
+
+bool Tracker::BeginFree(uint64_t address, LiveAlloc* removed) {
   {
     Shard& shard = ShardFor(address);
     std::lock_guard<std::mutex> lock(shard.mu);
     LiveRecord record;
-    if (!shard.live.Erase(address, &record)) {
-      unknown_frees_.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    freed = AllocOf(address, record);
-    Add(shard.Counts(freed.kind).frees, 1);
+    if (!shard.live.Erase(address, &record)) return false;
+    *removed = AllocOf(address, record);
+    Add(shard.Counts(removed->kind).frees, 1);
   }
-  ReleaseLive(freed);
+  ReleaseLive(*removed);
   return true;
+}
+
+void Tracker::UndoFree(const LiveAlloc& removed) {
+  {
+    Shard& shard = ShardFor(removed.address);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    bool dropped = false;
+    LiveRecord newer;
+    if (shard.live.Upsert(removed.address, RecordOf(removed), &newer, &dropped)) {
+      // The address is live again already: the free did happen after all.
+      LiveRecord ours;
+      shard.live.Upsert(removed.address, newer, &ours, &dropped);
+      return;
+    }
+    if (dropped) {
+      dropped_allocs_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    Sub(shard.Counts(removed.kind).frees, 1);
+  }
+  // Back as it was: live bytes per kind, device and site; no new allocation.
+  if (IsDeviceKind(removed.kind)) {
+    SiteFor(removed.stack_id).live_bytes.fetch_add(removed.size, std::memory_order_relaxed);
+  } else {
+    AddHostRange(removed);
+  }
+  kinds_[static_cast<int>(removed.kind)].current_bytes.fetch_add(removed.size,
+                                                                 std::memory_order_relaxed);
+  if (IsDeviceKind(removed.kind)) {
+    device_current_.fetch_add(removed.size, std::memory_order_relaxed);
+    const uint64_t on_device = device_live_[DeviceSlot(removed.device)].fetch_add(
+                                   removed.size, std::memory_order_relaxed) +
+                               removed.size;
+    if (trace_ != nullptr) trace_->Memory(NowNs(), removed.device, on_device);
+  }
 }
 
 void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
@@ -293,11 +351,13 @@ void Tracker::OnCopy(const CopyEvent& event) {
 void Tracker::LockForFork() {
   peak_mu_.lock();
   vmm_mu_.lock();
+  host_mu_.lock();
   for (int i = 0; i < kShards; ++i) shards_[i].mu.lock();
 }
 
 void Tracker::UnlockAfterFork() {
   for (int i = kShards - 1; i >= 0; --i) shards_[i].mu.unlock();
+  host_mu_.unlock();
   vmm_mu_.unlock();
   peak_mu_.unlock();
 }
@@ -389,6 +449,8 @@ TrackerSnapshot Tracker::Snapshot() const {
     t.largest = site.largest.load(std::memory_order_relaxed);
     t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
     t.live_count = live_count[id];
+    t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
+    t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
     snap.sites.emplace_back(id, t);
   }
   {

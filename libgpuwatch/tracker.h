@@ -49,11 +49,13 @@ struct KindTotals {
 
 // Totals of one allocation site (one interned stack id; 0 = no stack).
 struct SiteTotals {
-  uint64_t live_bytes = 0;
-  uint64_t live_count = 0;
-  uint64_t allocs = 0;
+  uint64_t live_bytes = 0;  // device kinds
+  uint64_t live_count = 0;  // device kinds
+  uint64_t allocs = 0;      // every kind
   uint64_t alloc_bytes = 0;
   uint64_t largest = 0;
+  uint64_t host_allocs = 0;  // of allocs and alloc_bytes: pinned and registered host memory
+  uint64_t host_alloc_bytes = 0;
 };
 
 struct CopyTotals {
@@ -93,11 +95,22 @@ class Tracker {
   Tracker& operator=(const Tracker&) = delete;
 
   // Records a successful allocation. A second allocation at a live address
-  // (a missed free) replaces the old entry, which is counted as freed.
+  // means a free was missed (memory a context took with it when it was
+  // destroyed, say): the old entry is replaced and counted as freed.
   void OnAlloc(const AllocEvent& event);
 
   // Records a free. Returns false, and counts it, when the address is not live.
   bool OnFree(uint64_t address);
+
+  // A free in two steps, for frees seen at the entry of the call: the memory
+  // can be handed to another thread's allocation before the freeing call
+  // returns, so the free is recorded before the call runs. BeginFree removes
+  // the allocation (false when the address is not live; nothing is counted
+  // then); UndoFree puts it back as it was when the call failed.
+  bool BeginFree(uint64_t address, LiveAlloc* removed);
+  void UndoFree(const LiveAlloc& removed);
+  // A free of an address that was not live (counted in unknown_frees).
+  void CountUnknownFree() { unknown_frees_.fetch_add(1, std::memory_order_relaxed); }
 
   // cuMemUnmap: frees every VMM mapping inside [address, address + size).
   void OnUnmapRange(uint64_t address, uint64_t size);
@@ -138,6 +151,13 @@ class Tracker {
   // Total number of events seen (allocations, frees, copies, launches); cheap.
   uint64_t EventCount() const;
 
+  // What gpuwatch's own tables say `address` is, for copies whose activity
+  // record does not tell: pinned or registered host memory anywhere inside a
+  // live range of it, or the base of a live allocation of another kind.
+  // False when neither (pageable host memory, or a pointer inside a device
+  // allocation). Thread-safe; takes no lock when no host memory is live.
+  bool Classify(uint64_t address, MemKind* kind, int* device = nullptr) const;
+
   static constexpr uint32_t kDefaultMaxSites = 1u << 20;
   static constexpr int kMaxDevices = kMaxTrackedDevices;
 
@@ -155,6 +175,8 @@ class Tracker {
     std::atomic<uint64_t> allocs{0};
     std::atomic<uint64_t> alloc_bytes{0};
     std::atomic<uint64_t> largest{0};
+    std::atomic<uint64_t> host_allocs{0};  // host kinds only touch these two more
+    std::atomic<uint64_t> host_alloc_bytes{0};
   };
   struct Shard;
   // What needs a running process-wide value (the peak of current bytes).
@@ -169,8 +191,6 @@ class Tracker {
   // The process-wide accounting of an allocation (sites, current bytes and
   // peaks, devices); counts per kind are kept by the shard, under its lock.
   void AccountAlloc(const LiveAlloc& alloc);
-  // Reverses AccountAlloc for an allocation that was recorded twice.
-  void UnaccountAlloc(const LiveAlloc& alloc);
   // Live bytes (kind, device total, site) for a departed allocation.
   void ReleaseLive(const LiveAlloc& alloc);
 
@@ -205,6 +225,17 @@ class Tracker {
   // VMM mappings, ordered so that an unmap can find every mapping in its range.
   mutable std::mutex vmm_mu_;
   std::map<uint64_t, uint64_t> vmm_ranges_;  // address -> size; guarded by vmm_mu_
+
+  // Live pinned and registered host ranges, for Classify. Few and large.
+  struct HostRange {
+    uint64_t size = 0;
+    MemKind kind = MemKind::kPinnedHost;
+  };
+  void AddHostRange(const LiveAlloc& alloc);
+  void RemoveHostRange(uint64_t address);
+  mutable std::mutex host_mu_;
+  std::map<uint64_t, HostRange> host_ranges_;  // guarded by host_mu_
+  std::atomic<uint64_t> host_range_count_{0};
 };
 
 }  // namespace gpuwatch

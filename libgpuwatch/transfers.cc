@@ -44,11 +44,12 @@ void Add(TransferStats* s, const CopyRecord& r, bool timed) {
 
 }  // namespace
 
-void Transfers::Aggregate(uint32_t stack_id, const CopyRecord& r, bool timed, bool async) {
+void Transfers::Aggregate(uint32_t stack_id, const CopyRecord& r, bool timed, bool async,
+                          TransfersSnapshot* totals, SiteMap* sites) {
   const int k = static_cast<int>(r.kind);
   const int h = static_cast<int>(r.host);
-  Add(&totals_.totals[k][h], r, timed);
-  SiteTransfers& site = sites_[stack_id];
+  Add(&totals->totals[k][h], r, timed);
+  SiteTransfers& site = (*sites)[stack_id];
   Add(&site.all, r, timed);
   Add(&site.by_kind[k], r, timed);
   Add(&site.by_host[h], r, timed);
@@ -59,34 +60,44 @@ void Transfers::Aggregate(uint32_t stack_id, const CopyRecord& r, bool timed, bo
   }
   if (!async && r.kind == CopyKind::kDeviceToHost) site.sync_d2h_count += 1;
   if (r.host == HostKind::kPageable && (async || r.bytes >= kLargeCopyBytes)) {
-    site.pageable_flagged_count += 1;
-    site.pageable_flagged_bytes += r.bytes;
+    const int d = r.kind == CopyKind::kDeviceToHost ? 1 : 0;
+    site.pageable_flagged_count[d] += 1;
+    site.pageable_flagged_bytes[d] += r.bytes;
   }
   site.histogram[HistogramBucket(r.bytes)] += 1;
   const uint64_t ns = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
   if (timed && r.bytes >= kBandwidthMinBytes && ns > 0) {
     const double gbps = static_cast<double>(r.bytes) / static_cast<double>(ns);
-    totals_.best_gbps[k] = std::max(totals_.best_gbps[k], gbps);
+    totals->best_gbps[k] = std::max(totals->best_gbps[k], gbps);
   }
 }
 
-void Transfers::AggregateUntimed(const CopyCall& call) {
+void Transfers::AggregateUntimed(const CopyCall& call, TransfersSnapshot* totals, SiteMap* sites) {
   CopyRecord r;
   r.bytes = call.bytes;
   r.kind = call.kind;
-  Aggregate(call.stack_id, r, /*timed=*/false, call.async);
+  r.host = call.kind == CopyKind::kDeviceToDevice || call.kind == CopyKind::kPeer
+               ? HostKind::kDevice
+               : call.host;
+  Aggregate(call.stack_id, r, /*timed=*/false, call.async, totals, sites);
+}
+
+void Transfers::Register(uint64_t key, const CopyCall& call) {
+  bool dropped = pending_.size() >= kMaxPending;
+  CopyCall replaced;
+  if (!dropped) pending_.Upsert(key, call, &replaced, &dropped);
+  if (!dropped) return;
+  totals_.pending_dropped += 1;  // table full, or no memory to grow it
+  AggregateUntimed(call, &totals_, &sites_);
 }
 
 void Transfers::OnCopyCall(const CopyCall& call, bool activity) {
   std::lock_guard<std::mutex> lock(mu_);
   if (activity) {
-    bool dropped = pending_.size() >= kMaxPending;
-    CopyCall replaced;
-    if (!dropped) pending_.Upsert(PendingKey(call.correlation), call, &replaced, &dropped);
-    if (!dropped) return;
-    totals_.pending_dropped += 1;  // table full, or no memory to grow it
+    Register(PendingKey(call.correlation), call);
+  } else {
+    AggregateUntimed(call, &totals_, &sites_);
   }
-  AggregateUntimed(call);
 }
 
 void Transfers::OnCopyFailed(uint32_t correlation) {
@@ -95,25 +106,29 @@ void Transfers::OnCopyFailed(uint32_t correlation) {
   pending_.Erase(PendingKey(correlation), &gone);
 }
 
-uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
+void Transfers::OnGraphCopy(uint32_t correlation, uint64_t node, const CopyCall& call,
+                            bool activity) {
   std::lock_guard<std::mutex> lock(mu_);
-  // A runtime copy was registered under the runtime call's id, a driver copy
-  // under the driver call's.
-  uint64_t key = PendingKey(record.runtime_correlation);
-  CopyCall* call = record.runtime_correlation != 0 ? pending_.Find(key) : nullptr;
-  if (call == nullptr) {
-    key = PendingKey(record.correlation);
-    call = pending_.Find(key);
+  if (activity) {
+    Register(GraphKey(correlation, node), call);
+  } else {
+    AggregateUntimed(call, &totals_, &sites_);
   }
-  if (call == nullptr) {
-    totals_.unmatched_records += 1;
-    Aggregate(0, record, /*timed=*/true, record.async);
-    return 0;
-  }
+}
+
+void Transfers::OnGraphLaunchFailed(uint32_t correlation, uint64_t node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CopyCall gone;
+  pending_.Erase(GraphKey(correlation, node), &gone);
+}
+
+uint32_t Transfers::Join(uint64_t key, const CopyRecord& record) {
+  CopyCall* call = pending_.Find(key);
+  if (call == nullptr) return UINT32_MAX;
   CopyRecord r = record;
   if (r.kind == CopyKind::kUnknown) r.kind = call->kind;
   const uint32_t site = call->stack_id;
-  Aggregate(site, r, /*timed=*/true, call->async || record.async);
+  Aggregate(site, r, /*timed=*/true, call->async || record.async, &totals_, &sites_);
   if (--call->records == 0) {
     CopyCall done;
     pending_.Erase(key, &done);
@@ -121,11 +136,31 @@ uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
   return site;
 }
 
+uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A runtime copy was registered under the runtime call's id, a driver copy
+  // under the driver call's; a graph node's under its launch's and its id.
+  const uint32_t ids[2] = {record.runtime_correlation, record.correlation};
+  for (int i = 0; i < 2; ++i) {
+    if (i == 0 && record.runtime_correlation == 0) continue;
+    const uint64_t key =
+        record.graph_node != 0 ? GraphKey(ids[i], record.graph_node) : PendingKey(ids[i]);
+    const uint32_t site = Join(key, record);
+    if (site != UINT32_MAX) return site;
+  }
+  // No call waits for it: its copy was counted from its call already (or
+  // was not made while gpuwatch recorded).
+  totals_.unmatched_records += 1;
+  return 0;
+}
+
 void Transfers::Settle() {
   std::lock_guard<std::mutex> lock(mu_);
   // A batch waiting for several records: what is left of its bytes is not
   // known per copy; count the rest as one.
-  pending_.ForEach([this](uint64_t /*key*/, const CopyCall& call) { AggregateUntimed(call); });
+  pending_.ForEach([this](uint64_t /*key*/, const CopyCall& call) {
+    AggregateUntimed(call, &totals_, &sites_);
+  });
   pending_.Clear();
 }
 
@@ -156,8 +191,10 @@ void MergeInto(SiteTransfers* into, const SiteTransfers& from) {
   into->small_count += from.small_count;
   into->small_bytes += from.small_bytes;
   into->sync_d2h_count += from.sync_d2h_count;
-  into->pageable_flagged_count += from.pageable_flagged_count;
-  into->pageable_flagged_bytes += from.pageable_flagged_bytes;
+  for (int d = 0; d < 2; ++d) {
+    into->pageable_flagged_count[d] += from.pageable_flagged_count[d];
+    into->pageable_flagged_bytes[d] += from.pageable_flagged_bytes[d];
+  }
   for (int i = 0; i < kHistogramBuckets; ++i) into->histogram[i] += from.histogram[i];
 }
 
@@ -166,15 +203,20 @@ std::vector<TransferFinding> FindTransferIssues(
     const std::array<double, kNumCopyKinds>& best_gbps) {
   std::vector<TransferFinding> out;
   for (const auto& [site, t] : sites) {
-    if (t.pageable_flagged_count > 0) {
+    for (int d = 0; d < 2; ++d) {
+      if (t.pageable_flagged_count[d] == 0) continue;
       TransferFinding f;
       f.type = "pageable";
       f.site = site;
-      f.count = t.pageable_flagged_count;
-      f.bytes = t.pageable_flagged_bytes;
-      f.advice =
-          "copies from pageable host memory are staged through a bounce buffer and an async one "
-          "runs synchronously: allocate the host buffer with cudaMallocHost or cudaHostRegister";
+      f.count = t.pageable_flagged_count[d];
+      f.bytes = t.pageable_flagged_bytes[d];
+      f.direction = d == 0 ? CopyKind::kHostToDevice : CopyKind::kDeviceToHost;
+      f.advice = d == 0 ? "copies from pageable host memory are staged through a bounce buffer and "
+                          "an async one runs synchronously: allocate the host buffer with "
+                          "cudaMallocHost or cudaHostRegister"
+                        : "copies to pageable host memory are staged through a bounce buffer and "
+                          "an async one runs synchronously: allocate the host buffer with "
+                          "cudaMallocHost or cudaHostRegister";
       out.push_back(f);
     }
     if (t.small_count >= kSmallCopyStormCount) {
@@ -231,7 +273,12 @@ std::vector<TransferFinding> FindTransferIssues(
 TransfersSnapshot Transfers::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   TransfersSnapshot snap = totals_;
-  snap.sites.assign(sites_.begin(), sites_.end());
+  // The calls still waiting for a record count too, as Settle() would count
+  // them: a copy happened whether or not its record arrived yet.
+  SiteMap sites = sites_;
+  pending_.ForEach(
+      [&](uint64_t /*key*/, const CopyCall& call) { AggregateUntimed(call, &snap, &sites); });
+  snap.sites.assign(sites.begin(), sites.end());
   std::sort(snap.sites.begin(), snap.sites.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   return snap;

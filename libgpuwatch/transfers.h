@@ -4,8 +4,12 @@
 // async; a correlation id) and later in a CUPTI MEMCPY activity record (host
 // memory kind, start and end on the GPU). OnCopyCall() registers the call
 // under its correlation id; OnCopyRecord() joins the record to it and
-// aggregates. Calls whose records never come (activity unavailable, records
-// dropped) are aggregated with what the call alone says by Settle().
+// aggregates. A copy is counted once, from its call: calls whose records never
+// come (activity unavailable, records dropped or not joinable) are aggregated
+// with what the call alone says (Settle(), and in every Snapshot()), and a
+// record that joins no call is counted in unmatched_records, never as a copy.
+// The work of a graph's memcpy nodes is registered at each launch
+// (OnGraphCopy); their records carry the node's id.
 //
 // Thread-safety: every method may be called concurrently; one mutex guards the
 // tables. Copies cost microseconds in CUDA itself, so a short lock is fine;
@@ -52,6 +56,9 @@ struct CopyCall {
   uint32_t stack_id = 0;
   uint64_t bytes = 0;
   CopyKind kind = CopyKind::kUnknown;
+  // The host side as gpuwatch's own tables of pinned and registered memory
+  // see it at the call; a record's kind replaces it.
+  HostKind host = HostKind::kUnknown;
   bool async = false;
   uint32_t records = 1;  // activity records expected (a batch has one per copy)
 };
@@ -59,6 +66,7 @@ struct CopyCall {
 struct CopyRecord {
   uint32_t correlation = 0;          // the driver call's
   uint32_t runtime_correlation = 0;  // the runtime call's, 0 when none
+  uint64_t graph_node = 0;           // the graph node that made the copy, 0 when none
   uint64_t bytes = 0;
   CopyKind kind = CopyKind::kUnknown;
   HostKind host = HostKind::kUnknown;
@@ -86,8 +94,10 @@ struct SiteTransfers {
   uint64_t small_count = 0;  // copies < kSmallCopyBytes
   uint64_t small_bytes = 0;
   uint64_t sync_d2h_count = 0;
-  uint64_t pageable_flagged_count = 0;  // pageable and (async or large)
-  uint64_t pageable_flagged_bytes = 0;
+  // Pageable and (async or large): [0] from pageable memory (host to device),
+  // [1] to pageable memory (device to host).
+  std::array<uint64_t, 2> pageable_flagged_count{};
+  std::array<uint64_t, 2> pageable_flagged_bytes{};
   std::array<uint64_t, kHistogramBuckets> histogram{};
 };
 
@@ -98,8 +108,9 @@ struct TransfersSnapshot {
   // Best bandwidth (bytes/ns = GB/s) of a single copy >= kBandwidthMinBytes,
   // per direction; 0 when none.
   std::array<double, kNumCopyKinds> best_gbps{};
-  uint64_t unmatched_records = 0;  // records whose call was never seen
-  uint64_t pending_dropped = 0;    // calls not joined: the pending table was full
+  // Records that joined no call (their copy is counted from its call, untimed).
+  uint64_t unmatched_records = 0;
+  uint64_t pending_dropped = 0;  // calls not joined: the pending table was full
 };
 
 int HistogramBucket(uint64_t bytes);
@@ -134,13 +145,18 @@ class Transfers {
   // ENTER), so that its record always finds it. `activity` false: no records
   // will come; the call is aggregated at once.
   void OnCopyCall(const CopyCall& call, bool activity);
-  // The call failed: forget it.
+  // The call failed, or made a graph node instead of copying: forget it.
   void OnCopyFailed(uint32_t correlation);
+  // One memcpy node's copy at a graph launch (the launch's correlation id).
+  void OnGraphCopy(uint32_t correlation, uint64_t node, const CopyCall& call, bool activity);
+  // The launch failed: forget the copies OnGraphCopy registered for it.
+  void OnGraphLaunchFailed(uint32_t correlation, uint64_t node);
   // Returns the stack id of the call the record joined (0 when none).
   uint32_t OnCopyRecord(const CopyRecord& record);
   // Aggregates the calls still waiting for a record with what the calls say.
-  // Call after flushing the activity buffers, before Snapshot().
+  // Call after flushing the activity buffers at exit.
   void Settle();
+  // Includes the calls still waiting for a record, counted as Settle() would.
   TransfersSnapshot Snapshot() const;
   // For pthread_atfork (prepare; parent and child).
   void LockForFork() { mu_.lock(); }
@@ -151,14 +167,22 @@ class Transfers {
   static constexpr size_t kMaxPending = 1 << 20;
 
  private:
-  void Aggregate(uint32_t stack_id, const CopyRecord& record, bool timed, bool async)
-      /* requires mu_ */;
+  using SiteMap = std::unordered_map<uint32_t, SiteTransfers>;
+  static void Aggregate(uint32_t stack_id, const CopyRecord& record, bool timed, bool async,
+                        TransfersSnapshot* totals, SiteMap* sites);
   // A call whose record will not come, counted with what the call says.
-  void AggregateUntimed(const CopyCall& call) /* requires mu_ */;
+  static void AggregateUntimed(const CopyCall& call, TransfersSnapshot* totals, SiteMap* sites);
+  void Register(uint64_t key, const CopyCall& call) /* requires mu_ */;
+  uint32_t Join(uint64_t key, const CopyRecord& record) /* requires mu_ */;
 
   mutable std::mutex mu_;
-  // Key: correlation id + 1 (the table's keys are non-zero).
+  // Keys: a call's correlation id + 1 (the table's keys are non-zero); a
+  // graph node's copy at a launch: (correlation id + 1) << 32 | the node id's
+  // low 32 bits, which never collides with a call's key.
   static uint64_t PendingKey(uint32_t correlation) { return uint64_t{correlation} + 1; }
+  static uint64_t GraphKey(uint32_t correlation, uint64_t node) {
+    return (uint64_t{correlation} + 1) << 32 | (node & 0xffffffffu);
+  }
 
   AddressMap<CopyCall> pending_;                       // guarded by mu_
   std::unordered_map<uint32_t, SiteTransfers> sites_;  // guarded by mu_

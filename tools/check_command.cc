@@ -111,9 +111,8 @@ Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
     return rule;
   }
   rule.summary = FormatBytes(split.leaked_bytes) + " of device memory leaked in " +
-                 std::to_string(split.leaked_count) + " allocations from " +
-                 std::to_string(split.leaked.size()) +
-                 (split.leaked.size() == 1 ? " site" : " sites") + " (limit " + FormatBytes(limit) +
+                 CountOf(split.leaked_count, "allocation", "allocations") + " from " +
+                 CountOf(split.leaked.size(), "site", "sites") + " (limit " + FormatBytes(limit) +
                  ")";
   if (rule.broken) {
     for (size_t i = 0; i < split.leaked.size() && i < top; ++i) {

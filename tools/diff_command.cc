@@ -38,7 +38,10 @@ void Collect(const json& doc, int side, std::map<std::string, SiteFigures>* site
   }
   const json& all = Sub(doc, "sites");
   if (all.is_array()) {
-    for (const json& s : all) at(s).allocated[side] += U64(s, "alloc_bytes");
+    for (const json& s : all) {
+      const uint64_t bytes = U64(s, "alloc_bytes");
+      at(s).allocated[side] += bytes - std::min(bytes, U64(s, "host_alloc_bytes"));
+    }
   }
   const json& peak = Sub(Sub(doc, "peak"), "sites");
   if (peak.is_array()) {
@@ -152,19 +155,6 @@ void GrowthSection(FILE* out, const std::map<std::string, SiteFigures>& sites, s
   }
 }
 
-uint64_t Allocations(const json& doc, uint64_t* bytes) {
-  uint64_t allocs = 0;
-  *bytes = 0;
-  const json& kinds = Sub(Sub(doc, "totals"), "kinds");
-  if (kinds.is_object()) {
-    for (const auto& [name, k] : kinds.items()) {
-      allocs += U64(k, "allocs");
-      *bytes += U64(k, "alloc_bytes");
-    }
-  }
-  return allocs;
-}
-
 }  // namespace
 
 int DiffCommand(const DiffOptions& options, FILE* out) {
@@ -188,18 +178,23 @@ int DiffCommand(const DiffOptions& options, FILE* out) {
   const json& nl = Sub(Sub(now.doc, "leaks"), "device");
   TotalRow(out, "device live at exit", U64(bl, "bytes"), U64(nl, "bytes"), true);
   TotalRow(out, "device peak", U64(bt, "device_peak_bytes"), U64(nt, "device_peak_bytes"), true);
-  uint64_t base_bytes = 0;
-  uint64_t now_bytes = 0;
-  const uint64_t base_allocs = Allocations(base.doc, &base_bytes);
-  const uint64_t now_allocs = Allocations(now.doc, &now_bytes);
-  TotalRow(out, "bytes allocated", base_bytes, now_bytes, true);
-  TotalRow(out, "allocations", base_allocs, now_allocs, false);
+  // Device and pinned host memory apart (host rows only when either run has any).
+  const KindSums base_device = SumKinds(base.doc, false);
+  const KindSums now_device = SumKinds(now.doc, false);
+  TotalRow(out, "device bytes allocated", base_device.alloc_bytes, now_device.alloc_bytes, true);
+  TotalRow(out, "device allocations", base_device.allocs, now_device.allocs, false);
+  const KindSums base_host = SumKinds(base.doc, true);
+  const KindSums now_host = SumKinds(now.doc, true);
+  if (base_host.allocs != 0 || now_host.allocs != 0) {
+    TotalRow(out, "host bytes allocated", base_host.alloc_bytes, now_host.alloc_bytes, true);
+    TotalRow(out, "host allocations", base_host.allocs, now_host.allocs, false);
+  }
   TotalRow(out, "kernel launches", U64(bt, "kernel_launches"), U64(nt, "kernel_launches"), false);
 
   SiteSection(out, "Live at exit (leaked), by site", sites, Figure::kLeaked, top);
   GrowthSection(out, sites, top);
   SiteSection(out, "Live at the peak, by site", sites, Figure::kPeak, top);
-  SiteSection(out, "Bytes allocated, by site", sites, Figure::kAllocated, top);
+  SiteSection(out, "Device bytes allocated, by site", sites, Figure::kAllocated, top);
   bool any_change = false;
   for (const auto& [key, f] : sites) {
     any_change = any_change || f.leaked[0] != f.leaked[1] || f.allocated[0] != f.allocated[1] ||

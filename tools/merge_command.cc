@@ -201,7 +201,9 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   uint64_t peak_bytes = 0;
   uint64_t peak_sites_bytes = 0;
   SiteMerger peak_sites(&ids, {"bytes"});
-  SiteMerger all_sites(&ids, {"allocs", "alloc_bytes", "live_device_bytes", "live_device_count"},
+  SiteMerger all_sites(&ids,
+                       {"allocs", "alloc_bytes", "live_device_bytes", "live_device_count",
+                        "host_allocs", "host_alloc_bytes"},
                        {"largest"});
   SiteMerger suspects(&ids, {"rate", "first_bytes", "last_bytes", "growth_bytes"},
                       {"to", "samples"}, {"from"});

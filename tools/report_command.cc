@@ -136,28 +136,21 @@ void PrintProcesses(const json& doc, Printer* p) {
 void PrintTotals(const json& doc, Printer* p) {
   const json& totals = Sub(doc, "totals");
   const bool at_exit = Str(doc, "trigger") == "exit" || Str(doc, "trigger") == "merge";
-  uint64_t allocs = 0;
-  uint64_t alloc_bytes = 0;
-  uint64_t frees = 0;
-  const json& kinds = Sub(totals, "kinds");
-  if (kinds.is_object()) {
-    for (const auto& [name, k] : kinds.items()) {
-      allocs += U64(k, "allocs");
-      alloc_bytes += U64(k, "alloc_bytes");
-      frees += U64(k, "frees");
-    }
-  }
+  const KindSums device = SumKinds(doc, /*host=*/false);
+  const KindSums host = SumKinds(doc, /*host=*/true);
   p->Blank();
   p->Line("Device memory: peak " + FormatBytes(U64(totals, "device_peak_bytes")) + "; live " +
           (at_exit ? "at exit " : "now ") + FormatBytes(U64(totals, "device_current_bytes")) +
-          " in " + std::to_string(U64(totals, "device_live_count")) + " allocations");
-  p->Line("  " + std::to_string(allocs) + " allocations (" + FormatBytes(alloc_bytes) + "), " +
-          std::to_string(frees) + " frees, " + std::to_string(U64(totals, "kernel_launches")) +
-          " kernel launches, " + std::to_string(U64(totals, "unknown_frees")) +
-          " frees of unknown pointers");
-  if (U64(totals, "host_current_bytes") != 0) {
+          " in " + CountOf(U64(totals, "device_live_count"), "allocation", "allocations"));
+  p->Line("  " + CountOf(device.allocs, "allocation", "allocations") + " (" + FormatBytes(device.alloc_bytes) +
+          "), " + CountOf(device.frees, "free", "frees") + ", " +
+          CountOf(U64(totals, "kernel_launches"), "kernel launch", "kernel launches") + ", " +
+          CountOf(U64(totals, "unknown_frees"), "free", "frees") + " of unknown pointers");
+  if (host.allocs != 0 || U64(totals, "host_current_bytes") != 0) {
     p->Line("Pinned host memory: live " + FormatBytes(U64(totals, "host_current_bytes")) + " in " +
-            std::to_string(U64(totals, "host_live_count")) + " allocations");
+            CountOf(U64(totals, "host_live_count"), "allocation", "allocations"));
+    p->Line("  " + CountOf(host.allocs, "allocation", "allocations") + " (" + FormatBytes(host.alloc_bytes) + "), " +
+            CountOf(host.frees, "free", "frees"));
   }
 }
 
@@ -170,8 +163,8 @@ void PrintLeakSection(const json& section, const char* what, bool at_exit, Print
             (at_exit ? " leaked." : " outside categories and suppressions."));
   } else {
     p->Line(title + ": " + FormatBytes(split.leaked_bytes) + " in " +
-            std::to_string(split.leaked_count) + " allocations from " +
-            std::to_string(split.leaked.size()) + (split.leaked.size() == 1 ? " site" : " sites"));
+            CountOf(split.leaked_count, "allocation", "allocations") + " from " +
+            CountOf(split.leaked.size(), "site", "sites"));
     for (size_t i = 0; i < split.leaked.size() && i < p->top(); ++i) {
       const json& site = *split.leaked[i];
       p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site);
@@ -283,7 +276,7 @@ void PrintTransfers(const json& doc, Printer* p) {
     }
     std::string line = "Transfers:";
     for (const auto& [direction, c] : copies.items()) {
-      line += " " + direction + " " + std::to_string(U64(c, "count")) + " (" +
+      line += " " + direction + " " + CountOf(U64(c, "count"), "copy", "copies") + " (" +
               FormatBytes(U64(c, "bytes")) + ")";
     }
     p->Line(line);
@@ -322,17 +315,23 @@ void PrintTransfers(const json& doc, Printer* p) {
     }
   }
   for (const Direction& d : directions) {
-    std::string line = "  " + Printer::Pad(d.name, 7) + "  " +
-                       Printer::Pad(std::to_string(d.count), 7) + " copies  " +
-                       Printer::Pad(FormatBytes(d.bytes), 10);
+    std::string line =
+        "  " + Printer::Pad(d.name, 7) + "  " + Printer::Pad(std::to_string(d.count), 7) +
+        (d.count == 1 ? " copy    " : " copies  ") + Printer::Pad(FormatBytes(d.bytes), 10);
     if (d.duration_ns != 0) {
       char buf[48];
       std::snprintf(buf, sizeof(buf), "  %.1f GB/s",
                     static_cast<double>(d.timed_bytes) / static_cast<double>(d.duration_ns));
       line += buf;
+    } else {
+      line += "  not timed";
     }
     if (!d.hosts.empty()) line += "  (" + d.hosts + ")";
     p->Line(line);
+  }
+  if (const uint64_t unmatched = U64(transfers, "unmatched_records"); unmatched != 0) {
+    p->Line("  " + CountOf(unmatched, "activity record", "activity records") +
+            " joined no call (each copy is counted once, from its call; those calls are untimed)");
   }
   const json& sites = Sub(transfers, "sites");
   if (sites.is_array() && !sites.empty()) {
@@ -353,16 +352,38 @@ void PrintTransfers(const json& doc, Printer* p) {
   }
 }
 
+// Sites by bytes allocated, device and pinned host memory apart (a site's
+// host_alloc_bytes say how much of what it allocated was host memory).
 void PrintAllocations(const json& doc, Printer* p) {
   const json& sites = Sub(doc, "sites");
   if (!sites.is_array() || sites.empty()) return;
-  p->Blank();
-  p->Line("Allocation sites, by bytes allocated (allocated, allocations):");
-  for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
-    p->Site(FormatBytes(U64(sites[i], "alloc_bytes")), std::to_string(U64(sites[i], "allocs")),
-            sites[i]);
+  for (const bool host : {false, true}) {
+    struct Row {
+      const json* site;
+      uint64_t bytes;
+      uint64_t count;
+    };
+    std::vector<Row> rows;
+    for (const json& site : sites) {
+      const uint64_t all_bytes = U64(site, "alloc_bytes");
+      const uint64_t all_count = U64(site, "allocs");
+      const uint64_t host_bytes = std::min(U64(site, "host_alloc_bytes"), all_bytes);
+      const uint64_t host_count = std::min(U64(site, "host_allocs"), all_count);
+      const uint64_t bytes = host ? host_bytes : all_bytes - host_bytes;
+      const uint64_t count = host ? host_count : all_count - host_count;
+      if (count != 0) rows.push_back({&site, bytes, count});
+    }
+    if (rows.empty()) continue;
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Row& a, const Row& b) { return a.bytes > b.bytes; });
+    p->Blank();
+    p->Line(std::string(host ? "Pinned host" : "Device") +
+            " allocation sites, by bytes allocated (allocated, allocations):");
+    for (size_t i = 0; i < rows.size() && i < p->top(); ++i) {
+      p->Site(FormatBytes(rows[i].bytes), std::to_string(rows[i].count), *rows[i].site);
+    }
+    p->More(std::min(rows.size(), p->top()), rows.size(), "sites");
   }
-  p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
 }
 
 void PrintOom(const json& doc, Printer* p) {

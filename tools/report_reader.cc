@@ -180,6 +180,23 @@ const json& Sub(const json& j, const char* key) {
   return it != j.end() ? *it : kNull;
 }
 
+bool IsHostKind(std::string_view kind) {
+  return kind == "pinned_host" || kind == "registered_host";
+}
+
+KindSums SumKinds(const json& doc, bool host) {
+  KindSums sums;
+  const json& kinds = Sub(Sub(doc, "totals"), "kinds");
+  if (!kinds.is_object()) return sums;
+  for (const auto& [name, k] : kinds.items()) {
+    if (IsHostKind(name) != host) continue;
+    sums.allocs += U64(k, "allocs");
+    sums.alloc_bytes += U64(k, "alloc_bytes");
+    sums.frees += U64(k, "frees");
+  }
+  return sums;
+}
+
 std::string FunctionOf(const json& site) {
   const json& frames = Sub(site, "frames");
   if (!frames.is_array() || frames.empty()) return "";
@@ -239,9 +256,11 @@ std::vector<FrameView> FrameViewsOf(const json& site) {
 }
 
 std::string CategoryOfSite(const json& site) {
-  std::string category = Str(site, "category");
-  if (category.empty()) category = std::string(CategoryOf(FrameViewsOf(site)));
-  return category;
+  // gpuwatch's own answer, when the report gives one: an empty category is a
+  // decision too (PyTorch's allocator in a per-tensor mode).
+  const auto it = site.find("category");
+  if (it != site.end() && it->is_string()) return it->get<std::string>();
+  return std::string(CategoryOf(FrameViewsOf(site)));
 }
 
 std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Suppressions* extra) {

@@ -48,6 +48,19 @@ double Number(const json& j, const char* key);
 std::string Str(const json& j, const char* key);
 const json& Sub(const json& j, const char* key);  // a null json when missing
 
+// Whether a key of totals.kinds names host memory (pinned_host,
+// registered_host); every other kind is device memory.
+bool IsHostKind(std::string_view kind);
+
+// Allocations, bytes allocated and frees of totals.kinds, device kinds or
+// host kinds apart.
+struct KindSums {
+  uint64_t allocs = 0;
+  uint64_t alloc_bytes = 0;
+  uint64_t frees = 0;
+};
+KindSums SumKinds(const json& doc, bool host);
+
 // The function of a site's first frame, or "".
 std::string FunctionOf(const json& site);
 
@@ -85,8 +98,9 @@ struct LeakSplit {
 };
 LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool include_categories);
 
-// The category of a site: its "category" field, else the built-in one of its
-// frames, else "".
+// The category of a site: its "category" field (an empty one means none:
+// gpuwatch turned the category off in that process), else the built-in one
+// of its frames, else "".
 std::string CategoryOfSite(const json& site);
 
 // The rule that suppresses `site` for `kind`: its "suppressed" field, else

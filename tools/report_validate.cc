@@ -178,10 +178,27 @@ class Checker {
       return;
     }
     Counts(site, path,
-           {"site", "bytes", "count", "alloc_bytes", "allocs", "largest", "live_device_bytes",
-            "live_device_count", "oldest_ns", "processes", "first_bytes", "last_bytes",
-            "growth_bytes", "samples", "timed_count", "duration_ns", "size", "device_free_bytes",
-            "device_total_bytes"});
+           {"site",
+            "bytes",
+            "count",
+            "alloc_bytes",
+            "allocs",
+            "largest",
+            "live_device_bytes",
+            "live_device_count",
+            "oldest_ns",
+            "processes",
+            "first_bytes",
+            "last_bytes",
+            "growth_bytes",
+            "samples",
+            "timed_count",
+            "duration_ns",
+            "size",
+            "device_free_bytes",
+            "device_total_bytes",
+            "host_allocs",
+            "host_alloc_bytes"});
     Reals(site, path, {"rate", "from", "to"});
     Texts(site, path, {"location", "category", "suppressed", "unit", "api", "kind"});
     CountMap(site, path, "kinds");

@@ -12,8 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "libgpuwatch/report.h"
+#include "tools/report_reader.h"
 
 namespace gpuwatch::tools {
 
@@ -45,18 +49,108 @@ std::string MakeRunLog() {
   return pattern;
 }
 
+// What the library wrote to the run log: per process, its reports in order
+// and whether it used CUDA.
+struct ProcessLog {
+  bool cuda = false;
+  bool final_report = false;  // an exit or signal report
+  std::string last_checkpoint;
+};
+
+// "<N> B of device memory live in <M> allocations, most at FILE:LINE (FN)",
+// from a report, or "" when it cannot be read.
+std::string WhatItHeld(const std::string& path) {
+  Report r;
+  std::string error;
+  if (!ReadReport(path, &r, &error)) return "";
+  const json& totals = Sub(r.doc, "totals");
+  const uint64_t count = U64(totals, "device_live_count");
+  std::string text = FormatBytes(U64(totals, "device_current_bytes")) +
+                     " of device memory live in " + std::to_string(count) +
+                     (count == 1 ? " allocation" : " allocations");
+  const LeakSplit split = SplitLeaks(Sub(Sub(r.doc, "leaks"), "device"), nullptr, false);
+  if (!split.leaked.empty()) text += ", most at " + Describe(*split.leaked.front());
+  const uint64_t elapsed = U64(Sub(r.doc, "process"), "elapsed_ns");
+  char when[64];
+  std::snprintf(when, sizeof(when), " (%.1f s after gpuwatch attached)",
+                static_cast<double>(elapsed) / 1e9);
+  return text + when;
+}
+
+// How the process ended, for a person: "exited with status 127", "was
+// killed by signal 9 (Killed)".
+std::string Ending(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = sigdescr_np(WTERMSIG(status));
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           (name != nullptr ? name : "?") + ")";
+  }
+  return "ended";
+}
+
+// A process that used CUDA ended without its exit report: says what
+// happened and what is known of it (its last checkpoint).
+void ExplainMissingReport(const std::string& command, long pid, long child, int status,
+                          const ProcessLog& p) {
+  const std::string who =
+      pid == child ? command : command + " (process " + std::to_string(pid) + ")";
+  std::string why;
+  if (pid == child && WIFEXITED(status) &&
+      (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126)) {
+    why =
+        ": exit handlers did not run (the dynamic loader ends a program with status 127 when it "
+        "cannot resolve a symbol it binds lazily, a shell with 126 or 127 when it cannot run a "
+        "command)";
+  } else if (pid == child && WIFEXITED(status)) {
+    why =
+        ": it ended without running exit handlers (_exit, os._exit, or a fatal error of the "
+        "dynamic loader)";
+  }
+  std::fprintf(stderr,
+               "gpuwatch: %s used CUDA and %s before gpuwatch could write its exit report%s\n",
+               who.c_str(), pid == child ? Ending(status).c_str() : "ended", why.c_str());
+  const std::string held = p.last_checkpoint.empty() ? "" : WhatItHeld(p.last_checkpoint);
+  if (!held.empty()) {
+    std::fprintf(stderr, "gpuwatch: what is known is its last checkpoint, %s: %s\n",
+                 p.last_checkpoint.c_str(), held.c_str());
+  } else {
+    std::fprintf(
+        stderr,
+        "gpuwatch: no checkpoint of it had been written yet, so nothing of its memory is "
+        "known (checkpoints come every GPUWATCH_CHECKPOINT_SECONDS, 5 s by default, and at "
+        "new device peaks)\n");
+  }
+}
+
 // Prints where the reports listed in `log` went, then removes it. Reports of
-// an out-of-memory failure were announced when they were written.
-void AnnounceReports(const std::string& log, bool exited_normally) {
+// an out-of-memory failure were announced when they were written. A process
+// that used CUDA but left no exit or signal report is explained.
+void AnnounceReports(const std::string& log, const std::string& command, long child, int status,
+                     bool exec_failed) {
   std::ifstream in(log);
   std::string line;
   int reports = 0;
+  std::map<long, ProcessLog> processes;
   while (std::getline(in, line)) {
     const size_t tab = line.find('\t');
     if (tab == std::string::npos) continue;
     const std::string trigger = line.substr(0, tab);
-    const std::string path = line.substr(tab + 1);
+    const size_t tab2 = line.find('\t', tab + 1);
+    const std::string path =
+        line.substr(tab + 1, tab2 == std::string::npos ? std::string::npos : tab2 - tab - 1);
+    const long pid = tab2 == std::string::npos ? child : std::atol(line.c_str() + tab2 + 1);
+    ProcessLog& p = processes[pid];
+    if (trigger == "cuda") {
+      p.cuda = true;
+      continue;
+    }
+    if (trigger == "checkpoint") {
+      p.last_checkpoint = path;
+      continue;
+    }
     ++reports;
+    if (trigger == "exit" || trigger == "signal") p.final_report = true;
     if (trigger == "exit") {
       std::fprintf(stderr, "gpuwatch: report written to %s\n", path.c_str());
     } else if (trigger != "oom") {
@@ -65,7 +159,12 @@ void AnnounceReports(const std::string& log, bool exited_normally) {
     }
   }
   unlink(log.c_str());
-  if (reports == 0 && exited_normally) {
+  bool any_cuda = false;
+  for (const auto& [pid, p] : processes) {
+    any_cuda = any_cuda || p.cuda;
+    if (p.cuda && !p.final_report) ExplainMissingReport(command, pid, child, status, p);
+  }
+  if (reports == 0 && !any_cuda && !exec_failed && WIFEXITED(status)) {
     std::fprintf(stderr,
                  "gpuwatch: no report was written (the command did not use CUDA, or gpuwatch "
                  "could not attach)\n");
@@ -144,6 +243,10 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
 
+  // Tells whether the command started: the child writes errno into it when
+  // exec fails; a successful exec closes it (O_CLOEXEC) with nothing written.
+  int exec_pipe[2] = {-1, -1};
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) exec_pipe[0] = exec_pipe[1] = -1;
   const pid_t pid = fork();
   if (pid < 0) {
     std::fprintf(stderr, "gpuwatch run: fork failed: %s\n", std::strerror(errno));
@@ -154,8 +257,20 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
     execvp(argv[0], argv.data());
-    std::fprintf(stderr, "gpuwatch run: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+    const int error = errno;
+    std::fprintf(stderr, "gpuwatch run: cannot run %s: %s\n", argv[0], std::strerror(error));
+    if (exec_pipe[1] >= 0) (void)!write(exec_pipe[1], &error, sizeof(error));
+    _exit(error == ENOENT ? 127 : 126);
+  }
+  bool exec_failed = false;
+  if (exec_pipe[1] >= 0) {
+    close(exec_pipe[1]);
+    int error = 0;
+    ssize_t n = 0;
+    while ((n = read(exec_pipe[0], &error, sizeof(error))) < 0 && errno == EINTR) {
+    }
+    exec_failed = n > 0;
+    close(exec_pipe[0]);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -167,9 +282,7 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
-  const bool exec_failed =
-      WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127);
-  if (!run_log.empty()) AnnounceReports(run_log, WIFEXITED(status) && !exec_failed);
+  if (!run_log.empty()) AnnounceReports(run_log, argv[0], pid, status, exec_failed);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

@@ -60,21 +60,6 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// The line of `text` that contains every one of `parts`, or "".
-std::string LineWith(const std::string& text, const std::vector<std::string>& parts) {
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    bool all = true;
-    for (const std::string& p : parts) all = all && Contains(line, p);
-    if (all) return line;
-    start = end + 1;
-  }
-  return "";
-}
-
 // --- run ---------------------------------------------------------------------
 
 TEST(Run, PassesExitStatusesThrough) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/subprocess.h"
@@ -34,6 +35,21 @@ inline nlohmann::json ReadJson(const std::string& path) {
   nlohmann::json doc = nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
   tools::InlineFrameTable(&doc);
   return doc;
+}
+
+// The first line of `text` that contains every one of `parts`, or "".
+inline std::string LineWith(const std::string& text, const std::vector<std::string>& parts) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    bool all = true;
+    for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
+    if (all) return line;
+    start = end + 1;
+  }
+  return "";
 }
 
 }  // namespace gpuwatch::testing

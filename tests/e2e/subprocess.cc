@@ -28,6 +28,21 @@ bool Scrubbed(const std::string& name) {
          name == "CUDA_INJECTION64_PATH";
 }
 
+// GPUWATCH_TEST_SIM_ENV="NAME=VALUE,NAME=VALUE": the simulator's model of the
+// driver, which ctest sets to run the whole e2e suite both ways
+// (tests/CMakeLists.txt, gpuwatch_e2e_test). Every child gets it; a test may
+// still set a variable itself.
+void AddSimulatorModel(std::map<std::string, std::string>* env) {
+  const char* model = std::getenv("GPUWATCH_TEST_SIM_ENV");  // NOLINT(concurrency-mt-unsafe)
+  if (model == nullptr) return;
+  std::stringstream in(model);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) env->emplace(item.substr(0, eq), item.substr(eq + 1));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& env) {
@@ -38,6 +53,7 @@ std::vector<std::string> ChildEnvironment(const std::map<std::string, std::strin
     std::string name(*e, eq - *e);
     if (!Scrubbed(name)) merged[name] = eq + 1;
   }
+  AddSimulatorModel(&merged);
   for (const auto& [k, v] : env) {
     if (v.empty()) {
       merged.erase(k);

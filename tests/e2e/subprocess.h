@@ -19,7 +19,9 @@ struct ProcessResult {
 
 // Runs argv[0] (searched in PATH) in `cwd` with the current environment,
 // minus every GPUWATCH_*, GWSIM_*, LD_PRELOAD and CUDA_INJECTION64_PATH
-// variable, plus `env` (an empty value unsets). Blocks until it exits.
+// variable, plus the simulator's model that ctest gives in
+// GPUWATCH_TEST_SIM_ENV, plus `env` (an empty value unsets). Blocks until it
+// exits.
 // The environment RunProcess gives a child, as NAME=VALUE strings.
 std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& env);
 

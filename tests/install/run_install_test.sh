@@ -79,7 +79,7 @@ expected="version $version active 1 mark 0 snapshot 0 pause 0 resume 0"
 [ "$out" = "$expected" ] || fail "with gpuwatch preloaded: '$out', expected '$expected'"
 ls "$tmp/preload"/consumer.json.snapshot-* >/dev/null 2>&1 || fail "no snapshot report: $(ls "$tmp/preload")"
 report=$("$prefix/bin/gpuwatch" report "$tmp/preload/consumer.json")
-grep -q "Leaked device memory: 1.0 MiB in 1 allocations from 1 site" <<<"$report" ||
+grep -q "Leaked device memory: 1.0 MiB in 1 allocation from 1 site" <<<"$report" ||
   fail "the report does not show the 1 MiB leak: $report"
 grep -q "main.cc:$leak_line" <<<"$report" || fail "the report does not name main.cc:$leak_line: $report"
 

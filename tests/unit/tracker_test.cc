@@ -8,11 +8,12 @@
 namespace gpuwatch {
 namespace {
 
-AllocEvent Event(uint64_t address, uint64_t size, MemKind kind) {
+AllocEvent Event(uint64_t address, uint64_t size, MemKind kind, uint32_t stack_id = 0) {
   AllocEvent e;
   e.address = address;
   e.size = size;
   e.kind = kind;
+  e.stack_id = stack_id;
   return e;
 }
 
@@ -48,25 +49,121 @@ TEST(Tracker, UnknownFreeIsCountedNotFatal) {
   EXPECT_EQ(s.device_current_bytes, 0u);
 }
 
-// With injection the first runtime call's nested driver allocation is seen
-// before the runtime's own EXIT: the same allocation, reported twice.
-TEST(Tracker, SameAllocationSeenTwiceCountsOnce) {
+// An allocation at a live address means its free was missed (a context
+// destroyed with it, say): the old one is counted as freed, whatever its size.
+// (There is no "same allocation seen twice": the callback layer counts each
+// allocation once, and a real driver hands a freed address out again at once.)
+TEST(Tracker, AllocationAtALiveAddressReplacesIt) {
   Tracker t;
   t.OnAlloc(Event(0x1000, 256, MemKind::kDevice));
   t.OnAlloc(Event(0x1000, 256, MemKind::kPool));
   const TrackerSnapshot s = t.Snapshot();
-  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 0u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 1u);
   EXPECT_EQ(Kind(s, MemKind::kDevice).current_bytes, 0u);
-  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 0u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 1u);
   EXPECT_EQ(Kind(s, MemKind::kPool).allocs, 1u);
   EXPECT_EQ(Kind(s, MemKind::kPool).current_bytes, 256u);
   EXPECT_EQ(s.device_current_bytes, 256u);
-  // A different size at a live address is a free we never saw.
   t.OnAlloc(Event(0x1000, 512, MemKind::kPool));
   const TrackerSnapshot s2 = t.Snapshot();
   EXPECT_EQ(Kind(s2, MemKind::kPool).allocs, 2u);
   EXPECT_EQ(Kind(s2, MemKind::kPool).frees, 1u);
   EXPECT_EQ(s2.device_current_bytes, 512u);
+  EXPECT_EQ(s2.live.size(), 1u);
+}
+
+// A free recorded at the entry of its call, then undone because the call
+// failed: the allocation is back exactly as it was, and counted once.
+TEST(Tracker, BeginFreeThenUndoRestoresTheAllocation) {
+  Tracker t;
+  t.OnAlloc(Event(0x2000, 4096, MemKind::kDevice, /*stack_id=*/3));
+  LiveAlloc removed;
+  ASSERT_TRUE(t.BeginFree(0x2000, &removed));
+  EXPECT_EQ(removed.size, 4096u);
+  EXPECT_EQ(removed.stack_id, 3u);
+  EXPECT_EQ(t.DeviceCurrentBytes(), 0u);
+  EXPECT_FALSE(t.BeginFree(0x2000, &removed)) << "gone until undone";
+  t.UndoFree(removed);
+  const TrackerSnapshot s = t.Snapshot();
+  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 1u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 0u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).current_count, 1u);
+  EXPECT_EQ(s.device_current_bytes, 4096u);
+  EXPECT_EQ(s.unknown_frees, 0u);
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].stack_id, 3u);
+  const auto by_site = t.LiveDeviceBytesBySite();
+  ASSERT_EQ(by_site.size(), 1u);
+  EXPECT_EQ(by_site[0], std::make_pair(3u, uint64_t{4096}));
+  EXPECT_TRUE(t.OnFree(0x2000));
+  EXPECT_EQ(t.DeviceCurrentBytes(), 0u);
+}
+
+// The race that lost allocations: thread A frees X; the driver hands X to
+// thread B's allocation before A's free is recorded. With the free recorded
+// at A's entry, B's allocation is new and stays live.
+TEST(Tracker, AddressReusedBeforeTheFreeingCallReturns) {
+  Tracker t;
+  t.OnAlloc(Event(0x3000, 8192, MemKind::kDevice, 1));
+  LiveAlloc removed;
+  ASSERT_TRUE(t.BeginFree(0x3000, &removed));           // A: cudaFree ENTER
+  t.OnAlloc(Event(0x3000, 8192, MemKind::kDevice, 2));  // B: cudaMalloc EXIT, same address
+  // A: cudaFree EXIT, success: nothing more to do.
+  const TrackerSnapshot s = t.Snapshot();
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].stack_id, 2u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 2u);
+  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 1u);
+  EXPECT_EQ(s.unknown_frees, 0u);
+}
+
+// Pinned and registered host memory is classified anywhere inside its range,
+// other kinds at their base only.
+TEST(Tracker, ClassifyUsesHostRangesAndLiveBases) {
+  Tracker t;
+  t.OnAlloc(Event(0x10000, 0x1000, MemKind::kPinnedHost));
+  t.OnAlloc(Event(0x20000, 0x100, MemKind::kRegisteredHost));
+  t.OnAlloc(Event(0x30000, 0x1000, MemKind::kManaged));
+  MemKind kind = MemKind::kDevice;
+  ASSERT_TRUE(t.Classify(0x10000, &kind));
+  EXPECT_EQ(kind, MemKind::kPinnedHost);
+  ASSERT_TRUE(t.Classify(0x10fff, &kind));
+  EXPECT_EQ(kind, MemKind::kPinnedHost);
+  EXPECT_FALSE(t.Classify(0x11000, &kind));
+  ASSERT_TRUE(t.Classify(0x200ff, &kind));
+  EXPECT_EQ(kind, MemKind::kRegisteredHost);
+  ASSERT_TRUE(t.Classify(0x30000, &kind));
+  EXPECT_EQ(kind, MemKind::kManaged);
+  EXPECT_FALSE(t.Classify(0x30010, &kind));
+  EXPECT_TRUE(t.OnFree(0x10000));
+  EXPECT_FALSE(t.Classify(0x10800, &kind));
+  LiveAlloc removed;
+  ASSERT_TRUE(t.BeginFree(0x20000, &removed));
+  EXPECT_FALSE(t.Classify(0x20000, &kind));
+  t.UndoFree(removed);
+  EXPECT_TRUE(t.Classify(0x20080, &kind));
+}
+
+// Sites say how much of what they allocated is host memory.
+TEST(Tracker, SitesSplitHostFromDeviceAllocations) {
+  Tracker t;
+  t.OnAlloc(Event(0x1000, 100, MemKind::kDevice, 5));
+  t.OnAlloc(Event(0x2000, 300, MemKind::kPinnedHost, 5));
+  t.OnAlloc(Event(0x3000, 50, MemKind::kArray, 6));
+  const TrackerSnapshot s = t.Snapshot();
+  for (const auto& [id, site] : s.sites) {
+    if (id == 5) {
+      EXPECT_EQ(site.allocs, 2u);
+      EXPECT_EQ(site.alloc_bytes, 400u);
+      EXPECT_EQ(site.host_allocs, 1u);
+      EXPECT_EQ(site.host_alloc_bytes, 300u);
+      EXPECT_EQ(site.live_bytes, 100u);
+    } else if (id == 6) {
+      EXPECT_EQ(site.host_allocs, 0u);
+      EXPECT_EQ(site.live_bytes, 50u);  // arrays are device memory
+    }
+  }
+  EXPECT_EQ(s.device_current_bytes, 150u);
 }
 
 TEST(Tracker, UnmapRangeFreesEveryMappingInside) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace gpuwatch {
 namespace {
@@ -57,9 +58,12 @@ TEST(Transfers, RecordsJoinTheirCallsByRuntimeOrDriverCorrelation) {
   const SiteTransfers* s9 = SiteOf(snap, 9);
   ASSERT_NE(s9, nullptr);
   EXPECT_EQ(s9->all.timed_count, 1u);
-  const SiteTransfers* s0 = SiteOf(snap, 0);  // the unmatched record
-  ASSERT_NE(s0, nullptr);
-  EXPECT_EQ(s0->all.bytes, 100u);
+  // The record that joined nothing is not a copy: its copy was counted from
+  // its call (and the record only counted as unmatched).
+  EXPECT_EQ(SiteOf(snap, 0), nullptr);
+  uint64_t copies = 0;
+  for (const auto& [id, site] : snap.sites) copies += site.all.count;
+  EXPECT_EQ(copies, 3u);
 }
 
 TEST(Transfers, BatchWaitsForEachRecordAndSettleCountsTheRest) {
@@ -108,7 +112,9 @@ TEST(Transfers, CallsBeyondThePendingCapAreCountedAtOnce) {
   const TransfersSnapshot before = t.Snapshot();
   EXPECT_EQ(before.pending_dropped, kExtra);
   ASSERT_NE(SiteOf(before, 3), nullptr);
-  EXPECT_EQ(SiteOf(before, 3)->all.count, kExtra);
+  // A snapshot counts the calls still waiting too: every call, once.
+  EXPECT_EQ(SiteOf(before, 3)->all.count, total);
+  EXPECT_EQ(SiteOf(before, 3)->all.timed_count, 0u);
   t.Settle();
   const TransfersSnapshot after = t.Snapshot();
   EXPECT_EQ(after.pending_dropped, kExtra);
@@ -133,6 +139,98 @@ TEST(Transfers, ThousandsInFlightJoinInAnyOrder) {
   uint64_t timed = 0;
   for (const auto& [id, site] : snap.sites) timed += site.all.timed_count;
   EXPECT_EQ(timed, kN);
+}
+
+// The bug this guards against: records that join no call used to be counted
+// as copies of their own (at "<no stack>"), and the calls waiting for them
+// again at exit: every copy twice.
+TEST(Transfers, UnjoinableRecordsNeverCountACopyTwice) {
+  Transfers t;
+  for (uint32_t c = 1; c <= 100; ++c) t.OnCopyCall(Call(c, 4, 1000), /*activity=*/true);
+  for (uint32_t c = 1; c <= 100; ++c) {
+    EXPECT_EQ(t.OnCopyRecord(Record(0xF0000000u + c, 0, 1000, HostKind::kPinned)), 0u);
+  }
+  t.Settle();
+  const TransfersSnapshot snap = t.Snapshot();
+  EXPECT_EQ(snap.unmatched_records, 100u);
+  ASSERT_EQ(snap.sites.size(), 1u);
+  EXPECT_EQ(snap.sites[0].first, 4u);
+  EXPECT_EQ(snap.sites[0].second.all.count, 100u);
+  EXPECT_EQ(snap.sites[0].second.all.bytes, 100000u);
+  EXPECT_EQ(
+      snap.totals[static_cast<int>(CopyKind::kHostToDevice)][static_cast<int>(HostKind::kUnknown)]
+          .count,
+      100u);
+}
+
+// Without a record, the host kind the call's own classification found is used.
+TEST(Transfers, UntimedCopiesKeepTheHostKindOfTheirCall) {
+  Transfers t;
+  CopyCall pinned = Call(1, 2, 4096);
+  pinned.host = HostKind::kPinned;
+  t.OnCopyCall(pinned, /*activity=*/false);
+  CopyCall pageable = Call(2, 2, 4096);
+  pageable.host = HostKind::kPageable;
+  pageable.async = true;
+  t.OnCopyCall(pageable, /*activity=*/true);  // its record never comes
+  const TransfersSnapshot snap = t.Snapshot();
+  const auto& h2d = snap.totals[static_cast<int>(CopyKind::kHostToDevice)];
+  EXPECT_EQ(h2d[static_cast<int>(HostKind::kPinned)].count, 1u);
+  EXPECT_EQ(h2d[static_cast<int>(HostKind::kPageable)].count, 1u);
+  EXPECT_EQ(h2d[static_cast<int>(HostKind::kPageable)].timed_count, 0u);
+  ASSERT_NE(SiteOf(snap, 2), nullptr);
+  EXPECT_EQ(SiteOf(snap, 2)->pageable_flagged_count[0], 1u);  // async from pageable memory
+}
+
+// A graph's memcpy node copies at every launch; its record carries the node.
+TEST(Transfers, GraphCopiesJoinByLaunchAndNode) {
+  Transfers t;
+  CopyCall node_a = Call(0, 11, 2048);
+  CopyCall node_b = Call(0, 12, 512);
+  for (uint32_t launch = 40; launch < 43; ++launch) {
+    t.OnGraphCopy(launch, /*node=*/7, node_a, /*activity=*/true);
+    t.OnGraphCopy(launch, /*node=*/8, node_b, /*activity=*/true);
+  }
+  CopyRecord r = Record(90, 41, 2048, HostKind::kPinned);
+  r.graph_node = 7;
+  EXPECT_EQ(t.OnCopyRecord(r), 11u);
+  r.graph_node = 8;
+  r.bytes = 512;
+  EXPECT_EQ(t.OnCopyRecord(r), 12u);
+  r.graph_node = 9;  // a node gpuwatch does not know
+  EXPECT_EQ(t.OnCopyRecord(r), 0u);
+  t.OnGraphLaunchFailed(42, 7);
+  t.OnGraphLaunchFailed(42, 8);
+  t.Settle();
+  const TransfersSnapshot snap = t.Snapshot();
+  EXPECT_EQ(snap.unmatched_records, 1u);
+  EXPECT_EQ(SiteOf(snap, 11)->all.count, 2u);  // launches 40 (untimed) and 41 (timed)
+  EXPECT_EQ(SiteOf(snap, 11)->all.timed_count, 1u);
+  EXPECT_EQ(SiteOf(snap, 12)->all.count, 2u);
+}
+
+// Pageable findings say which way the bytes went.
+TEST(Transfers, PageableFindingsNameTheirDirection) {
+  Transfers t;
+  for (uint32_t c = 0; c < 3; ++c) {
+    CopyCall to_host = Call(c, 5, kLargeCopyBytes);
+    to_host.kind = CopyKind::kDeviceToHost;
+    to_host.host = HostKind::kPageable;
+    t.OnCopyCall(to_host, /*activity=*/false);
+  }
+  CopyCall from_host = Call(9, 5, kLargeCopyBytes);
+  from_host.host = HostKind::kPageable;
+  t.OnCopyCall(from_host, /*activity=*/false);
+  const TransfersSnapshot snap = t.Snapshot();
+  std::vector<TransferFinding> pageable;
+  for (const TransferFinding& f : FindTransferIssues(snap.sites, snap.best_gbps)) {
+    if (f.type == "pageable") pageable.push_back(f);
+  }
+  ASSERT_EQ(pageable.size(), 2u);
+  EXPECT_EQ(pageable[0].direction, CopyKind::kDeviceToHost);
+  EXPECT_EQ(pageable[0].count, 3u);
+  EXPECT_EQ(pageable[1].direction, CopyKind::kHostToDevice);
+  EXPECT_EQ(pageable[1].count, 1u);
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ typedef enum gwsim_fail_mode {
 typedef struct gwsim_config_info {
   uint32_t fail_mode;  // gwsim_fail_mode
   int device_count;
+  uint32_t cupti_version;  // what cuptiGetVersion returns (GWSIM_CUPTI_VERSION)
 } gwsim_config_info;
 
 // Exported by the fake driver. All are thread-safe.
@@ -92,6 +93,13 @@ CUfunction gwsim_register_function(const char* device_name);
 // Allocates the storage of a __device__/__constant__ variable on `device` in its primary
 // context (a MEMORY2 record of kind DEVICE_STATIC carries the name).
 CUresult gwsim_alloc_variable(const char* name, size_t size, int device, CUdeviceptr* out);
+// CUPTI's ids of graph objects (cuptiGetGraphNodeId, cuptiGetGraphId, cuptiGetGraphExecId):
+// 0 on success, -1 for an unknown or destroyed handle.
+int gwsim_graph_node_id(CUgraphNode node, uint64_t* id);
+int gwsim_graph_id(CUgraph graph, uint32_t* id);
+int gwsim_graph_exec_id(CUgraphExec exec, uint32_t* id);
+// 1 on the driver's host-function thread, where CUDA calls are not permitted.
+int gwsim_in_host_function(void);
 
 typedef void (*gwsim_api_enter_fn)(gwsim_api_frame*);
 typedef void (*gwsim_api_exit_fn)(gwsim_api_frame*);
@@ -103,6 +111,10 @@ typedef int (*gwsim_context_ids_fn)(CUcontext, uint32_t*, uint32_t*);
 typedef int (*gwsim_stream_id_fn)(CUcontext, CUstream, int, uint32_t*);
 typedef CUfunction (*gwsim_register_function_fn)(const char*);
 typedef CUresult (*gwsim_alloc_variable_fn)(const char*, size_t, int, CUdeviceptr*);
+typedef int (*gwsim_graph_node_id_fn)(CUgraphNode, uint64_t*);
+typedef int (*gwsim_graph_id_fn)(CUgraph, uint32_t*);
+typedef int (*gwsim_graph_exec_id_fn)(CUgraphExec, uint32_t*);
+typedef int (*gwsim_in_host_function_fn)(void);
 
 #ifdef __cplusplus
 }  // extern "C"

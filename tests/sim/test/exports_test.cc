@@ -102,7 +102,23 @@ TEST(Exports, RuntimeSymbolsCarryTheLibcudartVersion) {
                            "cudaMemGetInfo",
                            "cudaPointerGetAttributes",
                            "cudaGetDriverEntryPoint",
-                           "cudaGetDriverEntryPointByVersion"}) {
+                           "cudaGetDriverEntryPointByVersion",
+                           "cudaMallocArray",
+                           "cudaMalloc3DArray",
+                           "cudaMallocMipmappedArray",
+                           "cudaFreeArray",
+                           "cudaArrayGetInfo",
+                           "cudaCreateChannelDesc",
+                           "cudaMemcpy2DToArray",
+                           "cudaMemcpy2DFromArray",
+                           "cudaMemcpy3DPeer",
+                           "cudaProfilerStart",
+                           "cudaProfilerStop",
+                           "cudaMemPrefetchAsync",
+                           "cudaMemAdvise",
+                           "cudaFuncGetAttributes",
+                           "cudaFuncSetAttribute",
+                           "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"}) {
     EXPECT_NE(dlvsym(lib, name, "libcudart.so.13"), nullptr) << name;
   }
 }

@@ -81,6 +81,30 @@ int main() {
   EXPECT(pinned[10] == host[10]);
   CHECK(cudaStreamDestroy(stream));
   CHECK(cudaFreeHost(pinned));
+
+  // A graph captured from a stream: nothing runs when it is captured, all of it at each launch.
+  std::vector<int> staged(n, 7);
+  std::vector<int> out(n, -1);
+  int host_calls = 0;
+  CHECK(cudaStreamCreate(&stream));
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  CHECK(cudaMemcpyAsync(dev, staged.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream));
+  add<<<(n + 127) / 128, 128, 0, stream>>>(dev, n);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemcpyAsync(out.data(), dev, n * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaLaunchHostFunc(
+      stream, [](void* calls) { ++*static_cast<int*>(calls); }, &host_calls));
+  cudaGraph_t graph;
+  CHECK(cudaStreamEndCapture(stream, &graph));
+  EXPECT(out[0] == -1 && host_calls == 0);
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK(cudaGraphLaunch(exec, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  EXPECT(out == staged && host_calls == 1);
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaStreamDestroy(stream));
   CHECK(cudaFree(dev));
 
   std::printf("gwsim-nvcc-program: OK\n");

@@ -127,6 +127,32 @@ SimConfig ReadSimConfig() {
       Warn("GWSIM_FAIL", v, "no-driver, other-subscriber or none");
     }
   }
+  if (const char* v = std::getenv("GWSIM_NESTED_DRIVER_CALLBACKS")) {
+    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
+      config.nested_driver_callbacks = v[0] == '1';
+    } else {
+      Warn("GWSIM_NESTED_DRIVER_CALLBACKS", v, "1 or 0");
+    }
+  }
+  if (const char* v = std::getenv("GWSIM_CORRELATION")) {
+    if (std::strcmp(v, "shared") == 0) {
+      config.correlation = kCorrelationShared;
+    } else if (std::strcmp(v, "own") == 0) {
+      config.correlation = kCorrelationOwn;
+    } else if (std::strcmp(v, "unjoinable") == 0) {
+      config.correlation = kCorrelationUnjoinable;
+    } else {
+      Warn("GWSIM_CORRELATION", v, "shared, own or unjoinable");
+    }
+  }
+  if (const char* v = std::getenv("GWSIM_CUPTI_VERSION")) {
+    uint64_t version = 0;
+    if (ParseUnsigned(v, &version) && version > 0 && version <= UINT32_MAX) {
+      config.cupti_version = version;
+    } else {
+      Warn("GWSIM_CUPTI_VERSION", v, "a positive integer");
+    }
+  }
   return config;
 }
 

@@ -17,6 +17,16 @@ struct SimConfig {
   uint64_t copy_latency_ns = 2000;       // GWSIM_COPY_LATENCY_NS
   uint64_t kernel_ns = 5000;             // GWSIM_KERNEL_NS
   uint32_t fail_mode = 0;                // GWSIM_FAIL, a gwsim_fail_mode
+  bool nested_driver_callbacks = true;   // GWSIM_NESTED_DRIVER_CALLBACKS
+  uint32_t correlation = 0;              // GWSIM_CORRELATION, a Correlation
+  uint64_t cupti_version = 0;            // GWSIM_CUPTI_VERSION; 0: the headers' CUPTI_API_VERSION
+};
+
+// GWSIM_CORRELATION: how correlation ids tie API calls and activity records together.
+enum Correlation : uint32_t {
+  kCorrelationShared = 0,      // `shared`: a driver call made by a runtime call shares its id
+  kCorrelationOwn = 1,         // `own`: it has an id of its own, as driver API records do
+  kCorrelationUnjoinable = 2,  // `unjoinable`: records carry ids no API call has
 };
 
 // Parses the environment. A malformed value prints one line naming the variable to stderr and

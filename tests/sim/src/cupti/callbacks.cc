@@ -97,6 +97,7 @@ DriverLink* Connect() {
   gwsim_config_info info{};
   get_config(&info);
   link->fail_mode = info.fail_mode;
+  link->cupti_version = info.cupti_version;
   if (info.fail_mode == GWSIM_FAIL_NO_DRIVER) return link;
   link->present = register_cupti(&kHooks) == 0;
   return link;
@@ -262,7 +263,7 @@ GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetErrorMessage(CUptiResult result, const
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
   if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  *version = CUPTI_API_VERSION;
+  *version = Link().cupti_version;
   return CUPTI_SUCCESS;
 }
 

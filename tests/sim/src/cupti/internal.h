@@ -17,6 +17,7 @@ namespace gwsim::cupti {
 struct DriverLink {
   bool present = false;  // a simulator driver was found and is not in GWSIM_FAIL=no-driver
   uint32_t fail_mode = GWSIM_FAIL_NONE;
+  uint32_t cupti_version = CUPTI_API_VERSION;  // GWSIM_CUPTI_VERSION
   gwsim_now_ns_fn now_ns = nullptr;
   gwsim_context_ids_fn context_ids = nullptr;
   gwsim_stream_id_fn stream_id = nullptr;

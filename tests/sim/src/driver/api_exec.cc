@@ -1,5 +1,6 @@
 // Exported driver API: streams, events and kernel launches.
 #include "driver/cuda_headers.h"
+#include "driver/graph.h"
 #include "driver/state.h"
 #include "driver/trace.h"
 #include "driver/work.h"
@@ -13,7 +14,10 @@ const char* SymbolOf(CUfunction f) {
 
 CUresult Synchronize(CUstream stream, bool per_thread) {
   CUstream_st* s = nullptr;
-  return ResolveStream(stream, per_thread, &s);  // all work has already completed
+  if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
+  // A capturing stream cannot be waited for; any other has completed all its work.
+  if (auto r = CaptureStreamSync(s)) return *r;
+  return CUDA_SUCCESS;
 }
 
 CUresult GetStreamId(CUstream stream, unsigned long long* id, bool per_thread) {
@@ -27,7 +31,9 @@ CUresult GetStreamId(CUstream stream, unsigned long long* id, bool per_thread) {
 CUresult WaitEvent(CUstream stream, CUevent event, bool per_thread) {
   CUstream_st* s = nullptr;
   if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
-  return ValidEvent(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (!ValidEvent(event)) return CUDA_ERROR_INVALID_HANDLE;
+  if (auto r = CaptureWaitEvent(s, event)) return *r;  // fork/join of a capture
+  return CUDA_SUCCESS;
 }
 
 CUresult LaunchGrid(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -174,14 +180,18 @@ GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstre
 GWSIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent}, [&] {
     if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-    return ValidEvent(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
+    if (auto r = CaptureEventUse(hEvent)) return *r;
+    return CUDA_SUCCESS;
   });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
   return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent}, [&] {
     if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-    return ValidEvent(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
+    if (auto r = CaptureEventUse(hEvent)) return *r;
+    return CUDA_SUCCESS;
   });
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "driver/cuda_headers.h"
+#include "driver/graph.h"
 #include "driver/memory.h"
 #include "driver/state.h"
 #include "driver/trace.h"
@@ -108,6 +109,12 @@ int Attribute(CUdevice_attribute attr, int device) {
       return 50 << 20;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
       return 228 << 10;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:  // the occupancy model's limits
+      return 227 << 10;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
+      return 1 << 10;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+      return 32;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
       return 2;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
@@ -149,6 +156,36 @@ int Attribute(CUdevice_attribute attr, int device) {
     "pointer does not correspond to a registered "                            \
     "memory region")                                                          \
   X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                      \
+  X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")               \
+  X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")                              \
+  X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                      \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,                                    \
+    "operation not permitted "                                                \
+    "when stream is capturing")                                               \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                    \
+    "operation failed due to a previous "                                     \
+    "error during capture")                                                   \
+  X(CUDA_ERROR_STREAM_CAPTURE_MERGE,                                          \
+    "operation would result in a merge of "                                   \
+    "separate capture sequences")                                             \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED,                                      \
+    "capture was not ended in the same "                                      \
+    "stream as it began")                                                     \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED,                                       \
+    "capturing stream has "                                                   \
+    "unjoined work")                                                          \
+  X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,                                      \
+    "dependency created on uncaptured "                                       \
+    "work in another stream")                                                 \
+  X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                       \
+    "operation would make the legacy stream "                                 \
+    "depend on a capturing blocking stream")                                  \
+  X(CUDA_ERROR_CAPTURED_EVENT,                                                \
+    "operation not permitted on an event "                                    \
+    "last recorded in a capturing stream")                                    \
+  X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                   \
+    "attempt to terminate a thread-local capture "                            \
+    "sequence from another thread")                                           \
   X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 const char* ErrorName(CUresult error) {
@@ -367,7 +404,10 @@ GWSIM_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
 GWSIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
   return TraceDriver(GWSIM_DRV(cuCtxSynchronize), NoParams{}, [&] {
     CUctx_st* ctx = nullptr;
-    return RequireContext(&ctx);  // all work is already complete
+    if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+    // Not while a capture is open in the context: it would wait for the capture.
+    if (auto r = CaptureContextSync(ctx)) return *r;
+    return CUDA_SUCCESS;  // all work is already complete
   });
 }
 
@@ -470,6 +510,8 @@ GWSIM_EXPORT void gwsim_get_config(gwsim_config_info* out) {
   const Driver& d = D();
   out->fail_mode = d.config.fail_mode;
   out->device_count = static_cast<int>(d.devices.size());
+  out->cupti_version = d.config.cupti_version != 0 ? static_cast<uint32_t>(d.config.cupti_version)
+                                                   : CUPTI_API_VERSION;
 }
 
 GWSIM_EXPORT uint64_t gwsim_now_ns(void) { return Now(); }

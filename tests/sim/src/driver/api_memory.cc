@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "driver/cuda_headers.h"
+#include "driver/graph.h"
 #include "driver/memory.h"
 #include "driver/state.h"
 #include "driver/trace.h"
@@ -15,6 +16,9 @@ constexpr unsigned kDeviceFreeable =
 CUresult AllocIn(CUdeviceptr* dptr, const AllocRequest& req) {
   CUctx_st* ctx = nullptr;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (!req.is_async) {
+    if (auto r = CaptureUnsafeCall()) return *r;  // not during a capture that prohibits it
+  }
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   uintptr_t p = 0;
   const CUresult r = Allocate(req, ctx, &p);
@@ -40,6 +44,7 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream 
                     bool per_thread) {
   CUstream_st* s = nullptr;
   if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
+  if (auto r = CaptureAllocAsync(dptr, size, pool, s)) return *r;  // a mem-alloc node
   if (pool == nullptr) {
     pool = D().devices[s->ctx->device]->current_pool.load();
   } else if (!ValidPool(pool)) {
@@ -57,6 +62,7 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream 
 CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool per_thread) {
   CUstream_st* s = nullptr;
   if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
+  if (auto r = GraphAwareFree(dptr, s)) return *r;  // a mem-free node, or graph memory
   return Free(dptr, Bit(Origin::kAsync) | Bit(Origin::kDevice), true, s->id);
 }
 
@@ -111,6 +117,7 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   return TraceDriver(GWSIM_DRV(cuMemFree_v2), cuMemFree_v2_params{dptr}, [&] {
     if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
     if (dptr == 0) return CUDA_SUCCESS;
+    if (auto r = GraphAwareFree(dptr, nullptr)) return *r;  // graph memory, or refused
     return Free(dptr, kDeviceFreeable, false, CUPTI_INVALID_STREAM_ID);
   });
 }
@@ -145,6 +152,7 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigne
 GWSIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void* p) {
   return TraceDriver(GWSIM_DRV(cuMemFreeHost), cuMemFreeHost_params{p}, [&] {
     if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    if (auto r = CaptureUnsafeCall()) return *r;
     return Free(reinterpret_cast<uintptr_t>(p), Bit(Origin::kHost), false, CUPTI_INVALID_STREAM_ID);
   });
 }

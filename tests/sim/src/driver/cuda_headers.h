@@ -13,9 +13,11 @@
 #endif
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
+#include <cupti_version.h>
 #include <generated_cuda_meta.h>
 
 #include "gwsim_abi.h"

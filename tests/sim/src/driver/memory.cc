@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "driver/trace.h"
@@ -21,7 +24,69 @@ bool RoundUp(size_t n, size_t align, size_t* out) {
   return true;
 }
 
-void* AllocBacking(size_t size, bool* mmapped) {
+// Freed backing memory, handed to the next allocation of the same size at once, from any
+// thread, as a real driver hands out a freed address again: a profiler that records a free only
+// after the memory was released must see the address come back before its free is recorded.
+// Most recently freed first. Device-side and pinned host memory are kept apart, per device.
+class Recycler {
+ public:
+  // Returns a block of exactly `size` bytes freed earlier, or null.
+  void* Take(int device, bool host, size_t size, bool mmapped) {
+    std::lock_guard lock(mu_);
+    auto it = blocks_.find(Key{device, host, mmapped, size});
+    if (it == blocks_.end() || it->second.empty()) return nullptr;
+    void* mem = it->second.back();
+    it->second.pop_back();
+    (mmapped ? mapped_count_ : small_bytes_) -= mmapped ? 1 : size;
+    return mem;
+  }
+  // Keeps a freed block for reuse; false when the cache is full (the caller releases it).
+  bool Keep(int device, bool host, size_t size, bool mmapped, void* mem) {
+    std::lock_guard lock(mu_);
+    if (mmapped ? mapped_count_ >= kMaxMapped : small_bytes_ + size > kMaxSmallBytes) {
+      return false;
+    }
+    // Large blocks keep their address but give their pages back.
+    if (mmapped) madvise(mem, size, MADV_DONTNEED);
+    blocks_[Key{device, host, mmapped, size}].push_back(mem);
+    (mmapped ? mapped_count_ : small_bytes_) += mmapped ? 1 : size;
+    return true;
+  }
+
+ private:
+  struct Key {
+    int device;
+    bool host;
+    bool mmapped;
+    size_t size;
+    bool operator<(const Key& o) const {
+      return std::tie(device, host, mmapped, size) < std::tie(o.device, o.host, o.mmapped, o.size);
+    }
+  };
+  static constexpr size_t kMaxSmallBytes = size_t{256} << 20;
+  static constexpr size_t kMaxMapped = 4096;
+
+  std::mutex mu_;
+  std::map<Key, std::vector<void*>> blocks_;
+  size_t small_bytes_ = 0;
+  size_t mapped_count_ = 0;
+};
+
+Recycler& Blocks() {
+  static auto* recycler = new Recycler();  // never destroyed, like the rest of the state
+  return *recycler;
+}
+
+bool Recyclable(Origin origin) {
+  return origin == Origin::kDevice || origin == Origin::kAsync || origin == Origin::kManaged ||
+         origin == Origin::kHost;
+}
+
+void* AllocBacking(size_t size, Origin origin, int device, bool* mmapped) {
+  *mmapped = size >= kMmapThreshold;
+  if (Recyclable(origin)) {
+    if (void* mem = Blocks().Take(device, origin == Origin::kHost, size, *mmapped)) return mem;
+  }
   if (size >= kMmapThreshold) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -43,7 +108,7 @@ CUresult Allocate(const AllocRequest& req, CUctx_st* ctx, uintptr_t* out) {
   const int device = ctx->device;
   if (req.charge && !Charge(device, rounded)) return CUDA_ERROR_OUT_OF_MEMORY;
   bool mmapped = false;
-  void* mem = AllocBacking(rounded, &mmapped);
+  void* mem = AllocBacking(rounded, req.origin, device, &mmapped);
   if (mem == nullptr) {
     if (req.charge) Uncharge(device, rounded);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -74,6 +139,11 @@ CUresult Allocate(const AllocRequest& req, CUctx_st* ctx, uintptr_t* out) {
 }
 
 void ReleaseBacking(const Allocation& a) {
+  if (a.backing != nullptr && Recyclable(a.origin) &&
+      Blocks().Keep(a.device, a.origin == Origin::kHost, a.backing_size, a.mmapped, a.backing)) {
+    Uncharge(a.device, a.charged);
+    return;
+  }
   if (a.backing != nullptr) {
     if (a.mmapped) {
       munmap(a.backing, a.backing_size);

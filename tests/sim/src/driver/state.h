@@ -72,6 +72,8 @@ enum class Origin : uint8_t {
   kRegistered,  // cuMemHostRegister (pinned, memory owned by the caller)
   kVmm,         // a cuMemMap mapping
   kVariable,    // a __device__ variable's storage
+  kArray,       // the storage of a CUDA array or mipmapped array (array.h)
+  kGraph,       // the memory of a graph allocation node while a launch has it mapped (graph.h)
 };
 
 struct Allocation {

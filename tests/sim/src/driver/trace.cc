@@ -12,9 +12,19 @@ std::atomic<const gwsim_cupti_hooks*> g_hooks{nullptr};
 
 constexpr uint32_t kDispatching = 1u;  // gwsim_api_frame::flags: its callbacks are running
 
+// A driver call made by a runtime call (not by a subscriber from inside a callback).
+bool NestedInRuntime(const gwsim_api_frame* frame) {
+  const gwsim_api_frame* parent = frame->parent;
+  return frame->domain == CUPTI_CB_DOMAIN_DRIVER_API && parent != nullptr &&
+         parent->domain == CUPTI_CB_DOMAIN_RUNTIME_API && (parent->flags & kDispatching) == 0;
+}
+
 void Dispatch(gwsim_api_frame* frame, CUpti_ApiCallbackSite site) {
   const gwsim_cupti_hooks* hooks = Hooks();
   if (hooks == nullptr || T().quiet != 0) return;
+  // GWSIM_NESTED_DRIVER_CALLBACKS=0: the runtime's driver work is not reported as API calls,
+  // which a real runtime may well do (it reaches the driver through private entry points).
+  if (!D().config.nested_driver_callbacks && NestedInRuntime(frame)) return;
   CUctx_st* ctx = CurrentContext();
   CUpti_CallbackData data{};
   data.callbackSite = site;
@@ -43,16 +53,16 @@ void EnterFrame(gwsim_api_frame* frame) {
   frame->parent = parent;
   frame->flags = 0;
   frame->correlation_data = 0;
-  // A driver call made by a runtime call shares its correlation id, as with real CUPTI ("the
-  // correlation ID in the driver and runtime API activity record"). Calls a subscriber makes
-  // from inside a callback get their own.
-  if (frame->domain == CUPTI_CB_DOMAIN_DRIVER_API && parent != nullptr &&
-      parent->domain == CUPTI_CB_DOMAIN_RUNTIME_API && (parent->flags & kDispatching) == 0) {
+  t.top_frame = frame;
+  // GWSIM_CORRELATION=shared: a driver call made by a runtime call shares its correlation id
+  // ("the correlation ID in the driver and runtime API activity record"); `own`: it gets one of
+  // its own, as a driver API activity record has. Calls a subscriber makes from inside a
+  // callback always get their own.
+  if (NestedInRuntime(frame) && D().config.correlation == kCorrelationShared) {
     frame->correlation_id = parent->correlation_id;
   } else {
     frame->correlation_id = D().next_correlation_id.fetch_add(1, std::memory_order_relaxed);
   }
-  t.top_frame = frame;
   Dispatch(frame, CUPTI_API_ENTER);
 }
 
@@ -73,6 +83,19 @@ uint32_t CurrentRuntimeCorrelationId() {
   return 0;
 }
 
+uint32_t RecordCorrelationId() {
+  if (D().config.correlation == kCorrelationUnjoinable) {
+    // Ids from the top of the range, which API calls never reach.
+    static std::atomic<uint32_t> next{0xF0000000u};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
+  return CurrentCorrelationId();
+}
+
+uint32_t RecordRuntimeCorrelationId() {
+  return D().config.correlation == kCorrelationUnjoinable ? 0 : CurrentRuntimeCorrelationId();
+}
+
 void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream) {
   const gwsim_cupti_hooks* hooks = Hooks();
   if (hooks == nullptr) return;
@@ -80,6 +103,27 @@ void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream) {
   data.context = ctx;
   data.resourceHandle.stream = stream;
   data.resourceDescriptor = nullptr;
+  hooks->resource(cbid, &data);
+}
+
+void EmitModuleResource(CUpti_CallbackId cbid, CUctx_st* ctx,
+                        const CUpti_ModuleResourceData* module) {
+  const gwsim_cupti_hooks* hooks = Hooks();
+  if (hooks == nullptr) return;
+  CUpti_ResourceData data{};
+  data.context = ctx;
+  data.resourceHandle.stream = nullptr;
+  data.resourceDescriptor = const_cast<CUpti_ModuleResourceData*>(module);
+  hooks->resource(cbid, &data);
+}
+
+void EmitGraphResource(CUpti_CallbackId cbid, CUctx_st* ctx, const CUpti_GraphData* graph) {
+  const gwsim_cupti_hooks* hooks = Hooks();
+  if (hooks == nullptr) return;
+  CUpti_ResourceData data{};
+  data.context = ctx;
+  data.resourceHandle.stream = nullptr;
+  data.resourceDescriptor = const_cast<CUpti_GraphData*>(graph);
   hooks->resource(cbid, &data);
 }
 
@@ -100,7 +144,7 @@ void EmitMemoryRecord(CUpti_ActivityMemoryOperationType op, const Allocation& a,
   r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
   r.memoryOperationType = op;
   r.memoryKind = static_cast<CUpti_ActivityMemoryKind>(a.memory_kind);
-  r.correlationId = CurrentCorrelationId();
+  r.correlationId = RecordCorrelationId();
   r.address = a.base;
   r.bytes = a.size;
   r.timestamp = Now();

@@ -23,8 +23,16 @@ void ExitFrame(gwsim_api_frame* frame);
 // innermost runtime call (0 when the driver was called directly).
 uint32_t CurrentCorrelationId();
 uint32_t CurrentRuntimeCorrelationId();
+// The ids an activity record produced now carries (correlationId, runtimeCorrelationId): the
+// two above, unless GWSIM_CORRELATION=unjoinable, which gives ids no API call has and 0.
+uint32_t RecordCorrelationId();
+uint32_t RecordRuntimeCorrelationId();
 
-// Traces one driver API call: ENTER callback, body, EXIT callback with the result.
+// Whether the calling thread runs host functions (host_fn.cc): CUDA may not be called there.
+bool InHostFunction();
+
+// Traces one driver API call: ENTER callback, body, EXIT callback with the result. On the
+// host-function thread the body does not run: the call returns CUDA_ERROR_NOT_PERMITTED.
 struct NoParams {};
 
 template <typename Params, typename Body>
@@ -38,7 +46,7 @@ CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body
   if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
   frame.symbol_name = symbol;
   EnterFrame(&frame);
-  CUresult result = body();
+  CUresult result = InHostFunction() ? CUDA_ERROR_NOT_PERMITTED : body();
   frame.return_value = &result;
   ExitFrame(&frame);
   return result;
@@ -47,6 +55,12 @@ CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body
 #define GWSIM_DRV(name) CUPTI_DRIVER_TRACE_CBID_##name, #name
 
 void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream);
+// MODULE_LOADED / MODULE_UNLOAD_STARTING: resourceDescriptor points at `module`.
+void EmitModuleResource(CUpti_CallbackId cbid, CUctx_st* ctx,
+                        const CUpti_ModuleResourceData* module);
+// The graph resource callbacks (GRAPH_*, GRAPHNODE_*, GRAPHEXEC_*): resourceDescriptor points
+// at `graph`.
+void EmitGraphResource(CUpti_CallbackId cbid, CUctx_st* ctx, const CUpti_GraphData* graph);
 
 bool ActivityWanted(CUpti_ActivityKind kind);
 void EmitActivity(const void* record, size_t size);

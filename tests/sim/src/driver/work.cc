@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "driver/array.h"
+#include "driver/function.h"
+#include "driver/graph.h"
 #include "driver/memory.h"
 #include "driver/trace.h"
 
@@ -20,6 +23,11 @@ bool Span(const CopyShape& s, size_t pitch, size_t slice, size_t* out) {
 uint8_t CopyKind(const PointerClass& src, const PointerClass& dst) {
   const bool s = src.device_side();
   const bool d = dst.device_side();
+  const bool src_array = src.kind == CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
+  const bool dst_array = dst.kind == CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
+  if (src_array && dst_array) return CUPTI_ACTIVITY_MEMCPY_KIND_ATOA;
+  if (src_array) return d ? CUPTI_ACTIVITY_MEMCPY_KIND_ATOD : CUPTI_ACTIVITY_MEMCPY_KIND_ATOH;
+  if (dst_array) return s ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOA : CUPTI_ACTIVITY_MEMCPY_KIND_HTOA;
   if (!s && d) return CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
   if (s && !d) return CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
   if (!s && !d) return CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
@@ -38,7 +46,8 @@ void RecordCopy(const PointerClass& src, const PointerClass& dst, uint64_t bytes
   const uint64_t duration = CopyDurationNs(src.kind, dst.kind, bytes);
   const uint64_t start = Advance(duration);
   const uint8_t flags = async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
-  const uint32_t correlation = CurrentCorrelationId();
+  const uint32_t correlation = RecordCorrelationId();
+  const GraphNodeScope graph = CurrentGraphNode();  // zeros outside a graph launch
   if (peer && ActivityWanted(CUPTI_ACTIVITY_KIND_MEMCPY2)) {
     CUpti_ActivityMemcpyPtoP4 r{};
     r.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
@@ -57,6 +66,8 @@ void RecordCopy(const PointerClass& src, const PointerClass& dst, uint64_t bytes
     r.dstDeviceId = static_cast<uint32_t>(dst.alloc->device);
     r.dstContextId = ContextId(dst.alloc->ctx);
     r.correlationId = correlation;
+    r.graphNodeId = graph.node_id;
+    r.graphId = graph.graph_id;
     EmitActivity(&r, sizeof(r));
     return;
   }
@@ -74,7 +85,9 @@ void RecordCopy(const PointerClass& src, const PointerClass& dst, uint64_t bytes
   r.contextId = ContextId(stream->ctx);
   r.streamId = stream->id;
   r.correlationId = correlation;
-  r.runtimeCorrelationId = CurrentRuntimeCorrelationId();
+  r.runtimeCorrelationId = RecordRuntimeCorrelationId();
+  r.graphNodeId = graph.node_id;
+  r.graphId = graph.graph_id;
   r.copyCount = 1;
   EmitActivity(&r, sizeof(r));
 }
@@ -83,9 +96,9 @@ void RecordCopy(const PointerClass& src, const PointerClass& dst, uint64_t bytes
 
 uint64_t CopyDurationNs(uint8_t src_kind, uint8_t dst_kind, uint64_t bytes) {
   const SimConfig& c = D().config;
-  auto device_side = [](uint8_t k) {
+  auto device_side = [](uint8_t k) {  // CUDA arrays live in device memory too
     return k == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE || k == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED ||
-           k == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC;
+           k == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC || k == CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
   };
   const bool s = device_side(src_kind);
   const bool d = device_side(dst_kind);
@@ -112,6 +125,7 @@ CUresult Copy(const CopyRequest& request) {
   if (CUresult r = ResolveStream(request.stream, request.per_thread, &stream); r != CUDA_SUCCESS) {
     return r;
   }
+  if (auto r = CaptureCopy(request, stream)) return *r;  // a node of a graph being captured
   if (bytes == 0) return CUDA_SUCCESS;
   if (request.dst == 0 || request.src == 0) return CUDA_ERROR_INVALID_VALUE;
   size_t src_span = 0;
@@ -127,8 +141,12 @@ CUresult Copy(const CopyRequest& request) {
   if (request.src_side == Side::kDevice && !table.CoversDevice(request.src, src_span)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const PointerClass src = Classify(request.src);
-  const PointerClass dst = Classify(request.dst);
+  PointerClass src = Classify(request.src);
+  PointerClass dst = Classify(request.dst);
+  // The storage of a CUDA array is device memory of kind ARRAY.
+  for (PointerClass* c : {&src, &dst}) {
+    if (c->alloc && c->alloc->origin == Origin::kArray) c->kind = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
+  }
   for (size_t z = 0; z < s.depth; ++z) {
     for (size_t y = 0; y < s.height; ++y) {
       std::memmove(reinterpret_cast<void*>(request.dst + z * s.dst_slice + y * s.dst_pitch),
@@ -146,6 +164,9 @@ CUresult Memset(uintptr_t dst, uint32_t value, unsigned element_size, size_t wid
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   CUstream_st* resolved = nullptr;
   if (CUresult r = ResolveStream(stream, per_thread, &resolved); r != CUDA_SUCCESS) return r;
+  if (auto r = CaptureMemset(dst, value, element_size, width_elements, height, pitch, resolved)) {
+    return *r;
+  }
   const size_t row = width_elements * element_size;
   if (row == 0 || height == 0) return CUDA_SUCCESS;
   if (height > 1 && pitch < row) return CUDA_ERROR_INVALID_VALUE;
@@ -166,83 +187,130 @@ CUresult Memset(uintptr_t dst, uint32_t value, unsigned element_size, size_t wid
 
 namespace {
 
-// One side of a CUDA_MEMCPY2D/3D descriptor as a plain address.
-CUresult DescriptorSide(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array,
-                        uintptr_t* out, Side* side) {
+// One side of a CUDA_MEMCPY2D/3D descriptor: the address of the copy's first byte there, the
+// row pitch and slice size to step by, and the kind of memory the copy requires there.
+struct DescriptorSide {
+  uintptr_t start = 0;
+  size_t pitch = 0;
+  size_t slice = 0;
+  Side side = Side::kAny;
+  size_t element_size = 0;  // nonzero for a CUDA array
+};
+
+// (x, y, z) is the side's position; pitch and height are what the descriptor gives for pointers
+// (ignored for a CUDA array, whose own layout applies). The box copied must lie inside an
+// array, and its x and width must be whole elements.
+CUresult ResolveSide(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array,
+                     size_t x, size_t y, size_t z, size_t pitch, size_t height,
+                     const CopyShape& box, DescriptorSide* out) {
   switch (type) {
     case CU_MEMORYTYPE_HOST:
-      *out = reinterpret_cast<uintptr_t>(host);
-      *side = Side::kAny;
-      return CUDA_SUCCESS;
     case CU_MEMORYTYPE_DEVICE:
-      *out = device;
-      *side = Side::kDevice;
+    case CU_MEMORYTYPE_UNIFIED: {
+      const uintptr_t base =
+          type == CU_MEMORYTYPE_HOST ? reinterpret_cast<uintptr_t>(host) : uintptr_t{device};
+      out->side = type == CU_MEMORYTYPE_DEVICE ? Side::kDevice : Side::kAny;
+      out->pitch = pitch;
+      out->slice = pitch * height;
+      out->start = base == 0 ? 0 : base + z * out->slice + y * pitch + x;
       return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_UNIFIED:
-      *out = device;
-      *side = Side::kAny;
+    }
+    case CU_MEMORYTYPE_ARRAY: {
+      ArrayView v;
+      if (CUresult r = ViewArray(array, &v); r != CUDA_SUCCESS) return r;
+      if (x % v.element_size != 0 || box.width % v.element_size != 0 || x > v.row_bytes ||
+          box.width > v.row_bytes - x || y > v.height || box.height > v.height - y || z > v.depth ||
+          box.depth > v.depth - z) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      out->side = Side::kDevice;
+      out->pitch = v.row_bytes;
+      out->slice = v.row_bytes * v.height;
+      out->start = v.storage + z * out->slice + y * out->pitch + x;
+      out->element_size = v.element_size;
       return CUDA_SUCCESS;
-    default:  // CUDA arrays are not simulated
-      (void)array;
-      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+CUresult CopySides(CopyRequest* r, const DescriptorSide& src, const DescriptorSide& dst) {
+  // Array to array: the elements must have the same size.
+  if (src.element_size != 0 && dst.element_size != 0 && src.element_size != dst.element_size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  r->src = src.start;
+  r->dst = dst.start;
+  r->src_side = src.side;
+  r->dst_side = dst.side;
+  r->shape.src_pitch = src.pitch;
+  r->shape.dst_pitch = dst.pitch;
+  r->shape.src_slice = src.slice;
+  r->shape.dst_slice = dst.slice;
+  return Copy(*r);
 }
 
 }  // namespace
 
 CUresult CopyDescriptor2D(const CUDA_MEMCPY2D* copy, CUstream stream, bool per_thread, bool async) {
+  CUctx_st* ctx = nullptr;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CopyRequest r;
-  if (CUresult e = DescriptorSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice,
-                                  copy->srcArray, &r.src, &r.src_side);
-      e != CUDA_SUCCESS) {
-    return e;
-  }
-  if (CUresult e = DescriptorSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice,
-                                  copy->dstArray, &r.dst, &r.dst_side);
-      e != CUDA_SUCCESS) {
-    return e;
-  }
-  if (r.src != 0) r.src += copy->srcY * copy->srcPitch + copy->srcXInBytes;
-  if (r.dst != 0) r.dst += copy->dstY * copy->dstPitch + copy->dstXInBytes;
   r.shape.width = copy->WidthInBytes;
   r.shape.height = copy->Height;
-  r.shape.src_pitch = copy->srcPitch;
-  r.shape.dst_pitch = copy->dstPitch;
   r.stream = stream;
   r.per_thread = per_thread;
   r.async = async;
-  return Copy(r);
+  DescriptorSide src;
+  DescriptorSide dst;
+  if (CUresult e = ResolveSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcArray,
+                               copy->srcXInBytes, copy->srcY, 0, copy->srcPitch, 0, r.shape, &src);
+      e != CUDA_SUCCESS) {
+    return e;
+  }
+  if (CUresult e = ResolveSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstArray,
+                               copy->dstXInBytes, copy->dstY, 0, copy->dstPitch, 0, r.shape, &dst);
+      e != CUDA_SUCCESS) {
+    return e;
+  }
+  src.slice = 0;
+  dst.slice = 0;
+  return CopySides(&r, src, dst);
 }
 
 CUresult CopyDescriptor3D(const CUDA_MEMCPY3D* copy, CUstream stream, bool per_thread, bool async) {
+  CUctx_st* ctx = nullptr;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // "The srcLOD and dstLOD members ... must be set to 0"; the reserved pointers must be NULL.
+  if (copy->srcLOD != 0 || copy->dstLOD != 0 || copy->reserved0 != nullptr ||
+      copy->reserved1 != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   CopyRequest r;
-  if (CUresult e = DescriptorSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice,
-                                  copy->srcArray, &r.src, &r.src_side);
-      e != CUDA_SUCCESS) {
-    return e;
-  }
-  if (CUresult e = DescriptorSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice,
-                                  copy->dstArray, &r.dst, &r.dst_side);
-      e != CUDA_SUCCESS) {
-    return e;
-  }
-  const size_t src_slice = copy->srcPitch * copy->srcHeight;
-  const size_t dst_slice = copy->dstPitch * copy->dstHeight;
-  if (r.src != 0) r.src += copy->srcZ * src_slice + copy->srcY * copy->srcPitch + copy->srcXInBytes;
-  if (r.dst != 0) r.dst += copy->dstZ * dst_slice + copy->dstY * copy->dstPitch + copy->dstXInBytes;
   r.shape.width = copy->WidthInBytes;
   r.shape.height = copy->Height;
   r.shape.depth = copy->Depth;
-  r.shape.src_pitch = copy->srcPitch;
-  r.shape.dst_pitch = copy->dstPitch;
-  r.shape.src_slice = src_slice;
-  r.shape.dst_slice = dst_slice;
   r.stream = stream;
   r.per_thread = per_thread;
   r.async = async;
-  return Copy(r);
+  DescriptorSide src;
+  DescriptorSide dst;
+  if (CUresult e = ResolveSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcArray,
+                               copy->srcXInBytes, copy->srcY, copy->srcZ, copy->srcPitch,
+                               copy->srcHeight, r.shape, &src);
+      e != CUDA_SUCCESS) {
+    return e;
+  }
+  if (CUresult e = ResolveSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstArray,
+                               copy->dstXInBytes, copy->dstY, copy->dstZ, copy->dstPitch,
+                               copy->dstHeight, r.shape, &dst);
+      e != CUDA_SUCCESS) {
+    return e;
+  }
+  return CopySides(&r, src, dst);
 }
 
 CUresult Launch(const LaunchRequest& request) {
@@ -250,6 +318,11 @@ CUresult Launch(const LaunchRequest& request) {
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   if (request.function == nullptr || !ValidFunction(request.function)) {
     return CUDA_ERROR_INVALID_HANDLE;
+  }
+  // More dynamic shared memory than the function allows (48 KiB unless raised by
+  // cuFuncSetAttribute) cannot be launched.
+  if (request.shared_mem > static_cast<unsigned>(MaxDynamicShared(request.function))) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
   uint64_t threads = 1;
   for (int i = 0; i < 3; ++i) {
@@ -261,6 +334,7 @@ CUresult Launch(const LaunchRequest& request) {
   if (CUresult r = ResolveStream(request.stream, request.per_thread, &stream); r != CUDA_SUCCESS) {
     return r;
   }
+  if (auto r = CaptureLaunch(request, stream)) return *r;
   const uint64_t duration = D().config.kernel_ns;
   const uint64_t start = Advance(duration);
   CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -284,12 +358,15 @@ CUresult Launch(const LaunchRequest& request) {
   k.blockY = static_cast<int32_t>(request.block[1]);
   k.blockZ = static_cast<int32_t>(request.block[2]);
   k.dynamicSharedMemory = static_cast<int32_t>(request.shared_mem);
-  k.correlationId = CurrentCorrelationId();
+  k.correlationId = RecordCorrelationId();
   k.gridId = D().next_grid_id.fetch_add(1);
   k.name = request.function->name.c_str();
   k.queued = CUPTI_TIMESTAMP_UNKNOWN;
   k.submitted = CUPTI_TIMESTAMP_UNKNOWN;
   k.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
+  const GraphNodeScope graph = CurrentGraphNode();
+  k.graphNodeId = graph.node_id;
+  k.graphId = graph.graph_id;
   EmitActivity(&k, sizeof(k));
   return CUDA_SUCCESS;
 }
@@ -312,6 +389,7 @@ CUresult EventRecord(CUevent event, CUstream stream, bool per_thread) {
   CUstream_st* resolved = nullptr;
   if (CUresult r = ResolveStream(stream, per_thread, &resolved); r != CUDA_SUCCESS) return r;
   if (!ValidEvent(event)) return CUDA_ERROR_INVALID_HANDLE;
+  if (auto r = CaptureEventRecord(event, resolved)) return *r;
   // All earlier work has already completed in the simulator, so "now" is when the event fires.
   event->time_ns.store(Now(), std::memory_order_relaxed);
   event->recorded.store(true, std::memory_order_release);
@@ -322,6 +400,9 @@ CUresult EventElapsed(float* ms, CUevent start, CUevent end) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidEvent(start) || !ValidEvent(end)) return CUDA_ERROR_INVALID_HANDLE;
+  for (CUevent e : {start, end}) {
+    if (auto r = CaptureEventUse(e)) return *r;
+  }
   if (((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0) {
     return CUDA_ERROR_INVALID_HANDLE;
   }

@@ -3,6 +3,7 @@
 // cuMemcpyDtoD*, HostToHost and Default -> cuMemcpy* (direction inferred from the pointers).
 #include <vector>
 
+#include "runtime/array.h"
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
 
@@ -106,28 +107,8 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
 cudaError_t Memcpy3D(const cudaMemcpy3DParms* p, bool async, cudaStream_t stream, bool per_thread) {
   if (p == nullptr) return cudaErrorInvalidValue;
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  if (p->srcArray != nullptr || p->dstArray != nullptr) return cudaErrorNotSupported;
-  CUmemorytype src_type;
-  CUmemorytype dst_type;
-  if (!MemoryTypes(p->kind, &src_type, &dst_type)) return cudaErrorInvalidMemcpyDirection;
   CUDA_MEMCPY3D c{};
-  SetSide(src_type, p->srcPtr.ptr, &c.srcMemoryType, &c.srcHost, &c.srcDevice);
-  const void* dst_host = nullptr;
-  SetSide(dst_type, p->dstPtr.ptr, &c.dstMemoryType, &dst_host, &c.dstDevice);
-  c.dstHost = const_cast<void*>(dst_host);
-  c.srcXInBytes = p->srcPos.x;
-  c.srcY = p->srcPos.y;
-  c.srcZ = p->srcPos.z;
-  c.srcPitch = p->srcPtr.pitch;
-  c.srcHeight = p->srcPtr.ysize;
-  c.dstXInBytes = p->dstPos.x;
-  c.dstY = p->dstPos.y;
-  c.dstZ = p->dstPos.z;
-  c.dstPitch = p->dstPtr.pitch;
-  c.dstHeight = p->dstPtr.ysize;
-  c.WidthInBytes = p->extent.width;
-  c.Height = p->extent.height;
-  c.Depth = p->extent.depth;
+  if (cudaError_t e = ToDriver3D(p, &c); e != cudaSuccess) return e;  // arrays included
   const DriverApi& d = Drv();
   const CUresult r =
       !async ? (per_thread ? d.cuMemcpy3D_v2_ptds : d.cuMemcpy3D_v2)(&c)

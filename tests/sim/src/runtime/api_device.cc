@@ -98,6 +98,20 @@ cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
     "part or all of the requested memory range is already mapped")                                 \
   X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
   X(cudaErrorNotSupported, "operation not supported")                                              \
+  X(cudaErrorNotPermitted, "operation not permitted")                                              \
+  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")         \
+  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")  \
+  X(cudaErrorStreamCaptureMerge,                                                                   \
+    "operation would result in a merge of separate capture sequences")                             \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")       \
+  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                          \
+  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream")    \
+  X(cudaErrorStreamCaptureImplicit,                                                                \
+    "operation would make the legacy stream depend on a capturing blocking stream")                \
+  X(cudaErrorCapturedEvent,                                                                        \
+    "operation not permitted on an event last recorded in a capturing stream")                     \
+  X(cudaErrorStreamCaptureWrongThread,                                                             \
+    "attempt to terminate a thread-local capture sequence from another thread")                    \
   X(cudaErrorUnknown, "unknown error")
 
 const char* ErrorName(cudaError_t e) {

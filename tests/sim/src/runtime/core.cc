@@ -219,6 +219,26 @@ cudaError_t ToCudaError(CUresult r) {
       return cudaErrorPeerAccessAlreadyEnabled;
     case CUDA_ERROR_NOT_SUPPORTED:
       return cudaErrorNotSupported;
+    case CUDA_ERROR_NOT_PERMITTED:
+      return cudaErrorNotPermitted;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+      return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+      return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
+      return cudaErrorStreamCaptureMerge;
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+      return cudaErrorStreamCaptureUnmatched;
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
+      return cudaErrorStreamCaptureUnjoined;
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
+      return cudaErrorStreamCaptureIsolation;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+      return cudaErrorStreamCaptureImplicit;
+    case CUDA_ERROR_CAPTURED_EVENT:
+      return cudaErrorCapturedEvent;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+      return cudaErrorStreamCaptureWrongThread;
     default:
       return cudaErrorUnknown;
   }

@@ -87,8 +87,13 @@ std::vector<LaunchConfig>& CallConfigurations();
 
 struct NoParams {};
 
+// Whether the calling thread is the driver's host-function thread (api_graph.cc), where CUDA
+// may not be called.
+bool InHostFunction();
+
 // Traces one runtime API call (ENTER, body, EXIT with the result). Errors become the
-// thread's last error, except for the calls that report it (kRecordsError = false).
+// thread's last error, except for the calls that report it (kRecordsError = false). On the
+// host-function thread a call that returns a cudaError_t does not run: cudaErrorNotPermitted.
 template <bool kRecordsError = true, typename Params, typename Body>
 auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& body,
                   const char* symbol = nullptr) -> decltype(body()) {
@@ -106,7 +111,12 @@ auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& 
   if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
   frame.symbol_name = symbol;
   d.api_enter(&frame);
-  Result result = body();
+  Result result{};
+  if constexpr (std::is_same_v<Result, cudaError_t>) {
+    result = InHostFunction() ? cudaErrorNotPermitted : body();
+  } else {
+    result = body();
+  }
   if constexpr (kRecordsError && std::is_same_v<Result, cudaError_t>) SetLastError(result);
   frame.return_value = &result;
   d.api_exit(&frame);

@@ -12,6 +12,8 @@
 #endif
 
 #include <cuda.h>
+#include <cudaProfiler.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <cupti_runtime_cbid.h>
 #include <generated_cuda_runtime_api_meta.h>

@@ -1,0 +1,396 @@
+// Fidelity on the programs real users write: no allocation lost when a freed
+// address is reused by another thread at once, copies counted once whether
+// or not their activity records join, device and host memory apart, VMM
+// memory on the device it lives on, cudaMemcpyDefault copies resolved, a
+// process that dies with status 127 explained, findings that read right, and
+// copies without activity records.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
+#include "tests/e2e/subprocess.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string At(const std::string& program, const std::string& marker) {
+  const int line = LineOf(kSourceDir + "/tests/e2e/programs/" + program, marker);
+  EXPECT_GT(line, 0) << program << " " << marker;
+  return program + ":" + std::to_string(line);
+}
+
+// Runs a test program with libgpuwatch.so preloaded on the simulator.
+json RunUnder(const ScopedTempDir& dir, const std::string& program,
+              const std::map<std::string, std::string>& extra = {},
+              ProcessResult* result = nullptr) {
+  const std::string out = dir.path() + "/" + program + ".json";
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", out}};
+  for (const auto& [k, v] : extra) env[k] = v;
+  const ProcessResult r = RunProcess({kPrograms + "/" + program}, env, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (result != nullptr) *result = r;
+  return ReadJson(out);
+}
+
+uint64_t Copies(const json& report, const std::string& direction) {
+  return report["totals"]["copies"].value(direction, json::object()).value("count", uint64_t{0});
+}
+
+// Copies of one direction in transfers.totals, over every host kind.
+uint64_t TransferCount(const json& report, const std::string& direction) {
+  uint64_t n = 0;
+  for (const json& t : report["transfers"]["totals"]) {
+    if (t["direction"] == direction) n += t["count"].get<uint64_t>();
+  }
+  return n;
+}
+
+// Bug: frees were recorded at the API's exit, after the driver had released
+// the memory; another thread's cudaMalloc got the address first and its
+// allocation was erased by the late free (1,989-1,998 live of 2,000).
+TEST(Fidelity, AnAddressReusedByAnotherThreadAtOnceLosesNoAllocation) {
+  ScopedTempDir dir;
+  ProcessResult r;
+  const json report = RunUnder(dir, "reuse_race", {}, &r);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  // The simulator really handed freed addresses out again.
+  int reused = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "reuse_race: done, %d", &reused), 1) << r.out;
+  EXPECT_GT(reused, 100) << r.out;
+  const json& device = report["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 2000);
+  EXPECT_EQ(device["frees"], 1750);
+  EXPECT_EQ(device["current_count"], 250);
+  EXPECT_EQ(report["totals"]["device_live_count"], 250);
+  EXPECT_EQ(report["totals"]["device_current_bytes"], 250 * 8192);
+  EXPECT_EQ(report["totals"]["unknown_frees"], 0);
+  const json& leaks = report["leaks"]["device"];
+  ASSERT_EQ(leaks["sites"].size(), 1u) << leaks.dump(1);
+  EXPECT_EQ(leaks["sites"][0]["location"], At("reuse_race.cu", "LEAK:kept"));
+  EXPECT_EQ(leaks["sites"][0]["count"], 250);
+}
+
+// Bug: activity records that joined no call were counted as copies of their
+// own (at "<no stack>") and the calls waiting for them again at exit.
+TEST(Fidelity, CopiesAreCountedOnceWhenTheirRecordsDoNotJoin) {
+  ScopedTempDir dir;
+  const json joined = RunUnder(dir, "transfers");
+  ScopedTempDir dir2;
+  const json unjoined = RunUnder(dir2, "transfers", {{"GWSIM_CORRELATION", "unjoinable"}});
+  ASSERT_TRUE(joined.is_object());
+  ASSERT_TRUE(unjoined.is_object());
+  uint64_t copies = 0;
+  for (const char* direction : {"h2d", "d2h"}) {
+    EXPECT_EQ(Copies(unjoined, direction), Copies(joined, direction)) << direction;
+    EXPECT_EQ(TransferCount(unjoined, direction), Copies(joined, direction)) << direction;
+    copies += Copies(joined, direction);
+  }
+  EXPECT_EQ(Copies(joined, "h2d"), 210u);
+  EXPECT_EQ(joined["transfers"]["unmatched_records"], 0);
+  EXPECT_EQ(unjoined["transfers"]["unmatched_records"], copies);
+  for (const json& site : unjoined["transfers"]["sites"]) {
+    EXPECT_NE(site["location"], "<no stack>") << site.dump();
+  }
+  for (const json& f : unjoined["transfers"]["findings"]) {
+    EXPECT_NE(f["location"], "<no stack>") << f.dump();
+  }
+  // The copies still sit at their own lines, with the host memory kinds
+  // gpuwatch's own tables give them.
+  EXPECT_EQ(unjoined["transfers"]["totals"][0]["direction"], "h2d");
+  const ProcessResult text =
+      RunProcess({kCli, "report", dir2.path() + "/transfers.json"}, {}, dir2.path());
+  EXPECT_NE(text.out.find(std::to_string(copies) +
+                          " activity records joined no call (each copy is counted once"),
+            std::string::npos)
+      << text.out;
+}
+
+// Bug: the text report's "Device memory" block and `diff`'s allocation
+// totals counted pinned and registered host memory.
+TEST(Fidelity, DeviceAndHostMemoryAreReportedApart) {
+  ScopedTempDir dir;
+  ProcessResult r;
+  const json report = RunUnder(dir, "zero_copy", {}, &r);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  EXPECT_EQ(report["totals"]["host_live_count"], 3);
+  EXPECT_NE(r.err.find("gpuwatch: 0 device allocations (and 3 of pinned host memory)"),
+            std::string::npos)
+      << r.err;
+  const std::string path = dir.path() + "/zero_copy.json";
+  const ProcessResult text = RunProcess({kCli, "report", path}, {}, dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_FALSE(
+      LineWith(text.out, {"Device memory: peak 0 B; live at exit 0 B in 0 allocations"}).empty())
+      << text.out;
+  EXPECT_FALSE(LineWith(text.out, {"  0 allocations (0 B), 0 frees, 1 kernel launch"}).empty())
+      << text.out;
+  EXPECT_FALSE(LineWith(text.out, {"Pinned host memory: live 12.0 MiB in 3 allocations"}).empty())
+      << text.out;
+  EXPECT_FALSE(LineWith(text.out, {"  3 allocations (12.0 MiB), 0 frees"}).empty()) << text.out;
+  EXPECT_FALSE(LineWith(text.out, {"Pinned host allocation sites"}).empty()) << text.out;
+  EXPECT_TRUE(LineWith(text.out, {"Device allocation sites"}).empty()) << text.out;
+  const ProcessResult diff = RunProcess({kCli, "diff", path, path}, {}, dir.path());
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_FALSE(LineWith(diff.out, {"device allocations", " 0 ", " 0 "}).empty()) << diff.out;
+  EXPECT_FALSE(LineWith(diff.out, {"host allocations", " 3 ", " 3 "}).empty()) << diff.out;
+  EXPECT_FALSE(LineWith(diff.out, {"host bytes allocated", "12.0 MiB"}).empty()) << diff.out;
+}
+
+// Bug: VMM memory was put on the calling context's device.
+TEST(Fidelity, VmmMemoryIsOnTheDeviceItWasCreatedOn) {
+  ScopedTempDir dir;
+  const json report = RunUnder(dir, "vmm_striped", {{"GWSIM_DEVICE_COUNT", "2"}});
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["totals"]["kinds"]["vmm"]["allocs"], 2);
+  EXPECT_EQ(report["totals"]["device_peak_bytes"], 4 * kMiB);
+  const json& devices = report["trace"]["devices"];
+  ASSERT_EQ(devices.size(), 2u) << devices.dump();
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(devices[d]["device"], d);
+    EXPECT_EQ(devices[d]["peak_bytes"], 2 * kMiB) << "device " << d;
+    EXPECT_EQ(devices[d]["live_bytes"], 0);
+  }
+}
+
+// Bug: totals.copies said "unknown" for cudaMemcpyDefault copies while
+// transfers.totals resolved them.
+TEST(Fidelity, DefaultCopiesHaveOneResolvedDirectionEverywhere) {
+  ScopedTempDir dir;
+  const json report = RunUnder(dir, "default_copies", {{"GWSIM_DEVICE_COUNT", "2"}});
+  ASSERT_TRUE(report.is_object());
+  const json& copies = report["totals"]["copies"];
+  EXPECT_FALSE(copies.contains("unknown")) << copies.dump();
+  EXPECT_EQ(Copies(report, "h2d"), 2u);
+  EXPECT_EQ(Copies(report, "d2h"), 1u);
+  EXPECT_EQ(Copies(report, "peer"), 1u);
+  for (const char* direction : {"h2d", "d2h", "peer"}) {
+    EXPECT_EQ(TransferCount(report, direction), Copies(report, direction)) << direction;
+  }
+  EXPECT_EQ(copies["h2d"]["bytes"], 2 * kMiB);
+}
+
+// Bug: a CUDA process that died with status 127 (a symbol the dynamic loader
+// could not resolve lazily) left no report and `gpuwatch run` said nothing.
+TEST(Fidelity, AProcessThatDiesWithStatus127IsExplainedWithItsLastCheckpoint) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/lazy.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/lazy_exit", out,
+                  kPrograms + "/liblazy_missing.so"},
+                 {{"LD_LIBRARY_PATH", kSimDir}, {"GPUWATCH_CHECKPOINT_SECONDS", "1"}}, dir.path());
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  EXPECT_NE(r.err.find("symbol lookup error"), std::string::npos) << r.err;
+  EXPECT_FALSE(LineWith(r.err, {"gpuwatch: ",
+                                "lazy_exit used CUDA and exited with status 127 "
+                                "before gpuwatch could write its exit report",
+                                "cannot resolve a symbol"})
+                   .empty())
+      << r.err;
+  const std::string known = LineWith(r.err, {"gpuwatch: what is known is its last checkpoint, "});
+  EXPECT_NE(known.find(out + ": 1.0 MiB of device memory live in 1 allocation, most at " +
+                       At("lazy_exit.cc", "LEAK:lazy") + " (main)"),
+            std::string::npos)
+      << r.err;
+  // The checkpoint is a complete report.
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["trigger"], "checkpoint");
+  EXPECT_EQ(report["leaks"]["device"]["bytes"], kMiB);
+}
+
+// Smaller fidelity bugs of the findings: a device-to-host copy is "to"
+// pageable memory, one copy is "1 copy", and two template instances with
+// copies at one line read as two sites.
+TEST(Fidelity, FindingsReadRight) {
+  ScopedTempDir dir;
+  ProcessResult r;
+  const json report = RunUnder(dir, "copy_findings", {}, &r);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  std::vector<std::string> messages;
+  for (const json& f : report["transfers"]["findings"]) messages.push_back(f["message"]);
+  const auto has = [&](const std::string& text) {
+    for (const std::string& m : messages) {
+      if (m == text) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("3 copies (6.0 MiB) to pageable memory at " +
+                  At("copy_findings.cu", "AT:to_pageable") + ": pin it"))
+      << report["transfers"]["findings"].dump(1);
+  EXPECT_TRUE(has("1 copy (1.0 MiB) from pageable memory at " + At("copy_findings.cu", "AT:lone") +
+                  ": pin it"));
+  const std::string line = At("copy_findings.cu", "AT:template");
+  EXPECT_TRUE(has("120 copies under 64 KiB at " + line +
+                  " (void (anonymous namespace)::SmallCopies<float>(float*, std::vector<float, "
+                  "std::allocator<float> > const&, int)): batch them"))
+      << report["transfers"]["findings"].dump(1);
+  EXPECT_TRUE(has("110 copies under 64 KiB at " + line +
+                  " (void (anonymous namespace)::SmallCopies<double>(double*, "
+                  "std::vector<double, std::allocator<double> > const&, int)): batch them"));
+  // The stderr summary makes the same distinction.
+  EXPECT_NE(r.err.find("SmallCopies<float>"), std::string::npos) << r.err;
+}
+
+// Without activity records (here: a CUPTI whose record layouts gpuwatch does
+// not know), copies are counted from their calls, their host memory kind
+// comes from gpuwatch's own table of pinned memory, and they say "not timed".
+TEST(Fidelity, WithoutActivityRecordsCopiesKnowTheirHostMemoryAndAreNotTimed) {
+  ScopedTempDir dir;
+  ProcessResult r;
+  const json report = RunUnder(dir, "transfers", {{"GWSIM_CUPTI_VERSION", "120000"}}, &r);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  EXPECT_EQ(LinesStartingWith(r.err,
+                              "gpuwatch: CUPTI API version 120000 has activity record "
+                              "layouts gpuwatch does not know")
+                .size(),
+            1u)
+      << r.err;
+  uint64_t pinned = 0;
+  uint64_t pageable = 0;
+  for (const json& t : report["transfers"]["totals"]) {
+    EXPECT_FALSE(t.contains("duration_ns")) << t.dump();
+    if (t["direction"] != "h2d") continue;
+    if (t["host"] == "pinned") pinned = t["count"];
+    if (t["host"] == "pageable") pageable = t["count"];
+  }
+  EXPECT_EQ(pinned, 204u);
+  EXPECT_EQ(pageable, 6u);
+  EXPECT_EQ(Copies(report, "h2d"), 210u);
+  EXPECT_FALSE(LineWith(r.err, {"gpuwatch: transfers h2d: 210 copies, ",
+                                ", not timed (pageable 6, pinned 204)"})
+                   .empty())
+      << r.err;
+}
+
+// PyTorch's per-tensor modes: every tensor is an allocation of its own, so
+// memory allocated through its allocator is not "kept by a library" there,
+// in the report and in every tool that reads it.
+TEST(Fidelity, PytorchAllocatorIsACategoryOnlyWhenItCaches) {
+  struct Mode {
+    std::map<std::string, std::string> env;
+    std::string reported;  // process.pytorch_allocator
+    bool categorized;
+  };
+  const Mode modes[] = {
+      {{}, "", true},
+      {{{"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"}}, "expandable_segments", true},
+      {{{"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"}}, "no_caching", false},
+      {{{"PYTORCH_CUDA_ALLOC_CONF", "garbage_collection_threshold:0.6, backend:cudaMallocAsync"}},
+       "cudaMallocAsync",
+       false},
+  };
+  for (const Mode& m : modes) {
+    ScopedTempDir dir;
+    ProcessResult r;
+    const json report = RunUnder(dir, "allocator_category", m.env, &r);
+    ASSERT_TRUE(report.is_object()) << r.err;
+    EXPECT_EQ(report["process"].value("pytorch_allocator", ""), m.reported);
+    const json& device = report["leaks"]["device"];
+    ASSERT_EQ(device["sites"].size(), 1u);
+    EXPECT_EQ(device["sites"][0]["location"], At("allocator_category.cu", "AT:malloc"));
+    EXPECT_EQ(device["leaked_bytes"], m.categorized ? 0 : 3 * kMiB) << m.reported;
+    EXPECT_EQ(device["categorized_bytes"], m.categorized ? 3 * kMiB : 0) << m.reported;
+    const ProcessResult check =
+        RunProcess({kCli, "check", dir.path() + "/allocator_category.json"}, {}, dir.path());
+    EXPECT_EQ(check.exit_code, m.categorized ? 0 : 1) << m.reported << check.out << check.err;
+  }
+}
+
+// CUDA arrays and copies to and from them, and the driver's 2D/3D copies,
+// used not to be seen at all.
+TEST(Fidelity, ArraysAndTheirCopiesAndDriver2DAnd3DCopiesAreTracked) {
+  ScopedTempDir dir;
+  ProcessResult r;
+  const json report = RunUnder(dir, "arrays", {}, &r);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& arrays = report["totals"]["kinds"]["array"];
+  EXPECT_EQ(arrays["allocs"], 3);
+  EXPECT_EQ(arrays["frees"], 1);
+  EXPECT_EQ(arrays["alloc_bytes"], 256 * kKiB + 32 * kKiB + 16 * kKiB);
+  EXPECT_EQ(arrays["current_bytes"], 256 * kKiB + 16 * kKiB);
+  const json& leaks = report["leaks"]["device"];
+  ASSERT_EQ(leaks["sites"].size(), 2u) << leaks.dump(1);
+  EXPECT_EQ(leaks["sites"][0]["location"], At("arrays.cu", "LEAK:array2d"));
+  EXPECT_EQ(leaks["sites"][0]["kinds"]["array"], 256 * kKiB);
+  EXPECT_EQ(leaks["sites"][1]["location"], At("arrays.cu", "LEAK:driver_array"));
+  EXPECT_EQ(leaks["sites"][1]["bytes"], 16 * kKiB);
+  // Copies: to and from the 2D array, into the 3D one, host <-> the driver
+  // array, and the driver's 2D (h2d) and 3D (d2h) copies.
+  EXPECT_EQ(Copies(report, "h2d"), 4u);
+  EXPECT_EQ(Copies(report, "d2h"), 3u);
+  EXPECT_EQ(report["totals"]["copies"]["h2d"]["bytes"],
+            256 * kKiB + 32 * kKiB + 16 * kKiB + 100 * kKiB);
+  EXPECT_EQ(report["totals"]["copies"]["d2h"]["bytes"], 256 * kKiB + 16 * kKiB + 32 * kKiB);
+  uint64_t sites_at_lines = 0;
+  for (const json& site : report["transfers"]["sites"]) {
+    for (const char* marker :
+         {"AT:to_array", "AT:from_array", "AT:copy3d", "AT:copy2d", "AT:copy3d_driver"}) {
+      if (site["location"] == At("arrays.cu", marker)) ++sites_at_lines;
+    }
+  }
+  EXPECT_EQ(sites_at_lines, 5u);
+  EXPECT_EQ(report["transfers"]["unmatched_records"], 0);
+}
+
+// CUDA graphs: a graph's copies and memory nodes do their work at each
+// launch. A copy captured from a stream is no copy at capture and one per
+// launch, at the line that issued it; an allocation node's memory is live
+// from its launch; a cudaMallocAsync freed in the same graph is transient.
+void ExpectGraphs(const json& report, const std::string& mode) {
+  constexpr uint64_t kLaunches = 3;
+  // 3 launches of the captured graph (1 MiB in, 1 MiB out each), 1 of the
+  // built one (64 KiB in).
+  EXPECT_EQ(Copies(report, "h2d"), kLaunches + 1) << mode;
+  EXPECT_EQ(Copies(report, "d2h"), kLaunches) << mode;
+  EXPECT_EQ(report["totals"]["copies"]["h2d"]["bytes"], kLaunches * kMiB + 64 * kKiB) << mode;
+  const auto site = [&](const std::string& marker) -> json {
+    for (const json& s : report["transfers"]["sites"]) {
+      if (s["location"] == At("graphs.cu", marker)) return s;
+    }
+    return json();
+  };
+  EXPECT_EQ(site("AT:captured_in")["count"], kLaunches) << mode;
+  EXPECT_EQ(site("AT:captured_in")["hosts"]["pinned"]["count"], kLaunches) << mode;
+  EXPECT_EQ(site("AT:captured_out")["count"], kLaunches) << mode;
+  EXPECT_EQ(site("AT:node_copy")["count"], 1) << mode;
+  EXPECT_EQ(report["kernels"]["kernels"][0]["name"], "(graph launch)") << mode;
+  EXPECT_EQ(report["kernels"]["launches"], kLaunches + 1) << mode;
+  // Graph memory: the scratch buffer lived during each launch (the peak
+  // saw it), the allocation node's 4 MiB stays live.
+  const json& graph = report["totals"]["kinds"]["graph"];
+  EXPECT_EQ(graph["allocs"], kLaunches + 1) << mode;
+  EXPECT_EQ(graph["frees"], kLaunches) << mode;
+  EXPECT_EQ(graph["current_bytes"], 4 * kMiB) << mode;
+  EXPECT_EQ(report["peak"]["kinds"]["graph"], 4 * kMiB) << mode;
+  const json& leaks = report["leaks"]["device"];
+  ASSERT_EQ(leaks["sites"].size(), 1u) << leaks.dump(1);
+  EXPECT_EQ(leaks["sites"][0]["location"], At("graphs.cu", "LEAK:graph")) << mode;
+  EXPECT_EQ(leaks["sites"][0]["kinds"]["graph"], 4 * kMiB) << mode;
+  EXPECT_EQ(report["totals"]["unknown_frees"], 0) << mode;
+}
+
+TEST(Fidelity, GraphCopiesAndMemoryHappenAtEachLaunch) {
+  ScopedTempDir dir;
+  ProcessResult r;
+  const json report = RunUnder(dir, "graphs", {}, &r);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  ExpectGraphs(report, "activity");
+  EXPECT_EQ(report["transfers"]["unmatched_records"], 0);
+  for (const json& t : report["transfers"]["totals"]) EXPECT_TRUE(t.contains("duration_ns")) << t;
+  // Without activity records the graph's copies are counted from its nodes.
+  ScopedTempDir dir2;
+  const json untimed = RunUnder(dir2, "graphs", {{"GWSIM_CUPTI_VERSION", "120000"}});
+  ASSERT_TRUE(untimed.is_object());
+  ExpectGraphs(untimed, "no activity");
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

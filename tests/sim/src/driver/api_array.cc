@@ -1,0 +1,371 @@
+// Exported driver API: CUDA arrays, mipmapped arrays, copies to and from arrays, and the 2D/3D
+// copy entry points not in api_copy.cc (cuMemcpy2DUnaligned_v2_ptds, cuMemcpy3DPeer*).
+#include "driver/array.h"
+#include "driver/cuda_headers.h"
+#include "driver/state.h"
+#include "driver/trace.h"
+#include "driver/work.h"
+
+namespace gwsim::drv {
+namespace {
+
+uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// A byte range of a 1D CUDA array: the copies cuMemcpy{HtoA,AtoH,AtoD,DtoA,AtoA} take are
+// documented for 1D arrays, with offsets and sizes in bytes; the simulator wants whole elements.
+CUresult ArrayRange(CUarray array, size_t offset, size_t count, uintptr_t* out,
+                    size_t* element_size) {
+  ArrayView v;
+  if (CUresult r = ViewArray(array, &v); r != CUDA_SUCCESS) return r;
+  if (!v.one_dimensional || offset % v.element_size != 0 || count % v.element_size != 0 ||
+      offset > v.row_bytes || count > v.row_bytes - offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = v.storage + offset;
+  *element_size = v.element_size;
+  return CUDA_SUCCESS;
+}
+
+struct ArraySide {
+  CUarray array = nullptr;  // null: `address` is a pointer
+  size_t offset = 0;
+  uintptr_t address = 0;
+  Side side = Side::kAny;
+};
+
+ArraySide OfArray(CUarray array, size_t offset) { return ArraySide{array, offset, 0, Side::kAny}; }
+ArraySide OfPointer(uintptr_t p, Side side) { return ArraySide{nullptr, 0, p, side}; }
+
+CUresult CopyWithArray(ArraySide dst, ArraySide src, size_t bytes, CUstream stream, bool per_thread,
+                       bool async) {
+  CUctx_st* ctx = nullptr;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  size_t dst_element = 0;
+  size_t src_element = 0;
+  for (auto [side, element] : {std::pair{&dst, &dst_element}, std::pair{&src, &src_element}}) {
+    if (side->array == nullptr) continue;
+    if (CUresult r = ArrayRange(side->array, side->offset, bytes, &side->address, element);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    side->side = Side::kDevice;
+  }
+  // "the elements must be the same size"
+  if (dst_element != 0 && src_element != 0 && dst_element != src_element) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CopyRequest r = Linear(dst.address, src.address, bytes);
+  r.dst_side = dst.side;
+  r.src_side = src.side;
+  r.stream = stream;
+  r.per_thread = per_thread;
+  r.async = async;
+  return Copy(r);
+}
+
+// cuMemcpy3DPeer: the contexts of the pointer sides must be live; the copy is then a 3D copy.
+CUresult CopyPeer3D(const CUDA_MEMCPY3D_PEER* p, CUstream stream, bool per_thread, bool async) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::pair<CUmemorytype, CUcontext> sides[] = {{p->srcMemoryType, p->srcContext},
+                                                      {p->dstMemoryType, p->dstContext}};
+  for (const auto& [type, ctx] : sides) {
+    if (type == CU_MEMORYTYPE_ARRAY) continue;  // the context is ignored for arrays
+    if (ctx == nullptr || !ValidContext(ctx) || !ctx->active.load()) {
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
+  }
+  CUDA_MEMCPY3D c{};
+  c.srcXInBytes = p->srcXInBytes;
+  c.srcY = p->srcY;
+  c.srcZ = p->srcZ;
+  c.srcLOD = p->srcLOD;
+  c.srcMemoryType = p->srcMemoryType;
+  c.srcHost = p->srcHost;
+  c.srcDevice = p->srcDevice;
+  c.srcArray = p->srcArray;
+  c.srcPitch = p->srcPitch;
+  c.srcHeight = p->srcHeight;
+  c.dstXInBytes = p->dstXInBytes;
+  c.dstY = p->dstY;
+  c.dstZ = p->dstZ;
+  c.dstLOD = p->dstLOD;
+  c.dstMemoryType = p->dstMemoryType;
+  c.dstHost = p->dstHost;
+  c.dstDevice = p->dstDevice;
+  c.dstArray = p->dstArray;
+  c.dstPitch = p->dstPitch;
+  c.dstHeight = p->dstHeight;
+  c.WidthInBytes = p->WidthInBytes;
+  c.Height = p->Height;
+  c.Depth = p->Depth;
+  return CopyDescriptor3D(&c, stream, per_thread, async);
+}
+
+CUresult Create2D(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc) {
+  if (desc == nullptr) {
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = desc->Width;
+  d.Height = desc->Height;
+  d.Format = desc->Format;
+  d.NumChannels = desc->NumChannels;
+  return ArrayCreate(handle, &d);
+}
+
+CUresult Descriptor2D(CUDA_ARRAY_DESCRIPTOR* out, CUarray array) {
+  if (out == nullptr) {
+    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  if (CUresult r = ArrayDescriptor(array, &d); r != CUDA_SUCCESS) return r;
+  if (d.Depth != 0) return CUDA_ERROR_INVALID_VALUE;  // "a 1D or 2D CUDA array descriptor"
+  out->Width = d.Width;
+  out->Height = d.Height;
+  out->Format = d.Format;
+  out->NumChannels = d.NumChannels;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace gwsim::drv
+
+using namespace gwsim::drv;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+// Arrays
+
+GWSIM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle,
+                                               const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+  return TraceDriver(GWSIM_DRV(cuArrayCreate_v2), cuArrayCreate_v2_params{pHandle, pAllocateArray},
+                     [&] { return Create2D(pHandle, pAllocateArray); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle,
+                                                 const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
+  return TraceDriver(GWSIM_DRV(cuArray3DCreate_v2),
+                     cuArray3DCreate_v2_params{pHandle, pAllocateArray},
+                     [&] { return ArrayCreate(pHandle, pAllocateArray); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
+  return TraceDriver(GWSIM_DRV(cuArrayDestroy), cuArrayDestroy_params{hArray},
+                     [&] { return ArrayDestroy(hArray); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor,
+                                                      CUarray hArray) {
+  return TraceDriver(GWSIM_DRV(cuArrayGetDescriptor_v2),
+                     cuArrayGetDescriptor_v2_params{pArrayDescriptor, hArray},
+                     [&] { return Descriptor2D(pArrayDescriptor, hArray); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor,
+                                                        CUarray hArray) {
+  return TraceDriver(GWSIM_DRV(cuArray3DGetDescriptor_v2),
+                     cuArray3DGetDescriptor_v2_params{pArrayDescriptor, hArray},
+                     [&] { return ArrayDescriptor(hArray, pArrayDescriptor); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(
+    CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
+    unsigned int numMipmapLevels) {
+  return TraceDriver(
+      GWSIM_DRV(cuMipmappedArrayCreate),
+      cuMipmappedArrayCreate_params{pHandle, pMipmappedArrayDesc, numMipmapLevels},
+      [&] { return MipmappedArrayCreate(pHandle, pMipmappedArrayDesc, numMipmapLevels); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray,
+                                                       CUmipmappedArray hMipmappedArray,
+                                                       unsigned int level) {
+  return TraceDriver(GWSIM_DRV(cuMipmappedArrayGetLevel),
+                     cuMipmappedArrayGetLevel_params{pLevelArray, hMipmappedArray, level},
+                     [&] { return MipmappedArrayLevel(pLevelArray, hMipmappedArray, level); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+  return TraceDriver(GWSIM_DRV(cuMipmappedArrayDestroy),
+                     cuMipmappedArrayDestroy_params{hMipmappedArray},
+                     [&] { return MipmappedArrayDestroy(hMipmappedArray); });
+}
+
+// Copies between 1D arrays and memory (offsets and sizes in bytes)
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset,
+                                              const void* srcHost, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyHtoA_v2),
+                     cuMemcpyHtoA_v2_params{dstArray, dstOffset, srcHost, ByteCount}, [&] {
+                       return CopyWithArray(OfArray(dstArray, dstOffset),
+                                            OfPointer(Addr(srcHost), Side::kAny), ByteCount,
+                                            nullptr, false, false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
+                                                   const void* srcHost, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyHtoA_v2_ptds),
+                     cuMemcpyHtoA_v2_ptds_params{dstArray, dstOffset, srcHost, ByteCount}, [&] {
+                       return CopyWithArray(OfArray(dstArray, dstOffset),
+                                            OfPointer(Addr(srcHost), Side::kAny), ByteCount,
+                                            nullptr, true, false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoH_v2(void* dstHost, CUarray srcArray, size_t srcOffset,
+                                              size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyAtoH_v2),
+                     cuMemcpyAtoH_v2_params{dstHost, srcArray, srcOffset, ByteCount}, [&] {
+                       return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
+                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, false,
+                                            false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoH_v2_ptds(void* dstHost, CUarray srcArray,
+                                                   size_t srcOffset, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyAtoH_v2_ptds),
+                     cuMemcpyAtoH_v2_ptds_params{dstHost, srcArray, srcOffset, ByteCount}, [&] {
+                       return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
+                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, true,
+                                            false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset,
+                                                   const void* srcHost, size_t ByteCount,
+                                                   CUstream hStream) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemcpyHtoAAsync_v2),
+      cuMemcpyHtoAAsync_v2_params{dstArray, dstOffset, srcHost, ByteCount, hStream}, [&] {
+        return CopyWithArray(OfArray(dstArray, dstOffset), OfPointer(Addr(srcHost), Side::kAny),
+                             ByteCount, hStream, false, true);
+      });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset,
+                                                        const void* srcHost, size_t ByteCount,
+                                                        CUstream hStream) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemcpyHtoAAsync_v2_ptsz),
+      cuMemcpyHtoAAsync_v2_ptsz_params{dstArray, dstOffset, srcHost, ByteCount, hStream}, [&] {
+        return CopyWithArray(OfArray(dstArray, dstOffset), OfPointer(Addr(srcHost), Side::kAny),
+                             ByteCount, hStream, true, true);
+      });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void* dstHost, CUarray srcArray,
+                                                   size_t srcOffset, size_t ByteCount,
+                                                   CUstream hStream) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemcpyAtoHAsync_v2),
+      cuMemcpyAtoHAsync_v2_params{dstHost, srcArray, srcOffset, ByteCount, hStream}, [&] {
+        return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny), OfArray(srcArray, srcOffset),
+                             ByteCount, hStream, false, true);
+      });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoHAsync_v2_ptsz(void* dstHost, CUarray srcArray,
+                                                        size_t srcOffset, size_t ByteCount,
+                                                        CUstream hStream) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemcpyAtoHAsync_v2_ptsz),
+      cuMemcpyAtoHAsync_v2_ptsz_params{dstHost, srcArray, srcOffset, ByteCount, hStream}, [&] {
+        return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny), OfArray(srcArray, srcOffset),
+                             ByteCount, hStream, true, true);
+      });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray,
+                                              size_t srcOffset, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyAtoD_v2),
+                     cuMemcpyAtoD_v2_params{dstDevice, srcArray, srcOffset, ByteCount}, [&] {
+                       return CopyWithArray(OfPointer(dstDevice, Side::kDevice),
+                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, false,
+                                            false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray,
+                                                   size_t srcOffset, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyAtoD_v2_ptds),
+                     cuMemcpyAtoD_v2_ptds_params{dstDevice, srcArray, srcOffset, ByteCount}, [&] {
+                       return CopyWithArray(OfPointer(dstDevice, Side::kDevice),
+                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, true,
+                                            false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset,
+                                              CUdeviceptr srcDevice, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyDtoA_v2),
+                     cuMemcpyDtoA_v2_params{dstArray, dstOffset, srcDevice, ByteCount}, [&] {
+                       return CopyWithArray(OfArray(dstArray, dstOffset),
+                                            OfPointer(srcDevice, Side::kDevice), ByteCount, nullptr,
+                                            false, false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
+                                                   CUdeviceptr srcDevice, size_t ByteCount) {
+  return TraceDriver(GWSIM_DRV(cuMemcpyDtoA_v2_ptds),
+                     cuMemcpyDtoA_v2_ptds_params{dstArray, dstOffset, srcDevice, ByteCount}, [&] {
+                       return CopyWithArray(OfArray(dstArray, dstOffset),
+                                            OfPointer(srcDevice, Side::kDevice), ByteCount, nullptr,
+                                            true, false);
+                     });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray,
+                                              size_t srcOffset, size_t ByteCount) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemcpyAtoA_v2),
+      cuMemcpyAtoA_v2_params{dstArray, dstOffset, srcArray, srcOffset, ByteCount}, [&] {
+        return CopyWithArray(OfArray(dstArray, dstOffset), OfArray(srcArray, srcOffset), ByteCount,
+                             nullptr, false, false);
+      });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
+                                                   CUarray srcArray, size_t srcOffset,
+                                                   size_t ByteCount) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemcpyAtoA_v2_ptds),
+      cuMemcpyAtoA_v2_ptds_params{dstArray, dstOffset, srcArray, srcOffset, ByteCount}, [&] {
+        return CopyWithArray(OfArray(dstArray, dstOffset), OfArray(srcArray, srcOffset), ByteCount,
+                             nullptr, true, false);
+      });
+}
+
+// 2D and 3D copies not in api_copy.cc
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* pCopy) {
+  return TraceDriver(GWSIM_DRV(cuMemcpy2DUnaligned_v2_ptds),
+                     cuMemcpy2DUnaligned_v2_ptds_params{pCopy},
+                     [&] { return CopyDescriptor2D(pCopy, nullptr, true, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* pCopy) {
+  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeer), cuMemcpy3DPeer_params{pCopy},
+                     [&] { return CopyPeer3D(pCopy, nullptr, false, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* pCopy) {
+  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeer_ptds), cuMemcpy3DPeer_ptds_params{pCopy},
+                     [&] { return CopyPeer3D(pCopy, nullptr, true, false); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* pCopy,
+                                                  CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeerAsync), cuMemcpy3DPeerAsync_params{pCopy, hStream},
+                     [&] { return CopyPeer3D(pCopy, hStream, false, true); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* pCopy,
+                                                       CUstream hStream) {
+  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeerAsync_ptsz),
+                     cuMemcpy3DPeerAsync_ptsz_params{pCopy, hStream},
+                     [&] { return CopyPeer3D(pCopy, hStream, true, true); });
+}

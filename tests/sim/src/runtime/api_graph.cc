@@ -1,0 +1,757 @@
+// Exported runtime API: graphs, executable graphs, graph memory, stream capture and host
+// functions. Each call nests the driver call the real runtime makes (cudaGraphLaunch ->
+// cuGraphLaunch, cudaStreamBeginCapture -> cuStreamBeginCapture_v2, ...).
+#include <dlfcn.h>
+
+#include "runtime/array.h"
+#include "runtime/core.h"
+#include "runtime/cuda_headers.h"
+
+namespace gwsim::rt {
+
+bool InHostFunction() {
+  static const gwsim_in_host_function_fn fn = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);  // already loaded by Drv()
+    return lib == nullptr
+               ? nullptr
+               : reinterpret_cast<gwsim_in_host_function_fn>(dlsym(lib, "gwsim_in_host_function"));
+  }();
+  return fn != nullptr && fn() != 0;
+}
+
+namespace {
+
+CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+template <typename Call>
+cudaError_t WithContext(Call&& call) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+template <typename Call>
+cudaError_t WithDriver(Call&& call) {
+  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+// The calling thread's current context (the current device's primary context).
+cudaError_t Current(CUcontext* ctx) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  return EnsurePrimary(CurrentDevice(), ctx);
+}
+
+// A kernel is named by its host stub (or by the handle cudaGetKernel returned).
+cudaError_t KernelParams(const void* func, dim3 grid, dim3 block, unsigned shared_mem,
+                         void** params, void** extra, CUDA_KERNEL_NODE_PARAMS* out) {
+  Kernel k;
+  if ((!FindKernelByHostFunction(func, &k) && !FindKernelByHandle(func, &k)) ||
+      k.function == nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
+  *out = CUDA_KERNEL_NODE_PARAMS{};
+  out->func = k.function;
+  out->gridDimX = grid.x;
+  out->gridDimY = grid.y;
+  out->gridDimZ = grid.z;
+  out->blockDimX = block.x;
+  out->blockDimY = block.y;
+  out->blockDimZ = block.z;
+  out->sharedMemBytes = shared_mem;
+  out->kernelParams = params;
+  out->extra = extra;
+  return cudaSuccess;
+}
+
+template <typename P>
+void MemsetParams(const P& p, CUDA_MEMSET_NODE_PARAMS* out) {
+  *out = CUDA_MEMSET_NODE_PARAMS{};
+  out->dst = Dev(p.dst);
+  out->pitch = p.pitch;
+  out->value = p.value;
+  out->elementSize = p.elementSize;
+  out->width = p.width;
+  out->height = p.height;
+}
+
+void PoolProps(const cudaMemPoolProps& p, CUmemPoolProps* out) {
+  *out = CUmemPoolProps{};
+  out->allocType = static_cast<CUmemAllocationType>(p.allocType);
+  out->handleTypes = static_cast<CUmemAllocationHandleType>(p.handleTypes);
+  out->location.type = static_cast<CUmemLocationType>(p.location.type);
+  out->location.id = p.location.id;
+  out->maxSize = p.maxSize;
+  out->usage = p.usage;
+}
+
+// cudaMemAllocNodeParams and its V2 have the same members.
+template <typename P, typename Q>
+void AllocParams(const P& p, Q* out) {
+  *out = Q{};
+  PoolProps(p.poolProps, &out->poolProps);
+  // cudaMemAccessDesc and CUmemAccessDesc share their layout.
+  out->accessDescs = reinterpret_cast<const CUmemAccessDesc*>(p.accessDescs);
+  out->accessDescCount = p.accessDescCount;
+  out->bytesize = p.bytesize;
+}
+
+cudaError_t AddMemcpy(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                      size_t count, const cudaMemcpy3DParms* p) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  CUcontext ctx = nullptr;
+  if (cudaError_t e = Current(&ctx); e != cudaSuccess) return e;
+  CUDA_MEMCPY3D c{};
+  if (cudaError_t e = ToDriver3D(p, &c); e != cudaSuccess) return e;
+  return ToCudaError(Drv().cuGraphAddMemcpyNode(node, graph, deps, count, &c, ctx));
+}
+
+cudaError_t AddGeneric(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                       const cudaGraphEdgeData* edges, size_t count, cudaGraphNodeParams* p) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  CUcontext ctx = nullptr;
+  if (cudaError_t e = Current(&ctx); e != cudaSuccess) return e;
+  CUgraphNodeParams c{};
+  c.type = static_cast<CUgraphNodeType>(p->type);
+  for (int i = 0; i < 3; ++i) c.reserved0[i] = p->reserved0[i];  // must be zero: the driver checks
+  c.reserved2 = p->reserved2;
+  switch (p->type) {
+    case cudaGraphNodeTypeKernel: {
+      const cudaKernelNodeParamsV2& k = p->kernel;
+      CUDA_KERNEL_NODE_PARAMS v2{};
+      if (cudaError_t e = KernelParams(k.func, k.gridDim, k.blockDim, k.sharedMemBytes,
+                                       k.kernelParams, k.extra, &v2);
+          e != cudaSuccess) {
+        return e;
+      }
+      c.kernel.func = v2.func;
+      c.kernel.gridDimX = v2.gridDimX;
+      c.kernel.gridDimY = v2.gridDimY;
+      c.kernel.gridDimZ = v2.gridDimZ;
+      c.kernel.blockDimX = v2.blockDimX;
+      c.kernel.blockDimY = v2.blockDimY;
+      c.kernel.blockDimZ = v2.blockDimZ;
+      c.kernel.sharedMemBytes = v2.sharedMemBytes;
+      c.kernel.kernelParams = v2.kernelParams;
+      c.kernel.extra = v2.extra;
+      break;
+    }
+    case cudaGraphNodeTypeMemcpy:
+      if (p->memcpy.flags != 0 || p->memcpy.reserved[0] != 0 || p->memcpy.reserved[1] != 0 ||
+          p->memcpy.reserved[2] != 0) {
+        return cudaErrorInvalidValue;
+      }
+      if (cudaError_t e = ToDriver3D(&p->memcpy.copyParams, &c.memcpy.copyParams);
+          e != cudaSuccess) {
+        return e;
+      }
+      c.memcpy.copyCtx = ctx;
+      break;
+    case cudaGraphNodeTypeMemset: {
+      CUDA_MEMSET_NODE_PARAMS m{};
+      MemsetParams(p->memset, &m);
+      c.memset.dst = m.dst;
+      c.memset.pitch = m.pitch;
+      c.memset.value = m.value;
+      c.memset.elementSize = m.elementSize;
+      c.memset.width = m.width;
+      c.memset.height = m.height;
+      c.memset.ctx = ctx;
+      break;
+    }
+    case cudaGraphNodeTypeHost:
+      c.host.fn = p->host.fn;
+      c.host.userData = p->host.userData;
+      break;
+    case cudaGraphNodeTypeGraph:
+      c.graph.graph = p->graph.graph;
+      c.graph.ownership = static_cast<CUgraphChildGraphNodeOwnership>(p->graph.ownership);
+      break;
+    case cudaGraphNodeTypeEmpty:
+      break;
+    case cudaGraphNodeTypeMemAlloc:
+      AllocParams(p->alloc, &c.alloc);
+      break;
+    case cudaGraphNodeTypeMemFree:
+      c.free.dptr = Dev(p->free.dptr);
+      break;
+    default:
+      return cudaErrorNotSupported;  // event, semaphore and conditional nodes
+  }
+  // cudaGraphEdgeData and CUgraphEdgeData share their layout.
+  const CUresult r = Drv().cuGraphAddNode_v2(
+      node, graph, deps, reinterpret_cast<const CUgraphEdgeData*>(edges), count, &c);
+  if (r == CUDA_SUCCESS && p->type == cudaGraphNodeTypeMemAlloc) {
+    p->alloc.dptr = reinterpret_cast<void*>(c.alloc.dptr);
+  }
+  return ToCudaError(r);
+}
+
+cudaError_t Instantiate(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* p,
+                        bool per_thread) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  CUDA_GRAPH_INSTANTIATE_PARAMS c{};
+  c.flags = p->flags;
+  c.hUploadStream = p->uploadStream;
+  const DriverApi& d = Drv();
+  const CUresult r = (per_thread ? d.cuGraphInstantiateWithParams_ptsz
+                                 : d.cuGraphInstantiateWithParams)(exec, graph, &c);
+  p->errNode_out = c.hErrNode_out;
+  p->result_out = static_cast<cudaGraphInstantiateResult>(c.result_out);
+  return ToCudaError(r);
+}
+
+cudaError_t CaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                        unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                        const cudaGraphEdgeData** edges, size_t* count, bool per_thread) {
+  if (status == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  CUstreamCaptureStatus s = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t cu_id = 0;
+  const CUgraphEdgeData* cu_edges = nullptr;
+  const DriverApi& d = Drv();
+  const CUresult r = (per_thread ? d.cuStreamGetCaptureInfo_v3_ptsz : d.cuStreamGetCaptureInfo_v3)(
+      stream, &s, id != nullptr ? &cu_id : nullptr, graph, deps,
+      edges != nullptr ? &cu_edges : nullptr, count);
+  if (r != CUDA_SUCCESS) return ToCudaError(r);
+  *status = static_cast<cudaStreamCaptureStatus>(s);
+  if (s == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    if (id != nullptr) *id = cu_id;
+    // cudaGraphEdgeData and CUgraphEdgeData share their layout.
+    if (edges != nullptr) *edges = reinterpret_cast<const cudaGraphEdgeData*>(cu_edges);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t IsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status, bool per_thread) {
+  if (status == nullptr) return cudaErrorInvalidValue;
+  return WithContext([&] {
+    CUstreamCaptureStatus s = CU_STREAM_CAPTURE_STATUS_NONE;
+    const DriverApi& d = Drv();
+    const CUresult r =
+        (per_thread ? d.cuStreamIsCapturing_ptsz : d.cuStreamIsCapturing)(stream, &s);
+    if (r == CUDA_SUCCESS) *status = static_cast<cudaStreamCaptureStatus>(s);
+    return r;
+  });
+}
+
+// cudaStreamAddCallback: the driver's callback takes a CUresult; the user's a cudaError_t.
+struct Callback {
+  cudaStreamCallback_t fn = nullptr;
+  void* data = nullptr;
+};
+
+void CUDA_CB RunCallback(CUstream stream, CUresult status, void* data) {
+  const auto* c = static_cast<const Callback*>(data);
+  c->fn(stream, ToCudaError(status), c->data);
+}
+
+cudaError_t AddCallback(cudaStream_t stream, cudaStreamCallback_t fn, void* data, unsigned flags,
+                        bool per_thread) {
+  if (fn == nullptr) return cudaErrorInvalidValue;
+  // The driver runs the callback before it returns, so the payload can live here.
+  Callback c{fn, data};
+  return WithContext([&] {
+    const DriverApi& d = Drv();
+    return (per_thread ? d.cuStreamAddCallback_ptsz : d.cuStreamAddCallback)(stream, RunCallback,
+                                                                             &c, flags);
+  });
+}
+
+}  // namespace
+}  // namespace gwsim::rt
+
+using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
+
+// Graphs and their nodes
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t* pGraph, unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphCreate, v10000), GWSIM_RT_PARAMS(cudaGraphCreate, v10000){pGraph, flags},
+      [&] { return WithContext([&] { return Drv().cuGraphCreate(pGraph, flags); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph) {
+  return TraceRuntime(GWSIM_RT(cudaGraphDestroy, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphDestroy, v10000){graph},
+                      [&] { return WithContext([&] { return Drv().cuGraphDestroy(graph); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t* pGraphNode,
+                                                          cudaGraph_t graph,
+                                                          const cudaGraphNode_t* pDependencies,
+                                                          size_t numDependencies,
+                                                          const struct cudaKernelNodeParams* p) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphAddKernelNode, v10000),
+      GWSIM_RT_PARAMS(cudaGraphAddKernelNode, v10000){pGraphNode, graph, pDependencies,
+                                                      numDependencies, p},
+      [&] {
+        if (p == nullptr) return cudaErrorInvalidValue;
+        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+        CUDA_KERNEL_NODE_PARAMS c{};
+        if (cudaError_t e = KernelParams(p->func, p->gridDim, p->blockDim, p->sharedMemBytes,
+                                         p->kernelParams, p->extra, &c);
+            e != cudaSuccess) {
+          return e;
+        }
+        return ToCudaError(
+            Drv().cuGraphAddKernelNode_v2(pGraphNode, graph, pDependencies, numDependencies, &c));
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t* pGraphNode,
+                                                          cudaGraph_t graph,
+                                                          const cudaGraphNode_t* pDependencies,
+                                                          size_t numDependencies,
+                                                          const struct cudaMemcpy3DParms* p) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphAddMemcpyNode, v10000),
+      GWSIM_RT_PARAMS(cudaGraphAddMemcpyNode, v10000){pGraphNode, graph, pDependencies,
+                                                      numDependencies, p},
+      [&] { return AddMemcpy(pGraphNode, graph, pDependencies, numDependencies, p); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(
+    cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+    size_t numDependencies, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddMemcpyNode1D, v11010),
+                      GWSIM_RT_PARAMS(cudaGraphAddMemcpyNode1D, v11010){
+                          pGraphNode, graph, pDependencies, numDependencies, dst, src, count, kind},
+                      [&] {
+                        // A 3D copy of one row of `count` bytes.
+                        cudaMemcpy3DParms p{};
+                        p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
+                        p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
+                        p.extent = cudaExtent{count, 1, 1};
+                        p.kind = kind;
+                        return AddMemcpy(pGraphNode, graph, pDependencies, numDependencies, &p);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t* pGraphNode,
+                                                          cudaGraph_t graph,
+                                                          const cudaGraphNode_t* pDependencies,
+                                                          size_t numDependencies,
+                                                          const struct cudaMemsetParams* p) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddMemsetNode, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphAddMemsetNode, v10000){
+                          pGraphNode, graph, pDependencies, numDependencies, p},
+                      [&] {
+                        if (p == nullptr) return cudaErrorInvalidValue;
+                        CUcontext ctx = nullptr;
+                        if (cudaError_t e = Current(&ctx); e != cudaSuccess) return e;
+                        CUDA_MEMSET_NODE_PARAMS c{};
+                        MemsetParams(*p, &c);
+                        return ToCudaError(Drv().cuGraphAddMemsetNode(
+                            pGraphNode, graph, pDependencies, numDependencies, &c, ctx));
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddHostNode(cudaGraphNode_t* pGraphNode,
+                                                        cudaGraph_t graph,
+                                                        const cudaGraphNode_t* pDependencies,
+                                                        size_t numDependencies,
+                                                        const struct cudaHostNodeParams* p) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddHostNode, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphAddHostNode, v10000){
+                          pGraphNode, graph, pDependencies, numDependencies, p},
+                      [&] {
+                        if (p == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUDA_HOST_NODE_PARAMS c{p->fn, p->userData};
+                          return Drv().cuGraphAddHostNode(pGraphNode, graph, pDependencies,
+                                                          numDependencies, &c);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddEmptyNode(cudaGraphNode_t* pGraphNode,
+                                                         cudaGraph_t graph,
+                                                         const cudaGraphNode_t* pDependencies,
+                                                         size_t numDependencies) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddEmptyNode, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphAddEmptyNode, v10000){
+                          pGraphNode, graph, pDependencies, numDependencies},
+                      [&] {
+                        return WithContext([&] {
+                          return Drv().cuGraphAddEmptyNode(pGraphNode, graph, pDependencies,
+                                                           numDependencies);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t* pGraphNode,
+                                                            cudaGraph_t graph,
+                                                            const cudaGraphNode_t* pDependencies,
+                                                            size_t numDependencies,
+                                                            struct cudaMemAllocNodeParams* p) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddMemAllocNode, v11040),
+                      GWSIM_RT_PARAMS(cudaGraphAddMemAllocNode, v11040){
+                          pGraphNode, graph, pDependencies, numDependencies, p},
+                      [&] {
+                        if (p == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUDA_MEM_ALLOC_NODE_PARAMS c{};
+                          AllocParams(*p, &c);
+                          const CUresult r = Drv().cuGraphAddMemAllocNode(
+                              pGraphNode, graph, pDependencies, numDependencies, &c);
+                          if (r == CUDA_SUCCESS) p->dptr = reinterpret_cast<void*>(c.dptr);
+                          return r;
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t* pGraphNode,
+                                                           cudaGraph_t graph,
+                                                           const cudaGraphNode_t* pDependencies,
+                                                           size_t numDependencies, void* dptr) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddMemFreeNode, v11040),
+                      GWSIM_RT_PARAMS(cudaGraphAddMemFreeNode, v11040){
+                          pGraphNode, graph, pDependencies, numDependencies, dptr},
+                      [&] {
+                        return WithContext([&] {
+                          return Drv().cuGraphAddMemFreeNode(pGraphNode, graph, pDependencies,
+                                                             numDependencies, Dev(dptr));
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode,
+                                                              cudaGraph_t graph,
+                                                              const cudaGraphNode_t* pDependencies,
+                                                              size_t numDependencies,
+                                                              cudaGraph_t childGraph) {
+  return TraceRuntime(GWSIM_RT(cudaGraphAddChildGraphNode, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphAddChildGraphNode, v10000){
+                          pGraphNode, graph, pDependencies, numDependencies, childGraph},
+                      [&] {
+                        return WithContext([&] {
+                          return Drv().cuGraphAddChildGraphNode(pGraphNode, graph, pDependencies,
+                                                                numDependencies, childGraph);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                                    const cudaGraphNode_t* pDependencies,
+                                                    const cudaGraphEdgeData* dependencyData,
+                                                    size_t numDependencies,
+                                                    struct cudaGraphNodeParams* nodeParams) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphAddNode, v12030),
+      GWSIM_RT_PARAMS(cudaGraphAddNode, v12030){pGraphNode, graph, pDependencies, dependencyData,
+                                                numDependencies, nodeParams},
+      [&] {
+        return AddGeneric(pGraphNode, graph, pDependencies, dependencyData, numDependencies,
+                          nodeParams);
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphClone(cudaGraph_t* pGraphClone,
+                                                  cudaGraph_t originalGraph) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphClone, v10000),
+      GWSIM_RT_PARAMS(cudaGraphClone, v10000){pGraphClone, originalGraph},
+      [&] { return WithContext([&] { return Drv().cuGraphClone(pGraphClone, originalGraph); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
+                                                     size_t* numNodes) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphGetNodes, v10000),
+      GWSIM_RT_PARAMS(cudaGraphGetNodes, v10000){graph, nodes, numNodes},
+      [&] { return WithContext([&] { return Drv().cuGraphGetNodes(graph, nodes, numNodes); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphNodeGetType(cudaGraphNode_t node,
+                                                        enum cudaGraphNodeType* pType) {
+  return TraceRuntime(GWSIM_RT(cudaGraphNodeGetType, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphNodeGetType, v10000){node, pType}, [&] {
+                        if (pType == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUgraphNodeType t{};
+                          const CUresult r = Drv().cuGraphNodeGetType(node, &t);
+                          if (r == CUDA_SUCCESS) *pType = static_cast<cudaGraphNodeType>(t);
+                          return r;
+                        });
+                      });
+}
+
+// Executable graphs
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t* pGraphExec,
+                                                        cudaGraph_t graph,
+                                                        unsigned long long flags) {
+  return TraceRuntime(GWSIM_RT(cudaGraphInstantiate, v12000),
+                      GWSIM_RT_PARAMS(cudaGraphInstantiate, v12000){pGraphExec, graph, flags}, [&] {
+                        return WithContext([&] {
+                          return Drv().cuGraphInstantiateWithFlags(pGraphExec, graph, flags);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec,
+                                                                 cudaGraph_t graph,
+                                                                 unsigned long long flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphInstantiateWithFlags, v11040),
+      GWSIM_RT_PARAMS(cudaGraphInstantiateWithFlags, v11040){pGraphExec, graph, flags}, [&] {
+        return WithContext(
+            [&] { return Drv().cuGraphInstantiateWithFlags(pGraphExec, graph, flags); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(
+    cudaGraphExec_t* pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams* instantiateParams) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphInstantiateWithParams, v12000),
+      GWSIM_RT_PARAMS(cudaGraphInstantiateWithParams, v12000){pGraphExec, graph, instantiateParams},
+      [&] { return Instantiate(pGraphExec, graph, instantiateParams, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithParams_ptsz(
+    cudaGraphExec_t* pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams* instantiateParams) {
+  return TraceRuntime(GWSIM_RT(cudaGraphInstantiateWithParams_ptsz, v12000),
+                      GWSIM_RT_PARAMS(cudaGraphInstantiateWithParams_ptsz, v12000){
+                          pGraphExec, graph, instantiateParams},
+                      [&] { return Instantiate(pGraphExec, graph, instantiateParams, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaGraphLaunch, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphLaunch, v10000){graphExec, stream}, [&] {
+                        return WithContext([&] { return Drv().cuGraphLaunch(graphExec, stream); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec,
+                                                        cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphLaunch_ptsz, v10000),
+      GWSIM_RT_PARAMS(cudaGraphLaunch_ptsz, v10000){graphExec, stream},
+      [&] { return WithContext([&] { return Drv().cuGraphLaunch_ptsz(graphExec, stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return TraceRuntime(GWSIM_RT(cudaGraphUpload, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphUpload, v10000){graphExec, stream}, [&] {
+                        return WithContext([&] { return Drv().cuGraphUpload(graphExec, stream); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphUpload_ptsz(cudaGraphExec_t graphExec,
+                                                        cudaStream_t stream) {
+  return TraceRuntime(
+      GWSIM_RT(cudaGraphUpload_ptsz, v10000),
+      GWSIM_RT_PARAMS(cudaGraphUpload_ptsz, v10000){graphExec, stream},
+      [&] { return WithContext([&] { return Drv().cuGraphUpload_ptsz(graphExec, stream); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  return TraceRuntime(GWSIM_RT(cudaGraphExecDestroy, v10000),
+                      GWSIM_RT_PARAMS(cudaGraphExecDestroy, v10000){graphExec}, [&] {
+                        return WithContext([&] { return Drv().cuGraphExecDestroy(graphExec); });
+                      });
+}
+
+// Graph memory
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGraphMemTrim(int device) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceGraphMemTrim, v11040),
+                      GWSIM_RT_PARAMS(cudaDeviceGraphMemTrim, v11040){device}, [&] {
+                        return WithDriver([&] { return Drv().cuDeviceGraphMemTrim(device); });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceGetGraphMemAttribute, v11040),
+                      GWSIM_RT_PARAMS(cudaDeviceGetGraphMemAttribute, v11040){device, attr, value},
+                      [&] {
+                        return WithDriver([&] {
+                          return Drv().cuDeviceGetGraphMemAttribute(
+                              device, static_cast<CUgraphMem_attribute>(attr), value);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {
+  return TraceRuntime(GWSIM_RT(cudaDeviceSetGraphMemAttribute, v11040),
+                      GWSIM_RT_PARAMS(cudaDeviceSetGraphMemAttribute, v11040){device, attr, value},
+                      [&] {
+                        return WithDriver([&] {
+                          return Drv().cuDeviceSetGraphMemAttribute(
+                              device, static_cast<CUgraphMem_attribute>(attr), value);
+                        });
+                      });
+}
+
+// Stream capture
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream,
+                                                          enum cudaStreamCaptureMode mode) {
+  return TraceRuntime(GWSIM_RT(cudaStreamBeginCapture, v10000),
+                      GWSIM_RT_PARAMS(cudaStreamBeginCapture, v10000){stream, mode}, [&] {
+                        return WithContext([&] {
+                          return Drv().cuStreamBeginCapture_v2(
+                              stream, static_cast<CUstreamCaptureMode>(mode));
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream,
+                                                               enum cudaStreamCaptureMode mode) {
+  return TraceRuntime(GWSIM_RT(cudaStreamBeginCapture_ptsz, v10000),
+                      GWSIM_RT_PARAMS(cudaStreamBeginCapture_ptsz, v10000){stream, mode}, [&] {
+                        return WithContext([&] {
+                          return Drv().cuStreamBeginCapture_v2_ptsz(
+                              stream, static_cast<CUstreamCaptureMode>(mode));
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph(
+    cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+    const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+    enum cudaStreamCaptureMode mode) {
+  return TraceRuntime(GWSIM_RT(cudaStreamBeginCaptureToGraph, v12030),
+                      GWSIM_RT_PARAMS(cudaStreamBeginCaptureToGraph, v12030){
+                          stream, graph, dependencies, dependencyData, numDependencies, mode},
+                      [&] {
+                        return WithContext([&] {
+                          return Drv().cuStreamBeginCaptureToGraph(
+                              stream, graph, dependencies,
+                              reinterpret_cast<const CUgraphEdgeData*>(dependencyData),
+                              numDependencies, static_cast<CUstreamCaptureMode>(mode));
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph_ptsz(
+    cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+    const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+    enum cudaStreamCaptureMode mode) {
+  return TraceRuntime(GWSIM_RT(cudaStreamBeginCaptureToGraph_ptsz, v12030),
+                      GWSIM_RT_PARAMS(cudaStreamBeginCaptureToGraph_ptsz, v12030){
+                          stream, graph, dependencies, dependencyData, numDependencies, mode},
+                      [&] {
+                        return WithContext([&] {
+                          return Drv().cuStreamBeginCaptureToGraph_ptsz(
+                              stream, graph, dependencies,
+                              reinterpret_cast<const CUgraphEdgeData*>(dependencyData),
+                              numDependencies, static_cast<CUstreamCaptureMode>(mode));
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamEndCapture, v10000),
+      GWSIM_RT_PARAMS(cudaStreamEndCapture, v10000){stream, pGraph},
+      [&] { return WithContext([&] { return Drv().cuStreamEndCapture(stream, pGraph); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream,
+                                                             cudaGraph_t* pGraph) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamEndCapture_ptsz, v10000),
+      GWSIM_RT_PARAMS(cudaStreamEndCapture_ptsz, v10000){stream, pGraph},
+      [&] { return WithContext([&] { return Drv().cuStreamEndCapture_ptsz(stream, pGraph); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+                                                         enum cudaStreamCaptureStatus* pStatus) {
+  return TraceRuntime(GWSIM_RT(cudaStreamIsCapturing, v10000),
+                      GWSIM_RT_PARAMS(cudaStreamIsCapturing, v10000){stream, pStatus},
+                      [&] { return IsCapturing(stream, pStatus, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pStatus) {
+  return TraceRuntime(GWSIM_RT(cudaStreamIsCapturing_ptsz, v10000),
+                      GWSIM_RT_PARAMS(cudaStreamIsCapturing_ptsz, v10000){stream, pStatus},
+                      [&] { return IsCapturing(stream, pStatus, true); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
+    cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
+    unsigned long long* id_out, cudaGraph_t* graph_out, const cudaGraphNode_t** dependencies_out,
+    const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
+  return TraceRuntime(GWSIM_RT(cudaStreamGetCaptureInfo, v12030),
+                      GWSIM_RT_PARAMS(cudaStreamGetCaptureInfo, v12030){
+                          stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                          edgeData_out, numDependencies_out},
+                      [&] {
+                        return CaptureInfo(stream, captureStatus_out, id_out, graph_out,
+                                           dependencies_out, edgeData_out, numDependencies_out,
+                                           false);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(
+    cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
+    unsigned long long* id_out, cudaGraph_t* graph_out, const cudaGraphNode_t** dependencies_out,
+    const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
+  return TraceRuntime(GWSIM_RT(cudaStreamGetCaptureInfo_ptsz, v12030),
+                      GWSIM_RT_PARAMS(cudaStreamGetCaptureInfo_ptsz, v12030){
+                          stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                          edgeData_out, numDependencies_out},
+                      [&] {
+                        return CaptureInfo(stream, captureStatus_out, id_out, graph_out,
+                                           dependencies_out, edgeData_out, numDependencies_out,
+                                           true);
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI
+cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+  return TraceRuntime(GWSIM_RT(cudaThreadExchangeStreamCaptureMode, v10010),
+                      GWSIM_RT_PARAMS(cudaThreadExchangeStreamCaptureMode, v10010){mode}, [&] {
+                        if (mode == nullptr) return cudaErrorInvalidValue;
+                        return WithDriver([&] {
+                          auto m = static_cast<CUstreamCaptureMode>(*mode);
+                          const CUresult r = Drv().cuThreadExchangeStreamCaptureMode(&m);
+                          if (r == CUDA_SUCCESS) *mode = static_cast<cudaStreamCaptureMode>(m);
+                          return r;
+                        });
+                      });
+}
+
+// Host functions
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
+                                                      void* userData) {
+  return TraceRuntime(
+      GWSIM_RT(cudaLaunchHostFunc, v10000),
+      GWSIM_RT_PARAMS(cudaLaunchHostFunc, v10000){stream, fn, userData},
+      [&] { return WithContext([&] { return Drv().cuLaunchHostFunc(stream, fn, userData); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
+                                                           void* userData) {
+  return TraceRuntime(
+      GWSIM_RT(cudaLaunchHostFunc_ptsz, v10000),
+      GWSIM_RT_PARAMS(cudaLaunchHostFunc_ptsz, v10000){stream, fn, userData}, [&] {
+        return WithContext([&] { return Drv().cuLaunchHostFunc_ptsz(stream, fn, userData); });
+      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
+                                                         cudaStreamCallback_t callback,
+                                                         void* userData, unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamAddCallback, v5000),
+      GWSIM_RT_PARAMS(cudaStreamAddCallback, v5000){stream, callback, userData, flags},
+      [&] { return AddCallback(stream, callback, userData, flags, false); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback_ptsz(cudaStream_t stream,
+                                                              cudaStreamCallback_t callback,
+                                                              void* userData, unsigned int flags) {
+  return TraceRuntime(
+      GWSIM_RT(cudaStreamAddCallback_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaStreamAddCallback_ptsz, v7000){stream, callback, userData, flags},
+      [&] { return AddCallback(stream, callback, userData, flags, true); });
+}

@@ -1,0 +1,635 @@
+// The CUPTI layer driven with hand-built callback data: the registry of
+// callback ids (complete against CUPTI's own headers, enabled exactly as it
+// is dispatched), the parse step of each kind of call, and the switchboard's
+// ordering rules (frees at ENTER, graph nodes, nested driver calls).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "interpose/callbacks.h"
+#include "interpose/calls.h"
+#include "interpose/cupti_loader.h"
+#include "libgpuwatch/graphs.h"
+#include "libgpuwatch/tracker.h"
+#include "libgpuwatch/transfers.h"
+
+namespace gpuwatch {
+namespace {
+
+// --- The registry against CUPTI's headers --------------------------------------
+
+// name -> id of every enumerator `PREFIX<name> = <id>` in a CUPTI header.
+std::map<std::string, uint32_t> HeaderIds(const std::string& file, const std::string& prefix) {
+  std::ifstream in(std::string(GPUWATCH_CUPTI_INCLUDE_DIR) + "/" + file);
+  EXPECT_TRUE(in.good()) << file;
+  const std::regex line("^\\s*" + prefix + "([A-Za-z0-9_]+)\\s*=\\s*([0-9]+)");
+  std::map<std::string, uint32_t> ids;
+  std::string text;
+  std::smatch m;
+  while (std::getline(in, text)) {
+    if (std::regex_search(text, m, line) && m[1] != "SIZE" && m[1] != "INVALID") {
+      ids[m[1]] = static_cast<uint32_t>(std::stoul(m[2]));
+    }
+  }
+  return ids;
+}
+
+std::set<std::string> Registered(CUpti_CallbackDomain domain) {
+  std::set<std::string> names;
+  for (const CallbackSpec& s : CallbackRegistry()) {
+    if (s.domain == domain) names.insert(s.name);
+  }
+  return names;
+}
+
+TEST(Registry, NamesAndIdsAgreeWithCuptisHeadersAndNoIdIsListedTwice) {
+  const auto runtime = HeaderIds("cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_");
+  const auto driver = HeaderIds("cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_");
+  ASSERT_GT(runtime.size(), 400u);
+  ASSERT_GT(driver.size(), 700u);
+  std::set<std::pair<int, uint32_t>> seen;
+  for (const CallbackSpec& s : CallbackRegistry()) {
+    const auto& ids = s.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime : driver;
+    const auto it = ids.find(s.name);
+    ASSERT_NE(it, ids.end()) << s.name;
+    EXPECT_EQ(it->second, s.cbid) << s.name;
+    EXPECT_TRUE(seen.emplace(s.domain, s.cbid).second) << s.name << " listed twice";
+    EXPECT_EQ(FindSpec(s.domain, s.cbid), &s) << s.name;
+  }
+}
+
+// A name whose API has a newer version in the registry (cuMemAlloc beside
+// cuMemAlloc_v2, cudaGraphAddNode_v12020 beside _v12030): CUDA 13 issues the
+// newer one only.
+bool Superseded(const std::string& name, const std::set<std::string>& registered) {
+  static const std::regex runtime("^(.*)_v([0-9]+)$");
+  std::smatch m;
+  if (std::regex_match(name, m, runtime) && name.rfind("cuda", 0) == 0) {
+    for (const std::string& r : registered) {
+      std::smatch n;
+      if (std::regex_match(r, n, runtime) && n[1] == m[1] && std::stoi(n[2]) > std::stoi(m[2])) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // Driver: cuFoo or cuFoo_ptds beside cuFoo_v2 or cuFoo_v2_ptds.
+  static const std::regex suffix("^(cu[A-Za-z0-9]+?)(_v[0-9])?(_ptds|_ptsz)?$");
+  if (!std::regex_match(name, m, suffix) || m[2].matched) return false;
+  return registered.count(m[1].str() + "_v2" + m[3].str()) != 0 ||
+         registered.count(m[1].str() + "_v2") != 0;
+}
+
+// Every API of the families gpuwatch follows (allocations, frees, copies,
+// kernel and graph launches, graph memory and memcpy nodes, synchronisation)
+// is in the registry, in every variant CUPTI has an id for. A handled API
+// whose `_ptsz`/`_ptds` variant (or plain form) is missing fails here.
+TEST(Registry, EveryVariantOfEveryFollowedApiIsSubscribed) {
+  struct Family {
+    const char* header;
+    const char* prefix;
+    CUpti_CallbackDomain domain;
+    const char* pattern;
+  };
+  const Family families[] = {
+      {"cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_", CUPTI_CB_DOMAIN_RUNTIME_API,
+       "^(cudaMalloc|cudaFree|cudaMemcpy|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|"
+       "cudaLaunchKernel|cudaLaunchCooperativeKernel|__cudaLaunchKernel|cudaGraphLaunch|"
+       "cudaGraphAddMemcpyNode|cudaGraphAddMemAllocNode|cudaGraphAddMemFreeNode|"
+       "cudaGraphAddNode|cudaGraphInstantiate|cudaDeviceSynchronize|cudaStreamSynchronize|"
+       "cudaEventSynchronize|cudaThreadSynchronize)"},
+      {"cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", CUPTI_CB_DOMAIN_DRIVER_API,
+       "^(cuMemAlloc|cuMemFree|cuMemcpy|cuMemHostAlloc|cuMemHostRegister|cuMemHostUnregister|"
+       "cuMemCreate|cuMemRelease|cuMemMap_|cuMemMap$|cuMemUnmap|cuArrayCreate|cuArray3DCreate|"
+       "cuArrayDestroy|cuMipmappedArrayCreate|cuMipmappedArrayDestroy|cuLaunchKernel|"
+       "cuLaunchCooperativeKernel|cuGraphLaunch|cuGraphAddMemcpyNode|cuGraphAddMemAllocNode|"
+       "cuGraphAddMemFreeNode|cuGraphAddNode|cuGraphInstantiate|cuCtxSynchronize|"
+       "cuStreamSynchronize|cuEventSynchronize)"},
+  };
+  // Ids CUDA 13 never issues: entry points removed from the toolkit, and ids
+  // without an entry point or params struct of their own.
+  const std::set<std::string> never_issued = {
+      "cudaLaunchCooperativeKernelMultiDevice_v9000",  // removed in CUDA 12
+      "cuLaunchCooperativeKernelMultiDevice",          // removed in CUDA 12
+      "cuMemcpy_v2",                                   // no such entry point
+      "cuMemHostAlloc_v2",                             // no such entry point
+      "cuGraphInstantiate",                            // the ABI name is cuGraphInstantiate_v2
+  };
+  for (const Family& f : families) {
+    const std::set<std::string> registered = Registered(f.domain);
+    const std::regex pattern(f.pattern);
+    for (const auto& [name, id] : HeaderIds(f.header, f.prefix)) {
+      if (!std::regex_search(name, pattern)) continue;
+      if (never_issued.count(name) != 0 || Superseded(name, registered)) continue;
+      EXPECT_EQ(registered.count(name), 1u) << name << " (id " << id << ") is not subscribed";
+    }
+  }
+}
+
+// What EnableCallbacks enables, recorded by a fake cuptiEnableCallback.
+std::set<std::pair<int, uint32_t>>* g_enabled = nullptr;
+CUptiResult CUPTIAPI RecordEnable(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d,
+                                  CUpti_CallbackId cbid) {
+  if (enable != 0) g_enabled->emplace(d, cbid);
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI ResultString(CUptiResult, const char** text) {
+  *text = "test";
+  return CUPTI_SUCCESS;
+}
+
+TEST(Registry, EnableCallbacksEnablesExactlyWhatDispatchHandles) {
+  std::set<std::pair<int, uint32_t>> enabled;
+  g_enabled = &enabled;
+  CuptiApi api;
+  api.EnableCallback = &RecordEnable;
+  api.GetResultString = &ResultString;
+  std::string error;
+  ASSERT_TRUE(EnableCallbacks(api, nullptr, &error)) << error;
+  g_enabled = nullptr;
+  for (uint32_t cbid = 0; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
+    EXPECT_EQ(enabled.count({CUPTI_CB_DOMAIN_RUNTIME_API, cbid}) == 1,
+              FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid) != nullptr)
+        << "runtime id " << cbid;
+  }
+  for (uint32_t cbid = 0; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+    EXPECT_EQ(enabled.count({CUPTI_CB_DOMAIN_DRIVER_API, cbid}) == 1,
+              FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, cbid) != nullptr)
+        << "driver id " << cbid;
+  }
+  for (const CUpti_CallbackId cbid : ResourceCallbacks()) {
+    EXPECT_EQ(enabled.count({CUPTI_CB_DOMAIN_RESOURCE, cbid}), 1u) << "resource id " << cbid;
+  }
+  EXPECT_EQ(enabled.size(), CallbackRegistry().size() + ResourceCallbacks().size());
+}
+
+// --- Parsing hand-built params -------------------------------------------------
+
+template <typename P>
+CUpti_CallbackData Data(const P& params, CUpti_ApiCallbackSite site = CUPTI_API_ENTER) {
+  CUpti_CallbackData d{};
+  d.callbackSite = site;
+  d.functionParams = &params;
+  return d;
+}
+
+ParsedCall Parse(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData& d,
+                 bool succeeded) {
+  const CallbackSpec* spec = FindSpec(domain, cbid);
+  EXPECT_NE(spec, nullptr) << cbid;
+  ParsedCall call;
+  if (spec != nullptr) {
+    EXPECT_TRUE(ParseCall(*spec, &d, succeeded, &call));
+  }
+  return call;
+}
+ParsedCall Runtime(CUpti_CallbackId cbid, const CUpti_CallbackData& d, bool succeeded = true) {
+  return Parse(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, d, succeeded);
+}
+ParsedCall Driver(CUpti_CallbackId cbid, const CUpti_CallbackData& d, bool succeeded = true) {
+  return Parse(CUPTI_CB_DOMAIN_DRIVER_API, cbid, d, succeeded);
+}
+
+TEST(Parse, AllocationsReadTheirOutputOnlyWhenTheCallSucceeded) {
+  void* out = reinterpret_cast<void*>(0xdead0000);
+  cudaMalloc_v3020_params p{&out, 4096};
+  const ParsedCall failed = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, Data(p), false);
+  EXPECT_EQ(failed.role, Role::kAlloc);
+  EXPECT_EQ(failed.size, 4096u);
+  EXPECT_EQ(failed.address, 0u);
+  const ParsedCall ok = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, Data(p), true);
+  EXPECT_EQ(ok.address, 0xdead0000u);
+  EXPECT_EQ(ok.kind, MemKind::kDevice);
+}
+
+TEST(Parse, ArraysAreSizedFromTheirFormatAndExtent) {
+  cudaArray_t array = reinterpret_cast<cudaArray_t>(0xa0);
+  const cudaChannelFormatDesc float4{32, 32, 32, 32, cudaChannelFormatKindFloat};
+  cudaMalloc3DArray_v3020_params p{&array, &float4, cudaExtent{10, 20, 30}, 0};
+  const ParsedCall c = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3DArray_v3020, Data(p));
+  EXPECT_EQ(c.kind, MemKind::kArray);
+  EXPECT_EQ(c.address, 0xa0u);
+  EXPECT_EQ(c.array_element_bytes, 16u);
+  EXPECT_EQ(c.size, 16u * 10 * 20 * 30);
+
+  const cudaChannelFormatDesc uchar{8, 0, 0, 0, cudaChannelFormatKindUnsigned};
+  cudaMallocArray_v3020_params flat{&array, &uchar, 100, 0, 0};  // 1D: height 0 means 1
+  EXPECT_EQ(Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMallocArray_v3020, Data(flat)).size, 100u);
+
+  CUarray handle = reinterpret_cast<CUarray>(0xb0);
+  CUDA_ARRAY_DESCRIPTOR desc{64, 64, CU_AD_FORMAT_HALF, 2};
+  cuArrayCreate_v2_params d{&handle, &desc};
+  const ParsedCall half2 = Driver(CUPTI_DRIVER_TRACE_CBID_cuArrayCreate_v2, Data(d));
+  EXPECT_EQ(half2.size, 4u * 64 * 64);
+  EXPECT_EQ(half2.address, 0xb0u);
+
+  // A mipmap: 8x8, 4x4, 2x2, 1x1 elements of 4 bytes.
+  cudaMipmappedArray_t mip = reinterpret_cast<cudaMipmappedArray_t>(0xc0);
+  const cudaChannelFormatDesc f{32, 0, 0, 0, cudaChannelFormatKindFloat};
+  cudaMallocMipmappedArray_v5000_params m{&mip, &f, cudaExtent{8, 8, 0}, 4, 0};
+  EXPECT_EQ(Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMallocMipmappedArray_v5000, Data(m)).size,
+            4u * (64 + 16 + 4 + 1));
+}
+
+TEST(Parse, CopiesReadBytesDirectionAndBothSides) {
+  int host = 0;
+  void* device = reinterpret_cast<void*>(0x7000);
+  cudaMemcpy_v3020_params sync{device, &host, 123, cudaMemcpyHostToDevice};
+  const ParsedCall c = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, Data(sync));
+  EXPECT_EQ(c.role, Role::kCopy);
+  EXPECT_EQ(c.copy.bytes, 123u);
+  EXPECT_EQ(c.copy.kind, CopyKind::kHostToDevice);
+  EXPECT_FALSE(c.copy.async);
+  EXPECT_EQ(c.src, reinterpret_cast<uintptr_t>(&host));
+  EXPECT_EQ(c.dst, 0x7000u);
+
+  cudaMemcpyAsync_ptsz_v7000_params async{device, &host, 8, cudaMemcpyDefault, nullptr};
+  const ParsedCall a = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000, Data(async));
+  EXPECT_TRUE(a.copy.async);
+  EXPECT_EQ(a.copy.kind, CopyKind::kUnknown);  // cudaMemcpyDefault: resolved later
+
+  cudaArray_t array = reinterpret_cast<cudaArray_t>(0xa1);
+  cudaMemcpy2DToArray_v3020_params to_array{array, 0, 0, &host, 256, 64, 3, cudaMemcpyHostToDevice};
+  const ParsedCall t = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_v3020, Data(to_array));
+  EXPECT_EQ(t.copy.bytes, 64u * 3);
+  EXPECT_EQ(t.copy.kind, CopyKind::kHostToDevice);
+
+  // cudaMemcpy3D with an array: the width counts the array's elements.
+  RememberArray(0xa2, 8);
+  cudaMemcpy3DParms parms{};
+  parms.srcArray = reinterpret_cast<cudaArray_t>(0xa2);
+  parms.dstPtr = cudaPitchedPtr{&host, 1024, 16, 4};
+  parms.extent = cudaExtent{16, 4, 2};
+  parms.kind = cudaMemcpyDeviceToHost;
+  cudaMemcpy3D_v3020_params three{&parms};
+  const ParsedCall t3 = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020, Data(three));
+  EXPECT_EQ(t3.copy.bytes, 8u * 16 * 4 * 2);
+  EXPECT_EQ(t3.copy.kind, CopyKind::kDeviceToHost);
+  ForgetArray(0xa2);
+
+  CUDA_MEMCPY2D m2{};
+  m2.srcMemoryType = CU_MEMORYTYPE_HOST;
+  m2.srcHost = &host;
+  m2.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  m2.WidthInBytes = 40;
+  m2.Height = 5;
+  cuMemcpy2DAsync_v2_ptsz_params d2{&m2, nullptr};
+  const ParsedCall drv = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz, Data(d2));
+  EXPECT_EQ(drv.copy.bytes, 200u);
+  EXPECT_EQ(drv.copy.kind, CopyKind::kHostToDevice);
+  EXPECT_TRUE(drv.copy.async);
+  EXPECT_EQ(drv.src, reinterpret_cast<uintptr_t>(&host));
+
+  CUDA_MEMCPY3D m3{};
+  m3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  m3.srcDevice = 0x9000;
+  m3.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  m3.WidthInBytes = 10;
+  m3.Height = 2;
+  m3.Depth = 3;
+  cuMemcpy3D_v2_params d3{&m3};
+  const ParsedCall unified = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2, Data(d3));
+  EXPECT_EQ(unified.copy.bytes, 60u);
+  EXPECT_EQ(unified.copy.kind, CopyKind::kUnknown);  // unified: resolved later
+  EXPECT_EQ(unified.src, 0x9000u);
+
+  cuMemcpyAtoH_v2_params atoh{&host, nullptr, 0, 77};
+  const ParsedCall from_array = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2, Data(atoh));
+  EXPECT_EQ(from_array.copy.kind, CopyKind::kDeviceToHost);
+  EXPECT_EQ(from_array.dst, reinterpret_cast<uintptr_t>(&host));
+
+  const size_t sizes[3] = {10, 20, 30};
+  cudaMemcpyBatchAsync_v13000_params batch{};
+  batch.sizes = sizes;
+  batch.count = 3;
+  const ParsedCall b = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000, Data(batch));
+  EXPECT_EQ(b.copy.bytes, 60u);
+  EXPECT_EQ(b.copy.records, 3u);
+}
+
+TEST(Parse, VmmHandlesKnowTheirLocation) {
+  CUmemGenericAllocationHandle handle = 42;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  cuMemCreate_params create{&handle, 2 << 20, &prop, 0};
+  const ParsedCall c = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, Data(create));
+  EXPECT_EQ(c.role, Role::kVmmCreate);
+  EXPECT_EQ(c.device, 1);
+  EXPECT_EQ(c.handle, 42u);
+  cuMemMap_params map{0x200000, 2 << 20, 0, 42, 0};
+  const ParsedCall m = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemMap, Data(map));
+  EXPECT_EQ(m.role, Role::kAlloc);
+  EXPECT_EQ(m.kind, MemKind::kVmm);
+  EXPECT_EQ(m.handle, 42u);
+  EXPECT_EQ(m.address, 0x200000u);
+}
+
+TEST(Parse, GraphNodesAreNodeOnly) {
+  cudaMemAllocNodeParams alloc{};
+  alloc.poolProps.location.type = cudaMemLocationTypeDevice;
+  alloc.poolProps.location.id = 3;
+  alloc.bytesize = 1 << 20;
+  alloc.dptr = reinterpret_cast<void*>(0x50000);
+  cudaGraphAddMemAllocNode_v11040_params p{nullptr, nullptr, nullptr, 0, &alloc};
+  const ParsedCall a = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, Data(p));
+  EXPECT_EQ(a.role, Role::kAlloc);
+  EXPECT_TRUE(a.node_only);
+  EXPECT_EQ(a.kind, MemKind::kGraph);
+  EXPECT_EQ(a.device, 3);
+  EXPECT_EQ(a.size, 1u << 20);
+  EXPECT_EQ(a.address, 0x50000u);
+
+  cudaGraphNodeParams generic{};
+  generic.type = cudaGraphNodeTypeMemcpy;
+  generic.memcpy.copyParams.extent = cudaExtent{100, 2, 1};
+  generic.memcpy.copyParams.kind = cudaMemcpyDeviceToHost;
+  cudaGraphAddNode_v12030_params add{nullptr, nullptr, nullptr, nullptr, 0, &generic};
+  const ParsedCall c = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddNode_v12030, Data(add));
+  EXPECT_EQ(c.role, Role::kCopy);
+  EXPECT_TRUE(c.node_only);
+  EXPECT_EQ(c.copy.bytes, 200u);
+  EXPECT_EQ(c.copy.kind, CopyKind::kDeviceToHost);
+
+  generic.type = cudaGraphNodeTypeKernel;  // not followed
+  const CallbackSpec* spec =
+      FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddNode_v12030);
+  ASSERT_NE(spec, nullptr);
+  const CUpti_CallbackData d = Data(add);
+  ParsedCall kernel;
+  EXPECT_FALSE(ParseCall(*spec, &d, true, &kernel));
+}
+
+TEST(Parse, NullParamsAreRefusedNotRead) {
+  CUpti_CallbackData d{};
+  const CallbackSpec* spec =
+      FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+  ASSERT_NE(spec, nullptr);
+  ParsedCall call;
+  EXPECT_FALSE(ParseCall(*spec, &d, true, &call));
+}
+
+// --- The switchboard ----------------------------------------------------------
+
+// A fresh set of tables behind the callbacks, for one test.
+class Switchboard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CallbackHooks hooks;
+    hooks.tracker = &tracker_;
+    hooks.transfers = &transfers_;
+    hooks.graphs = &graphs_;
+    hooks.get_graph_node_id = &NodeId;
+    SetCallbackHooks(hooks);
+  }
+  void TearDown() override { SetCallbackHooks(CallbackHooks{}); }
+
+  // Node ids: the handle's value, as good as CUPTI's for a test.
+  static CUptiResult CUPTIAPI NodeId(CUgraphNode node, uint64_t* id) {
+    *id = reinterpret_cast<uintptr_t>(node);
+    return CUPTI_SUCCESS;
+  }
+
+  template <typename P, typename R>
+  static void Call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_t correlation,
+                   const P& params, CUpti_ApiCallbackSite site, R result) {
+    CUpti_CallbackData d{};
+    d.callbackSite = site;
+    d.functionParams = &params;
+    d.functionReturnValue = site == CUPTI_API_EXIT ? &result : nullptr;
+    d.correlationId = correlation;
+    OnCuptiCallback(nullptr, domain, cbid, &d);
+  }
+  template <typename P>
+  static void RuntimeEnter(CUpti_CallbackId cbid, uint32_t correlation, const P& params) {
+    Call(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, correlation, params, CUPTI_API_ENTER, cudaSuccess);
+  }
+  template <typename P>
+  static void RuntimeExit(CUpti_CallbackId cbid, uint32_t correlation, const P& params,
+                          cudaError_t result = cudaSuccess) {
+    Call(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, correlation, params, CUPTI_API_EXIT, result);
+  }
+  template <typename P>
+  static void DriverEnter(CUpti_CallbackId cbid, uint32_t correlation, const P& params) {
+    Call(CUPTI_CB_DOMAIN_DRIVER_API, cbid, correlation, params, CUPTI_API_ENTER, CUDA_SUCCESS);
+  }
+  template <typename P>
+  static void DriverExit(CUpti_CallbackId cbid, uint32_t correlation, const P& params,
+                         CUresult result = CUDA_SUCCESS) {
+    Call(CUPTI_CB_DOMAIN_DRIVER_API, cbid, correlation, params, CUPTI_API_EXIT, result);
+  }
+  static void Resource(CUpti_CallbackId cbid, CUpti_GraphData* graph) {
+    CUpti_ResourceData r{};
+    r.resourceDescriptor = graph;
+    OnCuptiCallback(nullptr, CUPTI_CB_DOMAIN_RESOURCE, cbid, &r);
+  }
+
+  void Malloc(uint64_t address, size_t size, uint32_t correlation) {
+    void* out = reinterpret_cast<void*>(address);
+    const cudaMalloc_v3020_params p{&out, size};
+    RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, correlation, p);
+    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, correlation, p);
+  }
+
+  uint64_t Live() { return tracker_.Snapshot().live.size(); }
+
+  Tracker tracker_;
+  Transfers transfers_;
+  GraphTable graphs_;
+};
+
+TEST_F(Switchboard, AFreeIsRecordedAtEntryAndUndoneWhenItFails) {
+  Malloc(0x1000, 256, 1);
+  const cudaFree_v3020_params free{reinterpret_cast<void*>(0x1000)};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
+  EXPECT_EQ(Live(), 0u) << "freed before the call runs";
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free, cudaErrorInvalidValue);
+  EXPECT_EQ(Live(), 1u) << "the call failed: still live";
+  EXPECT_EQ(tracker_.DeviceCurrentBytes(), 256u);
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 3, free);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 3, free);
+  EXPECT_EQ(Live(), 0u);
+  // A free of an address that is not live counts once, and only when it succeeded.
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free, cudaErrorInvalidValue);
+  EXPECT_EQ(tracker_.Snapshot().unknown_frees, 0u);
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 5, free);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 5, free);
+  EXPECT_EQ(tracker_.Snapshot().unknown_frees, 1u);
+}
+
+// The lost-allocation race, in the order a real driver allows: the freed
+// address is handed to another thread's cudaMalloc before cudaFree returns.
+TEST_F(Switchboard, AnAddressReusedByAnotherThreadBeforeTheFreeReturnsStaysLive) {
+  Malloc(0x2000, 8192, 1);
+  const cudaFree_v3020_params free{reinterpret_cast<void*>(0x2000)};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
+  std::thread other([this] { Malloc(0x2000, 8192, 3); });
+  other.join();
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
+  const TrackerSnapshot s = tracker_.Snapshot();
+  EXPECT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.kinds[0].allocs, 2u);
+  EXPECT_EQ(s.kinds[0].frees, 1u);
+  EXPECT_EQ(s.unknown_frees, 0u);
+}
+
+// A runtime call nests its driver call: counted once, at the runtime level.
+TEST_F(Switchboard, NestedDriverCallsAreCountedOnce) {
+  void* out = reinterpret_cast<void*>(0x3000);
+  const cudaMalloc_v3020_params rt{&out, 64};
+  CUdeviceptr dptr = 0x3000;
+  const cuMemAlloc_v2_params drv{&dptr, 64};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
+  DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+  DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
+  EXPECT_EQ(tracker_.Snapshot().kinds[0].allocs, 1u);
+}
+
+// Injection: gpuwatch attaches inside the first runtime call. Its nested
+// driver call is recorded, and the runtime EXIT that follows (without an
+// ENTER) adds nothing; without a nested driver callback, the EXIT records it.
+TEST_F(Switchboard, TheCallThatAttachedIsCountedOnceWithOrWithoutItsDriverCall) {
+  void* out = reinterpret_cast<void*>(0x4000);
+  const cudaMalloc_v3020_params rt{&out, 64};
+  CUdeviceptr dptr = 0x4000;
+  const cuMemAlloc_v2_params drv{&dptr, 64};
+  std::thread with_driver([&] {
+    AttachedInsideRuntimeCall();
+    DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+    DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
+  });
+  with_driver.join();
+  EXPECT_EQ(tracker_.Snapshot().kinds[0].allocs, 1u);
+  void* out2 = reinterpret_cast<void*>(0x5000);
+  const cudaMalloc_v3020_params rt2{&out2, 64};
+  std::thread runtime_only([&] {
+    AttachedInsideRuntimeCall();
+    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 9, rt2);
+  });
+  runtime_only.join();
+  const TrackerSnapshot s = tracker_.Snapshot();
+  EXPECT_EQ(s.kinds[0].allocs, 2u);
+  EXPECT_EQ(s.live.size(), 2u);
+}
+
+// A copy captured from a stream makes a node: no copy now, one per launch.
+TEST_F(Switchboard, CapturedCopiesHappenAtEachGraphLaunch) {
+  Malloc(0x6000, 1 << 20, 1);
+  char host[64];
+  const cudaMemcpyAsync_v3020_params copy{reinterpret_cast<void*>(0x6000), host, 4096,
+                                          cudaMemcpyHostToDevice, nullptr};
+  auto* graph = reinterpret_cast<CUgraph>(0x900);
+  auto* node = reinterpret_cast<CUgraphNode>(0x901);
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2, copy);
+  CUpti_GraphData created{};
+  created.graph = graph;
+  created.node = node;
+  created.nodeType = CU_GRAPH_NODE_TYPE_MEMCPY;
+  Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &created);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2, copy);
+  EXPECT_EQ(transfers_.Snapshot().sites.size(), 0u) << "captured: nothing copied yet";
+
+  // Instantiation clones the node into the exec.
+  auto* exec = reinterpret_cast<CUgraphExec>(0x950);
+  const cudaGraphInstantiate_v12000_params inst{nullptr, nullptr, 0};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000, 3, inst);
+  CUpti_GraphData cloned{};
+  cloned.node = reinterpret_cast<CUgraphNode>(0x951);
+  cloned.originalNode = node;
+  Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, &cloned);
+  CUpti_GraphData exec_created{};
+  exec_created.graph = graph;
+  exec_created.graphExec = exec;
+  Resource(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, &exec_created);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000, 3, inst);
+
+  const cudaGraphLaunch_v10000_params launch{exec, nullptr};
+  for (uint32_t c = 10; c < 13; ++c) {
+    RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, c, launch);
+    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, c, launch);
+  }
+  const TransfersSnapshot t = transfers_.Snapshot();
+  ASSERT_EQ(t.sites.size(), 1u);
+  EXPECT_EQ(t.sites[0].second.all.count, 3u);
+  EXPECT_EQ(t.sites[0].second.all.bytes, 3u * 4096);
+  EXPECT_EQ(
+      t.totals[static_cast<int>(CopyKind::kHostToDevice)][static_cast<int>(HostKind::kPageable)]
+          .count,
+      3u);
+}
+
+// Graph memory: an allocation node allocates at each launch, a free node in
+// the same graph frees it; a captured cudaFreeAsync frees nothing now.
+TEST_F(Switchboard, GraphMemoryIsLiveFromItsLaunchUntilItsFree) {
+  Malloc(0x7000, 512, 1);
+  auto* graph = reinterpret_cast<CUgraph>(0xa00);
+  // A captured free of memory allocated outside the graph: still live now.
+  const cudaFreeAsync_v11020_params free{reinterpret_cast<void*>(0x7000), nullptr};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, 2, free);
+  CUpti_GraphData free_node{};
+  free_node.graph = graph;
+  free_node.node = reinterpret_cast<CUgraphNode>(0xa01);
+  Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &free_node);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, 2, free);
+  EXPECT_EQ(Live(), 1u);
+  // An allocation node: its address is known at the end of the call.
+  cudaMemAllocNodeParams alloc{};
+  alloc.bytesize = 1 << 16;
+  cudaGraphAddMemAllocNode_v11040_params add{nullptr, graph, nullptr, 0, &alloc};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, 3, add);
+  CUpti_GraphData alloc_node{};
+  alloc_node.graph = graph;
+  alloc_node.node = reinterpret_cast<CUgraphNode>(0xa02);
+  Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &alloc_node);
+  alloc.dptr = reinterpret_cast<void*>(0x80000);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, 3, add);
+  EXPECT_EQ(Live(), 1u);
+  // No clones reported: the exec stands for the graph's nodes.
+  auto* exec = reinterpret_cast<CUgraphExec>(0xa50);
+  CUpti_GraphData exec_created{};
+  exec_created.graph = graph;
+  exec_created.graphExec = exec;
+  Resource(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, &exec_created);
+  const cudaGraphLaunch_v10000_params launch{exec, nullptr};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 4, launch);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 4, launch);
+  const TrackerSnapshot s = tracker_.Snapshot();
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].address, 0x80000u);
+  EXPECT_EQ(s.live[0].kind, MemKind::kGraph);
+  EXPECT_EQ(s.live[0].size, 1u << 16);
+  EXPECT_EQ(s.kinds[static_cast<int>(MemKind::kGraph)].allocs, 1u);
+}
+
+// VMM: a mapping's memory is on the device its handle was created on.
+TEST_F(Switchboard, VmmMappingsAreOnTheirHandlesDevice) {
+  CUmemGenericAllocationHandle handle = 77;
+  CUmemAllocationProp prop{};
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  const cuMemCreate_params create{&handle, 2 << 20, &prop, 0};
+  DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
+  DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
+  const cuMemMap_params map{0x40000000, 2 << 20, 0, 77, 0};
+  DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
+  DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
+  const TrackerSnapshot s = tracker_.Snapshot();
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].device, 1);
+  EXPECT_EQ(s.device_bytes_by_device[1], 2u << 20);
+  EXPECT_EQ(s.device_bytes_by_device[0], 0u);
+}
+
+}  // namespace
+}  // namespace gpuwatch
