@@ -871,7 +871,6 @@ void DoAttach() {
     // Attached inside cuInit: the first call started before we could see it.
     s.lifecycle->first_call_observed = false;
     s.lifecycle->FirstCall(s.tracker->NowNs());
-    AttachedInsideRuntimeCall();
   }
   s.attach_mode = g_attach_mode;
   s.command = ReadCommandLine();

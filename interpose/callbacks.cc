@@ -45,10 +45,15 @@ struct CallInProgress {
 thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
 thread_local bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
 
-// Injection: inside the runtime call that attached (AttachedInsideRuntimeCall),
-// and whether a driver event was recorded in it.
-thread_local bool t_attach_call __attribute__((tls_model("initial-exec"))) = false;
-thread_local bool t_attach_nested __attribute__((tls_model("initial-exec"))) = false;
+// gpuwatch may attach while runtime calls are in flight (injection attaches
+// inside cuInit, inside the program's first runtime call, and other threads
+// may be inside theirs): such a call delivers its EXIT without its ENTER, and
+// the driver calls it makes after the attach may be seen on their own. So a
+// thread's driver events that come before any runtime callback of its own are
+// nested in a call whose ENTER was missed, if any: that call's EXIT then adds
+// nothing more.
+thread_local bool t_runtime_seen __attribute__((tls_model("initial-exec"))) = false;
+thread_local bool t_driver_before_runtime __attribute__((tls_model("initial-exec"))) = false;
 
 // Start of the outermost blocking call on this thread, 0 when none.
 thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
@@ -145,12 +150,12 @@ void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error)
   g_hooks.on_oom(e);
 }
 
-// The host side of a pointer, as gpuwatch's own tables see it.
+// The host side of a copy, as gpuwatch's own table of pinned and registered
+// memory sees it: pinned, else pageable (managed memory on the host side
+// reads as pageable here; an activity record says better).
 HostKind HostOf(uint64_t address) {
   MemKind kind = MemKind::kDevice;
-  if (!g_hooks.tracker->Classify(address, &kind)) return HostKind::kPageable;
-  if (kind == MemKind::kPinnedHost || kind == MemKind::kRegisteredHost) return HostKind::kPinned;
-  return kind == MemKind::kManaged ? HostKind::kManaged : HostKind::kDevice;
+  return g_hooks.tracker->ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
 }
 
 // Resolves what the call did not say (cudaMemcpyDefault, cuMemcpy, unified
@@ -447,11 +452,7 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
 template <typename Result>
 void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, Result ok_value,
                         Result oom_value) {
-  if (t_attach_call) {
-    t_attach_call = false;
-    // Its driver calls were recorded already (AttachedInsideRuntimeCall).
-    if (t_attach_nested) return;
-  }
+  if (t_driver_before_runtime) return;  // its driver calls were recorded already
   const auto* ret = static_cast<const Result*>(d->functionReturnValue);
   if (ret == nullptr) return;
   const bool succeeded = *ret == ok_value;
@@ -487,15 +488,19 @@ void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, R
 
 void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+  const bool first_runtime_callback = !t_runtime_seen;
+  t_runtime_seen = true;
   if (d->callbackSite == CUPTI_API_ENTER) {
-    t_attach_call = false;  // a runtime call of its own: the attaching one has ended
     if (++t_runtime_depth == 1) FirstCall();
     if (spec != nullptr && t_runtime_depth == 1 && !t_in_call) OnEnter(*spec, d);
     return;
   }
   if (t_runtime_depth == 0) {
-    // With injection the first runtime call can deliver EXIT without ENTER.
-    if (spec != nullptr) OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
+    // A call in flight when gpuwatch attached: EXIT without ENTER. Only a
+    // thread's first runtime callback can be one.
+    if (spec != nullptr && first_runtime_callback) {
+      OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
+    }
     return;
   }
   if (--t_runtime_depth == 0 && spec != nullptr && t_in_call) {
@@ -510,7 +515,7 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   if (spec == nullptr) return;
   if (d->callbackSite == CUPTI_API_ENTER) {
     FirstCall();
-    if (t_attach_call) t_attach_nested = true;
+    if (!t_runtime_seen) t_driver_before_runtime = true;
     if (!t_in_call) OnEnter(*spec, d);
     return;
   }
@@ -616,11 +621,6 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
 }  // namespace
 
 void SetCallbackHooks(const CallbackHooks& hooks) { g_hooks = hooks; }
-
-void AttachedInsideRuntimeCall() {
-  t_attach_call = true;
-  t_attach_nested = false;
-}
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {

@@ -69,12 +69,6 @@ struct CallbackHooks {
 // Installs the hooks; call before enabling callbacks.
 void SetCallbackHooks(const CallbackHooks& hooks);
 
-// With CUDA_INJECTION64_PATH gpuwatch attaches inside cuInit, itself inside
-// the program's first runtime call, whose ENTER was never seen. Called on the
-// attaching thread: the driver calls that runtime call makes are then counted
-// at the driver level, and its EXIT adds nothing more.
-void AttachedInsideRuntimeCall();
-
 // The function registered with cuptiSubscribe.
 void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void* data);

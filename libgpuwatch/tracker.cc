@@ -193,19 +193,20 @@ void Tracker::RemoveHostRange(uint64_t address) {
   if (host_ranges_.erase(address) != 0) host_range_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+bool Tracker::ClassifyHost(uint64_t address, MemKind* kind) const {
+  if (address == 0 || host_range_count_.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<std::mutex> lock(host_mu_);
+  auto it = host_ranges_.upper_bound(address);
+  if (it == host_ranges_.begin()) return false;
+  --it;
+  if (address - it->first >= it->second.size) return false;
+  *kind = it->second.kind;
+  return true;
+}
+
 bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
   if (address == 0) return false;
-  if (host_range_count_.load(std::memory_order_relaxed) != 0) {
-    std::lock_guard<std::mutex> lock(host_mu_);
-    auto it = host_ranges_.upper_bound(address);
-    if (it != host_ranges_.begin()) {
-      --it;
-      if (address - it->first < it->second.size) {
-        *kind = it->second.kind;
-        return true;
-      }
-    }
-  }
+  if (ClassifyHost(address, kind)) return true;
   Shard& shard = ShardFor(address);
   std::lock_guard<std::mutex> lock(shard.mu);
   const LiveRecord* record = shard.live.Find(address);

@@ -157,6 +157,9 @@ class Tracker {
   // False when neither (pageable host memory, or a pointer inside a device
   // allocation). Thread-safe; takes no lock when no host memory is live.
   bool Classify(uint64_t address, MemKind* kind, int* device = nullptr) const;
+  // The host ranges only (pinned or registered host memory): no lock at all
+  // while none is live. For the host side of a copy whose direction is known.
+  bool ClassifyHost(uint64_t address, MemKind* kind) const;
 
   static constexpr uint32_t kDefaultMaxSites = 1u << 20;
   static constexpr int kMaxDevices = kMaxTrackedDevices;

@@ -78,6 +78,29 @@ TEST(Fidelity, AnAddressReusedByAnotherThreadAtOnceLosesNoAllocation) {
   EXPECT_EQ(leaks["sites"][0]["count"], 250);
 }
 
+// The same with CUDA_INJECTION64_PATH: gpuwatch attaches inside one thread's
+// first cudaMalloc while other threads are inside theirs. Calls in flight at
+// attach deliver their EXIT without ENTER, after their nested driver calls
+// were seen: each must still count once (2,001 allocations and a free
+// "never seen" before the fix).
+TEST(Fidelity, CallsInFlightWhenGpuwatchAttachesCountOnce) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess(
+      {kPrograms + "/reuse_race"},
+      {{"LD_LIBRARY_PATH", kSimDir}, {"CUDA_INJECTION64_PATH", kLib}, {"GPUWATCH_OUTPUT", out}},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  EXPECT_EQ(report["gpuwatch"]["attach"], "injection");
+  const json& device = report["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 2000);
+  EXPECT_EQ(device["frees"], 1750);
+  EXPECT_EQ(report["totals"]["device_live_count"], 250);
+  EXPECT_EQ(report["totals"]["unknown_frees"], 0);
+}
+
 // Bug: activity records that joined no call were counted as copies of their
 // own (at "<no stack>") and the calls waiting for them again at exit.
 TEST(Fidelity, CopiesAreCountedOnceWhenTheirRecordsDoNotJoin) {

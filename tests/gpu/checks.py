@@ -303,7 +303,96 @@ def check_exit_with(c, report, ctx):
     c.eq("lifecycle.exit_status", get(report, "lifecycle", "exit_status"), ctx.get("expect_exit"))
 
 
+def at(ctx, program, marker):
+    src = os.path.join(ctx["source_dir"], "tests", "e2e", "programs", program)
+    return f"{program}:{line_of(src, marker)}"
+
+
+def copies(report, direction):
+    return get(report, "totals", "copies", direction, "count", default=0)
+
+
+def check_reuse_race(c, report, ctx):
+    # Freed addresses handed to another thread's allocation before the free
+    # returned: none of the 250 kept blocks may be lost (tests/e2e/fidelity_test.cc).
+    c.true("stdout", ctx["stdout"].startswith("reuse_race: done"), ctx["stdout"].strip())
+    dev = get(report, "totals", "kinds", "device")
+    c.eq("device allocs", get(dev, "allocs"), 2000)
+    c.eq("device frees", get(dev, "frees"), 1750)
+    c.eq("device live", get(report, "totals", "device_live_count"), 250)
+    c.eq("unknown_frees", get(report, "totals", "unknown_frees"), 0)
+    c.eq("leak site", get(report, "leaks", "device", "sites", 0, "location"),
+         at(ctx, "reuse_race.cu", "LEAK:kept"))
+
+
+def check_zero_copy(c, report, ctx):
+    c.eq("device allocations", get(report, "totals", "kinds", "device", "allocs"), 0)
+    c.eq("host live count", get(report, "totals", "host_live_count"), 3)
+    c.eq("host live bytes", get(report, "totals", "host_current_bytes"), 12 * MiB)
+    c.eq("kernel launches", get(report, "totals", "kernel_launches"), 1)
+
+
+def check_copy_findings(c, report, ctx):
+    messages = [f.get("message") for f in get(report, "transfers", "findings", default=[]) or []]
+    to_pageable = (f"3 copies (6.0 MiB) to pageable memory at "
+                   f"{at(ctx, 'copy_findings.cu', 'AT:to_pageable')}: pin it")
+    c.true("d2h pageable finding", to_pageable in messages, "; ".join(messages))
+    lone = f"1 copy (1.0 MiB) from pageable memory at {at(ctx, 'copy_findings.cu', 'AT:lone')}: pin it"
+    c.true("one copy finding", lone in messages)
+    line = at(ctx, "copy_findings.cu", "AT:template")
+    small = [m for m in messages if m.startswith(("120 copies under 64 KiB at " + line,
+                                                  "110 copies under 64 KiB at " + line))]
+    c.eq("two template instances, two findings", len(set(small)), 2)
+
+
+def check_arrays(c, report, ctx):
+    arrays = get(report, "totals", "kinds", "array", default={})
+    c.eq("array allocs", arrays.get("allocs"), 3)
+    c.eq("array alloc_bytes", arrays.get("alloc_bytes"), 256 * KiB + 32 * KiB + 16 * KiB)
+    c.eq("array live bytes", arrays.get("current_bytes"), 256 * KiB + 16 * KiB)
+    c.eq("h2d copies", copies(report, "h2d"), 4)
+    c.eq("d2h copies", copies(report, "d2h"), 3)
+    c.eq("leak site", get(report, "leaks", "device", "sites", 0, "location"),
+         at(ctx, "arrays.cu", "LEAK:array2d"))
+
+
+def check_graphs(c, report, ctx):
+    # Work happens at each launch: 3 launches of the captured graph, 1 of the
+    # built one (tests/e2e/fidelity_test.cc, ExpectGraphs).
+    c.eq("h2d copies", copies(report, "h2d"), 4)
+    c.eq("d2h copies", copies(report, "d2h"), 3)
+    sites = {s.get("location"): s for s in get(report, "transfers", "sites", default=[]) or []}
+    c.eq("captured copy site count", get(sites, at(ctx, "graphs.cu", "AT:captured_in"), "count"), 3)
+    graph = get(report, "totals", "kinds", "graph", default={})
+    c.eq("graph allocs", graph.get("allocs"), 4)
+    c.eq("graph frees", graph.get("frees"), 3)
+    c.eq("graph live bytes", graph.get("current_bytes"), 4 * MiB)
+    c.eq("leak site", get(report, "leaks", "device", "sites", 0, "location"),
+         at(ctx, "graphs.cu", "LEAK:graph"))
+    c.eq("transfers.unmatched_records", get(report, "transfers", "unmatched_records"), 0)
+
+
+def check_default_copies(c, report, ctx):
+    c.eq("no unknown direction", get(report, "totals", "copies", "unknown"), None)
+    c.eq("h2d copies", copies(report, "h2d"), 2)
+    c.eq("d2h copies", copies(report, "d2h"), 1)
+    c.eq("peer copies", copies(report, "peer"), 1)
+
+
+def check_vmm_striped(c, report, ctx):
+    devices = get(report, "trace", "devices", default=[]) or []
+    c.eq("devices", [(d.get("device"), d.get("peak_bytes")) for d in devices],
+         [(0, 2 * MiB), (1, 2 * MiB)])
+
+
 CHECKS = {
+    "reuse_race": check_reuse_race,
+    "zero_copy": check_zero_copy,
+    "copy_findings": check_copy_findings,
+    "arrays": check_arrays,
+    "graphs": check_graphs,
+    "default_copies": check_default_copies,
+    "vmm_striped": check_vmm_striped,
     "leaky_loop": check_leaky_loop,
     "api_mix": check_api_mix,
     "leak_sites": check_leak_sites,

@@ -3,7 +3,7 @@
 #
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
-#       torch_leak, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
+#       questions, torch_leak, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.
 #   tests/gpu/run.sh --sim [--build DIR] ...
@@ -69,7 +69,8 @@ make_bundle() {
   copy lib/libgpuwatch.so strip
   copy bin/gpuwatch strip
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
-  for p in api_mix exit_with leak_sites threads snapshot_signal transfers; do copy "tests/programs/$p"; done
+  for p in api_mix exit_with leak_sites threads snapshot_signal transfers reuse_race zero_copy \
+           copy_findings arrays graphs default_copies vmm_striped; do copy "tests/programs/$p"; done
   for p in leaky_loop oom pool_and_driver api_mix leak_sites transfers; do copy "tests/gpu/static/$p"; done
   copy tests/gpu/libgwgpu_recorder.so strip
   copy tests/sim/test/nvcc_program
@@ -84,7 +85,7 @@ make_bundle() {
   if [[ -n "$src" && -d "$src" ]]; then
     mkdir -p "$to/src/examples" "$to/src/tests/e2e/programs"
     cp "$src"/examples/*.cu "$to/src/examples/"
-    cp "$src"/tests/e2e/programs/*.cu "$to/src/tests/e2e/programs/"
+    cp "$src"/tests/e2e/programs/*.cu "$src"/tests/e2e/programs/*.cc "$to/src/tests/e2e/programs/"
   else
     echo "run.sh: cannot find the sources of $from (CMakeCache.txt); checks will use the working tree" >&2
   fi

@@ -42,7 +42,8 @@ import checks  # noqa: E402
 import compare_sequences  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
-PARTS = ["env", "programs", "sequences", "torch_leak", "sanitizer", "torch_step", "overhead"]
+PARTS = ["env", "programs", "sequences", "questions", "torch_leak", "sanitizer", "torch_step",
+         "overhead"]
 
 SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
     ("leaky_loop", "examples", [], 0),
@@ -54,7 +55,16 @@ SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit sta
     ("threads", "tests/programs", [], 0),
     ("snapshot_signal", "tests/programs", [], 0),
     ("exit_with", "tests/programs", ["3"], 3),
+    # Issue 16's programs: address reuse across threads, zero-copy, findings, arrays, graphs.
+    ("reuse_race", "tests/programs", [], 0),
+    ("zero_copy", "tests/programs", [], 0),
+    ("copy_findings", "tests/programs", [], 0),
+    ("arrays", "tests/programs", [], 0),
+    ("graphs", "tests/programs", [], 0),
 ]
+# Programs that need two devices (skipped on a machine with one).
+TWO_DEVICE_PROGRAMS = [("default_copies", "tests/programs", [], 0),
+                       ("vmm_striped", "tests/programs", [], 0)]
 STATIC_PROGRAMS = ["leaky_loop", "oom", "pool_and_driver", "api_mix", "leak_sites", "transfers"]
 # Programs whose CUPTI sequence is compared (oom's length depends on the device's memory).
 SEQUENCE_PROGRAMS = ["leaky_loop", "api_mix", "leak_sites", "transfers", "threads",
@@ -69,6 +79,7 @@ TORCH_MODES = [  # (name, environment, the memory kind the leak must show up as)
     ("cudaMallocAsync", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, "pool"),
 ]
 DEP_SONAMES = ["libunwind.so.8", "libdw.so.1", "libelf.so.1"]
+CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED = 13  # cupti_callbacks.h
 
 
 def parse_sanitizer(text):
@@ -319,6 +330,8 @@ class Validator:
         env = self.gpuwatch_env(mode, report)
         if self.args.sim and name == "oom":
             env["GWSIM_DEVICE_MEMORY"] = str(1024 << 20)  # as the e2e test
+        if self.args.sim and any(name == p[0] for p in TWO_DEVICE_PROGRAMS):
+            env["GWSIM_DEVICE_COUNT"] = "2"
         code, out, err, secs = self.run([path] + args, env, 300, cwd=rdir, label=label)
         if self.args.dry_run:
             return
@@ -445,6 +458,72 @@ class Validator:
                                                     os.path.dirname(real))
             self.record("PASS" if ok else "FAIL", f"sequence {name} {mode}",
                         summary + f" (diff: {os.path.dirname(real)}/{name}.{mode}.gw.diff)")
+
+    # --- questions -------------------------------------------------------------
+
+    def recorded(self, name, mode="preload"):
+        """Callback and record lines of `name` run under the CUPTI recorder."""
+        path = self.out_path("questions", f"{name}.{mode}.txt")
+        code, err = self.record_sequence(name, self.args.sim, path, mode)
+        if self.args.dry_run or code is None:
+            return None
+        try:
+            with open(path) as f:
+                return [line.rstrip("\n").split("\t") for line in f]
+        except OSError:
+            return None
+
+    def part_questions(self):
+        """What only a real driver can tell (tests/sim/README.md keeps both
+        answers as switches; the e2e tests run gpuwatch under both)."""
+        if not os.path.exists(self.recorder):
+            self.record("FAIL", "questions", f"{self.recorder} is missing (ninja gwgpu_all)")
+            return
+        if not self.have_time("questions", 30):
+            return
+        lines = self.recorded("transfers")
+        if lines is None:
+            self.record("FAIL", "question nested driver callbacks", "the recorder did not run")
+            return
+        cbs = [l for l in lines if l[0] == "cb" and len(l) >= 12]
+        rt_enters = [l for l in cbs if l[3] == "rt" and l[4] == "enter"]
+        nested = [l for l in cbs if l[3] == "drv" and int(l[2]) > 0]
+        self.record("INFO", "question nested driver callbacks",
+                    f"{'yes' if nested else 'no'}: {len(nested)} driver callbacks inside "
+                    f"{len(rt_enters)} runtime calls (GWSIM_NESTED_DRIVER_CALLBACKS="
+                    f"{1 if nested else 0} is the model that matches)")
+        memcpy = [l for l in rt_enters if l[6] == "cudaMemcpy"]
+        self.record("PASS" if len(memcpy) == 24 else "FAIL", "question plain cudaMemcpy seen",
+                    f"{len(memcpy)} cudaMemcpy runtime callbacks (transfers.cu makes 24)")
+        rt_ids = {l[11] for l in rt_enters}
+        drv_ids = {l[11] for l in cbs if l[3] == "drv"}
+        ids = [l for l in lines if l[0] == "ids" and len(l) >= 5]
+        joined_rt = sum(1 for l in ids if l[3] in rt_ids)
+        shared = sum(1 for l in ids if l[2] in rt_ids)
+        own = sum(1 for l in ids if l[2] in drv_ids and l[2] not in rt_ids)
+        model = "shared" if shared else ("own" if own or joined_rt else "unjoinable")
+        self.record("INFO", "question correlation ids",
+                    f"{len(ids)} MEMCPY records: runtimeCorrelationId names a runtime call in "
+                    f"{joined_rt}, correlationId is the runtime call's in {shared}, a driver "
+                    f"call's of its own in {own} (GWSIM_CORRELATION={model} matches)")
+        graph = self.recorded("graphs")
+        if graph is not None:
+            created = [l for l in graph if l[0] == "cb" and l[3] == "res"
+                       and l[5] == str(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED)]
+            inside = [l for l in created if int(l[2]) > 0]
+            node_records = [l for l in graph if l[0] == "ids" and len(l) >= 5 and l[4] != "0"]
+            ok = created and len(inside) == len(created)
+            self.record("PASS" if ok else "FAIL", "question graph nodes made inside their call",
+                        f"{len(inside)} of {len(created)} GRAPHNODE_CREATED callbacks came inside "
+                        "the API call that made the node (gpuwatch relies on it to move a "
+                        "captured copy's or allocation's work to the graph's launches); "
+                        f"{len(node_records)} MEMCPY records carry a graphNodeId")
+        two = self.env_info.get("gpu", "").count("\n") >= 1 or self.args.sim
+        for name, directory, args, expect in TWO_DEVICE_PROGRAMS:
+            if not two:
+                self.record("SKIP", f"program {name}", "needs two devices")
+                continue
+            self.run_program(name, directory, args, expect, False, "preload")
 
     # --- torch_leak --------------------------------------------------------------
 

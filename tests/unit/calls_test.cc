@@ -495,16 +495,17 @@ TEST_F(Switchboard, NestedDriverCallsAreCountedOnce) {
   EXPECT_EQ(tracker_.Snapshot().kinds[0].allocs, 1u);
 }
 
-// Injection: gpuwatch attaches inside the first runtime call. Its nested
-// driver call is recorded, and the runtime EXIT that follows (without an
-// ENTER) adds nothing; without a nested driver callback, the EXIT records it.
-TEST_F(Switchboard, TheCallThatAttachedIsCountedOnceWithOrWithoutItsDriverCall) {
+// gpuwatch attaches while runtime calls are in flight (injection attaches
+// inside the first one; other threads may be inside theirs). Such a call's
+// nested driver call is recorded, and its EXIT (without an ENTER) adds
+// nothing; without a nested driver callback, the EXIT records it. (Each
+// thread here starts as a thread does at attach: no runtime callback yet.)
+TEST_F(Switchboard, ACallInFlightAtAttachIsCountedOnceWithOrWithoutItsDriverCall) {
   void* out = reinterpret_cast<void*>(0x4000);
   const cudaMalloc_v3020_params rt{&out, 64};
   CUdeviceptr dptr = 0x4000;
   const cuMemAlloc_v2_params drv{&dptr, 64};
   std::thread with_driver([&] {
-    AttachedInsideRuntimeCall();
     DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
     DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
     RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
@@ -514,7 +515,6 @@ TEST_F(Switchboard, TheCallThatAttachedIsCountedOnceWithOrWithoutItsDriverCall) 
   void* out2 = reinterpret_cast<void*>(0x5000);
   const cudaMalloc_v3020_params rt2{&out2, 64};
   std::thread runtime_only([&] {
-    AttachedInsideRuntimeCall();
     RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 9, rt2);
   });
   runtime_only.join();
