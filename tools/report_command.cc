@@ -142,15 +142,15 @@ void PrintTotals(const json& doc, Printer* p) {
   p->Line("Device memory: peak " + FormatBytes(U64(totals, "device_peak_bytes")) + "; live " +
           (at_exit ? "at exit " : "now ") + FormatBytes(U64(totals, "device_current_bytes")) +
           " in " + CountOf(U64(totals, "device_live_count"), "allocation", "allocations"));
-  p->Line("  " + CountOf(device.allocs, "allocation", "allocations") + " (" + FormatBytes(device.alloc_bytes) +
-          "), " + CountOf(device.frees, "free", "frees") + ", " +
+  p->Line("  " + CountOf(device.allocs, "allocation", "allocations") + " (" +
+          FormatBytes(device.alloc_bytes) + "), " + CountOf(device.frees, "free", "frees") + ", " +
           CountOf(U64(totals, "kernel_launches"), "kernel launch", "kernel launches") + ", " +
           CountOf(U64(totals, "unknown_frees"), "free", "frees") + " of unknown pointers");
   if (host.allocs != 0 || U64(totals, "host_current_bytes") != 0) {
     p->Line("Pinned host memory: live " + FormatBytes(U64(totals, "host_current_bytes")) + " in " +
             CountOf(U64(totals, "host_live_count"), "allocation", "allocations"));
-    p->Line("  " + CountOf(host.allocs, "allocation", "allocations") + " (" + FormatBytes(host.alloc_bytes) + "), " +
-            CountOf(host.frees, "free", "frees"));
+    p->Line("  " + CountOf(host.allocs, "allocation", "allocations") + " (" +
+            FormatBytes(host.alloc_bytes) + "), " + CountOf(host.frees, "free", "frees"));
   }
 }
 

@@ -514,9 +514,7 @@ TEST_F(Switchboard, ACallInFlightAtAttachIsCountedOnceWithOrWithoutItsDriverCall
   EXPECT_EQ(tracker_.Snapshot().kinds[0].allocs, 1u);
   void* out2 = reinterpret_cast<void*>(0x5000);
   const cudaMalloc_v3020_params rt2{&out2, 64};
-  std::thread runtime_only([&] {
-    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 9, rt2);
-  });
+  std::thread runtime_only([&] { RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 9, rt2); });
   runtime_only.join();
   const TrackerSnapshot s = tracker_.Snapshot();
   EXPECT_EQ(s.kinds[0].allocs, 2u);
