@@ -236,6 +236,17 @@ void BlockExit(SyncKind kind) {
 
 bool Recording() { return !g_hooks.tracker->paused(); }
 
+// The copy a graph's memcpy node makes at each launch.
+CopyCall GraphCopy(const GraphWork& work) {
+  CopyCall copy;
+  copy.stack_id = work.stack_id;
+  copy.bytes = work.bytes;
+  copy.kind = work.copy_kind;
+  copy.host = work.host;
+  copy.async = true;
+  return copy;
+}
+
 // A graph launch: the copies of its memcpy nodes wait for their records from
 // ENTER (with activity); its memory nodes allocate and free at a successful
 // EXIT, where copies without activity are counted too.
@@ -246,13 +257,8 @@ void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
   }
   for (const auto& [node, work] : g_hooks.graphs->WorkOf(Addr(call.graph_exec))) {
     if (work.type != GraphWork::Type::kCopy) continue;
-    CopyCall copy;
+    CopyCall copy = GraphCopy(work);
     copy.correlation = correlation;
-    copy.stack_id = work.stack_id;
-    copy.bytes = work.bytes;
-    copy.kind = work.copy_kind;
-    copy.host = work.host;
-    copy.async = true;
     g_hooks.transfers->OnGraphCopy(correlation, node, copy, /*activity=*/true);
   }
 }
@@ -273,13 +279,8 @@ void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeede
         } else if (recording) {
           g_hooks.tracker->OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
           if (!g_hooks.copy_activity && g_hooks.transfers != nullptr) {
-            CopyCall copy;
-            copy.stack_id = work.stack_id;
-            copy.bytes = work.bytes;
-            copy.kind = work.copy_kind;
-            copy.host = work.host;
-            copy.async = true;
-            g_hooks.transfers->OnGraphCopy(correlation, node, copy, /*activity=*/false);
+            g_hooks.transfers->OnGraphCopy(correlation, node, GraphCopy(work),
+                                           /*activity=*/false);
           }
         }
         break;

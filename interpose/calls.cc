@@ -126,35 +126,29 @@ uint64_t DstOf(const P& p) {
   }
 }
 
-// The side of a driver copy descriptor (CUDA_MEMCPY2D/3D/3D_PEER).
-template <typename Desc>
-uint64_t DescriptorSrc(const Desc& m) {
-  switch (m.srcMemoryType) {
+// One side of a driver copy descriptor (CUDA_MEMCPY2D/3D/3D_PEER), by its memory type.
+uint64_t DescriptorSide(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array) {
+  switch (type) {
     case CU_MEMORYTYPE_HOST:
-      return Addr(m.srcHost);
+      return Addr(host);
     case CU_MEMORYTYPE_DEVICE:
     case CU_MEMORYTYPE_UNIFIED:
-      return m.srcDevice;
+      return device;
     case CU_MEMORYTYPE_ARRAY:
-      return Addr(m.srcArray);
+      return Addr(array);
     default:
       return 0;
   }
 }
 
 template <typename Desc>
+uint64_t DescriptorSrc(const Desc& m) {
+  return DescriptorSide(m.srcMemoryType, m.srcHost, m.srcDevice, m.srcArray);
+}
+
+template <typename Desc>
 uint64_t DescriptorDst(const Desc& m) {
-  switch (m.dstMemoryType) {
-    case CU_MEMORYTYPE_HOST:
-      return Addr(m.dstHost);
-    case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED:
-      return m.dstDevice;
-    case CU_MEMORYTYPE_ARRAY:
-      return Addr(m.dstArray);
-    default:
-      return 0;
-  }
+  return DescriptorSide(m.dstMemoryType, m.dstHost, m.dstDevice, m.dstArray);
 }
 
 // cudaMemcpy3DParms: an array when given, else the pitched pointer.
@@ -760,6 +754,7 @@ constexpr CallbackSpec Drv(CUpti_CallbackId cbid, const char* name, Role role, P
 }
 
 // RT(name, role, reader): the reader is instantiated on the call's own params struct.
+// NOLINTBEGIN(bugprone-macro-parentheses): a reader is a template's name, not an expression.
 #define RT(name, role, ...) \
   Rt(CUPTI_RUNTIME_TRACE_CBID_##name, #name, Role::role, &__VA_ARGS__<name##_params>)
 #define RTA(name, role, reader, async) \
@@ -775,6 +770,7 @@ constexpr CallbackSpec Drv(CUpti_CallbackId cbid, const char* name, Role role, P
       &ReadDriverCopy<name##_params, CopyKind::kind, (async)>)
 #define DRV0(name, role, ...) \
   Drv(CUPTI_DRIVER_TRACE_CBID_##name, #name, Role::role, nullptr, ##__VA_ARGS__)
+// NOLINTEND(bugprone-macro-parentheses)
 
 constexpr bool kSync = false;
 constexpr bool kAsync = true;

@@ -56,6 +56,15 @@ std::vector<Capture*> BlockingCapturesLocked(const CUctx_st* ctx) {
   return out;
 }
 
+// Work on ctx's legacy stream would depend on every capture of a blocking stream of ctx: it
+// invalidates them. True when s is the legacy stream and there were such captures.
+bool LegacyWorkInvalidatesLocked(CUstream_st* s) {
+  if (!IsLegacy(s)) return false;
+  const auto blocking = BlockingCapturesLocked(s->ctx);
+  InvalidateAll(blocking);
+  return !blocking.empty();
+}
+
 // The captures that prohibit this thread's potentially unsafe calls, by its interaction mode.
 std::vector<Capture*> ProhibitingLocked() {
   std::vector<Capture*> out;
@@ -95,12 +104,7 @@ Verdict CheckLocked(CUstream_st* s, bool synchronous) {
       return {Verdict::kRefuse, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED};
     }
   }
-  if (IsLegacy(s)) {
-    if (const auto blocking = BlockingCapturesLocked(s->ctx); !blocking.empty()) {
-      InvalidateAll(blocking);
-      return {Verdict::kRefuse, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT};
-    }
-  }
+  if (LegacyWorkInvalidatesLocked(s)) return {Verdict::kRefuse, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT};
   return {};
 }
 
@@ -151,12 +155,7 @@ std::optional<CUresult> RefuseInCapture(CUstream_st* s) {
     it->second.capture->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  if (IsLegacy(s)) {
-    if (const auto blocking = BlockingCapturesLocked(s->ctx); !blocking.empty()) {
-      InvalidateAll(blocking);
-      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    }
-  }
+  if (LegacyWorkInvalidatesLocked(s)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   return std::nullopt;
 }
 
@@ -300,12 +299,7 @@ std::optional<CUresult> CaptureEventRecord(CUevent_st* event, CUstream_st* strea
     slot->second = EventCapture{c, it->second.deps};
     return CUDA_SUCCESS;
   }
-  if (IsLegacy(stream)) {
-    if (const auto blocking = BlockingCapturesLocked(stream->ctx); !blocking.empty()) {
-      InvalidateAll(blocking);
-      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    }
-  }
+  if (LegacyWorkInvalidatesLocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   // Recorded outside any capture from now on.
   if (g.events.erase(event) != 0) g_captured_events.fetch_sub(1, std::memory_order_release);
   return std::nullopt;
@@ -362,12 +356,7 @@ std::optional<CUresult> CaptureWaitEvent(CUstream_st* stream, CUevent_st* event)
     }
     return CUDA_SUCCESS;
   }
-  if (IsLegacy(stream)) {
-    if (const auto blocking = BlockingCapturesLocked(stream->ctx); !blocking.empty()) {
-      InvalidateAll(blocking);
-      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-    }
-  }
+  if (LegacyWorkInvalidatesLocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   return std::nullopt;
 }
 

@@ -163,32 +163,6 @@ cudaError_t CreateArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, s
   return ToCudaError(r);
 }
 
-// The memory type a cudaMemcpyKind implies on each side. An array side is always an array:
-// as cudaMemcpy3D documents, a kind that puts it on the host is silently corrected.
-bool MemoryTypes(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
-  switch (kind) {
-    case cudaMemcpyHostToHost:
-      *src = *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyHostToDevice:
-      *src = CU_MEMORYTYPE_HOST;
-      *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDeviceToHost:
-      *src = CU_MEMORYTYPE_DEVICE;
-      *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyDeviceToDevice:
-      *src = *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDefault:
-      *src = *dst = CU_MEMORYTYPE_UNIFIED;
-      return true;
-    default:
-      return false;
-  }
-}
-
 // One end of a 2D copy: an array at (x bytes, y rows), or pointer memory with a pitch.
 struct End {
   cudaArray_const_t array = nullptr;
@@ -387,6 +361,32 @@ cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, bool async, cudaStream_
 }
 
 }  // namespace
+
+// The memory type a cudaMemcpyKind implies on each side. An array side is always an array:
+// as cudaMemcpy3D documents, a kind that puts it on the host is silently corrected.
+bool MemoryTypes(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      *src = *dst = CU_MEMORYTYPE_HOST;
+      return true;
+    case cudaMemcpyHostToDevice:
+      *src = CU_MEMORYTYPE_HOST;
+      *dst = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case cudaMemcpyDeviceToHost:
+      *src = CU_MEMORYTYPE_DEVICE;
+      *dst = CU_MEMORYTYPE_HOST;
+      return true;
+    case cudaMemcpyDeviceToDevice:
+      *src = *dst = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case cudaMemcpyDefault:
+      *src = *dst = CU_MEMORYTYPE_UNIFIED;
+      return true;
+    default:
+      return false;
+  }
+}
 
 cudaError_t ToDriver3D(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* out) {
   // Exactly one of srcArray / srcPtr and of dstArray / dstPtr.

@@ -46,30 +46,6 @@ cudaError_t Memcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind
   return ToCudaError(r);
 }
 
-bool MemoryTypes(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
-  switch (kind) {
-    case cudaMemcpyHostToHost:
-      *src = *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyHostToDevice:
-      *src = CU_MEMORYTYPE_HOST;
-      *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDeviceToHost:
-      *src = CU_MEMORYTYPE_DEVICE;
-      *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyDeviceToDevice:
-      *src = *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDefault:
-      *src = *dst = CU_MEMORYTYPE_UNIFIED;
-      return true;
-    default:
-      return false;
-  }
-}
-
 void SetSide(CUmemorytype type, const void* p, CUmemorytype* out_type, const void** host,
              CUdeviceptr* device) {
   *out_type = type;
