@@ -67,9 +67,11 @@ out=$(LD_LIBRARY_PATH=$sim "$consumer" 2>"$tmp/err") || fail "consumer failed: $
 expected="version $version active 0 mark -1 snapshot -1 pause -1 resume -1"
 [ "$out" = "$expected" ] || fail "without gpuwatch attached: '$out', expected '$expected'"
 [ ! -s "$tmp/err" ] || fail "without gpuwatch attached, stderr: $(cat "$tmp/err")"
-# The library it loaded is the installed one.
-LD_LIBRARY_PATH=$sim LD_TRACE_LOADED_OBJECTS=1 "$consumer" | grep -q "libgpuwatch.so => $prefix/lib/libgpuwatch.so" ||
-  fail "the consumer does not load $prefix/lib/libgpuwatch.so"
+# The library it loaded is the installed one. (The list is read whole before it is searched:
+# `grep -q` in a pipe under pipefail can stop reading early and fail the loader with SIGPIPE.)
+loaded=$(LD_LIBRARY_PATH=$sim LD_TRACE_LOADED_OBJECTS=1 "$consumer")
+grep -q "libgpuwatch.so => $prefix/lib/libgpuwatch.so" <<<"$loaded" ||
+  fail "the consumer does not load $prefix/lib/libgpuwatch.so: $loaded"
 
 # Preloaded on the simulator: the calls take effect and the leak is reported.
 mkdir "$tmp/preload"
