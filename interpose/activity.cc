@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "interpose/guard.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/trace.h"
 #include "libgpuwatch/transfers.h"
@@ -104,6 +105,7 @@ void TraceCopy(Trace* trace, const R& r, const CopyRecord& c, uint32_t site) {
 }
 
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  const ScopedInsideGpuwatch inside;  // takes the tables' locks (guard.h)
   CUpti_Activity* record = nullptr;
   Trace* trace = g_trace.load(std::memory_order_acquire);
   while (g_next_record != nullptr && g_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "interpose/guard.h"
 #include "libgpuwatch/graphs.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
@@ -17,6 +18,8 @@
 #include "libgpuwatch/unwind.h"
 
 namespace gpuwatch {
+
+thread_local constinit int t_inside_gpuwatch __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
@@ -626,6 +629,9 @@ void SetCallbackHooks(const CallbackHooks& hooks) { g_hooks = hooks; }
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
   if (g_hooks.tracker == nullptr || data == nullptr) return;
+  // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
+  if (InsideGpuwatch()) return;
+  const ScopedInsideGpuwatch inside;
   switch (domain) {
     case CUPTI_CB_DOMAIN_RUNTIME_API:
       OnRuntime(cbid, static_cast<const CUpti_CallbackData*>(data));

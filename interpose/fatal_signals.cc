@@ -12,6 +12,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "interpose/guard.h"
+
 namespace gpuwatch {
 namespace {
 
@@ -60,6 +62,16 @@ int64_t NowMs() {
 // async-signal-safe calls: write, poll, clock_gettime, gettid.
 void RequestReportAndWait(int sig, bool final) {
   if (!g_server_created.load() || g_server_tid.load() == gettid() || g_stuck.load()) return;
+  if (InsideGpuwatch()) {
+    // This thread may hold a lock of gpuwatch's that the report needs: the
+    // background thread would wait for it while this handler waits for the
+    // report (guard.h). No report, and no wait.
+    static constexpr char kLine[] =
+        "gpuwatch: no report for this signal: it interrupted gpuwatch itself, which may hold a "
+        "lock the report needs\n";
+    (void)!write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+    return;
+  }
   bool expected = false;
   if (g_busy.compare_exchange_strong(expected, true)) {
     const unsigned char byte = static_cast<unsigned char>(sig) | (final ? kFinalBit : 0);

@@ -7,17 +7,12 @@
 #include <ctime>
 
 #include "libgpuwatch/address_map.h"
+#include "libgpuwatch/clock.h"
 #include "libgpuwatch/trace.h"
 
 namespace gpuwatch {
 
 namespace {
-
-uint64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // What the live table stores per allocation, in 16 bytes (a 24-byte slot with
 // its key, the address): size, kind and device packed into one word, the time

@@ -1,0 +1,184 @@
+#include "interpose/background.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+
+#include "interpose/fatal_signals.h"
+#include "interpose/reports.h"
+#include "libgpuwatch/clock.h"
+#include "libgpuwatch/log.h"
+
+namespace gpuwatch {
+namespace {
+
+// One timeline sample of what each site holds now.
+void SamplePeriodic(Session& s) {
+  s.timeline->AddPeriodic(s.tracker->NowNs(), s.tracker->DeviceCurrentBytes(),
+                          s.tracker->LiveDeviceBytesBySite());
+}
+
+// gpuwatch's background thread: the reports callbacks captured, reports for
+// the signals that end the process, snapshots on a signal (the handlers only write a byte to a pipe:
+// no CUDA, lock or allocation in them), periodic timeline samples
+// (GPUWATCH_SAMPLE_MS) and checkpoints. It waits for all of them in poll(),
+// whose timeout is the next timer's due time.
+void* BackgroundThread(void*) {
+  Session& s = GetSession();
+  // Held except in poll(): ForkPrepare waits for that.
+  std::unique_lock<std::mutex> working(s.bg_mu);
+  s.bg_starting = false;
+  s.bg_started.notify_all();
+  SetFatalSignalServerThread();
+  // An fd of -1 is ignored by poll.
+  pollfd fds[3] = {{FatalSignalRequestFd(), POLLIN, 0},
+                   {s.signal_pipe[0], POLLIN, 0},
+                   {s.wake_pipe[0], POLLIN, 0}};
+  const uint64_t interval_ns = static_cast<uint64_t>(s.config.sample_ms) * 1000000ULL;
+  constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
+  const bool checkpoints = s.config.checkpoint_seconds != 0;
+  Checkpoints checkpoint;
+  uint64_t next = MonotonicNs() + interval_ns;
+  uint64_t next_checkpoint = MonotonicNs() + kCheckpointTickNs;
+  for (;;) {
+    const uint64_t now = MonotonicNs();
+    uint64_t due = UINT64_MAX;
+    if (interval_ns != 0) due = next;
+    if (checkpoints) due = std::min(due, next_checkpoint);
+    int timeout_ms = -1;
+    if (due != UINT64_MAX) {
+      timeout_ms = now >= due ? 0 : static_cast<int>((due - now + 999999) / 1000000);
+    } else if (fds[0].fd < 0 && fds[1].fd < 0 && fds[2].fd < 0) {
+      return nullptr;
+    }
+    working.unlock();
+    const int n = poll(fds, 3, timeout_ms);
+    if (n < 0 && errno != EINTR) return nullptr;
+    // Before bg_mu: the signal may have interrupted ForkPrepare, which holds it.
+    if (n > 0 && fds[0].revents != 0) ServeFatalSignalRequest();  // first: a handler waits
+    working.lock();
+    if (n > 0 && fds[1].revents != 0) {
+      // Signals that came while the last snapshot was written make one more
+      // snapshot, not one each: a burst of signals cannot queue work.
+      char bytes[256];
+      const ssize_t r = read(fds[1].fd, bytes, sizeof(bytes));
+      if (r > 0) {
+        WriteSnapshot("signal");
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        fds[1].fd = -1;  // the pipe is gone: keep the rest
+      }
+    }
+    if (n > 0 && fds[2].revents != 0) {
+      // Every report queued so far is written: the bytes are only wake-ups.
+      char bytes[256];
+      const ssize_t r = read(fds[2].fd, bytes, sizeof(bytes));
+      if (r > 0) {
+        WritePendingReports();
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        fds[2].fd = -1;
+      }
+    }
+    if (interval_ns != 0) {
+      const uint64_t t = MonotonicNs();
+      if (t >= next) {
+        SamplePeriodic(s);
+        next = std::max(next + interval_ns, t);  // a late tick is not made up twice
+      }
+    }
+    if (checkpoints) {
+      const uint64_t t = MonotonicNs();
+      if (t >= next_checkpoint) {
+        MaybeCheckpoint(s, checkpoint, t);
+        next_checkpoint = t + kCheckpointTickNs;
+      }
+    }
+  }
+}
+
+void OnSnapshotSignal(int) {
+  const int saved_errno = errno;
+  const char byte = 's';
+  (void)!write(GetSession().signal_pipe[1], &byte, 1);  // non-blocking: a full pipe drops it
+  errno = saved_errno;
+}
+
+bool MakeNonBlockingPipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
+  return true;
+}
+
+}  // namespace
+
+bool MakeWakePipe(Session& s) { return MakeNonBlockingPipe(s.wake_pipe); }
+
+// The thread blocks every signal so that the host's signals go to its own
+// threads, as they would without gpuwatch.
+bool StartBackgroundThread(Session& s) {
+  if (s.signal_pipe[0] < 0 && s.wake_pipe[0] < 0 && s.config.sample_ms == 0 &&
+      FatalSignalRequestFd() < 0 && s.config.checkpoint_seconds == 0) {
+    return true;
+  }
+  sigset_t all;
+  sigset_t old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t thread;
+  {
+    std::lock_guard<std::mutex> lock(s.bg_mu);
+    s.bg_starting = true;
+  }
+  const int rc = pthread_create(&thread, nullptr, BackgroundThread, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    {
+      std::lock_guard<std::mutex> lock(s.bg_mu);
+      s.bg_starting = false;
+    }
+    Warn(
+        "cannot start gpuwatch's thread (%s); snapshots on a signal, periodic samples, "
+        "checkpoints and reports on SIGTERM or a crash are off; out-of-memory and context "
+        "reports are written at exit",
+        std::strerror(rc));
+    return false;
+  }
+  FatalSignalServerCreated();
+  pthread_detach(thread);
+  pthread_setname_np(thread, "gpuwatch-bg");
+  return true;
+}
+
+void InstallSnapshotSignal(Session& s) {
+  const int sig = s.config.snapshot_signal;
+  if (sig == 0) return;
+  struct sigaction current {};
+  if (sigaction(sig, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) {
+    Warn(
+        "signal %d already has a handler in this program; snapshots on a signal are off (set "
+        "GPUWATCH_SIGNAL to choose another)",
+        sig);
+    return;
+  }
+  if (!MakeNonBlockingPipe(s.signal_pipe)) return;
+  if (!StartBackgroundThread(s)) {
+    close(s.signal_pipe[0]);
+    close(s.signal_pipe[1]);
+    s.signal_pipe[0] = s.signal_pipe[1] = -1;
+    return;
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSnapshotSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(sig, &action, nullptr);
+}
+
+}  // namespace gpuwatch

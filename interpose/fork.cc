@@ -1,0 +1,139 @@
+// fork() handlers (pthread_atfork): no lock of gpuwatch's is left held in
+// the child, and the child of a fork reports what it does itself.
+#include "interpose/fork.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "interpose/activity.h"
+#include "interpose/background.h"
+#include "interpose/callbacks.h"
+#include "interpose/fatal_signals.h"
+#include "interpose/reports.h"
+#include "interpose/session.h"
+
+namespace gpuwatch {
+namespace {
+
+// fork() while another thread is inside gpuwatch must not leave the child
+// with a lock held forever: take every lock around the fork. That includes
+// locks that are not ours: an allocator without fork handlers of its own
+// (GCC 12's ASan allocator, for one) leaves the child a lock held forever if
+// the background thread was allocating at the fork. So the thread is first
+// brought to a point where it allocates nothing: started, and waiting in
+// poll() (it holds bg_mu otherwise). The host's own threads are the host's
+// business.
+void ForkPrepare() {
+  Session& s = GetSession();
+  if (!s.active.load()) return;
+  std::unique_lock<std::mutex> background(s.bg_mu);
+  s.bg_started.wait(background, [&s] { return !s.bg_starting; });
+  background.release();  // held until ForkRelease
+  s.report_mu.lock();
+  if (s.stacks != nullptr) s.stacks->LockForFork();
+  s.tracker->LockForFork();
+  s.timeline->LockForFork();
+  s.transfers->LockForFork();
+  s.kernels->LockForFork();
+  s.graphs->LockForFork();
+}
+
+void ForkRelease() {
+  Session& s = GetSession();
+  if (!s.active.load()) return;
+  s.graphs->UnlockAfterFork();
+  s.kernels->UnlockAfterFork();
+  s.transfers->UnlockAfterFork();
+  s.timeline->UnlockAfterFork();
+  s.tracker->UnlockAfterFork();
+  if (s.stacks != nullptr) s.stacks->UnlockAfterFork();
+  s.report_mu.unlock();
+  s.bg_mu.unlock();
+}
+
+// The report path of process `pid`: GPUWATCH_OUTPUT expanded again, relative
+// to the working directory at attach. When that is the parent's path (no %p
+// in the pattern), the child's gets ".child-PID" appended.
+std::string ForkOutputPath(const Session& s, long pid) {
+  std::string path = ExpandOutputPattern(
+      s.config.output, pid, HostName(),
+      RankFromEnvironment([](const char* n) { return std::getenv(n); }));  // NOLINT
+  if (path.empty() || path[0] != '/') path = s.attach_dir + "/" + path;
+  if (path == s.output_path) path += ".child-" + std::to_string(pid);
+  return path;
+}
+
+// A pipe of the child's own in place of the parent's, when there was one.
+void RenewPipe(int fds[2]) {
+  if (fds[0] < 0) return;
+  int fresh[2] = {-1, -1};
+  if (pipe2(fresh, O_CLOEXEC) == 0) fcntl(fresh[1], F_SETFL, fcntl(fresh[1], F_GETFL) | O_NONBLOCK);
+  close(fds[0]);
+  close(fds[1]);
+  fds[0] = fresh[0];
+  fds[1] = fresh[1];
+}
+
+// The child of a fork() (a DataLoader worker, say) reports what it allocates
+// itself, never a copy of the parent's tables: it starts fresh ones (the
+// parent's copies are left untouched and unused) and a report path of its own.
+// The stack table is shared: it is append-only. Threads do not survive fork(),
+// so the background thread is started again, on a pipe of the child's own.
+void ForkChild() {
+  Session& s = GetSession();
+  if (!s.active.load()) return;
+  ForkRelease();
+  const bool paused = s.tracker->paused();
+  Tracker* parent_tracker = s.tracker;
+  s.tracker = new Tracker(kMaxStacks);
+  s.tracker->SetPaused(paused);
+  if (s.trace != nullptr) {
+    // The child's clock starts now: GPU times shift by the time since attach.
+    auto* trace = new Trace(s.trace->capacity());
+    trace->SetGpuClockOffset(s.trace->gpu_clock_offset() +
+                             static_cast<int64_t>(s.tracker->NowNs()) -
+                             static_cast<int64_t>(parent_tracker->NowNs()));
+    s.trace = trace;
+    s.tracker->SetTrace(trace);
+    SetActivityTrace(s.cupti.GetTimestamp != nullptr ? trace : nullptr);
+  }
+  s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
+  s.transfers = new Transfers();
+  s.kernels = new KernelTable();
+  s.lifecycle = new Lifecycle();
+  s.hooks.tracker = s.tracker;
+  s.hooks.transfers = s.transfers;
+  s.hooks.kernels = s.kernels;
+  s.hooks.lifecycle = s.lifecycle;
+  SetCallbackHooks(s.hooks);
+  SetActivitySinks(s.transfers, s.kernels);
+  s.snapshots.store(0);
+  s.ooms.store(0);
+  s.context_reports.store(0);
+  s.oom_reports.store(0);
+  s.last_oom_report_ns.store(0);
+  s.exit_report_written = false;
+  s.exit_leak_known.store(false);
+  s.fork_child = true;
+  s.final_report = false;
+  s.exiting.store(false);
+  {
+    std::lock_guard<std::mutex> lock(s.pending_mu);
+    s.pending.clear();  // the parent's: it writes them
+  }
+  FatalSignalsAfterFork();  // before the background thread starts: it polls the new pipe
+  s.output_path = ForkOutputPath(s, getpid());
+  RenewPipe(s.signal_pipe);
+  RenewPipe(s.wake_pipe);
+  StartBackgroundThread(s);
+}
+
+}  // namespace
+
+void InstallForkHandlers() { pthread_atfork(ForkPrepare, ForkRelease, ForkChild); }
+
+}  // namespace gpuwatch

@@ -1,0 +1,428 @@
+#include "interpose/reports.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "interpose/activity.h"
+#include "interpose/fatal_signals.h"
+#include "interpose/guard.h"
+#include "libgpuwatch/cfi_unwind.h"
+#include "libgpuwatch/clock.h"
+#include "libgpuwatch/log.h"
+#include "libgpuwatch/python_stack.h"
+#include "libgpuwatch/unwind.h"
+
+namespace gpuwatch {
+
+std::string HostName() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+void LogReport(const Session& s, const char* trigger, const std::string& path) {
+  if (s.config.run_log.empty()) return;
+  const int fd = open(s.config.run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  const std::string line =
+      std::string(trigger) + "\t" + path + "\t" + std::to_string(getpid()) + "\n";
+  (void)!write(fd, line.data(), line.size());
+  close(fd);
+}
+
+namespace {
+
+ReportContext MakeContext(const Session& s, const char* trigger, const char* label) {
+  ReportContext context;
+  context.trigger = trigger;
+  context.label = label != nullptr ? label : "";
+  context.pid = getpid();
+  context.host = HostName();
+  context.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  context.command = s.command;
+  context.attach_mode = s.attach_mode;
+  context.cupti_path = s.cupti.path;
+  // Read now, not at attach: PyTorch reads these when it first allocates.
+  context.pytorch_allocator =
+      PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
+  return context;
+}
+
+int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
+  *static_cast<unsigned long long*>(data) = info->dlpi_subs;
+  return 1;  // every entry carries the same count
+}
+
+// The symbolizer that reports share; the caller holds report_mu.
+Symbolizer* ReportSymbolizer(Session& s) {
+  unsigned long long unloads = 0;
+  dl_iterate_phdr(&CountUnloads, &unloads);
+  if (s.symbolizer == nullptr || unloads != s.symbolizer_unloads) {
+    s.symbolizer = std::make_unique<Symbolizer>();
+    s.symbolizer_unloads = unloads;
+  }
+  return s.symbolizer.get();
+}
+
+// Writes one report; the caller holds report_mu. With `summary`, also prints
+// the short summary on stderr. `leaked_device_bytes`, when given, receives
+// what the report counts as leaked (LeakedDeviceBytes). `captured`: the live
+// memory as a callback saw it (else the tracker's now).
+bool WriteReportOrThrow(Session& s, const std::string& path, const char* trigger, const char* label,
+                        const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes,
+                        const TrackerSnapshot* captured) {
+  const TrackerSnapshot snap = captured != nullptr ? *captured : s.tracker->Snapshot();
+  ReportContext context = MakeContext(s, trigger, label);
+  context.oom = oom;
+  context.oom_count = s.ooms.load();
+  context.stacks_dropped = s.stacks != nullptr ? s.stacks->dropped() : 0;
+  if (const PyFrameTable* py = PythonFrameTable()) context.python_frames_dropped = py->dropped();
+  context.depth = s.config.depth;
+  context.tool_frames = ToolFramesSeen();
+  context.unwinder = s.config.depth > 0 ? UnwindMethodName(ActiveUnwindMethod()) : "none";
+  context.unwind_fallbacks = CfiFallbacks();
+  const TransfersSnapshot transfers = s.transfers->Snapshot();
+  const std::vector<KernelStats> kernels = s.kernels->Snapshot();
+  context.transfers = &transfers;
+  context.kernels = &kernels;
+  context.kernel_timing = s.config.kernel_timing;
+  context.lifecycle = LifecycleFiguresOf(*s.lifecycle);
+  const TimelineSnapshot timeline = s.timeline->Snapshot();
+  context.timeline = &timeline;
+  TraceSnapshot trace;
+  if (s.trace != nullptr) {
+    trace = s.trace->Snapshot();
+    context.trace = &trace;
+  }
+  context.suppressions = s.suppressions;
+  SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
+  sites.set_pytorch_per_tensor(PytorchAllocatesPerTensor(context.pytorch_allocator));
+  const std::string json = BuildReportJson(snap, context, &sites);
+  if (leaked_device_bytes != nullptr) {
+    *leaked_device_bytes = LeakedDeviceBytes(snap, &sites, s.suppressions);
+  }
+  std::string error;
+  const bool ok = WriteFileAtomically(path, json, &error);
+  if (!ok) Warn("could not write the %s report: %s", trigger, error.c_str());
+  if (ok) LogReport(s, trigger, path);
+  // Under `gpuwatch run` the command says where the reports went, once.
+  const bool announce = ok && s.config.run_log.empty();
+  if (summary) WriteStderr(BuildSummaryText(snap, context, &sites, announce ? path : "").c_str());
+  return ok;
+}
+
+// WriteReportOrThrow, for code that runs inside the host: whatever fails
+// while the report is built (memory, a value JSON cannot hold) costs the
+// report and one line, never the program.
+bool WriteReport(Session& s, const std::string& path, const char* trigger, const char* label,
+                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
+                 const TrackerSnapshot* captured = nullptr) {
+  try {
+    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes,
+                              captured);
+  } catch (const std::exception& e) {
+    Warn("could not write the %s report: %s", trigger, e.what());
+  } catch (...) {
+    Warn("could not write the %s report: unknown error", trigger);
+  }
+  return false;
+}
+
+// The reports callbacks queued, written now; the caller holds report_mu.
+void WritePendingLocked(Session& s) {
+  std::vector<PendingReport> pending;
+  {
+    std::lock_guard<std::mutex> lock(s.pending_mu);
+    pending.swap(s.pending);
+  }
+  for (const PendingReport& r : pending) {
+    const OomInfo* oom = r.has_oom ? &r.oom : nullptr;
+    if (!WriteReport(s, r.path, r.trigger, nullptr, oom, false, nullptr, &r.snapshot) ||
+        oom == nullptr) {
+      continue;
+    }
+    SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
+    Warn("out of memory: %s of %s failed at %s; report written to %s", oom->api.c_str(),
+         FormatBytes(oom->size).c_str(), sites.LocationOf(oom->stack_id).c_str(),
+         r.path.c_str());
+  }
+}
+
+// Hands a report captured inside a callback to the background thread. The
+// pipe is non-blocking: when it is full, a wake-up is pending anyway. Without
+// a background thread the exit report writes it first.
+void QueueReport(Session& s, PendingReport&& report) {
+  {
+    std::lock_guard<std::mutex> lock(s.pending_mu);
+    s.pending.push_back(std::move(report));
+  }
+  if (s.wake_pipe[1] >= 0) {
+    const char byte = 'r';
+    (void)!write(s.wake_pipe[1], &byte, 1);
+  }
+}
+
+void WriteExitReport() {
+  Session& s = GetSession();
+  if (!s.active.load()) return;
+  if (InsideGpuwatch()) {
+    // exit() from a signal handler that interrupted gpuwatch on this thread:
+    // a lock the report needs may be held by this very thread.
+    Warn("no exit report: the process exited from a signal handler that interrupted gpuwatch "
+         "itself");
+    return;
+  }
+  const ScopedInsideGpuwatch inside;
+  s.exiting.store(true);
+  // Records of finished copies first; then calls whose records will never
+  // come are counted from the calls alone. Outside report_mu: the buffer
+  // callbacks run on the flushing thread.
+  if (s.activity) FlushActivity(s.cupti);
+  s.transfers->Settle();
+  std::lock_guard<std::mutex> lock(s.report_mu);
+  if (s.exit_report_written) return;
+  s.exit_report_written = true;
+  WritePendingLocked(s);  // captured before the end: they come first
+  // A forked child that never used CUDA itself writes nothing.
+  if (s.fork_child && s.tracker->EventCount() == 0) return;
+  uint64_t leaked = 0;
+  if (WriteReport(s, s.output_path, "exit", nullptr, nullptr, s.config.summary, &leaked)) {
+    s.exit_report_path = s.output_path;
+  }
+  s.exit_leaked_bytes.store(leaked);
+  s.exit_leak_known.store(true);
+}
+
+std::atomic<bool> g_exit_handler{false};
+
+// The exit report's handler: registered at attach, so it runs before the CUDA
+// runtime's own teardown (registered earlier) in programs linked with cudart.
+void OnExit(int status, void*) {
+  Session& s = GetSession();
+  if (s.lifecycle != nullptr) s.lifecycle->exit_status.store(status);
+  WriteExitReport();
+  s.exit_report_done_ns.store(s.tracker != nullptr ? s.tracker->NowNs() : 0);
+}
+
+// Teardown: the CUDA runtime destroys its contexts from its own exit handler,
+// after the exit report. CONTEXT_DESTROY_STARTING then registers this
+// handler, which glibc runs as soon as the runtime's handler returns; the time
+// since the exit report is patched into it.
+void OnTeardownDone(int, void*) {
+  Session& s = GetSession();
+  const uint64_t done = s.exit_report_done_ns.load();
+  if (done == 0 || s.exit_report_path.empty()) return;
+  std::string error;
+  if (!SetReportTeardown(s.exit_report_path, s.tracker->NowNs() - done, &error)) {
+    Warn("could not add the teardown time to the exit report: %s", error.c_str());
+  }
+}
+
+
+// GPUWATCH_EXITCODE. An atexit handler cannot see the exit status; glibc's
+// on_exit() handlers run in the same LIFO list and receive it (the value
+// passed to exit() or returned from main). When it is 0 and the exit report
+// counted leaked device memory, this handler flushes stdio and ends the
+// process with _exit(N), as LeakSanitizer does: the exit handlers registered
+// before it do not run. So it is registered as early as possible, always
+// before the exit report's handler (it runs after the report was written):
+// - from the preload constructor (LD_PRELOAD, `gpuwatch run`): that is before
+//   __libc_start_main registers the loader's destructor pass, so it runs last
+//   of all, after every library destructor, and the _exit skips only stdio's
+//   final flush, which it does itself;
+// - with CUDA_INJECTION64_PATH alone, at attach, inside the program's first
+//   CUDA call: handlers the program registered before that call (static
+//   destructors, say) do not run when the status is changed.
+// It never writes the report itself: by then CUDA may be torn down.
+void OnExitStatus(int status, void*) {
+  Session& s = GetSession();
+  if (!s.active.load() || s.config.exitcode == 0 || status != 0) return;
+  if (!s.exit_leak_known.load() || s.exit_leaked_bytes.load() == 0) return;
+  Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
+       s.config.exitcode, FormatBytes(s.exit_leaked_bytes.load()).c_str());
+  std::fflush(nullptr);
+  _exit(s.config.exitcode);
+}
+
+std::atomic<bool> g_exit_status_handler{false};
+
+// Device free/total from the driver in the process (resolved at the first
+// CUDA call), or zeros.
+void DeviceMemoryInfo(const Session& s, uint64_t* free_bytes, uint64_t* total_bytes) {
+  *free_bytes = 0;
+  *total_bytes = 0;
+  const MemGetInfoFn fn = s.mem_get_info.load();
+  size_t f = 0;
+  size_t t = 0;
+  if (fn != nullptr && fn(&f, &t) == 0) {
+    *free_bytes = f;
+    *total_bytes = t;
+  }
+}
+
+}  // namespace
+
+// Registers OnExit once. Exit handlers run in reverse order of registration,
+// and the dynamic loader's destructor pass (_dl_fini) was registered by
+// __libc_start_main, after the constructors of preloaded libraries had run: a
+// handler registered from the preload constructor would run after every
+// library destructor. So the preload path registers it at the first CUDA call
+// instead (inside the program, after _dl_fini's registration).
+void RegisterExitHandler() {
+  if (g_exit_handler.exchange(true)) return;
+  on_exit(OnExit, nullptr);
+}
+
+bool ExitHandlerRegistered() { return g_exit_handler.load(); }
+
+void RegisterExitStatusHandler() {
+  if (g_exit_status_handler.exchange(true)) return;
+  on_exit(OnExitStatus, nullptr);
+}
+
+void OnFirstCall() {
+  RegisterExitHandler();
+  Session& s = GetSession();
+  // Under `gpuwatch run`: this process uses CUDA, so it owes a report. If it
+  // ends without one (_exit, the dynamic loader's status 127), the command
+  // says so and shows the last checkpoint.
+  LogReport(s, "cuda", "");
+  // The runtime may have been loaded after attach (dlopen, import torch).
+  if (s.stacks != nullptr) RefreshToolModules();
+  // For the free memory an out-of-memory report gives. The reference is kept,
+  // so that the function stays valid as long as gpuwatch may call it.
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    s.mem_get_info.store(reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
+  }
+}
+
+// An allocation failed for lack of memory. What only this moment knows is
+// captured before the error reaches the caller: the live memory, the failed
+// request and the device's free memory; the background thread writes the
+// report. Frameworks retry after freeing caches, so reports are rate-limited
+// (one per second, ten in all); every failure is counted.
+void OnOutOfMemory(const OomEvent& event) {
+  Session& s = GetSession();
+  s.ooms.fetch_add(1);
+  if (s.trace != nullptr) {
+    s.trace->Oom(s.tracker->NowNs(), event.device, event.size, event.kind, event.stack_id);
+  }
+  constexpr uint64_t kMinGapNs = 1000000000ULL;
+  constexpr int kMaxReports = 10;
+  const uint64_t now = MonotonicNs();
+  uint64_t last = s.last_oom_report_ns.load();
+  if ((last != 0 && now - last < kMinGapNs) || s.oom_reports.load() >= kMaxReports ||
+      !s.last_oom_report_ns.compare_exchange_strong(last, now)) {
+    return;
+  }
+  const int n = s.oom_reports.fetch_add(1) + 1;
+  PendingReport report;
+  report.path = s.output_path + ".oom-" + std::to_string(n);
+  report.trigger = "oom";
+  report.has_oom = true;
+  report.oom.size = event.size;
+  report.oom.kind = event.kind;
+  report.oom.api = event.api;
+  report.oom.error = event.error;
+  report.oom.stack_id = event.stack_id;
+  report.oom.device = event.device;
+  DeviceMemoryInfo(s, &report.oom.device_free, &report.oom.device_total);
+  report.snapshot = s.tracker->Snapshot();
+  QueueReport(s, std::move(report));
+}
+
+// A CUDA context is about to be destroyed (cudaDeviceReset, cuCtxDestroy, or
+// the runtime's own teardown at exit): what is still live in it is leaked.
+// This is the last moment at which the driver still holds that memory: the
+// live memory is captured now, unless the exit report already covers it, and
+// the background thread writes the report.
+void OnContextDestroy() {
+  Session& s = GetSession();
+  if (!s.active.load()) return;
+  if (s.exiting.load()) {
+    // The runtime's teardown at exit: time it (OnTeardownDone).
+    if (!s.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
+    return;
+  }
+  if (s.tracker->DeviceCurrentBytes() == 0) return;
+  const int n = s.context_reports.fetch_add(1) + 1;
+  PendingReport report;
+  report.path = s.output_path + ".context-" + std::to_string(n);
+  report.trigger = "context_destroy";
+  report.snapshot = s.tracker->Snapshot();
+  QueueReport(s, std::move(report));
+}
+
+void WritePendingReports() {
+  Session& s = GetSession();
+  std::lock_guard<std::mutex> lock(s.report_mu);
+  WritePendingLocked(s);
+}
+
+// A report for a signal that ends the process (fatal_signals.h). Runs on the
+// background thread while the handler waits, bounded: the interrupted thread
+// may hold a lock, so report_mu is only tried, and the handler gives up on a
+// report that takes too long.
+void WriteSignalReport(int sig, bool final) {
+  Session& s = GetSession();
+  // Only a process that made CUDA calls (of its own, after a fork) reports.
+  if (!s.active.load() || !ExitHandlerRegistered()) return;
+  if (s.fork_child && s.tracker->EventCount() == 0) return;
+  const bool crash =
+      sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
+  // Not after a crash: CUPTI's state may be what broke.
+  if (s.activity && !crash) FlushActivity(s.cupti);
+  std::unique_lock<std::mutex> lock(s.report_mu, std::defer_lock);
+  const uint64_t deadline = MonotonicNs() + (kSignalReportWaitMs - 2000) * 1000000ULL;
+  while (!lock.try_lock()) {
+    if (MonotonicNs() >= deadline) return;
+    poll(nullptr, 0, 1);
+  }
+  if (s.exit_report_written) return;  // already exiting: the exit report stands
+  if (final) s.final_report = true;
+  char name[32];
+  WriteReport(s, s.output_path, "signal", FatalSignalName(sig, name, sizeof(name)), nullptr,
+              s.config.summary);
+}
+
+// Checkpoints (GPUWATCH_CHECKPOINT_SECONDS): the main report, replaced in
+// place, so that a process killed by SIGKILL or the OOM killer leaves a
+// complete report behind. Written when the interval has passed and something
+// changed, and at a new device peak, never at more than 5% of a core
+// (libgpuwatch/checkpoint.h); looked at once a second.
+void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now) {
+  if (c.failed || !ExitHandlerRegistered()) return;  // no CUDA call yet
+  const uint64_t events = s.tracker->EventCount();
+  const uint64_t peak = s.tracker->DevicePeakBytes();
+  const uint64_t interval_ns = static_cast<uint64_t>(s.config.checkpoint_seconds) * 1000000000ULL;
+  if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
+  std::lock_guard<std::mutex> lock(s.report_mu);
+  if (s.exit_report_written || s.final_report) return;  // the final report stands
+  const uint64_t cpu_before = ThreadCpuNs();
+  c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr);
+  c.last.last_cost_ns = ThreadCpuNs() - cpu_before;
+  c.last.last_ns = now;
+  c.last.events = events;
+  c.last.peak = peak;
+}
+
+int WriteSnapshot(const char* label) {
+  Session& s = GetSession();
+  const int n = s.snapshots.fetch_add(1) + 1;
+  if (s.activity) FlushActivity(s.cupti);  // outside report_mu
+  std::lock_guard<std::mutex> lock(s.report_mu);
+  const std::string path = s.output_path + ".snapshot-" + std::to_string(n);
+  return WriteReport(s, path, "snapshot", label, nullptr, false) ? 0 : -1;
+}
+
+}  // namespace gpuwatch

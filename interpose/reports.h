@@ -1,0 +1,57 @@
+// Every report gpuwatch writes in a process, and when: at exit, on a fatal
+// signal, on gpuwatch_snapshot() and the snapshot signal, at checkpoints, on
+// an out-of-memory failure and when a context with live memory is destroyed.
+// The last two happen inside a CUPTI callback: there only what that moment
+// knows is captured (the live memory, the failed request, the device's free
+// memory), and the report is written by the background thread, or at the
+// latest before the exit report, never on the application's call.
+#ifndef GPUWATCH_INTERPOSE_REPORTS_H_
+#define GPUWATCH_INTERPOSE_REPORTS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "interpose/callbacks.h"
+#include "interpose/session.h"
+#include "libgpuwatch/checkpoint.h"
+
+namespace gpuwatch {
+
+std::string HostName();
+
+// Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
+// one line "TRIGGER<TAB>PATH<TAB>PID", appended with one write(2); trigger
+// "cuda" (no path) when a process makes its first CUDA call.
+void LogReport(const Session& s, const char* trigger, const std::string& path);
+
+// Callback hooks (callbacks.h): run inside the failing or destroying call.
+void OnOutOfMemory(const OomEvent& event);
+void OnContextDestroy();
+void OnFirstCall();
+
+// Writes the reports callbacks queued; the background thread, on its wake pipe.
+void WritePendingReports();
+
+// The exit report's handler, registered once at the first CUDA call.
+void RegisterExitHandler();
+bool ExitHandlerRegistered();
+// GPUWATCH_EXITCODE's handler (see reports.cc), registered as early as possible.
+void RegisterExitStatusHandler();
+
+// A fatal signal's report (fatal_signals.h), on the background thread.
+void WriteSignalReport(int sig, bool final);
+
+// Checkpoints (GPUWATCH_CHECKPOINT_SECONDS), looked at by the background
+// thread once a second.
+struct Checkpoints {
+  CheckpointState last;
+  bool failed = false;  // one warning, then no more tries
+};
+void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now);
+
+// gpuwatch_snapshot(): 0 when written.
+int WriteSnapshot(const char* label);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_INTERPOSE_REPORTS_H_

@@ -1,0 +1,117 @@
+// The state of gpuwatch in this process, shared by the files of interpose/:
+// attach.cc (entry points, the C API), reports.cc (every report and when it
+// is written), background.cc (gpuwatch's own thread) and fork.cc. One
+// Session, made at attach and never destroyed (exit order cannot bite).
+//
+// Threads and locks: the application's threads enter through CUPTI callbacks
+// (callbacks.cc, which take only the tables' own locks) and the C API;
+// reports take report_mu and then the tables' locks; the background thread
+// holds bg_mu except in poll(). No report is built inside a CUPTI callback:
+// a callback captures what only its moment knows and queues it (pending).
+#ifndef GPUWATCH_INTERPOSE_SESSION_H_
+#define GPUWATCH_INTERPOSE_SESSION_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "interpose/callbacks.h"
+#include "interpose/cupti_loader.h"
+#include "libgpuwatch/config.h"
+#include "libgpuwatch/growth.h"
+#include "libgpuwatch/graphs.h"
+#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/lifecycle.h"
+#include "libgpuwatch/report.h"
+#include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/trace.h"
+#include "libgpuwatch/tracker.h"
+#include "libgpuwatch/transfers.h"
+
+namespace gpuwatch {
+
+// Distinct stacks (and per-site counters) at most.
+inline constexpr uint32_t kMaxStacks = 1u << 20;
+
+// A report captured inside a callback (an out-of-memory failure, a context
+// about to be destroyed) and written later by the background thread, or at
+// the latest before the exit report.
+struct PendingReport {
+  std::string path;
+  const char* trigger = "";
+  bool has_oom = false;
+  OomInfo oom;
+  TrackerSnapshot snapshot;  // the live memory at that moment
+};
+
+using MemGetInfoFn = int (*)(size_t* free_bytes, size_t* total_bytes);
+
+struct Session {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
+  Config config;
+  CuptiApi cupti;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  Tracker* tracker = nullptr;
+  StackTable* stacks = nullptr;
+  Transfers* transfers = nullptr;
+  KernelTable* kernels = nullptr;
+  Lifecycle* lifecycle = nullptr;
+  GraphTable* graphs = nullptr;
+  bool activity = false;    // CUPTI activity records are enabled
+  std::string output_path;  // absolute, expanded at attach time
+  std::string attach_mode;
+  std::vector<std::string> command;
+  std::atomic<bool> active{false};
+  std::atomic<int> snapshots{0};
+  std::atomic<uint64_t> ooms{0};
+  std::atomic<int> context_reports{0};
+  std::atomic<int> oom_reports{0};
+  std::atomic<uint64_t> last_oom_report_ns{0};
+  int signal_pipe[2] = {-1, -1};
+  // Wakes the background thread for reports a callback captured (reports.h).
+  int wake_pipe[2] = {-1, -1};
+  std::mutex pending_mu;  // guards pending
+  std::vector<PendingReport> pending;
+  // cuMemGetInfo_v2 of the driver in the process, resolved at the first CUDA call.
+  std::atomic<MemGetInfoFn> mem_get_info{nullptr};
+  // The background thread holds bg_mu except in poll() and while it writes a
+  // fatal signal's report, and bg_starting is set from pthread_create until
+  // the thread first takes it (a thread allocates as it starts): see ForkPrepare.
+  std::mutex bg_mu;
+  std::condition_variable bg_started;
+  bool bg_starting = false;          // guarded by bg_mu
+  std::mutex report_mu;              // one report written at a time
+  bool exit_report_written = false;  // guarded by report_mu
+  // Kept from report to report (checkpoints, exit), so that a pc is
+  // symbolized once per process; replaced when a module was unloaded, since
+  // its cached pcs may then name another. Guarded by report_mu.
+  std::unique_ptr<Symbolizer> symbolizer;
+  unsigned long long symbolizer_unloads = 0;
+  std::string exit_report_path;  // set once the exit report is on disk
+  std::atomic<uint64_t> exit_report_done_ns{0};
+  std::atomic<bool> exiting{false};  // the exit report has begun
+  std::atomic<bool> teardown_handler{false};
+  Timeline* timeline = nullptr;
+  Trace* trace = nullptr;                      // GPUWATCH_TRACE_EVENTS; null: no event trace
+  const Suppressions* suppressions = nullptr;  // GPUWATCH_SUPPRESSIONS; null: none
+  CallbackHooks hooks;                         // as installed; a fork child swaps the tables
+  std::string attach_dir;                      // working directory at attach
+  bool fork_child = false;                     // forked after attach
+  // A signal report that the process dies right after is on disk (or being
+  // written): no checkpoint may replace it. Guarded by report_mu.
+  bool final_report = false;
+  // Device bytes the exit report counted as leaked (GPUWATCH_EXITCODE).
+  std::atomic<uint64_t> exit_leaked_bytes{0};
+  std::atomic<bool> exit_leak_known{false};
+};
+
+Session& GetSession();
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_INTERPOSE_SESSION_H_
