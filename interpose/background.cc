@@ -26,10 +26,9 @@ void SamplePeriodic(Session& s) {
 }
 
 // gpuwatch's background thread: the reports callbacks captured, reports for
-// the signals that end the process, snapshots on a signal (the handlers only write a byte to a pipe:
-// no CUDA, lock or allocation in them), periodic timeline samples
-// (GPUWATCH_SAMPLE_MS) and checkpoints. It waits for all of them in poll(),
-// whose timeout is the next timer's due time.
+// the signals that end the process, snapshots on a signal (the handlers only write a byte to a
+// pipe: no CUDA, lock or allocation in them), periodic timeline samples (GPUWATCH_SAMPLE_MS) and
+// checkpoints. It waits for all of them in poll(), whose timeout is the next timer's due time.
 void* BackgroundThread(void*) {
   Session& s = GetSession();
   // Held except in poll(): ForkPrepare waits for that.

@@ -11,6 +11,7 @@
 #include "libgpuwatch/graphs.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
+#include "libgpuwatch/mutex.h"
 #include "libgpuwatch/python_stack.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/tracker.h"
@@ -107,7 +108,7 @@ struct VmmHandle {
 };
 
 struct VmmHandles {
-  std::mutex mu;
+  Mutex mu;
   std::unordered_map<uint64_t, VmmHandle> handles;  // guarded by mu
 };
 
@@ -118,7 +119,7 @@ VmmHandles& Handles() {
 
 VmmHandle HandleOf(uint64_t handle) {
   VmmHandles& h = Handles();
-  std::lock_guard<std::mutex> lock(h.mu);
+  std::lock_guard<Mutex> lock(h.mu);
   const auto it = h.handles.find(handle);
   return it != h.handles.end() ? it->second : VmmHandle{};
 }
@@ -428,7 +429,7 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       if (!ParseCall(*c.spec, d, succeeded, &out)) break;
       if (succeeded && out.handle != 0) {
         VmmHandles& h = Handles();
-        std::lock_guard<std::mutex> lock(h.mu);
+        std::lock_guard<Mutex> lock(h.mu);
         h.handles[out.handle] = VmmHandle{out.device, out.kind};
       } else if (oom) {
         OutOfMemory(out, d, static_cast<int>(*ret));
@@ -438,7 +439,7 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     case Role::kVmmRelease:
       if (succeeded) {
         VmmHandles& h = Handles();
-        std::lock_guard<std::mutex> lock(h.mu);
+        std::lock_guard<Mutex> lock(h.mu);
         h.handles.erase(entered.handle);
       }
       break;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "interpose/cupti_loader.h"
+#include "libgpuwatch/mutex.h"
 
 namespace gpuwatch {
 
@@ -1026,7 +1027,7 @@ const Index& TheIndex() {
 }
 
 struct ArrayShapes {
-  std::mutex mu;
+  Mutex mu;
   std::unordered_map<uint64_t, uint32_t> element_bytes;  // guarded by mu
 };
 
@@ -1064,19 +1065,19 @@ bool ParseCall(const CallbackSpec& spec, const CUpti_CallbackData* data, bool su
 
 void RememberArray(uint64_t handle, uint32_t element_bytes) {
   ArrayShapes& a = Arrays();
-  std::lock_guard<std::mutex> lock(a.mu);
+  std::lock_guard<Mutex> lock(a.mu);
   a.element_bytes[handle] = element_bytes;
 }
 
 void ForgetArray(uint64_t handle) {
   ArrayShapes& a = Arrays();
-  std::lock_guard<std::mutex> lock(a.mu);
+  std::lock_guard<Mutex> lock(a.mu);
   a.element_bytes.erase(handle);
 }
 
 uint32_t ArrayElementBytes(uint64_t handle) {
   ArrayShapes& a = Arrays();
-  std::lock_guard<std::mutex> lock(a.mu);
+  std::lock_guard<Mutex> lock(a.mu);
   const auto it = a.element_bytes.find(handle);
   return it != a.element_bytes.end() ? it->second : 1;
 }

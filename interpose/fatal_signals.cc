@@ -12,7 +12,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "interpose/guard.h"
+#include "libgpuwatch/mutex.h"
 
 namespace gpuwatch {
 namespace {
@@ -62,13 +62,12 @@ int64_t NowMs() {
 // async-signal-safe calls: write, poll, clock_gettime, gettid.
 void RequestReportAndWait(int sig, bool final) {
   if (!g_server_created.load() || g_server_tid.load() == gettid() || g_stuck.load()) return;
-  if (InsideGpuwatch()) {
-    // This thread may hold a lock of gpuwatch's that the report needs: the
-    // background thread would wait for it while this handler waits for the
-    // report (guard.h). No report, and no wait.
+  if (HoldsGpuwatchLock()) {
+    // The background thread would wait for a lock this thread holds while
+    // this handler waits for the report (libgpuwatch/mutex.h): no report, no wait.
     static constexpr char kLine[] =
-        "gpuwatch: no report for this signal: it interrupted gpuwatch itself, which may hold a "
-        "lock the report needs\n";
+        "gpuwatch: no report for this signal: it interrupted gpuwatch while it held a lock the "
+        "report needs\n";
     (void)!write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
     return;
   }

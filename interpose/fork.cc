@@ -122,7 +122,7 @@ void ForkChild() {
   s.final_report = false;
   s.exiting.store(false);
   {
-    std::lock_guard<std::mutex> lock(s.pending_mu);
+    std::lock_guard<Mutex> lock(s.pending_mu);
     s.pending.clear();  // the parent's: it writes them
   }
   FatalSignalsAfterFork();  // before the background thread starts: it polls the new pipe

@@ -1,15 +1,11 @@
 // Which threads are inside gpuwatch now, as heaptrack's RecursionGuard: set
-// for the length of every CUPTI callback, activity buffer and C API call.
-//
-// Two things rest on it:
-// - A CUPTI callback that comes while its thread is already inside gpuwatch
-//   was caused by gpuwatch itself (a CUDA call it makes, a library it loads
-//   whose constructor uses CUDA): it is not the application's, and it must not
-//   take the locks gpuwatch may already hold. It is ignored.
-// - A signal that interrupts a thread inside gpuwatch may have found it
-//   holding one of gpuwatch's locks. No report may then be built on that
-//   thread, or waited for by it: the report would wait forever for a lock
-//   that thread holds (fatal_signals.cc, reports.cc).
+// for the length of every CUPTI callback, activity buffer and C API call that
+// takes gpuwatch's locks. A CUPTI callback that comes while its thread is
+// already inside gpuwatch was caused by gpuwatch itself (a CUDA call it makes,
+// a library it loads whose constructor uses CUDA): it is not the
+// application's, and it must not take the locks gpuwatch may already hold. It
+// is ignored. (Whether a thread holds one of those locks is
+// HoldsGpuwatchLock(), libgpuwatch/mutex.h.)
 #ifndef GPUWATCH_INTERPOSE_GUARD_H_
 #define GPUWATCH_INTERPOSE_GUARD_H_
 

@@ -128,8 +128,7 @@ bool WriteReport(Session& s, const std::string& path, const char* trigger, const
                  const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
                  const TrackerSnapshot* captured = nullptr) {
   try {
-    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes,
-                              captured);
+    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, captured);
   } catch (const std::exception& e) {
     Warn("could not write the %s report: %s", trigger, e.what());
   } catch (...) {
@@ -142,7 +141,7 @@ bool WriteReport(Session& s, const std::string& path, const char* trigger, const
 void WritePendingLocked(Session& s) {
   std::vector<PendingReport> pending;
   {
-    std::lock_guard<std::mutex> lock(s.pending_mu);
+    std::lock_guard<Mutex> lock(s.pending_mu);
     pending.swap(s.pending);
   }
   for (const PendingReport& r : pending) {
@@ -153,8 +152,7 @@ void WritePendingLocked(Session& s) {
     }
     SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
     Warn("out of memory: %s of %s failed at %s; report written to %s", oom->api.c_str(),
-         FormatBytes(oom->size).c_str(), sites.LocationOf(oom->stack_id).c_str(),
-         r.path.c_str());
+         FormatBytes(oom->size).c_str(), sites.LocationOf(oom->stack_id).c_str(), r.path.c_str());
   }
 }
 
@@ -163,7 +161,7 @@ void WritePendingLocked(Session& s) {
 // a background thread the exit report writes it first.
 void QueueReport(Session& s, PendingReport&& report) {
   {
-    std::lock_guard<std::mutex> lock(s.pending_mu);
+    std::lock_guard<Mutex> lock(s.pending_mu);
     s.pending.push_back(std::move(report));
   }
   if (s.wake_pipe[1] >= 0) {
@@ -175,21 +173,25 @@ void QueueReport(Session& s, PendingReport&& report) {
 void WriteExitReport() {
   Session& s = GetSession();
   if (!s.active.load()) return;
-  if (InsideGpuwatch()) {
-    // exit() from a signal handler that interrupted gpuwatch on this thread:
-    // a lock the report needs may be held by this very thread.
-    Warn("no exit report: the process exited from a signal handler that interrupted gpuwatch "
-         "itself");
+  if (HoldsGpuwatchLock()) {
+    // exit() from a signal handler that interrupted gpuwatch on this thread
+    // while it held a lock: the report would wait for it forever.
+    Warn(
+        "no exit report: the process exited from a signal handler that interrupted gpuwatch "
+        "while it held a lock the report needs");
     return;
   }
+  // exit() from a signal handler that interrupted a CUPTI callback: CUPTI
+  // may be in the middle of its own work, so its records are not flushed.
+  const bool in_callback = InsideGpuwatch();
   const ScopedInsideGpuwatch inside;
   s.exiting.store(true);
   // Records of finished copies first; then calls whose records will never
   // come are counted from the calls alone. Outside report_mu: the buffer
   // callbacks run on the flushing thread.
-  if (s.activity) FlushActivity(s.cupti);
+  if (s.activity && !in_callback) FlushActivity(s.cupti);
   s.transfers->Settle();
-  std::lock_guard<std::mutex> lock(s.report_mu);
+  std::lock_guard<Mutex> lock(s.report_mu);
   if (s.exit_report_written) return;
   s.exit_report_written = true;
   WritePendingLocked(s);  // captured before the end: they come first
@@ -227,7 +229,6 @@ void OnTeardownDone(int, void*) {
     Warn("could not add the teardown time to the exit report: %s", error.c_str());
   }
 }
-
 
 // GPUWATCH_EXITCODE. An atexit handler cannot see the exit status; glibc's
 // on_exit() handlers run in the same LIFO list and receive it (the value
@@ -365,7 +366,7 @@ void OnContextDestroy() {
 
 void WritePendingReports() {
   Session& s = GetSession();
-  std::lock_guard<std::mutex> lock(s.report_mu);
+  std::lock_guard<Mutex> lock(s.report_mu);
   WritePendingLocked(s);
 }
 
@@ -382,7 +383,7 @@ void WriteSignalReport(int sig, bool final) {
       sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
   // Not after a crash: CUPTI's state may be what broke.
   if (s.activity && !crash) FlushActivity(s.cupti);
-  std::unique_lock<std::mutex> lock(s.report_mu, std::defer_lock);
+  std::unique_lock<Mutex> lock(s.report_mu, std::defer_lock);
   const uint64_t deadline = MonotonicNs() + (kSignalReportWaitMs - 2000) * 1000000ULL;
   while (!lock.try_lock()) {
     if (MonotonicNs() >= deadline) return;
@@ -406,7 +407,7 @@ void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now) {
   const uint64_t peak = s.tracker->DevicePeakBytes();
   const uint64_t interval_ns = static_cast<uint64_t>(s.config.checkpoint_seconds) * 1000000000ULL;
   if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
-  std::lock_guard<std::mutex> lock(s.report_mu);
+  std::lock_guard<Mutex> lock(s.report_mu);
   if (s.exit_report_written || s.final_report) return;  // the final report stands
   const uint64_t cpu_before = ThreadCpuNs();
   c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr);
@@ -420,7 +421,7 @@ int WriteSnapshot(const char* label) {
   Session& s = GetSession();
   const int n = s.snapshots.fetch_add(1) + 1;
   if (s.activity) FlushActivity(s.cupti);  // outside report_mu
-  std::lock_guard<std::mutex> lock(s.report_mu);
+  std::lock_guard<Mutex> lock(s.report_mu);
   const std::string path = s.output_path + ".snapshot-" + std::to_string(n);
   return WriteReport(s, path, "snapshot", label, nullptr, false) ? 0 : -1;
 }

@@ -22,10 +22,11 @@
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
 #include "libgpuwatch/config.h"
-#include "libgpuwatch/growth.h"
 #include "libgpuwatch/graphs.h"
+#include "libgpuwatch/growth.h"
 #include "libgpuwatch/kernels.h"
 #include "libgpuwatch/lifecycle.h"
+#include "libgpuwatch/mutex.h"
 #include "libgpuwatch/report.h"
 #include "libgpuwatch/stack_table.h"
 #include "libgpuwatch/suppressions.h"
@@ -75,7 +76,7 @@ struct Session {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leak
   int signal_pipe[2] = {-1, -1};
   // Wakes the background thread for reports a callback captured (reports.h).
   int wake_pipe[2] = {-1, -1};
-  std::mutex pending_mu;  // guards pending
+  Mutex pending_mu;  // guards pending
   std::vector<PendingReport> pending;
   // cuMemGetInfo_v2 of the driver in the process, resolved at the first CUDA call.
   std::atomic<MemGetInfoFn> mem_get_info{nullptr};
@@ -85,7 +86,7 @@ struct Session {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leak
   std::mutex bg_mu;
   std::condition_variable bg_started;
   bool bg_starting = false;          // guarded by bg_mu
-  std::mutex report_mu;              // one report written at a time
+  Mutex report_mu;                   // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
   // Kept from report to report (checkpoints, exit), so that a pc is
   // symbolized once per process; replaced when a module was unloaded, since

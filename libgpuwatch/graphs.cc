@@ -5,19 +5,19 @@
 namespace gpuwatch {
 
 void GraphTable::OnNodeCreated(uint64_t node_id, uintptr_t graph, const GraphWork& work) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   nodes_[node_id] = work;
   if (graph != 0) graphs_[graph].push_back(node_id);
 }
 
 void GraphTable::SetAddress(uint64_t node_id, uint64_t address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   const auto it = nodes_.find(node_id);
   if (it != nodes_.end()) it->second.address = address;
 }
 
 void GraphTable::OnNodeCloned(uint64_t clone, uint64_t original, uintptr_t graph) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   const auto it = nodes_.find(original);
   if (it == nodes_.end()) return;  // a node of a type gpuwatch does not follow
   const GraphWork work = it->second;
@@ -26,12 +26,12 @@ void GraphTable::OnNodeCloned(uint64_t clone, uint64_t original, uintptr_t graph
 }
 
 void GraphTable::AddInstantiatedClone(uintptr_t thread, uint64_t clone) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   if (nodes_.count(clone) != 0) instantiating_[thread].push_back(clone);
 }
 
 void GraphTable::OnExecCreated(uintptr_t exec, uintptr_t graph, uintptr_t thread) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   std::vector<uint64_t> kept;
   if (auto it = instantiating_.find(thread); it != instantiating_.end()) {
     kept = std::move(it->second);
@@ -43,12 +43,12 @@ void GraphTable::OnExecCreated(uintptr_t exec, uintptr_t graph, uintptr_t thread
 }
 
 void GraphTable::EndInstantiation(uintptr_t thread) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   instantiating_.erase(thread);
 }
 
 void GraphTable::OnGraphDestroyed(uintptr_t graph) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   const auto it = graphs_.find(graph);
   if (it == graphs_.end()) return;
   // Nodes an exec still uses stay.
@@ -62,7 +62,7 @@ void GraphTable::OnGraphDestroyed(uintptr_t graph) {
 }
 
 void GraphTable::OnExecDestroyed(uintptr_t exec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   const auto it = execs_.find(exec);
   if (it == execs_.end()) return;
   for (const uint64_t id : it->second) {
@@ -75,7 +75,7 @@ void GraphTable::OnExecDestroyed(uintptr_t exec) {
 }
 
 std::vector<std::pair<uint64_t, GraphWork>> GraphTable::WorkOf(uintptr_t exec) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   std::vector<std::pair<uint64_t, GraphWork>> out;
   const auto it = execs_.find(exec);
   if (it == execs_.end()) return out;
@@ -88,7 +88,7 @@ std::vector<std::pair<uint64_t, GraphWork>> GraphTable::WorkOf(uintptr_t exec) c
 }
 
 bool GraphTable::Find(uint64_t node_id, GraphWork* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   const auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return false;
   *out = it->second;
@@ -96,7 +96,7 @@ bool GraphTable::Find(uint64_t node_id, GraphWork* out) const {
 }
 
 size_t GraphTable::node_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   return nodes_.size();
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "libgpuwatch/event.h"
+#include "libgpuwatch/mutex.h"
 #include "libgpuwatch/transfers.h"
 
 namespace gpuwatch {
@@ -73,7 +74,7 @@ class GraphTable {
   void UnlockAfterFork() { mu_.unlock(); }
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<uint64_t, GraphWork> nodes_;                       // guarded by mu_
   std::unordered_map<uintptr_t, std::vector<uint64_t>> graphs_;         // graph -> its kept nodes
   std::unordered_map<uintptr_t, std::vector<uint64_t>> execs_;          // exec -> its kept nodes

@@ -58,7 +58,7 @@ uint64_t Timeline::AddMark(uint64_t time_ns, std::string label, uint64_t device_
                            std::vector<std::pair<uint32_t, uint64_t>> sites) {
   GrowthSample sample = MakeSample(time_ns, device_bytes, std::move(sites));
   sample.label = std::move(label);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   sample.mark = marks_.total() + 1;
   const uint64_t mark = sample.mark;
   marks_.Add(std::move(sample));
@@ -68,7 +68,7 @@ uint64_t Timeline::AddMark(uint64_t time_ns, std::string label, uint64_t device_
 void Timeline::AddPeriodic(uint64_t time_ns, uint64_t device_bytes,
                            std::vector<std::pair<uint32_t, uint64_t>> sites) {
   GrowthSample sample = MakeSample(time_ns, device_bytes, std::move(sites));
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   periodic_.Add(std::move(sample));
 }
 
@@ -76,7 +76,7 @@ TimelineSnapshot Timeline::Snapshot() const {
   TimelineSnapshot snap;
   snap.capacity = capacity_;
   snap.interval_ms = interval_ms_;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   snap.marks = marks_.Samples();
   snap.periodic = periodic_.Samples();
   snap.marks_total = marks_.total();

@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "libgpuwatch/mutex.h"
+
 namespace gpuwatch {
 
 struct GrowthSample {
@@ -96,7 +98,7 @@ class Timeline {
   const uint64_t interval_ms_;
   const size_t capacity_;
   const size_t max_sites_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   SampleSeries marks_;     // guarded by mu_
   SampleSeries periodic_;  // guarded by mu_
 };

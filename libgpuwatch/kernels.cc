@@ -25,7 +25,7 @@ KernelTable::Slot* KernelTable::FindOrInsert(const char* key) {
       // First launch of this kernel: copy its name before publishing the slot
       // so that a report never sees a key without a name.
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<Mutex> lock(mu_);
         names_.try_emplace(key, key);
       }
       const char* expected = nullptr;
@@ -49,7 +49,7 @@ void KernelTable::OnLaunch(const char* name) {
 }
 
 void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   std::string key = name != nullptr ? name : kNoName;
   auto it = timing_.find(key);
   if (it == timing_.end()) {
@@ -63,7 +63,7 @@ void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t e
 
 std::vector<KernelStats> KernelTable::Snapshot() const {
   std::map<std::string, KernelStats> merged;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   for (size_t i = 0; i < kSlots; ++i) {
     const char* key = slots_[i].key.load(std::memory_order_acquire);
     if (key == nullptr) continue;

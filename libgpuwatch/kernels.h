@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "libgpuwatch/mutex.h"
+
 namespace gpuwatch {
 
 struct KernelStats {
@@ -59,7 +61,7 @@ class KernelTable {
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> overflow_{0};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<const char*, std::string> names_;                     // guarded by mu_
   std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> timing_;  // guarded by mu_
 };

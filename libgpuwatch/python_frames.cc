@@ -115,7 +115,7 @@ uint32_t PyFrameTable::Insert(const PyFrameKey& key, std::string_view file,
   }
   file = file.substr(0, kMaxString);
   function = function.substr(0, kMaxString);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   // Inserts are serialised, so the slot found here stays free until ours.
   bool found = false;
   const size_t slot = SlotOf(key, &found);

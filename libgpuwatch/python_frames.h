@@ -35,6 +35,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "libgpuwatch/mutex.h"
+
 namespace gpuwatch {
 
 inline constexpr uintptr_t kPythonTokenTag = uintptr_t{1} << 63;
@@ -124,7 +126,7 @@ class PyFrameTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   size_t num_chunks_ = 0;    // guarded by mu_
   size_t chunk_offset_ = 0;  // guarded by mu_; bump offset in the last chunk
 
-  alignas(64) std::mutex mu_;
+  alignas(64) Mutex mu_;
   std::atomic<uint32_t> next_id_{1};
   std::atomic<bool> full_{false};
   alignas(64) std::atomic<uint64_t> dropped_{0};

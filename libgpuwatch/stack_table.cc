@@ -140,7 +140,7 @@ uint32_t StackTable::Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* em
 
 StackTable::Record* StackTable::Allocate(int n, uint32_t* id) {
   const size_t bytes = sizeof(Record) + static_cast<size_t>(n) * sizeof(uintptr_t);
-  std::lock_guard<std::mutex> lock(arena_mu_);
+  std::lock_guard<Mutex> lock(arena_mu_);
   if (full_.load(std::memory_order_relaxed)) return nullptr;
   const uint32_t next = next_id_.load(std::memory_order_relaxed);
   if (next > max_stacks_) {
@@ -172,7 +172,7 @@ StackTable::Record* StackTable::Allocate(int n, uint32_t* id) {
 }
 
 void StackTable::Prepare() {
-  std::lock_guard<std::mutex> lock(arena_mu_);
+  std::lock_guard<Mutex> lock(arena_mu_);
   if (num_chunks_ != 0 || full_.load(std::memory_order_relaxed) || max_chunks_ == 0) return;
   void* chunk = MapChunk(chunk_bytes_);
   if (chunk == nullptr) return;  // Allocate() tries again, and warns
@@ -199,7 +199,7 @@ uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
   // New stack. Every thread inserting this same stack has the same hash and
   // so the same stripe: the second one waits here and then finds the first
   // one's record in the re-probe below, so a stack is stored once.
-  std::lock_guard<std::mutex> lock(stripes_[(hash >> 20) % kStripes].mu);
+  std::lock_guard<Mutex> lock(stripes_[(hash >> 20) % kStripes].mu);
   id = Find(hash, pcs, n, &empty_slot);
   if (id != 0) return id;
   Record* record = Allocate(n, &id);

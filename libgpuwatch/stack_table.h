@@ -35,6 +35,8 @@
 #include <mutex>
 #include <span>
 
+#include "libgpuwatch/mutex.h"
+
 namespace gpuwatch {
 
 // The padding is deliberate: members that different threads write sit on
@@ -121,7 +123,7 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
 
   static constexpr int kStripes = 64;
   struct alignas(64) Stripe {
-    std::mutex mu;
+    Mutex mu;
   };
 
   // Probes from the hash's home slot. Returns the id of an equal stored
@@ -158,7 +160,7 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
 
   // Everything an insert writes under the arena lock shares one cache line,
   // so a new stack moves one line between cores, not several.
-  alignas(64) std::mutex arena_mu_;
+  alignas(64) Mutex arena_mu_;
   std::atomic<uint32_t> next_id_{1};
   std::atomic<size_t> bytes_used_{0};
   uint32_t num_chunks_ = 0;    // guarded by arena_mu_

@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "libgpuwatch/log.h"
+#include "libgpuwatch/mutex.h"
 
 // Only libdw's declarations are used here: every function is reached through
 // a pointer from dlsym, and `decltype(&::fn)` is an unevaluated use that
@@ -134,8 +135,8 @@ const LibdwApi* DefaultLibdw() {
 
 // Serialises libdw calls across Symbolizer instances: elfutils does not
 // promise thread safety, and report writers are not hot.
-std::mutex& LibdwMutex() {
-  static auto* const mu = new std::mutex;  // leaked: exit order cannot bite
+Mutex& LibdwMutex() {
+  static auto* const mu = new Mutex;  // leaked: exit order cannot bite
   return *mu;
 }
 
@@ -295,7 +296,7 @@ Symbolizer::Symbolizer(const SymbolizerOptions& options) : options_(options) {
   if (options_.force_dladdr) return;
   api_ = options_.libdw_soname == nullptr ? DefaultLibdw() : LoadLibdw(options_.libdw_soname);
   if (api_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(LibdwMutex());
+  std::lock_guard<Mutex> lock(LibdwMutex());
   session_ = std::make_unique<Session>();
   session_->callbacks.find_elf = api_->dwfl_linux_proc_find_elf;
   session_->callbacks.find_debuginfo = api_->dwfl_standard_find_debuginfo;
@@ -312,7 +313,7 @@ Symbolizer::Symbolizer(const SymbolizerOptions& options) : options_(options) {
 
 Symbolizer::~Symbolizer() {
   if (session_ != nullptr && session_->dwfl != nullptr) {
-    std::lock_guard<std::mutex> lock(LibdwMutex());
+    std::lock_guard<Mutex> lock(LibdwMutex());
     api_->dwfl_end(session_->dwfl);
   }
 }
@@ -513,7 +514,7 @@ bool FindChildScope(const LibdwApi& dw, Dwarf_Die* parent, Dwarf_Addr addr, int 
 }  // namespace
 
 std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) {
-  std::lock_guard<std::mutex> lock(LibdwMutex());
+  std::lock_guard<Mutex> lock(LibdwMutex());
   const LibdwApi& dw = *api_;
   // Something was dlopen'ed or dlclose'd since the modules were reported.
   // Checked on every new pc (not only on a miss): a new library can land

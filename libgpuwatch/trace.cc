@@ -208,7 +208,7 @@ const char* Trace::InternName(const char* name) {
   if (slot != nullptr && slot->key.load(std::memory_order_acquire) == name) {
     return slot->copy.load(std::memory_order_relaxed);
   }
-  std::lock_guard<std::mutex> lock(names_mu_);
+  std::lock_guard<Mutex> lock(names_mu_);
   slot = find(&full);  // another thread may have added it, or taken the slot
   if (slot == nullptr) return kOther;
   if (slot->key.load(std::memory_order_acquire) == name) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "libgpuwatch/event.h"
+#include "libgpuwatch/mutex.h"
 #include "libgpuwatch/transfers.h"
 
 namespace gpuwatch {
@@ -138,7 +139,7 @@ class Trace {
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> gpu_offset_ns_{0};
   NameSlot* names_ = nullptr;  // kNameSlots, in the same mapping
-  std::mutex names_mu_;        // first sight of a name only
+  Mutex names_mu_;             // first sight of a name only
   size_t mapped_bytes_ = 0;
 };
 

@@ -82,7 +82,7 @@ struct KindCounts {
 // touches two lines of its shard besides the table's slots, and no line is
 // shared with another shard.
 struct alignas(64) Tracker::Shard {
-  mutable std::mutex mu;
+  mutable Mutex mu;
   KindCounts device;                                // MemKind::kDevice; written under mu
   AddressMap<LiveRecord> live;                      // guarded by mu
   std::array<KindCounts, kNumMemKinds - 1> others;  // the other kinds; written under mu
@@ -123,7 +123,7 @@ void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
   const uint64_t captured = peak_captured_bytes_.load(std::memory_order_relaxed);
   if (device_bytes <= captured) return;
   if (used > 64 && device_bytes - captured < captured / 64) return;
-  std::lock_guard<std::mutex> lock(peak_mu_);
+  std::lock_guard<Mutex> lock(peak_mu_);
   if (device_bytes <= peak_captured_bytes_.load(std::memory_order_relaxed)) return;
   peak_sites_.clear();
   for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
@@ -177,20 +177,20 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
 }
 
 void Tracker::AddHostRange(const LiveAlloc& alloc) {
-  std::lock_guard<std::mutex> lock(host_mu_);
+  std::lock_guard<Mutex> lock(host_mu_);
   if (host_ranges_.insert_or_assign(alloc.address, HostRange{alloc.size, alloc.kind}).second) {
     host_range_count_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
 void Tracker::RemoveHostRange(uint64_t address) {
-  std::lock_guard<std::mutex> lock(host_mu_);
+  std::lock_guard<Mutex> lock(host_mu_);
   if (host_ranges_.erase(address) != 0) host_range_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool Tracker::ClassifyHost(uint64_t address, MemKind* kind) const {
   if (address == 0 || host_range_count_.load(std::memory_order_relaxed) == 0) return false;
-  std::lock_guard<std::mutex> lock(host_mu_);
+  std::lock_guard<Mutex> lock(host_mu_);
   auto it = host_ranges_.upper_bound(address);
   if (it == host_ranges_.begin()) return false;
   --it;
@@ -203,7 +203,7 @@ bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
   if (address == 0) return false;
   if (ClassifyHost(address, kind)) return true;
   Shard& shard = ShardFor(address);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard<Mutex> lock(shard.mu);
   const LiveRecord* record = shard.live.Find(address);
   if (record == nullptr) return false;
   const LiveAlloc alloc = AllocOf(address, *record);
@@ -243,7 +243,7 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   bool had_old = false;
   {
     Shard& shard = ShardFor(event.address);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard<Mutex> lock(shard.mu);
     bool dropped = false;
     LiveRecord old;
     had_old = shard.live.Upsert(event.address, RecordOf(alloc), &old, &dropped);
@@ -260,7 +260,7 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   if (had_old) ReleaseLive(replaced);  // a free we never saw
   AccountAlloc(alloc);
   if (event.kind == MemKind::kVmm) {
-    std::lock_guard<std::mutex> lock(vmm_mu_);
+    std::lock_guard<Mutex> lock(vmm_mu_);
     vmm_ranges_[event.address] = event.size;
   }
 }
@@ -275,7 +275,7 @@ bool Tracker::OnFree(uint64_t address) {
 bool Tracker::BeginFree(uint64_t address, LiveAlloc* removed) {
   {
     Shard& shard = ShardFor(address);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard<Mutex> lock(shard.mu);
     LiveRecord record;
     if (!shard.live.Erase(address, &record)) return false;
     *removed = AllocOf(address, record);
@@ -288,7 +288,7 @@ bool Tracker::BeginFree(uint64_t address, LiveAlloc* removed) {
 void Tracker::UndoFree(const LiveAlloc& removed) {
   {
     Shard& shard = ShardFor(removed.address);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard<Mutex> lock(shard.mu);
     bool dropped = false;
     LiveRecord newer;
     if (shard.live.Upsert(removed.address, RecordOf(removed), &newer, &dropped)) {
@@ -323,7 +323,7 @@ void Tracker::UndoFree(const LiveAlloc& removed) {
 void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
   std::vector<uint64_t> starts;
   {
-    std::lock_guard<std::mutex> lock(vmm_mu_);
+    std::lock_guard<Mutex> lock(vmm_mu_);
     auto it = vmm_ranges_.lower_bound(address);
     while (it != vmm_ranges_.end() && it->first < address + size) {
       starts.push_back(it->first);
@@ -396,7 +396,7 @@ TrackerSnapshot Tracker::Snapshot() const {
   snap.live.reserve(live_estimate + live_estimate / 16);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard<Mutex> lock(shard.mu);
     shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
       snap.live.push_back(AllocOf(address, record));
     });
@@ -450,7 +450,7 @@ TrackerSnapshot Tracker::Snapshot() const {
     snap.sites.emplace_back(id, t);
   }
   {
-    std::lock_guard<std::mutex> lock(peak_mu_);
+    std::lock_guard<Mutex> lock(peak_mu_);
     snap.peak_sites = peak_sites_;
     snap.peak_sites_device_bytes = peak_captured_bytes_.load(std::memory_order_relaxed);
     snap.peak_sites_time_ns = peak_captured_time_ns_;

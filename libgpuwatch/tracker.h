@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "libgpuwatch/event.h"
+#include "libgpuwatch/mutex.h"
 
 namespace gpuwatch {
 
@@ -220,13 +221,13 @@ class Tracker {
   Site* sites_ = nullptr;
   std::atomic<uint32_t> sites_used_{1};
 
-  mutable std::mutex peak_mu_;                             // serialises peak captures
+  mutable Mutex peak_mu_;                                  // serialises peak captures
   std::vector<std::pair<uint32_t, uint64_t>> peak_sites_;  // guarded by peak_mu_
   std::atomic<uint64_t> peak_captured_bytes_{0};
   uint64_t peak_captured_time_ns_ = 0;  // guarded by peak_mu_
 
   // VMM mappings, ordered so that an unmap can find every mapping in its range.
-  mutable std::mutex vmm_mu_;
+  mutable Mutex vmm_mu_;
   std::map<uint64_t, uint64_t> vmm_ranges_;  // address -> size; guarded by vmm_mu_
 
   // Live pinned and registered host ranges, for Classify. Few and large.
@@ -236,7 +237,7 @@ class Tracker {
   };
   void AddHostRange(const LiveAlloc& alloc);
   void RemoveHostRange(uint64_t address);
-  mutable std::mutex host_mu_;
+  mutable Mutex host_mu_;
   std::map<uint64_t, HostRange> host_ranges_;  // guarded by host_mu_
   std::atomic<uint64_t> host_range_count_{0};
 };

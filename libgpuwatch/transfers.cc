@@ -92,7 +92,7 @@ void Transfers::Register(uint64_t key, const CopyCall& call) {
 }
 
 void Transfers::OnCopyCall(const CopyCall& call, bool activity) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   if (activity) {
     Register(PendingKey(call.correlation), call);
   } else {
@@ -101,14 +101,14 @@ void Transfers::OnCopyCall(const CopyCall& call, bool activity) {
 }
 
 void Transfers::OnCopyFailed(uint32_t correlation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   CopyCall gone;
   pending_.Erase(PendingKey(correlation), &gone);
 }
 
 void Transfers::OnGraphCopy(uint32_t correlation, uint64_t node, const CopyCall& call,
                             bool activity) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   if (activity) {
     Register(GraphKey(correlation, node), call);
   } else {
@@ -117,7 +117,7 @@ void Transfers::OnGraphCopy(uint32_t correlation, uint64_t node, const CopyCall&
 }
 
 void Transfers::OnGraphLaunchFailed(uint32_t correlation, uint64_t node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   CopyCall gone;
   pending_.Erase(GraphKey(correlation, node), &gone);
 }
@@ -137,7 +137,7 @@ uint32_t Transfers::Join(uint64_t key, const CopyRecord& record) {
 }
 
 uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   // A runtime copy was registered under the runtime call's id, a driver copy
   // under the driver call's; a graph node's under its launch's and its id.
   const uint32_t ids[2] = {record.runtime_correlation, record.correlation};
@@ -155,7 +155,7 @@ uint32_t Transfers::OnCopyRecord(const CopyRecord& record) {
 }
 
 void Transfers::Settle() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   // A batch waiting for several records: what is left of its bytes is not
   // known per copy; count the rest as one.
   pending_.ForEach([this](uint64_t /*key*/, const CopyCall& call) {
@@ -271,7 +271,7 @@ std::vector<TransferFinding> FindTransferIssues(
 }
 
 TransfersSnapshot Transfers::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<Mutex> lock(mu_);
   TransfersSnapshot snap = totals_;
   // The calls still waiting for a record count too, as Settle() would count
   // them: a copy happened whether or not its record arrived yet.

@@ -27,6 +27,7 @@
 
 #include "libgpuwatch/address_map.h"
 #include "libgpuwatch/event.h"
+#include "libgpuwatch/mutex.h"
 
 namespace gpuwatch {
 
@@ -175,7 +176,7 @@ class Transfers {
   void Register(uint64_t key, const CopyCall& call) /* requires mu_ */;
   uint32_t Join(uint64_t key, const CopyRecord& record) /* requires mu_ */;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Keys: a call's correlation id + 1 (the table's keys are non-zero); a
   // graph node's copy at a launch: (correlation id + 1) << 32 | the node id's
   // low 32 bits, which never collides with a call's key.

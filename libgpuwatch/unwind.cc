@@ -12,6 +12,7 @@
 
 #include "libgpuwatch/cfi_unwind.h"
 #include "libgpuwatch/log.h"
+#include "libgpuwatch/mutex.h"
 
 namespace gpuwatch {
 
@@ -55,7 +56,7 @@ struct CodeRanges {
   const CodeRanges* replaced = nullptr;
 };
 constinit std::atomic<const CodeRanges*> g_tool_ranges{nullptr};
-constinit std::mutex g_refresh_mu;  // serialises refreshes
+constinit Mutex g_refresh_mu;  // serialises refreshes
 // The most leading tool frames a capture has found so far.
 constinit std::atomic<int> g_tool_frames{0};
 
@@ -284,7 +285,7 @@ UnwinderFns LoadUnwinder(const char* libunwind_soname) {
 void RefreshToolModulesNamed(const char* const* prefixes, int count) {
   // A refresh already running finds the same modules; and after a fork() the
   // lock may be held by a thread that no longer exists.
-  std::unique_lock<std::mutex> lock(g_refresh_mu, std::try_to_lock);
+  std::unique_lock<Mutex> lock(g_refresh_mu, std::try_to_lock);
   if (!lock.owns_lock()) return;
   CodeRanges found;
   FindRangesArg arg{prefixes, count, &found};

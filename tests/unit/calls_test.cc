@@ -16,7 +16,9 @@
 #include "interpose/callbacks.h"
 #include "interpose/calls.h"
 #include "interpose/cupti_loader.h"
+#include "interpose/guard.h"
 #include "libgpuwatch/graphs.h"
+#include "libgpuwatch/mutex.h"
 #include "libgpuwatch/tracker.h"
 #include "libgpuwatch/transfers.h"
 
@@ -445,6 +447,55 @@ class Switchboard : public ::testing::Test {
   Transfers transfers_;
   GraphTable graphs_;
 };
+
+// gpuwatch's own work inside a callback (here the out-of-memory hook) may
+// make CUDA calls; their callbacks are gpuwatch's, not the application's.
+TEST_F(Switchboard, CallbacksCausedByGpuwatchItselfAreIgnored) {
+  static decltype(this) self = nullptr;
+  static int hook_calls = 0;
+  self = this;
+  hook_calls = 0;
+  CallbackHooks hooks;
+  hooks.tracker = &tracker_;
+  hooks.on_oom = [](const OomEvent&) {
+    ++hook_calls;
+    EXPECT_TRUE(InsideGpuwatch());
+    self->Malloc(0x9000, 512, 99);  // a CUDA call of gpuwatch's own, inside the callback
+  };
+  SetCallbackHooks(hooks);
+  void* out = nullptr;
+  const cudaMalloc_v3020_params p{&out, 1 << 20};
+  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, p);
+  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, p, cudaErrorMemoryAllocation);
+  EXPECT_EQ(hook_calls, 1);
+  EXPECT_EQ(Live(), 0u) << "gpuwatch's own allocation is not the application's";
+  EXPECT_FALSE(InsideGpuwatch());
+  Malloc(0x9000, 512, 2);  // the application's, after the callback returned
+  EXPECT_EQ(Live(), 1u);
+}
+
+TEST(GpuwatchMutex, CountsTheLocksTheCallingThreadHolds) {
+  Mutex a;
+  Mutex b;
+  EXPECT_FALSE(HoldsGpuwatchLock());
+  {
+    const std::lock_guard<Mutex> la(a);
+    EXPECT_TRUE(HoldsGpuwatchLock());
+    {
+      const std::lock_guard<Mutex> lb(b);
+      EXPECT_EQ(t_gpuwatch_locks_held, 2);
+    }
+    EXPECT_EQ(t_gpuwatch_locks_held, 1);
+    // Another thread holds none, and cannot take a while this one holds it.
+    std::thread other([&] {
+      EXPECT_FALSE(HoldsGpuwatchLock());
+      EXPECT_FALSE(a.try_lock());
+      EXPECT_FALSE(HoldsGpuwatchLock()) << "a failed try_lock holds nothing";
+    });
+    other.join();
+  }
+  EXPECT_FALSE(HoldsGpuwatchLock());
+}
 
 TEST_F(Switchboard, AFreeIsRecordedAtEntryAndUndoneWhenItFails) {
   Malloc(0x1000, 256, 1);
