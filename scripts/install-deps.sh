@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git python3
-  libunwind-dev libdw-dev libabsl-dev nlohmann-json3-dev libcli11-dev
+  libunwind-dev libdw-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
   clang-format clang-tidy

@@ -7,27 +7,11 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
-
-std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
-
-std::map<std::string, std::string> PreloadEnv(const std::string& output) {
-  auto env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
-  env["GPUWATCH_OUTPUT"] = output;
-  return env;
-}
-
-json ReadReport(const std::string& path) {
-  const std::string text = ReadFile(path);
-  EXPECT_FALSE(text.empty()) << "no report at " << path;
-  return json::parse(text, nullptr, /*allow_exceptions=*/false);
-}
 
 TEST(Attach, PreloadSeesAllocationsCopiesAndLaunches) {
   ScopedTempDir dir;

@@ -10,7 +10,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -24,13 +23,7 @@ std::string LeakyAt() {
   return "leaky_loop.cu:" + std::to_string(line);
 }
 
-std::string GrowthAt(const std::string& marker) {
-  const int line = LineOf(kSourceDir + "/tests/e2e/programs/growth_loop.cu", marker);
-  EXPECT_GT(line, 0);
-  return "growth_loop.cu:" + std::to_string(line);
-}
-
-std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
+std::string GrowthAt(const std::string& marker) { return ProgramLine("growth_loop.cu", marker); }
 
 // Runs a program under `gpuwatch run` and returns the report's path.
 std::string Traced(const ScopedTempDir& dir, const std::string& name,

@@ -1,16 +1,20 @@
-// What the end-to-end tests share: where the build put the library, the
-// command, the simulator and the test programs (tests/CMakeLists.txt passes
-// them in), and small helpers for reading reports and sources.
+// The end-to-end tests' harness, one header for every test in tests/e2e:
+// where the build put the library, the command, the simulator and the test
+// programs (tests/CMakeLists.txt passes them in); running a program with a
+// given environment, to its end (RunProcess) or while the test talks to it
+// (StartProcess); the environments the tests run programs in; and reading
+// reports and sources.
 #ifndef GPUWATCH_TESTS_E2E_COMMON_H_
 #define GPUWATCH_TESTS_E2E_COMMON_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "tests/e2e/subprocess.h"
-#include "tools/report_reader.h"
 
 namespace gpuwatch::testing {
 
@@ -24,33 +28,113 @@ inline const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
 
-// The 1-based number of the first line of the file `source` that contains
-// `marker`; 0 when none does.
-int LineOf(const std::string& source, const std::string& marker);
+// --- Processes ----------------------------------------------------------------
+
+struct ProcessResult {
+  int exit_code = -1;  // valid when !signaled
+  bool signaled = false;
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+// The environment a child gets, as NAME=VALUE strings: the current
+// environment minus every GPUWATCH_*, GWSIM_*, LD_PRELOAD and
+// CUDA_INJECTION64_PATH variable, plus the simulator's model that ctest gives
+// in GPUWATCH_TEST_SIM_ENV, plus `env` (an empty value unsets).
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& env);
+
+// Runs argv[0] (searched in PATH) in `cwd` (unless empty) with
+// ChildEnvironment(env) and stdin on /dev/null. Blocks until it exits.
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env, const std::string& cwd);
+
+// A child that runs while the test talks to it: pipes on its stdin (when
+// asked for), stdout and stderr, and what it has written so far.
+struct RunningProcess {
+  pid_t pid = -1;
+  int in = -1;
+  int out = -1;
+  int err = -1;
+  std::string out_text;
+  std::string err_text;
+};
+
+struct StartOptions {
+  bool stdin_pipe = false;      // RunningProcess::in; otherwise stdin is /dev/null
+  bool no_core_dumps = false;   // RLIMIT_CORE 0, for children that are meant to crash
+  bool ignore_sigterm = false;  // SIGTERM ignored across exec, as under nohup
+};
+
+// Starts argv as RunProcess does, without waiting for it.
+RunningProcess StartProcess(const std::vector<std::string>& argv,
+                            const std::map<std::string, std::string>& env, const std::string& cwd,
+                            const StartOptions& options = {});
+
+// Reads what the child has written, waiting at most `timeout_ms` (-1: until
+// something comes). False once both its stdout and stderr are closed.
+bool ReadAvailable(RunningProcess& child, int timeout_ms);
+
+// Closes the child's stdin, reads everything it writes and reaps it. With
+// `timeout_ms` >= 0 the child is killed (SIGKILL) when it has not closed its
+// output by then, and `*timed_out` says so.
+ProcessResult FinishProcess(RunningProcess& child, int timeout_ms = -1, bool* timed_out = nullptr);
+
+// --- Environments -------------------------------------------------------------
+
+// The simulator's libraries in place of CUDA's, nothing of gpuwatch.
+std::map<std::string, std::string> SimEnv();
+
+// SimEnv() with libgpuwatch.so preloaded, its report written to `output`,
+// and `extra` on top.
+std::map<std::string, std::string> PreloadEnv(const std::string& output,
+                                              const std::map<std::string, std::string>& extra = {});
+
+// --- Files, reports and sources -----------------------------------------------
+
+std::string ReadFile(const std::string& path);
+
+// Lines of `text` that start with `prefix`.
+std::vector<std::string> LinesStartingWith(const std::string& text, const std::string& prefix);
+
+// The first line of `text` that contains every one of `parts`, or "".
+std::string LineWith(const std::string& text, const std::vector<std::string>& parts);
 
 // The JSON document at `path`; a discarded value when it is missing or does
 // not parse (tests then fail on the fields they expect). A report's sites get
 // their frames from its frame table (InlineFrameTable), as the tools read it.
-inline nlohmann::json ReadJson(const std::string& path) {
-  nlohmann::json doc = nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-  tools::InlineFrameTable(&doc);
-  return doc;
-}
+nlohmann::json ReadJson(const std::string& path);
 
-// The first line of `text` that contains every one of `parts`, or "".
-inline std::string LineWith(const std::string& text, const std::vector<std::string>& parts) {
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    bool all = true;
-    for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
-    if (all) return line;
-    start = end + 1;
-  }
-  return "";
-}
+// ReadJson(path) of a report that must exist: a failure when there is none.
+nlohmann::json ReadReport(const std::string& path);
+
+// The site of `section` (an object with "sites") whose location is
+// `location`, or null.
+nlohmann::json SiteAt(const nlohmann::json& section, const std::string& location);
+
+// The 1-based number of the first line of the file `source` that contains
+// `marker`; 0 when none does.
+int LineOf(const std::string& source, const std::string& marker);
+
+// "FILE:LINE" for the first line of tests/e2e/programs/FILE that contains
+// `marker` (the location a report gives it); a failure when none does.
+std::string ProgramLine(const std::string& file, const std::string& marker);
+
+// A fresh empty directory under $TMPDIR; removed with its contents by
+// ~ScopedTempDir.
+class ScopedTempDir {
+ public:
+  ScopedTempDir();
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Names of the entries in the directory, sorted.
+  std::vector<std::string> List() const;
+
+ private:
+  std::string path_;
+};
 
 }  // namespace gpuwatch::testing
 

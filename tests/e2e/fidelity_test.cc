@@ -13,7 +13,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -21,9 +20,7 @@ namespace {
 using nlohmann::json;
 
 std::string At(const std::string& program, const std::string& marker) {
-  const int line = LineOf(kSourceDir + "/tests/e2e/programs/" + program, marker);
-  EXPECT_GT(line, 0) << program << " " << marker;
-  return program + ":" + std::to_string(line);
+  return ProgramLine(program, marker);
 }
 
 // Runs a test program with libgpuwatch.so preloaded on the simulator.
@@ -31,10 +28,8 @@ json RunUnder(const ScopedTempDir& dir, const std::string& program,
               const std::map<std::string, std::string>& extra = {},
               ProcessResult* result = nullptr) {
   const std::string out = dir.path() + "/" + program + ".json";
-  std::map<std::string, std::string> env = {
-      {"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", out}};
-  for (const auto& [k, v] : extra) env[k] = v;
-  const ProcessResult r = RunProcess({kPrograms + "/" + program}, env, dir.path());
+  const ProcessResult r =
+      RunProcess({kPrograms + "/" + program}, PreloadEnv(out, extra), dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (result != nullptr) *result = r;
   return ReadJson(out);

@@ -11,32 +11,19 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
 
-// The 1-based line of `source` that contains `marker`, or 0.
-std::string GrowthAt(const std::string& marker) {
-  const int line = LineOf(kSourceDir + "/tests/e2e/programs/growth_loop.cu", marker);
-  EXPECT_GT(line, 0) << marker;
-  return "growth_loop.cu:" + std::to_string(line);
-}
+std::string GrowthAt(const std::string& marker) { return ProgramLine("growth_loop.cu", marker); }
 
-std::string ForkAt(const std::string& marker) {
-  const int line = LineOf(kSourceDir + "/tests/e2e/programs/fork_child.cu", marker);
-  EXPECT_GT(line, 0) << marker;
-  return "fork_child.cu:" + std::to_string(line);
-}
+std::string ForkAt(const std::string& marker) { return ProgramLine("fork_child.cu", marker); }
 
-std::map<std::string, std::string> PreloadEnv(const std::string& output) {
-  // Periodic sampling off: the tests look at the marks alone.
-  return {{"LD_LIBRARY_PATH", kSimDir},
-          {"LD_PRELOAD", kLib},
-          {"GPUWATCH_OUTPUT", output},
-          {"GPUWATCH_SAMPLE_MS", "0"}};
+// Periodic sampling off: the tests look at the marks alone.
+std::map<std::string, std::string> MarksOnlyEnv(const std::string& output) {
+  return PreloadEnv(output, {{"GPUWATCH_SAMPLE_MS", "0"}});
 }
 
 json RunGrowthLoop(const ScopedTempDir& dir, const std::vector<std::string>& args,
@@ -44,7 +31,7 @@ json RunGrowthLoop(const ScopedTempDir& dir, const std::vector<std::string>& arg
   const std::string out = dir.path() + "/report.json";
   std::vector<std::string> argv = {kPrograms + "/growth_loop"};
   argv.insert(argv.end(), args.begin(), args.end());
-  const ProcessResult r = RunProcess(argv, PreloadEnv(out), dir.path());
+  const ProcessResult r = RunProcess(argv, MarksOnlyEnv(out), dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (result != nullptr) *result = r;
   return ReadJson(out);
@@ -122,7 +109,7 @@ TEST(Growth, TimelineStaysBoundedOverAThousandMarks) {
 TEST(Growth, WithoutMarksPeriodicSamplesGiveARatePerSecond) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  auto env = PreloadEnv(out);
+  auto env = MarksOnlyEnv(out);
   env["GPUWATCH_SAMPLE_MS"] = "1";
   // 60 iterations of at least 2 ms each, 64 KiB kept per iteration.
   const ProcessResult r = RunProcess(
@@ -168,7 +155,7 @@ TEST(Growth, PythonCtypesExampleMarksIterations) {
 #endif
   ScopedTempDir dir;
   const std::string out = dir.path() + "/py.json";
-  std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", kSimDir}};
+  std::map<std::string, std::string> env = SimEnv();
   const ProcessResult r = RunProcess({kCli, "run", "-o", out, "--sample-ms", "0", "--", "python3",
                                       kSourceDir + "/examples/mark_iterations.py", "--steps", "6"},
                                      env, dir.path());
@@ -197,7 +184,7 @@ struct ForkRun {
 ForkRun RunForkChild(const ScopedTempDir& dir, const std::string& pattern,
                      const std::string& sample_ms = "0", const std::string& mode = "") {
   ForkRun run;
-  auto env = PreloadEnv(dir.path() + "/" + pattern);
+  auto env = MarksOnlyEnv(dir.path() + "/" + pattern);
   env["GPUWATCH_SAMPLE_MS"] = sample_ms;
   std::vector<std::string> argv = {kPrograms + "/fork_child"};
   if (!mode.empty()) argv.push_back(mode);
@@ -305,7 +292,7 @@ TEST(Fork, ChildOfAFixedOutputPathWritesBesideIt) {
 
 TEST(ExitCode, LeakTurnsStatusZeroIntoTheCodeAndKeepsOutput) {
   ScopedTempDir dir;
-  auto env = PreloadEnv(dir.path() + "/r.json");
+  auto env = MarksOnlyEnv(dir.path() + "/r.json");
   const ProcessResult plain = RunProcess({kExamples + "/leaky_loop"}, env, dir.path());
   env["GPUWATCH_EXITCODE"] = "23";
   const ProcessResult r = RunProcess({kExamples + "/leaky_loop"}, env, dir.path());
@@ -322,7 +309,7 @@ TEST(ExitCode, SuppressedLeakLeavesStatusZero) {
   ScopedTempDir dir;
   const std::string supp = dir.path() + "/gpuwatch.supp";
   std::ofstream(supp) << "# kept on purpose\nleak:AllocateHistory\n";
-  auto env = PreloadEnv(dir.path() + "/r.json");
+  auto env = MarksOnlyEnv(dir.path() + "/r.json");
   env["GPUWATCH_EXITCODE"] = "23";
   env["GPUWATCH_SUPPRESSIONS"] = supp;
   const ProcessResult r = RunProcess({kExamples + "/leaky_loop"}, env, dir.path());
@@ -338,7 +325,7 @@ TEST(ExitCode, SuppressedLeakLeavesStatusZero) {
 
 TEST(ExitCode, NonZeroStatusAndCleanProgramsAreLeftAlone) {
   ScopedTempDir dir;
-  auto env = PreloadEnv(dir.path() + "/r.json");
+  auto env = MarksOnlyEnv(dir.path() + "/r.json");
   env["GPUWATCH_EXITCODE"] = "23";
   // exit_with leaks 1 MiB but exits 3 on its own: 3 it stays.
   EXPECT_EQ(RunProcess({kPrograms + "/exit_with", "3"}, env, dir.path()).exit_code, 3);

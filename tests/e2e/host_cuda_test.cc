@@ -5,13 +5,11 @@
 // without gpuwatch, and what gpuwatch reports is asserted exactly.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -23,25 +21,6 @@ const std::string kOtherSubscriber = GPUWATCH_TEST_OTHER_SUBSCRIBER;  // gwsim_i
 // By soname, so that LD_LIBRARY_PATH picks the simulator's.
 const std::string kCudart = "libcudart.so.13";
 const std::string kCupti = "libcupti.so.13";
-
-std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
-
-json ReadReport(const std::string& path) {
-  const std::string text = ReadFile(path);
-  EXPECT_FALSE(text.empty()) << "no report at " << path;
-  return json::parse(text, nullptr, /*allow_exceptions=*/false);
-}
-
-// "FILE:LINE" of the first line of tests/e2e/programs/FILE containing `marker`.
-std::string At(const std::string& file, const std::string& marker) {
-  std::ifstream in(kSourceDir + "/tests/e2e/programs/" + file);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find(marker) != std::string::npos) return file + ":" + std::to_string(n);
-  }
-  ADD_FAILURE() << marker << " not found in " << file;
-  return "";
-}
 
 // `err` without the lines gpuwatch printed.
 std::string WithoutGpuwatchLines(const std::string& err) {
@@ -80,9 +59,9 @@ void ExpectDlopenReport(const ScopedTempDir& dir, const std::string& out) {
   EXPECT_EQ(r["totals"]["copies"]["d2h"]["bytes"], 64 * kKiB);
   const json& sites = r["leaks"]["device"]["sites"];
   ASSERT_EQ(sites.size(), 2u) << sites.dump();
-  EXPECT_EQ(sites[0]["location"], At("dlopen_cudart.cc", "\"load 2: cudaMalloc 3 MiB\""));
+  EXPECT_EQ(sites[0]["location"], ProgramLine("dlopen_cudart.cc", "\"load 2: cudaMalloc 3 MiB\""));
   EXPECT_EQ(sites[0]["bytes"], 3 * kMiB);
-  EXPECT_EQ(sites[1]["location"], At("dlopen_cudart.cc", "\"load 1: cudaMalloc 1 MiB\""));
+  EXPECT_EQ(sites[1]["location"], ProgramLine("dlopen_cudart.cc", "\"load 1: cudaMalloc 1 MiB\""));
   EXPECT_EQ(sites[1]["bytes"], 1 * kMiB);
   // dlclose of the first runtime destroyed its context with 1 MiB live.
   const json context = ReadReport(out + ".context-1");
@@ -195,7 +174,7 @@ TEST(HostCuda, GpuwatchSubscribedFirstHostSeesTheUsualError) {
   EXPECT_EQ(device["current_bytes"], 1 * kMiB);
   const json& sites = r["leaks"]["device"]["sites"];
   ASSERT_EQ(sites.size(), 1u) << sites.dump();
-  EXPECT_EQ(sites[0]["location"], At("own_cupti.cc", "cuda_malloc(&p[i], size)"));
+  EXPECT_EQ(sites[0]["location"], ProgramLine("own_cupti.cc", "cuda_malloc(&p[i], size)"));
 }
 
 // A host that subscribes through cuptiSubscribe_v2, as current Kineto does,

@@ -11,7 +11,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -29,7 +28,7 @@ std::string LeakyReport(const ScopedTempDir& dir) {
   const std::string out = dir.path() + "/leaky.json";
   const ProcessResult r = RunProcess({kCli, "run", "-o", out, "--sample-ms", "0", "--library", kLib,
                                       "--", kExamples + "/leaky_loop"},
-                                     {{"LD_LIBRARY_PATH", kSimDir}}, dir.path());
+                                     SimEnv(), dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return out;
 }

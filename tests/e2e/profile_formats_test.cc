@@ -13,7 +13,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 #include "tools/pprof/profile.pb.h"
 
 namespace gpuwatch::testing {
@@ -32,7 +31,7 @@ class ProfileFormats : public ::testing::Test {
     report_path_ = dir_.path() + "/leak_sites.json";
     const ProcessResult r = RunProcess({kCli, "run", "--no-summary", "--sample-ms", "0", "-o",
                                         report_path_, "--", kPrograms + "/leak_sites"},
-                                       {{"LD_LIBRARY_PATH", kSimDir}}, dir_.path());
+                                       SimEnv(), dir_.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     report_ = ReadJson(report_path_);
     ASSERT_TRUE(report_.is_object()) << r.err;

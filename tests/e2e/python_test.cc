@@ -25,7 +25,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -111,13 +110,6 @@ std::string FindPython(const std::string& which) {
   return OnPath(exe);
 }
 
-json SiteAt(const json& section, const std::string& location) {
-  for (const json& site : section["sites"]) {
-    if (site["location"] == location) return site;
-  }
-  return nullptr;
-}
-
 json SiteWithBytes(const json& section, uint64_t bytes) {
   for (const json& site : section["sites"]) {
     if (site["bytes"] == bytes) return site;
@@ -181,10 +173,7 @@ class PythonTest : public ::testing::TestWithParam<const char*> {
   // Runs the script in `mode` under LD_PRELOAD; the report goes to `out`.
   ProcessResult Run(const ScopedTempDir& dir, const std::string& mode, const std::string& out,
                     const std::map<std::string, std::string>& extra = {}) const {
-    std::map<std::string, std::string> env = {
-        {"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", out}};
-    for (auto& [k, v] : extra) env[k] = v;
-    return RunProcess({python_, kScript, mode, kHelper}, env, dir.path());
+    return RunProcess({python_, kScript, mode, kHelper}, PreloadEnv(out, extra), dir.path());
   }
 
   std::string python_;
@@ -354,11 +343,7 @@ TEST_F(PythonOptionsTest, PythonOffGivesNativeFramesOnly) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
   const ProcessResult r = RunProcess({python_, kScript, "nested"},
-                                     {{"LD_LIBRARY_PATH", kSimDir},
-                                      {"LD_PRELOAD", kLib},
-                                      {"GPUWATCH_OUTPUT", out},
-                                      {"GPUWATCH_PYTHON", "0"}},
-                                     dir.path());
+                                     PreloadEnv(out, {{"GPUWATCH_PYTHON", "0"}}), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = ReadJson(out);
   ASSERT_TRUE(report.is_object()) << r.err;
@@ -376,12 +361,8 @@ TEST_F(PythonOptionsTest, SuppressionsMatchPythonFramesInProcessAndInCheck) {
   const std::string supp = dir.path() + "/python.supp";
   // A Python function of the 3 MiB site's stack, not its innermost frame.
   std::ofstream(supp) << "leak:^middle$\n";
-  const ProcessResult r = RunProcess({python_, kScript, "nested"},
-                                     {{"LD_LIBRARY_PATH", kSimDir},
-                                      {"LD_PRELOAD", kLib},
-                                      {"GPUWATCH_OUTPUT", out},
-                                      {"GPUWATCH_SUPPRESSIONS", supp}},
-                                     dir.path());
+  const ProcessResult r = RunProcess(
+      {python_, kScript, "nested"}, PreloadEnv(out, {{"GPUWATCH_SUPPRESSIONS", supp}}), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = ReadJson(out);
   ASSERT_TRUE(report.is_object()) << r.err;
@@ -412,8 +393,8 @@ TEST_F(PythonOptionsTest, GpuwatchRunAndReportShowTheScriptLine) {
 #endif
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess({kCli, "run", "-o", out, "--", python_, kScript, "nested"},
-                                     {{"LD_LIBRARY_PATH", kSimDir}}, dir.path());
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", python_, kScript, "nested"}, SimEnv(), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
   EXPECT_EQ(text.exit_code, 0) << text.err;

@@ -8,7 +8,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -18,9 +17,8 @@ using nlohmann::json;
 TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess(
-      {kPrograms + "/stress", "8", "100000"},
-      {{"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", out}}, dir.path());
+  const ProcessResult r =
+      RunProcess({kPrograms + "/stress", "8", "100000"}, PreloadEnv(out), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = ReadJson(out);
   ASSERT_TRUE(report.is_object());
@@ -47,10 +45,7 @@ TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
 
 std::map<std::string, std::string> LeakyLoopEnv(const std::string& out) {
   // Checkpoints off: the exit report is the one write these tests look at.
-  return {{"LD_LIBRARY_PATH", kSimDir},
-          {"LD_PRELOAD", kLib},
-          {"GPUWATCH_OUTPUT", out},
-          {"GPUWATCH_CHECKPOINT_SECONDS", "0"}};
+  return PreloadEnv(out, {{"GPUWATCH_CHECKPOINT_SECONDS", "0"}});
 }
 
 std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {

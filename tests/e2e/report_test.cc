@@ -8,25 +8,11 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
-
-// The 1-based line of `source` that contains `marker`, or 0.
-std::map<std::string, std::string> PreloadEnv(const std::string& output) {
-  return {{"LD_LIBRARY_PATH", kSimDir}, {"LD_PRELOAD", kLib}, {"GPUWATCH_OUTPUT", output}};
-}
-
-// The leak entry of `section` whose location is `location`, or null.
-json SiteAt(const json& section, const std::string& location) {
-  for (const json& site : section["sites"]) {
-    if (site["location"] == location) return site;
-  }
-  return nullptr;
-}
 
 TEST(Report, LeakSitesAreNamedByFileAndLineWithExactBytes) {
   ScopedTempDir dir;

@@ -3,15 +3,10 @@
 // runs tests/e2e/programs/signal_wait on the simulator, once without gpuwatch
 // where the outcome is compared, and with it: the process must end the same
 // way, with the same output, and leave a complete report.
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -22,7 +17,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -30,8 +24,6 @@ namespace {
 using nlohmann::json;
 
 const std::string kProgram = std::string(GPUWATCH_TEST_PROGRAMS_DIR) + "/signal_wait";
-const std::string kSource =
-    std::string(GPUWATCH_TEST_SOURCE_DIR) + "/tests/e2e/programs/signal_wait.cu";
 constexpr uint64_t kLeakBytes = (5u << 20) + 4096;  // kLeakBytes of signal_wait.cu
 // Hang guards only: nothing here is expected to take more than a moment.
 constexpr int kTimeoutMs = 120000;
@@ -42,157 +34,49 @@ int64_t NowMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-// A running child with pipes on stdin, stdout and stderr. RunProcess waits
-// for the end; these tests talk to the child while it runs.
-struct Child {
-  pid_t pid = -1;
-  int in = -1;
-  int out = -1;
-  int err = -1;
-  std::string out_text;
-  std::string err_text;
-};
-
-struct Ended {
-  bool signaled = false;
-  int sig = 0;
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Starts `argv` with the environment RunProcess gives (GPUWATCH_*, GWSIM_*,
-// LD_PRELOAD and CUDA_INJECTION64_PATH removed, then `env` added). Core
-// dumps are off, so that crash tests leave no core file behind.
-Child Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-            const std::string& cwd, bool ignore_sigterm = false) {
-  std::vector<std::string> env_strings = ChildEnvironment(env);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> argp;
-  for (auto& s : args) argp.push_back(s.data());
-  argp.push_back(nullptr);
-
-  int in_pipe[2];
-  int out_pipe[2];
-  int err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
-      pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return {};
-  }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in_pipe[0], STDIN_FILENO);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
-    const rlimit no_core{0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    if (ignore_sigterm) signal(SIGTERM, SIG_IGN);  // inherited through exec, as under nohup
-    if (chdir(cwd.c_str()) != 0) _exit(125);
-    execve(argp[0], argp.data(), envp.data());
-    _exit(127);
-  }
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  Child child;
-  child.pid = pid;
-  child.in = in_pipe[1];
-  child.out = out_pipe[0];
-  child.err = err_pipe[0];
-  if (pid < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
-  return child;
-}
-
-// Reads what the child wrote, waiting at most `timeout_ms`. False when both
-// pipes are closed.
-bool Pump(Child& c, int timeout_ms) {
-  pollfd fds[2] = {{c.out, POLLIN, 0}, {c.err, POLLIN, 0}};
-  if (c.out < 0 && c.err < 0) return false;
-  const int n = poll(fds, 2, timeout_ms);
-  if (n <= 0) return true;
-  int* ends[2] = {&c.out, &c.err};
-  std::string* sinks[2] = {&c.out_text, &c.err_text};
-  for (int i = 0; i < 2; ++i) {
-    if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-    char buf[4096];
-    const ssize_t r = read(fds[i].fd, buf, sizeof(buf));
-    if (r > 0) {
-      sinks[i]->append(buf, static_cast<size_t>(r));
-    } else if (r == 0 || errno != EINTR) {
-      close(*ends[i]);
-      *ends[i] = -1;
-    }
-  }
-  return true;
+// Starts `argv` with a pipe on its stdin, for the tests that talk to the
+// child while it runs (RunProcess waits for the end). Core dumps are off, so
+// that crash tests leave no core file behind.
+RunningProcess Spawn(const std::vector<std::string>& argv,
+                     const std::map<std::string, std::string>& env, const std::string& cwd,
+                     bool ignore_sigterm = false) {
+  return StartProcess(
+      argv, env, cwd,
+      {.stdin_pipe = true, .no_core_dumps = true, .ignore_sigterm = ignore_sigterm});
 }
 
 // Waits until the child has printed `text` on stdout.
-bool WaitForOutput(Child& c, const std::string& text) {
+bool WaitForOutput(RunningProcess& c, const std::string& text) {
   const int64_t deadline = NowMs() + kTimeoutMs;
   while (c.out_text.find(text) == std::string::npos) {
-    if (NowMs() >= deadline || !Pump(c, 100)) return false;
+    if (NowMs() >= deadline || !ReadAvailable(c, 100)) return false;
   }
   return true;
 }
 
 // Closes stdin, reads everything and reaps the child (SIGKILL after the hang
 // guard, which then fails the test).
-Ended Finish(Child& c) {
-  if (c.in >= 0) close(c.in);
-  c.in = -1;
-  const int64_t deadline = NowMs() + kTimeoutMs;
-  while (Pump(c, 100)) {
-    if (NowMs() >= deadline) {
-      ADD_FAILURE() << "the child did not end; killing it";
-      kill(c.pid, SIGKILL);
-      break;
-    }
-  }
-  Ended e;
-  int status = 0;
-  while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  e.signaled = WIFSIGNALED(status);
-  if (e.signaled) e.sig = WTERMSIG(status);
-  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
-  e.out = c.out_text;
-  e.err = c.err_text;
-  return e;
+ProcessResult Finish(RunningProcess& c) {
+  bool timed_out = false;
+  ProcessResult r = FinishProcess(c, kTimeoutMs, &timed_out);
+  if (timed_out) ADD_FAILURE() << "the child did not end; it was killed";
+  return r;
 }
 
 // Starts the program, waits for "ready", sends `sig`, and waits for the end.
-Ended ReadyThenSignal(const std::string& mode, const std::map<std::string, std::string>& env,
-                      const std::string& cwd, int sig) {
-  Child c = Spawn({kProgram, mode}, env, cwd);
+ProcessResult ReadyThenSignal(const std::string& mode,
+                              const std::map<std::string, std::string>& env, const std::string& cwd,
+                              int sig) {
+  RunningProcess c = Spawn({kProgram, mode}, env, cwd);
   EXPECT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
   EXPECT_EQ(kill(c.pid, sig), 0);
   return Finish(c);
 }
 
-std::map<std::string, std::string> Plain() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
-
 // Summary off: with it, the only difference on stderr would be gpuwatch's
 // own summary lines.
 std::map<std::string, std::string> Preload(const std::string& out) {
-  return {{"LD_LIBRARY_PATH", kSimDir},
-          {"LD_PRELOAD", kLib},
-          {"GPUWATCH_OUTPUT", out},
-          {"GPUWATCH_SUMMARY", "0"}};
-}
-
-std::string LeakLocation() {
-  std::ifstream in(kSource);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find("// LEAK:signal") != std::string::npos) {
-      return "signal_wait.cu:" + std::to_string(n);
-    }
-  }
-  return "LEAK:signal marker not found";
+  return PreloadEnv(out, {{"GPUWATCH_SUMMARY", "0"}});
 }
 
 // The report holds the program's one leak, at its line, with exact bytes.
@@ -201,7 +85,7 @@ void ExpectTheLeak(const json& report) {
   const json& device = report["leaks"]["device"];
   EXPECT_EQ(device["bytes"], kLeakBytes) << device.dump(1);
   ASSERT_EQ(device["sites"].size(), 1u) << device.dump(1);
-  EXPECT_EQ(device["sites"][0]["location"], LeakLocation());
+  EXPECT_EQ(device["sites"][0]["location"], ProgramLine("signal_wait.cu", "// LEAK:signal"));
   EXPECT_EQ(device["sites"][0]["bytes"], kLeakBytes);
   EXPECT_EQ(device["sites"][0]["count"], 1);
 }
@@ -212,12 +96,12 @@ TEST_P(StopSignal, ReportIsWrittenThenTheProcessDiesOfTheSameSignal) {
   const int sig = GetParam();
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  const Ended base = ReadyThenSignal("wait", Plain(), dir.path(), sig);
+  const ProcessResult base = ReadyThenSignal("wait", SimEnv(), dir.path(), sig);
   ASSERT_TRUE(base.signaled) << base.err;
-  ASSERT_EQ(base.sig, sig);
-  const Ended r = ReadyThenSignal("wait", Preload(out), dir.path(), sig);
-  ASSERT_TRUE(r.signaled) << "exit status " << r.code << "\n" << r.err;
-  EXPECT_EQ(r.sig, sig);
+  ASSERT_EQ(base.signal, sig);
+  const ProcessResult r = ReadyThenSignal("wait", Preload(out), dir.path(), sig);
+  ASSERT_TRUE(r.signaled) << "exit status " << r.exit_code << "\n" << r.err;
+  EXPECT_EQ(r.signal, sig);
   EXPECT_EQ(r.out, base.out);
   EXPECT_EQ(r.err, base.err);
   const json report = ReadJson(out);
@@ -238,13 +122,13 @@ INSTANTIATE_TEST_SUITE_P(Signals, StopSignal, ::testing::Values(SIGTERM, SIGINT,
 TEST(Signals, ProgramsOwnHandlerRunsAsBeforeAndTheExitReportIsWritten) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  const Ended base = ReadyThenSignal("own", Plain(), dir.path(), SIGTERM);
+  const ProcessResult base = ReadyThenSignal("own", SimEnv(), dir.path(), SIGTERM);
   ASSERT_FALSE(base.signaled);
-  ASSERT_EQ(base.code, 7);
+  ASSERT_EQ(base.exit_code, 7);
   ASSERT_EQ(base.out, "ready\nown handler: SIGTERM\n");
-  const Ended r = ReadyThenSignal("own", Preload(out), dir.path(), SIGTERM);
-  EXPECT_FALSE(r.signaled) << "signal " << r.sig;
-  EXPECT_EQ(r.code, 7);
+  const ProcessResult r = ReadyThenSignal("own", Preload(out), dir.path(), SIGTERM);
+  EXPECT_FALSE(r.signaled) << "signal " << r.signal;
+  EXPECT_EQ(r.exit_code, 7);
   EXPECT_EQ(r.out, base.out);
   EXPECT_EQ(r.err, base.err);
   const json report = ReadJson(out);
@@ -262,20 +146,20 @@ TEST(Signals, HandlerInstalledBeforeAttachIsChainedWithItsFlags) {
   const std::string out = dir.path() + "/report.json";
   const std::string log = dir.path() + "/run.log";
   std::ofstream(log).close();  // the library appends to it, never creates it
-  const Ended base = ReadyThenSignal("chain", Plain(), dir.path(), SIGTERM);
+  const ProcessResult base = ReadyThenSignal("chain", SimEnv(), dir.path(), SIGTERM);
   ASSERT_FALSE(base.signaled);
-  ASSERT_EQ(base.code, 7);
+  ASSERT_EQ(base.exit_code, 7);
   ASSERT_EQ(base.out, "ready\nchained handler: SIGTERM from kill\nSIGTERM is SIG_DFL again\n");
-  const Ended r = ReadyThenSignal("chain",
-                                  {{"LD_LIBRARY_PATH", kSimDir},
-                                   {"CUDA_INJECTION64_PATH", kLib},
-                                   {"GPUWATCH_OUTPUT", out},
-                                   {"GPUWATCH_SUMMARY", "0"},
-                                   {"GPUWATCH_CHECKPOINT_SECONDS", "0"},
-                                   {"GPUWATCH_RUN_LOG", log}},
-                                  dir.path(), SIGTERM);
-  EXPECT_FALSE(r.signaled) << "signal " << r.sig;
-  EXPECT_EQ(r.code, 7);
+  const ProcessResult r = ReadyThenSignal("chain",
+                                          {{"LD_LIBRARY_PATH", kSimDir},
+                                           {"CUDA_INJECTION64_PATH", kLib},
+                                           {"GPUWATCH_OUTPUT", out},
+                                           {"GPUWATCH_SUMMARY", "0"},
+                                           {"GPUWATCH_CHECKPOINT_SECONDS", "0"},
+                                           {"GPUWATCH_RUN_LOG", log}},
+                                          dir.path(), SIGTERM);
+  EXPECT_FALSE(r.signaled) << "signal " << r.signal;
+  EXPECT_EQ(r.exit_code, 7);
   EXPECT_EQ(r.out, base.out);
   EXPECT_EQ(r.err, base.err);
   // The signal's report came first, then the exit report replaced it (after
@@ -296,14 +180,14 @@ TEST(Signals, HandlerInstalledBeforeAttachIsChainedWithItsFlags) {
 TEST(Signals, IgnoredSigtermStaysIgnored) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  Child c = Spawn({kProgram, "stdin"}, Preload(out), dir.path(), /*ignore_sigterm=*/true);
+  RunningProcess c = Spawn({kProgram, "stdin"}, Preload(out), dir.path(), /*ignore_sigterm=*/true);
   ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
   // An ignored signal is discarded when it is sent: once kill returns it is gone.
   ASSERT_EQ(kill(c.pid, SIGTERM), 0);
   ASSERT_EQ(write(c.in, "go\n", 3), 3);
-  const Ended r = Finish(c);
-  EXPECT_FALSE(r.signaled) << "signal " << r.sig;
-  EXPECT_EQ(r.code, 0);
+  const ProcessResult r = Finish(c);
+  EXPECT_FALSE(r.signaled) << "signal " << r.signal;
+  EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, "ready\nstill running\n");
   EXPECT_EQ(r.err, "");
   const json report = ReadJson(out);
@@ -324,14 +208,14 @@ TEST_P(Crash, ReportIsWrittenThenTheProcessDiesOfTheSameSignal) {
   const auto [mode, sig] = GetParam();
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  Child base_child = Spawn({kProgram, mode}, Plain(), dir.path());
-  const Ended base = Finish(base_child);
+  RunningProcess base_child = Spawn({kProgram, mode}, SimEnv(), dir.path());
+  const ProcessResult base = Finish(base_child);
   ASSERT_TRUE(base.signaled) << base.err;
-  ASSERT_EQ(base.sig, sig);
-  Child child = Spawn({kProgram, mode}, Preload(out), dir.path());
-  const Ended r = Finish(child);
-  ASSERT_TRUE(r.signaled) << "exit status " << r.code << "\n" << r.err;
-  EXPECT_EQ(r.sig, sig);
+  ASSERT_EQ(base.signal, sig);
+  RunningProcess child = Spawn({kProgram, mode}, Preload(out), dir.path());
+  const ProcessResult r = Finish(child);
+  ASSERT_TRUE(r.signaled) << "exit status " << r.exit_code << "\n" << r.err;
+  EXPECT_EQ(r.signal, sig);
   EXPECT_EQ(r.out, base.out);
   EXPECT_EQ(r.err, base.err);
   const json report = ReadJson(out);
@@ -356,7 +240,7 @@ TEST(Signals, CheckpointSurvivesSigkill) {
   const std::string out = dir.path() + "/report.json";
   auto env = Preload(out);
   env["GPUWATCH_CHECKPOINT_SECONDS"] = "1";
-  Child c = Spawn({kProgram, "wait"}, env, dir.path());
+  RunningProcess c = Spawn({kProgram, "wait"}, env, dir.path());
   ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
   // Poll for the checkpoint holding the leak (hang guard only).
   const int64_t deadline = NowMs() + kTimeoutMs;
@@ -365,14 +249,14 @@ TEST(Signals, CheckpointSurvivesSigkill) {
     checkpoint = ReadJson(out);
     if (checkpoint.is_object() && checkpoint["leaks"]["device"]["bytes"] == kLeakBytes) break;
     if (NowMs() >= deadline) break;
-    Pump(c, 20);
+    ReadAvailable(c, 20);
   }
   ASSERT_TRUE(checkpoint.is_object()) << "no checkpoint appeared; stderr: " << c.err_text;
   EXPECT_EQ(checkpoint["trigger"], "checkpoint");
   ASSERT_EQ(kill(c.pid, SIGKILL), 0);
-  const Ended r = Finish(c);
+  const ProcessResult r = Finish(c);
   ASSERT_TRUE(r.signaled);
-  EXPECT_EQ(r.sig, SIGKILL);
+  EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_EQ(r.out, "ready\n");
   EXPECT_EQ(r.err, "");
   const json report = ReadJson(out);
@@ -387,19 +271,19 @@ TEST(Signals, ExitReportReplacesTheCheckpoint) {
   const std::string out = dir.path() + "/report.json";
   auto env = Preload(out);
   env["GPUWATCH_CHECKPOINT_SECONDS"] = "1";
-  Child c = Spawn({kProgram, "stdin"}, env, dir.path());
+  RunningProcess c = Spawn({kProgram, "stdin"}, env, dir.path());
   ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
   const int64_t deadline = NowMs() + kTimeoutMs;
   json checkpoint = ReadJson(out);
   while (!checkpoint.is_object() && NowMs() < deadline) {
-    Pump(c, 20);
+    ReadAvailable(c, 20);
     checkpoint = ReadJson(out);
   }
   ASSERT_TRUE(checkpoint.is_object()) << "no checkpoint appeared; stderr: " << c.err_text;
   EXPECT_EQ(checkpoint["trigger"], "checkpoint");
   ASSERT_EQ(write(c.in, "go\n", 3), 3);
-  const Ended r = Finish(c);
-  EXPECT_EQ(r.code, 0);
+  const ProcessResult r = Finish(c);
+  EXPECT_EQ(r.exit_code, 0);
   const json report = ReadJson(out);
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["trigger"], "exit");
@@ -412,13 +296,13 @@ TEST(Signals, ExitReportReplacesTheCheckpoint) {
 TEST(Signals, ThousandSnapshotSignalsDuringABusyLoop) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  Child c = Spawn({kProgram, "busy"}, Preload(out), dir.path());
+  RunningProcess c = Spawn({kProgram, "busy"}, Preload(out), dir.path());
   ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(kill(c.pid, SIGUSR2), 0) << i;
   ASSERT_EQ(write(c.in, "stop\n", 5), 5);
-  const Ended r = Finish(c);
-  ASSERT_FALSE(r.signaled) << "signal " << r.sig << "\n" << r.err;
-  ASSERT_EQ(r.code, 0) << r.err;
+  const ProcessResult r = Finish(c);
+  ASSERT_FALSE(r.signaled) << "signal " << r.signal << "\n" << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t at = r.out.find("pairs ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const uint64_t pairs = std::stoull(r.out.substr(at + 6));

@@ -9,14 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
@@ -26,27 +24,20 @@ using nlohmann::json;
 constexpr int kIterations = 3;
 
 std::string At(const std::string& name) {
-  std::ifstream in(kSourceDir + "/tests/e2e/programs/trace_events.cu");
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find("// TRACE:" + name) != std::string::npos) {
-      return "trace_events.cu:" + std::to_string(n);
-    }
-  }
-  ADD_FAILURE() << "no marker " << name;
-  return "";
+  return ProgramLine("trace_events.cu", "// TRACE:" + name);
 }
 
 // Runs the program; returns its exit report, and the path in `path`.
 json RunProgram(const ScopedTempDir& dir, const std::map<std::string, std::string>& extra,
                 std::string* path) {
   *path = dir.path() + "/report.json";
-  std::map<std::string, std::string> env = {
-      {"LD_LIBRARY_PATH", kSimDir},      {"LD_PRELOAD", kLib},
-      {"GPUWATCH_OUTPUT", *path},        {"GPUWATCH_SUMMARY", "0"},
-      {"GPUWATCH_KERNEL_TIMING", "1"},   {"GWSIM_DEVICE_COUNT", "2"},
-      {"GWSIM_COPY_LATENCY_NS", "1000"}, {"GWSIM_BW_PAGEABLE", "16"},
-      {"GWSIM_BW_PINNED", "32"},         {"GWSIM_KERNEL_NS", "7000"}};
+  std::map<std::string, std::string> env = PreloadEnv(*path, {{"GPUWATCH_SUMMARY", "0"},
+                                                              {"GPUWATCH_KERNEL_TIMING", "1"},
+                                                              {"GWSIM_DEVICE_COUNT", "2"},
+                                                              {"GWSIM_COPY_LATENCY_NS", "1000"},
+                                                              {"GWSIM_BW_PAGEABLE", "16"},
+                                                              {"GWSIM_BW_PINNED", "32"},
+                                                              {"GWSIM_KERNEL_NS", "7000"}});
   for (const auto& [k, v] : extra) env[k] = v;
   const ProcessResult r = RunProcess({kPrograms + "/trace_events"}, env, dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -4,34 +4,24 @@
 // takes 65,536 ns pageable and 32,768 ns pinned).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
 
 using nlohmann::json;
 
-std::string At(const std::string& name) {
-  std::ifstream in(kSourceDir + "/tests/e2e/programs/transfers.cu");
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find("// AT:" + name) != std::string::npos) return "transfers.cu:" + std::to_string(n);
-  }
-  ADD_FAILURE() << "no marker " << name;
-  return "";
-}
+std::string At(const std::string& name) { return ProgramLine("transfers.cu", "// AT:" + name); }
 
 json RunTransfers(const std::map<std::string, std::string>& extra, std::string* err = nullptr) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  std::map<std::string, std::string> env = {
-      {"LD_LIBRARY_PATH", kSimDir},   {"LD_PRELOAD", kLib},        {"GPUWATCH_OUTPUT", out},
-      {"GWSIM_COPY_LATENCY_NS", "0"}, {"GWSIM_BW_PAGEABLE", "16"}, {"GWSIM_BW_PINNED", "32"}};
+  std::map<std::string, std::string> env = PreloadEnv(
+      out,
+      {{"GWSIM_COPY_LATENCY_NS", "0"}, {"GWSIM_BW_PAGEABLE", "16"}, {"GWSIM_BW_PINNED", "32"}});
   for (const auto& [k, v] : extra) env[k] = v;
   const ProcessResult r = RunProcess({kPrograms + "/transfers"}, env, dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;

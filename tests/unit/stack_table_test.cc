@@ -13,30 +13,7 @@
 
 #include <gtest/gtest.h>
 
-// Counts heap allocations made by the current thread while enabled (see
-// unwind_test.cc). Not under sanitizers, whose runtimes own malloc.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define GPUWATCH_COUNT_MALLOC 1
-extern "C" void* __libc_malloc(size_t size);
-extern "C" void* __libc_calloc(size_t count, size_t size);
-extern "C" void* __libc_realloc(void* ptr, size_t size);
-namespace {
-thread_local bool g_count_mallocs = false;
-thread_local long g_mallocs = 0;
-}  // namespace
-extern "C" void* malloc(size_t size) {
-  if (g_count_mallocs) ++g_mallocs;
-  return __libc_malloc(size);
-}
-extern "C" void* calloc(size_t count, size_t size) {
-  if (g_count_mallocs) ++g_mallocs;
-  return __libc_calloc(count, size);
-}
-extern "C" void* realloc(void* ptr, size_t size) {
-  if (g_count_mallocs) ++g_mallocs;
-  return __libc_realloc(ptr, size);
-}
-#endif
+#include "tests/unit/malloc_counter.h"
 
 namespace gpuwatch {
 namespace {

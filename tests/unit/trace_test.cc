@@ -98,18 +98,24 @@ TEST(Trace, GpuClockOffsetConvertsAndClampsAtZero) {
   EXPECT_EQ(trace.FromGpuClock(5), 0u);
 }
 
+// `threads` threads record at once; thread t records the memory events
+// (time i, device t, bytes i) for i below `per_thread`.
+void RecordFromThreads(Trace& trace, int threads, uint64_t per_thread) {
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&trace, t, per_thread] {
+      for (uint64_t i = 0; i < per_thread; ++i) trace.Memory(i, t, i);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+}
+
 // Four threads record at once: every event is there exactly once.
 TEST(Trace, ConcurrentWritersLoseNothingBelowCapacity) {
   constexpr int kThreads = 4;
   constexpr uint64_t kPerThread = 25000;
   Trace trace(kThreads * kPerThread);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&trace, t] {
-      for (uint64_t i = 0; i < kPerThread; ++i) trace.Memory(i, t, i);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  RecordFromThreads(trace, kThreads, kPerThread);
   const TraceSnapshot s = trace.Snapshot();
   EXPECT_EQ(s.recorded, kThreads * kPerThread);
   EXPECT_EQ(s.dropped, 0u);
@@ -130,13 +136,7 @@ TEST(Trace, ConcurrentWritersOverflowingKeepCountsExact) {
   constexpr int kThreads = 4;
   constexpr uint64_t kPerThread = 20000;
   Trace trace(1024);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&trace, t] {
-      for (uint64_t i = 0; i < kPerThread; ++i) trace.Memory(i, t, i);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  RecordFromThreads(trace, kThreads, kPerThread);
   const TraceSnapshot s = trace.Snapshot();
   EXPECT_EQ(s.recorded, kThreads * kPerThread);
   EXPECT_LE(s.events.size(), 1024u);

@@ -14,32 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/unit/fixtures/fixture_lib.h"
-
-// Counts heap allocations made by the current thread while enabled, by
-// replacing malloc with a forwarder to glibc's. Not under sanitizers, whose
-// runtimes own malloc.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define GPUWATCH_COUNT_MALLOC 1
-extern "C" void* __libc_malloc(size_t size);
-extern "C" void* __libc_calloc(size_t count, size_t size);
-extern "C" void* __libc_realloc(void* ptr, size_t size);
-namespace {
-thread_local bool g_count_mallocs = false;
-thread_local long g_mallocs = 0;
-}  // namespace
-extern "C" void* malloc(size_t size) {
-  if (g_count_mallocs) ++g_mallocs;
-  return __libc_malloc(size);
-}
-extern "C" void* calloc(size_t count, size_t size) {
-  if (g_count_mallocs) ++g_mallocs;
-  return __libc_calloc(count, size);
-}
-extern "C" void* realloc(void* ptr, size_t size) {
-  if (g_count_mallocs) ++g_mallocs;
-  return __libc_realloc(ptr, size);
-}
-#endif
+#include "tests/unit/malloc_counter.h"
 
 #if defined(__SANITIZE_THREAD__)
 // ThreadSanitizer builds unwind with libgcc only (see LoadUnwinder).

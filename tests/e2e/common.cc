@@ -1,21 +1,24 @@
-#include "tests/e2e/subprocess.h"
-
 #include "tests/e2e/common.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "tools/report_reader.h"
 
 extern char** environ;
 
@@ -83,8 +86,9 @@ std::vector<std::string> ChildEnvironment(const std::map<std::string, std::strin
   return env_strings;
 }
 
-ProcessResult RunProcess(const std::vector<std::string>& argv,
-                         const std::map<std::string, std::string>& env, const std::string& cwd) {
+RunningProcess StartProcess(const std::vector<std::string>& argv,
+                            const std::map<std::string, std::string>& env, const std::string& cwd,
+                            const StartOptions& options) {
   std::vector<std::string> env_strings = ChildEnvironment(env);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
@@ -94,57 +98,118 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
   for (auto& s : args) argp.push_back(s.data());
   argp.push_back(nullptr);
 
+  int in_pipe[2] = {-1, -1};
   int out_pipe[2];
   int err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error("pipe failed");
+  if ((options.stdin_pipe && pipe2(in_pipe, O_CLOEXEC) != 0) || pipe2(out_pipe, O_CLOEXEC) != 0 ||
+      pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
   }
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    if (options.stdin_pipe) {
+      dup2(in_pipe[0], STDIN_FILENO);
+    } else if (const int devnull = open("/dev/null", O_RDONLY); devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+    }
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (options.no_core_dumps) {
+      const rlimit no_core{0, 0};
+      setrlimit(RLIMIT_CORE, &no_core);
+    }
+    if (options.ignore_sigterm) signal(SIGTERM, SIG_IGN);  // inherited through exec
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(125);
     execvpe(argp[0], argp.data(), envp.data());
     const char msg[] = "exec failed\n";
     (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
     _exit(127);
   }
+  if (options.stdin_pipe) close(in_pipe[0]);
   close(out_pipe[1]);
   close(err_pipe[1]);
-  ProcessResult result;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      char buf[65536];
-      const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
+  RunningProcess child;
+  child.pid = pid;
+  child.in = in_pipe[1];
+  child.out = out_pipe[0];
+  child.err = err_pipe[0];
+  return child;
+}
+
+bool ReadAvailable(RunningProcess& child, int timeout_ms) {
+  if (child.out < 0 && child.err < 0) return false;
+  pollfd fds[2] = {{child.out, POLLIN, 0}, {child.err, POLLIN, 0}};
+  const int ready = poll(fds, 2, timeout_ms);
+  if (ready < 0 && errno != EINTR) return false;
+  if (ready <= 0) return true;  // nothing yet
+  int* ends[2] = {&child.out, &child.err};
+  std::string* sinks[2] = {&child.out_text, &child.err_text};
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    char buf[65536];
+    const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+    if (n > 0) {
+      sinks[i]->append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      close(*ends[i]);
+      *ends[i] = -1;
     }
   }
+  return child.out >= 0 || child.err >= 0;
+}
+
+ProcessResult FinishProcess(RunningProcess& child, int timeout_ms, bool* timed_out) {
+  if (child.in >= 0) close(child.in);
+  child.in = -1;
+  if (timed_out != nullptr) *timed_out = false;
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  const auto elapsed_ms = [&start] {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+  };
+  while (ReadAvailable(child, timeout_ms < 0 ? -1 : 100)) {
+    if (timeout_ms >= 0 && elapsed_ms() >= timeout_ms) {
+      if (timed_out != nullptr) *timed_out = true;
+      kill(child.pid, SIGKILL);
+      break;
+    }
+  }
+  for (int* end : {&child.out, &child.err}) {
+    if (*end >= 0) close(*end);
+    *end = -1;
+  }
+  ProcessResult result;
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     result.signaled = true;
     result.signal = WTERMSIG(status);
   }
+  result.out = child.out_text;
+  result.err = child.err_text;
   return result;
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env, const std::string& cwd) {
+  RunningProcess child = StartProcess(argv, env, cwd);
+  return FinishProcess(child);
+}
+
+std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }
+
+std::map<std::string, std::string> PreloadEnv(const std::string& output,
+                                              const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  env["GPUWATCH_OUTPUT"] = output;
+  for (const auto& [k, v] : extra) env[k] = v;
+  return env;
 }
 
 std::vector<std::string> LinesStartingWith(const std::string& text, const std::string& prefix) {
@@ -185,6 +250,45 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string LineWith(const std::string& text, const std::vector<std::string>& parts) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    bool all = true;
+    for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
+    if (all) return line;
+    start = end + 1;
+  }
+  return "";
+}
+
+namespace {
+
+nlohmann::json ParseReport(const std::string& text) {
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  tools::InlineFrameTable(&doc);
+  return doc;
+}
+
+}  // namespace
+
+nlohmann::json ReadJson(const std::string& path) { return ParseReport(ReadFile(path)); }
+
+nlohmann::json ReadReport(const std::string& path) {
+  const std::string text = ReadFile(path);
+  EXPECT_FALSE(text.empty()) << "no report at " << path;
+  return ParseReport(text);
+}
+
+nlohmann::json SiteAt(const nlohmann::json& section, const std::string& location) {
+  for (const nlohmann::json& site : section["sites"]) {
+    if (site["location"] == location) return site;
+  }
+  return nullptr;
+}
+
 int LineOf(const std::string& source, const std::string& marker) {
   std::ifstream in(source);
   std::string line;
@@ -192,6 +296,12 @@ int LineOf(const std::string& source, const std::string& marker) {
     if (line.find(marker) != std::string::npos) return n;
   }
   return 0;
+}
+
+std::string ProgramLine(const std::string& file, const std::string& marker) {
+  const int line = LineOf(kSourceDir + "/tests/e2e/programs/" + file, marker);
+  EXPECT_GT(line, 0) << marker << " not found in " << file;
+  return file + ":" + std::to_string(line);
 }
 
 }  // namespace gpuwatch::testing
