@@ -11,7 +11,6 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tests/e2e/subprocess.h"
 
 namespace gpuwatch::testing {
 namespace {
