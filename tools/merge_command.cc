@@ -257,7 +257,7 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   }
   json merged = {
       {"schema", "gpuwatch-report"},
-      {"version", kMaxReportVersion},
+      {"version", kReportSchemaVersion},
       {"trigger", "merge"},
       {"label", ""},
       {"gpuwatch", {{"version", kGpuwatchVersion}, {"attach", "merge"}, {"cupti", ""}}},
