@@ -79,10 +79,7 @@ void SiteResolver::ClearFrameTable() {
   stack_indices_.clear();
 }
 
-uint32_t SiteResolver::Canonical(uint32_t stack_id) {
-  if (stack_id < canonical_flat_.size() && canonical_flat_[stack_id] != kUnresolved) {
-    return canonical_flat_[stack_id];
-  }
+uint32_t SiteResolver::ResolveCanonical(uint32_t stack_id) {
   if (auto it = canonical_.find(stack_id); it != canonical_.end()) return it->second;
   const std::vector<Frame>& frames = FramesOf(stack_id);
   uint32_t canonical = stack_id;

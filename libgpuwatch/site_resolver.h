@@ -55,7 +55,14 @@ class SiteResolver {
   // on its first call) or in pcs that map to the same lines (an unrolled
   // loop calls from two addresses). Returns the smallest id resolved so far with the same trimmed
   // stack; resolve ids in increasing order (Prepare) for a stable answer.
-  uint32_t Canonical(uint32_t stack_id);
+  uint32_t Canonical(uint32_t stack_id) {
+    // Inline: a report asks once per live allocation, and the ids Prepare
+    // saw are answered from the flat table.
+    if (stack_id < canonical_flat_.size() && canonical_flat_[stack_id] != kUnresolved) {
+      return canonical_flat_[stack_id];
+    }
+    return ResolveCanonical(stack_id);
+  }
   // Resolves `ids` in increasing order so that Canonical() is deterministic.
   void Prepare(std::vector<uint32_t> ids);
   // "file:line" of the first frame that has a line, else "function (module)",
@@ -72,6 +79,8 @@ class SiteResolver {
 
  private:
   static constexpr uint32_t kUnresolved = UINT32_MAX;
+
+  uint32_t ResolveCanonical(uint32_t stack_id);  // Canonical() beyond the flat table
 
   const StackTable* stacks_;
   bool pytorch_per_tensor_ = false;
