@@ -1,9 +1,9 @@
 // The exit report of a big process: 1,000,000 live allocations over 10,000
 // allocation sites, each site a deep stack. Times what interpose/attach.cc's
-// WriteReport does, phase by phase: Tracker::Snapshot, BuildReportJson
-// (symbolization of every site included, with a fresh SiteResolver as each
-// report has), LeakedDeviceBytes, WriteFileAtomically (fsync'ed) and
-// BuildSummaryText. `stacks:1` symbolizes with a fresh Symbolizer per report
+// WriteReport does, phase by phase: Tracker::Snapshot, AnalyzeReport and
+// BuildReportJson (symbolization of every site included, with a fresh
+// SiteResolver as each report has), LeakedDeviceBytes, WriteFileAtomically
+// (fsync'ed) and BuildSummaryText. `stacks:1` symbolizes with a fresh Symbolizer per report
 // (a process's first report); `stacks:2` with one kept from report to report,
 // as WriteReport keeps it for checkpoints and the exit report.
 //
@@ -232,14 +232,15 @@ void BM_ExitReport(benchmark::State& state) {
     context.lifecycle = LifecycleFiguresOf(f.lifecycle);
     context.timeline = &timeline;
     SiteResolver resolver(with_stacks ? &f.stacks : nullptr, state.range(2) == 2 ? kept : nullptr);
-    const std::string json = BuildReportJson(snap, context, &resolver);
+    const ReportAnalysis analysis = AnalyzeReport(snap, context, &resolver);
+    const std::string json = BuildReportJson(snap, context, &resolver, analysis);
     const auto t2 = Clock::now();
-    benchmark::DoNotOptimize(LeakedDeviceBytes(snap, &resolver, nullptr));
+    benchmark::DoNotOptimize(LeakedDeviceBytes(analysis, &resolver, nullptr));
     const auto t3 = Clock::now();
     std::string error;
     if (!WriteFileAtomically(path, json, &error)) state.SkipWithError(error.c_str());
     const auto t4 = Clock::now();
-    benchmark::DoNotOptimize(BuildSummaryText(snap, context, &resolver, path));
+    benchmark::DoNotOptimize(BuildSummaryText(snap, context, analysis, &resolver, path));
     const auto t5 = Clock::now();
     auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     snapshot_s += secs(t0, t1);
@@ -255,7 +256,7 @@ void BM_ExitReport(benchmark::State& state) {
     return benchmark::Counter(total / static_cast<double>(state.iterations()));
   };
   state.counters["snapshot_s"] = avg(snapshot_s);
-  state.counters["build_json_s"] = avg(build_s);  // symbolization and JSON
+  state.counters["build_json_s"] = avg(build_s);  // symbolization, analysis and JSON
   state.counters["leaked_bytes_s"] = avg(leaked_s);
   state.counters["write_s"] = avg(write_s);
   state.counters["summary_s"] = avg(summary_s);

@@ -107,9 +107,10 @@ bool WriteReportOrThrow(Session& s, const std::string& path, const char* trigger
   context.suppressions = s.suppressions;
   SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
   sites.set_pytorch_per_tensor(PytorchAllocatesPerTensor(context.pytorch_allocator));
-  const std::string json = BuildReportJson(snap, context, &sites);
+  const ReportAnalysis analysis = AnalyzeReport(snap, context, &sites);
+  const std::string json = BuildReportJson(snap, context, &sites, analysis);
   if (leaked_device_bytes != nullptr) {
-    *leaked_device_bytes = LeakedDeviceBytes(snap, &sites, s.suppressions);
+    *leaked_device_bytes = LeakedDeviceBytes(analysis, &sites, s.suppressions);
   }
   std::string error;
   const bool ok = WriteFileAtomically(path, json, &error);
@@ -117,7 +118,9 @@ bool WriteReportOrThrow(Session& s, const std::string& path, const char* trigger
   if (ok) LogReport(s, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.
   const bool announce = ok && s.config.run_log.empty();
-  if (summary) WriteStderr(BuildSummaryText(snap, context, &sites, announce ? path : "").c_str());
+  if (summary) {
+    WriteStderr(BuildSummaryText(snap, context, analysis, &sites, announce ? path : "").c_str());
+  }
   return ok;
 }
 

@@ -2,7 +2,8 @@
 // processes (DataLoader workers, ranks of a distributed job). The result is a
 // gpuwatch report itself (trigger "merge"), so `report`, `check` and `diff`
 // read it: totals summed, a per-process table ("processes"), and sites summed
-// across processes, matched by their stacks (site ids are renumbered).
+// across processes, matched by their stacks (site ids are renumbered). It is
+// written in the schema's current version, with a frame table.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "libgpuwatch/report.h"
+#include "libgpuwatch/report_schema.h"
 #include "libgpuwatch/version.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
@@ -109,28 +111,10 @@ json MergeLeakSection(const std::vector<Report>& reports, const char* which, Sit
       for (const json& site : list) sites.Add(site);
     }
   }
-  section["sites"] = sites.Sorted("bytes");
-  // What counts as leaked, as the library splits it (suppressed first).
-  uint64_t suppressed = 0;
-  uint64_t categorized = 0;
-  uint64_t split_count = 0;
-  json categories = json::object();
-  for (const json& site : section["sites"]) {
-    if (!Str(site, "suppressed").empty()) {
-      suppressed += U64(site, "bytes");
-      split_count += U64(site, "count");
-    } else if (!CategoryOfSite(site).empty()) {
-      const std::string category = CategoryOfSite(site);
-      categorized += U64(site, "bytes");
-      split_count += U64(site, "count");
-      categories[category] = U64(categories, category.c_str()) + U64(site, "bytes");
-    }
-  }
-  section["leaked_bytes"] = U64(section, "bytes") - suppressed - categorized;
-  section["leaked_count"] = U64(section, "count") - split_count;
-  section["suppressed_bytes"] = suppressed;
-  section["categorized_bytes"] = categorized;
-  section["categories"] = categories;
+  section[report_key::kSites] = sites.Sorted("bytes");
+  // What counts as leaked, as the library splits it.
+  const LeakSplitFigures split = SplitLeaks(section, nullptr, false).figures;
+  split.WriteTo(&section);
   return section;
 }
 
@@ -256,8 +240,8 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
     }
   }
   json merged = {
-      {"schema", "gpuwatch-report"},
-      {"version", kMaxReportVersion},
+      {report_key::kSchema, kReportSchemaName},
+      {report_key::kVersion, kReportSchemaVersion},
       {"trigger", "merge"},
       {"label", ""},
       {"gpuwatch", {{"version", kGpuwatchVersion}, {"attach", "merge"}, {"cupti", ""}}},
@@ -288,8 +272,13 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   json transfers = MergeTransfers(reports);
   if (!transfers.is_null()) merged["transfers"] = std::move(transfers);
 
+  // Written as the library writes a report: each distinct frame once, in the
+  // frame table, and each site's `stack` of indices into it.
+  const uint64_t leaked_bytes =
+      U64(merged[report_key::kLeaks][report_key::kDevice], report_key::kLeakedBytes);
+  BuildFrameTable(&merged);
   std::string error;
-  if (!WriteFileAtomically(options.output, merged.dump(2) + "\n", &error)) {
+  if (!WriteFileAtomically(options.output, DumpReport(std::move(merged)), &error)) {
     std::fprintf(stderr, "gpuwatch merge: %s\n", error.c_str());
     return 2;
   }
@@ -302,7 +291,7 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
                  FormatBytes(U64(p, "leaked_bytes")).c_str(), Str(p, "file").c_str());
   }
   std::fprintf(out, "%8s  %5s  %10s  %10s\n", "total", "", FormatBytes(peak_bytes).c_str(),
-               FormatBytes(U64(merged["leaks"]["device"], "leaked_bytes")).c_str());
+               FormatBytes(leaked_bytes).c_str());
   std::fprintf(out, "gpuwatch merge: %zu reports merged into %s\n", reports.size(),
                options.output.c_str());
   return 0;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "libgpuwatch/report.h"
+#include "libgpuwatch/report_schema.h"
 #include "libgpuwatch/symbolizer.h"
 #include "tools/report_validate.h"
 
@@ -67,31 +68,33 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
     }
     return false;
   }
-  if (!doc.is_object() || !doc.contains("schema")) {
+  namespace key = report_key;
+  if (!doc.is_object() || !doc.contains(key::kSchema)) {
     *error = path + ": not a gpuwatch report (no \"schema\": \"gpuwatch-report\")";
     return false;
   }
-  if (doc["schema"] != "gpuwatch-report") {
-    *error = path + ": not a gpuwatch report (its schema is " + doc["schema"].dump() + ")";
+  if (doc[key::kSchema] != kReportSchemaName) {
+    *error = path + ": not a gpuwatch report (its schema is " + doc[key::kSchema].dump() + ")";
     return false;
   }
-  const json& version = doc.contains("version") ? doc["version"] : json();
+  const json& version = doc.contains(key::kVersion) ? doc[key::kVersion] : json();
   if (!version.is_number_integer() || version.get<int64_t>() < 1) {
     *error = path + ": gpuwatch report without a valid \"version\"";
     return false;
   }
-  if (version.get<int64_t>() > kMaxReportVersion) {
+  if (version.get<int64_t>() > kReportSchemaVersion) {
     *error = path + ": report version " + version.dump() + " is newer than this gpuwatch reads (" +
-             std::to_string(kMaxReportVersion) + "); use a newer gpuwatch";
+             std::to_string(kReportSchemaVersion) + "); use a newer gpuwatch";
     return false;
   }
   const char* missing = nullptr;
-  if (!doc.contains("totals") || !doc["totals"].is_object()) {
+  if (!doc.contains(key::kTotals) || !doc[key::kTotals].is_object()) {
     missing = "totals";
-  } else if (!doc.contains("leaks") || !doc["leaks"].is_object() ||
-             !doc["leaks"].contains("device") || !doc["leaks"]["device"].is_object()) {
+  } else if (!doc.contains(key::kLeaks) || !doc[key::kLeaks].is_object() ||
+             !doc[key::kLeaks].contains(key::kDevice) ||
+             !doc[key::kLeaks][key::kDevice].is_object()) {
     missing = "leaks.device";
-  } else if (!doc.contains("sites") || !doc["sites"].is_array()) {
+  } else if (!doc.contains(key::kSites) || !doc[key::kSites].is_array()) {
     missing = "sites";
   }
   if (missing != nullptr) {
@@ -106,47 +109,6 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
   out->path = path;
   out->doc = std::move(doc);
   return true;
-}
-
-void InlineFrameTable(json* doc) {
-  if (!doc->is_object()) return;
-  const auto table_it = doc->find("frame_table");
-  if (table_it == doc->end()) return;
-  const json table = std::move(*table_it);
-  doc->erase(table_it);
-  if (!table.is_array()) return;
-  const auto inline_site = [&table](json& site) {
-    if (!site.is_object()) return;
-    const auto stack = site.find("stack");
-    if (stack == site.end()) return;
-    json frames = json::array();
-    if (stack->is_array()) {
-      for (const json& index : *stack) {
-        if (index.is_number_unsigned() && index.get<uint64_t>() < table.size()) {
-          frames.push_back(table[index.get<size_t>()]);
-        }
-      }
-    }
-    site.erase(stack);
-    site["frames"] = std::move(frames);
-  };
-  const auto inline_list = [&inline_site](json& parent, const char* key) {
-    if (!parent.is_object()) return;
-    const auto list = parent.find(key);
-    if (list == parent.end() || !list->is_array()) return;
-    for (json& site : *list) inline_site(site);
-  };
-  for (const char* section : {"peak", "growth", "transfers", "timeline"}) {
-    if (const auto it = doc->find(section); it != doc->end()) {
-      inline_list(*it, "sites");
-      inline_list(*it, "suspects");
-    }
-  }
-  if (const auto leaks = doc->find("leaks"); leaks != doc->end() && leaks->is_object()) {
-    for (auto& [kind, section] : leaks->items()) inline_list(section, "sites");
-  }
-  inline_list(*doc, "sites");
-  if (const auto oom = doc->find("oom"); oom != doc->end()) inline_site(*oom);
 }
 
 uint64_t U64(const json& j, const char* key) {
@@ -273,31 +235,32 @@ std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Supp
 
 LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool include_categories) {
   LeakSplit split;
-  const json& sites = Sub(section, "sites");
+  const json& sites = Sub(section, report_key::kSites);
   if (sites.is_array()) {
     for (const json& site : sites) {
-      const uint64_t bytes = U64(site, "bytes");
       std::string rule = SuppressionOfSite(site, SuppressionKind::kLeak, extra);
-      if (!rule.empty()) {
-        split.suppressed_bytes += bytes;
-        split.suppressed.push_back(&site);
-        split.suppressed_by.push_back(std::move(rule));
-        continue;
+      std::string category = rule.empty() ? CategoryOfSite(site) : std::string();
+      switch (split.figures.Add(U64(site, report_key::kBytes), U64(site, report_key::kCount),
+                                !rule.empty(), category, include_categories)) {
+        case LeakVerdict::kSuppressed:
+          split.suppressed.push_back(&site);
+          split.suppressed_by.push_back(std::move(rule));
+          break;
+        case LeakVerdict::kCategorized:
+          split.categorized.push_back(&site);
+          split.category_of.push_back(std::move(category));
+          break;
+        case LeakVerdict::kLeaked:
+          split.leaked.push_back(&site);
+          break;
       }
-      std::string category = CategoryOfSite(site);
-      if (!category.empty() && !include_categories) {
-        split.categorized_bytes += bytes;
-        split.categorized.push_back(&site);
-        split.category_of.push_back(std::move(category));
-        continue;
-      }
-      split.leaked_bytes += bytes;
-      split.leaked_count += U64(site, "count");
-      split.leaked.push_back(&site);
     }
   }
-  split.omitted_bytes = U64(section, "omitted_bytes");
-  split.leaked_bytes += split.omitted_bytes;
+  split.omitted_bytes = U64(section, report_key::kOmittedBytes);
+  split.leaked_bytes = split.figures.leaked_bytes + split.omitted_bytes;
+  split.leaked_count = split.figures.leaked_count;
+  split.suppressed_bytes = split.figures.suppressed_bytes;
+  split.categorized_bytes = split.figures.categorized_bytes;
   return split;
 }
 

@@ -13,15 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "libgpuwatch/report_schema.h"
 #include "libgpuwatch/suppressions.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuwatch::tools {
 
 using nlohmann::json;
-
-// The newest report version this build reads (docs/report-format.md).
-inline constexpr int kMaxReportVersion = 2;
 
 struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
   std::string path;
@@ -34,12 +32,9 @@ struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
 // or a missing section.
 bool ReadReport(const std::string& path, Report* out, std::string* error);
 
-// Version 2 lists each distinct frame once, in `frame_table`, and a site
-// names its frames by index (`stack`). Gives every site its `frames` back, as
-// version 1 wrote them, and drops the table, so that the subcommands read one
-// shape. ReadReport does it; call it on a document ValidateReport accepted
-// (an index past the table is skipped).
-void InlineFrameTable(json* doc);
+// report_schema.h's: every site gets its `frames` back from the frame table,
+// so that the subcommands read one shape. ReadReport does it.
+using ::gpuwatch::InlineFrameTable;
 
 // Field accessors that never throw: 0, "" or an empty array/object when the
 // field is missing or has another type.
@@ -77,14 +72,16 @@ std::string SiteKey(const json& site);
 std::vector<FrameView> FrameViewsOf(const json& site);
 
 // A leaks section (leaks.device or leaks.host) split into what counts as
-// leaked, what is suppressed and what libraries keep on purpose. A site is
-// suppressed when the report marks it so ("suppressed", from the library's
-// GPUWATCH_SUPPRESSIONS) or when a `leak:` rule of `extra` (may be null)
-// matches its frames; it is in a category when the report says so
-// ("category") or its frames fall in a built-in one. Categorized sites count
-// as leaked when `include_categories`. Sites the report omitted (beyond its
-// 1,000-site limit) count as leaked.
+// leaked, what is suppressed and what libraries keep on purpose, by the
+// schema's rule (LeakSplitFigures). A site is suppressed when the report
+// marks it so ("suppressed", from the library's GPUWATCH_SUPPRESSIONS) or
+// when a `leak:` rule of `extra` (may be null) matches its frames; it is in
+// a category when the report says so ("category") or its frames fall in a
+// built-in one. Categorized sites count as leaked when `include_categories`.
+// Sites the report omitted (beyond its 1,000-site limit) count as leaked
+// bytes; leaked_count counts the listed sites only.
 struct LeakSplit {
+  LeakSplitFigures figures;  // of the listed sites
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
   uint64_t suppressed_bytes = 0;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "libgpuwatch/report_schema.h"
+
 namespace gpuwatch::tools {
 
 using nlohmann::json;
@@ -202,11 +204,13 @@ class Checker {
     Reals(site, path, {"rate", "from", "to"});
     Texts(site, path, {"location", "category", "suppressed", "unit", "api", "kind"});
     CountMap(site, path, "kinds");
-    if (const json* frames = Array(site, path, "frames")) Frames(*frames, Join(path, "frames"));
-    if (const json* stack = Array(site, path, "stack")) {
+    if (const json* frames = Array(site, path, report_key::kFrames)) {
+      Frames(*frames, Join(path, report_key::kFrames));
+    }
+    if (const json* stack = Array(site, path, report_key::kStack)) {
       for (size_t i = 0; i < stack->size() && !failed(); ++i) {
         const json& index = (*stack)[i];
-        const std::string at = Join(path, "stack") + "[" + std::to_string(i) + "]";
+        const std::string at = Join(path, report_key::kStack) + "[" + std::to_string(i) + "]";
         Count(index, at);
         if (!failed() && index.get<uint64_t>() >= frame_table_size_) {
           Fail(at, "is " + Shown(index) + ", past the end of frame_table (" +
@@ -225,17 +229,34 @@ class Checker {
         Expected(at, f, "an object (a frame)");
         return;
       }
-      Texts(f, at, {"function", "file", "module"});
-      Counts(f, at, {"line"});
+      Texts(f, at, {report_key::kFunction, report_key::kFile, report_key::kModule});
+      Counts(f, at, {report_key::kLine});
     }
   }
 
   // The frame table, checked before the sites that index it.
   void FrameTable(const json& doc) {
-    const json* table = Array(doc, "", "frame_table");
+    const json* table = Array(doc, "", report_key::kFrameTable);
     if (table == nullptr) return;
-    Frames(*table, "frame_table");
+    Frames(*table, report_key::kFrameTable);
     frame_table_size_ = table->size();
+  }
+
+  // Every element of the array `key` is an object, which `each(element, its
+  // path)` checks; the first that is not fails the report.
+  template <typename Each>
+  void ObjectList(const json& obj, const std::string& path, const char* key, const Each& each) {
+    const json* list = Array(obj, path, key);
+    if (list == nullptr) return;
+    for (size_t i = 0; i < list->size() && !failed(); ++i) {
+      const json& element = (*list)[i];
+      const std::string at = Join(path, key) + "[" + std::to_string(i) + "]";
+      if (!element.is_object()) {
+        Expected(at, element, "an object");
+        return;
+      }
+      each(element, at);
+    }
   }
 
   void SiteList(const json& obj, const std::string& path, const char* key) {
@@ -246,15 +267,16 @@ class Checker {
     }
   }
 
-  void LeakSection(const json& leaks, const char* key) {
-    const json* s = Object(leaks, "leaks", key);
+  void LeakSection(const json& leaks, const char* which) {
+    const json* s = Object(leaks, "leaks", which);
     if (s == nullptr) return;
-    const std::string path = std::string("leaks.") + key;
+    const std::string path = std::string("leaks.") + which;
     Counts(*s, path,
-           {"bytes", "count", "omitted_sites", "omitted_bytes", "leaked_bytes", "leaked_count",
-            "suppressed_bytes", "categorized_bytes"});
-    CountMap(*s, path, "categories");
-    SiteList(*s, path, "sites");
+           {report_key::kBytes, report_key::kCount, report_key::kOmittedSites,
+            report_key::kOmittedBytes, report_key::kLeakedBytes, report_key::kLeakedCount,
+            report_key::kSuppressedBytes, report_key::kCategorizedBytes});
+    CountMap(*s, path, report_key::kCategories);
+    SiteList(*s, path, report_key::kSites);
   }
 
  private:
@@ -279,30 +301,23 @@ std::string ValidateReport(const json& doc) {
   Checker c;
   c.Strings(doc, "");
   if (c.failed()) return c.problem();
-  c.Texts(doc, "", {"trigger", "label", "unwinder"});
-  c.Counts(doc, "", {"stack_depth", "tool_frames", "unwind_fallbacks", "merged_from"});
+  c.Texts(doc, "", {report_key::kTrigger, report_key::kLabel, "unwinder"});
+  c.Counts(doc, "",
+           {report_key::kStackDepth, "tool_frames", "unwind_fallbacks", report_key::kMergedFrom});
   c.FrameTable(doc);
-  if (const json* process = c.Object(doc, "", "process")) {
+  if (const json* process = c.Object(doc, "", report_key::kProcess)) {
     c.Counts(*process, "process", {"pid", "elapsed_ns"});
     c.Texts(*process, "process", {"host", "rank"});
     c.StringList(*process, "process", "command");
   }
-  if (const json* processes = c.Array(doc, "", "processes")) {
-    for (size_t i = 0; i < processes->size() && !c.failed(); ++i) {
-      const json& p = (*processes)[i];
-      const std::string path = "processes[" + std::to_string(i) + "]";
-      if (!p.is_object()) {
-        c.Expected(path, p, "an object");
-        break;
-      }
-      c.Counts(p, path,
-               {"pid", "elapsed_ns", "device_peak_bytes", "device_current_bytes", "leaked_bytes",
-                "allocs"});
-      c.Texts(p, path, {"file", "host", "rank", "trigger"});
-      c.StringList(p, path, "command");
-    }
-  }
-  if (const json* totals = c.Object(doc, "", "totals")) {
+  c.ObjectList(doc, "", report_key::kProcesses, [&c](const json& p, const std::string& path) {
+    c.Counts(p, path,
+             {"pid", "elapsed_ns", "device_peak_bytes", "device_current_bytes", "leaked_bytes",
+              "allocs"});
+    c.Texts(p, path, {"file", "host", "rank", "trigger"});
+    c.StringList(p, path, "command");
+  });
+  if (const json* totals = c.Object(doc, "", report_key::kTotals)) {
     c.Counts(*totals, "totals",
              {"device_current_bytes", "device_peak_bytes", "device_live_count",
               "host_current_bytes", "host_live_count", "unknown_frees", "kernel_launches",
@@ -312,50 +327,34 @@ std::string ValidateReport(const json& doc) {
         {"current_bytes", "current_count", "peak_bytes", "allocs", "alloc_bytes", "frees"});
     c.CountTable(*totals, "totals", "copies", {"count", "bytes"});
   }
-  if (const json* leaks = c.Object(doc, "", "leaks")) {
-    c.LeakSection(*leaks, "device");
-    c.LeakSection(*leaks, "host");
+  if (const json* leaks = c.Object(doc, "", report_key::kLeaks)) {
+    c.LeakSection(*leaks, report_key::kDevice);
+    c.LeakSection(*leaks, report_key::kHost);
   }
-  if (const json* peak = c.Object(doc, "", "peak")) {
+  if (const json* peak = c.Object(doc, "", report_key::kPeak)) {
     c.Counts(*peak, "peak", {"device_bytes", "sites_at_device_bytes", "sites_time_ns"});
     c.CountMap(*peak, "peak", "kinds");
-    c.SiteList(*peak, "peak", "sites");
+    c.SiteList(*peak, "peak", report_key::kSites);
   }
-  c.SiteList(doc, "", "sites");
-  if (const json* growth = c.Object(doc, "", "growth")) {
+  c.SiteList(doc, "", report_key::kSites);
+  if (const json* growth = c.Object(doc, "", report_key::kGrowth)) {
     c.Texts(*growth, "growth", {"basis"});
     c.Counts(*growth, "growth", {"samples"});
-    c.SiteList(*growth, "growth", "suspects");
+    c.SiteList(*growth, "growth", report_key::kSuspects);
   }
-  if (const json* transfers = c.Object(doc, "", "transfers")) {
-    if (const json* totals = c.Array(*transfers, "transfers", "totals")) {
-      for (size_t i = 0; i < totals->size() && !c.failed(); ++i) {
-        const json& t = (*totals)[i];
-        const std::string path = "transfers.totals[" + std::to_string(i) + "]";
-        if (!t.is_object()) {
-          c.Expected(path, t, "an object");
-          break;
-        }
-        c.Texts(t, path, {"direction", "host"});
-        c.Counts(t, path, {"count", "bytes", "timed_count", "duration_ns"});
-      }
-    }
-    c.SiteList(*transfers, "transfers", "sites");
-    if (const json* findings = c.Array(*transfers, "transfers", "findings")) {
-      for (size_t i = 0; i < findings->size() && !c.failed(); ++i) {
-        const json& f = (*findings)[i];
-        const std::string path = "transfers.findings[" + std::to_string(i) + "]";
-        if (!f.is_object()) {
-          c.Expected(path, f, "an object");
-          break;
-        }
-        c.Texts(f, path, {"type", "message", "advice", "location"});
-      }
-    }
+  if (const json* transfers = c.Object(doc, "", report_key::kTransfers)) {
+    c.ObjectList(*transfers, "transfers", "totals", [&c](const json& t, const std::string& path) {
+      c.Texts(t, path, {"direction", "host"});
+      c.Counts(t, path, {"count", "bytes", "timed_count", "duration_ns"});
+    });
+    c.SiteList(*transfers, "transfers", report_key::kSites);
+    c.ObjectList(*transfers, "transfers", "findings", [&c](const json& f, const std::string& path) {
+      c.Texts(f, path, {"type", "message", "advice", "location"});
+    });
   }
-  if (const json* timeline = c.Object(doc, "", "timeline"))
-    c.SiteList(*timeline, "timeline", "sites");
-  if (const json* oom = c.Object(doc, "", "oom")) c.Site(*oom, "oom");
+  if (const json* timeline = c.Object(doc, "", report_key::kTimeline))
+    c.SiteList(*timeline, "timeline", report_key::kSites);
+  if (const json* oom = c.Object(doc, "", report_key::kOom)) c.Site(*oom, "oom");
   return c.problem();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -298,6 +299,45 @@ TEST(Merge, TotalsAreExactSums) {
   const ProcessResult twice = Cli(dir, {"merge", inputs[0], inputs[0], "-o", out + "2"});
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_TRUE(Contains(twice.err, "one report per process")) << twice.err;
+}
+
+TEST(Merge, WritesTheCurrentVersionWithAFrameTable) {
+  ScopedTempDir dir;
+  const std::string a = GrowthLoop(dir, "a", 4, kMiB);
+  const std::string c = Traced(dir, "c", {kExamples + "/leaky_loop"});
+  const std::string out = dir.path() + "/merged.json";
+  const ProcessResult r = Cli(dir, {"merge", a, c, "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // As written, not as the tools read it (ReadJson inlines the frame table).
+  json merged = json::parse(ReadFile(out), nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(merged.is_object());
+  const json input = json::parse(ReadFile(a), nullptr, /*allow_exceptions=*/false);
+  EXPECT_EQ(merged["version"], 2);
+  EXPECT_EQ(merged["version"], input["version"]);  // what the library writes
+  ASSERT_TRUE(merged["frame_table"].is_array());
+  EXPECT_FALSE(merged["frame_table"].empty());
+  size_t sites = 0;
+  for (const json* list : {&merged["leaks"]["device"]["sites"], &merged["sites"],
+                           &merged["peak"]["sites"], &merged["growth"]["suspects"]}) {
+    for (const json& site : *list) {
+      ++sites;
+      EXPECT_FALSE(site.contains("frames")) << site.dump();
+      ASSERT_TRUE(site.contains("stack")) << site.dump();
+      for (const json& index : site["stack"]) EXPECT_LT(index, merged["frame_table"].size());
+    }
+  }
+  EXPECT_GT(sites, 0u);
+  // Each distinct frame once.
+  std::set<std::string> frames;
+  for (const json& f : merged["frame_table"]) EXPECT_TRUE(frames.insert(f.dump()).second) << f;
+  // The tools still find each site's file:line and functions through it.
+  const ProcessResult text = Cli(dir, {"report", out});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_FALSE(LineWith(text.out, {"2.0 MiB", LeakyAt(), "AllocateHistory"}).empty()) << text.out;
+  EXPECT_FALSE(LineWith(text.out, {"4.0 MiB", GrowthAt("GROWTH:leak")}).empty()) << text.out;
+  const ProcessResult collapsed = Cli(dir, {"report", out, "--format", "collapsed"});
+  EXPECT_TRUE(Contains(collapsed.out, "main;(anonymous namespace)::AllocateHistory() 2097152\n"))
+      << collapsed.out;
 }
 
 // --- bad input and arguments ---------------------------------------------------

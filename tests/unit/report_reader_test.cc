@@ -240,6 +240,46 @@ TEST_F(ReadReportTest, SitesGetTheirFramesFromTheFrameTable) {
   EXPECT_EQ(FunctionOf(d["leaks"]["device"]["sites"][0]), "inner");
 }
 
+// The inverse (what merge writes with): each distinct frame once, sites by
+// index, and inlining gives every site its frames back as they were.
+TEST(BuildFrameTable, ListsEachFrameOnceAndInliningUndoesIt) {
+  json doc = json::object();
+  doc["leaks"]["device"]["sites"] = json::array({Site("F()", "a.cc", 10, 1)});
+  doc["sites"] = json::array({Site("G()", "b.cc", 2, 1), json{{"site", 7}}});
+  doc["growth"]["suspects"] = json::array({Site("F()", "a.cc", 10, 1)});
+  const json original = doc;
+  BuildFrameTable(&doc);
+  ASSERT_TRUE(doc["frame_table"].is_array());
+  EXPECT_EQ(doc["frame_table"].size(), 3u);  // F(), main, G(): main once
+  EXPECT_EQ(doc["leaks"]["device"]["sites"][0]["stack"], json::array({0, 1}));
+  EXPECT_EQ(doc["sites"][0]["stack"], json::array({2, 1}));
+  EXPECT_FALSE(doc["sites"][0].contains("frames"));
+  EXPECT_FALSE(doc["sites"][1].contains("stack"));  // had no frames
+  EXPECT_EQ(doc["growth"]["suspects"][0]["stack"], json::array({0, 1}));
+  EXPECT_EQ(ValidateReport(doc), "");
+  InlineFrameTable(&doc);
+  EXPECT_EQ(doc, original);
+}
+
+// The split every writer and reader shares: suppressed before categorized;
+// what is neither is leaked, and so are the sites a section omitted.
+TEST(LeakSplitFigures, SuppressedFirstThenCategorized) {
+  LeakSplitFigures f;
+  EXPECT_EQ(f.Add(100, 2, false, ""), LeakVerdict::kLeaked);
+  EXPECT_EQ(f.Add(10, 1, true, "cublas"), LeakVerdict::kSuppressed);
+  EXPECT_EQ(f.Add(5, 1, false, "cublas"), LeakVerdict::kCategorized);
+  EXPECT_EQ(f.Add(3, 1, false, "nccl", /*categories_leak=*/true), LeakVerdict::kLeaked);
+  EXPECT_EQ(f.leaked_bytes, 103u);
+  EXPECT_EQ(f.LeakedBytesOf(1000), 985u);  // 882 bytes of omitted sites included
+  json section = {{"bytes", 1000}, {"count", 9}};
+  f.WriteTo(&section);
+  EXPECT_EQ(section["leaked_bytes"], 985u);
+  EXPECT_EQ(section["leaked_count"], 7u);
+  EXPECT_EQ(section["suppressed_bytes"], 10u);
+  EXPECT_EQ(section["categorized_bytes"], 5u);
+  EXPECT_EQ(section["categories"], json({{"cublas", 5}}));
+}
+
 TEST(Accessors, HugeFloatsSaturateInsteadOfOverflowing) {
   const json j = json::parse(R"({"a": 1e300, "b": -5.5, "c": 2.9})");
   EXPECT_EQ(U64(j, "a"), UINT64_MAX);
