@@ -148,6 +148,11 @@ TEST(Reentry, AChainedHandlerDoesNotWaitForAReportThatNeedsTheInterruptedThreads
 }
 
 TEST(Reentry, ASignalThatInterruptsGpuwatchOutsideItsLocksStillGetsItsReports) {
+#ifdef GPUWATCH_TEST_SANITIZER_RUNTIME
+  // The sanitizer's runtime, preloaded first, intercepts clock_gettime: the
+  // probe then sees the interceptor as its caller, never libgpuwatch.so.
+  GTEST_SKIP() << "the probe's clock_gettime hook sits behind the sanitizer's interceptor";
+#endif
   for (const bool injected : {false, true}) {
     ScopedTempDir dir;
     const std::string out = dir.path() + "/report.json";
