@@ -241,13 +241,11 @@ void DoAttach(const char* mode) {
   InstallForkHandlers();
   if (s.config.exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
   s.active.store(true);
-  // on_exit rather than atexit: same list, and the handler learns the exit
-  // status for the report. Injection runs inside the program's first CUDA
-  // call, so register now; the preload constructor waits for that call.
-  if (std::strcmp(mode, "injection") == 0) {
-    RegisterExitHandler();
-    LogReport(s, "cuda", "");
-  }
+  // Injection runs inside the program's first CUDA call, whose callback
+  // gpuwatch never sees: what that call's hook does (the exit handler, the
+  // driver's cuMemGetInfo for OOM reports) is done now. The preload
+  // constructor waits for that call.
+  if (std::strcmp(mode, "injection") == 0) OnFirstCall();
   // Before the snapshot signal, which may start the background thread: that
   // thread polls the request pipe made here.
   if (!InstallFatalSignalHandlers(s.config.snapshot_signal, &WriteSignalReport)) {

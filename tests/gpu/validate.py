@@ -42,8 +42,10 @@ import checks  # noqa: E402
 import compare_sequences  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
-PARTS = ["env", "programs", "sequences", "questions", "torch_leak", "sanitizer", "torch_step",
-         "overhead"]
+# In the order they run: what the next parts need first, and what a short
+# lease must not miss (the simulator's questions, PyTorch) before the longest.
+PARTS = ["env", "programs", "questions", "sequences", "torch_leak", "torch_step", "overhead",
+         "sanitizer"]
 
 SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
     ("leaky_loop", "examples", [], 0),
@@ -283,6 +285,9 @@ class Validator:
                     cupti or "not found: gpuwatch cannot attach")
         if cupti:
             os.environ.setdefault("GWREC_CUPTI", cupti)
+        if not self.cupti_delivers(info):
+            self.env_info = info
+            return False
         sanitizer = shutil.which("compute-sanitizer") or next(
             (p for p in ["/usr/local/cuda/bin/compute-sanitizer",
                          "/usr/local/cuda/compute-sanitizer/compute-sanitizer"]
@@ -296,6 +301,51 @@ class Validator:
         self.record("INFO", "env PyTorch", out.strip() if code == 0 else "not importable")
         self.env_info = info
         return True
+
+    def cupti_delivers(self, info):
+        """The first question on a new machine (gVisor, a new driver): does
+        CUPTI subscribe and deliver callbacks and activity records at all?
+        Everything after this needs it; without it, what gpuwatch does then
+        (one line, the program unchanged) is the last thing checked."""
+        if self.args.dry_run:
+            return True
+        info["kernel"] = os.uname().release
+        path = self.out_path("env", "cupti_check.txt")
+        code, err = self.record_sequence("leaky_loop", False, path, "preload")
+        try:
+            with open(path) as f:
+                lines = [l.rstrip("\n").split("\t") for l in f]
+        except OSError:
+            lines = []
+        cbs = sum(1 for l in lines if l[0] == "cb")
+        acts = {}
+        for l in lines:
+            if l[0] == "act" and len(l) > 1:
+                acts[l[1]] = acts.get(l[1], 0) + 1
+        errors = ["\t".join(l) for l in lines if l[0] == "error"]
+        info["cupti_callbacks"] = cbs
+        info["cupti_records"] = acts
+        detail = (f"{cbs} callbacks, activity records {acts or 'none'} from leaky_loop under "
+                  f"the recorder (kernel {info['kernel']}, exit {code})"
+                  + (f"; {'; '.join(errors)}" if errors else "")
+                  + (f"; stderr: {err.strip()[-300:]}" if code != 0 and err else ""))
+        if cbs > 0:
+            self.record("PASS", "env CUPTI delivers callbacks", detail)
+            if not acts:
+                self.record("FAIL", "env CUPTI delivers activity records",
+                            "none: copy timing, bandwidth and kernel names will be missing")
+            return True
+        self.record("FAIL", "env CUPTI delivers callbacks", detail)
+        # What gpuwatch does on such a machine: one clear line, the program's
+        # own exit status, no crash.
+        report = self.out_path("env", "no_cupti_report.json")
+        env = self.gpuwatch_env("preload", report)
+        code, out, err, _ = self.run([self.program_path("leaky_loop", "examples", False)], env,
+                                     60, label="gpuwatch without CUPTI")
+        said = [l for l in err.splitlines() if l.startswith("gpuwatch")]
+        self.record("PASS" if code == 0 else "FAIL", "env gpuwatch where CUPTI fails",
+                    f"leaky_loop exit {code}; gpuwatch said: {' | '.join(said[:3]) or 'nothing'}")
+        return False
 
     # --- programs ------------------------------------------------------------
 
