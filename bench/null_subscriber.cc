@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <string>
+
 #include "interpose/calls.h"
 
 namespace {
@@ -90,8 +92,16 @@ bool Attach() {
   c.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   c.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
   c.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+  // GWBENCH_NULL_LAUNCH: which of gpuwatch's launch callbacks to enable
+  // (all, runtime, driver, none), to tell what each domain costs per launch.
+  const char* launch = std::getenv("GWBENCH_NULL_LAUNCH");
+  const std::string launches = launch != nullptr ? launch : "all";
   int failed = 0;
   for (const gpuwatch::CallbackSpec& spec : gpuwatch::CallbackRegistry()) {
+    if (spec.role == gpuwatch::Role::kLaunch && launches != "all" &&
+        launches != (spec.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver")) {
+      continue;
+    }
     failed += c.EnableCallback(1, subscriber, spec.domain, spec.cbid) != CUPTI_SUCCESS;
   }
   for (const CUpti_CallbackId cbid : gpuwatch::ResourceCallbacks()) {

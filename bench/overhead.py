@@ -86,6 +86,9 @@ class Setup:
             env["GPUWATCH_UNWIND"] = self.unwind
         if config == "null":
             env["CUDA_INJECTION64_PATH"] = self.null
+        elif config.startswith("null-"):  # null-none, null-runtime, null-driver
+            env["CUDA_INJECTION64_PATH"] = self.null
+            env["GWBENCH_NULL_LAUNCH"] = config[len("null-"):]
         elif config == "gpuwatch":
             env["LD_PRELOAD"] = self.lib
         elif config == "nostack":
@@ -384,7 +387,7 @@ def main():
     ap.add_argument("--scaling-repeat", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true", help="also: instructions per op")
     ap.add_argument("--callgrind-events", type=int, default=20000)
-    ap.add_argument("--only", choices=["comparison", "scaling", "callgrind"],
+    ap.add_argument("--only", choices=["comparison", "scaling", "callgrind", "launches"],
                     help="run one part only")
     ap.add_argument("--extra-ld-path", help="prepended to LD_LIBRARY_PATH (carried libraries)")
     ap.add_argument("--unwind", choices=["cfi", "libunwind"],
@@ -406,6 +409,8 @@ def main():
         if args.scaling or args.only == "scaling":
             print()
             result["scaling"] = scaling(setup, args)
+        if args.only == "launches":
+            result["launches"] = launch_matrix(setup, args)
         if args.callgrind or args.only == "callgrind":
             print()
             result["callgrind"] = callgrind(setup, args)
@@ -414,6 +419,34 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+
+
+def launch_matrix(setup, args):
+    """What CUPTI charges per kernel launch for each set of launch callbacks
+    a client enables: none, the runtime's, the driver's, both (gpuwatch's
+    set), against gpuwatch itself. On a driver that issues the driver's
+    callback inside the runtime's, one domain sees every launch."""
+    configs = ["base", "null-none", "null-runtime", "null-driver", "null", "gpuwatch", "nostack"]
+    wl = ["--events", str(args.events), "--depth", str(args.depth), "--sites", str(args.sites),
+          "--phases", "launch"]
+    runs = collect(setup, configs, wl, args.repeat)
+    names = {"base": "no CUPTI client", "null-none": "null client, no launch callbacks",
+             "null-runtime": "null client, runtime launch callbacks",
+             "null-driver": "null client, driver launch callbacks",
+             "null": "null client, both (gpuwatch's set)", "gpuwatch": "gpuwatch",
+             "nostack": "gpuwatch, no stacks"}
+    base = per_op(runs, "base", "launch")[0]
+    print(f"# launch cost by enabled callbacks; {'GPU' if setup.gpu else 'simulator'}; "
+          f"{args.events:,} launches, median of {args.repeat} runs; ns per launch")
+    print()
+    print("| configuration | ns per launch | added |")
+    print("| --- | ---: | ---: |")
+    out = {}
+    for c in configs:
+        ns = per_op(runs, c, "launch")[0]
+        out[c] = {"ns": ns, "added": ns - base}
+        print(f"| {names[c]} | {fmt(ns)} | {fmt(ns - base)} |")
+    return out
 
 
 def cpu_model():

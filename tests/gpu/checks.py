@@ -268,7 +268,10 @@ def check_transfers(c, report, ctx):
     c.eq("blocked stream count", get(life, "blocked", "stream", "count"), 1)
     c.eq("blocked device count", get(life, "blocked", "device", "count"), 1)
     c.eq("exit_status", life.get("exit_status"), 0)
-    c.true("teardown_ns measured", life.get("teardown_ns") is not None)
+    # The runtime's teardown at exit reports no context destruction on the
+    # 580 driver (first GPU run), nor on the simulator unless
+    # GWSIM_EXIT_CONTEXT_DESTROY=1: nothing to time.
+    c.eq("teardown_ns (no context destroyed at exit)", life.get("teardown_ns"), None)
 
 
 def check_oom(c, report, ctx):
