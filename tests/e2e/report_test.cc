@@ -129,10 +129,18 @@ TEST(Report, TheCfiUnwinderAndLibunwindGiveTheSameStacks) {
   EXPECT_EQ(reports[0]["tool_frames"], reports[1]["tool_frames"]);
 }
 
-TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {
+// examples/oom under gpuwatch, attached by LD_PRELOAD or, when `injection`,
+// by CUDA_INJECTION64_PATH alone (attached inside the first CUDA call, whose
+// own callback gpuwatch does not see: the device's total must come all the
+// same, as it did not until the first GPU run showed it).
+void CheckOutOfMemoryReport(bool injection) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
   auto env = PreloadEnv(out);
+  if (injection) {
+    env["LD_PRELOAD"] = "";
+    env["CUDA_INJECTION64_PATH"] = kLib;
+  }
   env["GWSIM_DEVICE_MEMORY"] = std::to_string(1024 * kMiB);
   const ProcessResult r = RunProcess({kExamples + "/oom"}, env, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -156,6 +164,15 @@ TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {
   EXPECT_NE(lines[0].find(site), std::string::npos) << lines[0];
   // Only one OOM report: the program stopped at the first failure.
   EXPECT_TRUE(ReadFile(out + ".oom-2").empty());
+  EXPECT_EQ(report["gpuwatch"]["attach"], injection ? "injection" : "preload");
+}
+
+TEST(Report, OutOfMemoryWritesAReportAtOnceAndTheErrorStillReachesTheCaller) {
+  CheckOutOfMemoryReport(false);
+}
+
+TEST(Report, OutOfMemoryReportOfAnInjectedGpuwatchHasTheDeviceTotal) {
+  CheckOutOfMemoryReport(true);
 }
 
 TEST(Report, SnapshotBySignalWhileRunning) {
