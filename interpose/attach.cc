@@ -201,7 +201,9 @@ void DoAttach(const char* mode) {
   s.lifecycle = new Lifecycle();
   s.graphs = new GraphTable();
   if (std::strcmp(mode, "injection") == 0) {
-    // Attached inside cuInit: the first call started before we could see it.
+    // Attached inside cuInit, which the runtime runs at the start of the
+    // program's first call, before that call's ENTER callback: the call is
+    // seen whole, but it started before the attach.
     s.lifecycle->first_call_observed = false;
     s.lifecycle->FirstCall(s.tracker->NowNs());
   }
@@ -241,10 +243,11 @@ void DoAttach(const char* mode) {
   InstallForkHandlers();
   if (s.config.exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
   s.active.store(true);
-  // Injection runs inside the program's first CUDA call, whose callback
-  // gpuwatch never sees: what that call's hook does (the exit handler, the
-  // driver's cuMemGetInfo for OOM reports) is done now. The preload
-  // constructor waits for that call.
+  // Injection runs inside cuInit, within the program's first CUDA call: what
+  // the first-call hook does (the exit handler, the driver's cuMemGetInfo for
+  // OOM reports) is done now, since first_call_ns is set above and that
+  // call's ENTER (if any: a program may call cuInit itself, which has none)
+  // does not run it again. The preload constructor waits for that call.
   if (std::strcmp(mode, "injection") == 0) OnFirstCall();
   // Before the snapshot signal, which may start the background thread: that
   // thread polls the request pipe made here.

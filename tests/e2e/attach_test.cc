@@ -3,6 +3,7 @@
 // every failure path leaves the host's output and exit status alone.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -49,6 +50,73 @@ TEST(Attach, InjectionAloneAttaches) {
   EXPECT_EQ(report["gpuwatch"]["attach"], "injection");
   EXPECT_EQ(report["totals"]["kinds"]["device"]["allocs"], 16);
   EXPECT_EQ(report["totals"]["kernel_launches"], 8);
+}
+
+// The exit report of a program whose only CUDA call, its first, leaks: that
+// allocation counted once, at its line, attached either way. Under injection
+// gpuwatch attaches inside that call, which the driver does before the call's
+// ENTER callback, so the call is seen whole. NVIDIA's runtime destroys no
+// context at exit that gpuwatch hears of: the exit report alone says what
+// leaked and lifecycle.teardown_ns stays null. Where the runtime does destroy
+// its contexts from its exit handler (the simulator's under
+// GWSIM_EXIT_CONTEXT_DESTROY=1) the report is the same but for the
+// teardown's time; no context report is written either way.
+void ExpectFirstCallLeakAtExit(bool injection, bool destroy_at_exit) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  std::map<std::string, std::string> env;
+  if (injection) {
+    env = SimEnv();
+    env["CUDA_INJECTION64_PATH"] = kLib;
+    env["GPUWATCH_OUTPUT"] = out;
+  } else {
+    env = PreloadEnv(out);
+  }
+  if (destroy_at_exit) env["GWSIM_EXIT_CONTEXT_DESTROY"] = "1";
+  const ProcessResult r = RunProcess({kPrograms + "/exit_with", "0"}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "exit_with: cudaMalloc -> cudaSuccess\n");
+  const json report = ReadReport(out);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["gpuwatch"]["attach"], injection ? "injection" : "preload");
+  const json& device = report["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 1);
+  EXPECT_EQ(device["alloc_bytes"], 1 * kMiB);
+  EXPECT_EQ(device["frees"], 0);
+  EXPECT_EQ(device["current_bytes"], 1 * kMiB);
+  EXPECT_EQ(report["leaks"]["device"]["bytes"], 1 * kMiB);
+  const json& sites = report["leaks"]["device"]["sites"];
+  ASSERT_EQ(sites.size(), 1u) << sites.dump();
+  EXPECT_EQ(sites[0]["location"], ProgramLine("exit_with.cu", "cudaMalloc(&p, 1 << 20)"));
+  EXPECT_EQ(sites[0]["bytes"], 1 * kMiB);
+  const json& l = report["lifecycle"];
+  EXPECT_EQ(l["exit_status"], 0);
+  EXPECT_EQ(l["first_call_observed"], !injection);  // injected: timed from the attach
+  if (destroy_at_exit) {
+    ASSERT_FALSE(l["teardown_ns"].is_null()) << l.dump(1);
+    EXPECT_GT(l["teardown_ns"].get<uint64_t>(), 0u);
+  } else {
+    EXPECT_TRUE(l["teardown_ns"].is_null()) << l.dump(1);
+  }
+  for (const std::string& name : dir.List()) {
+    EXPECT_EQ(name.find(".context-"), std::string::npos) << name;
+  }
+}
+
+TEST(Attach, ExitReportUnderPreloadHasTheLeakAndNoTeardownTime) {
+  ExpectFirstCallLeakAtExit(false, false);
+}
+
+TEST(Attach, ExitReportUnderInjectionHasTheFirstCallsLeakAndNoTeardownTime) {
+  ExpectFirstCallLeakAtExit(true, false);
+}
+
+TEST(Attach, ExitReportUnderPreloadIsTheSameWhenContextsAreDestroyedAtExit) {
+  ExpectFirstCallLeakAtExit(false, true);
+}
+
+TEST(Attach, ExitReportUnderInjectionIsTheSameWhenContextsAreDestroyedAtExit) {
+  ExpectFirstCallLeakAtExit(true, true);
 }
 
 TEST(Attach, BothApisCountedOnceWithExactBytes) {

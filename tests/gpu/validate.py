@@ -494,6 +494,8 @@ class Validator:
         env["GWREC_OUTPUT"] = path
         if sim:
             env.pop("GWREC_CUPTI", None)
+        else:
+            env["GWSIM_ANY_DEVICE"] = "1"  # nvcc_program insists on the simulator's device
         code, out, err, _ = self.run([exe] + args, env, 120, cwd=os.path.dirname(path),
                                      label=f"sequence {name} {mode} {'sim' if sim else 'gpu'}")
         return code, err

@@ -135,6 +135,26 @@ TEST(Registry, EveryVariantOfEveryFollowedApiIsSubscribed) {
   }
 }
 
+// Each way the host waits for a whole device is one: cudaDeviceSynchronize
+// nests cuCtxSynchronize_v2 on NVIDIA's driver (CUDA 13), cuCtxSynchronize
+// before it, and a program may call either itself.
+TEST(Registry, EveryDeviceSynchronisationIsADeviceSync) {
+  const std::pair<CUpti_CallbackDomain, CUpti_CallbackId> ids[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2},
+  };
+  for (const auto& [domain, cbid] : ids) {
+    SCOPED_TRACE(cbid);
+    const CallbackSpec* spec = FindSpec(domain, cbid);
+    ASSERT_NE(spec, nullptr);
+    EXPECT_EQ(spec->role, Role::kSync);
+    EXPECT_EQ(spec->sync, SyncKind::kDevice);
+    EXPECT_EQ(spec->parse, nullptr);  // cuCtxSynchronize_v2's context is not read
+  }
+}
+
 // What EnableCallbacks enables, recorded by a fake cuptiEnableCallback.
 std::set<std::pair<int, uint32_t>>* g_enabled = nullptr;
 CUptiResult CUPTIAPI RecordEnable(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d,

@@ -69,6 +69,9 @@ typedef struct gwsim_config_info {
   uint32_t fail_mode;  // gwsim_fail_mode
   int device_count;
   uint32_t cupti_version;  // what cuptiGetVersion returns (GWSIM_CUPTI_VERSION)
+  // GWSIM_EXIT_CONTEXT_DESTROY=1: the runtime releases its primary contexts when the process
+  // exits or the runtime is unloaded (CONTEXT_DESTROY_STARTING); 0 (default): it does not.
+  int exit_context_destroy;
 } gwsim_config_info;
 
 // Exported by the fake driver. All are thread-safe.

@@ -83,24 +83,30 @@ TEST(ZeroDevices, CudaReportsNoDevice) {
 // Init order, seen by a subscriber that is there before the first CUDA call.
 TEST(FreshProcess, InitAndContextCreationAreResourceEvents) {
   if (!EnvIs("GWSIM_TEST_FRESH_PROCESS", "1")) GTEST_SKIP() << "needs a fresh process";
-  Recorder rec({CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CB_DOMAIN_DRIVER_API});
+  Recorder rec({CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API});
   void* p = nullptr;
   ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
   auto events = rec.Take();
   // The runtime's own initialisation (cuInit, cuGetProcAddress, primary context) is not
-  // reported as API calls; what it causes is, as resource events.
-  ASSERT_EQ(events.size(), 4u);
+  // reported as API calls; what it causes is, as resource events. As with NVIDIA's runtime,
+  // cuInit runs before the first call's ENTER, the primary context is created inside it.
+  ASSERT_EQ(events.size(), 6u);
   EXPECT_EQ(events[0].domain, CUPTI_CB_DOMAIN_RESOURCE);
   EXPECT_EQ(events[0].cbid, CUPTI_CBID_RESOURCE_CU_INIT_FINISHED);
-  EXPECT_EQ(events[1].domain, CUPTI_CB_DOMAIN_RESOURCE);
-  EXPECT_EQ(events[1].cbid, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-  EXPECT_NE(events[1].context, nullptr);
-  EXPECT_EQ(events[2].cbid, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
+  EXPECT_EQ(events[1].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+  EXPECT_EQ(events[1].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020);
+  EXPECT_EQ(events[1].site, CUPTI_API_ENTER);
+  EXPECT_EQ(events[2].domain, CUPTI_CB_DOMAIN_RESOURCE);
+  EXPECT_EQ(events[2].cbid, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  EXPECT_NE(events[2].context, nullptr);
   EXPECT_EQ(events[3].cbid, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
+  EXPECT_EQ(events[4].cbid, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
+  EXPECT_EQ(events[5].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+  EXPECT_EQ(events[5].site, CUPTI_API_EXIT);
   // A later cuInit is an ordinary traced call, with no second CU_INIT_FINISHED.
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   events = rec.Take();
-  ASSERT_EQ(events.size(), 2u);
+  ASSERT_EQ(events.size(), 2u);  // ENTER, EXIT
   EXPECT_EQ(events[0].domain, CUPTI_CB_DOMAIN_DRIVER_API);
   EXPECT_EQ(events[0].cbid, CUPTI_DRIVER_TRACE_CBID_cuInit);
   cudaFree(p);
@@ -126,13 +132,15 @@ TEST(Injection, InitializeInjectionRunsOnceDuringTheFirstCuInit) {
   EXPECT_EQ(stats->initialize_calls, 1);
   EXPECT_EQ(stats->cu_init_finished, 1);
   EXPECT_EQ(stats->contexts_created, 1);
-  // The pitfall of injection: the call that initialised CUDA is seen at EXIT only.
+  // As with NVIDIA's runtime, the driver is initialised (and the library injected) before the
+  // first call's ENTER: the call that initialised CUDA is seen whole.
   EXPECT_EQ(stats->first_runtime_cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020);
-  EXPECT_EQ(stats->first_runtime_site, CUPTI_API_EXIT);
-  EXPECT_EQ(stats->exit_without_enter, 1);
-  EXPECT_EQ(stats->runtime_enter, 0);
-  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(stats->first_runtime_site, CUPTI_API_ENTER);
+  EXPECT_EQ(stats->exit_without_enter, 0);
   EXPECT_EQ(stats->runtime_enter, 1);
+  EXPECT_EQ(stats->runtime_exit, 1);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(stats->runtime_enter, 2);
   EXPECT_EQ(stats->runtime_exit, 2);
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   EXPECT_EQ(stats->initialize_calls, 1);
@@ -164,15 +172,18 @@ TEST(BadEnvDeathTest, MalformedValuesWarnAndFallBackToDefaults) {
   setenv("GWSIM_DEVICE_COUNT", "-1", 1);
   setenv("GWSIM_BW_PINNED", "-3", 1);
   setenv("GWSIM_FAIL", "sometimes", 1);
+  setenv("GWSIM_EXIT_CONTEXT_DESTROY", "yes", 1);
   EXPECT_EXIT(ExpectDefaultsThenExit(), testing::ExitedWithCode(0),
               "gwsim: ignoring GWSIM_DEVICE_MEMORY='lots'.*"
               "gwsim: ignoring GWSIM_DEVICE_COUNT='-1'.*"
               "gwsim: ignoring GWSIM_BW_PINNED='-3'.*"
-              "gwsim: ignoring GWSIM_FAIL='sometimes'");
+              "gwsim: ignoring GWSIM_FAIL='sometimes'.*"
+              "gwsim: ignoring GWSIM_EXIT_CONTEXT_DESTROY='yes'");
   unsetenv("GWSIM_DEVICE_MEMORY");
   unsetenv("GWSIM_DEVICE_COUNT");
   unsetenv("GWSIM_BW_PINNED");
   unsetenv("GWSIM_FAIL");
+  unsetenv("GWSIM_EXIT_CONTEXT_DESTROY");
 }
 
 TEST(BadEnvDeathTest, SuffixedSizesAreAccepted) {

@@ -1,10 +1,12 @@
 // A minimal profiler loaded through CUDA_INJECTION64_PATH, for the simulator's tests.
 //
 // InitializeInjection subscribes to the runtime and resource domains and enables MEMCPY
-// activity. It counts what it sees, and at every CONTEXT_DESTROY_STARTING (which includes the
-// one the runtime's exit handler causes) flushes the activity buffers and prints one summary
-// line to stderr. All state is leaked on purpose: the last callbacks arrive while the process
-// exits, after this library's own static destructors would have run.
+// activity. It counts what it sees, and at exit (an exit handler registered by
+// InitializeInjection) and at every CONTEXT_DESTROY_STARTING (including those the runtime's
+// exit handler causes under GWSIM_EXIT_CONTEXT_DESTROY=1, after that summary) flushes the
+// activity buffers and prints one summary line to stderr. All state is leaked on purpose: the
+// last callbacks may arrive while the process exits, after this library's own static
+// destructors would have run.
 #include <cupti.h>
 
 #include <atomic>
@@ -110,6 +112,7 @@ void CUPTIAPI Callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   State& s = S();
   ++s.stats.initialize_calls;
+  std::atexit(PrintSummary);
   CUpti_SubscriberHandle handle = nullptr;
   if (cuptiSubscribe(&handle, Callback, nullptr) != CUPTI_SUCCESS) return 0;
   cuptiEnableDomain(1, handle, CUPTI_CB_DOMAIN_RUNTIME_API);

@@ -398,6 +398,13 @@ TEST(Driver, ProcAddressHandsOutTheDriversOwnEntryPoints) {
                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status),
             CUDA_SUCCESS);
   EXPECT_NE(fn, reinterpret_cast<void*>(&cuMemcpyHtoD_v2));  // the _ptds variant
+  // cuCtxSynchronize_v2 takes a context: handed out under the base name from CUDA 13.0 only.
+  ASSERT_EQ(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuCtxSynchronize_v2));
+  ASSERT_EQ(cuGetProcAddress("cuCtxSynchronize", &fn, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &status),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuCtxSynchronize));
   EXPECT_EQ(cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0, &status), CUDA_ERROR_NOT_FOUND);
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   // The runtime's route, as PyTorch reaches the VMM API.

@@ -130,15 +130,18 @@ TEST(Correlation, RecordsCarryTheIdsTheModeSays) {
   if (unjoinable) {
     EXPECT_EQ(r.runtimeCorrelationId, 0u);
     EXPECT_GE(r.correlationId, 0xF0000000u);
-  } else {
+  } else if (own) {
     EXPECT_EQ(r.runtimeCorrelationId, runtime_id);
-    if (own) {
-      EXPECT_NE(r.correlationId, runtime_id);
-      if (!driver.empty()) {
-        EXPECT_EQ(r.correlationId, driver[0].correlation_id);
-      }
-    } else {
-      EXPECT_EQ(r.correlationId, runtime_id);
+    EXPECT_NE(r.correlationId, runtime_id);
+    if (!driver.empty()) {
+      EXPECT_EQ(r.correlationId, driver[0].correlation_id);
+    }
+  } else {
+    // `shared`, as NVIDIA's CUPTI does: the runtime call's id, runtimeCorrelationId 0.
+    EXPECT_EQ(r.correlationId, runtime_id);
+    EXPECT_EQ(r.runtimeCorrelationId, 0u);
+    if (!driver.empty()) {
+      EXPECT_EQ(driver[0].correlation_id, runtime_id);
     }
   }
   ASSERT_EQ(cudaFree(p), cudaSuccess);

@@ -134,6 +134,13 @@ SimConfig ReadSimConfig() {
       Warn("GWSIM_NESTED_DRIVER_CALLBACKS", v, "1 or 0");
     }
   }
+  if (const char* v = std::getenv("GWSIM_EXIT_CONTEXT_DESTROY")) {
+    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
+      config.exit_context_destroy = v[0] == '1';
+    } else {
+      Warn("GWSIM_EXIT_CONTEXT_DESTROY", v, "1 or 0");
+    }
+  }
   if (const char* v = std::getenv("GWSIM_CORRELATION")) {
     if (std::strcmp(v, "shared") == 0) {
       config.correlation = kCorrelationShared;

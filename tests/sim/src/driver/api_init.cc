@@ -411,6 +411,22 @@ GWSIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
   });
 }
 
+// CUDA 13: the context to synchronise, NULL for the current one (what cudaDeviceSynchronize
+// calls; cuGetProcAddress("cuCtxSynchronize") hands it out from CUDA version 13000).
+GWSIM_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  return TraceDriver(GWSIM_DRV(cuCtxSynchronize_v2), cuCtxSynchronize_v2_params{ctx}, [&] {
+    CUctx_st* c = ctx;
+    if (c == nullptr) {
+      if (CUresult r = RequireContext(&c); r != CUDA_SUCCESS) return r;
+    } else {
+      if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+      if (!ValidContext(c) || !c->active.load()) return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (auto r = CaptureContextSync(c)) return *r;
+    return CUDA_SUCCESS;
+  });
+}
+
 GWSIM_EXPORT CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
   return TraceDriver(GWSIM_DRV(cuCtxGetId), cuCtxGetId_params{ctx, ctxId}, [&] {
     CUctx_st* c = ctx;
@@ -512,6 +528,7 @@ GWSIM_EXPORT void gwsim_get_config(gwsim_config_info* out) {
   out->device_count = static_cast<int>(d.devices.size());
   out->cupti_version = d.config.cupti_version != 0 ? static_cast<uint32_t>(d.config.cupti_version)
                                                    : CUPTI_API_VERSION;
+  out->exit_context_destroy = d.config.exit_context_destroy ? 1 : 0;
 }
 
 GWSIM_EXPORT uint64_t gwsim_now_ns(void) { return Now(); }

@@ -58,6 +58,15 @@ const std::vector<Entry>& Table() {
   return *table;
 }
 
+// The CUDA version from which a newer ABI is handed out under its base name (cudaTypedefs.h:
+// PFN_cuGetProcAddress_v12000, PFN_cuCtxSynchronize_v13000, whose v2 takes a context); older
+// versions get the older ABI.
+int FirstCudaVersion(const Entry& e) {
+  if (e.base == "cuGetProcAddress" && e.version == 2) return 12000;
+  if (e.base == "cuCtxSynchronize" && e.version == 2) return 13000;
+  return 0;
+}
+
 CUresult Lookup(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                 CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -71,8 +80,8 @@ CUresult Lookup(const char* symbol, void** pfn, int cuda_version, cuuint64_t fla
       break;
     }
     if (e.base != symbol) continue;
-    // cuGetProcAddress_v2 exists from CUDA 12.0; everything else: the newest version.
-    if (e.base == "cuGetProcAddress" && e.version == 2 && cuda_version < 12000) continue;
+    // The newest version the caller's CUDA version knows.
+    if (cuda_version < FirstCudaVersion(e)) continue;
     if (best == nullptr) {
       best = &e;
       continue;

@@ -93,7 +93,9 @@ uint32_t RecordCorrelationId() {
 }
 
 uint32_t RecordRuntimeCorrelationId() {
-  return D().config.correlation == kCorrelationUnjoinable ? 0 : CurrentRuntimeCorrelationId();
+  // `shared`: the record's correlationId already is the runtime call's, and NVIDIA's CUPTI
+  // leaves runtimeCorrelationId 0 (every MEMCPY record on the driver, CUDA 13.0).
+  return D().config.correlation == kCorrelationOwn ? CurrentRuntimeCorrelationId() : 0;
 }
 
 void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream) {

@@ -23,8 +23,9 @@ void ExitFrame(gwsim_api_frame* frame);
 // innermost runtime call (0 when the driver was called directly).
 uint32_t CurrentCorrelationId();
 uint32_t CurrentRuntimeCorrelationId();
-// The ids an activity record produced now carries (correlationId, runtimeCorrelationId): the
-// two above, unless GWSIM_CORRELATION=unjoinable, which gives ids no API call has and 0.
+// The ids an activity record produced now carries (correlationId, runtimeCorrelationId):
+// GWSIM_CORRELATION=shared: the innermost call's (a nested driver call shares the runtime call's
+// id) and 0; `own`: the two above; `unjoinable`: ids no API call has, and 0.
 uint32_t RecordCorrelationId();
 uint32_t RecordRuntimeCorrelationId();
 

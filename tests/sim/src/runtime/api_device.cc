@@ -252,8 +252,9 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, un
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
-  return TraceRuntime(GWSIM_RT(cudaDeviceSynchronize, v3020), NoParams{},
-                      [&] { return WithContext([&] { return Drv().cuCtxSynchronize(); }); });
+  return TraceRuntime(GWSIM_RT(cudaDeviceSynchronize, v3020), NoParams{}, [&] {
+    return WithContext([&] { return Drv().cuCtxSynchronize_v2(nullptr); });
+  });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceReset(void) {

@@ -59,65 +59,49 @@ cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** 
 
 using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
 
-// Module registration (from the static constructors nvcc generates).
+// Module registration (from the static constructors nvcc generates) and the call configuration
+// of <<<>>> launches: the runtime's internal entry points, for which NVIDIA's CUPTI reports no
+// callbacks (none were seen on the driver, CUDA 13.0). A <<<>>> launch is reported as
+// cudaLaunchKernel.
 
 GWSIM_EXPORT void** CUDARTAPI __cudaRegisterFatBinary(void* fatCubin) {
-  return TraceRuntime(GWSIM_RT(__cudaRegisterFatBinary, v13000), NoParams{}, [&] {
-    // The handle stays valid for the life of the process.
-    auto* module = new FatBinary{fatCubin};
-    return reinterpret_cast<void**>(module);
-  });
+  // The handle stays valid for the life of the process.
+  auto* module = new FatBinary{fatCubin};
+  return reinterpret_cast<void**>(module);
 }
 
 GWSIM_EXPORT void CUDARTAPI __cudaRegisterFatBinaryEnd(void** fatCubinHandle) {
-  TraceRuntime(GWSIM_RT(__cudaRegisterFatBinaryEnd, v13000), NoParams{}, [&] {
-    (void)fatCubinHandle;
-    return cudaSuccess;
-  });
+  (void)fatCubinHandle;
 }
 
 // Registrations are kept: kernels and variables of an unregistered module stay resolvable,
 // which is harmless here and keeps late launches during exit safe.
 GWSIM_EXPORT void CUDARTAPI __cudaUnregisterFatBinary(void** fatCubinHandle) {
-  TraceRuntime(GWSIM_RT(__cudaUnregisterFatBinary, v13000), NoParams{}, [&] {
-    (void)fatCubinHandle;
-    return cudaSuccess;
-  });
+  (void)fatCubinHandle;
 }
 
 GWSIM_EXPORT void CUDARTAPI __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun,
                                                    char* deviceFun, const char* deviceName,
                                                    int thread_limit, uint3* tid, uint3* bid,
                                                    dim3* bDim, dim3* gDim, int* wSize) {
-  TraceRuntime(GWSIM_RT(__cudaRegisterFunction, v13000), NoParams{}, [&] {
-    RegisterKernel(hostFun, deviceName);
-    return cudaSuccess;
-  });
+  RegisterKernel(hostFun, deviceName);
 }
 
 GWSIM_EXPORT void CUDARTAPI __cudaRegisterVar(void** fatCubinHandle, char* hostVar,
                                               char* deviceAddress, const char* deviceName, int ext,
                                               size_t size, int constant, int global) {
-  TraceRuntime(GWSIM_RT(__cudaRegisterVar, v13000), NoParams{}, [&] {
-    RegisterVariable(hostVar, deviceName, size);
-    return cudaSuccess;
-  });
+  RegisterVariable(hostVar, deviceName, size);
 }
 
 GWSIM_EXPORT void CUDARTAPI __cudaRegisterManagedVar(void** fatCubinHandle,
                                                      void** hostVarPtrAddress, char* deviceAddress,
                                                      const char* deviceName, int ext, size_t size,
                                                      int constant, int global) {
-  TraceRuntime(GWSIM_RT(__cudaRegisterManagedVar, v13000), NoParams{}, [&] {
-    RegisterManagedVariable(fatCubinHandle, hostVarPtrAddress, deviceName, size);
-    return cudaSuccess;
-  });
+  RegisterManagedVariable(fatCubinHandle, hostVarPtrAddress, deviceName, size);
 }
 
 GWSIM_EXPORT char CUDARTAPI __cudaInitModule(void** fatCubinHandle) {
-  return TraceRuntime(GWSIM_RT(__cudaInitModule, v13000), NoParams{}, [&] {
-    return static_cast<char>(InitManagedVariables(fatCubinHandle) == cudaSuccess ? 1 : 0);
-  });
+  return static_cast<char>(InitManagedVariables(fatCubinHandle) == cudaSuccess ? 1 : 0);
 }
 
 // Launch: kernel<<<grid, block, shmem, stream>>>(args) compiles to push, __cudaGetKernel (once),
@@ -126,43 +110,46 @@ GWSIM_EXPORT char CUDARTAPI __cudaInitModule(void** fatCubinHandle) {
 GWSIM_EXPORT unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim,
                                                             size_t sharedMem,
                                                             struct CUstream_st* stream) {
-  return TraceRuntime(GWSIM_RT(__cudaPushCallConfiguration, v13000), NoParams{}, [&] {
-    CallConfigurations().push_back(LaunchConfig{gridDim, blockDim, sharedMem, stream});
-    return 0u;
-  });
+  CallConfigurations().push_back(LaunchConfig{gridDim, blockDim, sharedMem, stream});
+  return 0u;
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim,
                                                               size_t* sharedMem, void* stream) {
-  return TraceRuntime(GWSIM_RT(__cudaPopCallConfiguration, v13000), NoParams{}, [&] {
-    auto& configs = CallConfigurations();
-    if (configs.empty()) return cudaErrorMissingConfiguration;
-    const LaunchConfig c = configs.back();
-    configs.pop_back();
-    *gridDim = c.grid;
-    *blockDim = c.block;
-    *sharedMem = c.shared_mem;
-    *static_cast<cudaStream_t*>(stream) = c.stream;
-    return cudaSuccess;
-  });
+  auto& configs = CallConfigurations();
+  if (configs.empty()) {
+    SetLastError(cudaErrorMissingConfiguration);
+    return cudaErrorMissingConfiguration;
+  }
+  const LaunchConfig c = configs.back();
+  configs.pop_back();
+  *gridDim = c.grid;
+  *blockDim = c.block;
+  *sharedMem = c.shared_mem;
+  *static_cast<cudaStream_t*>(stream) = c.stream;
+  return cudaSuccess;
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun) {
-  return TraceRuntime(GWSIM_RT(__cudaGetKernel, v13000), NoParams{}, [&] {
+  const cudaError_t e = [&] {
     Kernel k;
     if (kernel == nullptr) return cudaErrorInvalidValue;
     if (!FindKernelByHostFunction(hostFun, &k)) return cudaErrorInvalidDeviceFunction;
     *kernel = reinterpret_cast<cudaKernel_t>(k.function);
     return cudaSuccess;
-  });
+  }();
+  SetLastError(e);
+  return e;
 }
 
+// Reported as cudaLaunchKernel (cbid cudaLaunchKernel_v7000, or its _ptsz variant), with its
+// params struct: `func` is the kernel handle, which cudaLaunchKernel also accepts.
 GWSIM_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
                                                       dim3 blockDim, void** args, size_t sharedMem,
                                                       cudaStream_t stream) {
-  // No params struct is published for this cbid: functionParams is NULL.
   return TraceRuntime(
-      GWSIM_RT(__cudaLaunchKernel, v13000), NoParams{},
+      GWSIM_RT(cudaLaunchKernel, v7000),
+      GWSIM_RT_PARAMS(cudaLaunchKernel, v7000){kernel, gridDim, blockDim, args, sharedMem, stream},
       [&] {
         Kernel k;
         if (!FindKernelByHandle(kernel, &k)) return cudaErrorInvalidDeviceFunction;
@@ -175,7 +162,9 @@ GWSIM_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, 
                                                            dim3 blockDim, void** args,
                                                            size_t sharedMem, cudaStream_t stream) {
   return TraceRuntime(
-      GWSIM_RT(__cudaLaunchKernel_ptsz, v13000), NoParams{},
+      GWSIM_RT(cudaLaunchKernel_ptsz, v7000),
+      GWSIM_RT_PARAMS(cudaLaunchKernel_ptsz, v7000){kernel, gridDim, blockDim, args, sharedMem,
+                                                    stream},
       [&] {
         Kernel k;
         if (!FindKernelByHandle(kernel, &k)) return cudaErrorInvalidDeviceFunction;

@@ -171,7 +171,7 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream_t
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   return TraceRuntime(
       GWSIM_RT(cudaMallocHost, v3020), GWSIM_RT_PARAMS(cudaMallocHost, v3020){ptr, size},
-      [&] { return WithContext([&] { return Drv().cuMemAllocHost_v2(ptr, size); }); });
+      [&] { return WithContext([&] { return Drv().cuMemHostAlloc(ptr, size, 0); }); });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {

@@ -18,6 +18,7 @@ inline constexpr int kMaxDevices = 16;
 struct DriverApi {
   bool ok = false;  // false: no driver (or GWSIM_FAIL=no-driver): cudaErrorInsufficientDriver
   int device_count = 0;
+  bool exit_context_destroy = false;  // GWSIM_EXIT_CONTEXT_DESTROY: see TearDownAtExit (core.cc)
   gwsim_api_enter_fn api_enter = nullptr;
   gwsim_api_exit_fn api_exit = nullptr;
   gwsim_set_quiet_fn set_quiet = nullptr;
@@ -91,9 +92,18 @@ struct NoParams {};
 // may not be called.
 bool InHostFunction();
 
+// Whether the runtime has yet to initialise the driver before it reports the call with this
+// runtime cbid: until cuInit succeeded, every call but those that need no driver (the last
+// error, error strings, versions, channel descriptors).
+bool InitializesBeforeEnter(uint32_t cbid);
+
 // Traces one runtime API call (ENTER, body, EXIT with the result). Errors become the
 // thread's last error, except for the calls that report it (kRecordsError = false). On the
 // host-function thread a call that returns a cudaError_t does not run: cudaErrorNotPermitted.
+// As NVIDIA's runtime does, the driver is initialised before the ENTER callback: cuInit loads
+// CUDA_INJECTION64_PATH, so a profiler injected there sees the whole first call (its ENTER, the
+// context created inside it, its nested driver call and its EXIT). A call whose body fails to
+// initialise reports the error from the body, as before.
 template <bool kRecordsError = true, typename Params, typename Body>
 auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& body,
                   const char* symbol = nullptr) -> decltype(body()) {
@@ -104,6 +114,7 @@ auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& 
     if constexpr (kRecordsError && std::is_same_v<Result, cudaError_t>) SetLastError(r);
     return r;
   }
+  if (InitializesBeforeEnter(cbid)) (void)EnsureInit();
   gwsim_api_frame frame{};
   frame.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
   frame.cbid = cbid;
