@@ -10,8 +10,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 
+#include "libgpuwatch/clock.h"
 #include "libgpuwatch/mutex.h"
 
 namespace gpuwatch {
@@ -52,11 +52,7 @@ bool IsProgramHandler(const struct sigaction& a) {
   return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
 }
 
-int64_t NowMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t NowMs() { return static_cast<int64_t>(MonotonicNs() / 1000000); }  // signal-safe
 
 // Asks the background thread for a report and waits for it, bounded. Only
 // async-signal-safe calls: write, poll, clock_gettime, gettid.

@@ -39,6 +39,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "libgpuwatch/cfi_rules.h"
+
 namespace gpuwatch {
 
 // Writes the calling thread's return addresses into buffer[0..n): buffer[0]
@@ -67,30 +69,15 @@ void PrimeStackBounds(pthread_t thread);
 
 namespace internal {
 
-// A frame's unwind rule as the walker uses it. `ok` false: the walker cannot
-// unwind through this pc (the other fields are meaningless).
-struct CfiRule {
-  bool ok = false;
-  bool outermost = false;     // the return address is undefined: the stack ends here
-  bool cfa_from_rbp = false;  // CFA = rbp + cfa_offset, else rsp + cfa_offset
-  int32_t cfa_offset = 0;
-  int32_t ra_offset = 0;   // the return address is at CFA + ra_offset
-  bool rbp_saved = false;  // the caller's rbp is at CFA + rbp_offset, else unchanged
-  int32_t rbp_offset = 0;
-};
-
-// Computes the rule for the instruction at `pc` from the loaded module's
-// unwind tables, without the cache (tests). For a return address pass the
-// call instruction's address (return address - 1), as the walker does.
-CfiRule ComputeCfiRule(uintptr_t pc);
-
-// The rule for `pc` from unwind tables in memory (tests, the fuzzer):
-// [begin, begin + size) is taken as the module's only mapped range, with its
-// `.eh_frame_hdr` at begin + hdr_offset. Reads nothing outside the range.
-CfiRule CfiRuleFromTables(const void* begin, size_t size, size_t hdr_offset, uintptr_t pc);
-
 // How many pcs the table holds (tests, benchmarks).
 int CfiRulesCached();
+
+// Whether the table holds a rule for `pc` (tests).
+bool CfiRuleIsCached(uintptr_t pc);
+
+// Calls `hook` (nullptr: none) after each rule is computed, before it enters
+// the table (tests: a flush there stands for one made by another thread).
+void SetRuleComputedHookForTest(void (*hook)(uintptr_t pc));
 
 // How many frames the calling thread's walks have taken from its last walk
 // (checked against the stack) instead of walking them by rule (tests).

@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +14,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "libgpuwatch/clock.h"
 #include "libgpuwatch/log.h"
 
 namespace gpuwatch {
@@ -359,12 +359,8 @@ constexpr int kMethNoArgs = 0x0004;
 // wait is capped so that a thread stopped mid-read cannot hang the exit.
 void* OnPythonExit(void* /*self*/, void* /*unused*/) {
   g_shutdown.store(true, std::memory_order_seq_cst);
-  timespec start{};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  while (g_in_flight.load(std::memory_order_seq_cst) > 0) {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec >= 2) break;
+  const uint64_t deadline = MonotonicNs() + 2000000000ULL;
+  while (g_in_flight.load(std::memory_order_seq_cst) > 0 && MonotonicNs() < deadline) {
     sched_yield();
   }
   const Runtime* rt = g_runtime.load(std::memory_order_acquire);

@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,12 @@ bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::strin
 
 // Human-readable byte count: "512 B", "1.5 KiB", "3.0 GiB".
 std::string FormatBytes(uint64_t bytes);
+
+// A growth rate in bytes per `unit` ("mark", else per second), negative as 0:
+// "1.0 MiB per mark" (kProse, in sentences) or "1.0 MiB/mark" (kCompact, in
+// tables). The one format of the summary, `report`, `diff` and `check`.
+enum class RateStyle { kProse, kCompact };
+std::string FormatRate(double rate, std::string_view unit, RateStyle style);
 
 // "1 copy", "3 copies": `n` and the noun in the number it needs.
 std::string CountOf(uint64_t n, const char* one, const char* many);

@@ -128,12 +128,11 @@ std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* su
   if (counted.empty()) return "";
   const GrowthSuspect& top = *counted.front();
   char line[768];
-  std::snprintf(line, sizeof(line),
-                "gpuwatch: growing: %zu %s; most: +%s per %s at %s (%s -> %s)\n", counted.size(),
-                counted.size() == 1 ? "site" : "sites",
-                FormatBytes(static_cast<uint64_t>(std::llround(top.rate))).c_str(),
-                GrowthUnitName(top.unit), sites->LocationOf(top.site).c_str(),
-                FormatBytes(top.first_bytes).c_str(), FormatBytes(top.last_bytes).c_str());
+  std::snprintf(line, sizeof(line), "gpuwatch: growing: %zu %s; most: +%s at %s (%s -> %s)\n",
+                counted.size(), counted.size() == 1 ? "site" : "sites",
+                FormatRate(top.rate, GrowthUnitName(top.unit), RateStyle::kProse).c_str(),
+                sites->LocationOf(top.site).c_str(), FormatBytes(top.first_bytes).c_str(),
+                FormatBytes(top.last_bytes).c_str());
   return line;
 }
 

@@ -1,8 +1,11 @@
 // The report's stderr summary (BuildSummaryText) and the byte and count
 // formats reports and the tools share.
+#include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "libgpuwatch/mixed_stack.h"
@@ -26,6 +29,13 @@ std::string FormatBytes(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f %s", value, kUnits[unit]);
   return buf;
+}
+
+std::string FormatRate(double rate, std::string_view unit, RateStyle style) {
+  const std::string bytes = FormatBytes(static_cast<uint64_t>(std::llround(std::max(0.0, rate))));
+  const bool per_mark = unit == "mark";
+  if (style == RateStyle::kProse) return bytes + (per_mark ? " per mark" : " per second");
+  return bytes + (per_mark ? "/mark" : "/s");
 }
 
 std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& context,

@@ -388,6 +388,31 @@ TEST(CfiUnwind, FlushedRulesAreComputedAgain) {
   EXPECT_GT(internal::CfiRulesCached(), 0);
 }
 
+// A module unloaded while another thread computes a rule from its tables:
+// the flush that follows the unload may come after that computation and
+// before its rule enters the table. The hook makes the flush come exactly
+// there; the rule must not be kept (before, it was, and a later walk through
+// whatever was loaded at that address used it).
+uintptr_t g_flushed_pc = 0;
+
+TEST(CfiUnwind, ARuleComputedAcrossAFlushIsNotKept) {
+  FlushCfiRules();
+  g_flushed_pc = 0;
+  internal::SetRuleComputedHookForTest([](uintptr_t pc) {
+    if (g_flushed_pc != 0) return;
+    g_flushed_pc = pc;
+    FlushCfiRules();
+  });
+  uintptr_t pcs[kMax];
+  const int n = CfiBacktrace(pcs, kMax);
+  internal::SetRuleComputedHookForTest(nullptr);
+  ASSERT_GT(n, 2);
+  ASSERT_NE(g_flushed_pc, 0u);
+  EXPECT_FALSE(internal::CfiRuleIsCached(g_flushed_pc));
+  // The rules computed after the flush are kept: the outermost frame's.
+  EXPECT_TRUE(internal::CfiRuleIsCached(pcs[n - 1] - 1));
+}
+
 // A capture from Inner, by way of Middle, called from one of two call sites
 // in Outer: the two stacks have the same frames at the same stack addresses
 // but for one return address, Middle's into Outer. A walk that took the last

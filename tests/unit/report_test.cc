@@ -349,5 +349,13 @@ TEST(Report, FormatBytes) {
   EXPECT_EQ(FormatBytes(3ULL << 30), "3.0 GiB");
 }
 
+TEST(Report, FormatsGrowthRatesOneWayInSentencesAndOneWayInTables) {
+  EXPECT_EQ(FormatRate(1 << 20, "mark", RateStyle::kProse), "1.0 MiB per mark");
+  EXPECT_EQ(FormatRate(1536, "second", RateStyle::kProse), "1.5 KiB per second");
+  EXPECT_EQ(FormatRate(1 << 20, "mark", RateStyle::kCompact), "1.0 MiB/mark");
+  EXPECT_EQ(FormatRate(1536.4, "second", RateStyle::kCompact), "1.5 KiB/s");
+  EXPECT_EQ(FormatRate(-4096, "second", RateStyle::kCompact), "0 B/s");  // shrinking: no growth
+}
+
 }  // namespace
 }  // namespace gpuwatch
