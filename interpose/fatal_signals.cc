@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "libgpuwatch/clock.h"
-#include "libgpuwatch/mutex.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
 namespace {
@@ -60,7 +60,7 @@ void RequestReportAndWait(int sig, bool final) {
   if (!g_server_created.load() || g_server_tid.load() == gettid() || g_stuck.load()) return;
   if (HoldsGpuwatchLock()) {
     // The background thread would wait for a lock this thread holds while
-    // this handler waits for the report (libgpuwatch/mutex.h): no report, no wait.
+    // this handler waits for the report (libgpuwatch/base/mutex.h): no report, no wait.
     static constexpr char kLine[] =
         "gpuwatch: no report for this signal: it interrupted gpuwatch while it held a lock the "
         "report needs\n";

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/report/format.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "libgpuwatch/report.h"
+#include "libgpuwatch/report/format.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
 

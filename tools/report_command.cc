@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string>
 
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/report/format.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 #include "tools/commands.h"
 #include "tools/html_format.h"
 #include "tools/perfetto_format.h"

@@ -1,7 +1,7 @@
-// The CFI walker (libgpuwatch/cfi_unwind.h) against libunwind: the same pcs
+// The CFI walker (libgpuwatch/stacks/cfi_unwind.h) against libunwind: the same pcs
 // on every stack it walks, and a clean refusal (then libunwind's stack) on
 // the stacks it cannot.
-#include "libgpuwatch/cfi_unwind.h"
+#include "libgpuwatch/stacks/cfi_unwind.h"
 
 #include <alloca.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/unwind.h"
 #include "tests/unit/fixtures/fixture_lib.h"
 
 namespace gpuwatch {

@@ -1,4 +1,4 @@
-#include "libgpuwatch/report.h"
+#include "libgpuwatch/report/report.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/symbolizer.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/report_reader.h"
 
