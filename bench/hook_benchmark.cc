@@ -24,12 +24,12 @@
 #include <random>
 #include <vector>
 
-#include "libgpuwatch/address_map.h"
-#include "libgpuwatch/kernels.h"
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/tracker.h"
-#include "libgpuwatch/transfers.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/base/address_map.h"
+#include "libgpuwatch/record/kernels.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
 namespace {

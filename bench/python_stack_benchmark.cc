@@ -1,4 +1,4 @@
-// Cost of Python frames per captured stack (libgpuwatch/python_stack.h).
+// Cost of Python frames per captured stack (libgpuwatch/stacks/python_stack.h).
 //
 // The benchmark embeds a CPython found at run time (nothing is linked against
 // Python), runs Python code that recurses N frames deep and then calls back
@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "libgpuwatch/mixed_stack.h"
-#include "libgpuwatch/python_stack.h"
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/python_stack.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
+#include "libgpuwatch/symbolize/mixed_stack.h"
 
 namespace gpuwatch {
 namespace {

@@ -33,15 +33,15 @@
 #include <string_view>
 #include <vector>
 
-#include "libgpuwatch/growth.h"
-#include "libgpuwatch/kernels.h"
-#include "libgpuwatch/lifecycle.h"
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/symbolizer.h"
-#include "libgpuwatch/tracker.h"
-#include "libgpuwatch/transfers.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/record/kernels.h"
+#include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/report/report.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 
 namespace gpuwatch {
 namespace {

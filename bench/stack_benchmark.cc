@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/symbolizer.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 
 namespace gpuwatch {
 namespace {

@@ -1,12 +1,12 @@
-// The cost of the event trace (libgpuwatch/trace.h): one Trace::Record, and
+// The cost of the event trace (libgpuwatch/record/trace.h): one Trace::Record, and
 // what it adds to an allocation plus a free in the tracker (two memory
 // events). docs/BENCHMARKS.md has the figures.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 
-#include "libgpuwatch/trace.h"
-#include "libgpuwatch/tracker.h"
+#include "libgpuwatch/record/trace.h"
+#include "libgpuwatch/record/tracker.h"
 
 namespace gpuwatch {
 namespace {

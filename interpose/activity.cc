@@ -4,9 +4,9 @@
 #include <cstdlib>
 
 #include "interpose/guard.h"
-#include "libgpuwatch/kernels.h"
-#include "libgpuwatch/trace.h"
-#include "libgpuwatch/transfers.h"
+#include "libgpuwatch/record/kernels.h"
+#include "libgpuwatch/record/trace.h"
+#include "libgpuwatch/record/transfers.h"
 
 namespace gpuwatch {
 

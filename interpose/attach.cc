@@ -36,11 +36,11 @@
 #include "interpose/guard.h"
 #include "interpose/reports.h"
 #include "interpose/session.h"
-#include "libgpuwatch/cfi_unwind.h"
-#include "libgpuwatch/log.h"
-#include "libgpuwatch/python_stack.h"
-#include "libgpuwatch/unwind.h"
-#include "libgpuwatch/version.h"
+#include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/version.h"
+#include "libgpuwatch/stacks/cfi_unwind.h"
+#include "libgpuwatch/stacks/python_stack.h"
+#include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
 

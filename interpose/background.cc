@@ -13,8 +13,8 @@
 
 #include "interpose/fatal_signals.h"
 #include "interpose/reports.h"
-#include "libgpuwatch/clock.h"
-#include "libgpuwatch/log.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/log.h"
 
 namespace gpuwatch {
 namespace {

@@ -8,15 +8,15 @@
 #include <unordered_map>
 
 #include "interpose/guard.h"
-#include "libgpuwatch/graphs.h"
-#include "libgpuwatch/kernels.h"
-#include "libgpuwatch/lifecycle.h"
-#include "libgpuwatch/mutex.h"
-#include "libgpuwatch/python_stack.h"
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/tracker.h"
-#include "libgpuwatch/transfers.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/record/graphs.h"
+#include "libgpuwatch/record/kernels.h"
+#include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/stacks/python_stack.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
 

@@ -20,7 +20,7 @@
 #include <cupti.h>
 
 #include "interpose/calls.h"
-#include "libgpuwatch/event.h"
+#include "libgpuwatch/record/event.h"
 
 namespace gpuwatch {
 

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "interpose/cupti_loader.h"
-#include "libgpuwatch/mutex.h"
+#include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
 

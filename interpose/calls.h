@@ -15,9 +15,9 @@
 #include <span>
 #include <string>
 
-#include "libgpuwatch/event.h"
-#include "libgpuwatch/lifecycle.h"
-#include "libgpuwatch/transfers.h"
+#include "libgpuwatch/record/event.h"
+#include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/transfers.h"
 
 namespace gpuwatch {
 

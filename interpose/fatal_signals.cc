@@ -10,9 +10,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 
-#include "libgpuwatch/mutex.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
 namespace {
@@ -52,11 +52,7 @@ bool IsProgramHandler(const struct sigaction& a) {
   return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
 }
 
-int64_t NowMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t NowMs() { return static_cast<int64_t>(MonotonicNs() / 1000000); }  // signal-safe
 
 // Asks the background thread for a report and waits for it, bounded. Only
 // async-signal-safe calls: write, poll, clock_gettime, gettid.
@@ -64,7 +60,7 @@ void RequestReportAndWait(int sig, bool final) {
   if (!g_server_created.load() || g_server_tid.load() == gettid() || g_stuck.load()) return;
   if (HoldsGpuwatchLock()) {
     // The background thread would wait for a lock this thread holds while
-    // this handler waits for the report (libgpuwatch/mutex.h): no report, no wait.
+    // this handler waits for the report (libgpuwatch/base/mutex.h): no report, no wait.
     static constexpr char kLine[] =
         "gpuwatch: no report for this signal: it interrupted gpuwatch while it held a lock the "
         "report needs\n";

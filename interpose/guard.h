@@ -5,7 +5,7 @@
 // a library it loads whose constructor uses CUDA): it is not the
 // application's, and it must not take the locks gpuwatch may already hold. It
 // is ignored. (Whether a thread holds one of those locks is
-// HoldsGpuwatchLock(), libgpuwatch/mutex.h.)
+// HoldsGpuwatchLock(), libgpuwatch/base/mutex.h.)
 #ifndef GPUWATCH_INTERPOSE_GUARD_H_
 #define GPUWATCH_INTERPOSE_GUARD_H_
 

@@ -16,11 +16,11 @@
 #include "interpose/activity.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/guard.h"
-#include "libgpuwatch/cfi_unwind.h"
-#include "libgpuwatch/clock.h"
-#include "libgpuwatch/log.h"
-#include "libgpuwatch/python_stack.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/log.h"
+#include "libgpuwatch/stacks/cfi_unwind.h"
+#include "libgpuwatch/stacks/python_stack.h"
+#include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
 
@@ -404,7 +404,7 @@ void WriteSignalReport(int sig, bool final) {
 // place, so that a process killed by SIGKILL or the OOM killer leaves a
 // complete report behind. Written when the interval has passed and something
 // changed, and at a new device peak, never at more than 5% of a core
-// (libgpuwatch/checkpoint.h); looked at once a second.
+// (libgpuwatch/report/checkpoint.h); looked at once a second.
 void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now) {
   if (c.failed || !ExitHandlerRegistered()) return;  // no CUDA call yet
   const uint64_t events = s.tracker->EventCount();

@@ -13,7 +13,7 @@
 
 #include "interpose/callbacks.h"
 #include "interpose/session.h"
-#include "libgpuwatch/checkpoint.h"
+#include "libgpuwatch/report/checkpoint.h"
 
 namespace gpuwatch {
 

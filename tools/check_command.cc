@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/report/format.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
 
@@ -127,11 +127,6 @@ Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
   return rule;
 }
 
-std::string Rate(const json& g) {
-  const uint64_t rate = static_cast<uint64_t>(std::llround(std::max(0.0, Number(g, "rate"))));
-  return FormatBytes(rate) + (Str(g, "unit") == "mark" ? " per mark" : " per second");
-}
-
 // Growth suspects of one report against the limit.
 Rule SuspectRule(const json& doc, const GrowthLimit& limit, const Suppressions* extra,
                  bool include_categories, std::vector<std::string>* notes) {
@@ -158,9 +153,10 @@ Rule SuspectRule(const json& doc, const GrowthLimit& limit, const Suppressions* 
       const uint64_t grown = U64(g, "growth_bytes");
       if (grown <= limit.Allowance(first) && !(limit.percent && first == 0 && grown > 0)) continue;
       rule.broken = true;
-      rule.sites.push_back(SiteLine(g, "grows by " + Rate(g) + ": " + FormatBytes(first) + " -> " +
-                                           FormatBytes(U64(g, "last_bytes")) + " over " +
-                                           GrowthWindow(g) + " (" + SignedBytes(grown) + ")"));
+      rule.sites.push_back(SiteLine(
+          g, "grows by " + FormatRate(Number(g, "rate"), Str(g, "unit"), RateStyle::kProse) + ": " +
+                 FormatBytes(first) + " -> " + FormatBytes(U64(g, "last_bytes")) + " over " +
+                 GrowthWindow(g) + " (" + SignedBytes(grown) + ")"));
     }
   }
   const std::string basis = Str(growth, "basis");

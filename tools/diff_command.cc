@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "libgpuwatch/report.h"
+#include "libgpuwatch/report/format.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
 
@@ -130,8 +130,7 @@ void SiteSection(FILE* out, const char* title, const std::map<std::string, SiteF
 }
 
 std::string Rate(double rate, const std::string& unit) {
-  if (rate <= 0) return "-";
-  return FormatBytes(static_cast<uint64_t>(std::llround(rate))) + (unit == "mark" ? "/mark" : "/s");
+  return rate <= 0 ? "-" : FormatRate(rate, unit, RateStyle::kCompact);
 }
 
 void GrowthSection(FILE* out, const std::map<std::string, SiteFigures>& sites, size_t top) {

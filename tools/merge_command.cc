@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/report_schema.h"
-#include "libgpuwatch/version.h"
+#include "libgpuwatch/base/version.h"
+#include "libgpuwatch/report/file.h"
+#include "libgpuwatch/report/format.h"
+#include "libgpuwatch/report/report_schema.h"
 #include "tools/commands.h"
 #include "tools/report_reader.h"
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "libgpuwatch/report.h"
+#include "libgpuwatch/report/format.h"
 
 namespace gpuwatch::tools {
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 #include "tools/pprof/profile.pb.h"
 
 namespace gpuwatch::tools {

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string>
 
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/report/format.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 #include "tools/commands.h"
 #include "tools/html_format.h"
 #include "tools/perfetto_format.h"
@@ -196,9 +196,7 @@ void PrintLeakSection(const json& section, const char* what, bool at_exit, Print
 }
 
 std::string RateText(const json& g) {
-  const bool per_mark = Str(g, "unit") == "mark";
-  const uint64_t rate = static_cast<uint64_t>(std::llround(std::max(0.0, Number(g, "rate"))));
-  return "+" + FormatBytes(rate) + (per_mark ? "/mark" : "/s");
+  return "+" + FormatRate(Number(g, "rate"), Str(g, "unit"), RateStyle::kCompact);
 }
 
 std::string WindowText(const json& g) {

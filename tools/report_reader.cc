@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/report_schema.h"
-#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/report/format.h"
+#include "libgpuwatch/report/report_schema.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 #include "tools/report_validate.h"
 
 namespace gpuwatch::tools {

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "libgpuwatch/report_schema.h"
-#include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/report/report_schema.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuwatch::tools {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <initializer_list>
 
-#include "libgpuwatch/report_schema.h"
+#include "libgpuwatch/report/report_schema.h"
 
 namespace gpuwatch::tools {
 

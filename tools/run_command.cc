@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "libgpuwatch/report.h"
+#include "libgpuwatch/report/format.h"
 #include "tools/report_reader.h"
 
 namespace gpuwatch::tools {

@@ -1,4 +1,4 @@
-// libFuzzer target for the CFI walker's table reader (libgpuwatch/cfi_unwind):
+// libFuzzer target for the CFI walker's table reader (libgpuwatch/stacks/cfi_unwind):
 // `.eh_frame_hdr`, CIEs, FDEs and their call frame programs come from the
 // modules of the host process and are read inside it, so a corrupt table must
 // give no rule, never a read outside the module or undefined behaviour.
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <memory>
 
-#include "libgpuwatch/cfi_unwind.h"
+#include "libgpuwatch/stacks/cfi_unwind.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 6) return 0;

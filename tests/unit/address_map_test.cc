@@ -1,4 +1,4 @@
-#include "libgpuwatch/address_map.h"
+#include "libgpuwatch/base/address_map.h"
 
 #include <gtest/gtest.h>
 

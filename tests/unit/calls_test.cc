@@ -17,10 +17,10 @@
 #include "interpose/calls.h"
 #include "interpose/cupti_loader.h"
 #include "interpose/guard.h"
-#include "libgpuwatch/graphs.h"
-#include "libgpuwatch/mutex.h"
-#include "libgpuwatch/tracker.h"
-#include "libgpuwatch/transfers.h"
+#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/record/graphs.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
 
 namespace gpuwatch {
 namespace {

@@ -1,7 +1,7 @@
-// The CFI walker (libgpuwatch/cfi_unwind.h) against libunwind: the same pcs
+// The CFI walker (libgpuwatch/stacks/cfi_unwind.h) against libunwind: the same pcs
 // on every stack it walks, and a clean refusal (then libunwind's stack) on
 // the stacks it cannot.
-#include "libgpuwatch/cfi_unwind.h"
+#include "libgpuwatch/stacks/cfi_unwind.h"
 
 #include <alloca.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/unwind.h"
 #include "tests/unit/fixtures/fixture_lib.h"
 
 namespace gpuwatch {
@@ -386,6 +386,31 @@ TEST(CfiUnwind, FlushedRulesAreComputedAgain) {
   ExpectSameAsLibunwind(runs[1]);
   EXPECT_EQ(runs[0].cfi, runs[1].cfi);
   EXPECT_GT(internal::CfiRulesCached(), 0);
+}
+
+// A module unloaded while another thread computes a rule from its tables:
+// the flush that follows the unload may come after that computation and
+// before its rule enters the table. The hook makes the flush come exactly
+// there; the rule must not be kept (before, it was, and a later walk through
+// whatever was loaded at that address used it).
+uintptr_t g_flushed_pc = 0;
+
+TEST(CfiUnwind, ARuleComputedAcrossAFlushIsNotKept) {
+  FlushCfiRules();
+  g_flushed_pc = 0;
+  internal::SetRuleComputedHookForTest([](uintptr_t pc) {
+    if (g_flushed_pc != 0) return;
+    g_flushed_pc = pc;
+    FlushCfiRules();
+  });
+  uintptr_t pcs[kMax];
+  const int n = CfiBacktrace(pcs, kMax);
+  internal::SetRuleComputedHookForTest(nullptr);
+  ASSERT_GT(n, 2);
+  ASSERT_NE(g_flushed_pc, 0u);
+  EXPECT_FALSE(internal::CfiRuleIsCached(g_flushed_pc));
+  // The rules computed after the flush are kept: the outermost frame's.
+  EXPECT_TRUE(internal::CfiRuleIsCached(pcs[n - 1] - 1));
 }
 
 // A capture from Inner, by way of Middle, called from one of two call sites

@@ -1,4 +1,4 @@
-#include "libgpuwatch/checkpoint.h"
+#include "libgpuwatch/report/checkpoint.h"
 
 #include <gtest/gtest.h>
 

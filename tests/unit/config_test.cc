@@ -1,4 +1,4 @@
-#include "libgpuwatch/config.h"
+#include "libgpuwatch/base/config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "libgpuwatch/growth.h"
+#include "libgpuwatch/analysis/growth.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "libgpuwatch/kernels.h"
+#include "libgpuwatch/record/kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "libgpuwatch/mixed_stack.h"
-#include "libgpuwatch/python_frames.h"
+#include "libgpuwatch/stacks/python_frames.h"
+#include "libgpuwatch/symbolize/mixed_stack.h"
 
 namespace gpuwatch {
 namespace {

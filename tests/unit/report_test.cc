@@ -1,4 +1,4 @@
-#include "libgpuwatch/report.h"
+#include "libgpuwatch/report/report.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "libgpuwatch/stack_table.h"
-#include "libgpuwatch/symbolizer.h"
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/report_reader.h"
 
@@ -347,6 +347,14 @@ TEST(Report, FormatBytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
   EXPECT_EQ(FormatBytes(3ULL << 30), "3.0 GiB");
+}
+
+TEST(Report, FormatsGrowthRatesOneWayInSentencesAndOneWayInTables) {
+  EXPECT_EQ(FormatRate(1 << 20, "mark", RateStyle::kProse), "1.0 MiB per mark");
+  EXPECT_EQ(FormatRate(1536, "second", RateStyle::kProse), "1.5 KiB per second");
+  EXPECT_EQ(FormatRate(1 << 20, "mark", RateStyle::kCompact), "1.0 MiB/mark");
+  EXPECT_EQ(FormatRate(1536.4, "second", RateStyle::kCompact), "1.5 KiB/s");
+  EXPECT_EQ(FormatRate(-4096, "second", RateStyle::kCompact), "0 B/s");  // shrinking: no growth
 }
 
 }  // namespace

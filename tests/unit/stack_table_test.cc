@@ -1,4 +1,4 @@
-#include "libgpuwatch/stack_table.h"
+#include "libgpuwatch/stacks/stack_table.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "libgpuwatch/suppressions.h"
+#include "libgpuwatch/analysis/suppressions.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Built with -g -O0 (tests/CMakeLists.txt) so that lines and frames are exact.
-#include "libgpuwatch/symbolizer.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/unwind.h"
 #include "tests/unit/fixtures/fixture_lib.h"
 
 namespace gpuwatch_test {

@@ -1,4 +1,4 @@
-#include "libgpuwatch/trace.h"
+#include "libgpuwatch/record/trace.h"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "libgpuwatch/config.h"
-#include "libgpuwatch/report.h"
-#include "libgpuwatch/trace_json.h"
-#include "libgpuwatch/tracker.h"
+#include "libgpuwatch/base/config.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/report/report.h"
+#include "libgpuwatch/report/trace_json.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuwatch {

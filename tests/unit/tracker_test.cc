@@ -1,4 +1,4 @@
-#include "libgpuwatch/tracker.h"
+#include "libgpuwatch/record/tracker.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Transfers: joining copy calls to their activity records by correlation id.
-#include "libgpuwatch/transfers.h"
+#include "libgpuwatch/record/transfers.h"
 
 #include <gtest/gtest.h>
 

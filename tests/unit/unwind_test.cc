@@ -1,4 +1,4 @@
-#include "libgpuwatch/unwind.h"
+#include "libgpuwatch/stacks/unwind.h"
 
 #include <dlfcn.h>
 #include <link.h>

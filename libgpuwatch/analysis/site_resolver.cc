@@ -1,0 +1,149 @@
+#include "libgpuwatch/analysis/site_resolver.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <span>
+#include <utility>
+
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/symbolize/mixed_stack.h"
+
+namespace gpuwatch {
+
+namespace {
+
+// What a report says of a site besides its figures: the built-in category
+// its stack falls in and the suppression rule that matched it.
+SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* suppressions,
+                       SuppressionKind kind, bool pytorch_per_tensor) {
+  std::vector<FrameView> views;
+  views.reserve(frames.size());
+  for (const Frame& f : frames) views.push_back({f.function, f.file, f.module});
+  SiteClass c;
+  c.category = CategoryOf(views, pytorch_per_tensor);
+  c.category_off = pytorch_per_tensor && c.category.empty() && !CategoryOf(views).empty();
+  if (suppressions != nullptr) c.suppressed = suppressions->Match(kind, views);
+  return c;
+}
+
+}  // namespace
+
+SiteResolver::SiteResolver(const StackTable* stacks, Symbolizer* symbolizer)
+    : stacks_(stacks), shared_symbolizer_(symbolizer) {}
+SiteResolver::~SiteResolver() = default;
+
+const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
+  auto it = cache_.find(stack_id);
+  if (it != cache_.end()) return it->second;
+  std::vector<Frame> frames;
+  if (stacks_ != nullptr && stack_id != 0) {
+    const std::span<const uintptr_t> pcs = stacks_->Get(stack_id);
+    if (!pcs.empty()) {
+      Symbolizer* symbolizer = shared_symbolizer_;
+      if (symbolizer == nullptr) {
+        if (own_symbolizer_ == nullptr) own_symbolizer_ = std::make_unique<Symbolizer>();
+        symbolizer = own_symbolizer_.get();
+      }
+      SymbolizeMixedStack(symbolizer, pcs, &frames);  // Python frames merged in
+    }
+  }
+  return cache_.emplace(stack_id, std::move(frames)).first->second;
+}
+
+const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
+  auto it = stack_indices_.find(stack_id);
+  if (it != stack_indices_.end()) return it->second;
+  std::vector<uint32_t> indices;
+  std::string key;
+  for (const Frame& f : FramesOf(stack_id)) {
+    key.assign(f.module);
+    key += '\0';
+    key += f.function;
+    key += '\0';
+    key += f.file;
+    key += '\0';
+    key += std::to_string(f.line);
+    key += f.inlined ? 'i' : 'o';  // the same line inlined or not: two frames
+    const auto [at, added] =
+        frame_index_.try_emplace(key, static_cast<uint32_t>(frame_table_.size()));
+    if (added) frame_table_.push_back(&f);
+    indices.push_back(at->second);
+  }
+  return stack_indices_.emplace(stack_id, std::move(indices)).first->second;
+}
+
+void SiteResolver::ClearFrameTable() {
+  frame_table_.clear();
+  frame_index_.clear();
+  stack_indices_.clear();
+}
+
+uint32_t SiteResolver::ResolveCanonical(uint32_t stack_id) {
+  if (auto it = canonical_.find(stack_id); it != canonical_.end()) return it->second;
+  const std::vector<Frame>& frames = FramesOf(stack_id);
+  uint32_t canonical = stack_id;
+  if (!frames.empty()) {
+    // Keyed by what the user reads (function, file, line), not by pc: the
+    // compiler may unroll one source-level call into several call sites.
+    std::string key;
+    for (const Frame& f : frames) {
+      key += f.module;
+      key += '\0';
+      key += f.function;
+      key += '\0';
+      if (f.line > 0) {
+        key += f.file;
+        key += ':' + std::to_string(f.line);
+      } else {
+        key += std::to_string(f.offset);
+      }
+      key += '\n';
+    }
+    canonical = by_frames_.emplace(std::move(key), stack_id).first->second;
+  }
+  if (stack_id < canonical_flat_.size()) {
+    canonical_flat_[stack_id] = canonical;
+  } else {
+    canonical_.emplace(stack_id, canonical);
+  }
+  return canonical;
+}
+
+void SiteResolver::Prepare(std::vector<uint32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (!ids.empty() && ids.back() >= canonical_flat_.size()) {
+    canonical_flat_.resize(size_t{ids.back()} + 1, kUnresolved);
+  }
+  for (const uint32_t id : ids) Canonical(id);
+}
+
+const SiteClass& SiteResolver::ClassOf(uint32_t stack_id, const Suppressions* suppressions,
+                                       SuppressionKind kind) {
+  const uint64_t key = (uint64_t{static_cast<uint8_t>(kind)} << 32) | stack_id;
+  if (auto it = classes_.find(key); it != classes_.end()) return it->second;
+  return classes_
+      .emplace(key, ClassifySite(FramesOf(stack_id), suppressions, kind, pytorch_per_tensor_))
+      .first->second;
+}
+
+std::string SiteResolver::LocationOf(uint32_t stack_id) {
+  const std::vector<Frame>& frames = FramesOf(stack_id);
+  if (const Frame* f = SiteFrame(frames)) {
+    return std::string(Basename(f->file)) + ":" + std::to_string(f->line);
+  }
+  if (!frames.empty()) {
+    const Frame& f = frames.front();
+    if (!f.function.empty()) {
+      return f.function + " (" + std::string(Basename(f.module)) + ")";
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s+0x%" PRIxPTR, std::string(Basename(f.module)).c_str(),
+                  f.offset);
+    return buf;
+  }
+  return "<no stack>";
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,105 @@
+// Stack ids as a report shows them: symbolized frames, sites merged when
+// they read the same, the report's frame table, and each site's category and
+// suppression. Report time only, never inside a CUDA callback.
+#ifndef GPUWATCH_LIBGPUWATCH_ANALYSIS_SITE_RESOLVER_H_
+#define GPUWATCH_LIBGPUWATCH_ANALYSIS_SITE_RESOLVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
+
+namespace gpuwatch {
+
+class StackTable;
+
+// A site's built-in category (memory a library keeps on purpose) and the
+// suppression rule that matched it.
+struct SiteClass {
+  std::string_view category;  // "" when none
+  const Suppression* suppressed = nullptr;
+  // A category the site's frames fall in that is off in this process
+  // (PyTorch's allocator in a per-tensor mode); reports then write an
+  // explicit empty category, so that tools do not put the site back in it.
+  bool category_off = false;
+};
+
+// Turns stack ids into frames for a report: symbolized, with gpuwatch's,
+// CUPTI's, the driver's and cudart's frames trimmed from the top, cached per
+// id. Report time only; not thread-safe.
+class SiteResolver {
+ public:
+  // `stacks` may be null (no stacks captured): every site then has no frames.
+  // `symbolizer`, when given, is used instead of a Symbolizer of the
+  // resolver's own, so that what it resolved serves the next report too.
+  explicit SiteResolver(const StackTable* stacks, Symbolizer* symbolizer = nullptr);
+  ~SiteResolver();
+  SiteResolver(const SiteResolver&) = delete;
+  SiteResolver& operator=(const SiteResolver&) = delete;
+
+  const std::vector<Frame>& FramesOf(uint32_t stack_id);
+  // The site's frames as indices into frame_table(), innermost first: each
+  // distinct frame is listed once per report however many stacks hold it.
+  const std::vector<uint32_t>& StackOf(uint32_t stack_id);
+  // The frames StackOf() has indexed since the last ClearFrameTable(); they
+  // point into this resolver's cache.
+  const std::vector<const Frame*>& frame_table() const { return frame_table_; }
+  void ClearFrameTable();
+  // Stacks that read the same after trimming are one site to the user: they
+  // may differ in the trimmed frames (the runtime takes another internal path
+  // on its first call) or in pcs that map to the same lines (an unrolled
+  // loop calls from two addresses). Returns the smallest id resolved so far with the same trimmed
+  // stack; resolve ids in increasing order (Prepare) for a stable answer.
+  uint32_t Canonical(uint32_t stack_id) {
+    // Inline: a report asks once per live allocation, and the ids Prepare
+    // saw are answered from the flat table.
+    if (stack_id < canonical_flat_.size() && canonical_flat_[stack_id] != kUnresolved) {
+      return canonical_flat_[stack_id];
+    }
+    return ResolveCanonical(stack_id);
+  }
+  // Resolves `ids` in increasing order so that Canonical() is deterministic.
+  void Prepare(std::vector<uint32_t> ids);
+  // "file:line" of the first frame that has a line, else "function (module)",
+  // else "<no stack>".
+  std::string LocationOf(uint32_t stack_id);
+  // The category and the `kind` rule of `suppressions` (may be null) that
+  // match the site's frames; computed once per site and kind. Every call on
+  // one resolver must pass the same `suppressions`.
+  const SiteClass& ClassOf(uint32_t stack_id, const Suppressions* suppressions,
+                           SuppressionKind kind);
+  // PytorchAllocatesPerTensor() of the process: its allocator's frames are
+  // no category. Set before the first ClassOf.
+  void set_pytorch_per_tensor(bool on) { pytorch_per_tensor_ = on; }
+
+ private:
+  static constexpr uint32_t kUnresolved = UINT32_MAX;
+
+  uint32_t ResolveCanonical(uint32_t stack_id);  // Canonical() beyond the flat table
+
+  const StackTable* stacks_;
+  bool pytorch_per_tensor_ = false;
+  Symbolizer* shared_symbolizer_;
+  std::unique_ptr<Symbolizer> own_symbolizer_;
+  std::unordered_map<uint32_t, std::vector<Frame>> cache_;
+  // id -> canonical id: a flat table over the ids Prepare saw (reports look
+  // up one id per live allocation), a map for any other.
+  std::vector<uint32_t> canonical_flat_;
+  std::unordered_map<uint32_t, uint32_t> canonical_;
+  std::unordered_map<uint64_t, SiteClass> classes_;      // (kind, id) -> class
+  std::unordered_map<std::string, uint32_t> by_frames_;  // trimmed frames -> id
+  // The report's frame table: its frames, an index per distinct frame, and
+  // each stack id's indices.
+  std::vector<const Frame*> frame_table_;
+  std::unordered_map<std::string, uint32_t> frame_index_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> stack_indices_;
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_ANALYSIS_SITE_RESOLVER_H_

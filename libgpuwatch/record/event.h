@@ -1,0 +1,64 @@
+// The event model shared by the interposition layer and the core.
+//
+// Plain structs, no CUDA types: interpose/ translates CUPTI callback data into
+// these, and everything in libgpuwatch/ works on them alone.
+#ifndef GPUWATCH_LIBGPUWATCH_RECORD_EVENT_H_
+#define GPUWATCH_LIBGPUWATCH_RECORD_EVENT_H_
+
+#include <cstdint>
+
+namespace gpuwatch {
+
+// What kind of memory an allocation is. The device kinds add up to "device
+// bytes"; the host kinds are pinned host memory and never count as device.
+enum class MemKind : uint8_t {
+  kDevice = 0,      // cudaMalloc, cuMemAlloc, pitched and 3D allocations
+  kPool,            // stream-ordered: cudaMallocAsync, cuMemAllocFromPoolAsync, ...
+  kManaged,         // cudaMallocManaged, cuMemAllocManaged
+  kVmm,             // cuMemMap of a cuMemCreate handle (PyTorch expandable segments)
+  kPinnedHost,      // cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cuMemHostAlloc
+  kRegisteredHost,  // cudaHostRegister, cuMemHostRegister
+  kArray,           // CUDA arrays: cudaMallocArray, cudaMalloc3DArray, cuArrayCreate, ...
+  kGraph,           // graph memory nodes, allocated when their graph is launched
+};
+inline constexpr int kNumMemKinds = 8;
+
+constexpr bool IsDeviceKind(MemKind kind) {
+  return kind != MemKind::kPinnedHost && kind != MemKind::kRegisteredHost;
+}
+
+// Stable names used in reports (docs/report-format.md).
+const char* MemKindName(MemKind kind);
+
+// Direction of a copy.
+enum class CopyKind : uint8_t {
+  kUnknown = 0,
+  kHostToDevice,
+  kDeviceToHost,
+  kDeviceToDevice,
+  kHostToHost,
+  kPeer,
+};
+inline constexpr int kNumCopyKinds = 6;
+const char* CopyKindName(CopyKind kind);
+
+// An allocation as the core sees it.
+struct AllocEvent {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  MemKind kind = MemKind::kDevice;
+  int32_t device = 0;
+  uint64_t stream = 0;
+  uint32_t stack_id = 0;  // 0: no stack captured
+};
+
+// A host<->device copy as seen at the API call.
+struct CopyEvent {
+  uint64_t bytes = 0;
+  CopyKind kind = CopyKind::kUnknown;
+  bool async = false;
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_RECORD_EVENT_H_

@@ -1,0 +1,103 @@
+#include "libgpuwatch/record/graphs.h"
+
+#include <algorithm>
+
+namespace gpuwatch {
+
+void GraphTable::OnNodeCreated(uint64_t node_id, uintptr_t graph, const GraphWork& work) {
+  std::lock_guard<Mutex> lock(mu_);
+  nodes_[node_id] = work;
+  if (graph != 0) graphs_[graph].push_back(node_id);
+}
+
+void GraphTable::SetAddress(uint64_t node_id, uint64_t address) {
+  std::lock_guard<Mutex> lock(mu_);
+  const auto it = nodes_.find(node_id);
+  if (it != nodes_.end()) it->second.address = address;
+}
+
+void GraphTable::OnNodeCloned(uint64_t clone, uint64_t original, uintptr_t graph) {
+  std::lock_guard<Mutex> lock(mu_);
+  const auto it = nodes_.find(original);
+  if (it == nodes_.end()) return;  // a node of a type gpuwatch does not follow
+  const GraphWork work = it->second;
+  nodes_[clone] = work;
+  if (graph != 0) graphs_[graph].push_back(clone);
+}
+
+void GraphTable::AddInstantiatedClone(uintptr_t thread, uint64_t clone) {
+  std::lock_guard<Mutex> lock(mu_);
+  if (nodes_.count(clone) != 0) instantiating_[thread].push_back(clone);
+}
+
+void GraphTable::OnExecCreated(uintptr_t exec, uintptr_t graph, uintptr_t thread) {
+  std::lock_guard<Mutex> lock(mu_);
+  std::vector<uint64_t> kept;
+  if (auto it = instantiating_.find(thread); it != instantiating_.end()) {
+    kept = std::move(it->second);
+    instantiating_.erase(it);
+  } else if (auto g = graphs_.find(graph); g != graphs_.end()) {
+    kept = g->second;
+  }
+  execs_[exec] = std::move(kept);
+}
+
+void GraphTable::EndInstantiation(uintptr_t thread) {
+  std::lock_guard<Mutex> lock(mu_);
+  instantiating_.erase(thread);
+}
+
+void GraphTable::OnGraphDestroyed(uintptr_t graph) {
+  std::lock_guard<Mutex> lock(mu_);
+  const auto it = graphs_.find(graph);
+  if (it == graphs_.end()) return;
+  // Nodes an exec still uses stay.
+  for (const uint64_t id : it->second) {
+    const bool used = std::any_of(execs_.begin(), execs_.end(), [id](const auto& e) {
+      return std::find(e.second.begin(), e.second.end(), id) != e.second.end();
+    });
+    if (!used) nodes_.erase(id);
+  }
+  graphs_.erase(it);
+}
+
+void GraphTable::OnExecDestroyed(uintptr_t exec) {
+  std::lock_guard<Mutex> lock(mu_);
+  const auto it = execs_.find(exec);
+  if (it == execs_.end()) return;
+  for (const uint64_t id : it->second) {
+    const bool in_graph = std::any_of(graphs_.begin(), graphs_.end(), [id](const auto& g) {
+      return std::find(g.second.begin(), g.second.end(), id) != g.second.end();
+    });
+    if (!in_graph) nodes_.erase(id);
+  }
+  execs_.erase(it);
+}
+
+std::vector<std::pair<uint64_t, GraphWork>> GraphTable::WorkOf(uintptr_t exec) const {
+  std::lock_guard<Mutex> lock(mu_);
+  std::vector<std::pair<uint64_t, GraphWork>> out;
+  const auto it = execs_.find(exec);
+  if (it == execs_.end()) return out;
+  out.reserve(it->second.size());
+  for (const uint64_t id : it->second) {
+    const auto node = nodes_.find(id);
+    if (node != nodes_.end()) out.emplace_back(id, node->second);
+  }
+  return out;
+}
+
+bool GraphTable::Find(uint64_t node_id, GraphWork* out) const {
+  std::lock_guard<Mutex> lock(mu_);
+  const auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+size_t GraphTable::node_count() const {
+  std::lock_guard<Mutex> lock(mu_);
+  return nodes_.size();
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,75 @@
+// Kernel launches counted per kernel, and GPU time per kernel when kernel
+// activity records are enabled (GPUWATCH_KERNEL_TIMING=1).
+//
+// OnLaunch() is on the launch path of every kernel, so it is lock-free and
+// allocation-free once a kernel has been seen: the key is the pointer CUPTI
+// passes as symbolName, which points at the driver's storage for that
+// function's name and stays the same for every launch of it. Names are copied
+// once, on a kernel's first launch, and merged by text at report time.
+#ifndef GPUWATCH_LIBGPUWATCH_RECORD_KERNELS_H_
+#define GPUWATCH_LIBGPUWATCH_RECORD_KERNELS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "libgpuwatch/base/mutex.h"
+
+namespace gpuwatch {
+
+struct KernelStats {
+  std::string name;  // mangled, as the driver knows it
+  uint64_t launches = 0;
+  uint64_t timed = 0;  // launches with an activity record
+  uint64_t gpu_ns = 0;
+};
+
+class KernelTable {
+ public:
+  KernelTable();
+  KernelTable(const KernelTable&) = delete;
+  KernelTable& operator=(const KernelTable&) = delete;
+
+  // Counts one launch. `name` may be null (graph launches, unknown). Thread-safe.
+  void OnLaunch(const char* name);
+  // One kernel activity record. Thread-safe; takes a mutex.
+  void OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns);
+  // Every kernel, merged by name, most launched first.
+  std::vector<KernelStats> Snapshot() const;
+  uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  // Distinct names kept, for launches and for GPU time apart; launches and
+  // records of kernels beyond them are counted under "(other)".
+  static constexpr size_t kMaxNames = 4096;
+  // For pthread_atfork (prepare; parent and child).
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+
+ private:
+  static constexpr size_t kSlots = kMaxNames;  // distinct name pointers
+  struct Slot {
+    std::atomic<const char*> key{nullptr};
+    std::atomic<uint64_t> count{0};
+  };
+  Slot* FindOrInsert(const char* key);
+
+  // kSlots. The library never destroys its table (callbacks may run during
+  // exit); a table that is destroyed frees them.
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> overflow_{0};
+  mutable Mutex mu_;
+  std::unordered_map<const char*, std::string> names_;                     // guarded by mu_
+  std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> timing_;  // guarded by mu_
+};
+
+// A demangled kernel name ("Scale(float*, unsigned long, float)"), or the
+// name itself when it is not a mangled C++ name.
+std::string DemangleKernel(const std::string& name);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_RECORD_KERNELS_H_

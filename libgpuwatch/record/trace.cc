@@ -1,0 +1,216 @@
+#include "libgpuwatch/record/trace.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace gpuwatch {
+
+namespace {
+
+constexpr size_t kWords = sizeof(TraceEvent) / sizeof(uint64_t);
+static_assert(sizeof(TraceEvent) % sizeof(uint64_t) == 0);
+
+int16_t DeviceField(int device) {
+  return device < INT16_MIN || device > INT16_MAX ? int16_t{-1} : static_cast<int16_t>(device);
+}
+
+}  // namespace
+
+const char* TraceKindName(TraceKind kind) {
+  switch (kind) {
+    case TraceKind::kMemory:
+      return "mem";
+    case TraceKind::kCopy:
+      return "copy";
+    case TraceKind::kKernel:
+      return "kernel";
+    case TraceKind::kMark:
+      return "mark";
+    case TraceKind::kPeak:
+      return "peak";
+    case TraceKind::kOom:
+      return "oom";
+    case TraceKind::kNone:
+      break;
+  }
+  return "none";
+}
+
+Trace::Trace(size_t capacity) {
+  capacity = std::min(capacity, kMaxCapacity);
+  if (capacity == 0) return;
+  // Reserved once; pages are backed as the ring first goes round, so a short
+  // run costs only what it records. Zero pages are valid empty slots (seq 0).
+  const size_t bytes = capacity * sizeof(Slot);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return;
+  slots_ = static_cast<Slot*>(mem);
+  mapped_bytes_ = bytes;
+  capacity_ = capacity;
+  names_ = new NameSlot[kNameSlots]();
+}
+
+Trace::~Trace() {
+  if (names_ != nullptr) {
+    for (size_t i = 0; i < kNameSlots; ++i) {
+      // NOLINTNEXTLINE(cppcoreguidelines-no-malloc): paired with strdup
+      std::free(const_cast<char*>(names_[i].copy.load(std::memory_order_relaxed)));
+    }
+    delete[] names_;
+  }
+  if (slots_ != nullptr) munmap(slots_, mapped_bytes_);
+}
+
+void Trace::Record(const TraceEvent& event) {
+  if (capacity_ == 0) return;
+  const uint64_t index = next_.fetch_add(1, std::memory_order_relaxed);
+  Slot& slot = slots_[index % capacity_];
+  // Claim the slot. It can only be busy, or hold a newer event, when another
+  // writer lapped the ring while this one was between fetch_add and here;
+  // then this event is the older one and is given up (it counts as dropped).
+  uint64_t seen = slot.seq.load(std::memory_order_relaxed);
+  if (seen == kBusy || seen > index + 1 ||
+      !slot.seq.compare_exchange_strong(seen, kBusy, std::memory_order_relaxed)) {
+    return;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t words[kWords];
+  std::memcpy(words, &event, sizeof(words));
+  for (size_t i = 0; i < kWords; ++i) slot.words[i].store(words[i], std::memory_order_relaxed);
+  slot.seq.store(index + 1, std::memory_order_release);
+}
+
+void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes) {
+  TraceEvent e{};
+  e.time_ns = time_ns;
+  e.value = live_bytes;
+  e.device = DeviceField(device);
+  e.kind = TraceKind::kMemory;
+  Record(e);
+}
+
+void Trace::Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, uint64_t bytes,
+                 CopyKind direction, HostKind host, uint32_t site) {
+  TraceEvent e{};
+  e.time_ns = start_ns;
+  e.value = bytes;
+  e.slice.end_ns = end_ns;
+  e.slice.stream = stream;
+  e.site = site;
+  e.device = DeviceField(device);
+  e.kind = TraceKind::kCopy;
+  e.detail =
+      static_cast<uint8_t>(static_cast<unsigned>(direction) | (static_cast<unsigned>(host) << 4));
+  Record(e);
+}
+
+void Trace::Kernel(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream,
+                   const char* name) {
+  TraceEvent e{};
+  e.time_ns = start_ns;
+  e.slice.end_ns = end_ns;
+  e.slice.stream = stream;
+  e.slice.name = name;
+  e.device = DeviceField(device);
+  e.kind = TraceKind::kKernel;
+  Record(e);
+}
+
+void Trace::Mark(uint64_t time_ns, uint64_t ordinal, const char* label) {
+  TraceEvent e{};
+  e.time_ns = time_ns;
+  e.value = ordinal;
+  std::memset(e.label, 0, sizeof(e.label));
+  if (label != nullptr) std::strncpy(e.label, label, sizeof(e.label) - 1);
+  e.device = -1;
+  e.kind = TraceKind::kMark;
+  Record(e);
+}
+
+void Trace::Peak(uint64_t time_ns, uint64_t device_bytes) {
+  TraceEvent e{};
+  e.time_ns = time_ns;
+  e.value = device_bytes;
+  e.device = -1;
+  e.kind = TraceKind::kPeak;
+  Record(e);
+}
+
+void Trace::Oom(uint64_t time_ns, int device, uint64_t bytes, MemKind kind, uint32_t site) {
+  TraceEvent e{};
+  e.time_ns = time_ns;
+  e.value = bytes;
+  e.site = site;
+  e.device = DeviceField(device);
+  e.kind = TraceKind::kOom;
+  e.detail = static_cast<uint8_t>(kind);
+  Record(e);
+}
+
+TraceSnapshot Trace::Snapshot() const {
+  TraceSnapshot out;
+  out.capacity = capacity_;
+  const uint64_t n = next_.load(std::memory_order_acquire);
+  out.recorded = n;
+  if (capacity_ == 0) return out;
+  const uint64_t first = n > capacity_ ? n - capacity_ : 0;
+  out.events.reserve(static_cast<size_t>(n - first));
+  for (uint64_t index = first; index < n; ++index) {
+    const Slot& slot = slots_[index % capacity_];
+    if (slot.seq.load(std::memory_order_acquire) != index + 1) continue;
+    uint64_t words[kWords];
+    for (size_t i = 0; i < kWords; ++i) words[i] = slot.words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.seq.load(std::memory_order_relaxed) != index + 1) continue;  // rewritten meanwhile
+    TraceEvent e;
+    std::memcpy(&e, words, sizeof(e));
+    out.events.push_back(e);
+  }
+  out.dropped = n - out.events.size();
+  return out;
+}
+
+const char* Trace::InternName(const char* name) {
+  if (name == nullptr) return nullptr;
+  static constexpr char kOther[] = "(other)";
+  if (names_ == nullptr) return kOther;
+  const size_t start =
+      static_cast<size_t>((reinterpret_cast<uintptr_t>(name) >> 3) * 0x9E3779B97F4A7C15ULL >> 52);
+  // Names are only ever added, so a probe that reaches an empty slot has
+  // seen every slot the name could be in.
+  auto find = [&](bool* full) -> NameSlot* {
+    *full = true;
+    for (size_t probe = 0; probe < kNameSlots; ++probe) {
+      NameSlot& slot = names_[(start + probe) % kNameSlots];
+      const char* key = slot.key.load(std::memory_order_acquire);
+      if (key == name) return &slot;
+      if (key == nullptr) {
+        *full = false;
+        return &slot;
+      }
+    }
+    return nullptr;
+  };
+  bool full = false;
+  NameSlot* slot = find(&full);
+  if (slot != nullptr && slot->key.load(std::memory_order_acquire) == name) {
+    return slot->copy.load(std::memory_order_relaxed);
+  }
+  std::lock_guard<Mutex> lock(names_mu_);
+  slot = find(&full);  // another thread may have added it, or taken the slot
+  if (slot == nullptr) return kOther;
+  if (slot->key.load(std::memory_order_acquire) == name) {
+    return slot->copy.load(std::memory_order_relaxed);
+  }
+  const char* copy = strdup(name);
+  if (copy == nullptr) return kOther;
+  slot->copy.store(copy, std::memory_order_relaxed);
+  slot->key.store(name, std::memory_order_release);  // publishes the copy
+  return copy;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,151 @@
+// A bounded trace of individual events, for timelines (`gpuwatch report
+// --format perfetto`): device memory per device after every change, copies and
+// kernels with their GPU start and end, marks, new peaks and OOMs.
+//
+// The aggregates elsewhere in the core say how much; this says when. It is a
+// ring of fixed-size POD events in storage reserved once (mmap) when the
+// trace is made, written from CUDA callbacks and activity processing on any
+// thread: a writer takes an index with one atomic fetch_add and fills the
+// slot under a per-slot sequence number (a seqlock), so recording takes no
+// lock, allocates nothing and never waits. The ring keeps the newest events;
+// older ones are overwritten and counted.
+//
+// A reader (Snapshot, at report time) copies each slot and keeps it only when
+// its sequence number says it was completely written for the index expected
+// there, so a report taken while writers run is never torn; events being
+// written at that moment are counted as dropped.
+#ifndef GPUWATCH_LIBGPUWATCH_RECORD_TRACE_H_
+#define GPUWATCH_LIBGPUWATCH_RECORD_TRACE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/record/event.h"
+#include "libgpuwatch/record/transfers.h"
+
+namespace gpuwatch {
+
+enum class TraceKind : uint8_t {
+  kNone = 0,
+  kMemory,  // device bytes live on `device` after an allocation or free
+  kCopy,    // a timed copy (activity record)
+  kKernel,  // a timed kernel (activity record, GPUWATCH_KERNEL_TIMING=1)
+  kMark,    // gpuwatch_mark()
+  kPeak,    // a new device peak (all devices), rate-limited like the peak capture
+  kOom,     // an allocation failed for lack of memory
+};
+
+inline constexpr size_t kTraceLabelBytes = 32;  // a mark's label, NUL-terminated, truncated
+
+struct TraceSlice {
+  uint64_t end_ns;
+  uint64_t stream;
+  const char* name;  // kernels: interned by Trace::InternName, never freed
+  uint64_t unused;
+};
+
+// One event: plain data, copied into and out of the ring as words.
+struct TraceEvent {
+  uint64_t time_ns;  // tracker clock (ns since attach); a slice's start
+  // kMemory: bytes live on the device; kCopy: bytes copied; kPeak: device
+  // bytes of all devices; kOom: bytes requested; kMark: the mark's ordinal.
+  uint64_t value;
+  union {
+    TraceSlice slice;              // kCopy, kKernel
+    char label[kTraceLabelBytes];  // kMark
+  };
+  uint32_t site;   // kCopy, kOom: stack id (0: none)
+  int16_t device;  // device ordinal; -1 when unknown
+  TraceKind kind;
+  // kCopy: CopyKind in the low nibble, HostKind in the high one; kOom: MemKind.
+  uint8_t detail;
+};
+static_assert(sizeof(TraceEvent) == 56, "a slot is one cache line with its sequence number");
+
+struct TraceSnapshot {
+  size_t capacity = 0;
+  uint64_t recorded = 0;           // events ever recorded
+  uint64_t dropped = 0;            // recorded but not in `events`: overwritten (or being written)
+  std::vector<TraceEvent> events;  // oldest first
+};
+
+class Trace {
+ public:
+  static constexpr size_t kDefaultCapacity = 65536;
+  // Largest capacity accepted (64 MiB of slots); GPUWATCH_TRACE_EVENTS is checked against it.
+  static constexpr size_t kMaxCapacity = size_t{1} << 20;
+
+  // Reserves `capacity` slots (at most kMaxCapacity). When the memory cannot be
+  // reserved the trace records nothing (capacity() is then 0).
+  explicit Trace(size_t capacity);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  size_t capacity() const { return capacity_; }
+
+  // Records one event. Lock-free and allocation-free; safe from any thread.
+  void Record(const TraceEvent& event);
+
+  // Shorthands for Record().
+  void Memory(uint64_t time_ns, int device, uint64_t live_bytes);
+  void Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, uint64_t bytes,
+            CopyKind direction, HostKind host, uint32_t site);
+  void Kernel(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, const char* name);
+  void Mark(uint64_t time_ns, uint64_t ordinal, const char* label);
+  void Peak(uint64_t time_ns, uint64_t device_bytes);
+  void Oom(uint64_t time_ns, int device, uint64_t bytes, MemKind kind, uint32_t site);
+
+  // The events still in the ring, oldest first. Safe while writers run.
+  TraceSnapshot Snapshot() const;
+
+  // GPU timestamps (CUPTI's clock, as in activity records) become tracker
+  // times by adding this offset, measured once (cuptiGetTimestamp against the
+  // tracker's clock). Times before attach come out as 0.
+  void SetGpuClockOffset(int64_t offset_ns) {
+    gpu_offset_ns_.store(offset_ns, std::memory_order_relaxed);
+  }
+  int64_t gpu_clock_offset() const { return gpu_offset_ns_.load(std::memory_order_relaxed); }
+  uint64_t FromGpuClock(uint64_t gpu_ns) const {
+    const int64_t t = static_cast<int64_t>(gpu_ns) + gpu_clock_offset();
+    return t > 0 ? static_cast<uint64_t>(t) : 0;
+  }
+
+  // A copy of `name` that lives as long as the process, found by pointer
+  // without a lock after its first sight (activity records of one kernel
+  // share the name pointer). Copies the text once, under a mutex; returns
+  // "(other)" when the table is full and nullptr for nullptr.
+  const char* InternName(const char* name);
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> seq;  // index + 1 when complete, kBusy while written, 0 never
+    std::atomic<uint64_t> words[sizeof(TraceEvent) / sizeof(uint64_t)];
+  };
+  static constexpr uint64_t kBusy = ~uint64_t{0};
+  static constexpr size_t kNameSlots = 4096;
+  struct NameSlot {
+    std::atomic<const char*> key;
+    std::atomic<const char*> copy;
+  };
+
+  size_t capacity_ = 0;
+  Slot* slots_ = nullptr;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<int64_t> gpu_offset_ns_{0};
+  NameSlot* names_ = nullptr;  // kNameSlots, in the same mapping
+  Mutex names_mu_;             // first sight of a name only
+  size_t mapped_bytes_ = 0;
+};
+
+// The event's name in the report's `trace.events` ("mem", "copy", ...).
+const char* TraceKindName(TraceKind kind);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_RECORD_TRACE_H_

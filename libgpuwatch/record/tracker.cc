@@ -1,0 +1,461 @@
+#include "libgpuwatch/record/tracker.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "libgpuwatch/base/address_map.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/record/trace.h"
+
+namespace gpuwatch {
+
+namespace {
+
+// What the live table stores per allocation, in 16 bytes (a 24-byte slot with
+// its key, the address): size, kind and device packed into one word, the time
+// to the millisecond.
+struct LiveRecord {
+  uint64_t packed = 0;   // size (bits 0-47), kind (48-55), device + 1 (56-63)
+  uint32_t time_ms = 0;  // since the tracker started; saturates after 49 days
+  uint32_t stack_id = 0;
+};
+static_assert(sizeof(LiveRecord) == 16);
+
+constexpr int kSizeBits = 48;
+constexpr uint64_t kMaxRecordedSize = (uint64_t{1} << kSizeBits) - 1;
+
+LiveRecord RecordOf(const LiveAlloc& a) {
+  const auto device = static_cast<uint64_t>(std::clamp<int>(a.device, -1, 254) + 1);
+  LiveRecord r;
+  r.packed = std::min(a.size, kMaxRecordedSize) | uint64_t{static_cast<uint8_t>(a.kind)} << 48 |
+             device << 56;
+  r.time_ms = static_cast<uint32_t>(std::min<uint64_t>(a.time_ns / 1000000, UINT32_MAX));
+  r.stack_id = a.stack_id;
+  return r;
+}
+
+LiveAlloc AllocOf(uint64_t address, const LiveRecord& r) {
+  LiveAlloc a;
+  a.address = address;
+  a.size = r.packed & kMaxRecordedSize;
+  a.time_ns = uint64_t{r.time_ms} * 1000000;
+  a.stack_id = r.stack_id;
+  a.device = static_cast<int16_t>(static_cast<int>(r.packed >> 56) - 1);
+  a.kind = static_cast<MemKind>((r.packed >> 48) & 0xff);
+  return a;
+}
+
+int DeviceSlot(int device) { return device < 0 ? 0 : std::min(device, kMaxTrackedDevices - 1); }
+
+void RaiseTo(std::atomic<uint64_t>& peak, uint64_t value) {
+  uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+// Adds to a counter that only one thread at a time writes (under a shard's
+// lock): a plain load and store, no locked read-modify-write. Readers without
+// the lock see the old or the new value.
+void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
+  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+void Sub(std::atomic<uint64_t>& counter, uint64_t delta) {
+  counter.store(counter.load(std::memory_order_relaxed) - delta, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+// Counts of one kind of memory in one shard, written under the shard's lock.
+// The live count is allocs - frees (an allocation recorded twice is taken
+// back from allocs).
+struct KindCounts {
+  std::atomic<uint64_t> allocs{0};
+  std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> frees{0};
+};
+
+// Laid out in cache lines: the lock with the device kind's counts, then the
+// table's header with the next kind's, so that an allocation of device memory
+// touches two lines of its shard besides the table's slots, and no line is
+// shared with another shard.
+struct alignas(64) Tracker::Shard {
+  mutable Mutex mu;
+  KindCounts device;                                // MemKind::kDevice; written under mu
+  AddressMap<LiveRecord> live;                      // guarded by mu
+  std::array<KindCounts, kNumMemKinds - 1> others;  // the other kinds; written under mu
+
+  KindCounts& Counts(MemKind kind) {
+    return kind == MemKind::kDevice ? device : others[static_cast<int>(kind) - 1];
+  }
+  const KindCounts& Counts(int kind) const { return kind == 0 ? device : others[kind - 1]; }
+};
+static_assert(static_cast<int>(MemKind::kDevice) == 0);
+
+Tracker::Tracker(uint32_t max_sites)
+    : start_ns_(MonotonicNs()), shards_(new Shard[kShards]), max_sites_(max_sites) {
+  const size_t bytes = (size_t{max_sites_} + 1) * sizeof(Site);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    max_sites_ = 0;  // everything is accounted under site 0
+    mem = mmap(nullptr, sizeof(Site), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+  // Zero-filled pages are valid std::atomic<uint64_t> zeros.
+  sites_ = static_cast<Site*>(mem);
+}
+
+Tracker::~Tracker() { munmap(sites_, (size_t{max_sites_} + 1) * sizeof(Site)); }
+
+Tracker::Site& Tracker::SiteFor(uint32_t stack_id) const {
+  return sites_[stack_id <= max_sites_ ? stack_id : 0];
+}
+
+void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
+  // Capturing walks every site, so it is rate-limited by growth: a new capture
+  // once the peak has grown by 1/64 since the last one, or always while there
+  // are at most 64 sites (then it is cheap and the sites at the peak are
+  // exact). Without the limit a warm-up phase, where every allocation is a new
+  // peak, would walk every site on every allocation (2 us at 1,000 sites).
+  const uint32_t used = sites_used_.load(std::memory_order_acquire);
+  const uint64_t captured = peak_captured_bytes_.load(std::memory_order_relaxed);
+  if (device_bytes <= captured) return;
+  if (used > 64 && device_bytes - captured < captured / 64) return;
+  std::lock_guard<Mutex> lock(peak_mu_);
+  if (device_bytes <= peak_captured_bytes_.load(std::memory_order_relaxed)) return;
+  peak_sites_.clear();
+  for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
+    const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
+    if (live != 0) peak_sites_.emplace_back(id, live);
+  }
+  peak_captured_time_ns_ = NowNs();
+  peak_captured_bytes_.store(device_bytes, std::memory_order_relaxed);
+  if (trace_ != nullptr) trace_->Peak(peak_captured_time_ns_, device_bytes);
+}
+
+uint64_t Tracker::NowNs() const { return MonotonicNs() - start_ns_; }
+
+Tracker::Shard& Tracker::ShardFor(uint64_t address) const {
+  // Allocations are aligned; mix the bits so neighbours spread over shards.
+  const uint64_t h = (address >> 6) * 0x9E3779B97F4A7C15ULL;
+  return shards_[h >> 58];
+}
+
+void Tracker::AccountAlloc(const LiveAlloc& alloc) {
+  Site& site = SiteFor(alloc.stack_id);
+  site.allocs.fetch_add(1, std::memory_order_relaxed);
+  site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  RaiseTo(site.largest, alloc.size);
+  if (IsDeviceKind(alloc.kind)) {
+    site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  } else {
+    site.host_allocs.fetch_add(1, std::memory_order_relaxed);
+    site.host_alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  }
+  const uint32_t next = alloc.stack_id + 1;
+  uint32_t used = sites_used_.load(std::memory_order_relaxed);
+  while (next > used && alloc.stack_id <= max_sites_ &&
+         !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
+  }
+  if (!IsDeviceKind(alloc.kind)) AddHostRange(alloc);
+  Counters& c = kinds_[static_cast<int>(alloc.kind)];
+  RaiseTo(c.peak_bytes,
+          c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
+  if (IsDeviceKind(alloc.kind)) {
+    const int d = DeviceSlot(alloc.device);
+    const uint64_t on_device =
+        device_live_[d].fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
+    RaiseTo(device_live_peak_[d], on_device);
+    if (trace_ != nullptr) trace_->Memory(alloc.time_ns, alloc.device, on_device);
+    const uint64_t now =
+        device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
+    RaiseTo(device_peak_, now);
+    MaybeCapturePeak(now);
+  }
+}
+
+void Tracker::AddHostRange(const LiveAlloc& alloc) {
+  std::lock_guard<Mutex> lock(host_mu_);
+  if (host_ranges_.insert_or_assign(alloc.address, HostRange{alloc.size, alloc.kind}).second) {
+    host_range_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Tracker::RemoveHostRange(uint64_t address) {
+  std::lock_guard<Mutex> lock(host_mu_);
+  if (host_ranges_.erase(address) != 0) host_range_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool Tracker::ClassifyHost(uint64_t address, MemKind* kind) const {
+  if (address == 0 || host_range_count_.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<Mutex> lock(host_mu_);
+  auto it = host_ranges_.upper_bound(address);
+  if (it == host_ranges_.begin()) return false;
+  --it;
+  if (address - it->first >= it->second.size) return false;
+  *kind = it->second.kind;
+  return true;
+}
+
+bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
+  if (address == 0) return false;
+  if (ClassifyHost(address, kind)) return true;
+  Shard& shard = ShardFor(address);
+  std::lock_guard<Mutex> lock(shard.mu);
+  const LiveRecord* record = shard.live.Find(address);
+  if (record == nullptr) return false;
+  const LiveAlloc alloc = AllocOf(address, *record);
+  *kind = alloc.kind;
+  if (device != nullptr) *device = alloc.device;
+  return true;
+}
+
+void Tracker::ReleaseLive(const LiveAlloc& alloc) {
+  if (IsDeviceKind(alloc.kind)) {
+    SiteFor(alloc.stack_id).live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+  } else {
+    RemoveHostRange(alloc.address);
+  }
+  kinds_[static_cast<int>(alloc.kind)].current_bytes.fetch_sub(alloc.size,
+                                                               std::memory_order_relaxed);
+  if (IsDeviceKind(alloc.kind)) {
+    device_current_.fetch_sub(alloc.size, std::memory_order_relaxed);
+    const uint64_t on_device =
+        device_live_[DeviceSlot(alloc.device)].fetch_sub(alloc.size, std::memory_order_relaxed) -
+        alloc.size;
+    if (trace_ != nullptr) trace_->Memory(NowNs(), alloc.device, on_device);
+  }
+}
+
+void Tracker::OnAlloc(const AllocEvent& event) {
+  if (paused()) return;
+  LiveAlloc alloc;
+  alloc.address = event.address;
+  alloc.size = std::min(event.size, kMaxRecordedSize);  // 256 TiB: what the table records
+  alloc.time_ns = NowNs();
+  alloc.stack_id = event.stack_id;
+  alloc.device = static_cast<int16_t>(event.device);
+  alloc.kind = event.kind;
+
+  LiveAlloc replaced;
+  bool had_old = false;
+  {
+    Shard& shard = ShardFor(event.address);
+    std::lock_guard<Mutex> lock(shard.mu);
+    bool dropped = false;
+    LiveRecord old;
+    had_old = shard.live.Upsert(event.address, RecordOf(alloc), &old, &dropped);
+    replaced = AllocOf(event.address, old);
+    if (dropped) {
+      dropped_allocs_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    KindCounts& k = shard.Counts(alloc.kind);
+    Add(k.allocs, 1);
+    Add(k.alloc_bytes, alloc.size);
+    if (had_old) Add(shard.Counts(replaced.kind).frees, 1);
+  }
+  if (had_old) ReleaseLive(replaced);  // a free we never saw
+  AccountAlloc(alloc);
+  if (event.kind == MemKind::kVmm) {
+    std::lock_guard<Mutex> lock(vmm_mu_);
+    vmm_ranges_[event.address] = event.size;
+  }
+}
+
+bool Tracker::OnFree(uint64_t address) {
+  LiveAlloc freed;
+  if (BeginFree(address, &freed)) return true;
+  CountUnknownFree();
+  return false;
+}
+
+bool Tracker::BeginFree(uint64_t address, LiveAlloc* removed) {
+  {
+    Shard& shard = ShardFor(address);
+    std::lock_guard<Mutex> lock(shard.mu);
+    LiveRecord record;
+    if (!shard.live.Erase(address, &record)) return false;
+    *removed = AllocOf(address, record);
+    Add(shard.Counts(removed->kind).frees, 1);
+  }
+  ReleaseLive(*removed);
+  return true;
+}
+
+void Tracker::UndoFree(const LiveAlloc& removed) {
+  {
+    Shard& shard = ShardFor(removed.address);
+    std::lock_guard<Mutex> lock(shard.mu);
+    bool dropped = false;
+    LiveRecord newer;
+    if (shard.live.Upsert(removed.address, RecordOf(removed), &newer, &dropped)) {
+      // The address is live again already: the free did happen after all.
+      LiveRecord ours;
+      shard.live.Upsert(removed.address, newer, &ours, &dropped);
+      return;
+    }
+    if (dropped) {
+      dropped_allocs_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    Sub(shard.Counts(removed.kind).frees, 1);
+  }
+  // Back as it was: live bytes per kind, device and site; no new allocation.
+  if (IsDeviceKind(removed.kind)) {
+    SiteFor(removed.stack_id).live_bytes.fetch_add(removed.size, std::memory_order_relaxed);
+  } else {
+    AddHostRange(removed);
+  }
+  kinds_[static_cast<int>(removed.kind)].current_bytes.fetch_add(removed.size,
+                                                                 std::memory_order_relaxed);
+  if (IsDeviceKind(removed.kind)) {
+    device_current_.fetch_add(removed.size, std::memory_order_relaxed);
+    const uint64_t on_device = device_live_[DeviceSlot(removed.device)].fetch_add(
+                                   removed.size, std::memory_order_relaxed) +
+                               removed.size;
+    if (trace_ != nullptr) trace_->Memory(NowNs(), removed.device, on_device);
+  }
+}
+
+void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
+  std::vector<uint64_t> starts;
+  {
+    std::lock_guard<Mutex> lock(vmm_mu_);
+    auto it = vmm_ranges_.lower_bound(address);
+    while (it != vmm_ranges_.end() && it->first < address + size) {
+      starts.push_back(it->first);
+      it = vmm_ranges_.erase(it);
+    }
+  }
+  if (starts.empty()) {
+    unknown_frees_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (const uint64_t start : starts) OnFree(start);
+}
+
+void Tracker::OnCopy(const CopyEvent& event) {
+  if (paused()) return;
+  const int k = static_cast<int>(event.kind);
+  copy_count_[k].fetch_add(1, std::memory_order_relaxed);
+  copy_bytes_[k].fetch_add(event.bytes, std::memory_order_relaxed);
+}
+
+void Tracker::LockForFork() {
+  peak_mu_.lock();
+  vmm_mu_.lock();
+  host_mu_.lock();
+  for (int i = 0; i < kShards; ++i) shards_[i].mu.lock();
+}
+
+void Tracker::UnlockAfterFork() {
+  for (int i = kShards - 1; i >= 0; --i) shards_[i].mu.unlock();
+  host_mu_.unlock();
+  vmm_mu_.unlock();
+  peak_mu_.unlock();
+}
+
+uint64_t Tracker::EventCount() const {
+  uint64_t n = launches_.load(std::memory_order_relaxed);
+  for (int i = 0; i < kShards; ++i) {
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      const KindCounts& k = shards_[i].Counts(kind);
+      n += k.allocs.load(std::memory_order_relaxed) + k.frees.load(std::memory_order_relaxed);
+    }
+  }
+  for (const auto& c : copy_count_) n += c.load(std::memory_order_relaxed);
+  return n;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Tracker::LiveDeviceBytesBySite() const {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  const uint32_t used = sites_used_.load(std::memory_order_acquire);
+  for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
+    const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
+    if (live != 0) out.emplace_back(id, live);
+  }
+  return out;
+}
+
+TrackerSnapshot Tracker::Snapshot() const {
+  TrackerSnapshot snap;
+  snap.time_ns = NowNs();
+  // Reserve once from the live counters (an estimate: the shards are read one
+  // at a time); reserving per shard would re-copy everything 64 times.
+  uint64_t live_estimate = 0;
+  for (int i = 0; i < kShards; ++i) {
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      const KindCounts& k = shards_[i].Counts(kind);
+      live_estimate +=
+          k.allocs.load(std::memory_order_relaxed) - k.frees.load(std::memory_order_relaxed);
+    }
+  }
+  snap.live.reserve(live_estimate + live_estimate / 16);
+  for (int i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<Mutex> lock(shard.mu);
+    shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
+      snap.live.push_back(AllocOf(address, record));
+    });
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      const KindCounts& k = shard.Counts(kind);
+      KindTotals& t = snap.kinds[kind];
+      const uint64_t allocs = k.allocs.load(std::memory_order_relaxed);
+      const uint64_t frees = k.frees.load(std::memory_order_relaxed);
+      t.allocs += allocs;
+      t.alloc_bytes += k.alloc_bytes.load(std::memory_order_relaxed);
+      t.frees += frees;
+      t.current_count += allocs - frees;
+    }
+  }
+  for (int i = 0; i < kNumMemKinds; ++i) {
+    snap.kinds[i].current_bytes = kinds_[i].current_bytes.load(std::memory_order_relaxed);
+    snap.kinds[i].peak_bytes = kinds_[i].peak_bytes.load(std::memory_order_relaxed);
+  }
+  for (int i = 0; i < kNumCopyKinds; ++i) {
+    snap.copies[i].count = copy_count_[i].load(std::memory_order_relaxed);
+    snap.copies[i].bytes = copy_bytes_[i].load(std::memory_order_relaxed);
+  }
+  snap.launches = launches_.load(std::memory_order_relaxed);
+  snap.unknown_frees = unknown_frees_.load(std::memory_order_relaxed);
+  snap.dropped_allocs = dropped_allocs_.load(std::memory_order_relaxed);
+  snap.device_current_bytes = device_current_.load(std::memory_order_relaxed);
+  snap.device_peak_bytes = device_peak_.load(std::memory_order_relaxed);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    snap.device_bytes_by_device[d] = device_live_[d].load(std::memory_order_relaxed);
+    snap.device_peak_bytes_by_device[d] = device_live_peak_[d].load(std::memory_order_relaxed);
+  }
+  const uint32_t used = std::min(sites_used_.load(std::memory_order_acquire), max_sites_ + 1);
+  // Device allocations live per site, from the table just copied.
+  std::vector<uint64_t> live_count(used, 0);
+  for (const LiveAlloc& a : snap.live) {
+    // An allocation whose site is newer than `used` (recorded meanwhile) is left out.
+    const uint32_t id = a.stack_id <= max_sites_ ? a.stack_id : 0;
+    if (IsDeviceKind(a.kind) && id < used) ++live_count[id];
+  }
+  for (uint32_t id = 0; id < used; ++id) {
+    const Site& site = sites_[id];
+    SiteTotals t;
+    t.allocs = site.allocs.load(std::memory_order_relaxed);
+    if (t.allocs == 0) continue;
+    t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
+    t.largest = site.largest.load(std::memory_order_relaxed);
+    t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
+    t.live_count = live_count[id];
+    t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
+    t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
+    snap.sites.emplace_back(id, t);
+  }
+  {
+    std::lock_guard<Mutex> lock(peak_mu_);
+    snap.peak_sites = peak_sites_;
+    snap.peak_sites_device_bytes = peak_captured_bytes_.load(std::memory_order_relaxed);
+    snap.peak_sites_time_ns = peak_captured_time_ns_;
+  }
+  return snap;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,247 @@
+// The in-process state of gpuwatch: what is live, what was allocated, copied
+// and launched.
+//
+// Every On* method is called from CUDA API callbacks on the application's
+// threads, concurrently. They take at most one short, sharded lock and
+// allocate only when a table grows. Snapshot() is for report writers; it may
+// run concurrently with the On* methods and sees a consistent view of each
+// shard.
+#ifndef GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_H_
+#define GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/record/event.h"
+
+namespace gpuwatch {
+
+class Trace;
+
+// Devices with their own live and peak counters; higher ordinals share the last.
+inline constexpr int kMaxTrackedDevices = 64;
+
+// One live allocation. The live table stores it packed in 16 bytes besides
+// its key (the address): a 24-byte slot, 27 to 55 bytes per live allocation at
+// the table's load factor (docs/BENCHMARKS.md).
+struct LiveAlloc {
+  uint64_t address = 0;
+  uint64_t size = 0;     // at most 2^48 - 1 (larger requests are recorded as that)
+  uint64_t time_ns = 0;  // since the tracker started, to the millisecond
+  uint32_t stack_id = 0;
+  int16_t device = 0;
+  MemKind kind = MemKind::kDevice;
+};
+
+struct KindTotals {
+  uint64_t current_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t current_count = 0;
+  uint64_t allocs = 0;
+  uint64_t alloc_bytes = 0;
+  uint64_t frees = 0;
+};
+
+// Totals of one allocation site (one interned stack id; 0 = no stack).
+struct SiteTotals {
+  uint64_t live_bytes = 0;  // device kinds
+  uint64_t live_count = 0;  // device kinds
+  uint64_t allocs = 0;      // every kind
+  uint64_t alloc_bytes = 0;
+  uint64_t largest = 0;
+  uint64_t host_allocs = 0;  // of allocs and alloc_bytes: pinned and registered host memory
+  uint64_t host_alloc_bytes = 0;
+};
+
+struct CopyTotals {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+// A copy of the tracker's state for a report.
+struct TrackerSnapshot {
+  uint64_t time_ns = 0;
+  std::array<KindTotals, kNumMemKinds> kinds{};
+  std::array<CopyTotals, kNumCopyKinds> copies{};
+  uint64_t launches = 0;
+  uint64_t unknown_frees = 0;
+  uint64_t dropped_allocs = 0;
+  uint64_t device_current_bytes = 0;  // all device kinds together
+  uint64_t device_peak_bytes = 0;
+  std::vector<LiveAlloc> live;  // unordered
+  // Sites that ever allocated, by stack id (device and host kinds together).
+  std::vector<std::pair<uint32_t, SiteTotals>> sites;
+  // Device bytes live per site at the last peak capture, and the device total
+  // at that moment (within 1/64 of device_peak_bytes; equal in small programs).
+  std::vector<std::pair<uint32_t, uint64_t>> peak_sites;
+  uint64_t peak_sites_device_bytes = 0;
+  uint64_t peak_sites_time_ns = 0;
+  // Device bytes (device kinds) live now and at their peak, per device ordinal.
+  std::array<uint64_t, kMaxTrackedDevices> device_bytes_by_device{};
+  std::array<uint64_t, kMaxTrackedDevices> device_peak_bytes_by_device{};
+};
+
+class Tracker {
+ public:
+  // `max_sites`: stack ids above it are accounted under site 0.
+  explicit Tracker(uint32_t max_sites = kDefaultMaxSites);
+  ~Tracker();
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+
+  // Records a successful allocation. A second allocation at a live address
+  // means a free was missed (memory a context took with it when it was
+  // destroyed, say): the old entry is replaced and counted as freed.
+  void OnAlloc(const AllocEvent& event);
+
+  // Records a free. Returns false, and counts it, when the address is not live.
+  bool OnFree(uint64_t address);
+
+  // A free in two steps, for frees seen at the entry of the call: the memory
+  // can be handed to another thread's allocation before the freeing call
+  // returns, so the free is recorded before the call runs. BeginFree removes
+  // the allocation (false when the address is not live; nothing is counted
+  // then); UndoFree puts it back as it was when the call failed.
+  bool BeginFree(uint64_t address, LiveAlloc* removed);
+  void UndoFree(const LiveAlloc& removed);
+  // A free of an address that was not live (counted in unknown_frees).
+  void CountUnknownFree() { unknown_frees_.fetch_add(1, std::memory_order_relaxed); }
+
+  // cuMemUnmap: frees every VMM mapping inside [address, address + size).
+  void OnUnmapRange(uint64_t address, uint64_t size);
+
+  void OnCopy(const CopyEvent& event);
+  void OnLaunch() {
+    if (!paused()) launches_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // gpuwatch_pause()/gpuwatch_resume(): while paused, allocations, copies and
+  // launches are not recorded; frees still are, so that memory allocated
+  // before the pause and freed during it is not reported as leaked. (A block
+  // allocated during the pause and freed after it counts as an unknown free.)
+  void SetPaused(bool paused) { paused_.store(paused, std::memory_order_relaxed); }
+  bool paused() const { return paused_.load(std::memory_order_relaxed); }
+
+  // Device bytes live now per site (stack id), for sites that have any, in
+  // increasing id order. Reads the per-site counters only (no shard lock), so
+  // it is cheap enough for every gpuwatch_mark(). Thread-safe.
+  std::vector<std::pair<uint32_t, uint64_t>> LiveDeviceBytesBySite() const;
+
+  // Nanoseconds since this tracker was constructed (CLOCK_MONOTONIC).
+  uint64_t NowNs() const;
+
+  TrackerSnapshot Snapshot() const;
+
+  // For pthread_atfork: LockForFork() (prepare) takes every lock so that no
+  // update is in flight across fork(); UnlockAfterFork() (parent and child)
+  // releases them.
+  void LockForFork();
+  void UnlockAfterFork();
+
+  // Device bytes live now (all device kinds). Cheap; thread-safe.
+  uint64_t DeviceCurrentBytes() const { return device_current_.load(std::memory_order_relaxed); }
+  // The highest DeviceCurrentBytes() so far. Cheap; thread-safe.
+  uint64_t DevicePeakBytes() const { return device_peak_.load(std::memory_order_relaxed); }
+
+  // Total number of events seen (allocations, frees, copies, launches); cheap.
+  uint64_t EventCount() const;
+
+  // What gpuwatch's own tables say `address` is, for copies whose activity
+  // record does not tell: pinned or registered host memory anywhere inside a
+  // live range of it, or the base of a live allocation of another kind.
+  // False when neither (pageable host memory, or a pointer inside a device
+  // allocation). Thread-safe; takes no lock when no host memory is live.
+  bool Classify(uint64_t address, MemKind* kind, int* device = nullptr) const;
+  // The host ranges only (pinned or registered host memory): no lock at all
+  // while none is live. For the host side of a copy whose direction is known.
+  bool ClassifyHost(uint64_t address, MemKind* kind) const;
+
+  static constexpr uint32_t kDefaultMaxSites = 1u << 20;
+  static constexpr int kMaxDevices = kMaxTrackedDevices;
+
+  // Records every change of a device's live bytes, and each peak capture, in
+  // `trace` (may be null: none). Call before events arrive.
+  void SetTrace(Trace* trace) { trace_ = trace; }
+
+ private:
+  static constexpr int kShards = 64;
+  // Per site (stack id). Its live count is counted from the live table when
+  // a snapshot is taken; the live bytes are kept here because peak captures
+  // and marks read them between snapshots.
+  struct Site {
+    std::atomic<uint64_t> live_bytes{0};
+    std::atomic<uint64_t> allocs{0};
+    std::atomic<uint64_t> alloc_bytes{0};
+    std::atomic<uint64_t> largest{0};
+    std::atomic<uint64_t> host_allocs{0};  // host kinds only touch these two more
+    std::atomic<uint64_t> host_alloc_bytes{0};
+  };
+  struct Shard;
+  // What needs a running process-wide value (the peak of current bytes).
+  struct Counters {
+    std::atomic<uint64_t> current_bytes{0};
+    std::atomic<uint64_t> peak_bytes{0};
+  };
+
+  Shard& ShardFor(uint64_t address) const;
+  Site& SiteFor(uint32_t stack_id) const;
+  void MaybeCapturePeak(uint64_t device_bytes);
+  // The process-wide accounting of an allocation (sites, current bytes and
+  // peaks, devices); counts per kind are kept by the shard, under its lock.
+  void AccountAlloc(const LiveAlloc& alloc);
+  // Live bytes (kind, device total, site) for a departed allocation.
+  void ReleaseLive(const LiveAlloc& alloc);
+
+  uint64_t start_ns_ = 0;
+  std::unique_ptr<Shard[]> shards_;
+  std::array<Counters, kNumMemKinds> kinds_;
+  std::atomic<uint64_t> device_current_{0};
+  std::atomic<uint64_t> device_peak_{0};
+  std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_count_{};
+  std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_bytes_{};
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> unknown_frees_{0};
+  std::atomic<uint64_t> dropped_allocs_{0};  // not tracked: the table could not grow
+  std::atomic<bool> paused_{false};
+  // Per device ordinal (clamped to kMaxDevices - 1), device kinds only.
+  std::array<std::atomic<uint64_t>, kMaxDevices> device_live_{};
+  std::array<std::atomic<uint64_t>, kMaxDevices> device_live_peak_{};
+  Trace* trace_ = nullptr;
+
+  // Per-site counters, indexed by stack id; reserved with mmap so that only
+  // the pages of sites in use are backed. `sites_used_` is one past the
+  // highest id seen.
+  uint32_t max_sites_ = 0;
+  Site* sites_ = nullptr;
+  std::atomic<uint32_t> sites_used_{1};
+
+  mutable Mutex peak_mu_;                                  // serialises peak captures
+  std::vector<std::pair<uint32_t, uint64_t>> peak_sites_;  // guarded by peak_mu_
+  std::atomic<uint64_t> peak_captured_bytes_{0};
+  uint64_t peak_captured_time_ns_ = 0;  // guarded by peak_mu_
+
+  // VMM mappings, ordered so that an unmap can find every mapping in its range.
+  mutable Mutex vmm_mu_;
+  std::map<uint64_t, uint64_t> vmm_ranges_;  // address -> size; guarded by vmm_mu_
+
+  // Live pinned and registered host ranges, for Classify. Few and large.
+  struct HostRange {
+    uint64_t size = 0;
+    MemKind kind = MemKind::kPinnedHost;
+  };
+  void AddHostRange(const LiveAlloc& alloc);
+  void RemoveHostRange(uint64_t address);
+  mutable Mutex host_mu_;
+  std::map<uint64_t, HostRange> host_ranges_;  // guarded by host_mu_
+  std::atomic<uint64_t> host_range_count_{0};
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_H_

@@ -1,0 +1,35 @@
+// When gpuwatch's background thread refreshes the checkpoint report.
+//
+// A checkpoint is the whole report, so its cost grows with the process: a
+// few milliseconds for a training job's thousands of live allocations, about
+// a second of CPU for a million of them over ten thousand sites. The rule
+// keeps checkpoints at a bounded share of one core whatever their size:
+// after a checkpoint that took C of CPU, the next waits at least
+// kCheckpointCostFactor x C, on top of the configured interval.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_CHECKPOINT_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_CHECKPOINT_H_
+
+#include <cstdint>
+
+namespace gpuwatch {
+
+// Checkpoints take at most 1/20 (5%) of one core.
+inline constexpr uint64_t kCheckpointCostFactor = 20;
+
+struct CheckpointState {
+  uint64_t last_ns = 0;       // when the last one was written; 0 = never
+  uint64_t last_cost_ns = 0;  // the CPU time it took
+  uint64_t events = 0;        // the tracker's event count then
+  uint64_t peak = 0;          // the device peak then
+};
+
+// True when a checkpoint is due at `now`, given the tracker's event count and
+// device peak: never before the first event, nor sooner than
+// kCheckpointCostFactor times the last one's cost after it; then at a new
+// peak, or once `interval_ns` has passed and something changed.
+bool CheckpointDue(const CheckpointState& last, uint64_t now, uint64_t events, uint64_t peak,
+                   uint64_t interval_ns);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_CHECKPOINT_H_

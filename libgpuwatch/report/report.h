@@ -1,0 +1,139 @@
+// Report building and writing: the library's side of the report schema
+// (report_schema.h). A report is a JSON document (docs/report-format.md)
+// built from a TrackerSnapshot at report time; nothing here runs inside a
+// CUDA callback. One report: AnalyzeReport once, then BuildReportJson,
+// LeakedDeviceBytes and BuildSummaryText from its results, and
+// WriteFileAtomically.
+//
+// The parts, one file each: report_analysis.cc (what is computed once per
+// report), report_json.cc (the document and its memory sections),
+// report_growth.cc (growth and timeline), report_transfers.cc (transfers),
+// report_trace.cc (trace), report_summary.cc (the stderr summary),
+// report_file.cc (atomic writing), site_resolver.cc (stack ids as sites).
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_REPORT_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_REPORT_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/record/event.h"
+#include "libgpuwatch/record/kernels.h"
+#include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/report/file.h"
+#include "libgpuwatch/report/format.h"
+#include "libgpuwatch/report/report_schema.h"
+
+namespace gpuwatch {
+
+struct TimelineSnapshot;
+struct TraceSnapshot;
+
+// The failed request of an out-of-memory report.
+struct OomInfo {
+  uint64_t size = 0;
+  MemKind kind = MemKind::kDevice;
+  std::string api;  // e.g. "cudaMalloc"
+  int error = 0;    // cudaError_t or CUresult
+  uint32_t stack_id = 0;
+  int32_t device = 0;
+  uint64_t device_free = 0;  // from cuMemGetInfo; 0 when unknown
+  uint64_t device_total = 0;
+};
+
+// Facts about the process and the reason the report is written.
+struct ReportContext {
+  std::string trigger;  // "exit", "snapshot", ...
+  std::string label;    // free text from gpuwatch_snapshot(), may be empty
+  long pid = 0;
+  std::string host;
+  std::string rank;
+  std::vector<std::string> command;              // argv of the process
+  std::string attach_mode;                       // "preload" or "injection"
+  std::string cupti_path;                        // the libcupti that was loaded
+  std::string pytorch_allocator;                 // PytorchAllocatorMode() of the process
+  const OomInfo* oom = nullptr;                  // set for trigger "oom"
+  uint64_t oom_count = 0;                        // out-of-memory failures seen so far
+  uint64_t stacks_dropped = 0;                   // stacks not interned: the table was full
+  uint64_t python_frames_dropped = 0;            // Python frames not stored: their table was full
+  int depth = 0;                                 // GPUWATCH_DEPTH in force
+  int tool_frames = 0;                           // ToolFramesSeen() (unwind.h)
+  std::string unwinder;                          // UnwindMethodName(ActiveUnwindMethod())
+  uint64_t unwind_fallbacks = 0;                 // CfiFallbacks() (unwind.h)
+  const TransfersSnapshot* transfers = nullptr;  // null: no transfers section
+  const std::vector<KernelStats>* kernels = nullptr;
+  bool kernel_timing = false;
+  LifecycleFigures lifecycle;
+  // Null: no "growth" and "timeline" sections.
+  const TimelineSnapshot* timeline = nullptr;
+  // Null: no "trace" section (GPUWATCH_TRACE_EVENTS=0).
+  const TraceSnapshot* trace = nullptr;
+  // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
+  // put in built-in categories either way.
+  const Suppressions* suppressions = nullptr;
+};
+
+// Live allocations of one site (canonical id), device kinds or host kinds
+// apart.
+struct LeakGroup {
+  uint32_t stack_id = 0;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  std::array<uint64_t, kNumMemKinds> kind_bytes{};
+  uint64_t oldest_ns = UINT64_MAX;
+};
+
+// What the report's sections and its summary share, computed once per
+// report: the live allocations grouped by site, the transfer sites merged
+// and their findings, the growth suspects.
+struct ReportAnalysis {
+  std::vector<LeakGroup> device_live;  // largest first
+  std::vector<LeakGroup> host_live;    // largest first
+  // Transfer sites merged as the report shows them (Canonical), busiest
+  // first, and what FindTransferIssues finds in them; empty without
+  // context.transfers.
+  std::vector<std::pair<uint32_t, SiteTransfers>> transfer_sites;
+  std::vector<TransferFinding> transfer_findings;
+  // From the marks when the program made any, else from the periodic
+  // samples (growth.h has the rules); empty without context.timeline.
+  std::vector<GrowthSuspect> growth_suspects;
+};
+
+// Resolves every site the report will name (SiteResolver::Prepare, so that
+// Canonical is deterministic) and computes the analysis.
+ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& context,
+                             SiteResolver* sites);
+
+// The report as JSON text (pretty-printed, ends with a newline). `analysis`
+// from AnalyzeReport of the same snapshot, context and resolver.
+std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
+                            SiteResolver* sites, const ReportAnalysis& analysis);
+// The same, analyzing first (one call, one report).
+std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
+                            SiteResolver* sites);
+
+// Device bytes live that count as leaked: outside `leak:` rules of
+// `suppressions` (may be null) and outside the built-in categories. This is
+// what GPUWATCH_EXITCODE acts on, and `leaks.device.leaked_bytes` of the
+// report built from the same analysis.
+uint64_t LeakedDeviceBytes(const ReportAnalysis& analysis, SiteResolver* sites,
+                           const Suppressions* suppressions);
+
+// A few lines for stderr: totals, the largest leaking sites with file:line,
+// and where the report went. Each line starts with "gpuwatch: ". `path` is
+// where the full report went ("" when it failed).
+std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& context,
+                             const ReportAnalysis& analysis, SiteResolver* sites,
+                             const std::string& path);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_H_

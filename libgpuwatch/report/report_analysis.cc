@@ -1,0 +1,115 @@
+// What a report computes once and its sections and summary share
+// (ReportAnalysis), and what it counts as leaked.
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "libgpuwatch/report/report_sections.h"
+#include "libgpuwatch/report/trace_json.h"
+
+namespace gpuwatch {
+
+namespace {
+
+std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device,
+                                 SiteResolver* sites) {
+  // One pass over every live allocation: groups are found through a flat
+  // table indexed by canonical id (ids are dense), not a hash map.
+  std::vector<LeakGroup> out;
+  std::vector<uint32_t> slot;  // canonical id -> index in out + 1; 0 = none yet
+  for (const LiveAlloc& a : live) {
+    if (IsDeviceKind(a.kind) != device) continue;
+    const uint32_t site = sites->Canonical(a.stack_id);
+    if (site >= slot.size()) slot.resize(std::max<size_t>(site + 1, slot.size() * 2), 0);
+    if (slot[site] == 0) {
+      out.emplace_back().stack_id = site;
+      slot[site] = static_cast<uint32_t>(out.size());
+    }
+    LeakGroup& g = out[slot[site] - 1];
+    g.bytes += a.size;
+    g.count += 1;
+    g.kind_bytes[static_cast<int>(a.kind)] += a.size;
+    g.oldest_ns = std::min(g.oldest_ns, a.time_ns);
+  }
+  std::sort(out.begin(), out.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack_id < b.stack_id;
+  });
+  return out;
+}
+
+// Transfer sites merged as the report shows them (Canonical), busiest first.
+std::vector<std::pair<uint32_t, SiteTransfers>> MergedTransferSites(const TransfersSnapshot& t,
+                                                                    SiteResolver* sites) {
+  std::unordered_map<uint32_t, SiteTransfers> merged;
+  for (const auto& [id, site] : t.sites) MergeInto(&merged[sites->Canonical(id)], site);
+  std::vector<std::pair<uint32_t, SiteTransfers>> out(merged.begin(), merged.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.second.all.duration_ns != b.second.all.duration_ns) {
+      return a.second.all.duration_ns > b.second.all.duration_ns;
+    }
+    if (a.second.all.bytes != b.second.all.bytes) return a.second.all.bytes > b.second.all.bytes;
+    return a.first < b.first;
+  });
+  return out;
+}
+
+}  // namespace
+
+ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& context,
+                             SiteResolver* sites) {
+  std::vector<uint32_t> ids;
+  for (const auto& [id, t] : snap.sites) ids.push_back(id);
+  for (const LiveAlloc& a : snap.live) ids.push_back(a.stack_id);
+  for (const auto& [id, bytes] : snap.peak_sites) ids.push_back(id);
+  if (context.oom != nullptr) ids.push_back(context.oom->stack_id);
+  if (context.transfers != nullptr) {
+    for (const auto& [id, t] : context.transfers->sites) ids.push_back(id);
+  }
+  if (context.timeline != nullptr) {
+    for (const auto* series : {&context.timeline->marks, &context.timeline->periodic}) {
+      for (const GrowthSample& sample : *series) {
+        for (const auto& [id, bytes] : sample.sites) ids.push_back(id);
+      }
+    }
+  }
+  if (context.trace != nullptr) {
+    for (const uint32_t id : TraceSiteIds(*context.trace)) ids.push_back(id);
+  }
+  sites->Prepare(std::move(ids));
+  ReportAnalysis analysis;
+  analysis.device_live = GroupLive(snap.live, true, sites);
+  analysis.host_live = GroupLive(snap.live, false, sites);
+  if (context.transfers != nullptr) {
+    analysis.transfer_sites = MergedTransferSites(*context.transfers, sites);
+    analysis.transfer_findings =
+        FindTransferIssues(analysis.transfer_sites, context.transfers->best_gbps);
+  }
+  if (context.timeline != nullptr) {
+    const TimelineSnapshot& t = *context.timeline;
+    const bool by_mark = !t.marks.empty();
+    analysis.growth_suspects = FindGrowthSuspects(
+        by_mark ? t.marks : t.periodic, by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond,
+        [sites](uint32_t id) { return sites->Canonical(id); });
+  }
+  return analysis;
+}
+
+uint64_t LeakedDeviceBytes(const ReportAnalysis& analysis, SiteResolver* sites,
+                           const Suppressions* suppressions) {
+  // As in the report: only the listed sites are classified; the rest count
+  // as leaked.
+  LeakSplitFigures split;
+  uint64_t bytes = 0;
+  const std::vector<LeakGroup>& groups = analysis.device_live;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    bytes += groups[i].bytes;
+    if (i >= kMaxSitesPerSection) continue;
+    const SiteClass& c = sites->ClassOf(groups[i].stack_id, suppressions, SuppressionKind::kLeak);
+    split.Add(groups[i].bytes, groups[i].count, c.suppressed != nullptr, c.category);
+  }
+  return split.LeakedBytesOf(bytes);
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,131 @@
+// Writing report files: atomically (WriteFileAtomically), and the one
+// update of a written report (SetReportTeardown).
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+
+#include "libgpuwatch/report/report.h"
+#include "libgpuwatch/report/report_schema.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch {
+
+namespace {
+
+using nlohmann::json;
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Under a file size limit (`ulimit -f`) a write past it raises SIGXFSZ, whose
+// default action ends the process. While a report is written the signal is
+// blocked on this thread, and the one a failed write raised is discarded:
+// the write fails with EFBIG, which costs the report, not the host.
+class FileSizeSignalGuard {
+ public:
+  FileSizeSignalGuard() {
+    sigemptyset(&xfsz_);
+    sigaddset(&xfsz_, SIGXFSZ);
+    blocked_ = pthread_sigmask(SIG_BLOCK, &xfsz_, &old_) == 0;
+  }
+  ~FileSizeSignalGuard() {
+    if (!blocked_) return;
+    sigset_t pending;
+    if (sigismember(&old_, SIGXFSZ) == 0 && sigpending(&pending) == 0 &&
+        sigismember(&pending, SIGXFSZ) == 1) {
+      const timespec now{};
+      sigtimedwait(&xfsz_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  FileSizeSignalGuard(const FileSizeSignalGuard&) = delete;
+  FileSizeSignalGuard& operator=(const FileSizeSignalGuard&) = delete;
+
+ private:
+  sigset_t xfsz_{};
+  sigset_t old_{};
+  bool blocked_ = false;
+};
+
+}  // namespace
+
+bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {
+  const FileSizeSignalGuard no_sigxfsz;
+  const std::string dir = DirName(path);
+  std::random_device rd;
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), ".tmp.%08x%08x", rd(), rd());
+  const std::string tmp = path + suffix;
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    *error = "cannot create a file in " + dir + ": " + std::strerror(errno);
+    return false;
+  }
+  const char* data = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    const ssize_t n = write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = "cannot write " + tmp + ": " + std::strerror(errno);
+      close(fd);
+      unlink(tmp.c_str());
+      return false;
+    }
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    *error = "cannot flush " + tmp + ": " + std::strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  // rename() replaces a symlink placed at `path` rather than following it.
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::string* error) {
+  std::string text;
+  {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      *error = "cannot open " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+  }
+  json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object() || !report.contains(report_key::kLifecycle)) {
+    *error = path + " is not a gpuwatch report";
+    return false;
+  }
+  report[report_key::kLifecycle]["teardown_ns"] = teardown_ns;
+  return WriteFileAtomically(path, DumpReport(std::move(report)), error);
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,139 @@
+// The report's `growth` and `timeline` sections and the summary's growth
+// line.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "libgpuwatch/report/report_sections.h"
+
+namespace gpuwatch {
+
+using nlohmann::json;
+
+namespace {
+
+json SamplesJson(const std::vector<GrowthSample>& samples) {
+  json list = json::array();
+  for (const GrowthSample& sample : samples) {
+    json entry = {{"time_ns", sample.time_ns}, {"device_bytes", sample.device_bytes}};
+    if (sample.mark != 0) {
+      entry["mark"] = sample.mark;
+      entry["label"] = sample.label;
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
+// Sites listed in timeline.sites at most.
+constexpr size_t kMaxTimelineSites = 10;
+
+// The sites (merged like the leak sites) that held the most device bytes at
+// any sample of either series, with their bytes at every sample of both, so
+// that the timeline can be drawn stacked by site (`gpuwatch report --format
+// html`). Two passes, so only the chosen sites' series are ever held.
+json TimelineSites(const TimelineSnapshot& t, SiteResolver* sites) {
+  const std::vector<GrowthSample>* series[] = {&t.marks, &t.periodic};
+  std::unordered_map<uint32_t, uint64_t> most;  // canonical id -> most bytes at a sample
+  std::unordered_map<uint32_t, uint64_t> at_sample;
+  for (const auto* samples : series) {
+    for (const GrowthSample& sample : *samples) {
+      at_sample.clear();
+      for (const auto& [id, bytes] : sample.sites) at_sample[sites->Canonical(id)] += bytes;
+      for (const auto& [id, bytes] : at_sample) most[id] = std::max(most[id], bytes);
+    }
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> top(most.begin(), most.end());
+  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (top.size() > kMaxTimelineSites) top.resize(kMaxTimelineSites);
+  std::unordered_map<uint32_t, size_t> index;  // canonical id -> position in top
+  for (size_t i = 0; i < top.size(); ++i) index.emplace(top[i].first, i);
+  std::vector<std::vector<uint64_t>> bytes_at[2];
+  for (int s = 0; s < 2; ++s) {
+    bytes_at[s].assign(top.size(), std::vector<uint64_t>(series[s]->size(), 0));
+    for (size_t i = 0; i < series[s]->size(); ++i) {
+      for (const auto& [id, bytes] : (*series[s])[i].sites) {
+        const auto it = index.find(sites->Canonical(id));
+        if (it != index.end()) bytes_at[s][it->second][i] += bytes;
+      }
+    }
+  }
+  json list = json::array();
+  for (size_t i = 0; i < top.size(); ++i) {
+    const uint32_t id = top[i].first;
+    list.push_back({{"site", id},
+                    {"location", sites->LocationOf(id)},
+                    {"max_bytes", top[i].second},
+                    {"marks", std::move(bytes_at[0][i])},
+                    {"periodic", std::move(bytes_at[1][i])},
+                    {"stack", sites->StackOf(id)}});
+  }
+  return list;
+}
+
+}  // namespace
+
+json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites) {
+  return {{"capacity", t.capacity},
+          {"interval_ms", t.interval_ms},
+          {"marks", {{"total", t.marks_total}, {"samples", SamplesJson(t.marks)}}},
+          {"periodic", {{"total", t.periodic_total}, {"samples", SamplesJson(t.periodic)}}},
+          {"sites", TimelineSites(t, sites)}};
+}
+
+// Growth suspects from the marks when the program made any, else from the
+// periodic samples (growth.h has the rules).
+json GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
+                   const Suppressions* suppressions, SiteResolver* sites) {
+  const bool by_mark = !t.marks.empty();
+  const std::vector<GrowthSample>& samples = by_mark ? t.marks : t.periodic;
+  const GrowthUnit unit = by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond;
+  json list = json::array();
+  for (const GrowthSuspect& g : analysis.growth_suspects) {
+    json entry = {{"site", g.site},
+                  {"location", sites->LocationOf(g.site)},
+                  {"rate", g.rate},
+                  {"unit", GrowthUnitName(g.unit)},
+                  {"first_bytes", g.first_bytes},
+                  {"last_bytes", g.last_bytes},
+                  {"growth_bytes", g.last_bytes - g.first_bytes},
+                  {"from", g.from},
+                  {"to", g.to},
+                  {"samples", g.samples},
+                  {"series", g.series},
+                  {"stack", sites->StackOf(g.site)}};
+    AddSiteClass(sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth), &entry);
+    list.push_back(std::move(entry));
+  }
+  return {{"basis", samples.empty() ? "none" : GrowthUnitName(unit)},
+          {"samples", samples.size()},
+          {"suspects", list}};
+}
+
+// One line for the stderr summary: how many sites keep growing, and the one
+// that grows most (outside suppressions and categories).
+std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* suppressions,
+                          SiteResolver* sites) {
+  std::vector<const GrowthSuspect*> counted;
+  for (const GrowthSuspect& g : analysis.growth_suspects) {
+    const SiteClass c = sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth);
+    if (c.suppressed == nullptr && c.category.empty()) counted.push_back(&g);
+  }
+  if (counted.empty()) return "";
+  const GrowthSuspect& top = *counted.front();
+  char line[768];
+  std::snprintf(line, sizeof(line), "gpuwatch: growing: %zu %s; most: +%s at %s (%s -> %s)\n",
+                counted.size(), counted.size() == 1 ? "site" : "sites",
+                FormatRate(top.rate, GrowthUnitName(top.unit), RateStyle::kProse).c_str(),
+                sites->LocationOf(top.site).c_str(), FormatBytes(top.first_bytes).c_str(),
+                FormatBytes(top.last_bytes).c_str());
+  return line;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,197 @@
+#include "libgpuwatch/report/report_schema.h"
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "libgpuwatch/symbolize/symbolizer.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch {
+
+using nlohmann::json;
+namespace key = report_key;
+
+void ForEachReportSite(json* doc, const std::function<void(json&)>& fn) {
+  if (!doc->is_object()) return;
+  const auto each_in = [&fn](json& parent, const char* list_key) {
+    if (!parent.is_object()) return;
+    const auto list = parent.find(list_key);
+    if (list == parent.end() || !list->is_array()) return;
+    for (json& site : *list) {
+      if (site.is_object()) fn(site);
+    }
+  };
+  for (const char* section : {key::kPeak, key::kGrowth, key::kTransfers, key::kTimeline}) {
+    if (const auto it = doc->find(section); it != doc->end()) {
+      each_in(*it, key::kSites);
+      each_in(*it, key::kSuspects);
+    }
+  }
+  if (const auto leaks = doc->find(key::kLeaks); leaks != doc->end() && leaks->is_object()) {
+    for (auto& [kind, section] : leaks->items()) each_in(section, key::kSites);
+  }
+  each_in(*doc, key::kSites);
+  if (const auto oom = doc->find(key::kOom); oom != doc->end() && oom->is_object()) fn(*oom);
+}
+
+json FrameTableJson(const std::vector<const Frame*>& table) {
+  json out = json::array();
+  for (const Frame* f : table) {
+    json frame = {{key::kFunction, f->function},
+                  {key::kFile, f->file},
+                  {key::kLine, f->line},
+                  {key::kModule, f->module}};
+    if (f->inlined) frame[key::kInlined] = true;
+    out.push_back(std::move(frame));
+  }
+  return out;
+}
+
+void InlineFrameTable(json* doc) {
+  if (!doc->is_object()) return;
+  const auto table_it = doc->find(key::kFrameTable);
+  if (table_it == doc->end()) return;
+  const json table = std::move(*table_it);
+  doc->erase(table_it);
+  if (!table.is_array()) return;
+  ForEachReportSite(doc, [&table](json& site) {
+    const auto stack = site.find(key::kStack);
+    if (stack == site.end()) return;
+    json frames = json::array();
+    if (stack->is_array()) {
+      for (const json& index : *stack) {
+        if (index.is_number_unsigned() && index.get<uint64_t>() < table.size()) {
+          frames.push_back(table[index.get<size_t>()]);
+        }
+      }
+    }
+    site.erase(stack);
+    site[key::kFrames] = std::move(frames);
+  });
+}
+
+void BuildFrameTable(json* doc) {
+  if (!doc->is_object()) return;
+  json table = json::array();
+  std::unordered_map<std::string, uint32_t> index;  // a frame's text -> its index
+  ForEachReportSite(doc, [&](json& site) {
+    const auto frames = site.find(key::kFrames);
+    if (frames == site.end() || !frames->is_array()) return;
+    json stack = json::array();
+    for (json& frame : *frames) {
+      const auto [at, added] = index.try_emplace(frame.dump(), static_cast<uint32_t>(table.size()));
+      if (added) table.push_back(std::move(frame));
+      stack.push_back(at->second);
+    }
+    site.erase(frames);
+    site[key::kStack] = std::move(stack);
+  });
+  (*doc)[key::kFrameTable] = std::move(table);
+}
+
+LeakVerdict LeakSplitFigures::Add(uint64_t bytes, uint64_t count, bool suppressed,
+                                  std::string_view category, bool categories_leak) {
+  if (suppressed) {
+    suppressed_bytes += bytes;
+    suppressed_count += count;
+    return LeakVerdict::kSuppressed;
+  }
+  if (!category.empty() && !categories_leak) {
+    categorized_bytes += bytes;
+    categorized_count += count;
+    auto it = categories.find(category);
+    if (it == categories.end()) it = categories.emplace(std::string(category), 0).first;
+    it->second += bytes;
+    return LeakVerdict::kCategorized;
+  }
+  leaked_bytes += bytes;
+  leaked_count += count;
+  return LeakVerdict::kLeaked;
+}
+
+void LeakSplitFigures::WriteTo(json* section) const {
+  json& s = *section;
+  s[key::kLeakedBytes] = LeakedBytesOf(s.value(key::kBytes, uint64_t{0}));
+  s[key::kLeakedCount] = s.value(key::kCount, uint64_t{0}) - suppressed_count - categorized_count;
+  s[key::kSuppressedBytes] = suppressed_bytes;
+  s[key::kCategorizedBytes] = categorized_bytes;
+  json by_category = json::object();
+  for (const auto& [name, bytes] : categories) by_category[name] = bytes;
+  s[key::kCategories] = std::move(by_category);
+}
+
+namespace {
+
+// json::dump(2) prints an array of numbers one number per line; every site's
+// `stack` is one, so they are put back on one line: `"stack": [0, 1, 2]`.
+// The pattern cannot occur inside a string, where the quotes are escaped.
+std::string OneLineStacks(const std::string& text) {
+  static constexpr std::string_view kKey = "\"stack\": [";
+  std::string out;
+  out.reserve(text.size());
+  size_t from = 0;
+  for (size_t at = text.find(kKey); at != std::string::npos; at = text.find(kKey, from)) {
+    const size_t open = at + kKey.size();
+    out.append(text, from, open - from);
+    size_t i = open;
+    for (; i < text.size() && text[i] != ']'; ++i) {
+      const char c = text[i];
+      if (c == ',') {
+        out += ", ";
+      } else if (c != ' ' && c != '\n') {
+        out += c;
+      }
+    }
+    from = i;  // the ']' and what follows
+  }
+  out.append(text, from, std::string::npos);
+  return out;
+}
+
+// json::dump, with bytes that are not UTF-8 (a path or an argument in
+// another encoding) written as U+FFFD: the default throws, which would end
+// the host program.
+std::string Text(const json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string DumpReport(json report) {
+  if (!report.is_object()) return Text(report, 2) + "\n";
+  // The sections printed by hand, one element per line, after the rest.
+  std::string tail;
+  if (auto it = report.find(key::kFrameTable); it != report.end() && it->is_array()) {
+    const json table = std::move(*it);
+    report.erase(it);
+    tail += ",\n  \"frame_table\": [";
+    for (size_t i = 0; i < table.size(); ++i) {
+      tail += (i == 0 ? "\n    " : ",\n    ") + Text(table[i]);
+    }
+    tail += table.empty() ? "]" : "\n  ]";
+  }
+  if (auto it = report.find(key::kTrace); it != report.end() && it->is_object()) {
+    json trace = std::move(*it);
+    report.erase(it);
+    json events = trace.contains("events") ? std::move(trace["events"]) : json::array();
+    trace.erase("events");
+    tail += ",\n  \"trace\": {";
+    for (const auto& [name, value] : trace.items()) {
+      tail += "\n    " + Text(json(name)) + ": " + Text(value) + ",";
+    }
+    tail += "\n    \"events\": [";
+    for (size_t i = 0; i < events.size(); ++i) {
+      tail += (i == 0 ? "\n      " : ",\n      ") + Text(events[i]);
+    }
+    tail += events.empty() ? "]\n  }" : "\n    ]\n  }";
+  }
+  if (report.empty()) return tail.empty() ? "{}\n" : "{" + tail.substr(1) + "\n}\n";
+  std::string text = OneLineStacks(Text(report, 2));  // ends with "\n}"
+  if (tail.empty()) return text + "\n";
+  text.resize(text.size() - 2);
+  return text + tail + "\n}\n";
+}
+
+}  // namespace gpuwatch

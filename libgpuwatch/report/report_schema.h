@@ -1,0 +1,149 @@
+// The report schema in one place (docs/report-format.md): its name and
+// version, the key names every writer and reader shares, and the pieces both
+// sides need, so that the library's writer, `gpuwatch merge`, the tools'
+// reader and their validator cannot drift apart:
+//   - the frame table: written from a report's distinct frames, inlined back
+//     into each site's `frames` by readers, rebuilt from `frames` by merge;
+//   - the split of a leaks section into leaked, suppressed and categorized;
+//   - the text form of a report (DumpReport).
+// Pure C++ and JSON: no CUDA header, nothing of the running process, so the
+// tools link it (through gpuwatch_core) as the library does.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SCHEMA_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SCHEMA_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nlohmann/json_fwd.hpp"
+
+namespace gpuwatch {
+
+struct Frame;
+
+// `schema` of every report.
+inline constexpr std::string_view kReportSchemaName = "gpuwatch-report";
+// The version every writer writes and the newest every reader reads.
+// 2: sites refer to a frame table (`stack`) instead of listing `frames`.
+inline constexpr int kReportSchemaVersion = 2;
+
+// Key names shared by writers and readers.
+namespace report_key {
+// Top level.
+inline constexpr char kSchema[] = "schema";
+inline constexpr char kVersion[] = "version";
+inline constexpr char kTrigger[] = "trigger";
+inline constexpr char kLabel[] = "label";
+inline constexpr char kGpuwatch[] = "gpuwatch";
+inline constexpr char kProcess[] = "process";
+inline constexpr char kProcesses[] = "processes";     // merge only
+inline constexpr char kMergedFrom[] = "merged_from";  // merge only
+inline constexpr char kTotals[] = "totals";
+inline constexpr char kStackDepth[] = "stack_depth";
+inline constexpr char kLeaks[] = "leaks";
+inline constexpr char kPeak[] = "peak";
+inline constexpr char kSites[] = "sites";
+inline constexpr char kGrowth[] = "growth";
+inline constexpr char kTimeline[] = "timeline";
+inline constexpr char kTransfers[] = "transfers";
+inline constexpr char kKernels[] = "kernels";
+inline constexpr char kLifecycle[] = "lifecycle";
+inline constexpr char kTrace[] = "trace";
+inline constexpr char kOom[] = "oom";
+inline constexpr char kFrameTable[] = "frame_table";
+// leaks.device and leaks.host.
+inline constexpr char kDevice[] = "device";
+inline constexpr char kHost[] = "host";
+// A site list's other name (growth.suspects).
+inline constexpr char kSuspects[] = "suspects";
+// A leaks section's figures.
+inline constexpr char kBytes[] = "bytes";
+inline constexpr char kCount[] = "count";
+inline constexpr char kOmittedSites[] = "omitted_sites";
+inline constexpr char kOmittedBytes[] = "omitted_bytes";
+inline constexpr char kLeakedBytes[] = "leaked_bytes";
+inline constexpr char kLeakedCount[] = "leaked_count";
+inline constexpr char kSuppressedBytes[] = "suppressed_bytes";
+inline constexpr char kCategorizedBytes[] = "categorized_bytes";
+inline constexpr char kCategories[] = "categories";
+// A site's.
+inline constexpr char kSite[] = "site";
+inline constexpr char kLocation[] = "location";
+inline constexpr char kStack[] = "stack";    // version 2: indices into frame_table
+inline constexpr char kFrames[] = "frames";  // version 1, and after InlineFrameTable
+inline constexpr char kCategory[] = "category";
+inline constexpr char kSuppressed[] = "suppressed";
+// A frame's.
+inline constexpr char kFunction[] = "function";
+inline constexpr char kFile[] = "file";
+inline constexpr char kLine[] = "line";
+inline constexpr char kModule[] = "module";
+inline constexpr char kInlined[] = "inlined";
+}  // namespace report_key
+
+// Calls `fn` on every site object of a report that may carry a stack: the
+// site lists of leaks.*, peak, sites, growth (suspects), transfers and
+// timeline, and the oom request. Entries that are not objects are skipped.
+void ForEachReportSite(nlohmann::json* doc, const std::function<void(nlohmann::json&)>& fn);
+
+// The report's `frame_table` from the frames a SiteResolver indexed.
+nlohmann::json FrameTableJson(const std::vector<const Frame*>& table);
+
+// Version 2 lists each distinct frame once, in `frame_table`, and a site
+// names its frames by index (`stack`). Gives every site its `frames` back, as
+// version 1 wrote them, and drops the table, so that readers see one shape.
+// Call it on a document the tools' validator accepted (an index past the
+// table is skipped).
+void InlineFrameTable(nlohmann::json* doc);
+
+// The inverse, for a writer that holds sites with `frames` (merge): each
+// distinct frame is listed once in a new `frame_table`, and each site's
+// `frames` becomes `stack`. A site without `frames` is left as it is.
+void BuildFrameTable(nlohmann::json* doc);
+
+// The split of a leaks section (leaks.device or leaks.host) into what counts
+// as leaked, what a suppression rule covers and what libraries keep on
+// purpose (built-in categories), site by site. A site both suppressed and in
+// a category counts as suppressed. Sites a section omits (beyond its site
+// limit) are not added; they count as leaked (LeakedBytesOf, WriteTo).
+enum class LeakVerdict { kLeaked, kSuppressed, kCategorized };
+
+struct LeakSplitFigures {
+  uint64_t leaked_bytes = 0;  // of the sites added
+  uint64_t leaked_count = 0;
+  uint64_t suppressed_bytes = 0;
+  uint64_t suppressed_count = 0;
+  uint64_t categorized_bytes = 0;
+  uint64_t categorized_count = 0;
+  std::map<std::string, uint64_t, std::less<>> categories;  // bytes per category
+
+  // Adds one site. `category` empty: none. With `categories_leak`, a
+  // categorized site counts as leaked (`gpuwatch check --include-categories`).
+  LeakVerdict Add(uint64_t bytes, uint64_t count, bool suppressed, std::string_view category,
+                  bool categories_leak = false);
+
+  // What counts as leaked in a section of `section_bytes` in all.
+  uint64_t LeakedBytesOf(uint64_t section_bytes) const {
+    return section_bytes - suppressed_bytes - categorized_bytes;
+  }
+
+  // Writes leaked_bytes, leaked_count, suppressed_bytes, categorized_bytes
+  // and categories into `section`, whose `bytes` and `count` hold the
+  // section's totals.
+  void WriteTo(nlohmann::json* section) const;
+};
+
+// A report as text, indented like json::dump(2) and ending with a newline,
+// except where that would print one line per number or per field: a site's
+// `stack` is on one line, and the frame table and then the trace section
+// come last, one frame and one event per line. Pretty-printed, those would
+// be most of a report's bytes and lines. Bytes that are not UTF-8 are
+// written as U+FFFD.
+std::string DumpReport(nlohmann::json report);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SCHEMA_H_

@@ -1,0 +1,49 @@
+// The report's sections, for report*.cc only (report.h is the API): each
+// builds its JSON from a snapshot and what AnalyzeReport computed, and the
+// stderr summary's lines from the same.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/report/report.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch {
+
+// Sites listed per section at most; the rest are summed in "omitted".
+inline constexpr size_t kMaxSitesPerSection = 1000;
+
+// "1 copy", "3 copies".
+inline std::string Copies(uint64_t n) { return CountOf(n, "copy", "copies"); }
+
+// A site's category and suppression rule, as fields of its entry.
+void AddSiteClass(const SiteClass& c, nlohmann::json* entry);
+
+// Copies of one direction. With a transfers section, its totals: directions
+// resolved from activity records (cudaMemcpyDefault, cuMemcpy) and graph
+// copies included, so that both places give one answer; else the tracker's.
+CopyTotals CopiesOf(const TrackerSnapshot& snap, const ReportContext& context, CopyKind kind);
+
+// report_transfers.cc: the `transfers` section and its summary lines.
+nlohmann::json TransfersSection(const TransfersSnapshot& t, const ReportAnalysis& analysis,
+                                SiteResolver* sites);
+std::string TransferSummary(const TransfersSnapshot& t, const ReportAnalysis& analysis,
+                            SiteResolver* sites);
+
+// report_growth.cc: the `growth` and `timeline` sections and the summary's
+// growth line.
+nlohmann::json GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
+                             const Suppressions* suppressions, SiteResolver* sites);
+nlohmann::json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites);
+std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* suppressions,
+                          SiteResolver* sites);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_

@@ -1,0 +1,100 @@
+// The report's stderr summary (BuildSummaryText).
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "libgpuwatch/report/report_sections.h"
+#include "libgpuwatch/symbolize/mixed_stack.h"
+
+namespace gpuwatch {
+
+std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& context,
+                             const ReportAnalysis& analysis, SiteResolver* sites,
+                             const std::string& path) {
+  constexpr size_t kTopSites = 5;
+  std::string out;
+  char line[768];
+  uint64_t device_allocs = 0;
+  uint64_t host_allocs = 0;
+  uint64_t copies = 0;
+  for (int k = 0; k < kNumMemKinds; ++k) {
+    (IsDeviceKind(static_cast<MemKind>(k)) ? device_allocs : host_allocs) += snap.kinds[k].allocs;
+  }
+  for (int k = 0; k < kNumCopyKinds; ++k)
+    copies += CopiesOf(snap, context, static_cast<CopyKind>(k)).count;
+  char host[64] = "";
+  if (host_allocs != 0) {
+    std::snprintf(host, sizeof(host), " (and %" PRIu64 " of pinned host memory)", host_allocs);
+  }
+  std::snprintf(line, sizeof(line),
+                "gpuwatch: %" PRIu64 " device allocations%s, %s, %" PRIu64
+                " kernel launches; device peak %s\n",
+                device_allocs, host, Copies(copies).c_str(), snap.launches,
+                FormatBytes(snap.device_peak_bytes).c_str());
+  out += line;
+  for (const bool device : {true, false}) {
+    const std::vector<LeakGroup>& groups = device ? analysis.device_live : analysis.host_live;
+    if (groups.empty()) continue;
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    for (const LeakGroup& g : groups) {
+      bytes += g.bytes;
+      count += g.count;
+    }
+    std::snprintf(line, sizeof(line), "gpuwatch: still live: %s of %s memory in %s from %s\n",
+                  FormatBytes(bytes).c_str(), device ? "device" : "pinned host",
+                  CountOf(count, "allocation", "allocations").c_str(),
+                  CountOf(groups.size(), "site", "sites").c_str());
+    out += line;
+    for (size_t i = 0; i < groups.size() && i < kTopSites; ++i) {
+      const std::vector<Frame>& frames = sites->FramesOf(groups[i].stack_id);
+      const Frame* site = SiteFrame(frames);
+      const std::string function =
+          site != nullptr ? site->function : (frames.empty() ? "" : frames.front().function);
+      std::snprintf(line, sizeof(line), "gpuwatch:   %10s in %6" PRIu64 " at %s%s%s%s\n",
+                    FormatBytes(groups[i].bytes).c_str(), groups[i].count,
+                    sites->LocationOf(groups[i].stack_id).c_str(), function.empty() ? "" : " (",
+                    function.c_str(), function.empty() ? "" : ")");
+      out += line;
+    }
+  }
+  if (snap.unknown_frees > 0) {
+    out += "gpuwatch: " + CountOf(snap.unknown_frees, "free", "frees") + " of unknown pointers\n";
+  }
+  if (context.timeline != nullptr) {
+    out += GrowthSummary(analysis, context.suppressions, sites);
+  }
+  if (context.transfers != nullptr) out += TransferSummary(*context.transfers, analysis, sites);
+  if (context.kernels != nullptr && !context.kernels->empty()) {
+    const KernelStats& top = context.kernels->front();
+    uint64_t launches = 0;
+    for (const KernelStats& k : *context.kernels) launches += k.launches;
+    std::snprintf(line, sizeof(line), "gpuwatch: kernels: %s of %s; most: %s x%" PRIu64 "\n",
+                  CountOf(launches, "launch", "launches").c_str(),
+                  CountOf(context.kernels->size(), "kernel", "kernels").c_str(),
+                  DemangleKernel(top.name).c_str(), top.launches);
+    out += line;
+  }
+  const LifecycleFigures& l = context.lifecycle;
+  uint64_t blocked = 0;
+  for (const uint64_t ns : l.sync_ns) blocked += ns;
+  if (l.context_ready_ns != 0 || blocked != 0) {
+    const double init_ms = l.context_ready_ns >= l.first_call_ns
+                               ? static_cast<double>(l.context_ready_ns - l.first_call_ns) / 1e6
+                               : 0.0;
+    std::snprintf(line, sizeof(line),
+                  "gpuwatch: lifecycle: CUDA init %.1f ms%s; host blocked in synchronization "
+                  "%.1f ms\n",
+                  init_ms, l.first_call_observed ? "" : " (from attach)",
+                  static_cast<double>(blocked) / 1e6);
+    out += line;
+  }
+  if (!path.empty()) out += "gpuwatch: report written to " + path + "\n";
+  return out;
+}
+
+}  // namespace gpuwatch

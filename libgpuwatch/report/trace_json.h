@@ -1,0 +1,28 @@
+// The report's `trace` section (docs/report-format.md), built from a trace
+// snapshot at report time (report_trace.cc). Apart from trace.h so that the
+// hot path does not see JSON; trace.cc knows nothing of reports.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_TRACE_JSON_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_TRACE_JSON_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "libgpuwatch/record/trace.h"
+#include "libgpuwatch/record/tracker.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace gpuwatch {
+
+class SiteResolver;
+
+// Stack ids the trace's events refer to, for SiteResolver::Prepare.
+std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace);
+
+// {"capacity", "recorded", "dropped", "devices", "sites", "names", "events"}.
+// `snap` gives the per-device live and peak bytes.
+nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapshot& snap,
+                                SiteResolver* sites);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_TRACE_JSON_H_

@@ -1,0 +1,472 @@
+#include "libgpuwatch/stacks/cfi_unwind.h"
+
+#include <link.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+namespace gpuwatch {
+
+namespace internal {
+namespace {
+
+// The loader's unload count when the table was last checked against it.
+constinit std::atomic<unsigned long long> g_subs_seen{0};
+
+CfiRule ComputeAndNoteUnloads(uintptr_t pc) {
+  unsigned long long unloads = 0;
+  const CfiRule rule = ComputeCfiRule(pc, &unloads);
+  if (g_subs_seen.exchange(unloads, std::memory_order_relaxed) != unloads) FlushCfiRules();
+  return rule;
+}
+
+// ---- The table of rules, by pc ----------------------------------------------
+//
+// A rule packed in one word: flags in bits 0-7, the return address's offset
+// from the CFA in bits 8-19 and rbp's in 20-31 (signed), the CFA's offset in
+// bits 32-63. kComputed keeps every stored rule non-zero (0: being written).
+constexpr uint64_t kComputed = 1;
+constexpr uint64_t kOk = 2;
+constexpr uint64_t kOutermost = 4;
+constexpr uint64_t kCfaFromRbp = 8;
+constexpr uint64_t kRbpSaved = 16;
+
+uint64_t Pack(const CfiRule& rule) {
+  uint64_t packed = kComputed;
+  if (!rule.ok) return packed;
+  packed |= kOk | (rule.outermost ? kOutermost : 0) | (rule.cfa_from_rbp ? kCfaFromRbp : 0) |
+            (rule.rbp_saved ? kRbpSaved : 0);
+  packed |= (static_cast<uint64_t>(rule.ra_offset) & 0xfff) << 8;
+  packed |= (static_cast<uint64_t>(rule.rbp_offset) & 0xfff) << 20;
+  packed |= static_cast<uint64_t>(static_cast<uint32_t>(rule.cfa_offset)) << 32;
+  return packed;
+}
+
+inline int64_t RaOffset(uint64_t packed) { return static_cast<int64_t>(packed << 44) >> 52; }
+inline int64_t RbpOffset(uint64_t packed) { return static_cast<int64_t>(packed << 32) >> 52; }
+inline int64_t CfaOffset(uint64_t packed) { return static_cast<int32_t>(packed >> 32); }
+
+// 32,768 slots of 16 bytes (512 KiB of zero pages until used): a process's
+// distinct return addresses, which are a few thousand even in PyTorch.
+constexpr int kSlotBits = 15;
+constexpr uint64_t kSlots = uint64_t{1} << kSlotBits;
+constexpr uint64_t kMaxProbe = 16;
+struct Slot {
+  std::atomic<uintptr_t> pc{0};
+  std::atomic<uint64_t> rule{0};
+};
+constinit Slot g_slots[kSlots];
+constinit std::atomic<int> g_cached{0};
+// Moves on each flush, so that threads drop their last walk (see Record).
+constinit std::atomic<uint64_t> g_generation{1};
+
+// Tests: called after a rule is computed, before it enters the table.
+constinit std::atomic<void (*)(uintptr_t)> g_rule_computed_hook{nullptr};
+
+inline uint64_t SlotOf(uintptr_t pc) { return (pc * 0x9e3779b97f4a7c15ULL) >> (64 - kSlotBits); }
+
+// The packed rule for `pc`: from the table, or computed and added to it.
+uint64_t RuleFor(uintptr_t pc) {
+  const uint64_t home = SlotOf(pc);
+  for (uint64_t i = 0; i < kMaxProbe; ++i) {
+    Slot& slot = g_slots[(home + i) & (kSlots - 1)];
+    const uintptr_t key = slot.pc.load(std::memory_order_acquire);
+    if (key == 0) break;
+    if (key != pc) continue;
+    const uint64_t rule = slot.rule.load(std::memory_order_acquire);
+    // 0: another thread is still computing it. A flush may have reused the
+    // slot for another pc between the two loads: look again.
+    if (rule != 0 && slot.pc.load(std::memory_order_relaxed) == pc) return rule;
+    break;
+  }
+  // A flush (a module was unloaded) while the rule was being computed may
+  // have come after the computation read the unloaded module's tables, or
+  // cleared this slot just before it is taken: such a rule must not stay in
+  // the table. A flush moves the generation before it clears anything, so a
+  // generation unchanged since before the computation, read after the entry
+  // is made, says that none did.
+  const uint64_t generation = g_generation.load(std::memory_order_acquire);
+  const uint64_t rule = Pack(ComputeAndNoteUnloads(pc));
+  if (auto* hook = g_rule_computed_hook.load(std::memory_order_relaxed)) hook(pc);
+  for (uint64_t i = 0; i < kMaxProbe; ++i) {
+    Slot& slot = g_slots[(home + i) & (kSlots - 1)];
+    uintptr_t key = slot.pc.load(std::memory_order_acquire);
+    if (key == 0 && slot.pc.compare_exchange_strong(key, pc, std::memory_order_acq_rel)) {
+      slot.rule.store(rule, std::memory_order_release);
+      if (g_generation.load(std::memory_order_acquire) != generation) {
+        slot.rule.store(0, std::memory_order_relaxed);  // taken back: a miss, not a stale rule
+        uintptr_t mine = pc;
+        slot.pc.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+        break;
+      }
+      g_cached.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    if (key == pc) break;  // another thread added it meanwhile
+  }
+  return rule;
+}
+
+// The calling thread's stack, [lo, hi). hi == 1: glibc could not say.
+struct StackBounds {
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+};
+thread_local StackBounds t_stack __attribute__((tls_model("initial-exec")));
+
+StackBounds BoundsOf(pthread_t thread) {
+  StackBounds bounds{0, 1};
+  pthread_attr_t attr;
+  if (pthread_getattr_np(thread, &attr) != 0) return bounds;
+  void* addr = nullptr;
+  size_t size = 0;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size != 0) {
+    bounds.lo = reinterpret_cast<uintptr_t>(addr);
+    bounds.hi = bounds.lo + size;
+  }
+  pthread_attr_destroy(&attr);
+  return bounds;
+}
+
+// One thread's bounds found ahead of its first walk (PrimeStackBounds):
+// published with a release store of `ready`.
+struct PrimedBounds {
+  pthread_t thread{};
+  StackBounds bounds;
+  std::atomic<bool> ready{false};
+};
+PrimedBounds g_primed;
+std::atomic<bool> g_priming{false};
+
+const StackBounds& ThreadStack() {
+  if (t_stack.hi != 0) return t_stack;
+  if (g_primed.ready.load(std::memory_order_acquire) &&
+      pthread_equal(g_primed.thread, pthread_self()) != 0) {
+    t_stack = g_primed.bounds;
+    return t_stack;
+  }
+  t_stack = BoundsOf(pthread_self());
+  return t_stack;
+}
+
+// A word of the stack, read without sanitizer checks: these are return
+// addresses and saved registers, which ASan does not poison, but the walker
+// must not be reported for reading the frames of other functions.
+__attribute__((no_sanitize("address", "hwaddress", "thread"))) inline uintptr_t LoadWord(
+    uintptr_t at) {
+  uintptr_t value = 0;
+  __builtin_memcpy(&value, reinterpret_cast<const void*>(at),  // NOLINT(performance-no-int-to-ptr)
+                   sizeof(value));
+  return value;
+}
+
+// One frame's registers, as the walk recovers them. (No initialisers: the
+// walk's scratch arrays are not worth zeroing on every capture.)
+struct Regs {
+  uintptr_t ip;
+  uintptr_t sp;
+  uintptr_t bp;
+};
+
+// How a frame led to its caller: where the caller's ip and rbp were read
+// (bp_at 0: rbp unchanged), and whether the CFA was rbp's value plus an offset.
+struct Transition {
+  uintptr_t ra_at;
+  uintptr_t bp_at;
+  bool from_rbp;
+};
+
+enum class Step { kCaller, kEnd, kDecline };
+
+// Moves `r` from a frame to its caller by the frame's rule. Every read is
+// checked against the thread's stack: [sp, hi).
+__attribute__((no_sanitize("address", "hwaddress", "thread"))) inline Step StepByRule(
+    const StackBounds& stack, bool innermost, Regs* r, Transition* t) {
+  // A caller's ip is a return address: the call before it has the frame's row.
+  const uint64_t rule = RuleFor(innermost ? r->ip : r->ip - 1);
+  if ((rule & kOk) == 0) return Step::kDecline;
+  if ((rule & kOutermost) != 0) return Step::kEnd;
+  t->from_rbp = (rule & kCfaFromRbp) != 0;
+  const uintptr_t cfa = (t->from_rbp ? r->bp : r->sp) + CfaOffset(rule);
+  t->ra_at = cfa + RaOffset(rule);
+  // Each frame's CFA lies above the last one, and what is read lies in between.
+  const uintptr_t last_word = stack.hi - sizeof(uintptr_t);
+  if (cfa <= r->sp || cfa > stack.hi || t->ra_at < r->sp || t->ra_at > last_word) {
+    return Step::kDecline;
+  }
+  t->bp_at = 0;
+  if ((rule & kRbpSaved) != 0) {
+    t->bp_at = cfa + RbpOffset(rule);
+    if (t->bp_at < r->sp || t->bp_at > last_word) return Step::kDecline;
+    r->bp = LoadWord(t->bp_at);
+  }
+  r->ip = LoadWord(t->ra_at);
+  r->sp = cfa;
+  return r->ip == 0 ? Step::kEnd : Step::kCaller;  // a zero return address ends the chain
+}
+
+// ---- The last walk of each thread ------------------------------------------
+//
+// Successive captures on a thread share most of their frames: the training
+// loop, the model's layers, main. Walking a frame by its rule is a chain of
+// dependent loads (the return address, its rule, the next CFA), about 7 ns a
+// frame however few instructions it takes. So each thread keeps the frames
+// of its last walk: each frame's registers and how it led to its caller.
+// When the walk reaches a frame with the same ip and sp as a recorded one,
+// the recorded frames below it are still this stack's as long as the return
+// addresses they were read from hold the same values, and rbp is the same
+// wherever a frame's CFA was computed from it (rbp often holds data, so it
+// is followed, not compared). Those are independent loads: checking a frame
+// costs about a nanosecond. The first difference ends the check, and the
+// walk goes on by rules from the last frame that matched.
+constexpr int kRemembered = 64;  // frames kept per thread
+constexpr int kFresh = 24;       // frames walked by rule looking for a recorded one
+
+struct Record {
+  uint64_t generation = 0;  // g_generation when recorded; the rules may have changed since
+  uint64_t reused = 0;      // frames taken from the record so far (tests)
+  int count = 0;            // frames recorded, innermost first
+  Regs regs[kRemembered];
+  Transition next[kRemembered];  // frame i to its caller (valid for i < count - 1)
+};
+// 3 KiB a thread, mapped on the thread's first capture and unmapped when it
+// exits. Not a thread_local: a library dlopen'ed with initial-exec TLS
+// (CUDA_INJECTION64_PATH) must fit all its TLS in glibc's small static
+// surplus, so only a pointer lives there.
+thread_local Record* t_record __attribute__((tls_model("initial-exec"))) = nullptr;
+constexpr uintptr_t kRecordGone = 1;  // t_record after the thread's key destructor ran
+
+constinit pthread_key_t g_record_key{};
+constinit std::once_flag g_record_key_once;
+constinit std::atomic<bool> g_record_key_ok{false};
+
+void UnmapRecord(void* record) {
+  munmap(record, sizeof(Record));
+  // A capture from a later TLS destructor of this thread walks without one.
+  t_record = reinterpret_cast<Record*>(kRecordGone);  // NOLINT(performance-no-int-to-ptr)
+}
+
+// The calling thread's record, or null when it has none (no memory, or the
+// thread is exiting).
+Record* ThreadRecord() {
+  Record* rec = t_record;
+  if (rec != nullptr) return reinterpret_cast<uintptr_t>(rec) == kRecordGone ? nullptr : rec;
+  std::call_once(g_record_key_once, [] {
+    g_record_key_ok.store(pthread_key_create(&g_record_key, &UnmapRecord) == 0);
+  });
+  void* memory =
+      mmap(nullptr, sizeof(Record), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    t_record = reinterpret_cast<Record*>(kRecordGone);  // NOLINT(performance-no-int-to-ptr)
+    return nullptr;
+  }
+  rec = new (memory) Record;
+  // Without the key the record stays mapped after the thread exits.
+  if (g_record_key_ok.load()) pthread_setspecific(g_record_key, rec);
+  t_record = rec;
+  return rec;
+}
+
+// Moves the recorded frames [from, count) to start at `to` (at most kRemembered kept).
+void Shift(Record* rec, int from, int to) {
+  if (from == to) return;
+  const int moved = std::min(rec->count - from, kRemembered - to);
+  const auto bytes = static_cast<size_t>(moved);
+  std::memmove(rec->regs + to, rec->regs + from, bytes * sizeof(Regs));
+  std::memmove(rec->next + to, rec->next + from, bytes * sizeof(Transition));
+  rec->count = to + moved;
+}
+
+// Frames walked by rule before the walk joined the record (or gave up looking).
+struct FreshFrames {
+  Regs regs[kFresh];
+  Transition next[kFresh];
+};
+
+// Copies fresh[0, count) to the record's frames [at, at + count).
+void Adopt(Record* rec, int at, const FreshFrames& fresh, int count) {
+  if (count == 0) return;
+  const auto bytes = static_cast<size_t>(count);
+  std::memcpy(rec->regs + at, fresh.regs, bytes * sizeof(Regs));
+  std::memcpy(rec->next + at, fresh.next, bytes * sizeof(Transition));
+}
+
+}  // namespace
+
+int CfiRulesCached() { return g_cached.load(std::memory_order_relaxed); }
+
+bool CfiRuleIsCached(uintptr_t pc) {
+  const uint64_t home = SlotOf(pc);
+  for (uint64_t i = 0; i < kMaxProbe; ++i) {
+    const Slot& slot = g_slots[(home + i) & (kSlots - 1)];
+    const uintptr_t key = slot.pc.load(std::memory_order_acquire);
+    if (key == 0) return false;
+    if (key == pc) return slot.rule.load(std::memory_order_acquire) != 0;
+  }
+  return false;
+}
+
+void SetRuleComputedHookForTest(void (*hook)(uintptr_t pc)) {
+  g_rule_computed_hook.store(hook, std::memory_order_relaxed);
+}
+
+uint64_t CfiFramesReused() {
+  const Record* rec = ThreadRecord();
+  return rec != nullptr ? rec->reused : 0;
+}
+
+}  // namespace internal
+
+void FlushCfiRules() {
+  // Moved before the slots are cleared too: a rule computed meanwhile sees
+  // it and is not kept (RuleFor).
+  internal::g_generation.fetch_add(1, std::memory_order_acq_rel);
+  for (internal::Slot& slot : internal::g_slots) {
+    slot.rule.store(0, std::memory_order_relaxed);
+    slot.pc.store(0, std::memory_order_release);
+  }
+  internal::g_cached.store(0, std::memory_order_relaxed);
+  internal::g_generation.fetch_add(1, std::memory_order_release);
+}
+
+__attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int CfiBacktrace(
+    uintptr_t* buffer, int size) {
+#if defined(__x86_64__)
+  using namespace internal;  // NOLINT(google-build-using-namespace): the walker's own helpers
+  if (size <= 0) return 0;
+  Regs r{};
+  // The registers at one instruction: its own rule describes them.
+  asm volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"
+               : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+  const StackBounds& stack = ThreadStack();
+  if (r.sp < stack.lo || r.sp >= stack.hi) return -1;  // not on the thread's stack, or no bounds
+  Record* record = ThreadRecord();
+  if (record == nullptr) return -1;
+  Record& rec = *record;
+  const uint64_t generation = g_generation.load(std::memory_order_acquire);
+  if (rec.generation != generation) {
+    rec.generation = generation;
+    rec.count = 0;
+  }
+  // This walk's frames so far: rec.regs[0, f) (final), then fresh[0, m),
+  // walked by rule since the last join. r is frame f + m, stored nowhere yet.
+  // The last walk's frames not passed yet are rec.regs[j, rec.count): their
+  // sps rise with depth, as this walk's do, so one cursor finds a join.
+  FreshFrames fresh;
+  int n = 0;  // pcs written; buffer[i - 1] is frame i's ip
+  int f = 0;
+  int m = 0;
+  int j = 0;
+  bool joining = true;
+  for (;;) {
+    if (joining) {
+      while (j < rec.count && rec.regs[j].sp < r.sp) ++j;
+      if (j < rec.count && rec.regs[j].sp == r.sp && rec.regs[j].ip == r.ip &&
+          f + m < kRemembered) {
+        // The last walk's frames from j on are this walk's from k on, while
+        // their return addresses are in place and rbp is the same where a
+        // CFA was computed from it. (A recorded rbp that no CFA depends on
+        // may differ from this walk's: it is never used.)
+        int k = f + m;
+        Shift(&rec, j, k);
+        Adopt(&rec, f, fresh, m);
+        const int joined_at = k;
+        uintptr_t bp = r.bp;  // this walk's rbp in frame k
+        // The addresses were checked against this thread's stack when they
+        // were recorded, for a frame with this same sp: no need again.
+        const int last = std::min(rec.count - 1, k + (size - n));
+        for (; k < last; ++k) {
+          const Transition& t = rec.next[k];
+          if (t.from_rbp && bp != rec.regs[k].bp) break;
+          const uintptr_t ip = rec.regs[k + 1].ip;
+          if (LoadWord(t.ra_at) != ip) break;
+          if (t.bp_at != 0) bp = LoadWord(t.bp_at);
+          buffer[n++] = ip;
+        }
+        rec.reused += static_cast<uint64_t>(k - joined_at);
+        if (n == size) return n;  // the frames beyond stay recorded: still the last walk's
+        // Frame k is this walk's; its caller is found by rule, below. The
+        // last walk's frames after k are still candidates.
+        rec.regs[k].bp = bp;
+        r = rec.regs[k];
+        Transition t{};
+        const Step step = StepByRule(stack, k == 0, &r, &t);
+        rec.next[k] = t;
+        if (step == Step::kDecline) {
+          rec.count = 0;
+          return -1;
+        }
+        if (step == Step::kEnd) {
+          rec.count = k + 1;
+          return n;
+        }
+        buffer[n++] = r.ip;
+        if (n == size) {
+          rec.count = k + 1;
+          return n;
+        }
+        f = k + 1;
+        m = 0;
+        j = k + 1;
+        continue;
+      }
+      if (m == kFresh || f + m == kRemembered) {
+        // No join in sight: keep what was walked and go on by rules alone.
+        Adopt(&rec, f, fresh, m);
+        f += m;
+        m = 0;
+        rec.count = f;
+        joining = false;
+      }
+    }
+    // One frame by its rule.
+    const Regs frame = r;
+    Transition t{};
+    const Step step = StepByRule(stack, f + m == 0, &r, &t);
+    if (step == Step::kDecline) {
+      rec.count = 0;
+      return -1;
+    }
+    if (joining) {
+      fresh.regs[m] = frame;
+      fresh.next[m] = t;
+      ++m;
+    } else {
+      if (f < kRemembered) {
+        rec.regs[f] = frame;
+        rec.next[f] = t;
+        rec.count = f + 1;
+      }
+      ++f;
+    }
+    if (step == Step::kCaller) buffer[n++] = r.ip;
+    if (step == Step::kEnd || n == size) {
+      if (joining) {
+        Adopt(&rec, f, fresh, m);
+        rec.count = f + m;
+      }
+      return n;
+    }
+  }
+#else
+  (void)buffer;
+  (void)size;
+  return -1;
+#endif
+}
+
+void PrimeStackBounds(pthread_t thread) {
+  using internal::g_primed;
+  if (internal::g_priming.exchange(true)) return;  // one thread only: written once
+  g_primed.thread = thread;
+  g_primed.bounds = internal::BoundsOf(thread);
+  g_primed.ready.store(true, std::memory_order_release);
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,172 @@
+#include "libgpuwatch/stacks/python_frames.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "libgpuwatch/base/log.h"
+
+namespace gpuwatch {
+
+namespace {
+
+void* MapZeroed(size_t bytes) {
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return mem == MAP_FAILED ? nullptr : mem;
+}
+
+void Unmap(void* mem, size_t bytes) {
+  if (mem != nullptr) munmap(mem, bytes);
+}
+
+inline uint64_t HashKey(const PyFrameKey& key) {
+  uint64_t h = key.code * 0x9E3779B97F4A7C15ULL;
+  h ^= (static_cast<uint64_t>(static_cast<uint32_t>(key.lasti)) << 32 | key.check) *
+       0xC2B2AE3D27D4EB4FULL;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDULL;
+  h ^= h >> 33;
+  return h;
+}
+
+inline uint64_t MetaOf(const PyFrameKey& key) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(key.lasti)) << 32 | key.check;
+}
+
+template <typename T>
+std::atomic_ref<T> Ref(T& value) {
+  return std::atomic_ref<T>(value);
+}
+
+}  // namespace
+
+PyFrameTable::PyFrameTable(uint32_t max_frames, size_t max_bytes)
+    : max_frames_(std::min<uint32_t>(max_frames, UINT32_MAX >> 2)) {
+  if (max_frames_ == 0 || max_bytes == 0) {
+    full_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * max_frames_, 16));
+  slot_mask_ = num_slots - 1;
+  slots_bytes_ = num_slots * sizeof(Slot);
+  by_id_bytes_ = (size_t{max_frames_} + 1) * sizeof(void*);
+  max_chunks_ = std::max<size_t>((max_bytes + kChunkBytes - 1) / kChunkBytes, 1);
+  chunks_bytes_ = max_chunks_ * sizeof(char*);
+  slots_ = static_cast<Slot*>(MapZeroed(slots_bytes_));
+  by_id_ = static_cast<const Record**>(MapZeroed(by_id_bytes_));
+  chunks_ = static_cast<char**>(MapZeroed(chunks_bytes_));
+  if (slots_ == nullptr || by_id_ == nullptr || chunks_ == nullptr) {
+    Warn("cannot map %zu bytes for Python frames; stacks will have native frames only",
+         slots_bytes_ + by_id_bytes_ + chunks_bytes_);
+    Unmap(slots_, slots_bytes_);
+    Unmap(by_id_, by_id_bytes_);
+    Unmap(chunks_, chunks_bytes_);
+    slots_ = nullptr;
+    by_id_ = nullptr;
+    chunks_ = nullptr;
+    full_.store(true, std::memory_order_relaxed);
+  }
+}
+
+PyFrameTable::~PyFrameTable() {
+  if (chunks_ != nullptr) {
+    for (size_t i = 0; i < num_chunks_; ++i) Unmap(chunks_[i], kChunkBytes);
+  }
+  Unmap(slots_, slots_bytes_);
+  Unmap(by_id_, by_id_bytes_);
+  Unmap(chunks_, chunks_bytes_);
+}
+
+// Probes from the key's home slot: the slot holding the key (*found = true)
+// or the first empty one. The load factor bound (<= 1/2) guarantees one.
+size_t PyFrameTable::SlotOf(const PyFrameKey& key, bool* found) const {
+  const uint64_t meta = MetaOf(key);
+  for (size_t i = HashKey(key) & slot_mask_;; i = (i + 1) & slot_mask_) {
+    Slot& slot = slots_[i];
+    // Acquire pairs with Insert's release store: seeing the code means seeing
+    // meta and id.
+    const uint64_t code = Ref(slot.code).load(std::memory_order_acquire);
+    if (code == 0) {
+      *found = false;
+      return i;
+    }
+    if (code == key.code && Ref(slot.meta).load(std::memory_order_relaxed) == meta) {
+      *found = true;
+      return i;
+    }
+  }
+}
+
+uint32_t PyFrameTable::Find(const PyFrameKey& key) const {
+  if (slots_ == nullptr || key.code == 0) return 0;
+  bool found = false;
+  const size_t i = SlotOf(key, &found);
+  return found ? static_cast<uint32_t>(Ref(slots_[i].id).load(std::memory_order_relaxed)) : 0;
+}
+
+uint32_t PyFrameTable::Insert(const PyFrameKey& key, std::string_view file,
+                              std::string_view function, int line) {
+  if (slots_ == nullptr || key.code == 0) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  file = file.substr(0, kMaxString);
+  function = function.substr(0, kMaxString);
+  std::lock_guard<Mutex> lock(mu_);
+  // Inserts are serialised, so the slot found here stays free until ours.
+  bool found = false;
+  const size_t slot = SlotOf(key, &found);
+  if (found) return static_cast<uint32_t>(Ref(slots_[slot].id).load(std::memory_order_relaxed));
+  const uint32_t id = next_id_.load(std::memory_order_relaxed);
+  const size_t bytes = (sizeof(Record) + file.size() + function.size() + 7) & ~size_t{7};
+  if (full_.load(std::memory_order_relaxed) || id > max_frames_) {
+    full_.store(true, std::memory_order_relaxed);
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  if (num_chunks_ == 0 || chunk_offset_ + bytes > kChunkBytes) {
+    void* chunk = num_chunks_ < max_chunks_
+                      ? mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
+                      : MAP_FAILED;
+    if (chunk == MAP_FAILED) {
+      full_.store(true, std::memory_order_relaxed);
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return 0;
+    }
+    chunks_[num_chunks_++] = static_cast<char*>(chunk);
+    chunk_offset_ = 0;
+  }
+  char* at = chunks_[num_chunks_ - 1] + chunk_offset_;
+  chunk_offset_ += bytes;
+  auto* record = reinterpret_cast<Record*>(at);
+  record->line = line;
+  record->file_len = static_cast<uint16_t>(file.size());
+  record->function_len = static_cast<uint16_t>(function.size());
+  char* text = at + sizeof(Record);
+  std::memcpy(text, file.data(), file.size());
+  std::memcpy(text + file.size(), function.data(), function.size());
+  Ref(by_id_[id]).store(record, std::memory_order_release);
+  next_id_.store(id + 1, std::memory_order_release);
+  Slot& s = slots_[slot];
+  Ref(s.meta).store(MetaOf(key), std::memory_order_relaxed);
+  Ref(s.id).store(id, std::memory_order_relaxed);
+  Ref(s.code).store(key.code, std::memory_order_release);  // publishes the slot
+  return id;
+}
+
+bool PyFrameTable::Get(uint32_t id, PyFrameInfo* out) const {
+  if (id == 0 || id > max_frames_ || by_id_ == nullptr) return false;
+  const Record* record = Ref(by_id_[id]).load(std::memory_order_acquire);
+  if (record == nullptr) return false;
+  const char* text = reinterpret_cast<const char*>(record + 1);
+  out->file = std::string_view(text, record->file_len);
+  out->function = std::string_view(text + record->file_len, record->function_len);
+  out->line = record->line;
+  return true;
+}
+
+}  // namespace gpuwatch

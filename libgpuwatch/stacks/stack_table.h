@@ -1,0 +1,174 @@
+// Interning of native stacks: each distinct stack is stored once and named by
+// a small id that an allocation record carries instead of the pcs.
+//
+// Intern() runs on every recorded allocation, from any thread, usually inside
+// a CUDA callback. Its common case (the stack was seen before) is lock-free
+// and allocation-free: hash the pcs, probe an open-addressing table of atomic
+// 64-bit slots, compare against the stored pcs. Only a new stack takes a lock:
+// one of 64 stripes chosen by the hash (so two threads inserting the same
+// stack serialise and store it once) and, for a few nanoseconds, the arena
+// lock that hands out an id and bytes.
+//
+// Storage never moves and is never freed while the table lives: records sit
+// in arena chunks mmap'ed in 1 MiB pieces (faulted in when mapped, so the
+// resident size grows a chunk at a time), and ids map to records through a
+// fixed array. So Get(id) returns a span that stays valid, and a report
+// writer may read it while other threads keep interning.
+//
+// Growth is bounded by the constructor's caps. When the table is full a new
+// stack is not stored: Intern returns 0 ("no stack") and dropped() counts it.
+// Stacks already stored are still found.
+//
+// Memory: besides the arena, the table reserves 24-40 bytes of index per
+// allowed stack (8-byte hash slots at load <= 1/2, plus an 8-byte id array),
+// mapped up front with mmap and backed by pages only as they are touched.
+//
+// fork(): a child inherits any of the table's mutexes that another thread
+// held at the fork, locked forever. The owner must call LockForFork() /
+// UnlockAfterFork() from its pthread_atfork handlers.
+#ifndef GPUWATCH_LIBGPUWATCH_STACKS_STACK_TABLE_H_
+#define GPUWATCH_LIBGPUWATCH_STACKS_STACK_TABLE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+
+#include "libgpuwatch/base/mutex.h"
+
+namespace gpuwatch {
+
+// The padding is deliberate: members that different threads write sit on
+// cache lines of their own.
+class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
+ public:
+  // Stacks longer than this are truncated to their first kMaxFrames pcs
+  // (the frames nearest the allocation).
+  static constexpr int kMaxFrames = 256;
+  // Arena chunk size; also the granule of the byte cap.
+  static constexpr size_t kChunkBytes = size_t{1} << 20;
+
+  // `max_stacks`: the most distinct stacks stored (ids 1..max_stacks).
+  // `max_bytes`: the most arena memory for records (8 bytes of header plus 8
+  // per pc each), rounded up to whole chunks. Allocation failures (mmap) are
+  // reported with one warning and leave a table that drops everything; the
+  // constructor never throws.
+  StackTable(uint32_t max_stacks, size_t max_bytes);
+  // Unmaps everything. Spans from Get() die with the table. Must not run
+  // concurrently with any other member; gpuwatch's own table is never
+  // destroyed.
+  ~StackTable();
+
+  StackTable(const StackTable&) = delete;
+  StackTable& operator=(const StackTable&) = delete;
+
+  // Returns the id of the stack pcs[0..n), storing it if it is new. Returns 0
+  // when n <= 0 or the stack is new and the table is full (counted in
+  // dropped()). Thread-safe. Lock-free and allocation-free when the stack is
+  // already stored; a new stack takes two short mutexes and may mmap a new
+  // chunk. Not async-signal-safe.
+  uint32_t Intern(const uintptr_t* pcs, int n);
+
+  // Maps the arena's first chunk now (faulting its pages in), so that the
+  // first Intern() does not: gpuwatch's background thread calls it. Thread-safe.
+  void Prepare();
+
+  // The pcs of `id`, or an empty span for 0, an unknown id, or an id whose
+  // insertion has not finished publishing. The span stays valid and
+  // unchanged for the life of the table. Thread-safe, lock-free,
+  // async-signal-safe.
+  std::span<const uintptr_t> Get(uint32_t id) const;
+
+  // Calls fn(uint32_t id, std::span<const uintptr_t> pcs) for every stored
+  // stack in increasing id order. Stacks interned concurrently may or may not
+  // be visited. Thread-safe with concurrent Intern(); takes no lock.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    const uint32_t last = size();
+    for (uint32_t id = 1; id <= last; ++id) {
+      const std::span<const uintptr_t> pcs = Get(id);
+      if (!pcs.empty()) fn(id, pcs);
+    }
+  }
+
+  // For pthread_atfork: LockForFork() in the prepare handler takes every
+  // lock of the table (no insert is in flight afterwards); UnlockAfterFork()
+  // in both the parent and the child handler releases them. Lock-free
+  // lookups are unaffected.
+  void LockForFork();
+  void UnlockAfterFork();
+
+  // Number of ids handed out (stored stacks; the last few may still be
+  // publishing). Thread-safe.
+  uint32_t size() const { return next_id_.load(std::memory_order_acquire) - 1; }
+  // Arena bytes used by stored records. Thread-safe.
+  size_t bytes_used() const { return bytes_used_.load(std::memory_order_relaxed); }
+  // Intern() calls that returned 0 because the table was full (each call is
+  // counted, so a stack dropped twice counts twice). Thread-safe.
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  uint32_t max_stacks() const { return max_stacks_; }
+  size_t max_bytes() const { return max_chunks_ * chunk_bytes_; }
+
+ private:
+  // A record in the arena: this header, then `n` pcs (see PcsOf).
+  struct Record {
+    uint32_t n;
+    uint32_t reserved;
+  };
+  static const uintptr_t* PcsOf(const Record* record) {
+    return reinterpret_cast<const uintptr_t*>(record + 1);
+  }
+  static uintptr_t* PcsOf(Record* record) { return reinterpret_cast<uintptr_t*>(record + 1); }
+
+  static constexpr int kStripes = 64;
+  struct alignas(64) Stripe {
+    Mutex mu;
+  };
+
+  // Probes from the hash's home slot. Returns the id of an equal stored
+  // stack, or 0 and the index of the first empty slot seen in *empty_slot.
+  uint32_t Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* empty_slot) const;
+  // Hands out an id and arena room for n pcs; nullptr when full.
+  Record* Allocate(int n, uint32_t* id);
+  void Drop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
+
+  const uint32_t max_stacks_;
+  size_t chunk_bytes_ = 0;
+  size_t max_chunks_ = 0;
+
+  // Hash slots: 0 = empty, otherwise (hash >> 32) << 32 | id. Accessed only
+  // through std::atomic_ref. Written once (CAS from 0), after the record and
+  // its by_id_ entry are published.
+  uint64_t* slots_ = nullptr;
+  size_t slot_mask_ = 0;
+  size_t slots_bytes_ = 0;
+  // by_id_[id] -> record, id in 1..max_stacks_. Accessed only through
+  // std::atomic_ref; written once (release).
+  const Record** by_id_ = nullptr;
+  size_t by_id_bytes_ = 0;
+  // Chunk pointers, max_chunks_ of them; written under arena_mu_, read only
+  // by the destructor.
+  char** chunks_ = nullptr;
+  size_t chunks_bytes_ = 0;
+
+  // Set once any allocation fails, so that a full table drops new stacks
+  // without touching the locks. Read on every miss, written once: kept off
+  // the cache lines that inserts write.
+  alignas(64) std::atomic<bool> full_{false};
+  alignas(64) std::atomic<uint64_t> dropped_{0};
+
+  // Everything an insert writes under the arena lock shares one cache line,
+  // so a new stack moves one line between cores, not several.
+  alignas(64) Mutex arena_mu_;
+  std::atomic<uint32_t> next_id_{1};
+  std::atomic<size_t> bytes_used_{0};
+  uint32_t num_chunks_ = 0;    // guarded by arena_mu_
+  uint32_t chunk_offset_ = 0;  // guarded by arena_mu_; bump offset in the last chunk
+
+  Stripe stripes_[kStripes];
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_STACKS_STACK_TABLE_H_

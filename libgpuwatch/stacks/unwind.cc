@@ -1,0 +1,354 @@
+#include "libgpuwatch/stacks/unwind.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <unwind.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+
+#include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/stacks/cfi_unwind.h"
+
+namespace gpuwatch {
+
+namespace {
+
+using UnwBacktraceFn = int (*)(void** buffer, int size);
+
+constexpr const char kLibunwindSoname[] = "libunwind.so.8";
+
+// How many of the first raw frames may belong to gpuwatch (and the unwinder)
+// before the caller's return address shows up. Two are expected today
+// (CaptureRaw and the public entry point); the rest is slack. Frames beyond
+// what we ask for cost about 7 ns each, so the slack is small.
+constexpr int kMaxOwnFrames = 4;
+
+// Published once by InitUnwinder. -1: not initialised yet. The function
+// pointer is stored before the method (release), so a reader that sees the
+// method (acquire) also sees the pointer.
+constinit std::atomic<int> g_method{-1};
+constinit std::atomic<UnwBacktraceFn> g_unw_backtrace{nullptr};
+constinit std::once_flag g_init_once;
+// The CFI walker in front of the loaded unwinder (UseCfiUnwinder).
+#if defined(__x86_64__)
+constinit std::atomic<bool> g_use_cfi{true};
+#else
+constinit std::atomic<bool> g_use_cfi{false};
+#endif
+constinit std::atomic<uint64_t> g_cfi_fallbacks{0};
+
+// The code (executable PT_LOAD segments) of the loaded tool modules. A new
+// set is published only when it differs from the current one, and the old one
+// is leaked, since a concurrent capture may still read it: a few hundred bytes
+// per change of the loaded CUDA libraries.
+constexpr int kMaxToolRanges = 32;
+struct CodeRanges {
+  int count = 0;
+  uintptr_t begin[kMaxToolRanges] = {};
+  uintptr_t size[kMaxToolRanges] = {};
+  // The set this one replaced. A capture may still be reading it, so it is
+  // never freed; linking it here keeps it reachable (and leak checkers quiet).
+  const CodeRanges* replaced = nullptr;
+};
+constinit std::atomic<const CodeRanges*> g_tool_ranges{nullptr};
+constinit Mutex g_refresh_mu;  // serialises refreshes
+// The most leading tool frames a capture has found so far.
+constinit std::atomic<int> g_tool_frames{0};
+
+struct GccUnwindState {
+  uintptr_t* pcs;
+  int count;
+  int max;
+};
+
+_Unwind_Reason_Code GccUnwindCallback(_Unwind_Context* context, void* arg) {
+  auto* state = static_cast<GccUnwindState*>(arg);
+  if (state->count >= state->max) return _URC_END_OF_STACK;
+  const uintptr_t ip = _Unwind_GetIP(context);
+  if (ip == 0) return _URC_END_OF_STACK;
+  state->pcs[state->count++] = ip;
+  return _URC_NO_REASON;
+}
+
+// Fills `buffer` with raw frames, our own frames included. Kept out of line
+// so that the frames above it are predictable; the caller finds where its own
+// caller starts by matching __builtin_return_address, not by counting.
+// `fallback` is the loaded unwinder, for a stack the CFI walker declines.
+__attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwindMethod fallback,
+                                         UnwBacktraceFn unw_backtrace, uintptr_t* buffer,
+                                         int size) {
+  int n = 0;
+  if (method == UnwindMethod::kCfi) {
+    n = CfiBacktrace(buffer, size);
+    if (n < 0) {
+      g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      method = fallback;
+      n = 0;
+    }
+  }
+  switch (method) {
+    case UnwindMethod::kLibunwind:
+      if (unw_backtrace != nullptr) n = unw_backtrace(reinterpret_cast<void**>(buffer), size);
+      break;
+    case UnwindMethod::kGccUnwind: {
+      GccUnwindState state{buffer, 0, size};
+      _Unwind_Backtrace(&GccUnwindCallback, &state);
+      n = state.count;
+      break;
+    }
+    case UnwindMethod::kCfi:
+    case UnwindMethod::kNone:
+      break;
+  }
+  // Keeps this from being a sibling call, so our frame layout stays simple.
+  asm volatile("" ::: "memory");
+  return std::clamp(n, 0, size);
+}
+
+// Captures with `method` and copies the frames that start at `caller_ra`
+// (plus `skip`) into pcs.
+int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
+                UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
+  if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
+  // Clamped first so that the sum below cannot overflow.
+  skip = std::clamp(skip, 0, kMaxCaptureDepth);
+  max_depth = std::min(max_depth, kMaxCaptureDepth);
+  uintptr_t buffer[kMaxCaptureDepth];
+  const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
+  const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want);
+  // Find the caller's frame. Matching the return address rather than counting
+  // our own frames stays right whether the compiler inlined or sibling-called
+  // anything between the entry point and the unwinder.
+  int first = -1;
+  for (int i = 0; i < std::min(n, kMaxOwnFrames); ++i) {
+    if (buffer[i] == caller_ra) {
+      first = i;
+      break;
+    }
+  }
+  if (first < 0) return 0;  // not expected; an empty stack beats a wrong one
+  const int begin = first + skip;
+  if (begin >= n) return 0;
+  const int count = std::min(n - begin, max_depth);
+  std::memcpy(pcs, buffer + begin, static_cast<size_t>(count) * sizeof(uintptr_t));
+  return count;
+}
+
+struct FindRangesArg {
+  const char* const* prefixes;
+  int prefix_count;
+  CodeRanges* ranges;
+};
+
+int FindRanges(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto* arg = static_cast<FindRangesArg*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;  // the executable
+  const char* slash = std::strrchr(info->dlpi_name, '/');
+  const char* base = slash != nullptr ? slash + 1 : info->dlpi_name;
+  bool tool = false;
+  for (int i = 0; i < arg->prefix_count && !tool; ++i) {
+    tool = std::strncmp(base, arg->prefixes[i], std::strlen(arg->prefixes[i])) == 0;
+  }
+  if (!tool) return 0;
+  CodeRanges* r = arg->ranges;
+  for (int i = 0; i < info->dlpi_phnum && r->count < kMaxToolRanges; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    r->begin[r->count] = info->dlpi_addr + ph.p_vaddr;
+    r->size[r->count] = ph.p_memsz;
+    ++r->count;
+  }
+  return 0;
+}
+
+bool SameRanges(const CodeRanges& a, const CodeRanges& b) {
+  if (a.count != b.count) return false;
+  for (int i = 0; i < a.count; ++i) {
+    if (a.begin[i] != b.begin[i] || a.size[i] != b.size[i]) return false;
+  }
+  return true;
+}
+
+// The method CaptureStack uses when `fallback` is the loaded unwinder.
+UnwindMethod MethodOver(UnwindMethod fallback) {
+  return g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
+}
+
+void RaiseTo(std::atomic<int>& value, int to) {
+  int seen = value.load(std::memory_order_relaxed);
+  while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+void RefreshToolModules() {
+  internal::RefreshToolModulesNamed(kToolModulePrefixes,
+                                    static_cast<int>(std::size(kToolModulePrefixes)));
+}
+
+int LeadingToolFrames(const uintptr_t* pcs, int n) {
+  const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
+  if (r == nullptr) return 0;
+  int i = 0;
+  int last = 0;  // neighbouring frames are mostly in the same module: test its range first
+  for (; i < n; ++i) {
+    // A return address may sit just past its function's last byte: test the call's own byte.
+    const uintptr_t pc = pcs[i] - 1;
+    if (pc - r->begin[last] < r->size[last]) continue;
+    int k = 0;
+    while (k < r->count && pc - r->begin[k] >= r->size[k]) ++k;
+    if (k == r->count) break;
+    last = k;
+  }
+  return i;
+}
+
+__attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
+  if (depth <= 0) return 0;
+  depth = std::min(depth, kMaxCaptureDepth);
+  int want = std::min(depth + g_tool_frames.load(std::memory_order_relaxed), kMaxCaptureDepth);
+  int n = 0;
+  int lead = 0;
+  for (;;) {
+    n = CaptureStack(pcs, want, /*skip=*/1);  // from our caller's frame on
+    lead = LeadingToolFrames(pcs, n);
+    RaiseTo(g_tool_frames, lead);
+    if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen
+    if (n - lead >= depth) break;                     // enough of the user's frames
+    // Cut short: capture again, deeper. When every frame was a tool frame
+    // their number is still unknown, so double. Ends: `want` grows each time.
+    want = std::min(lead == n ? want * 2 : lead + depth, kMaxCaptureDepth);
+  }
+  lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
+  const int count = std::min(n - lead, depth);
+  if (lead > 0 && count > 0) {
+    std::memmove(pcs, pcs + lead, static_cast<size_t>(count) * sizeof(uintptr_t));
+  }
+  asm volatile("" ::: "memory");  // keeps CaptureStack's caller frame this one
+  return count;
+}
+
+int ToolFramesSeen() { return g_tool_frames.load(std::memory_order_relaxed); }
+
+const char* UnwindMethodName(UnwindMethod method) {
+  switch (method) {
+    case UnwindMethod::kLibunwind:
+      return "libunwind";
+    case UnwindMethod::kGccUnwind:
+      return "gcc_unwind";
+    case UnwindMethod::kCfi:
+      return "cfi";
+    case UnwindMethod::kNone:
+      break;
+  }
+  return "none";
+}
+
+namespace internal {
+
+UnwinderFns LoadUnwinder(const char* libunwind_soname) {
+  UnwinderFns fns;
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer builds: libunwind (not instrumented) frees a thread's
+  // trace cache from a thread-specific-data destructor that locks a mutex
+  // after TSan has finished the thread, and the exiting thread crashes inside
+  // TSan. So they unwind with libgcc.
+  (void)libunwind_soname;
+  fns.method = UnwindMethod::kGccUnwind;
+  return fns;
+#endif
+  // RTLD_LOCAL: see the header. The handle is deliberately never closed; the
+  // function pointer must stay valid for the life of the process.
+  void* handle = dlopen(libunwind_soname, RTLD_LOCAL | RTLD_NOW);
+  if (handle != nullptr) {
+    // unw_backtrace is a macro in <libunwind.h>; the exported name in
+    // Debian's 1.6.2 is the plain `unw_backtrace`.
+    fns.unw_backtrace = reinterpret_cast<UnwBacktraceFn>(dlsym(handle, "unw_backtrace"));
+  }
+  if (fns.unw_backtrace != nullptr) {
+    fns.method = UnwindMethod::kLibunwind;
+    return fns;
+  }
+  const char* why = handle == nullptr ? dlerror() : "unw_backtrace not found in it";
+  Warn("cannot use %s (%s); capturing stacks with _Unwind_Backtrace, about 10x slower",
+       libunwind_soname, why != nullptr ? why : "unknown error");
+  fns.method = UnwindMethod::kGccUnwind;
+  return fns;
+}
+
+void RefreshToolModulesNamed(const char* const* prefixes, int count) {
+  // A refresh already running finds the same modules; and after a fork() the
+  // lock may be held by a thread that no longer exists.
+  std::unique_lock<Mutex> lock(g_refresh_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  CodeRanges found;
+  FindRangesArg arg{prefixes, count, &found};
+  dl_iterate_phdr(&FindRanges, &arg);
+  const CodeRanges* current = g_tool_ranges.load(std::memory_order_acquire);
+  if (current != nullptr && SameRanges(*current, found)) return;
+  found.replaced = current;
+  g_tool_ranges.store(new CodeRanges(found), std::memory_order_release);
+}
+
+}  // namespace internal
+
+void InitUnwinder() {
+  if (g_method.load(std::memory_order_acquire) >= 0) return;
+  std::call_once(g_init_once, [] {
+    const internal::UnwinderFns fns = internal::LoadUnwinder(kLibunwindSoname);
+    g_unw_backtrace.store(fns.unw_backtrace, std::memory_order_relaxed);
+    g_method.store(static_cast<int>(fns.method), std::memory_order_release);
+  });
+}
+
+UnwindMethod FallbackUnwindMethod() {
+  InitUnwinder();
+  return static_cast<UnwindMethod>(g_method.load(std::memory_order_acquire));
+}
+
+UnwindMethod ActiveUnwindMethod() { return MethodOver(FallbackUnwindMethod()); }
+
+void UseCfiUnwinder(bool on) {
+#if defined(__x86_64__)
+  g_use_cfi.store(on, std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
+}
+
+uint64_t CfiFallbacks() { return g_cfi_fallbacks.load(std::memory_order_relaxed); }
+
+bool UnwinderAvailable() { return ActiveUnwindMethod() != UnwindMethod::kNone; }
+
+__attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip) {
+  const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  int loaded = g_method.load(std::memory_order_acquire);
+  if (loaded < 0) {
+    InitUnwinder();
+    loaded = g_method.load(std::memory_order_acquire);
+  }
+  const auto fallback = static_cast<UnwindMethod>(loaded);
+  const int n = CaptureFrom(caller_ra, MethodOver(fallback), fallback,
+                            g_unw_backtrace.load(std::memory_order_relaxed), pcs, max_depth, skip);
+  asm volatile("" ::: "memory");
+  return n;
+}
+
+__attribute__((noinline)) int CaptureStackWith(UnwindMethod method, uintptr_t* pcs, int max_depth,
+                                               int skip) {
+  const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  const UnwindMethod fallback = FallbackUnwindMethod();
+  UnwBacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_relaxed);
+  if (method == UnwindMethod::kLibunwind && unw_backtrace == nullptr) return 0;
+  const int n = CaptureFrom(caller_ra, method, fallback, unw_backtrace, pcs, max_depth, skip);
+  asm volatile("" ::: "memory");
+  return n;
+}
+
+}  // namespace gpuwatch
