@@ -1,6 +1,8 @@
 // Exported runtime API: what nvcc-generated host code calls to register a module and launch
 // kernels, plus the public launch functions. Kernels never run: a launch records a kernel
 // activity and succeeds.
+#include <atomic>
+
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
 
@@ -10,7 +12,12 @@ namespace {
 // What a registered module handle points at.
 struct FatBinary {
   const void* fat_cubin = nullptr;
+  FatBinary* next = nullptr;
 };
+
+// Every module registered, for the life of the process (a handle stays valid
+// after __cudaUnregisterFatBinary): reachable, not leaked.
+std::atomic<FatBinary*> g_modules{nullptr};
 
 cudaError_t LaunchHandle(const Kernel& k, dim3 grid, dim3 block, void** args, size_t shared_mem,
                          cudaStream_t stream, bool per_thread) {
@@ -66,7 +73,9 @@ using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI s
 
 GWSIM_EXPORT void** CUDARTAPI __cudaRegisterFatBinary(void* fatCubin) {
   // The handle stays valid for the life of the process.
-  auto* module = new FatBinary{fatCubin};
+  auto* module = new FatBinary{fatCubin, g_modules.load(std::memory_order_relaxed)};
+  while (!g_modules.compare_exchange_weak(module->next, module, std::memory_order_acq_rel)) {
+  }
   return reinterpret_cast<void**>(module);
 }
 
