@@ -1,6 +1,5 @@
 #include "libgpuwatch/stacks/cfi_unwind.h"
 
-#include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -72,19 +71,25 @@ constinit std::atomic<void (*)(uintptr_t)> g_rule_computed_hook{nullptr};
 inline uint64_t SlotOf(uintptr_t pc) { return (pc * 0x9e3779b97f4a7c15ULL) >> (64 - kSlotBits); }
 
 // The packed rule for `pc`: from the table, or computed and added to it.
-uint64_t RuleFor(uintptr_t pc) {
+// The packed rule the table holds for `pc`, or 0.
+inline uint64_t CachedRule(uintptr_t pc) {
   const uint64_t home = SlotOf(pc);
   for (uint64_t i = 0; i < kMaxProbe; ++i) {
-    Slot& slot = g_slots[(home + i) & (kSlots - 1)];
+    const Slot& slot = g_slots[(home + i) & (kSlots - 1)];
     const uintptr_t key = slot.pc.load(std::memory_order_acquire);
-    if (key == 0) break;
+    if (key == 0) return 0;
     if (key != pc) continue;
     const uint64_t rule = slot.rule.load(std::memory_order_acquire);
     // 0: another thread is still computing it. A flush may have reused the
     // slot for another pc between the two loads: look again.
-    if (rule != 0 && slot.pc.load(std::memory_order_relaxed) == pc) return rule;
-    break;
+    return slot.pc.load(std::memory_order_relaxed) == pc ? rule : 0;
   }
+  return 0;
+}
+
+uint64_t RuleFor(uintptr_t pc) {
+  if (const uint64_t rule = CachedRule(pc); rule != 0) return rule;
+  const uint64_t home = SlotOf(pc);
   // A flush (a module was unloaded) while the rule was being computed may
   // have come after the computation read the unloaded module's tables, or
   // cleared this slot just before it is taken: such a rule must not stay in
@@ -301,16 +306,7 @@ void Adopt(Record* rec, int at, const FreshFrames& fresh, int count) {
 
 int CfiRulesCached() { return g_cached.load(std::memory_order_relaxed); }
 
-bool CfiRuleIsCached(uintptr_t pc) {
-  const uint64_t home = SlotOf(pc);
-  for (uint64_t i = 0; i < kMaxProbe; ++i) {
-    const Slot& slot = g_slots[(home + i) & (kSlots - 1)];
-    const uintptr_t key = slot.pc.load(std::memory_order_acquire);
-    if (key == 0) return false;
-    if (key == pc) return slot.rule.load(std::memory_order_acquire) != 0;
-  }
-  return false;
-}
+bool CfiRuleIsCached(uintptr_t pc) { return CachedRule(pc) != 0; }
 
 void SetRuleComputedHookForTest(void (*hook)(uintptr_t pc)) {
   g_rule_computed_hook.store(hook, std::memory_order_relaxed);
