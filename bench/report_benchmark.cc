@@ -1,10 +1,11 @@
 // The exit report of a big process: 1,000,000 live allocations over 10,000
-// allocation sites, each site a deep stack. Times what interpose/attach.cc's
-// WriteReport does, phase by phase: Tracker::Snapshot, AnalyzeReport and
-// BuildReportJson (symbolization of every site included, with a fresh
-// SiteResolver as each report has), LeakedDeviceBytes, WriteFileAtomically
-// (fsync'ed) and BuildSummaryText. `stacks:1` symbolizes with a fresh Symbolizer per report
-// (a process's first report); `stacks:2` with one kept from report to report,
+// allocation sites, each site a deep stack, built through the library's own
+// path (libgpuwatch/session: a Session's tables and a SessionReport, as
+// interpose/reports.cc's WriteReport does), phase by phase: the tables'
+// snapshots, the analysis and the JSON (symbolization of every site
+// included), the leaked bytes, WriteFileAtomically (fsync'ed) and the
+// summary. `stacks:1` symbolizes with a fresh Symbolizer per report (a
+// process's first report); `stacks:2` with one kept from report to report,
 // as WriteReport keeps it for checkpoints and the exit report.
 //
 //   report_benchmark                                  # all variants
@@ -31,15 +32,10 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "libgpuwatch/analysis/growth.h"
-#include "libgpuwatch/record/kernels.h"
-#include "libgpuwatch/record/lifecycle.h"
-#include "libgpuwatch/record/tracker.h"
-#include "libgpuwatch/record/transfers.h"
-#include "libgpuwatch/report/report.h"
-#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/session/session.h"
 #include "libgpuwatch/stacks/unwind.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
@@ -132,25 +128,39 @@ double FramesPerSite(const std::string& json) {
   return static_cast<double>(frames) / static_cast<double>(std::max<size_t>(1, sites));
 }
 
+// GPUWATCH_DEPTH=32 (or 0: no stack table), no event trace.
+Config BenchConfig(bool with_stacks) {
+  Config config;
+  config.depth = with_stacks ? 32 : 0;
+  config.trace_events = 0;
+  return config;
+}
+
 struct Fixture {
-  StackTable stacks{1u << 20, size_t{256} << 20};
-  Tracker tracker;
-  Transfers transfers;
-  KernelTable kernels;
-  Lifecycle lifecycle;
-  Timeline timeline{1000};
+  Session session;
+  Recording& r = session.recording();
+  Tracker& tracker = r.tracker;
+  Transfers& transfers = r.transfers;
+  KernelTable& kernels = r.kernels;
+  Timeline& timeline = r.timeline;
   bool ok = false;
 
-  Fixture(int64_t live, int64_t sites) {
+  Fixture(int64_t live, int64_t sites, bool with_stacks) : session(BenchConfig(with_stacks)) {
     if (FallbackUnwindMethod() != UnwindMethod::kLibunwind) return;
     std::vector<uint32_t> ids;
     for (int64_t site = 0; site < sites; ++site) {
+      if (session.stacks() == nullptr) {  // GPUWATCH_DEPTH=0: sites without frames
+        ids.push_back(static_cast<uint32_t>(site + 1));
+        continue;
+      }
       // Spread over the path space so that every level varies.
-      PathContext c{&stacks, static_cast<uint32_t>(site * 32768 / sites), 0};
+      PathContext c{session.stacks(), static_cast<uint32_t>(site * 32768 / sites), 0};
       Pad(&c, kPad);
       ids.push_back(c.id);
     }
-    if (stacks.size() != static_cast<uint32_t>(sites)) return;
+    if (session.stacks() != nullptr && session.stacks()->size() != static_cast<uint32_t>(sites)) {
+      return;
+    }
     // 95% device memory, 5% pinned host; sizes 512 B .. 4 MiB. Every tenth
     // allocation is freed again, so that the totals are not trivial.
     uint64_t address = 0x7f0000000000ULL;
@@ -196,7 +206,7 @@ void BM_ExitReport(benchmark::State& state) {
   const bool with_stacks = state.range(2) != 0;
   static Symbolizer* kept = nullptr;  // stacks:2, across repetitions like reports in a process
   if (state.range(2) == 2 && kept == nullptr) kept = new Symbolizer();
-  Fixture f(live, sites);
+  Fixture f(live, sites, with_stacks);
   if (!f.ok) {
     state.SkipWithError("could not build the fixture (libunwind.so.8 missing?)");
     return;
@@ -214,33 +224,25 @@ void BM_ExitReport(benchmark::State& state) {
   double frames_per_site = 0;
   for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
     const auto t0 = Clock::now();
-    const TrackerSnapshot snap = f.tracker.Snapshot();
     f.transfers.Settle();
-    const TransfersSnapshot transfers = f.transfers.Snapshot();
-    const std::vector<KernelStats> kernels = f.kernels.Snapshot();
-    const TimelineSnapshot timeline = f.timeline.Snapshot();
+    ReportRequest request;
+    request.context.trigger = "exit";
+    request.context.pid = getpid();
+    request.context.host = "bench";
+    request.context.command = {"report_benchmark"};
+    request.context.attach_mode = "preload";
+    request.symbolizer = state.range(2) == 2 ? kept : nullptr;
+    SessionReport report(f.session, std::move(request));
     const auto t1 = Clock::now();
-    ReportContext context;
-    context.trigger = "exit";
-    context.pid = getpid();
-    context.host = "bench";
-    context.command = {"report_benchmark"};
-    context.attach_mode = "preload";
-    context.depth = with_stacks ? 32 : 0;
-    context.transfers = &transfers;
-    context.kernels = &kernels;
-    context.lifecycle = LifecycleFiguresOf(f.lifecycle);
-    context.timeline = &timeline;
-    SiteResolver resolver(with_stacks ? &f.stacks : nullptr, state.range(2) == 2 ? kept : nullptr);
-    const ReportAnalysis analysis = AnalyzeReport(snap, context, &resolver);
-    const std::string json = BuildReportJson(snap, context, &resolver, analysis);
+    report.Build();
+    const std::string& json = report.json();
     const auto t2 = Clock::now();
-    benchmark::DoNotOptimize(LeakedDeviceBytes(analysis, &resolver, nullptr));
+    benchmark::DoNotOptimize(report.leaked_device_bytes());
     const auto t3 = Clock::now();
     std::string error;
     if (!WriteFileAtomically(path, json, &error)) state.SkipWithError(error.c_str());
     const auto t4 = Clock::now();
-    benchmark::DoNotOptimize(BuildSummaryText(snap, context, analysis, &resolver, path));
+    benchmark::DoNotOptimize(report.Summary(path));
     const auto t5 = Clock::now();
     auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     snapshot_s += secs(t0, t1);

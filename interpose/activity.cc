@@ -4,9 +4,7 @@
 #include <cstdlib>
 
 #include "interpose/guard.h"
-#include "libgpuwatch/record/kernels.h"
-#include "libgpuwatch/record/trace.h"
-#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/session/session.h"
 
 namespace gpuwatch {
 
@@ -15,9 +13,9 @@ namespace {
 constexpr size_t kBufferBytes = size_t{1} << 20;
 constexpr size_t kBufferAlign = 8;  // CUPTI's requirement
 
-Transfers* g_transfers = nullptr;
-KernelTable* g_kernels = nullptr;
-std::atomic<Trace*> g_trace{nullptr};
+// Set before the activity API is enabled; the tables are read through it
+// per buffer, so that a fork child's records go to its own.
+std::atomic<Session*> g_session{nullptr};
 decltype(&cuptiActivityGetNextRecord) g_next_record = nullptr;
 
 CopyKind FromActivityCopyKind(uint8_t kind) {
@@ -107,28 +105,31 @@ void TraceCopy(Trace* trace, const R& r, const CopyRecord& c, uint32_t site) {
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   const ScopedInsideGpuwatch inside;  // takes the tables' locks (guard.h)
   CUpti_Activity* record = nullptr;
-  Trace* trace = g_trace.load(std::memory_order_acquire);
+  Session* session = g_session.load(std::memory_order_acquire);
+  if (session == nullptr) return;
+  Recording& tables = session->recording();
+  Trace* trace = tables.trace_gpu ? tables.trace.get() : nullptr;
   while (g_next_record != nullptr && g_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         CopyRecord c = MakeRecord(*r);
         c.runtime_correlation = r->runtimeCorrelationId;
-        const uint32_t site = g_transfers != nullptr ? g_transfers->OnCopyRecord(c) : 0;
+        const uint32_t site = tables.transfers.OnCopyRecord(c);
         TraceCopy(trace, *r, c, site);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
         const CopyRecord c = MakeRecord(*r);
-        const uint32_t site = g_transfers != nullptr ? g_transfers->OnCopyRecord(c) : 0;
+        const uint32_t site = tables.transfers.OnCopyRecord(c);
         TraceCopy(trace, *r, c, site);
         break;
       }
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        if (g_kernels != nullptr) g_kernels->OnKernelRecord(r->name, r->start, r->end);
+        tables.kernels.OnKernelRecord(r->name, r->start, r->end);
         if (trace != nullptr) {
           trace->Kernel(trace->FromGpuClock(r->start), trace->FromGpuClock(r->end),
                         static_cast<int>(r->deviceId), r->streamId, trace->InternName(r->name));
@@ -148,8 +149,7 @@ bool KnownActivityLayout(uint32_t cupti_version) {
   return cupti_version >= kFirstKnownCuptiVersion && cupti_version <= kLastKnownCuptiVersion;
 }
 
-bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kernels,
-                    bool kernel_timing, std::string* error) {
+bool EnableActivity(const CuptiApi& api, Session* session, bool kernel_timing, std::string* error) {
   if (api.ActivityRegisterCallbacks == nullptr || api.ActivityEnable == nullptr ||
       api.ActivityFlushAll == nullptr || api.ActivityGetNextRecord == nullptr) {
     *error = "this CUPTI has no activity API";
@@ -170,8 +170,7 @@ bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kern
              std::to_string(kLastKnownCuptiVersion) + ", CUDA 13.0)";
     return false;
   }
-  g_transfers = transfers;
-  g_kernels = kernels;
+  g_session.store(session, std::memory_order_release);
   g_next_record = api.ActivityGetNextRecord;
   CUptiResult r = api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   // Not MEMCPY2: its peer-copy records carry no runtimeCorrelationId, so when
@@ -194,13 +193,6 @@ bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kern
   }
   return true;
 }
-
-void SetActivitySinks(Transfers* transfers, KernelTable* kernels) {
-  g_transfers = transfers;
-  g_kernels = kernels;
-}
-
-void SetActivityTrace(Trace* trace) { g_trace.store(trace, std::memory_order_release); }
 
 void FlushActivity(const CuptiApi& api) {
   if (api.ActivityFlushAll != nullptr && g_next_record != nullptr) {

@@ -15,9 +15,7 @@
 
 namespace gpuwatch {
 
-class Transfers;
-class KernelTable;
-class Trace;
+class Session;
 
 // The CUPTI API versions (cuptiGetVersion) whose activity record layouts
 // gpuwatch reads: CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4 and
@@ -31,16 +29,10 @@ bool KnownActivityLayout(uint32_t cupti_version);
 // when the activity API is missing or refuses, or when this CUPTI's record
 // layouts are not known (an unknown version); copies are then counted from
 // the API calls alone, untimed.
-bool EnableActivity(const CuptiApi& api, Transfers* transfers, KernelTable* kernels,
-                    bool kernel_timing, std::string* error);
-
-// Points the buffer callbacks at new tables (a forked child's).
-void SetActivitySinks(Transfers* transfers, KernelTable* kernels);
-
-// Timed copies and kernels also go to `trace` as slices (null: not traced),
-// their GPU times converted with the trace's clock offset. Set it only once
-// that offset is known.
-void SetActivityTrace(Trace* trace);
+// Records go to the session's recording() of the moment (a fork child's
+// to its own), and to its trace once CUPTI's clock offset is known
+// (Recording::trace_gpu).
+bool EnableActivity(const CuptiApi& api, Session* session, bool kernel_timing, std::string* error);
 
 // Delivers every buffered record now (cuptiActivityFlushAll with
 // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED). Call with no gpuwatch lock held.

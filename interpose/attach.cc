@@ -23,10 +23,12 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuwatch/gpuwatch.h"
 #include "interpose/activity.h"
+#include "interpose/agent.h"
 #include "interpose/background.h"
 #include "interpose/callbacks.h"
 #include "interpose/calls.h"
@@ -35,7 +37,6 @@
 #include "interpose/fork.h"
 #include "interpose/guard.h"
 #include "interpose/reports.h"
-#include "interpose/session.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/version.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
@@ -44,9 +45,9 @@
 
 namespace gpuwatch {
 
-Session& GetSession() {
-  static Session* session = new Session();  // leaked on purpose: exit order cannot bite
-  return *session;
+Agent& GetAgent() {
+  static Agent* agent = new Agent();  // leaked on purpose: exit order cannot bite
+  return *agent;
 }
 
 namespace {
@@ -106,14 +107,14 @@ const char* SubscribeErrorHint(CUptiResult r) {
 }
 
 void DoAttach(const char* mode) {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   std::vector<std::string> warnings;
-  s.config = ConfigFromEnvironment(&warnings);
+  Config config = ConfigFromEnvironment(&warnings);
   for (const std::string& w : warnings) Warn("%s", w.c_str());
-  if (s.config.disabled) return;
+  if (config.disabled) return;
 
   std::string error;
-  if (!LoadCupti(s.config.cupti_library, &s.cupti, &error)) {
+  if (!LoadCupti(config.cupti_library, &s.cupti, &error)) {
     Warn("%s; profiling is off for this process", error.c_str());
     return;
   }
@@ -148,100 +149,74 @@ void DoAttach(const char* mode) {
     return;
   }
 
-  // Stacks: up to kMaxStacks distinct stacks in at most 256 MiB; both leaked on purpose.
-  if (s.config.depth > 0) {
+  // The tables: up to kMaxStacks distinct stacks in at most kMaxStackBytes.
+  // Leaked on purpose, as the agent is.
+  if (config.depth > 0) {
     InitUnwinder();
-    UseCfiUnwinder(s.config.cfi_unwind);
+    UseCfiUnwinder(config.cfi_unwind);
     RefreshToolModules();
-    s.stacks = new StackTable(kMaxStacks, size_t{256} << 20);
-    if (s.config.python) InitPythonStacks();  // Python frames too, in a CPython process
+  }
+  std::string warning;
+  s.session = new Session(std::move(config), &warning);
+  if (!warning.empty()) Warn("%s", warning.c_str());
+  Recording& tables = s.recording();
+  if (s.session->stacks() != nullptr) {
+    if (s.config().python) InitPythonStacks();  // Python frames too, in a CPython process
     // What the attaching thread's first capture would do, done now: with
     // LD_PRELOAD that is before main(), not in the program's first CUDA
     // call. Its stack bounds (the main thread's come from reading all of
     // /proc/self/maps: milliseconds under PyTorch) and the first chunk of
     // the stack table.
     PrimeStackBounds(pthread_self());
-    s.stacks->Prepare();
+    s.session->stacks()->Prepare();
   }
-  s.tracker = new Tracker(kMaxStacks);
-  s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
-  if (s.config.trace_events > 0) {
-    s.trace = new Trace(static_cast<size_t>(s.config.trace_events));
-    if (s.trace->capacity() == 0) {
-      Warn("cannot reserve the event trace (%ld events); the report has no trace",
-           s.config.trace_events);
-      delete s.trace;
-      s.trace = nullptr;
-    }
-  }
-  if (s.trace != nullptr) {
-    s.tracker->SetTrace(s.trace);
+  if (tables.trace != nullptr) {
     // Activity records are stamped on CUPTI's clock: measure its offset from
     // the tracker's once. Without it copies and kernels are not traced.
     uint64_t gpu_now = 0;
     if (s.cupti.GetTimestamp != nullptr && s.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
-      s.trace->SetGpuClockOffset(static_cast<int64_t>(s.tracker->NowNs()) -
-                                 static_cast<int64_t>(gpu_now));
-      SetActivityTrace(s.trace);
+      s.session->SetGpuClock(gpu_now);
     } else {
       s.cupti.GetTimestamp = nullptr;
     }
   }
-  if (!s.config.suppressions.empty()) {
-    auto* suppressions = new Suppressions();
-    if (suppressions->LoadFile(s.config.suppressions, &error)) {
-      s.suppressions = suppressions;
-    } else {
-      Warn("%s; nothing is suppressed", error.c_str());
-      delete suppressions;
-    }
-  }
-  s.transfers = new Transfers();
-  s.kernels = new KernelTable();
-  s.lifecycle = new Lifecycle();
-  s.graphs = new GraphTable();
+  if (!s.session->LoadSuppressions(&error)) Warn("%s; nothing is suppressed", error.c_str());
   if (std::strcmp(mode, "injection") == 0) {
     // Attached inside cuInit, which the runtime runs at the start of the
     // program's first call, before that call's ENTER callback: the call is
     // seen whole, but it started before the attach.
-    s.lifecycle->first_call_observed = false;
-    s.lifecycle->FirstCall(s.tracker->NowNs());
+    tables.lifecycle.first_call_observed = false;
+    tables.lifecycle.FirstCall(tables.tracker.NowNs());
   }
   s.attach_mode = mode;
   s.command = ReadCommandLine();
   s.output_path = AbsolutePath(ExpandOutputPattern(
-      s.config.output, getpid(), HostName(),
+      s.config().output, getpid(), HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); })));  // NOLINT
   char cwd[PATH_MAX];
   s.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   CallbackHooks hooks;
-  hooks.tracker = s.tracker;
-  hooks.stacks = s.stacks;
-  hooks.depth = s.config.depth;
+  hooks.session = s.session;
+  hooks.depth = s.config().depth;
   hooks.on_oom = &OnOutOfMemory;
   hooks.on_context_destroy = &OnContextDestroy;
-  hooks.transfers = s.transfers;
-  hooks.kernels = s.kernels;
-  hooks.lifecycle = s.lifecycle;
   hooks.on_first_call = &OnFirstCall;
   hooks.get_device_id = s.cupti.GetDeviceId;
-  hooks.graphs = s.graphs;
   hooks.get_graph_node_id = s.cupti.GetGraphNodeId;
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
-  s.activity = EnableActivity(s.cupti, s.transfers, s.kernels, s.config.kernel_timing, &error);
+  s.activity = EnableActivity(s.cupti, s.session, s.config().kernel_timing, &error);
   if (!s.activity)
     Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
   hooks.copy_activity = s.activity;
   SetCallbackHooks(hooks);
-  s.hooks = hooks;
   if (!EnableCallbacks(s.cupti, s.subscriber, &error)) {
     Warn("profiling is off: %s", error.c_str());
     s.cupti.Unsubscribe(s.subscriber);
     return;
   }
   InstallForkHandlers();
-  if (s.config.exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
+  if (s.config().exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
   s.active.store(true);
   // Injection runs inside cuInit, within the program's first CUDA call: what
   // the first-call hook does (the exit handler, the driver's cuMemGetInfo for
@@ -251,7 +226,7 @@ void DoAttach(const char* mode) {
   if (std::strcmp(mode, "injection") == 0) OnFirstCall();
   // Before the snapshot signal, which may start the background thread: that
   // thread polls the request pipe made here.
-  if (!InstallFatalSignalHandlers(s.config.snapshot_signal, &WriteSignalReport)) {
+  if (!InstallFatalSignalHandlers(s.config().snapshot_signal, &WriteSignalReport)) {
     Warn("cannot create a pipe (%s); no report is written when a signal ends the process",
          std::strerror(errno));
   }
@@ -324,36 +299,37 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
 
 const char* gpuwatch_version(void) { return gpuwatch::kGpuwatchVersion; }
 
-int gpuwatch_is_active(void) { return gpuwatch::GetSession().active.load() ? 1 : 0; }
+int gpuwatch_is_active(void) { return gpuwatch::GetAgent().active.load() ? 1 : 0; }
 
 int gpuwatch_mark(const char* label) {
-  gpuwatch::Session& s = gpuwatch::GetSession();
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
   if (!s.active.load()) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  const uint64_t now = s.tracker->NowNs();
+  gpuwatch::Recording& r = s.recording();
+  const uint64_t now = r.tracker.NowNs();
   const uint64_t ordinal =
-      s.timeline->AddMark(now, label != nullptr ? label : "", s.tracker->DeviceCurrentBytes(),
-                          s.tracker->LiveDeviceBytesBySite());
-  if (s.trace != nullptr) s.trace->Mark(now, ordinal, label);
+      r.timeline.AddMark(now, label != nullptr ? label : "", r.tracker.DeviceCurrentBytes(),
+                         r.tracker.LiveDeviceBytesBySite());
+  if (r.trace != nullptr) r.trace->Mark(now, ordinal, label);
   return 0;
 }
 
 int gpuwatch_pause(void) {
-  gpuwatch::Session& s = gpuwatch::GetSession();
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
   if (!s.active.load()) return -1;
-  s.tracker->SetPaused(true);
+  s.recording().tracker.SetPaused(true);
   return 0;
 }
 
 int gpuwatch_resume(void) {
-  gpuwatch::Session& s = gpuwatch::GetSession();
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
   if (!s.active.load()) return -1;
-  s.tracker->SetPaused(false);
+  s.recording().tracker.SetPaused(false);
   return 0;
 }
 
 int gpuwatch_snapshot(const char* label) {
-  if (!gpuwatch::GetSession().active.load()) return -1;
+  if (!gpuwatch::GetAgent().active.load()) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
   return gpuwatch::WriteSnapshot(label);
 }

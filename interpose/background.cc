@@ -20,9 +20,10 @@ namespace gpuwatch {
 namespace {
 
 // One timeline sample of what each site holds now.
-void SamplePeriodic(Session& s) {
-  s.timeline->AddPeriodic(s.tracker->NowNs(), s.tracker->DeviceCurrentBytes(),
-                          s.tracker->LiveDeviceBytesBySite());
+void SamplePeriodic(Agent& s) {
+  s.recording().timeline.AddPeriodic(s.recording().tracker.NowNs(),
+                                     s.recording().tracker.DeviceCurrentBytes(),
+                                     s.recording().tracker.LiveDeviceBytesBySite());
 }
 
 // gpuwatch's background thread: the reports callbacks captured, reports for
@@ -30,7 +31,7 @@ void SamplePeriodic(Session& s) {
 // pipe: no CUDA, lock or allocation in them), periodic timeline samples (GPUWATCH_SAMPLE_MS) and
 // checkpoints. It waits for all of them in poll(), whose timeout is the next timer's due time.
 void* BackgroundThread(void*) {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   // Held except in poll(): ForkPrepare waits for that.
   std::unique_lock<std::mutex> working(s.bg_mu);
   s.bg_starting = false;
@@ -40,9 +41,9 @@ void* BackgroundThread(void*) {
   pollfd fds[3] = {{FatalSignalRequestFd(), POLLIN, 0},
                    {s.signal_pipe[0], POLLIN, 0},
                    {s.wake_pipe[0], POLLIN, 0}};
-  const uint64_t interval_ns = static_cast<uint64_t>(s.config.sample_ms) * 1000000ULL;
+  const uint64_t interval_ns = static_cast<uint64_t>(s.config().sample_ms) * 1000000ULL;
   constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
-  const bool checkpoints = s.config.checkpoint_seconds != 0;
+  const bool checkpoints = s.config().checkpoint_seconds != 0;
   Checkpoints checkpoint;
   uint64_t next = MonotonicNs() + interval_ns;
   uint64_t next_checkpoint = MonotonicNs() + kCheckpointTickNs;
@@ -104,7 +105,7 @@ void* BackgroundThread(void*) {
 void OnSnapshotSignal(int) {
   const int saved_errno = errno;
   const char byte = 's';
-  (void)!write(GetSession().signal_pipe[1], &byte, 1);  // non-blocking: a full pipe drops it
+  (void)!write(GetAgent().signal_pipe[1], &byte, 1);  // non-blocking: a full pipe drops it
   errno = saved_errno;
 }
 
@@ -116,13 +117,13 @@ bool MakeNonBlockingPipe(int fds[2]) {
 
 }  // namespace
 
-bool MakeWakePipe(Session& s) { return MakeNonBlockingPipe(s.wake_pipe); }
+bool MakeWakePipe(Agent& s) { return MakeNonBlockingPipe(s.wake_pipe); }
 
 // The thread blocks every signal so that the host's signals go to its own
 // threads, as they would without gpuwatch.
-bool StartBackgroundThread(Session& s) {
-  if (s.signal_pipe[0] < 0 && s.wake_pipe[0] < 0 && s.config.sample_ms == 0 &&
-      FatalSignalRequestFd() < 0 && s.config.checkpoint_seconds == 0) {
+bool StartBackgroundThread(Agent& s) {
+  if (s.signal_pipe[0] < 0 && s.wake_pipe[0] < 0 && s.config().sample_ms == 0 &&
+      FatalSignalRequestFd() < 0 && s.config().checkpoint_seconds == 0) {
     return true;
   }
   sigset_t all;
@@ -154,8 +155,8 @@ bool StartBackgroundThread(Session& s) {
   return true;
 }
 
-void InstallSnapshotSignal(Session& s) {
-  const int sig = s.config.snapshot_signal;
+void InstallSnapshotSignal(Agent& s) {
+  const int sig = s.config().snapshot_signal;
   if (sig == 0) return;
   struct sigaction current {};
   if (sigaction(sig, nullptr, &current) != 0) return;

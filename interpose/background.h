@@ -4,21 +4,21 @@
 #ifndef GPUWATCH_INTERPOSE_BACKGROUND_H_
 #define GPUWATCH_INTERPOSE_BACKGROUND_H_
 
-#include "interpose/session.h"
+#include "interpose/agent.h"
 
 namespace gpuwatch {
 
 // Starts the thread (after MakeWakePipe, InstallFatalSignalHandlers and the
 // snapshot signal's pipe, whose ends it polls). Returns false when it could
 // not start, with one line saying what is off.
-bool StartBackgroundThread(Session& s);
+bool StartBackgroundThread(Agent& s);
 
-// The pipe callbacks wake the thread through (Session::wake_pipe); false when
+// The pipe callbacks wake the thread through (Agent::wake_pipe); false when
 // none could be made.
-bool MakeWakePipe(Session& s);
+bool MakeWakePipe(Agent& s);
 
 // Installs the snapshot signal's handler (GPUWATCH_SIGNAL) and its pipe.
-void InstallSnapshotSignal(Session& s);
+void InstallSnapshotSignal(Agent& s);
 
 }  // namespace gpuwatch
 

@@ -9,13 +9,8 @@
 
 #include "interpose/guard.h"
 #include "libgpuwatch/base/mutex.h"
-#include "libgpuwatch/record/graphs.h"
-#include "libgpuwatch/record/kernels.h"
-#include "libgpuwatch/record/lifecycle.h"
-#include "libgpuwatch/record/tracker.h"
-#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/session/session.h"
 #include "libgpuwatch/stacks/python_stack.h"
-#include "libgpuwatch/stacks/stack_table.h"
 #include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
@@ -64,16 +59,19 @@ thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) =
 
 uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
+// The tables events go to now (a fork child swaps them: Session).
+Recording& Tables() { return g_hooks.session->recording(); }
+
 // Captures and interns the calling thread's stack: before any lock. The
 // frames of gpuwatch, CUPTI, the driver and the runtime above the user's call
 // are left out (CaptureUserStack). In a Python process the Python frames
 // follow the native pcs (python_stack.h).
 uint32_t CaptureSite() {
-  if (g_hooks.stacks == nullptr || g_hooks.depth <= 0) return 0;
+  if (g_hooks.session->stacks() == nullptr || g_hooks.depth <= 0) return 0;
   uintptr_t pcs[kMaxCaptureDepth];
   int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
   n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
-  return g_hooks.stacks->Intern(pcs, n);
+  return g_hooks.session->stacks()->Intern(pcs, n);
 }
 
 uint32_t CallSite() {
@@ -125,7 +123,7 @@ VmmHandle HandleOf(uint64_t handle) {
 }
 
 void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
-  if (call.address == 0 || g_hooks.tracker->paused()) return;  // paused: no stack either
+  if (call.address == 0 || Tables().tracker.paused()) return;  // paused: no stack either
   AllocEvent e;
   e.address = call.address;
   e.size = call.size;
@@ -138,7 +136,7 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   }
   e.stream = Addr(call.stream);
   e.stack_id = CallSite();
-  g_hooks.tracker->OnAlloc(e);
+  Tables().tracker.OnAlloc(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
 }
 
@@ -159,7 +157,7 @@ void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error)
 // reads as pageable here; an activity record says better).
 HostKind HostOf(uint64_t address) {
   MemKind kind = MemKind::kDevice;
-  return g_hooks.tracker->ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
+  return Tables().tracker.ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
 }
 
 // Resolves what the call did not say (cudaMemcpyDefault, cuMemcpy, unified
@@ -171,8 +169,8 @@ void ClassifyCopy(const ParsedCall& parsed, CopyCall* call) {
     MemKind dst = MemKind::kDevice;
     int src_device_id = -1;
     int dst_device_id = -1;
-    const bool src_known = g_hooks.tracker->Classify(parsed.src, &src, &src_device_id);
-    const bool dst_known = g_hooks.tracker->Classify(parsed.dst, &dst, &dst_device_id);
+    const bool src_known = Tables().tracker.Classify(parsed.src, &src, &src_device_id);
+    const bool dst_known = Tables().tracker.Classify(parsed.dst, &dst, &dst_device_id);
     if (src_known && dst_known) {
       const bool src_device = IsDeviceKind(src);
       const bool dst_device = IsDeviceKind(dst);
@@ -211,34 +209,32 @@ CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_i
 }
 
 void Launch(const char* name) {
-  if (g_hooks.tracker->paused()) return;
-  g_hooks.tracker->OnLaunch();
-  if (g_hooks.kernels != nullptr) g_hooks.kernels->OnLaunch(name);
+  if (Tables().tracker.paused()) return;
+  Tables().tracker.OnLaunch();
+  Tables().kernels.OnLaunch(name);
 }
 
 constexpr const char kGraphLaunch[] = "(graph launch)";
 
 // The first CUDA call: start of the initialisation latency.
 void FirstCall() {
-  if (g_hooks.lifecycle == nullptr ||
-      g_hooks.lifecycle->first_call_ns.load(std::memory_order_relaxed) != 0) {
-    return;
-  }
-  g_hooks.lifecycle->FirstCall(g_hooks.tracker->NowNs());
+  Recording& r = Tables();
+  if (r.lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0) return;
+  r.lifecycle.FirstCall(r.tracker.NowNs());
   if (g_hooks.on_first_call != nullptr) g_hooks.on_first_call();
 }
 
 void BlockEnter() {
-  if (g_hooks.lifecycle != nullptr && t_block_start == 0) t_block_start = g_hooks.tracker->NowNs();
+  if (t_block_start == 0) t_block_start = Tables().tracker.NowNs();
 }
 
 void BlockExit(SyncKind kind) {
-  if (g_hooks.lifecycle == nullptr || t_block_start == 0) return;
-  g_hooks.lifecycle->Blocked(kind, g_hooks.tracker->NowNs() - t_block_start);
+  if (t_block_start == 0) return;
+  Tables().lifecycle.Blocked(kind, Tables().tracker.NowNs() - t_block_start);
   t_block_start = 0;
 }
 
-bool Recording() { return !g_hooks.tracker->paused(); }
+bool IsRecording() { return !Tables().tracker.paused(); }
 
 // The copy a graph's memcpy node makes at each launch.
 CopyCall GraphCopy(const GraphWork& work) {
@@ -255,35 +251,28 @@ CopyCall GraphCopy(const GraphWork& work) {
 // ENTER (with activity); its memory nodes allocate and free at a successful
 // EXIT, where copies without activity are counted too.
 void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
-  if (g_hooks.graphs == nullptr || g_hooks.transfers == nullptr || !g_hooks.copy_activity ||
-      !Recording()) {
-    return;
-  }
-  for (const auto& [node, work] : g_hooks.graphs->WorkOf(Addr(call.graph_exec))) {
+  if (!g_hooks.copy_activity || !IsRecording()) return;
+  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
     if (work.type != GraphWork::Type::kCopy) continue;
     CopyCall copy = GraphCopy(work);
     copy.correlation = correlation;
-    g_hooks.transfers->OnGraphCopy(correlation, node, copy, /*activity=*/true);
+    Tables().transfers.OnGraphCopy(correlation, node, copy, /*activity=*/true);
   }
 }
 
 void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded) {
-  if (g_hooks.graphs == nullptr) {
-    if (succeeded) Launch(kGraphLaunch);
-    return;
-  }
-  const bool recording = Recording();
-  for (const auto& [node, work] : g_hooks.graphs->WorkOf(Addr(call.graph_exec))) {
+  const bool recording = IsRecording();
+  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
     switch (work.type) {
       case GraphWork::Type::kCopy:
         if (!succeeded) {
-          if (g_hooks.copy_activity && g_hooks.transfers != nullptr) {
-            g_hooks.transfers->OnGraphLaunchFailed(correlation, node);
+          if (g_hooks.copy_activity) {
+            Tables().transfers.OnGraphLaunchFailed(correlation, node);
           }
         } else if (recording) {
-          g_hooks.tracker->OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
-          if (!g_hooks.copy_activity && g_hooks.transfers != nullptr) {
-            g_hooks.transfers->OnGraphCopy(correlation, node, GraphCopy(work),
+          Tables().tracker.OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
+          if (!g_hooks.copy_activity) {
+            Tables().transfers.OnGraphCopy(correlation, node, GraphCopy(work),
                                            /*activity=*/false);
           }
         }
@@ -296,11 +285,11 @@ void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeede
           e.kind = MemKind::kGraph;
           e.device = work.device;
           e.stack_id = work.stack_id;
-          g_hooks.tracker->OnAlloc(e);
+          Tables().tracker.OnAlloc(e);
         }
         break;
       case GraphWork::Type::kFree:
-        if (succeeded && work.address != 0) g_hooks.tracker->OnFree(work.address);
+        if (succeeded && work.address != 0) Tables().tracker.OnFree(work.address);
         break;
     }
   }
@@ -331,14 +320,14 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
       if (!call.copy.async) BlockEnter();
       // Registered before the copy can complete, so that its record always
       // finds it; its stack is captured now.
-      if (g_hooks.transfers != nullptr && g_hooks.copy_activity && Recording()) {
-        g_hooks.transfers->OnCopyCall(CopyOf(call, c.correlation, CallSite()), true);
+      if (g_hooks.copy_activity && IsRecording()) {
+        Tables().transfers.OnCopyCall(CopyOf(call, c.correlation, CallSite()), true);
       }
       break;
     case Role::kFree:
       // Before the driver can hand the address to another thread.
       if (!call.node_only && call.address != 0) {
-        c.freed = g_hooks.tracker->BeginFree(call.address, &c.removed);
+        c.freed = Tables().tracker.BeginFree(call.address, &c.removed);
       }
       break;
     case Role::kSync:
@@ -362,7 +351,7 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   const bool oom = ret != nullptr && *ret == oom_value;
   const ParsedCall& entered = c.call;
   if (entered.role == Role::kInstantiate) {
-    if (g_hooks.graphs != nullptr) g_hooks.graphs->EndInstantiation(pthread_self());
+    g_hooks.session->graphs().EndInstantiation(pthread_self());
     return;
   }
   if (c.made_node || entered.node_only) {
@@ -370,15 +359,16 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     // its fixed address at the end of the call that made its node.
     if (entered.role == Role::kCopy && !entered.node_only) {
       if (!entered.copy.async) BlockExit(SyncKind::kCopy);
-      if (g_hooks.transfers != nullptr) g_hooks.transfers->OnCopyFailed(c.correlation);
+      Tables().transfers.OnCopyFailed(c.correlation);
     }
-    if (c.freed) g_hooks.tracker->UndoFree(c.removed);
+    if (c.freed) Tables().tracker.UndoFree(c.removed);
     if (entered.role == Role::kGraphLaunch) {  // a child graph node: no launch now
       GraphLaunchExit(entered, c.correlation, /*succeeded=*/false);
     }
-    if (c.made_node && entered.role == Role::kAlloc && succeeded && g_hooks.graphs != nullptr) {
+    if (c.made_node && entered.role == Role::kAlloc && succeeded) {
       ParsedCall out;
-      if (ParseCall(*c.spec, d, true, &out)) g_hooks.graphs->SetAddress(c.node, out.address);
+      if (ParseCall(*c.spec, d, true, &out))
+        g_hooks.session->graphs().SetAddress(c.node, out.address);
     }
     return;
   }
@@ -396,23 +386,23 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     case Role::kFree:
       if (succeeded) {
         if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
-        if (!c.freed && entered.address != 0) g_hooks.tracker->CountUnknownFree();
+        if (!c.freed && entered.address != 0) Tables().tracker.CountUnknownFree();
       } else if (c.freed) {
-        g_hooks.tracker->UndoFree(c.removed);
+        Tables().tracker.UndoFree(c.removed);
       }
       break;
     case Role::kCopy:
       if (!entered.copy.async) BlockExit(SyncKind::kCopy);
       if (!succeeded) {
-        if (g_hooks.transfers != nullptr && g_hooks.copy_activity) {
-          g_hooks.transfers->OnCopyFailed(c.correlation);
+        if (g_hooks.copy_activity) {
+          Tables().transfers.OnCopyFailed(c.correlation);
         }
         break;
       }
-      if (!Recording()) break;
-      g_hooks.tracker->OnCopy(CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async});
-      if (g_hooks.transfers != nullptr && !g_hooks.copy_activity) {
-        g_hooks.transfers->OnCopyCall(CopyOf(entered, c.correlation, CallSite()), false);
+      if (!IsRecording()) break;
+      Tables().tracker.OnCopy(CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async});
+      if (!g_hooks.copy_activity) {
+        Tables().transfers.OnCopyCall(CopyOf(entered, c.correlation, CallSite()), false);
       }
       break;
     case Role::kLaunch:
@@ -444,7 +434,7 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       }
       break;
     case Role::kVmmUnmap:
-      if (succeeded) g_hooks.tracker->OnUnmapRange(entered.address, entered.size);
+      if (succeeded) Tables().tracker.OnUnmapRange(entered.address, entered.size);
       break;
     case Role::kInstantiate:
     case Role::kGraphNode:
@@ -473,14 +463,12 @@ void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, R
       }
       break;
     case Role::kFree:
-      if (succeeded && call.address != 0) g_hooks.tracker->OnFree(call.address);
+      if (succeeded && call.address != 0) Tables().tracker.OnFree(call.address);
       break;
     case Role::kCopy:
-      if (succeeded && Recording()) {
-        g_hooks.tracker->OnCopy(CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async});
-        if (g_hooks.transfers != nullptr) {
-          g_hooks.transfers->OnCopyCall(CopyOf(call, d->correlationId, CallSite()), false);
-        }
+      if (succeeded && IsRecording()) {
+        Tables().tracker.OnCopy(CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async});
+        Tables().transfers.OnCopyCall(CopyOf(call, d->correlationId, CallSite()), false);
       }
       break;
     case Role::kLaunch:
@@ -573,7 +561,7 @@ void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
   if (id == 0) return;
   work.stack_id = CallSite();
   c.node = id;
-  g_hooks.graphs->OnNodeCreated(id, Addr(g->graph), work);
+  g_hooks.session->graphs().OnNodeCreated(id, Addr(g->graph), work);
 }
 
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
@@ -581,8 +569,8 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
     case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
       // The CUDA libraries of this context are loaded by now (a runtime
       // loaded after gpuwatch attached, or loaded again after a dlclose).
-      if (g_hooks.stacks != nullptr) RefreshToolModules();
-      if (g_hooks.lifecycle != nullptr) g_hooks.lifecycle->ContextReady(g_hooks.tracker->NowNs());
+      if (g_hooks.session->stacks() != nullptr) RefreshToolModules();
+      Tables().lifecycle.ContextReady(Tables().tracker.NowNs());
       return;
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();
@@ -590,8 +578,7 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
     default:
       break;
   }
-  if (g_hooks.graphs == nullptr || g_hooks.get_graph_node_id == nullptr ||
-      r->resourceDescriptor == nullptr) {
+  if (g_hooks.get_graph_node_id == nullptr || r->resourceDescriptor == nullptr) {
     return;
   }
   const auto* g = static_cast<const CUpti_GraphData*>(r->resourceDescriptor);
@@ -603,20 +590,20 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
       const uint64_t clone = NodeId(g->node);
       const uint64_t original = NodeId(g->originalNode);
       if (clone == 0 || original == 0) return;
-      g_hooks.graphs->OnNodeCloned(clone, original, Addr(g->graph));
+      g_hooks.session->graphs().OnNodeCloned(clone, original, Addr(g->graph));
       if (t_in_call && t_call.spec != nullptr && t_call.call.role == Role::kInstantiate) {
-        g_hooks.graphs->AddInstantiatedClone(pthread_self(), clone);
+        g_hooks.session->graphs().AddInstantiatedClone(pthread_self(), clone);
       }
       return;
     }
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
-      g_hooks.graphs->OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
+      g_hooks.session->graphs().OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
       return;
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
-      g_hooks.graphs->OnExecDestroyed(Addr(g->graphExec));
+      g_hooks.session->graphs().OnExecDestroyed(Addr(g->graphExec));
       return;
     case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
-      g_hooks.graphs->OnGraphDestroyed(Addr(g->graph));
+      g_hooks.session->graphs().OnGraphDestroyed(Addr(g->graph));
       return;
     default:
       return;
@@ -629,7 +616,7 @@ void SetCallbackHooks(const CallbackHooks& hooks) { g_hooks = hooks; }
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
-  if (g_hooks.tracker == nullptr || data == nullptr) return;
+  if (g_hooks.session == nullptr || data == nullptr) return;
   // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
   if (InsideGpuwatch()) return;
   const ScopedInsideGpuwatch inside;

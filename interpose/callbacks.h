@@ -24,12 +24,7 @@
 
 namespace gpuwatch {
 
-class Tracker;
-class StackTable;
-class Transfers;
-class KernelTable;
-class GraphTable;
-struct Lifecycle;
+class Session;
 
 // An allocation that failed for lack of memory.
 struct OomEvent {
@@ -43,17 +38,14 @@ struct OomEvent {
 
 // Hooks for events the switchboard does not handle itself.
 struct CallbackHooks {
-  Tracker* tracker = nullptr;
-  StackTable* stacks = nullptr;  // null: no stacks
-  int depth = 0;                 // user frames to keep per stack
+  // The tables (recording()), the stack table (null: no stacks) and the
+  // graphs. Null: callbacks record nothing.
+  Session* session = nullptr;
+  int depth = 0;  // user frames to keep per stack
   // Called on the failing thread, inside the callback, after an allocation
   // failed with cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY.
   void (*on_oom)(const OomEvent& event) = nullptr;
-  Transfers* transfers = nullptr;  // null: copies are only counted
-  bool copy_activity = false;      // MEMCPY activity records will come
-  KernelTable* kernels = nullptr;
-  Lifecycle* lifecycle = nullptr;
-  GraphTable* graphs = nullptr;  // null: graph nodes are not followed
+  bool copy_activity = false;  // MEMCPY activity records will come
   // cuptiGetDeviceId: the device of an allocation's context. Null: device 0.
   decltype(&cuptiGetDeviceId) get_device_id = nullptr;
   // cuptiGetGraphNodeId. Null: graph nodes are not followed.

@@ -9,12 +9,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "interpose/activity.h"
+#include "interpose/agent.h"
 #include "interpose/background.h"
 #include "interpose/callbacks.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/reports.h"
-#include "interpose/session.h"
 
 namespace gpuwatch {
 namespace {
@@ -28,29 +27,19 @@ namespace {
 // poll() (it holds bg_mu otherwise). The host's own threads are the host's
 // business.
 void ForkPrepare() {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   if (!s.active.load()) return;
   std::unique_lock<std::mutex> background(s.bg_mu);
   s.bg_started.wait(background, [&s] { return !s.bg_starting; });
   background.release();  // held until ForkRelease
   s.report_mu.lock();
-  if (s.stacks != nullptr) s.stacks->LockForFork();
-  s.tracker->LockForFork();
-  s.timeline->LockForFork();
-  s.transfers->LockForFork();
-  s.kernels->LockForFork();
-  s.graphs->LockForFork();
+  s.session->LockForFork();
 }
 
 void ForkRelease() {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   if (!s.active.load()) return;
-  s.graphs->UnlockAfterFork();
-  s.kernels->UnlockAfterFork();
-  s.transfers->UnlockAfterFork();
-  s.timeline->UnlockAfterFork();
-  s.tracker->UnlockAfterFork();
-  if (s.stacks != nullptr) s.stacks->UnlockAfterFork();
+  s.session->UnlockAfterFork();
   s.report_mu.unlock();
   s.bg_mu.unlock();
 }
@@ -58,9 +47,9 @@ void ForkRelease() {
 // The report path of process `pid`: GPUWATCH_OUTPUT expanded again, relative
 // to the working directory at attach. When that is the parent's path (no %p
 // in the pattern), the child's gets ".child-PID" appended.
-std::string ForkOutputPath(const Session& s, long pid) {
+std::string ForkOutputPath(const Agent& s, long pid) {
   std::string path = ExpandOutputPattern(
-      s.config.output, pid, HostName(),
+      s.config().output, pid, HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); }));  // NOLINT
   if (path.empty() || path[0] != '/') path = s.attach_dir + "/" + path;
   if (path == s.output_path) path += ".child-" + std::to_string(pid);
@@ -79,38 +68,15 @@ void RenewPipe(int fds[2]) {
 }
 
 // The child of a fork() (a DataLoader worker, say) reports what it allocates
-// itself, never a copy of the parent's tables: it starts fresh ones (the
-// parent's copies are left untouched and unused) and a report path of its own.
-// The stack table is shared: it is append-only. Threads do not survive fork(),
+// itself, never a copy of the parent's tables: it starts a recording of its
+// own (Session::StartChildRecording; the parent's copy is left untouched and
+// unused) and a report path of its own. Threads do not survive fork(),
 // so the background thread is started again, on a pipe of the child's own.
 void ForkChild() {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   if (!s.active.load()) return;
   ForkRelease();
-  const bool paused = s.tracker->paused();
-  Tracker* parent_tracker = s.tracker;
-  s.tracker = new Tracker(kMaxStacks);
-  s.tracker->SetPaused(paused);
-  if (s.trace != nullptr) {
-    // The child's clock starts now: GPU times shift by the time since attach.
-    auto* trace = new Trace(s.trace->capacity());
-    trace->SetGpuClockOffset(s.trace->gpu_clock_offset() +
-                             static_cast<int64_t>(s.tracker->NowNs()) -
-                             static_cast<int64_t>(parent_tracker->NowNs()));
-    s.trace = trace;
-    s.tracker->SetTrace(trace);
-    SetActivityTrace(s.cupti.GetTimestamp != nullptr ? trace : nullptr);
-  }
-  s.timeline = new Timeline(static_cast<uint64_t>(s.config.sample_ms));
-  s.transfers = new Transfers();
-  s.kernels = new KernelTable();
-  s.lifecycle = new Lifecycle();
-  s.hooks.tracker = s.tracker;
-  s.hooks.transfers = s.transfers;
-  s.hooks.kernels = s.kernels;
-  s.hooks.lifecycle = s.lifecycle;
-  SetCallbackHooks(s.hooks);
-  SetActivitySinks(s.transfers, s.kernels);
+  s.session->StartChildRecording();  // the callbacks and activity records see it at once
   s.snapshots.store(0);
   s.ooms.store(0);
   s.context_reports.store(0);

@@ -18,8 +18,6 @@
 #include "interpose/guard.h"
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/log.h"
-#include "libgpuwatch/stacks/cfi_unwind.h"
-#include "libgpuwatch/stacks/python_stack.h"
 #include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
@@ -30,9 +28,9 @@ std::string HostName() {
   return buf;
 }
 
-void LogReport(const Session& s, const char* trigger, const std::string& path) {
-  if (s.config.run_log.empty()) return;
-  const int fd = open(s.config.run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+void LogReport(const Agent& s, const char* trigger, const std::string& path) {
+  if (s.config().run_log.empty()) return;
+  const int fd = open(s.config().run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return;
   const std::string line =
       std::string(trigger) + "\t" + path + "\t" + std::to_string(getpid()) + "\n";
@@ -42,7 +40,7 @@ void LogReport(const Session& s, const char* trigger, const std::string& path) {
 
 namespace {
 
-ReportContext MakeContext(const Session& s, const char* trigger, const char* label) {
+ReportContext MakeContext(const Agent& s, const char* trigger, const char* label) {
   ReportContext context;
   context.trigger = trigger;
   context.label = label != nullptr ? label : "";
@@ -64,7 +62,7 @@ int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
 }
 
 // The symbolizer that reports share; the caller holds report_mu.
-Symbolizer* ReportSymbolizer(Session& s) {
+Symbolizer* ReportSymbolizer(Agent& s) {
   unsigned long long unloads = 0;
   dl_iterate_phdr(&CountUnloads, &unloads);
   if (s.symbolizer == nullptr || unloads != s.symbolizer_unloads) {
@@ -78,48 +76,28 @@ Symbolizer* ReportSymbolizer(Session& s) {
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes). `captured`: the live
 // memory as a callback saw it (else the tracker's now).
-bool WriteReportOrThrow(Session& s, const std::string& path, const char* trigger, const char* label,
+bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, const char* label,
                         const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes,
                         const TrackerSnapshot* captured) {
-  const TrackerSnapshot snap = captured != nullptr ? *captured : s.tracker->Snapshot();
-  ReportContext context = MakeContext(s, trigger, label);
-  context.oom = oom;
-  context.oom_count = s.ooms.load();
-  context.stacks_dropped = s.stacks != nullptr ? s.stacks->dropped() : 0;
-  if (const PyFrameTable* py = PythonFrameTable()) context.python_frames_dropped = py->dropped();
-  context.depth = s.config.depth;
-  context.tool_frames = ToolFramesSeen();
-  context.unwinder = s.config.depth > 0 ? UnwindMethodName(ActiveUnwindMethod()) : "none";
-  context.unwind_fallbacks = CfiFallbacks();
-  const TransfersSnapshot transfers = s.transfers->Snapshot();
-  const std::vector<KernelStats> kernels = s.kernels->Snapshot();
-  context.transfers = &transfers;
-  context.kernels = &kernels;
-  context.kernel_timing = s.config.kernel_timing;
-  context.lifecycle = LifecycleFiguresOf(*s.lifecycle);
-  const TimelineSnapshot timeline = s.timeline->Snapshot();
-  context.timeline = &timeline;
-  TraceSnapshot trace;
-  if (s.trace != nullptr) {
-    trace = s.trace->Snapshot();
-    context.trace = &trace;
-  }
-  context.suppressions = s.suppressions;
-  SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
-  sites.set_pytorch_per_tensor(PytorchAllocatesPerTensor(context.pytorch_allocator));
-  const ReportAnalysis analysis = AnalyzeReport(snap, context, &sites);
-  const std::string json = BuildReportJson(snap, context, &sites, analysis);
-  if (leaked_device_bytes != nullptr) {
-    *leaked_device_bytes = LeakedDeviceBytes(analysis, &sites, s.suppressions);
-  }
+  ReportRequest request;
+  request.context = MakeContext(s, trigger, label);
+  request.context.oom = oom;
+  request.context.oom_count = s.ooms.load();
+  request.captured = captured;
+  request.symbolizer = s.session->stacks() != nullptr ? ReportSymbolizer(s) : nullptr;
+  SessionReport report(*s.session, std::move(request));
+  report.Build();
+  if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
   std::string error;
-  const bool ok = WriteFileAtomically(path, json, &error);
+  const bool ok = WriteFileAtomically(path, report.json(), &error);
   if (!ok) Warn("could not write the %s report: %s", trigger, error.c_str());
   if (ok) LogReport(s, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.
-  const bool announce = ok && s.config.run_log.empty();
-  if (summary) {
-    WriteStderr(BuildSummaryText(snap, context, analysis, &sites, announce ? path : "").c_str());
+  const bool announce = ok && s.config().run_log.empty();
+  if (summary) WriteStderr(report.Summary(announce ? path : "").c_str());
+  if (ok && oom != nullptr) {
+    Warn("out of memory: %s of %s failed at %s; report written to %s", oom->api.c_str(),
+         FormatBytes(oom->size).c_str(), report.LocationOf(oom->stack_id).c_str(), path.c_str());
   }
   return ok;
 }
@@ -127,7 +105,7 @@ bool WriteReportOrThrow(Session& s, const std::string& path, const char* trigger
 // WriteReportOrThrow, for code that runs inside the host: whatever fails
 // while the report is built (memory, a value JSON cannot hold) costs the
 // report and one line, never the program.
-bool WriteReport(Session& s, const std::string& path, const char* trigger, const char* label,
+bool WriteReport(Agent& s, const std::string& path, const char* trigger, const char* label,
                  const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
                  const TrackerSnapshot* captured = nullptr) {
   try {
@@ -141,28 +119,22 @@ bool WriteReport(Session& s, const std::string& path, const char* trigger, const
 }
 
 // The reports callbacks queued, written now; the caller holds report_mu.
-void WritePendingLocked(Session& s) {
+void WritePendingLocked(Agent& s) {
   std::vector<PendingReport> pending;
   {
     std::lock_guard<Mutex> lock(s.pending_mu);
     pending.swap(s.pending);
   }
   for (const PendingReport& r : pending) {
-    const OomInfo* oom = r.has_oom ? &r.oom : nullptr;
-    if (!WriteReport(s, r.path, r.trigger, nullptr, oom, false, nullptr, &r.snapshot) ||
-        oom == nullptr) {
-      continue;
-    }
-    SiteResolver sites(s.stacks, s.stacks != nullptr ? ReportSymbolizer(s) : nullptr);
-    Warn("out of memory: %s of %s failed at %s; report written to %s", oom->api.c_str(),
-         FormatBytes(oom->size).c_str(), sites.LocationOf(oom->stack_id).c_str(), r.path.c_str());
+    WriteReport(s, r.path, r.trigger, nullptr, r.has_oom ? &r.oom : nullptr, false, nullptr,
+                &r.snapshot);
   }
 }
 
 // Hands a report captured inside a callback to the background thread. The
 // pipe is non-blocking: when it is full, a wake-up is pending anyway. Without
 // a background thread the exit report writes it first.
-void QueueReport(Session& s, PendingReport&& report) {
+void QueueReport(Agent& s, PendingReport&& report) {
   {
     std::lock_guard<Mutex> lock(s.pending_mu);
     s.pending.push_back(std::move(report));
@@ -174,7 +146,7 @@ void QueueReport(Session& s, PendingReport&& report) {
 }
 
 void WriteExitReport() {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   if (!s.active.load()) return;
   if (HoldsGpuwatchLock()) {
     // exit() from a signal handler that interrupted gpuwatch on this thread
@@ -193,15 +165,15 @@ void WriteExitReport() {
   // come are counted from the calls alone. Outside report_mu: the buffer
   // callbacks run on the flushing thread.
   if (s.activity && !in_callback) FlushActivity(s.cupti);
-  s.transfers->Settle();
+  s.recording().transfers.Settle();
   std::lock_guard<Mutex> lock(s.report_mu);
   if (s.exit_report_written) return;
   s.exit_report_written = true;
   WritePendingLocked(s);  // captured before the end: they come first
   // A forked child that never used CUDA itself writes nothing.
-  if (s.fork_child && s.tracker->EventCount() == 0) return;
+  if (s.fork_child && s.recording().tracker.EventCount() == 0) return;
   uint64_t leaked = 0;
-  if (WriteReport(s, s.output_path, "exit", nullptr, nullptr, s.config.summary, &leaked)) {
+  if (WriteReport(s, s.output_path, "exit", nullptr, nullptr, s.config().summary, &leaked)) {
     s.exit_report_path = s.output_path;
   }
   s.exit_leaked_bytes.store(leaked);
@@ -213,10 +185,11 @@ std::atomic<bool> g_exit_handler{false};
 // The exit report's handler: registered at attach, so it runs before the CUDA
 // runtime's own teardown (registered earlier) in programs linked with cudart.
 void OnExit(int status, void*) {
-  Session& s = GetSession();
-  if (s.lifecycle != nullptr) s.lifecycle->exit_status.store(status);
+  Agent& s = GetAgent();
+  if (s.session == nullptr) return;  // never attached: nothing to report
+  s.recording().lifecycle.exit_status.store(status);
   WriteExitReport();
-  s.exit_report_done_ns.store(s.tracker != nullptr ? s.tracker->NowNs() : 0);
+  s.exit_report_done_ns.store(s.recording().tracker.NowNs());
 }
 
 // Teardown: a CUDA runtime that destroys its contexts from its own exit
@@ -225,11 +198,11 @@ void OnExit(int status, void*) {
 // returns; the time since the exit report is patched into it. NVIDIA's runtime
 // (driver 580, CUDA 13.0) reported no such destruction: teardown_ns stays null.
 void OnTeardownDone(int, void*) {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   const uint64_t done = s.exit_report_done_ns.load();
   if (done == 0 || s.exit_report_path.empty()) return;
   std::string error;
-  if (!SetReportTeardown(s.exit_report_path, s.tracker->NowNs() - done, &error)) {
+  if (!SetReportTeardown(s.exit_report_path, s.recording().tracker.NowNs() - done, &error)) {
     Warn("could not add the teardown time to the exit report: %s", error.c_str());
   }
 }
@@ -250,20 +223,20 @@ void OnTeardownDone(int, void*) {
 //   destructors, say) do not run when the status is changed.
 // It never writes the report itself: by then CUDA may be torn down.
 void OnExitStatus(int status, void*) {
-  Session& s = GetSession();
-  if (!s.active.load() || s.config.exitcode == 0 || status != 0) return;
+  Agent& s = GetAgent();
+  if (!s.active.load() || s.config().exitcode == 0 || status != 0) return;
   if (!s.exit_leak_known.load() || s.exit_leaked_bytes.load() == 0) return;
   Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
-       s.config.exitcode, FormatBytes(s.exit_leaked_bytes.load()).c_str());
+       s.config().exitcode, FormatBytes(s.exit_leaked_bytes.load()).c_str());
   std::fflush(nullptr);
-  _exit(s.config.exitcode);
+  _exit(s.config().exitcode);
 }
 
 std::atomic<bool> g_exit_status_handler{false};
 
 // Device free/total from the driver in the process (resolved at the first
 // CUDA call), or zeros.
-void DeviceMemoryInfo(const Session& s, uint64_t* free_bytes, uint64_t* total_bytes) {
+void DeviceMemoryInfo(const Agent& s, uint64_t* free_bytes, uint64_t* total_bytes) {
   *free_bytes = 0;
   *total_bytes = 0;
   const MemGetInfoFn fn = s.mem_get_info.load();
@@ -297,13 +270,13 @@ void RegisterExitStatusHandler() {
 
 void OnFirstCall() {
   RegisterExitHandler();
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   // Under `gpuwatch run`: this process uses CUDA, so it owes a report. If it
   // ends without one (_exit, the dynamic loader's status 127), the command
   // says so and shows the last checkpoint.
   LogReport(s, "cuda", "");
   // The runtime may have been loaded after attach (dlopen, import torch).
-  if (s.stacks != nullptr) RefreshToolModules();
+  if (s.session->stacks() != nullptr) RefreshToolModules();
   // For the free memory an out-of-memory report gives. The reference is kept,
   // so that the function stays valid as long as gpuwatch may call it.
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
@@ -317,10 +290,11 @@ void OnFirstCall() {
 // report. Frameworks retry after freeing caches, so reports are rate-limited
 // (one per second, ten in all); every failure is counted.
 void OnOutOfMemory(const OomEvent& event) {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   s.ooms.fetch_add(1);
-  if (s.trace != nullptr) {
-    s.trace->Oom(s.tracker->NowNs(), event.device, event.size, event.kind, event.stack_id);
+  if (s.recording().trace != nullptr) {
+    s.recording().trace->Oom(s.recording().tracker.NowNs(), event.device, event.size, event.kind,
+                             event.stack_id);
   }
   constexpr uint64_t kMinGapNs = 1000000000ULL;
   constexpr int kMaxReports = 10;
@@ -342,7 +316,7 @@ void OnOutOfMemory(const OomEvent& event) {
   report.oom.stack_id = event.stack_id;
   report.oom.device = event.device;
   DeviceMemoryInfo(s, &report.oom.device_free, &report.oom.device_total);
-  report.snapshot = s.tracker->Snapshot();
+  report.snapshot = s.recording().tracker.Snapshot();
   QueueReport(s, std::move(report));
 }
 
@@ -352,24 +326,24 @@ void OnOutOfMemory(const OomEvent& event) {
 // live memory is captured now, unless the exit report already covers it, and
 // the background thread writes the report.
 void OnContextDestroy() {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   if (!s.active.load()) return;
   if (s.exiting.load()) {
     // The runtime's teardown at exit: time it (OnTeardownDone).
     if (!s.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
     return;
   }
-  if (s.tracker->DeviceCurrentBytes() == 0) return;
+  if (s.recording().tracker.DeviceCurrentBytes() == 0) return;
   const int n = s.context_reports.fetch_add(1) + 1;
   PendingReport report;
   report.path = s.output_path + ".context-" + std::to_string(n);
   report.trigger = "context_destroy";
-  report.snapshot = s.tracker->Snapshot();
+  report.snapshot = s.recording().tracker.Snapshot();
   QueueReport(s, std::move(report));
 }
 
 void WritePendingReports() {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   std::lock_guard<Mutex> lock(s.report_mu);
   WritePendingLocked(s);
 }
@@ -379,10 +353,10 @@ void WritePendingReports() {
 // may hold a lock, so report_mu is only tried, and the handler gives up on a
 // report that takes too long.
 void WriteSignalReport(int sig, bool final) {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   // Only a process that made CUDA calls (of its own, after a fork) reports.
   if (!s.active.load() || !ExitHandlerRegistered()) return;
-  if (s.fork_child && s.tracker->EventCount() == 0) return;
+  if (s.fork_child && s.recording().tracker.EventCount() == 0) return;
   const bool crash =
       sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
   // Not after a crash: CUPTI's state may be what broke.
@@ -397,7 +371,7 @@ void WriteSignalReport(int sig, bool final) {
   if (final) s.final_report = true;
   char name[32];
   WriteReport(s, s.output_path, "signal", FatalSignalName(sig, name, sizeof(name)), nullptr,
-              s.config.summary);
+              s.config().summary);
 }
 
 // Checkpoints (GPUWATCH_CHECKPOINT_SECONDS): the main report, replaced in
@@ -405,11 +379,11 @@ void WriteSignalReport(int sig, bool final) {
 // complete report behind. Written when the interval has passed and something
 // changed, and at a new device peak, never at more than 5% of a core
 // (libgpuwatch/report/checkpoint.h); looked at once a second.
-void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now) {
+void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now) {
   if (c.failed || !ExitHandlerRegistered()) return;  // no CUDA call yet
-  const uint64_t events = s.tracker->EventCount();
-  const uint64_t peak = s.tracker->DevicePeakBytes();
-  const uint64_t interval_ns = static_cast<uint64_t>(s.config.checkpoint_seconds) * 1000000000ULL;
+  const uint64_t events = s.recording().tracker.EventCount();
+  const uint64_t peak = s.recording().tracker.DevicePeakBytes();
+  const uint64_t interval_ns = static_cast<uint64_t>(s.config().checkpoint_seconds) * 1000000000ULL;
   if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
   std::lock_guard<Mutex> lock(s.report_mu);
   if (s.exit_report_written || s.final_report) return;  // the final report stands
@@ -422,7 +396,7 @@ void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now) {
 }
 
 int WriteSnapshot(const char* label) {
-  Session& s = GetSession();
+  Agent& s = GetAgent();
   const int n = s.snapshots.fetch_add(1) + 1;
   if (s.activity) FlushActivity(s.cupti);  // outside report_mu
   std::lock_guard<Mutex> lock(s.report_mu);

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "interpose/agent.h"
 #include "interpose/callbacks.h"
-#include "interpose/session.h"
 #include "libgpuwatch/report/checkpoint.h"
 
 namespace gpuwatch {
@@ -22,7 +22,7 @@ std::string HostName();
 // Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
 // one line "TRIGGER<TAB>PATH<TAB>PID", appended with one write(2); trigger
 // "cuda" (no path) when a process makes its first CUDA call.
-void LogReport(const Session& s, const char* trigger, const std::string& path);
+void LogReport(const Agent& s, const char* trigger, const std::string& path);
 
 // Callback hooks (callbacks.h): run inside the failing or destroying call.
 void OnOutOfMemory(const OomEvent& event);
@@ -47,7 +47,7 @@ struct Checkpoints {
   CheckpointState last;
   bool failed = false;  // one warning, then no more tries
 };
-void MaybeCheckpoint(Session& s, Checkpoints& c, uint64_t now);
+void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now);
 
 // gpuwatch_snapshot(): 0 when written.
 int WriteSnapshot(const char* label);

@@ -17,6 +17,7 @@ BELOW = {
     "symbolize": {"base", "stacks"},
     "analysis": {"base", "stacks", "symbolize"},
     "report": {"base", "record", "stacks", "symbolize", "analysis"},
+    "session": {"base", "record", "stacks", "symbolize", "analysis", "report"},
 }
 # tools/ reads reports: the schema, formats, suppressions and frame names;
 # never the live tables, the stack capture or the library's report writer.

@@ -18,9 +18,7 @@
 #include "interpose/cupti_loader.h"
 #include "interpose/guard.h"
 #include "libgpuwatch/base/mutex.h"
-#include "libgpuwatch/record/graphs.h"
-#include "libgpuwatch/record/tracker.h"
-#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/session/session.h"
 
 namespace gpuwatch {
 namespace {
@@ -401,14 +399,20 @@ TEST(Parse, NullParamsAreRefusedNotRead) {
 
 // --- The switchboard ----------------------------------------------------------
 
+// A session without stacks or an event trace.
+Config PlainConfig() {
+  Config config;
+  config.depth = 0;
+  config.trace_events = 0;
+  return config;
+}
+
 // A fresh set of tables behind the callbacks, for one test.
 class Switchboard : public ::testing::Test {
  protected:
   void SetUp() override {
     CallbackHooks hooks;
-    hooks.tracker = &tracker_;
-    hooks.transfers = &transfers_;
-    hooks.graphs = &graphs_;
+    hooks.session = &session_;
     hooks.get_graph_node_id = &NodeId;
     SetCallbackHooks(hooks);
   }
@@ -463,9 +467,10 @@ class Switchboard : public ::testing::Test {
 
   uint64_t Live() { return tracker_.Snapshot().live.size(); }
 
-  Tracker tracker_;
-  Transfers transfers_;
-  GraphTable graphs_;
+  Session session_{PlainConfig()};
+  Tracker& tracker_ = session_.recording().tracker;
+  Transfers& transfers_ = session_.recording().transfers;
+  GraphTable& graphs_ = session_.graphs();
 };
 
 // gpuwatch's own work inside a callback (here the out-of-memory hook) may
@@ -476,7 +481,7 @@ TEST_F(Switchboard, CallbacksCausedByGpuwatchItselfAreIgnored) {
   self = this;
   hook_calls = 0;
   CallbackHooks hooks;
-  hooks.tracker = &tracker_;
+  hooks.session = &session_;
   hooks.on_oom = [](const OomEvent&) {
     ++hook_calls;
     EXPECT_TRUE(InsideGpuwatch());
@@ -515,6 +520,23 @@ TEST(GpuwatchMutex, CountsTheLocksTheCallingThreadHolds) {
     other.join();
   }
   EXPECT_FALSE(HoldsGpuwatchLock());
+}
+
+// A fork child starts a recording of its own (fork.cc): the callbacks read
+// the session's tables per event, so the next event goes there, with no hook
+// to install again.
+TEST_F(Switchboard, AfterAForkTheNextEventGoesToTheChildsRecording) {
+  Malloc(0x1000, 512, 1);
+  const Recording& parent = session_.recording();
+  session_.StartChildRecording();
+  Malloc(0x2000, 256, 2);
+  const TrackerSnapshot child = session_.recording().tracker.Snapshot();
+  ASSERT_EQ(child.live.size(), 1u);
+  EXPECT_EQ(child.live[0].address, 0x2000u);
+  EXPECT_EQ(child.live[0].size, 256u);
+  const TrackerSnapshot before = parent.tracker.Snapshot();
+  ASSERT_EQ(before.live.size(), 1u);
+  EXPECT_EQ(before.live[0].address, 0x1000u);
 }
 
 TEST_F(Switchboard, AFreeIsRecordedAtEntryAndUndoneWhenItFails) {

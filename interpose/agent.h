@@ -1,15 +1,19 @@
-// The state of gpuwatch in this process, shared by the files of interpose/:
-// attach.cc (entry points, the C API), reports.cc (every report and when it
-// is written), background.cc (gpuwatch's own thread) and fork.cc. One
-// Session, made at attach and never destroyed (exit order cannot bite).
+// gpuwatch's agent in this process: what interpose/ keeps besides the
+// Session (libgpuwatch/session/session.h, the configuration, the tables and
+// the reports built from them): CUPTI, the pipes, the report lock, the
+// background thread's state and the reports callbacks queued. Shared by the
+// files of interpose/: attach.cc (entry points, the C API), reports.cc
+// (every report and when it is written), background.cc (gpuwatch's own
+// thread) and fork.cc. One Agent, made at attach and never destroyed (exit
+// order cannot bite).
 //
 // Threads and locks: the application's threads enter through CUPTI callbacks
 // (callbacks.cc, which take only the tables' own locks) and the C API;
 // reports take report_mu and then the tables' locks; the background thread
 // holds bg_mu except in poll(). No report is built inside a CUPTI callback:
 // a callback captures what only its moment knows and queues it (pending).
-#ifndef GPUWATCH_INTERPOSE_SESSION_H_
-#define GPUWATCH_INTERPOSE_SESSION_H_
+#ifndef GPUWATCH_INTERPOSE_AGENT_H_
+#define GPUWATCH_INTERPOSE_AGENT_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -21,24 +25,13 @@
 
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
-#include "libgpuwatch/analysis/growth.h"
-#include "libgpuwatch/analysis/suppressions.h"
 #include "libgpuwatch/base/config.h"
 #include "libgpuwatch/base/mutex.h"
-#include "libgpuwatch/record/graphs.h"
-#include "libgpuwatch/record/kernels.h"
-#include "libgpuwatch/record/lifecycle.h"
-#include "libgpuwatch/record/trace.h"
-#include "libgpuwatch/record/tracker.h"
-#include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/report/report.h"
-#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/session/session.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
 namespace gpuwatch {
-
-// Distinct stacks (and per-site counters) at most.
-inline constexpr uint32_t kMaxStacks = 1u << 20;
 
 // A report captured inside a callback (an out-of-memory failure, a context
 // about to be destroyed) and written later by the background thread, or at
@@ -53,16 +46,15 @@ struct PendingReport {
 
 using MemGetInfoFn = int (*)(size_t* free_bytes, size_t* total_bytes);
 
-struct Session {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
-  Config config;
+struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
+  // Made at attach once CUPTI took the subscription; null before (and when
+  // gpuwatch is off). Read only once `active` is set.
+  Session* session = nullptr;
+  const Config& config() const { return session->config(); }
+  Recording& recording() const { return session->recording(); }
+
   CuptiApi cupti;
   CUpti_SubscriberHandle subscriber = nullptr;
-  Tracker* tracker = nullptr;
-  StackTable* stacks = nullptr;
-  Transfers* transfers = nullptr;
-  KernelTable* kernels = nullptr;
-  Lifecycle* lifecycle = nullptr;
-  GraphTable* graphs = nullptr;
   bool activity = false;    // CUPTI activity records are enabled
   std::string output_path;  // absolute, expanded at attach time
   std::string attach_mode;
@@ -97,12 +89,8 @@ struct Session {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leak
   std::atomic<uint64_t> exit_report_done_ns{0};
   std::atomic<bool> exiting{false};  // the exit report has begun
   std::atomic<bool> teardown_handler{false};
-  Timeline* timeline = nullptr;
-  Trace* trace = nullptr;                      // GPUWATCH_TRACE_EVENTS; null: no event trace
-  const Suppressions* suppressions = nullptr;  // GPUWATCH_SUPPRESSIONS; null: none
-  CallbackHooks hooks;                         // as installed; a fork child swaps the tables
-  std::string attach_dir;                      // working directory at attach
-  bool fork_child = false;                     // forked after attach
+  std::string attach_dir;   // working directory at attach
+  bool fork_child = false;  // forked after attach
   // A signal report that the process dies right after is on disk (or being
   // written): no checkpoint may replace it. Guarded by report_mu.
   bool final_report = false;
@@ -111,8 +99,8 @@ struct Session {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leak
   std::atomic<bool> exit_leak_known{false};
 };
 
-Session& GetSession();
+Agent& GetAgent();
 
 }  // namespace gpuwatch
 
-#endif  // GPUWATCH_INTERPOSE_SESSION_H_
+#endif  // GPUWATCH_INTERPOSE_AGENT_H_

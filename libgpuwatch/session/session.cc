@@ -1,0 +1,127 @@
+#include "libgpuwatch/session/session.h"
+
+#include <utility>
+
+#include "libgpuwatch/stacks/python_frames.h"
+#include "libgpuwatch/stacks/python_stack.h"
+#include "libgpuwatch/stacks/unwind.h"
+
+namespace gpuwatch {
+
+Recording::Recording(const Config& config, size_t trace_events)
+    : tracker(kMaxStacks), timeline(static_cast<uint64_t>(config.sample_ms)) {
+  if (trace_events == 0) return;
+  trace = std::make_unique<Trace>(trace_events);
+  if (trace->capacity() == 0) {
+    trace.reset();
+    return;
+  }
+  tracker.SetTrace(trace.get());
+}
+
+Session::Session(Config config, std::string* warning) : config_(std::move(config)) {
+  if (config_.depth > 0) stacks_ = std::make_unique<StackTable>(kMaxStacks, kMaxStackBytes);
+  const size_t trace_events =
+      config_.trace_events > 0 ? static_cast<size_t>(config_.trace_events) : 0;
+  auto* first = new Recording(config_, trace_events);
+  if (trace_events > 0 && first->trace == nullptr && warning != nullptr) {
+    *warning = "cannot reserve the event trace (" + std::to_string(trace_events) +
+               " events); the report has no trace";
+  }
+  recording_.store(first, std::memory_order_release);
+}
+
+bool Session::LoadSuppressions(std::string* error) {
+  if (config_.suppressions.empty()) return true;
+  auto loaded = std::make_unique<Suppressions>();
+  if (!loaded->LoadFile(config_.suppressions, error)) return false;
+  suppressions_ = std::move(loaded);
+  return true;
+}
+
+void Session::SetGpuClock(uint64_t gpu_now_ns) {
+  Recording& r = recording();
+  if (r.trace == nullptr) return;
+  r.trace->SetGpuClockOffset(static_cast<int64_t>(r.tracker.NowNs()) -
+                             static_cast<int64_t>(gpu_now_ns));
+  r.trace_gpu = true;
+}
+
+void Session::StartChildRecording() {
+  const Recording& parent = recording();
+  const size_t trace_events = parent.trace != nullptr ? parent.trace->capacity() : 0;
+  auto* child = new Recording(config_, trace_events);
+  child->tracker.SetPaused(parent.tracker.paused());
+  if (child->trace != nullptr && parent.trace != nullptr) {
+    // The child's clock starts now: GPU times shift by the time since attach.
+    child->trace->SetGpuClockOffset(parent.trace->gpu_clock_offset() +
+                                    static_cast<int64_t>(child->tracker.NowNs()) -
+                                    static_cast<int64_t>(parent.tracker.NowNs()));
+    child->trace_gpu = parent.trace_gpu;
+  }
+  recording_.store(child, std::memory_order_release);  // the parent's is leaked on purpose
+}
+
+void Session::LockForFork() {
+  Recording& r = recording();
+  if (stacks_ != nullptr) stacks_->LockForFork();
+  r.tracker.LockForFork();
+  r.timeline.LockForFork();
+  r.transfers.LockForFork();
+  r.kernels.LockForFork();
+  graphs_.LockForFork();
+}
+
+void Session::UnlockAfterFork() {
+  Recording& r = recording();
+  graphs_.UnlockAfterFork();
+  r.kernels.UnlockAfterFork();
+  r.transfers.UnlockAfterFork();
+  r.timeline.UnlockAfterFork();
+  r.tracker.UnlockAfterFork();
+  if (stacks_ != nullptr) stacks_->UnlockAfterFork();
+}
+
+SessionReport::SessionReport(const Session& session, ReportRequest request)
+    : session_(session),
+      context_(std::move(request.context)),
+      sites_(session.stacks(), session.stacks() != nullptr ? request.symbolizer : nullptr) {
+  const Recording& r = session.recording();
+  snapshot_ = request.captured != nullptr ? *request.captured : r.tracker.Snapshot();
+  transfers_ = r.transfers.Snapshot();
+  kernels_ = r.kernels.Snapshot();
+  timeline_ = r.timeline.Snapshot();
+  if (r.trace != nullptr) {
+    trace_ = r.trace->Snapshot();
+    context_.trace = &trace_;
+  }
+  const Config& config = session.config();
+  context_.transfers = &transfers_;
+  context_.kernels = &kernels_;
+  context_.kernel_timing = config.kernel_timing;
+  context_.timeline = &timeline_;
+  context_.lifecycle = LifecycleFiguresOf(r.lifecycle);
+  context_.suppressions = session.suppressions();
+  context_.depth = config.depth;
+  context_.stacks_dropped = session.stacks() != nullptr ? session.stacks()->dropped() : 0;
+  if (const PyFrameTable* py = PythonFrameTable()) context_.python_frames_dropped = py->dropped();
+  context_.tool_frames = ToolFramesSeen();
+  context_.unwinder = config.depth > 0 ? UnwindMethodName(ActiveUnwindMethod()) : "none";
+  context_.unwind_fallbacks = CfiFallbacks();
+  sites_.set_pytorch_per_tensor(PytorchAllocatesPerTensor(context_.pytorch_allocator));
+}
+
+void SessionReport::Build() {
+  analysis_ = AnalyzeReport(snapshot_, context_, &sites_);
+  json_ = BuildReportJson(snapshot_, context_, &sites_, analysis_);
+}
+
+uint64_t SessionReport::leaked_device_bytes() {
+  return LeakedDeviceBytes(analysis_, &sites_, session_.suppressions());
+}
+
+std::string SessionReport::Summary(const std::string& path) {
+  return BuildSummaryText(snapshot_, context_, analysis_, &sites_, path);
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,151 @@
+// A Session is gpuwatch's whole record of one process: the configuration,
+// every table the callbacks write, and the report built from them.
+//
+// interpose/ holds one Session (agent.h) and reaches every table through it:
+// the callbacks (callbacks.cc) and the activity buffers (activity.cc) read
+// recording() once per event, so that the child of a fork, which records
+// what it does itself, starts on fresh tables with one pointer swap
+// (StartChildRecording). Reports are built here (SessionReport), by the
+// library and by the benchmarks alike.
+//
+// Who may call it: interpose/, tests and benchmarks. tools/ reads reports
+// and never includes this folder.
+#ifndef GPUWATCH_LIBGPUWATCH_SESSION_SESSION_H_
+#define GPUWATCH_LIBGPUWATCH_SESSION_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/base/config.h"
+#include "libgpuwatch/record/graphs.h"
+#include "libgpuwatch/record/kernels.h"
+#include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/trace.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/report/report.h"
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
+
+namespace gpuwatch {
+
+// Distinct stacks (and per-site counters) at most.
+inline constexpr uint32_t kMaxStacks = 1u << 20;
+// The stack table's arena at most.
+inline constexpr size_t kMaxStackBytes = size_t{256} << 20;
+
+// What one process recorded since attach, or since the fork that made it.
+struct Recording {
+  // `trace_events` 0: no event trace.
+  Recording(const Config& config, size_t trace_events);
+
+  Tracker tracker;
+  Timeline timeline;
+  Transfers transfers;
+  KernelTable kernels;
+  Lifecycle lifecycle;
+  std::unique_ptr<Trace> trace;  // GPUWATCH_TRACE_EVENTS; null: no event trace
+  // Activity records (copies, kernels) go into the trace: CUPTI's clock
+  // offset from the tracker's is known (Session::SetGpuClock).
+  bool trace_gpu = false;
+};
+
+class Session {
+ public:
+  // The tables, empty: a stack table when config.depth > 0, the first
+  // recording, and an event trace when config.trace_events > 0 and its
+  // memory could be reserved (else *warning says so).
+  explicit Session(Config config, std::string* warning = nullptr);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const Config& config() const { return config_; }
+  StackTable* stacks() const { return stacks_.get(); }  // null: no stacks
+  GraphTable& graphs() { return graphs_; }
+  // GPUWATCH_SUPPRESSIONS as loaded (LoadSuppressions); null: none.
+  const Suppressions* suppressions() const { return suppressions_.get(); }
+
+  // The tables being written now. One acquire load: a callback calls it
+  // once per event and uses the reference it got for that event.
+  Recording& recording() const { return *recording_.load(std::memory_order_acquire); }
+
+  // Loads config().suppressions, when set. False (and *error) when the file
+  // cannot be used; nothing is suppressed then.
+  bool LoadSuppressions(std::string* error);
+
+  // CUPTI's clock read now (`gpu_now_ns`): activity records, stamped on it,
+  // go into the trace from then on. Without it copies and kernels are not
+  // traced.
+  void SetGpuClock(uint64_t gpu_now_ns);
+
+  // The child of a fork reports what it does itself: a fresh recording,
+  // paused if the parent's was, whose trace (if any) keeps the parent's
+  // clock offset shifted to the child's clock. The stack table and the
+  // graphs stay: the stacks are append-only, the graphs' definitions hold.
+  // The parent's recording is left as it was (and never freed).
+  void StartChildRecording();
+
+  // For pthread_atfork: every table's locks, taken in the prepare handler
+  // and released in the parent and the child.
+  void LockForFork();
+  void UnlockAfterFork();
+
+ private:
+  Config config_;
+  std::unique_ptr<StackTable> stacks_;
+  GraphTable graphs_;
+  std::unique_ptr<Suppressions> suppressions_;
+  std::atomic<Recording*> recording_;
+};
+
+// The facts of the process and the moment that the tables do not hold.
+struct ReportRequest {
+  ReportContext context;  // trigger, label, process facts, OOM; the rest is filled in
+  // The live memory as a callback saw it; null: the tracker's now.
+  const TrackerSnapshot* captured = nullptr;
+  // Kept from report to report by the caller (symbolization is the costly
+  // part of a report); null: a fresh one, for this report only.
+  Symbolizer* symbolizer = nullptr;
+};
+
+// One report of a session, in two steps that a benchmark can time apart:
+// the constructor copies the tables (snapshots), Build() analyzes them once
+// and writes the JSON; the leaked bytes and the stderr summary come from
+// the same analysis.
+class SessionReport {
+ public:
+  SessionReport(const Session& session, ReportRequest request);
+  SessionReport(const SessionReport&) = delete;
+  SessionReport& operator=(const SessionReport&) = delete;
+
+  void Build();
+  const std::string& json() const { return json_; }
+  // Device bytes the report counts as leaked (LeakedDeviceBytes).
+  uint64_t leaked_device_bytes();
+  // The stderr summary; `path` is where the report went ("" when it failed).
+  std::string Summary(const std::string& path);
+  // "file:line (function)" of a stack, as the report names it.
+  std::string LocationOf(uint32_t stack_id) { return sites_.LocationOf(stack_id); }
+
+ private:
+  const Session& session_;
+  ReportContext context_;
+  TrackerSnapshot snapshot_;
+  TransfersSnapshot transfers_;
+  std::vector<KernelStats> kernels_;
+  TimelineSnapshot timeline_;
+  TraceSnapshot trace_;
+  SiteResolver sites_;
+  ReportAnalysis analysis_;
+  std::string json_;
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_SESSION_SESSION_H_

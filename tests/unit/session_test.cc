@@ -1,0 +1,124 @@
+// The Session: one process's tables behind one pointer, a fork child's fresh
+// recording, and the report built through the path the library uses.
+#include "libgpuwatch/session/session.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch {
+namespace {
+
+Config SmallConfig(int depth, long trace_events) {
+  Config config;
+  config.depth = depth;
+  config.trace_events = trace_events;
+  return config;
+}
+
+void Alloc(Tracker& tracker, uint64_t address, uint64_t size, MemKind kind = MemKind::kDevice) {
+  AllocEvent e;
+  e.address = address;
+  e.size = size;
+  e.kind = kind;
+  tracker.OnAlloc(e);
+}
+
+TEST(Session, OwnsAStackTableOnlyWhenStacksAreKept) {
+  const Session with(SmallConfig(8, 0));
+  const Session without(SmallConfig(0, 0));
+  EXPECT_NE(with.stacks(), nullptr);
+  EXPECT_EQ(without.stacks(), nullptr);
+  EXPECT_EQ(with.recording().trace, nullptr);
+}
+
+TEST(Session, AForkChildRecordsOnFreshTablesPausedAsTheParentWas) {
+  Session session(SmallConfig(8, 64));
+  Recording& parent = session.recording();
+  session.SetGpuClock(1000000);
+  ASSERT_TRUE(parent.trace_gpu);
+  Alloc(parent.tracker, 0x1000, 512);
+  parent.kernels.OnLaunch("parent_kernel");
+  parent.tracker.SetPaused(true);
+  StackTable* stacks = session.stacks();
+
+  session.StartChildRecording();
+  Recording& child = session.recording();
+  ASSERT_NE(&child, &parent);
+  EXPECT_TRUE(child.tracker.paused());
+  EXPECT_TRUE(child.tracker.Snapshot().live.empty());
+  EXPECT_TRUE(child.kernels.Snapshot().empty());
+  EXPECT_EQ(session.stacks(), stacks) << "the stack table is append-only and shared";
+  ASSERT_NE(child.trace, nullptr);
+  EXPECT_EQ(child.trace->capacity(), parent.trace->capacity());
+  EXPECT_TRUE(child.trace_gpu);
+  // The same GPU instant maps to each tracker's own clock: the offsets differ
+  // by the time between the two trackers' starts (read twice here, a few
+  // microseconds apart at most).
+  const int64_t gap =
+      static_cast<int64_t>(parent.tracker.NowNs()) - static_cast<int64_t>(child.tracker.NowNs());
+  const int64_t shift = parent.trace->gpu_clock_offset() - child.trace->gpu_clock_offset();
+  EXPECT_GT(gap, 0);
+  EXPECT_LT(std::llabs(shift - gap), 1000000) << "shift " << shift << " gap " << gap;
+  // The parent's tables are left as they were.
+  EXPECT_EQ(parent.tracker.Snapshot().live.size(), 1u);
+  EXPECT_EQ(parent.kernels.Snapshot().size(), 1u);
+}
+
+TEST(SessionReport, ReportsWhatTheSessionRecordedWithExactBytes) {
+  Session session(SmallConfig(0, 64));
+  Recording& r = session.recording();
+  Alloc(r.tracker, 0x1000, 1 << 20);
+  Alloc(r.tracker, 0x2000, 4096);
+  Alloc(r.tracker, 0x3000, 64, MemKind::kPinnedHost);
+  ASSERT_TRUE(r.tracker.OnFree(0x2000));
+  r.kernels.OnLaunch("step_kernel");
+  r.kernels.OnLaunch("step_kernel");
+  r.lifecycle.FirstCall(5);
+
+  ReportRequest request;
+  request.context.trigger = "exit";
+  request.context.pid = 42;
+  SessionReport report(session, std::move(request));
+  // The tables are copied at construction: what comes after is not in it.
+  Alloc(r.tracker, 0x4000, 777);
+  report.Build();
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  EXPECT_EQ(j["trigger"], "exit");
+  EXPECT_EQ(j["process"]["pid"], 42);
+  EXPECT_EQ(j["leaks"]["device"]["bytes"], 1 << 20);
+  EXPECT_EQ(j["leaks"]["device"]["count"], 1);
+  EXPECT_EQ(j["leaks"]["host"]["bytes"], 64);
+  EXPECT_EQ(j["kernels"]["launches"], 2);
+  EXPECT_EQ(j["lifecycle"]["first_call_ns"], 5);
+  EXPECT_TRUE(j.contains("trace")) << "the session's trace goes into its report";
+  EXPECT_EQ(j["unwinder"], "none");
+  EXPECT_EQ(report.leaked_device_bytes(), uint64_t{1} << 20);
+  const std::string summary = report.Summary("/tmp/r.json");
+  EXPECT_NE(summary.find("gpuwatch: "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("/tmp/r.json"), std::string::npos) << summary;
+}
+
+TEST(SessionReport, ACapturedSnapshotStandsForTheTrackersNow) {
+  Session session(SmallConfig(0, 0));
+  Recording& r = session.recording();
+  Alloc(r.tracker, 0x1000, 300);
+  const TrackerSnapshot captured = r.tracker.Snapshot();  // as an OOM callback captures it
+  ASSERT_TRUE(r.tracker.OnFree(0x1000));
+
+  ReportRequest request;
+  request.context.trigger = "oom";
+  request.captured = &captured;
+  SessionReport report(session, std::move(request));
+  report.Build();
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  EXPECT_EQ(j["leaks"]["device"]["bytes"], 300);
+  EXPECT_FALSE(j.contains("trace"));
+}
+
+}  // namespace
+}  // namespace gpuwatch
