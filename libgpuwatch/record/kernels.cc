@@ -13,39 +13,16 @@ constexpr const char kNoName[] = "(unnamed)";
 constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
 }  // namespace
 
-KernelTable::KernelTable() : slots_(std::make_unique<Slot[]>(kSlots)) {}
-
-KernelTable::Slot* KernelTable::FindOrInsert(const char* key) {
-  const uint64_t h = reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ULL;
-  size_t i = static_cast<size_t>(h >> 52) & (kSlots - 1);
-  for (size_t probe = 0; probe < kSlots; ++probe, i = (i + 1) & (kSlots - 1)) {
-    const char* seen = slots_[i].key.load(std::memory_order_acquire);
-    if (seen == key) return &slots_[i];
-    if (seen == nullptr) {
-      // First launch of this kernel: copy its name before publishing the slot
-      // so that a report never sees a key without a name.
-      {
-        std::lock_guard<Mutex> lock(mu_);
-        names_.try_emplace(key, key);
-      }
-      const char* expected = nullptr;
-      if (slots_[i].key.compare_exchange_strong(expected, key, std::memory_order_acq_rel) ||
-          expected == key) {
-        return &slots_[i];
-      }
-    }
-  }
-  return nullptr;
-}
+KernelTable::KernelTable() : counts_(std::make_unique<std::atomic<uint64_t>[]>(kMaxNames + 1)) {}
 
 void KernelTable::OnLaunch(const char* name) {
   launches_.fetch_add(1, std::memory_order_relaxed);
-  Slot* slot = FindOrInsert(name != nullptr ? name : kNoName);
-  if (slot == nullptr) {
+  const uint32_t id = names_.Intern(name != nullptr ? name : kNoName);
+  if (id == 0) {
     overflow_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  slot->count.fetch_add(1, std::memory_order_relaxed);
+  counts_[id].fetch_add(1, std::memory_order_relaxed);
 }
 
 void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns) {
@@ -64,14 +41,12 @@ void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t e
 std::vector<KernelStats> KernelTable::Snapshot() const {
   std::map<std::string, KernelStats> merged;
   std::lock_guard<Mutex> lock(mu_);
-  for (size_t i = 0; i < kSlots; ++i) {
-    const char* key = slots_[i].key.load(std::memory_order_acquire);
-    if (key == nullptr) continue;
-    auto name = names_.find(key);
-    const std::string text = name != names_.end() ? name->second : kNoName;
+  for (uint32_t id = 1; id <= names_.size(); ++id) {
+    const char* text = names_.Name(id);
+    if (text == nullptr) continue;  // still publishing: no launch counted yet
     KernelStats& k = merged[text];
     k.name = text;
-    k.launches += slots_[i].count.load(std::memory_order_relaxed);
+    k.launches += counts_[id].load(std::memory_order_relaxed);
   }
   if (const uint64_t other = overflow_.load(std::memory_order_relaxed); other != 0) {
     merged[kOther].name = kOther;

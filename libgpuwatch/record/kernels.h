@@ -2,10 +2,10 @@
 // activity records are enabled (GPUWATCH_KERNEL_TIMING=1).
 //
 // OnLaunch() is on the launch path of every kernel, so it is lock-free and
-// allocation-free once a kernel has been seen: the key is the pointer CUPTI
-// passes as symbolName, which points at the driver's storage for that
-// function's name and stays the same for every launch of it. Names are copied
-// once, on a kernel's first launch, and merged by text at report time.
+// allocation-free once a kernel has been seen: the name is interned by the
+// pointer CUPTI passes as symbolName (base/name_table.h), copied once on a
+// kernel's first launch, and a counter per name id is added to. Names are
+// merged by text at report time.
 #ifndef GPUWATCH_LIBGPUWATCH_RECORD_KERNELS_H_
 #define GPUWATCH_LIBGPUWATCH_RECORD_KERNELS_H_
 
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/base/name_table.h"
 
 namespace gpuwatch {
 
@@ -45,24 +46,23 @@ class KernelTable {
   // records of kernels beyond them are counted under "(other)".
   static constexpr size_t kMaxNames = 4096;
   // For pthread_atfork (prepare; parent and child).
-  void LockForFork() { mu_.lock(); }
-  void UnlockAfterFork() { mu_.unlock(); }
+  void LockForFork() {
+    mu_.lock();
+    names_.LockForFork();
+  }
+  void UnlockAfterFork() {
+    names_.UnlockAfterFork();
+    mu_.unlock();
+  }
 
  private:
-  static constexpr size_t kSlots = kMaxNames;  // distinct name pointers
-  struct Slot {
-    std::atomic<const char*> key{nullptr};
-    std::atomic<uint64_t> count{0};
-  };
-  Slot* FindOrInsert(const char* key);
-
-  // kSlots. The library never destroys its table (callbacks may run during
-  // exit); a table that is destroyed frees them.
-  std::unique_ptr<Slot[]> slots_;
+  NameTable names_{static_cast<uint32_t>(kMaxNames)};
+  // Launches per name id (1..kMaxNames). The library never destroys its
+  // table (callbacks may run during exit); a table that is destroyed frees it.
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> overflow_{0};
   mutable Mutex mu_;
-  std::unordered_map<const char*, std::string> names_;                     // guarded by mu_
   std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> timing_;  // guarded by mu_
 };
 

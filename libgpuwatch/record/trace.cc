@@ -51,17 +51,9 @@ Trace::Trace(size_t capacity) {
   slots_ = static_cast<Slot*>(mem);
   mapped_bytes_ = bytes;
   capacity_ = capacity;
-  names_ = new NameSlot[kNameSlots]();
 }
 
 Trace::~Trace() {
-  if (names_ != nullptr) {
-    for (size_t i = 0; i < kNameSlots; ++i) {
-      // NOLINTNEXTLINE(cppcoreguidelines-no-malloc): paired with strdup
-      std::free(const_cast<char*>(names_[i].copy.load(std::memory_order_relaxed)));
-    }
-    delete[] names_;
-  }
   if (slots_ != nullptr) munmap(slots_, mapped_bytes_);
 }
 
@@ -177,40 +169,8 @@ TraceSnapshot Trace::Snapshot() const {
 const char* Trace::InternName(const char* name) {
   if (name == nullptr) return nullptr;
   static constexpr char kOther[] = "(other)";
-  if (names_ == nullptr) return kOther;
-  const size_t start =
-      static_cast<size_t>((reinterpret_cast<uintptr_t>(name) >> 3) * 0x9E3779B97F4A7C15ULL >> 52);
-  // Names are only ever added, so a probe that reaches an empty slot has
-  // seen every slot the name could be in.
-  auto find = [&](bool* full) -> NameSlot* {
-    *full = true;
-    for (size_t probe = 0; probe < kNameSlots; ++probe) {
-      NameSlot& slot = names_[(start + probe) % kNameSlots];
-      const char* key = slot.key.load(std::memory_order_acquire);
-      if (key == name) return &slot;
-      if (key == nullptr) {
-        *full = false;
-        return &slot;
-      }
-    }
-    return nullptr;
-  };
-  bool full = false;
-  NameSlot* slot = find(&full);
-  if (slot != nullptr && slot->key.load(std::memory_order_acquire) == name) {
-    return slot->copy.load(std::memory_order_relaxed);
-  }
-  std::lock_guard<Mutex> lock(names_mu_);
-  slot = find(&full);  // another thread may have added it, or taken the slot
-  if (slot == nullptr) return kOther;
-  if (slot->key.load(std::memory_order_acquire) == name) {
-    return slot->copy.load(std::memory_order_relaxed);
-  }
-  const char* copy = strdup(name);
-  if (copy == nullptr) return kOther;
-  slot->copy.store(copy, std::memory_order_relaxed);
-  slot->key.store(name, std::memory_order_release);  // publishes the copy
-  return copy;
+  const char* copy = names_.Name(names_.Intern(name));
+  return copy != nullptr ? copy : kOther;
 }
 
 }  // namespace gpuwatch

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/base/name_table.h"
 #include "libgpuwatch/record/event.h"
 #include "libgpuwatch/record/transfers.h"
 
@@ -74,7 +75,8 @@ struct TraceSnapshot {
   std::vector<TraceEvent> events;  // oldest first
 };
 
-class Trace {
+// The padding is the name table's: its hot members sit on cache lines of their own.
+class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:
   static constexpr size_t kDefaultCapacity = 65536;
   // Largest capacity accepted (64 MiB of slots); GPUWATCH_TRACE_EVENTS is checked against it.
@@ -116,10 +118,10 @@ class Trace {
     return t > 0 ? static_cast<uint64_t>(t) : 0;
   }
 
-  // A copy of `name` that lives as long as the process, found by pointer
+  // A copy of `name` that lives as long as the trace, found by pointer
   // without a lock after its first sight (activity records of one kernel
-  // share the name pointer). Copies the text once, under a mutex; returns
-  // "(other)" when the table is full and nullptr for nullptr.
+  // share the name pointer; base/name_table.h). Copies the text once, under
+  // a mutex; returns "(other)" when the table is full and nullptr for nullptr.
   const char* InternName(const char* name);
 
  private:
@@ -128,18 +130,13 @@ class Trace {
     std::atomic<uint64_t> words[sizeof(TraceEvent) / sizeof(uint64_t)];
   };
   static constexpr uint64_t kBusy = ~uint64_t{0};
-  static constexpr size_t kNameSlots = 4096;
-  struct NameSlot {
-    std::atomic<const char*> key;
-    std::atomic<const char*> copy;
-  };
+  static constexpr uint32_t kMaxNames = 4096;
 
   size_t capacity_ = 0;
   Slot* slots_ = nullptr;
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> gpu_offset_ns_{0};
-  NameSlot* names_ = nullptr;  // kNameSlots, in the same mapping
-  Mutex names_mu_;             // first sight of a name only
+  NameTable names_{kMaxNames};
   size_t mapped_bytes_ = 0;
 };
 

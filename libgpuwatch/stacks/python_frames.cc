@@ -12,16 +12,6 @@ namespace gpuwatch {
 
 namespace {
 
-void* MapZeroed(size_t bytes) {
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return mem == MAP_FAILED ? nullptr : mem;
-}
-
-void Unmap(void* mem, size_t bytes) {
-  if (mem != nullptr) munmap(mem, bytes);
-}
-
 inline uint64_t HashKey(const PyFrameKey& key) {
   uint64_t h = key.code * 0x9E3779B97F4A7C15ULL;
   h ^= (static_cast<uint64_t>(static_cast<uint32_t>(key.lasti)) << 32 | key.check) *
@@ -44,40 +34,29 @@ std::atomic_ref<T> Ref(T& value) {
 }  // namespace
 
 PyFrameTable::PyFrameTable(uint32_t max_frames, size_t max_bytes)
-    : max_frames_(std::min<uint32_t>(max_frames, UINT32_MAX >> 2)) {
-  if (max_frames_ == 0 || max_bytes == 0) {
-    full_.store(true, std::memory_order_relaxed);
-    return;
-  }
-  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * max_frames_, 16));
+    : arena_(std::min<uint32_t>(max_frames, UINT32_MAX >> 2), max_bytes,
+             RecordArena::kDefaultChunkBytes, "Python frames") {
+  if (!arena_.usable()) return;
+  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * arena_.max_records(), 16));
   slot_mask_ = num_slots - 1;
   slots_bytes_ = num_slots * sizeof(Slot);
-  by_id_bytes_ = (size_t{max_frames_} + 1) * sizeof(void*);
-  max_chunks_ = std::max<size_t>((max_bytes + kChunkBytes - 1) / kChunkBytes, 1);
-  chunks_bytes_ = max_chunks_ * sizeof(char*);
   slots_ = static_cast<Slot*>(MapZeroed(slots_bytes_));
-  by_id_ = static_cast<const Record**>(MapZeroed(by_id_bytes_));
-  chunks_ = static_cast<char**>(MapZeroed(chunks_bytes_));
-  if (slots_ == nullptr || by_id_ == nullptr || chunks_ == nullptr) {
+  if (slots_ == nullptr) {
     Warn("cannot map %zu bytes for Python frames; stacks will have native frames only",
-         slots_bytes_ + by_id_bytes_ + chunks_bytes_);
-    Unmap(slots_, slots_bytes_);
-    Unmap(by_id_, by_id_bytes_);
-    Unmap(chunks_, chunks_bytes_);
-    slots_ = nullptr;
-    by_id_ = nullptr;
-    chunks_ = nullptr;
-    full_.store(true, std::memory_order_relaxed);
+         slots_bytes_);
   }
 }
 
-PyFrameTable::~PyFrameTable() {
-  if (chunks_ != nullptr) {
-    for (size_t i = 0; i < num_chunks_; ++i) Unmap(chunks_[i], kChunkBytes);
-  }
-  Unmap(slots_, slots_bytes_);
-  Unmap(by_id_, by_id_bytes_);
-  Unmap(chunks_, chunks_bytes_);
+PyFrameTable::~PyFrameTable() { Unmap(slots_, slots_bytes_); }
+
+void PyFrameTable::LockForFork() {
+  mu_.lock();
+  arena_.LockForFork();
+}
+
+void PyFrameTable::UnlockAfterFork() {
+  arena_.UnlockAfterFork();
+  mu_.unlock();
 }
 
 // Probes from the key's home slot: the slot holding the key (*found = true)
@@ -120,37 +99,20 @@ uint32_t PyFrameTable::Insert(const PyFrameKey& key, std::string_view file,
   bool found = false;
   const size_t slot = SlotOf(key, &found);
   if (found) return static_cast<uint32_t>(Ref(slots_[slot].id).load(std::memory_order_relaxed));
-  const uint32_t id = next_id_.load(std::memory_order_relaxed);
-  const size_t bytes = (sizeof(Record) + file.size() + function.size() + 7) & ~size_t{7};
-  if (full_.load(std::memory_order_relaxed) || id > max_frames_) {
-    full_.store(true, std::memory_order_relaxed);
+  const size_t bytes = sizeof(Record) + file.size() + function.size();
+  uint32_t id = 0;
+  auto* record = static_cast<Record*>(arena_.Allocate(bytes, &id));
+  if (record == nullptr) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
-  if (num_chunks_ == 0 || chunk_offset_ + bytes > kChunkBytes) {
-    void* chunk = num_chunks_ < max_chunks_
-                      ? mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
-                      : MAP_FAILED;
-    if (chunk == MAP_FAILED) {
-      full_.store(true, std::memory_order_relaxed);
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return 0;
-    }
-    chunks_[num_chunks_++] = static_cast<char*>(chunk);
-    chunk_offset_ = 0;
-  }
-  char* at = chunks_[num_chunks_ - 1] + chunk_offset_;
-  chunk_offset_ += bytes;
-  auto* record = reinterpret_cast<Record*>(at);
   record->line = line;
   record->file_len = static_cast<uint16_t>(file.size());
   record->function_len = static_cast<uint16_t>(function.size());
-  char* text = at + sizeof(Record);
+  char* text = reinterpret_cast<char*>(record + 1);
   std::memcpy(text, file.data(), file.size());
   std::memcpy(text + file.size(), function.data(), function.size());
-  Ref(by_id_[id]).store(record, std::memory_order_release);
-  next_id_.store(id + 1, std::memory_order_release);
+  arena_.Publish(id, record);
   Slot& s = slots_[slot];
   Ref(s.meta).store(MetaOf(key), std::memory_order_relaxed);
   Ref(s.id).store(id, std::memory_order_relaxed);
@@ -159,8 +121,7 @@ uint32_t PyFrameTable::Insert(const PyFrameKey& key, std::string_view file,
 }
 
 bool PyFrameTable::Get(uint32_t id, PyFrameInfo* out) const {
-  if (id == 0 || id > max_frames_ || by_id_ == nullptr) return false;
-  const Record* record = Ref(by_id_[id]).load(std::memory_order_acquire);
+  const auto* record = static_cast<const Record*>(arena_.Get(id));
   if (record == nullptr) return false;
   const char* text = reinterpret_cast<const char*>(record + 1);
   out->file = std::string_view(text, record->file_len);

@@ -19,8 +19,9 @@
 // Find() runs for every Python frame of every captured stack, often inside a
 // CUDA callback and without the GIL: it is lock-free and allocation-free (an
 // open-addressing table of atomically published slots). Insert() takes one
-// mutex and may mmap a new arena chunk. Storage never moves and is never
-// freed, so Get() stays valid while other threads insert. When the table is
+// mutex and may mmap a new arena chunk (a RecordArena, base/arena.h, as the
+// stack table's). Storage never moves and is never freed, so Get() stays
+// valid while other threads insert. When the table is
 // full, Insert() returns 0 and dropped() counts it; the frame then reads as
 // an unknown Python frame.
 //
@@ -35,6 +36,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "libgpuwatch/base/arena.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
@@ -69,7 +71,6 @@ class PyFrameTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:
   // Strings longer than this are truncated when stored.
   static constexpr size_t kMaxString = 1024;
-  static constexpr size_t kChunkBytes = size_t{1} << 20;
 
   // At most `max_frames` entries (ids 1..max_frames) in at most `max_bytes`
   // of arena (rounded up to whole chunks). A failed mmap costs one warning
@@ -92,10 +93,11 @@ class PyFrameTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // The frame of `id`; false for 0 or an unknown id. Thread-safe, lock-free.
   bool Get(uint32_t id, PyFrameInfo* out) const;
 
-  void LockForFork() { mu_.lock(); }
-  void UnlockAfterFork() { mu_.unlock(); }
+  // For pthread_atfork: inserts' lock, then the arena's (as in Insert).
+  void LockForFork();
+  void UnlockAfterFork();
 
-  uint32_t size() const { return next_id_.load(std::memory_order_acquire) - 1; }
+  uint32_t size() const { return arena_.size(); }
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
@@ -114,21 +116,12 @@ class PyFrameTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
 
   size_t SlotOf(const PyFrameKey& key, bool* found) const;
 
-  const uint32_t max_frames_;
   Slot* slots_ = nullptr;
   size_t slot_mask_ = 0;
   size_t slots_bytes_ = 0;
-  const Record** by_id_ = nullptr;  // atomic_ref access; written once
-  size_t by_id_bytes_ = 0;
-  char** chunks_ = nullptr;  // max_chunks_ entries; written under mu_
-  size_t chunks_bytes_ = 0;
-  size_t max_chunks_ = 0;
-  size_t num_chunks_ = 0;    // guarded by mu_
-  size_t chunk_offset_ = 0;  // guarded by mu_; bump offset in the last chunk
+  RecordArena arena_;
 
-  alignas(64) Mutex mu_;
-  std::atomic<uint32_t> next_id_{1};
-  std::atomic<bool> full_{false};
+  alignas(64) Mutex mu_;  // serialises inserts (a slot is claimed under it)
   alignas(64) std::atomic<uint64_t> dropped_{0};
 };
 

@@ -10,9 +10,9 @@
 // lock that hands out an id and bytes.
 //
 // Storage never moves and is never freed while the table lives: records sit
-// in arena chunks mmap'ed in 1 MiB pieces (faulted in when mapped, so the
-// resident size grows a chunk at a time), and ids map to records through a
-// fixed array. So Get(id) returns a span that stays valid, and a report
+// in a RecordArena (base/arena.h: 1 MiB chunks, faulted in when mapped, so
+// the resident size grows a chunk at a time; ids map to records through a
+// fixed array). So Get(id) returns a span that stays valid, and a report
 // writer may read it while other threads keep interning.
 //
 // Growth is bounded by the constructor's caps. When the table is full a new
@@ -35,6 +35,7 @@
 #include <mutex>
 #include <span>
 
+#include "libgpuwatch/base/arena.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
@@ -47,7 +48,7 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // (the frames nearest the allocation).
   static constexpr int kMaxFrames = 256;
   // Arena chunk size; also the granule of the byte cap.
-  static constexpr size_t kChunkBytes = size_t{1} << 20;
+  static constexpr size_t kChunkBytes = RecordArena::kDefaultChunkBytes;
 
   // `max_stacks`: the most distinct stacks stored (ids 1..max_stacks).
   // `max_bytes`: the most arena memory for records (8 bytes of header plus 8
@@ -101,14 +102,14 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
 
   // Number of ids handed out (stored stacks; the last few may still be
   // publishing). Thread-safe.
-  uint32_t size() const { return next_id_.load(std::memory_order_acquire) - 1; }
+  uint32_t size() const { return arena_.size(); }
   // Arena bytes used by stored records. Thread-safe.
-  size_t bytes_used() const { return bytes_used_.load(std::memory_order_relaxed); }
+  size_t bytes_used() const { return arena_.bytes_used(); }
   // Intern() calls that returned 0 because the table was full (each call is
   // counted, so a stack dropped twice counts twice). Thread-safe.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
-  uint32_t max_stacks() const { return max_stacks_; }
-  size_t max_bytes() const { return max_chunks_ * chunk_bytes_; }
+  uint32_t max_stacks() const { return arena_.max_records(); }
+  size_t max_bytes() const { return arena_.max_bytes(); }
 
  private:
   // A record in the arena: this header, then `n` pcs (see PcsOf).
@@ -129,43 +130,18 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // Probes from the hash's home slot. Returns the id of an equal stored
   // stack, or 0 and the index of the first empty slot seen in *empty_slot.
   uint32_t Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* empty_slot) const;
-  // Hands out an id and arena room for n pcs; nullptr when full.
-  Record* Allocate(int n, uint32_t* id);
+  const Record* RecordOf(uint32_t id) const { return static_cast<const Record*>(arena_.Get(id)); }
   void Drop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
 
-  const uint32_t max_stacks_;
-  size_t chunk_bytes_ = 0;
-  size_t max_chunks_ = 0;
-
   // Hash slots: 0 = empty, otherwise (hash >> 32) << 32 | id. Accessed only
-  // through std::atomic_ref. Written once (CAS from 0), after the record and
-  // its by_id_ entry are published.
+  // through std::atomic_ref. Written once (CAS from 0), after the record is
+  // published.
   uint64_t* slots_ = nullptr;
   size_t slot_mask_ = 0;
   size_t slots_bytes_ = 0;
-  // by_id_[id] -> record, id in 1..max_stacks_. Accessed only through
-  // std::atomic_ref; written once (release).
-  const Record** by_id_ = nullptr;
-  size_t by_id_bytes_ = 0;
-  // Chunk pointers, max_chunks_ of them; written under arena_mu_, read only
-  // by the destructor.
-  char** chunks_ = nullptr;
-  size_t chunks_bytes_ = 0;
 
-  // Set once any allocation fails, so that a full table drops new stacks
-  // without touching the locks. Read on every miss, written once: kept off
-  // the cache lines that inserts write.
-  alignas(64) std::atomic<bool> full_{false};
+  RecordArena arena_;
   alignas(64) std::atomic<uint64_t> dropped_{0};
-
-  // Everything an insert writes under the arena lock shares one cache line,
-  // so a new stack moves one line between cores, not several.
-  alignas(64) Mutex arena_mu_;
-  std::atomic<uint32_t> next_id_{1};
-  std::atomic<size_t> bytes_used_{0};
-  uint32_t num_chunks_ = 0;    // guarded by arena_mu_
-  uint32_t chunk_offset_ = 0;  // guarded by arena_mu_; bump offset in the last chunk
-
   Stripe stripes_[kStripes];
 };
 

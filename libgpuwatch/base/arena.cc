@@ -1,0 +1,122 @@
+#include "libgpuwatch/base/arena.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "libgpuwatch/base/log.h"
+
+namespace gpuwatch {
+
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+
+size_t WholePages(size_t bytes) { return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes; }
+
+// A chunk is filled front to back and used entirely, so its pages are faulted
+// in by the mmap itself: a page fault costs several microseconds in a VM and
+// would land on an allocating thread, often inside a CUDA callback.
+void* MapChunk(size_t bytes) {
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return mem == MAP_FAILED ? nullptr : mem;
+}
+
+}  // namespace
+
+void* MapZeroed(size_t bytes) {
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return mem == MAP_FAILED ? nullptr : mem;
+}
+
+void Unmap(void* mem, size_t bytes) {
+  if (mem != nullptr) munmap(mem, bytes);
+}
+
+RecordArena::RecordArena(uint32_t max_records, size_t max_bytes, size_t chunk_bytes,
+                         const char* what)
+    : max_records_(std::min<uint32_t>(max_records, UINT32_MAX - 1)), what_(what) {
+  if (max_records_ == 0 || max_bytes == 0 || chunk_bytes == 0) {
+    full_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  chunk_bytes_ = WholePages(std::min(chunk_bytes, max_bytes));
+  max_chunks_ = std::min<size_t>((max_bytes + chunk_bytes_ - 1) / chunk_bytes_, UINT32_MAX);
+  by_id_bytes_ = (size_t{max_records_} + 1) * sizeof(void*);
+  chunks_bytes_ = max_chunks_ * sizeof(char*);
+  by_id_ = static_cast<const void**>(MapZeroed(by_id_bytes_));
+  chunks_ = static_cast<char**>(MapZeroed(chunks_bytes_));
+  if (by_id_ == nullptr || chunks_ == nullptr) {
+    Warn("cannot map %zu bytes for %s; they will not be recorded", by_id_bytes_ + chunks_bytes_,
+         what_);
+    Unmap(by_id_, by_id_bytes_);
+    Unmap(chunks_, chunks_bytes_);
+    by_id_ = nullptr;
+    chunks_ = nullptr;
+    full_.store(true, std::memory_order_relaxed);
+  }
+}
+
+RecordArena::~RecordArena() {
+  if (chunks_ != nullptr) {
+    for (size_t i = 0; i < num_chunks_; ++i) Unmap(chunks_[i], chunk_bytes_);
+  }
+  Unmap(by_id_, by_id_bytes_);
+  Unmap(chunks_, chunks_bytes_);
+}
+
+void* RecordArena::Allocate(size_t bytes, uint32_t* id) {
+  bytes = (bytes + 7) & ~size_t{7};  // records stay 8-byte aligned
+  std::lock_guard<Mutex> lock(mu_);
+  if (full_.load(std::memory_order_relaxed)) return nullptr;
+  const uint32_t next = next_id_.load(std::memory_order_relaxed);
+  if (next > max_records_ || bytes > chunk_bytes_) {
+    // A record larger than a chunk is refused alone; a full id range ends it all.
+    if (next > max_records_) full_.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  if (num_chunks_ == 0 || chunk_offset_ + bytes > chunk_bytes_) {
+    // The tail of the previous chunk is wasted: records are small against chunks.
+    if (num_chunks_ == max_chunks_) {
+      full_.store(true, std::memory_order_relaxed);
+      return nullptr;
+    }
+    void* chunk = MapChunk(chunk_bytes_);
+    if (chunk == nullptr) {
+      Warn("cannot map %zu bytes for %s; new ones will not be recorded", chunk_bytes_, what_);
+      full_.store(true, std::memory_order_relaxed);
+      return nullptr;
+    }
+    chunks_[num_chunks_++] = static_cast<char*>(chunk);
+    chunk_offset_ = 0;
+  }
+  void* record = chunks_[num_chunks_ - 1] + chunk_offset_;
+  chunk_offset_ += static_cast<uint32_t>(bytes);
+  bytes_used_.fetch_add(bytes, std::memory_order_relaxed);
+  next_id_.store(next + 1, std::memory_order_release);
+  *id = next;
+  return record;
+}
+
+void RecordArena::Publish(uint32_t id, const void* record) {
+  std::atomic_ref<const void*>(by_id_[id]).store(record, std::memory_order_release);
+}
+
+const void* RecordArena::Get(uint32_t id) const {
+  if (id == 0 || id > max_records_ || by_id_ == nullptr) return nullptr;
+  return std::atomic_ref<const void*>(by_id_[id]).load(std::memory_order_acquire);
+}
+
+void RecordArena::Prepare() {
+  std::lock_guard<Mutex> lock(mu_);
+  if (num_chunks_ != 0 || full_.load(std::memory_order_relaxed) || max_chunks_ == 0) return;
+  void* chunk = MapChunk(chunk_bytes_);
+  if (chunk == nullptr) return;  // Allocate() tries again, and warns
+  chunks_[num_chunks_++] = static_cast<char*>(chunk);
+  chunk_offset_ = 0;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,100 @@
+// Append-only storage for records named by small ids, shared by the interned
+// tables (the stack table, the Python frame table, the name table).
+//
+// A record's bytes come from chunks mmap'ed whole (faulted in by the mmap:
+// one syscall instead of a page fault per page on an allocating thread),
+// filled front to back, never moved and never freed while the arena lives;
+// ids 1..max_records map to records through a fixed array whose entries are
+// published with a release store. So Get(id) is lock-free, allocation-free
+// and async-signal-safe, and what it returns stays valid while other threads
+// allocate. Growth is bounded by the constructor's caps; once a cap is
+// reached or an mmap fails, the arena is full() and allocates nothing more.
+//
+// fork(): the owner takes the arena's lock in its pthread_atfork prepare
+// handler (LockForFork) and releases it in the parent and the child.
+#ifndef GPUWATCH_LIBGPUWATCH_BASE_ARENA_H_
+#define GPUWATCH_LIBGPUWATCH_BASE_ARENA_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "libgpuwatch/base/mutex.h"
+
+namespace gpuwatch {
+
+// Anonymous zero-filled memory, backed by pages only when touched
+// (MAP_NORESERVE: an index sized for a cap does not count against the commit
+// limit before it is used). nullptr on failure.
+void* MapZeroed(size_t bytes);
+void Unmap(void* mem, size_t bytes);
+
+// The padding is deliberate: what an allocation writes shares one cache line.
+class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)
+ public:
+  // The chunk size of the stack and Python frame tables.
+  static constexpr size_t kDefaultChunkBytes = size_t{1} << 20;
+
+  // At most `max_records` records (ids 1..max_records) in at most
+  // `max_bytes` of chunks of `chunk_bytes` (both rounded up to whole pages).
+  // `what` names the contents in the one warning a failed mmap prints
+  // ("stacks"). A failed mapping of the id array leaves a full arena; never
+  // throws.
+  RecordArena(uint32_t max_records, size_t max_bytes, size_t chunk_bytes, const char* what);
+  ~RecordArena();
+  RecordArena(const RecordArena&) = delete;
+  RecordArena& operator=(const RecordArena&) = delete;
+
+  // The next id and `bytes` of zeroed room, 8-byte aligned, for a record that
+  // becomes visible only with Publish(). nullptr when a cap is reached, the
+  // record is larger than a chunk, or an mmap fails (the arena is then full).
+  // Thread-safe (takes the arena's lock); may mmap a chunk.
+  void* Allocate(size_t bytes, uint32_t* id);
+  // Makes `record` (from Allocate) what Get(id) returns, with release order:
+  // a reader that sees it sees what was written into it before.
+  void Publish(uint32_t id, const void* record);
+  // The record of `id`, or nullptr for 0, an unknown id or one not published
+  // yet. Thread-safe, lock-free, async-signal-safe.
+  const void* Get(uint32_t id) const;
+
+  // Maps the first chunk now, so that the first Allocate() does not (the
+  // background thread calls it for the stack table). Thread-safe.
+  void Prepare();
+
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+
+  // False when nothing can ever be allocated (the id array is not mapped).
+  bool usable() const { return by_id_ != nullptr; }
+  bool full() const { return full_.load(std::memory_order_relaxed); }
+  // Ids handed out; the last few may still be publishing. Thread-safe.
+  uint32_t size() const { return next_id_.load(std::memory_order_acquire) - 1; }
+  size_t bytes_used() const { return bytes_used_.load(std::memory_order_relaxed); }
+  uint32_t max_records() const { return max_records_; }
+  size_t max_bytes() const { return max_chunks_ * chunk_bytes_; }
+
+ private:
+  const uint32_t max_records_;
+  const char* const what_;
+  size_t chunk_bytes_ = 0;
+  size_t max_chunks_ = 0;
+  // by_id_[id] -> record; accessed only through std::atomic_ref, written once.
+  const void** by_id_ = nullptr;
+  size_t by_id_bytes_ = 0;
+  // Chunk pointers, max_chunks_ of them; written under mu_.
+  char** chunks_ = nullptr;
+  size_t chunks_bytes_ = 0;
+
+  // Read on every miss of the tables above, written once: off the line below.
+  alignas(64) std::atomic<bool> full_{false};
+
+  alignas(64) Mutex mu_;
+  std::atomic<uint32_t> next_id_{1};
+  std::atomic<size_t> bytes_used_{0};
+  uint32_t num_chunks_ = 0;    // guarded by mu_
+  uint32_t chunk_offset_ = 0;  // guarded by mu_; bump offset in the last chunk
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_BASE_ARENA_H_
