@@ -20,17 +20,13 @@
 
 #include <string>
 
+#include "bench/cupti_injection.h"
 #include "interpose/calls.h"
 
 namespace {
 
-struct Cupti {
-  decltype(&cuptiSubscribe) Subscribe = nullptr;
+struct Cupti : cupti_injection::ActivityApi {
   decltype(&cuptiEnableCallback) EnableCallback = nullptr;
-  decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
-  decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
-  decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
-  decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
 };
 
 Cupti g_cupti;
@@ -40,9 +36,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const vo
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   constexpr size_t kBytes = size_t{1} << 20;  // as gpuwatch
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBytes));
-  *size = *buffer != nullptr ? kBytes : 0;
-  *max_records = 0;
+  cupti_injection::AllocateActivityBuffer(kBytes, buffer, size, max_records);
 }
 
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -59,12 +53,6 @@ void OnExit() {
   }
 }
 
-template <typename F>
-bool Resolve(void* handle, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
-  return *out != nullptr;
-}
-
 bool Attach() {
   void* h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) h = dlopen("/usr/local/cuda/lib64/libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
@@ -73,12 +61,8 @@ bool Attach() {
     return false;
   }
   Cupti c;
-  if (!Resolve(h, "cuptiSubscribe", &c.Subscribe) ||
-      !Resolve(h, "cuptiEnableCallback", &c.EnableCallback) ||
-      !Resolve(h, "cuptiActivityRegisterCallbacks", &c.ActivityRegisterCallbacks) ||
-      !Resolve(h, "cuptiActivityEnable", &c.ActivityEnable) ||
-      !Resolve(h, "cuptiActivityGetNextRecord", &c.ActivityGetNextRecord) ||
-      !Resolve(h, "cuptiActivityFlushAll", &c.ActivityFlushAll)) {
+  if (!cupti_injection::ResolveActivityApi(h, &c) ||
+      !cupti_injection::Resolve(h, "cuptiEnableCallback", &c.EnableCallback)) {
     std::fprintf(stderr, "gwbench-null: libcupti lacks a function\n");
     return false;
   }
@@ -115,7 +99,5 @@ bool Attach() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
-  static const bool attached = Attach();
-  (void)attached;
-  return 1;
+  return cupti_injection::AttachOnce(Attach);
 }

@@ -19,37 +19,16 @@ Python; in a PyTorch loop the calls are the same:
         if gpuwatch:
             gpuwatch.gpuwatch_mark(b"step")
 
-The API is looked up in the process itself: with `gpuwatch run` or
-LD_PRELOAD the library is already loaded, and without gpuwatch the program
-runs unchanged.
+The API is looked up in the process itself (gpuwatch_api.py, next to this
+file): with `gpuwatch run` or LD_PRELOAD the library is already loaded, and
+without gpuwatch the program runs unchanged.
 """
 
 import argparse
 import ctypes
-import os
 import sys
 
-
-def gpuwatch_api():
-    """gpuwatch's C API when libgpuwatch.so is loaded in this process, else None."""
-    candidates = [None]  # None: the symbols of the process (LD_PRELOAD)
-    injected = os.environ.get("CUDA_INJECTION64_PATH")
-    if injected:
-        candidates.append(injected)  # loaded by the CUDA driver
-    for name in candidates:
-        try:
-            if name is None:
-                lib = ctypes.CDLL(None)
-            else:  # only if already loaded: never load gpuwatch from here
-                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-        except OSError:
-            continue
-        if hasattr(lib, "gpuwatch_mark"):
-            lib.gpuwatch_mark.argtypes = [ctypes.c_char_p]
-            lib.gpuwatch_mark.restype = ctypes.c_int
-            lib.gpuwatch_is_active.restype = ctypes.c_int
-            return lib
-    return None
+from gpuwatch_api import gpuwatch_api
 
 
 def main():

@@ -18,31 +18,10 @@ comes from) and a GPU. Without gpuwatch it runs unchanged.
 """
 
 import argparse
-import ctypes
-import os
 
 import torch
 
-
-def gpuwatch_api():
-    """gpuwatch's C API when libgpuwatch.so is loaded in this process, else None."""
-    candidates = [None]  # the symbols of the process (LD_PRELOAD, gpuwatch run)
-    injected = os.environ.get("CUDA_INJECTION64_PATH")
-    if injected:
-        candidates.append(injected)  # loaded by the CUDA driver
-    for name in candidates:
-        try:
-            if name is None:
-                lib = ctypes.CDLL(None)
-            else:  # only if already loaded: never load gpuwatch from here
-                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-        except OSError:
-            continue
-        if hasattr(lib, "gpuwatch_mark"):
-            lib.gpuwatch_mark.argtypes = [ctypes.c_char_p]
-            lib.gpuwatch_mark.restype = ctypes.c_int
-            return lib
-    return None
+from gpuwatch_api import gpuwatch_api  # examples/gpuwatch_api.py
 
 
 class Model(torch.nn.Module):

@@ -82,15 +82,7 @@ class Writer {
 
  private:
   void ProcessName() {
-    std::string command;
-    const json& argv = Sub(Sub(doc_, "process"), "command");
-    if (argv.is_array()) {
-      for (const json& arg : argv) {
-        if (!arg.is_string()) continue;
-        if (!command.empty()) command += ' ';
-        command += arg.get<std::string>();
-      }
-    }
+    const std::string command = CommandLine(doc_);
     events_.push_back(
         {{"ph", "M"},
          {"name", "process_name"},

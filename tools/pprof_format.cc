@@ -237,15 +237,7 @@ std::string PprofProfile(const json& doc) {
 
   pb::Profile& p = b.profile();
   p.set_duration_nanos(Signed(U64(Sub(doc, "process"), "elapsed_ns")));
-  std::string command;
-  const json& argv = Sub(Sub(doc, "process"), "command");
-  if (argv.is_array()) {
-    for (const json& arg : argv) {
-      if (!arg.is_string()) continue;
-      if (!command.empty()) command += ' ';
-      command += arg.get<std::string>();
-    }
-  }
+  const std::string command = CommandLine(doc);
   if (!command.empty()) p.add_comment(b.String("command: " + command));
   p.add_comment(b.String("gpuwatch report, trigger " + Str(doc, "trigger")));
   return p.SerializeAsString();

@@ -88,17 +88,6 @@ std::string Seconds(uint64_t ns) {
   return buf;
 }
 
-std::string Join(const json& list) {
-  std::string out;
-  if (!list.is_array()) return out;
-  for (const json& arg : list) {
-    if (!arg.is_string()) continue;
-    if (!out.empty()) out += ' ';
-    out += arg.get<std::string>();
-  }
-  return out;
-}
-
 void PrintHeader(const Report& r, Printer* p) {
   const json& doc = r.doc;
   const json& process = Sub(doc, "process");
@@ -111,7 +100,7 @@ void PrintHeader(const Report& r, Printer* p) {
   std::string who = "process " + std::to_string(U64(process, "pid"));
   if (!Str(process, "host").empty()) who += " on " + Str(process, "host");
   if (!Str(process, "rank").empty()) who += ", rank " + Str(process, "rank");
-  p->Line("gpuwatch report " + r.path + ": " + who + ": " + Join(Sub(process, "command")));
+  p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(doc));
   std::string when = "  written at " + trigger;
   if (!Str(doc, "label").empty()) when += " \"" + Str(doc, "label") + "\"";
   when += " after " + Seconds(U64(process, "elapsed_ns"));

@@ -142,6 +142,18 @@ const json& Sub(const json& j, const char* key) {
   return it != j.end() ? *it : kNull;
 }
 
+std::string CommandLine(const json& doc) {
+  std::string command;
+  const json& argv = Sub(Sub(doc, "process"), "command");
+  if (!argv.is_array()) return command;
+  for (const json& arg : argv) {
+    if (!arg.is_string()) continue;
+    if (!command.empty()) command += ' ';
+    command += arg.get<std::string>();
+  }
+  return command;
+}
+
 bool IsHostKind(std::string_view kind) {
   return kind == "pinned_host" || kind == "registered_host";
 }

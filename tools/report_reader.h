@@ -43,6 +43,10 @@ double Number(const json& j, const char* key);
 std::string Str(const json& j, const char* key);
 const json& Sub(const json& j, const char* key);  // a null json when missing
 
+// The command line of a report's process: the strings of process.command
+// joined by spaces (other values skipped), or "".
+std::string CommandLine(const json& doc);
+
 // Whether a key of totals.kinds names host memory (pinned_host,
 // registered_host); every other kind is device memory.
 bool IsHostKind(std::string_view kind);

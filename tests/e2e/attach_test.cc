@@ -16,12 +16,10 @@ using nlohmann::json;
 
 TEST(Attach, PreloadSeesAllocationsCopiesAndLaunches) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess({kExamples + "/leaky_loop"}, PreloadEnv(out), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report;
+  ProcessResult r;
+  ASSERT_NO_FATAL_FAILURE(RunPreloaded(dir, {kExamples + "/leaky_loop"}, &report, &r));
   EXPECT_EQ(r.out, "leaky_loop: 8 steps done, 8 history buffers kept\n");
-  const json report = ReadReport(out);
-  ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["gpuwatch"]["attach"], "preload");
   const json& device = report["totals"]["kinds"]["device"];
   EXPECT_EQ(device["allocs"], 16);
@@ -34,6 +32,7 @@ TEST(Attach, PreloadSeesAllocationsCopiesAndLaunches) {
   EXPECT_EQ(report["totals"]["copies"]["d2h"]["count"], 8);
   EXPECT_EQ(report["totals"]["kernel_launches"], 8);
   // The stderr summary says where the report went.
+  const std::string out = dir.path() + "/report.json";  // where RunPreloaded has it
   EXPECT_NE(r.err.find("gpuwatch: report written to " + out), std::string::npos) << r.err;
 }
 
@@ -121,11 +120,8 @@ TEST(Attach, ExitReportUnderInjectionIsTheSameWhenContextsAreDestroyedAtExit) {
 
 TEST(Attach, BothApisCountedOnceWithExactBytes) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess({kPrograms + "/api_mix"}, PreloadEnv(out), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadReport(out);
-  ASSERT_TRUE(report.is_object());
+  json report;
+  ASSERT_NO_FATAL_FAILURE(RunPreloaded(dir, {kPrograms + "/api_mix"}, &report));
   const json& kinds = report["totals"]["kinds"];
   // cudaMalloc x3, cudaMallocPitch, cuMemAlloc x2: each once, not again as
   // the cuMemAlloc_v2 the runtime nests.

@@ -342,27 +342,21 @@ TEST(Merge, WritesTheCurrentVersionWithAFrameTable) {
 
 // --- bad input and arguments ---------------------------------------------------
 
-TEST(BadInput, TruncatedForeignOrNewerReportsGiveExitTwoAndNameTheProblem) {
-  ScopedTempDir dir;
-  const std::string good = Traced(dir, "good", {kExamples + "/leaky_loop"});
-  const std::string text = ReadFile(good);
-  struct Case {
-    std::string name;
-    std::string contents;
-    std::string message;
-  };
-  json newer = ReadJson(good);
-  newer["version"] = 99;
-  const Case cases[] = {
-      {"truncated.json", text.substr(0, text.size() / 2), "truncated"},
-      {"foreign.json", R"({"traceEvents": []})", "not a gpuwatch report"},
-      {"other-schema.json", R"({"schema": "heaptrack", "version": 1})",
-       "not a gpuwatch report (its schema is \"heaptrack\")"},
-      {"newer.json", newer.dump(), "report version 99 is newer than this gpuwatch reads"},
-      {"text.json", "hello\n", "not JSON"},
-      {"empty.json", "", "empty file"},
-  };
-  for (const Case& c : cases) {
+// A report no subcommand may read: its file name, its contents, and what the
+// line that refuses it must say.
+struct BadReport {
+  std::string name;
+  std::string contents;
+  std::string message;
+};
+
+// Writes each of `cases` into `dir` and gives it to report, check, diff and
+// merge (`good` on the other side): each exits 2 with one line "gpuwatch
+// COMMAND: PATH: ..." that says the case's message; with `nothing_else`, that
+// line is all it writes.
+void ExpectEveryCommandRefuses(const ScopedTempDir& dir, const std::string& good,
+                               const std::vector<BadReport>& cases, bool nothing_else) {
+  for (const BadReport& c : cases) {
     const std::string path = dir.path() + "/" + c.name;
     std::ofstream(path) << c.contents;
     const std::vector<std::vector<std::string>> commands = {
@@ -373,11 +367,31 @@ TEST(BadInput, TruncatedForeignOrNewerReportsGiveExitTwoAndNameTheProblem) {
     for (const auto& args : commands) {
       const ProcessResult r = Cli(dir, args);
       EXPECT_EQ(r.exit_code, 2) << c.name << " " << args[0];
+      if (nothing_else) EXPECT_EQ(r.out, "") << c.name << " " << args[0];
       const auto lines = LinesStartingWith(r.err, "gpuwatch " + args[0] + ": " + path + ": ");
-      ASSERT_EQ(lines.size(), 1u) << c.name << " " << args[0] << ": " << r.err;
+      ASSERT_EQ(lines.size(), 1u) << c.name << " " << args[0] << ": " << r.err.substr(0, 500);
       EXPECT_TRUE(Contains(lines[0], c.message)) << lines[0];
+      if (nothing_else) EXPECT_EQ(r.err, lines[0] + "\n") << c.name << " " << args[0];
     }
   }
+}
+
+TEST(BadInput, TruncatedForeignOrNewerReportsGiveExitTwoAndNameTheProblem) {
+  ScopedTempDir dir;
+  const std::string good = Traced(dir, "good", {kExamples + "/leaky_loop"});
+  const std::string text = ReadFile(good);
+  json newer = ReadJson(good);
+  newer["version"] = 99;
+  const std::vector<BadReport> cases = {
+      {"truncated.json", text.substr(0, text.size() / 2), "truncated"},
+      {"foreign.json", R"({"traceEvents": []})", "not a gpuwatch report"},
+      {"other-schema.json", R"({"schema": "heaptrack", "version": 1})",
+       "not a gpuwatch report (its schema is \"heaptrack\")"},
+      {"newer.json", newer.dump(), "report version 99 is newer than this gpuwatch reads"},
+      {"text.json", "hello\n", "not JSON"},
+      {"empty.json", "", "empty file"},
+  };
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryCommandRefuses(dir, good, cases, /*nothing_else=*/false));
   const ProcessResult missing = Cli(dir, {"check", dir.path() + "/nope.json"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(Contains(missing.err, "nope.json: cannot read: No such file or directory"))
@@ -391,11 +405,6 @@ TEST(BadInput, HostileReportsGiveExitTwoAndNameTheField) {
   const std::string good = Traced(dir, "good", {kExamples + "/leaky_loop"});
   const json report = ReadJson(good);
   ASSERT_TRUE(report.is_object());
-  struct Case {
-    std::string name;
-    std::string contents;
-    std::string message;
-  };
   json negative = report;
   negative["leaks"]["device"]["sites"][0]["bytes"] = -4096;
   json wrong_type = report;
@@ -410,7 +419,7 @@ TEST(BadInput, HostileReportsGiveExitTwoAndNameTheField) {
   nan.insert(nan.size() - 1, R"(, "x": NaN)");
   std::string overflow = report.dump();
   overflow.insert(overflow.size() - 1, R"(, "x": 1e999)");
-  const Case cases[] = {
+  const std::vector<BadReport> cases = {
       {"negative.json", negative.dump(),
        "malformed gpuwatch report: leaks.device.sites[0].bytes is -4096, expected a count (not "
        "negative)"},
@@ -425,24 +434,7 @@ TEST(BadInput, HostileReportsGiveExitTwoAndNameTheField) {
       {"overflow.json", overflow,
        "not a gpuwatch report: a number is out of range (number overflow parsing '1e999')"},
   };
-  for (const Case& c : cases) {
-    const std::string path = dir.path() + "/" + c.name;
-    std::ofstream(path) << c.contents;
-    const std::vector<std::vector<std::string>> commands = {
-        {"report", path},
-        {"check", path},
-        {"diff", good, path},
-        {"merge", good, path, "-o", dir.path() + "/m.json"}};
-    for (const auto& args : commands) {
-      const ProcessResult r = Cli(dir, args);
-      EXPECT_EQ(r.exit_code, 2) << c.name << " " << args[0];
-      EXPECT_EQ(r.out, "") << c.name << " " << args[0];
-      const auto lines = LinesStartingWith(r.err, "gpuwatch " + args[0] + ": " + path + ": ");
-      ASSERT_EQ(lines.size(), 1u) << c.name << " " << args[0] << ": " << r.err.substr(0, 500);
-      EXPECT_TRUE(Contains(lines[0], c.message)) << lines[0];
-      EXPECT_EQ(r.err, lines[0] + "\n") << c.name << " " << args[0];
-    }
-  }
+  ExpectEveryCommandRefuses(dir, good, cases, /*nothing_else=*/true);
 }
 
 TEST(BadInput, WrongArgumentsGiveExitTwo) {

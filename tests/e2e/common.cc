@@ -282,6 +282,17 @@ nlohmann::json ReadReport(const std::string& path) {
   return ParseReport(text);
 }
 
+void RunPreloaded(const ScopedTempDir& dir, const std::vector<std::string>& argv,
+                  nlohmann::json* report, ProcessResult* result,
+                  const std::map<std::string, std::string>& extra) {
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r = RunProcess(argv, PreloadEnv(out, extra), dir.path());
+  if (result != nullptr) *result = r;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  *report = ReadReport(out);
+  ASSERT_TRUE(report->is_object()) << r.err;
+}
+
 nlohmann::json SiteAt(const nlohmann::json& section, const std::string& location) {
   for (const nlohmann::json& site : section["sites"]) {
     if (site["location"] == location) return site;

@@ -136,6 +136,13 @@ class ScopedTempDir {
   std::string path_;
 };
 
+// Runs `argv` to its end in `dir` under PreloadEnv(dir/report.json, `extra`).
+// It must exit 0 and leave a report, read (ReadReport) into *report; *result,
+// when given, gets the run. Call it under ASSERT_NO_FATAL_FAILURE.
+void RunPreloaded(const ScopedTempDir& dir, const std::vector<std::string>& argv,
+                  nlohmann::json* report, ProcessResult* result = nullptr,
+                  const std::map<std::string, std::string>& extra = {});
+
 }  // namespace gpuwatch::testing
 
 #endif  // GPUWATCH_TESTS_E2E_COMMON_H_

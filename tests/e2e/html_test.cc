@@ -33,6 +33,14 @@ std::string LeakyReport(const ScopedTempDir& dir) {
   return out;
 }
 
+// `gpuwatch report REPORT --format html`, to the file `page` unless it is empty.
+ProcessResult Html(const ScopedTempDir& dir, const std::string& report,
+                   const std::string& page = "") {
+  std::vector<std::string> args = {kCli, "report", report, "--format", "html"};
+  if (!page.empty()) args.insert(args.end(), {"-o", page});
+  return RunProcess(args, {}, dir.path());
+}
+
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -67,8 +75,7 @@ TEST(HtmlReport, IsOneSelfContainedPageNamingTheLeak) {
   ScopedTempDir dir;
   const std::string report = LeakyReport(dir);
   const std::string page = dir.path() + "/leaky.html";
-  const ProcessResult r =
-      RunProcess({kCli, "report", report, "--format", "html", "-o", page}, {}, dir.path());
+  const ProcessResult r = Html(dir, report, page);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "");
@@ -80,8 +87,7 @@ TEST(HtmlReport, IsOneSelfContainedPageNamingTheLeak) {
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
   // Without -o the page goes to stdout.
-  const ProcessResult to_stdout =
-      RunProcess({kCli, "report", report, "--format", "html"}, {}, dir.path());
+  const ProcessResult to_stdout = Html(dir, report);
   ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
   EXPECT_EQ(to_stdout.out, html);
 }
@@ -90,8 +96,7 @@ TEST(HtmlReport, OutputThatCannotBeWrittenExits2NamingIt) {
   ScopedTempDir dir;
   const std::string report = LeakyReport(dir);
   const std::string page = dir.path() + "/no-such-dir/leaky.html";
-  const ProcessResult r =
-      RunProcess({kCli, "report", report, "--format", "html", "-o", page}, {}, dir.path());
+  const ProcessResult r = Html(dir, report, page);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "gpuwatch report: cannot write " + page + ": No such file or directory\n");
@@ -102,8 +107,7 @@ TEST(HtmlReport, BadInputLeavesTheOutputAlone) {
   const std::string bad = dir.path() + "/bad.json";
   std::ofstream(bad) << "{\"schema\": \"something else\"}";
   const std::string page = dir.path() + "/page.html";
-  const ProcessResult r =
-      RunProcess({kCli, "report", bad, "--format", "html", "-o", page}, {}, dir.path());
+  const ProcessResult r = Html(dir, bad, page);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
   EXPECT_FALSE(Exists(page));

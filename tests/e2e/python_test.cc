@@ -176,17 +176,22 @@ class PythonTest : public ::testing::TestWithParam<const char*> {
     return RunProcess({python_, kScript, mode, kHelper}, PreloadEnv(out, extra), dir.path());
   }
 
+  // Run with the report at dir/report.json, as RunPreloaded: it must exit 0
+  // and leave a report, read into *report.
+  void RunToReport(const ScopedTempDir& dir, const std::string& mode, json* report,
+                   ProcessResult* result = nullptr) const {
+    RunPreloaded(dir, {python_, kScript, mode, kHelper}, report, result);
+  }
+
   std::string python_;
 };
 
 TEST_P(PythonTest, NestedFunctionsNameTheScriptLine) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = Run(dir, "nested", out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report;
+  ProcessResult r;
+  ASSERT_NO_FATAL_FAILURE(RunToReport(dir, "nested", &report, &r));
   EXPECT_EQ(r.out, "python_leaks: nested done\n");
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
   const json& device = report["leaks"]["device"];
   // ctypes.CDLL releases the GIL around the call; ctypes.PyDLL keeps it.
   ExpectPythonSite(device, "nested", {"inner", "middle", "step", "outer", "main", "<module>"});
@@ -200,21 +205,15 @@ TEST_P(PythonTest, NestedFunctionsNameTheScriptLine) {
 
 TEST_P(PythonTest, ThreadingThreadNamesTheScriptLine) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = Run(dir, "thread", out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
+  json report;
+  ASSERT_NO_FATAL_FAILURE(RunToReport(dir, "thread", &report));
   ExpectPythonSite(report["leaks"]["device"], "thread", {"thread_alloc", "thread_main", "run"});
 }
 
 TEST_P(PythonTest, NativeThreadHasNativeFramesOnly) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = Run(dir, "native", out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
+  json report;
+  ASSERT_NO_FATAL_FAILURE(RunToReport(dir, "native", &report));
   const std::string location =
       "py_native_helper.c:" + std::to_string(LineOf(kHelperSource, "/* LEAK:native */"));
   const json site = SiteAt(report["leaks"]["device"], location);
@@ -226,11 +225,8 @@ TEST_P(PythonTest, NativeThreadHasNativeFramesOnly) {
 
 TEST_P(PythonTest, NativeThreadCallingIntoPythonShowsBoth) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = Run(dir, "callback", out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
+  json report;
+  ASSERT_NO_FATAL_FAILURE(RunToReport(dir, "callback", &report));
   const json& device = report["leaks"]["device"];
   ExpectPythonSite(device, "callback", {"callback_alloc"});
   // Below the Python frame: the native thread that called it.

@@ -16,12 +16,9 @@ using nlohmann::json;
 
 TEST(Reliability, EightThreadsHundredThousandPairsWithConcurrentSnapshots) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r =
-      RunProcess({kPrograms + "/stress", "8", "100000"}, PreloadEnv(out), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object());
+  json report;
+  ProcessResult r;
+  ASSERT_NO_FATAL_FAILURE(RunPreloaded(dir, {kPrograms + "/stress", "8", "100000"}, &report, &r));
   const json& device = report["totals"]["kinds"]["device"];
   EXPECT_EQ(device["allocs"], 800000);
   EXPECT_EQ(device["frees"], 800000);

@@ -16,11 +16,9 @@ using nlohmann::json;
 
 TEST(Report, LeakSitesAreNamedByFileAndLineWithExactBytes) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess({kPrograms + "/leak_sites"}, PreloadEnv(out), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
+  json report;
+  ProcessResult r;
+  ASSERT_NO_FATAL_FAILURE(RunPreloaded(dir, {kPrograms + "/leak_sites"}, &report, &r));
   const std::string source = kSourceDir + "/tests/e2e/programs/leak_sites.cu";
   auto at = [&](const std::string& name) {
     const int line = LineOf(source, "// LEAK:" + name);
@@ -193,11 +191,8 @@ TEST(Report, SnapshotBySignalWhileRunning) {
 
 TEST(Report, FourThreadsTenThousandAllocationsEachGiveExactTotals) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess({kPrograms + "/threads"}, PreloadEnv(out), dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object());
+  json report;
+  ASSERT_NO_FATAL_FAILURE(RunPreloaded(dir, {kPrograms + "/threads"}, &report));
   const json& device = report["totals"]["kinds"]["device"];
   EXPECT_EQ(device["allocs"], 40000);
   EXPECT_EQ(device["frees"], 39996);

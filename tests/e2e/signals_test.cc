@@ -90,6 +90,32 @@ void ExpectTheLeak(const json& report) {
   EXPECT_EQ(device["sites"][0]["count"], 1);
 }
 
+// The report at `out` was written at `trigger` (with `label`, unless that is
+// empty) and holds the program's one leak; `context` (the child's stderr, say)
+// goes with the failure when there is no report.
+void ExpectReportOfTheLeak(const std::string& out, const std::string& trigger,
+                           const std::string& context = "", const std::string& label = "") {
+  const json report = ReadJson(out);
+  ASSERT_TRUE(report.is_object()) << context;
+  EXPECT_EQ(report["trigger"], trigger);
+  if (!label.empty()) EXPECT_EQ(report["label"], label);
+  ExpectTheLeak(report);
+}
+
+// The run under gpuwatch, `r`, ended as `base`, the run without it, did: by
+// the same signal or with the same exit status, with the same output.
+void ExpectEndedAsWithout(const ProcessResult& r, const ProcessResult& base) {
+  if (base.signaled) {
+    ASSERT_TRUE(r.signaled) << "exit status " << r.exit_code << "\n" << r.err;
+    EXPECT_EQ(r.signal, base.signal);
+  } else {
+    EXPECT_FALSE(r.signaled) << "signal " << r.signal;
+    EXPECT_EQ(r.exit_code, base.exit_code);
+  }
+  EXPECT_EQ(r.out, base.out);
+  EXPECT_EQ(r.err, base.err);
+}
+
 class StopSignal : public ::testing::TestWithParam<int> {};
 
 TEST_P(StopSignal, ReportIsWrittenThenTheProcessDiesOfTheSameSignal) {
@@ -100,15 +126,10 @@ TEST_P(StopSignal, ReportIsWrittenThenTheProcessDiesOfTheSameSignal) {
   ASSERT_TRUE(base.signaled) << base.err;
   ASSERT_EQ(base.signal, sig);
   const ProcessResult r = ReadyThenSignal("wait", Preload(out), dir.path(), sig);
-  ASSERT_TRUE(r.signaled) << "exit status " << r.exit_code << "\n" << r.err;
-  EXPECT_EQ(r.signal, sig);
-  EXPECT_EQ(r.out, base.out);
-  EXPECT_EQ(r.err, base.err);
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << dir.List().size() << " files; stderr: " << r.err;
-  EXPECT_EQ(report["trigger"], "signal");
-  EXPECT_EQ(report["label"], std::string("SIG") + sigabbrev_np(sig));
-  ExpectTheLeak(report);
+  ASSERT_NO_FATAL_FAILURE(ExpectEndedAsWithout(r, base));
+  ExpectReportOfTheLeak(out, "signal",
+                        std::to_string(dir.List().size()) + " files; stderr: " + r.err,
+                        std::string("SIG") + sigabbrev_np(sig));
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, StopSignal, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
@@ -127,14 +148,8 @@ TEST(Signals, ProgramsOwnHandlerRunsAsBeforeAndTheExitReportIsWritten) {
   ASSERT_EQ(base.exit_code, 7);
   ASSERT_EQ(base.out, "ready\nown handler: SIGTERM\n");
   const ProcessResult r = ReadyThenSignal("own", Preload(out), dir.path(), SIGTERM);
-  EXPECT_FALSE(r.signaled) << "signal " << r.signal;
-  EXPECT_EQ(r.exit_code, 7);
-  EXPECT_EQ(r.out, base.out);
-  EXPECT_EQ(r.err, base.err);
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
-  EXPECT_EQ(report["trigger"], "exit");
-  ExpectTheLeak(report);
+  ExpectEndedAsWithout(r, base);
+  ExpectReportOfTheLeak(out, "exit", r.err);
 }
 
 // A handler installed before gpuwatch attached (here: attached through
@@ -158,10 +173,7 @@ TEST(Signals, HandlerInstalledBeforeAttachIsChainedWithItsFlags) {
                                            {"GPUWATCH_CHECKPOINT_SECONDS", "0"},
                                            {"GPUWATCH_RUN_LOG", log}},
                                           dir.path(), SIGTERM);
-  EXPECT_FALSE(r.signaled) << "signal " << r.signal;
-  EXPECT_EQ(r.exit_code, 7);
-  EXPECT_EQ(r.out, base.out);
-  EXPECT_EQ(r.err, base.err);
+  ExpectEndedAsWithout(r, base);
   // The signal's report came first, then the exit report replaced it (after
   // the line saying the process uses CUDA); each line ends with the pid.
   std::string logged;
@@ -169,10 +181,7 @@ TEST(Signals, HandlerInstalledBeforeAttachIsChainedWithItsFlags) {
     logged += line.substr(0, line.rfind('\t')) + "\n";
   }
   EXPECT_EQ(logged, "cuda\t\nsignal\t" + out + "\nexit\t" + out + "\n");
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
-  EXPECT_EQ(report["trigger"], "exit");
-  ExpectTheLeak(report);
+  ExpectReportOfTheLeak(out, "exit", r.err);
 }
 
 // SIGTERM ignored when the program starts (nohup, a parent's choice) stays
@@ -190,10 +199,7 @@ TEST(Signals, IgnoredSigtermStaysIgnored) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, "ready\nstill running\n");
   EXPECT_EQ(r.err, "");
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
-  EXPECT_EQ(report["trigger"], "exit");
-  ExpectTheLeak(report);
+  ExpectReportOfTheLeak(out, "exit", r.err);
 }
 
 // A crash: a best-effort report, then the same signal with its default action
@@ -214,15 +220,8 @@ TEST_P(Crash, ReportIsWrittenThenTheProcessDiesOfTheSameSignal) {
   ASSERT_EQ(base.signal, sig);
   RunningProcess child = Spawn({kProgram, mode}, Preload(out), dir.path());
   const ProcessResult r = Finish(child);
-  ASSERT_TRUE(r.signaled) << "exit status " << r.exit_code << "\n" << r.err;
-  EXPECT_EQ(r.signal, sig);
-  EXPECT_EQ(r.out, base.out);
-  EXPECT_EQ(r.err, base.err);
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object()) << r.err;
-  EXPECT_EQ(report["trigger"], "signal");
-  EXPECT_EQ(report["label"], std::string("SIG") + sigabbrev_np(sig));
-  ExpectTheLeak(report);
+  ASSERT_NO_FATAL_FAILURE(ExpectEndedAsWithout(r, base));
+  ExpectReportOfTheLeak(out, "signal", r.err, std::string("SIG") + sigabbrev_np(sig));
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, Crash,
@@ -233,61 +232,59 @@ INSTANTIATE_TEST_SUITE_P(Signals, Crash,
                                            std::make_pair("abort", SIGABRT)),
                          [](const auto& info) { return std::string(info.param.first); });
 
+// Which checkpoint StartUntilCheckpoint waits for.
+enum CheckpointWanted { kAnyCheckpoint, kWithTheLeak };
+
+// Starts the program in `mode` with a checkpoint every second (report at
+// `out`), waits for "ready", then polls for a checkpoint at `out` (hang guard
+// only).
+void StartUntilCheckpoint(const std::string& mode, const std::string& out, const std::string& cwd,
+                          CheckpointWanted wanted, RunningProcess* c) {
+  auto env = Preload(out);
+  env["GPUWATCH_CHECKPOINT_SECONDS"] = "1";
+  *c = Spawn({kProgram, mode}, env, cwd);
+  ASSERT_TRUE(WaitForOutput(*c, "ready\n")) << c->err_text;
+  const int64_t deadline = NowMs() + kTimeoutMs;
+  json checkpoint;
+  for (;;) {
+    checkpoint = ReadJson(out);
+    if (checkpoint.is_object() &&
+        (wanted == kAnyCheckpoint || checkpoint["leaks"]["device"]["bytes"] == kLeakBytes)) {
+      break;
+    }
+    if (NowMs() >= deadline) break;
+    ReadAvailable(*c, 20);
+  }
+  ASSERT_TRUE(checkpoint.is_object()) << "no checkpoint appeared; stderr: " << c->err_text;
+  EXPECT_EQ(checkpoint["trigger"], "checkpoint");
+}
+
 // SIGKILL cannot be caught: what is left is the last checkpoint, a complete
 // report at the main path, refreshed every GPUWATCH_CHECKPOINT_SECONDS.
 TEST(Signals, CheckpointSurvivesSigkill) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  auto env = Preload(out);
-  env["GPUWATCH_CHECKPOINT_SECONDS"] = "1";
-  RunningProcess c = Spawn({kProgram, "wait"}, env, dir.path());
-  ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
-  // Poll for the checkpoint holding the leak (hang guard only).
-  const int64_t deadline = NowMs() + kTimeoutMs;
-  json checkpoint;
-  for (;;) {
-    checkpoint = ReadJson(out);
-    if (checkpoint.is_object() && checkpoint["leaks"]["device"]["bytes"] == kLeakBytes) break;
-    if (NowMs() >= deadline) break;
-    ReadAvailable(c, 20);
-  }
-  ASSERT_TRUE(checkpoint.is_object()) << "no checkpoint appeared; stderr: " << c.err_text;
-  EXPECT_EQ(checkpoint["trigger"], "checkpoint");
+  RunningProcess c;
+  ASSERT_NO_FATAL_FAILURE(StartUntilCheckpoint("wait", out, dir.path(), kWithTheLeak, &c));
   ASSERT_EQ(kill(c.pid, SIGKILL), 0);
   const ProcessResult r = Finish(c);
   ASSERT_TRUE(r.signaled);
   EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_EQ(r.out, "ready\n");
   EXPECT_EQ(r.err, "");
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object());
-  EXPECT_EQ(report["trigger"], "checkpoint");
-  ExpectTheLeak(report);
+  ExpectReportOfTheLeak(out, "checkpoint");
 }
 
 // The exit report replaces the checkpoints of a process that exits normally.
 TEST(Signals, ExitReportReplacesTheCheckpoint) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  auto env = Preload(out);
-  env["GPUWATCH_CHECKPOINT_SECONDS"] = "1";
-  RunningProcess c = Spawn({kProgram, "stdin"}, env, dir.path());
-  ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
-  const int64_t deadline = NowMs() + kTimeoutMs;
-  json checkpoint = ReadJson(out);
-  while (!checkpoint.is_object() && NowMs() < deadline) {
-    ReadAvailable(c, 20);
-    checkpoint = ReadJson(out);
-  }
-  ASSERT_TRUE(checkpoint.is_object()) << "no checkpoint appeared; stderr: " << c.err_text;
-  EXPECT_EQ(checkpoint["trigger"], "checkpoint");
+  RunningProcess c;
+  ASSERT_NO_FATAL_FAILURE(StartUntilCheckpoint("stdin", out, dir.path(), kAnyCheckpoint, &c));
   ASSERT_EQ(write(c.in, "go\n", 3), 3);
   const ProcessResult r = Finish(c);
   EXPECT_EQ(r.exit_code, 0);
-  const json report = ReadJson(out);
-  ASSERT_TRUE(report.is_object());
-  EXPECT_EQ(report["trigger"], "exit");
-  ExpectTheLeak(report);
+  ExpectReportOfTheLeak(out, "exit");
 }
 
 // 1,000 snapshot signals (SIGUSR2) while 4 threads allocate and free: no

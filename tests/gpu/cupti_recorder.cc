@@ -49,18 +49,14 @@
 #include <string>
 #include <unordered_map>
 
+#include "bench/cupti_injection.h"
 #include "interpose/calls.h"
 
 namespace {
 
-struct Cupti {
-  decltype(&cuptiSubscribe) Subscribe = nullptr;
+struct Cupti : cupti_injection::ActivityApi {
   decltype(&cuptiEnableDomain) EnableDomain = nullptr;
   decltype(&cuptiGetCallbackName) GetCallbackName = nullptr;
-  decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
-  decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
-  decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
-  decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
 };
 
 Cupti g_cupti;
@@ -146,9 +142,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   constexpr size_t kBytes = size_t{4} << 20;
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBytes));
-  *size = *buffer != nullptr ? kBytes : 0;
-  *max_records = 0;
+  cupti_injection::AllocateActivityBuffer(kBytes, buffer, size, max_records);
 }
 
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -204,12 +198,6 @@ void OnExit() {
   WriteLine("end\tatexit\n");
 }
 
-template <typename F>
-bool Resolve(void* handle, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
-  return *out != nullptr;
-}
-
 void* LoadCupti() {
   std::string candidates[6];
   int n = 0;
@@ -243,16 +231,12 @@ bool Attach() {
     return false;
   }
   Cupti c;
-  if (!Resolve(h, "cuptiSubscribe", &c.Subscribe) ||
-      !Resolve(h, "cuptiEnableDomain", &c.EnableDomain) ||
-      !Resolve(h, "cuptiActivityRegisterCallbacks", &c.ActivityRegisterCallbacks) ||
-      !Resolve(h, "cuptiActivityEnable", &c.ActivityEnable) ||
-      !Resolve(h, "cuptiActivityGetNextRecord", &c.ActivityGetNextRecord) ||
-      !Resolve(h, "cuptiActivityFlushAll", &c.ActivityFlushAll)) {
+  if (!cupti_injection::ResolveActivityApi(h, &c) ||
+      !cupti_injection::Resolve(h, "cuptiEnableDomain", &c.EnableDomain)) {
     WriteLine("error\tlibcupti lacks a function\n");
     return false;
   }
-  Resolve(h, "cuptiGetCallbackName", &c.GetCallbackName);
+  cupti_injection::Resolve(h, "cuptiGetCallbackName", &c.GetCallbackName);
   g_cupti = c;
   CUpti_SubscriberHandle subscriber = nullptr;
   const CUptiResult r =
@@ -281,9 +265,7 @@ bool Attach() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
-  static const bool attached = Attach();
-  (void)attached;
-  return 1;
+  return cupti_injection::AttachOnce(Attach);
 }
 
 // Also usable through LD_PRELOAD (programs linked with the shared cudart): it

@@ -434,24 +434,22 @@ class Switchboard : public ::testing::Test {
     d.correlationId = correlation;
     OnCuptiCallback(nullptr, domain, cbid, &d);
   }
-  template <typename P>
-  static void RuntimeEnter(CUpti_CallbackId cbid, uint32_t correlation, const P& params) {
-    Call(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, correlation, params, CUPTI_API_ENTER, cudaSuccess);
-  }
-  template <typename P>
-  static void RuntimeExit(CUpti_CallbackId cbid, uint32_t correlation, const P& params,
-                          cudaError_t result = cudaSuccess) {
-    Call(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, correlation, params, CUPTI_API_EXIT, result);
-  }
-  template <typename P>
-  static void DriverEnter(CUpti_CallbackId cbid, uint32_t correlation, const P& params) {
-    Call(CUPTI_CB_DOMAIN_DRIVER_API, cbid, correlation, params, CUPTI_API_ENTER, CUDA_SUCCESS);
-  }
-  template <typename P>
-  static void DriverExit(CUpti_CallbackId cbid, uint32_t correlation, const P& params,
-                         CUresult result = CUDA_SUCCESS) {
-    Call(CUPTI_CB_DOMAIN_DRIVER_API, cbid, correlation, params, CUPTI_API_EXIT, result);
-  }
+  // The ENTER and EXIT callbacks of a call of `kDomain`, whose functions
+  // return R (kSuccess when they succeed): RuntimeApi::Enter, DriverApi::Exit, ...
+  template <CUpti_CallbackDomain kDomain, typename R, R kSuccess>
+  struct Api {
+    template <typename P>
+    static void Enter(CUpti_CallbackId cbid, uint32_t correlation, const P& params) {
+      Call(kDomain, cbid, correlation, params, CUPTI_API_ENTER, kSuccess);
+    }
+    template <typename P>
+    static void Exit(CUpti_CallbackId cbid, uint32_t correlation, const P& params,
+                     R result = kSuccess) {
+      Call(kDomain, cbid, correlation, params, CUPTI_API_EXIT, result);
+    }
+  };
+  using RuntimeApi = Api<CUPTI_CB_DOMAIN_RUNTIME_API, cudaError_t, cudaSuccess>;
+  using DriverApi = Api<CUPTI_CB_DOMAIN_DRIVER_API, CUresult, CUDA_SUCCESS>;
   static void Resource(CUpti_CallbackId cbid, CUpti_GraphData* graph) {
     CUpti_ResourceData r{};
     r.resourceDescriptor = graph;
@@ -461,8 +459,8 @@ class Switchboard : public ::testing::Test {
   void Malloc(uint64_t address, size_t size, uint32_t correlation) {
     void* out = reinterpret_cast<void*>(address);
     const cudaMalloc_v3020_params p{&out, size};
-    RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, correlation, p);
-    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, correlation, p);
+    RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, correlation, p);
+    RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, correlation, p);
   }
 
   uint64_t Live() { return tracker_.Snapshot().live.size(); }
@@ -490,8 +488,8 @@ TEST_F(Switchboard, CallbacksCausedByGpuwatchItselfAreIgnored) {
   SetCallbackHooks(hooks);
   void* out = nullptr;
   const cudaMalloc_v3020_params p{&out, 1 << 20};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, p);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, p, cudaErrorMemoryAllocation);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, p);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, p, cudaErrorMemoryAllocation);
   EXPECT_EQ(hook_calls, 1);
   EXPECT_EQ(Live(), 0u) << "gpuwatch's own allocation is not the application's";
   EXPECT_FALSE(InsideGpuwatch());
@@ -542,20 +540,20 @@ TEST_F(Switchboard, AfterAForkTheNextEventGoesToTheChildsRecording) {
 TEST_F(Switchboard, AFreeIsRecordedAtEntryAndUndoneWhenItFails) {
   Malloc(0x1000, 256, 1);
   const cudaFree_v3020_params free{reinterpret_cast<void*>(0x1000)};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
   EXPECT_EQ(Live(), 0u) << "freed before the call runs";
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free, cudaErrorInvalidValue);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free, cudaErrorInvalidValue);
   EXPECT_EQ(Live(), 1u) << "the call failed: still live";
   EXPECT_EQ(tracker_.DeviceCurrentBytes(), 256u);
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 3, free);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 3, free);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 3, free);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 3, free);
   EXPECT_EQ(Live(), 0u);
   // A free of an address that is not live counts once, and only when it succeeded.
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free, cudaErrorInvalidValue);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free, cudaErrorInvalidValue);
   EXPECT_EQ(tracker_.Snapshot().unknown_frees, 0u);
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 5, free);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 5, free);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 5, free);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 5, free);
   EXPECT_EQ(tracker_.Snapshot().unknown_frees, 1u);
 }
 
@@ -564,10 +562,10 @@ TEST_F(Switchboard, AFreeIsRecordedAtEntryAndUndoneWhenItFails) {
 TEST_F(Switchboard, AnAddressReusedByAnotherThreadBeforeTheFreeReturnsStaysLive) {
   Malloc(0x2000, 8192, 1);
   const cudaFree_v3020_params free{reinterpret_cast<void*>(0x2000)};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
   std::thread other([this] { Malloc(0x2000, 8192, 3); });
   other.join();
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 2, free);
   const TrackerSnapshot s = tracker_.Snapshot();
   EXPECT_EQ(s.live.size(), 1u);
   EXPECT_EQ(s.kinds[0].allocs, 2u);
@@ -581,10 +579,10 @@ TEST_F(Switchboard, NestedDriverCallsAreCountedOnce) {
   const cudaMalloc_v3020_params rt{&out, 64};
   CUdeviceptr dptr = 0x3000;
   const cuMemAlloc_v2_params drv{&dptr, 64};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
-  DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
-  DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
   EXPECT_EQ(tracker_.Snapshot().kinds[0].allocs, 1u);
 }
 
@@ -599,15 +597,16 @@ TEST_F(Switchboard, ACallInFlightAtAttachIsCountedOnceWithOrWithoutItsDriverCall
   CUdeviceptr dptr = 0x4000;
   const cuMemAlloc_v2_params drv{&dptr, 64};
   std::thread with_driver([&] {
-    DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
-    DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
-    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
+    DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+    DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 8, drv);
+    RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 7, rt);
   });
   with_driver.join();
   EXPECT_EQ(tracker_.Snapshot().kinds[0].allocs, 1u);
   void* out2 = reinterpret_cast<void*>(0x5000);
   const cudaMalloc_v3020_params rt2{&out2, 64};
-  std::thread runtime_only([&] { RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 9, rt2); });
+  std::thread runtime_only(
+      [&] { RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 9, rt2); });
   runtime_only.join();
   const TrackerSnapshot s = tracker_.Snapshot();
   EXPECT_EQ(s.kinds[0].allocs, 2u);
@@ -622,19 +621,19 @@ TEST_F(Switchboard, CapturedCopiesHappenAtEachGraphLaunch) {
                                           cudaMemcpyHostToDevice, nullptr};
   auto* graph = reinterpret_cast<CUgraph>(0x900);
   auto* node = reinterpret_cast<CUgraphNode>(0x901);
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2, copy);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2, copy);
   CUpti_GraphData created{};
   created.graph = graph;
   created.node = node;
   created.nodeType = CU_GRAPH_NODE_TYPE_MEMCPY;
   Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &created);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2, copy);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2, copy);
   EXPECT_EQ(transfers_.Snapshot().sites.size(), 0u) << "captured: nothing copied yet";
 
   // Instantiation clones the node into the exec.
   auto* exec = reinterpret_cast<CUgraphExec>(0x950);
   const cudaGraphInstantiate_v12000_params inst{nullptr, nullptr, 0};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000, 3, inst);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000, 3, inst);
   CUpti_GraphData cloned{};
   cloned.node = reinterpret_cast<CUgraphNode>(0x951);
   cloned.originalNode = node;
@@ -643,12 +642,12 @@ TEST_F(Switchboard, CapturedCopiesHappenAtEachGraphLaunch) {
   exec_created.graph = graph;
   exec_created.graphExec = exec;
   Resource(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, &exec_created);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000, 3, inst);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000, 3, inst);
 
   const cudaGraphLaunch_v10000_params launch{exec, nullptr};
   for (uint32_t c = 10; c < 13; ++c) {
-    RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, c, launch);
-    RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, c, launch);
+    RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, c, launch);
+    RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, c, launch);
   }
   const TransfersSnapshot t = transfers_.Snapshot();
   ASSERT_EQ(t.sites.size(), 1u);
@@ -667,24 +666,24 @@ TEST_F(Switchboard, GraphMemoryIsLiveFromItsLaunchUntilItsFree) {
   auto* graph = reinterpret_cast<CUgraph>(0xa00);
   // A captured free of memory allocated outside the graph: still live now.
   const cudaFreeAsync_v11020_params free{reinterpret_cast<void*>(0x7000), nullptr};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, 2, free);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, 2, free);
   CUpti_GraphData free_node{};
   free_node.graph = graph;
   free_node.node = reinterpret_cast<CUgraphNode>(0xa01);
   Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &free_node);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, 2, free);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, 2, free);
   EXPECT_EQ(Live(), 1u);
   // An allocation node: its address is known at the end of the call.
   cudaMemAllocNodeParams alloc{};
   alloc.bytesize = 1 << 16;
   cudaGraphAddMemAllocNode_v11040_params add{nullptr, graph, nullptr, 0, &alloc};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, 3, add);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, 3, add);
   CUpti_GraphData alloc_node{};
   alloc_node.graph = graph;
   alloc_node.node = reinterpret_cast<CUgraphNode>(0xa02);
   Resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, &alloc_node);
   alloc.dptr = reinterpret_cast<void*>(0x80000);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, 3, add);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddMemAllocNode_v11040, 3, add);
   EXPECT_EQ(Live(), 1u);
   // No clones reported: the exec stands for the graph's nodes.
   auto* exec = reinterpret_cast<CUgraphExec>(0xa50);
@@ -693,8 +692,8 @@ TEST_F(Switchboard, GraphMemoryIsLiveFromItsLaunchUntilItsFree) {
   exec_created.graphExec = exec;
   Resource(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, &exec_created);
   const cudaGraphLaunch_v10000_params launch{exec, nullptr};
-  RuntimeEnter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 4, launch);
-  RuntimeExit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 4, launch);
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 4, launch);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 4, launch);
   const TrackerSnapshot s = tracker_.Snapshot();
   ASSERT_EQ(s.live.size(), 1u);
   EXPECT_EQ(s.live[0].address, 0x80000u);
@@ -710,11 +709,11 @@ TEST_F(Switchboard, VmmMappingsAreOnTheirHandlesDevice) {
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = 1;
   const cuMemCreate_params create{&handle, 2 << 20, &prop, 0};
-  DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
-  DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
   const cuMemMap_params map{0x40000000, 2 << 20, 0, 77, 0};
-  DriverEnter(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
-  DriverExit(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
   const TrackerSnapshot s = tracker_.Snapshot();
   ASSERT_EQ(s.live.size(), 1u);
   EXPECT_EQ(s.live[0].device, 1);

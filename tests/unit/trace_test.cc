@@ -145,12 +145,7 @@ TEST(Trace, ConcurrentWritersOverflowingKeepCountsExact) {
 }
 
 AllocEvent Alloc(uint64_t address, uint64_t size, int device, MemKind kind = MemKind::kDevice) {
-  AllocEvent e;
-  e.address = address;
-  e.size = size;
-  e.device = device;
-  e.kind = kind;
-  return e;
+  return {.address = address, .size = size, .kind = kind, .device = device};
 }
 
 TEST(Trace, TrackerRecordsLiveBytesPerDeviceAndPeaks) {

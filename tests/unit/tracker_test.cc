@@ -9,12 +9,7 @@ namespace gpuwatch {
 namespace {
 
 AllocEvent Event(uint64_t address, uint64_t size, MemKind kind, uint32_t stack_id = 0) {
-  AllocEvent e;
-  e.address = address;
-  e.size = size;
-  e.kind = kind;
-  e.stack_id = stack_id;
-  return e;
+  return {.address = address, .size = size, .kind = kind, .stack_id = stack_id};
 }
 
 const KindTotals& Kind(const TrackerSnapshot& s, MemKind k) { return s.kinds[static_cast<int>(k)]; }
@@ -168,9 +163,10 @@ TEST(Tracker, SitesSplitHostFromDeviceAllocations) {
 
 TEST(Tracker, UnmapRangeFreesEveryMappingInside) {
   Tracker t;
-  t.OnAlloc(Event(0x100000, 0x1000, MemKind::kVmm));
-  t.OnAlloc(Event(0x101000, 0x1000, MemKind::kVmm));
-  t.OnAlloc(Event(0x102000, 0x1000, MemKind::kVmm));
+  // Three adjacent mappings of 4 KiB; the range unmapped covers the first two.
+  for (uint64_t address = 0x100000; address <= 0x102000; address += 0x1000) {
+    t.OnAlloc(Event(address, 0x1000, MemKind::kVmm));
+  }
   t.OnUnmapRange(0x100000, 0x2000);
   const TrackerSnapshot s = t.Snapshot();
   EXPECT_EQ(Kind(s, MemKind::kVmm).current_bytes, 0x1000u);

@@ -10,25 +10,21 @@ namespace gpuwatch {
 namespace {
 
 CopyCall Call(uint32_t correlation, uint32_t stack, uint64_t bytes, uint32_t records = 1) {
-  CopyCall c;
-  c.correlation = correlation;
-  c.stack_id = stack;
-  c.bytes = bytes;
-  c.kind = CopyKind::kHostToDevice;
-  c.records = records;
-  return c;
+  return {.correlation = correlation,
+          .stack_id = stack,
+          .bytes = bytes,
+          .kind = CopyKind::kHostToDevice,
+          .records = records};
 }
 
 CopyRecord Record(uint32_t driver, uint32_t runtime, uint64_t bytes, HostKind host) {
-  CopyRecord r;
-  r.correlation = driver;
-  r.runtime_correlation = runtime;
-  r.bytes = bytes;
-  r.kind = CopyKind::kHostToDevice;
-  r.host = host;
-  r.start_ns = 1000;
-  r.end_ns = 1000 + bytes;  // 1 byte per ns
-  return r;
+  return {.correlation = driver,
+          .runtime_correlation = runtime,
+          .bytes = bytes,
+          .kind = CopyKind::kHostToDevice,
+          .host = host,
+          .start_ns = 1000,
+          .end_ns = 1000 + bytes};  // 1 byte per ns
 }
 
 const SiteTransfers* SiteOf(const TransfersSnapshot& snap, uint32_t stack) {
