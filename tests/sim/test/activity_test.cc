@@ -11,11 +11,6 @@
 namespace gwsim::test {
 namespace {
 
-constexpr uint8_t kPageable = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-constexpr uint8_t kPinned = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-constexpr uint8_t kDevice = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-constexpr uint8_t kManaged = CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
-
 TEST(Activity, MemcpyRecordsCarryKindsAndTheModelledDuration) {
   InitCuda();
   const Model m = ReadModel();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/leaked.h"
 #include "cupti/internal.h"
 
 namespace gwsim::cupti {
@@ -33,10 +34,7 @@ struct CallbackState {
   std::vector<Subscriber*> retired;  // unsubscribed; kept, a callback may still be running
   std::atomic<uint8_t> enabled[CUPTI_CB_DOMAIN_SIZE][kMaxCbid];  // zeroed (C++20)
 };
-CallbackState& S() {
-  static auto* const state = new CallbackState();
-  return *state;
-}
+CallbackState& S() { return Leaked<CallbackState>(); }
 
 uint32_t DomainSize(CUpti_CallbackDomain domain) {
   switch (domain) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/leaked.h"
 #include "driver/cuda_headers.h"
 #include "driver/function.h"
 #include "driver/state.h"
@@ -51,10 +52,7 @@ struct Attributes {
   std::unordered_map<const CUfunc_st*, Settable> by_function;
 };
 
-Attributes& A() {
-  static auto* const attributes = new Attributes();  // never destroyed, like the rest
-  return *attributes;
-}
+Attributes& A() { return Leaked<Attributes>(); }  // never destroyed, like the rest
 
 Settable Get(const CUfunc_st* f) {
   Attributes& a = A();

@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "common/leaked.h"
 #include "driver/memory.h"
 #include "driver/trace.h"
 
@@ -42,10 +43,7 @@ struct Registry {
   std::vector<const void*> retired;
 };
 
-Registry& R() {
-  static auto* const registry = new Registry();  // never destroyed, like the rest of the state
-  return *registry;
-}
+Registry& R() { return Leaked<Registry>(); }  // never destroyed, like the rest of the state
 
 // Bytes per channel of the classic formats; CUDA_ERROR_NOT_SUPPORTED for the formats the
 // simulator does not model (normalized, block-compressed and video formats).

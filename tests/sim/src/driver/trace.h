@@ -6,8 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
-
+#include "common/api_frame.h"
 #include "driver/cuda_headers.h"
 #include "driver/state.h"
 
@@ -40,12 +39,8 @@ template <typename Params, typename Body>
 CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body&& body,
                      const char* symbol = nullptr) {
   if (NoDriver()) return body();  // without a driver there is nothing to trace
-  gwsim_api_frame frame{};
-  frame.domain = CUPTI_CB_DOMAIN_DRIVER_API;
-  frame.cbid = cbid;
-  frame.function_name = name;
-  if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
-  frame.symbol_name = symbol;
+  gwsim_api_frame frame =
+      ApiFrame<NoParams>(CUPTI_CB_DOMAIN_DRIVER_API, cbid, name, params, symbol);
   EnterFrame(&frame);
   CUresult result = InHostFunction() ? CUDA_ERROR_NOT_PERMITTED : body();
   frame.return_value = &result;

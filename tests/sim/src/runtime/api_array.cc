@@ -25,8 +25,6 @@ CUmipmappedArray CuMipmap(cudaMipmappedArray_const_t m) {
   return reinterpret_cast<CUmipmappedArray>(const_cast<cudaMipmappedArray*>(m));
 }
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 // The driver reports an unknown array as an invalid handle; these runtime calls document
 // cudaErrorInvalidValue for it.
 cudaError_t HandleAsValue(CUresult r) {

@@ -10,8 +10,6 @@
 namespace gwsim::rt {
 namespace {
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 cudaError_t Memcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, bool async,
                    cudaStream_t stream, bool per_thread) {
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;

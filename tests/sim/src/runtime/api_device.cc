@@ -7,19 +7,6 @@
 namespace gwsim::rt {
 namespace {
 
-template <typename Call>
-cudaError_t WithContext(Call&& call) {
-  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
-// Needs the driver and cuInit, not a context.
-template <typename Call>
-cudaError_t WithDriver(Call&& call) {
-  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
 cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
   const DriverApi& d = Drv();
   if (prop == nullptr) return cudaErrorInvalidValue;

@@ -21,20 +21,6 @@ bool InHostFunction() {
 
 namespace {
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-template <typename Call>
-cudaError_t WithContext(Call&& call) {
-  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
-template <typename Call>
-cudaError_t WithDriver(Call&& call) {
-  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
 // The calling thread's current context (the current device's primary context).
 cudaError_t Current(CUcontext* ctx) {
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;

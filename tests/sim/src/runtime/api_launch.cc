@@ -47,15 +47,7 @@ cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** 
     return cudaErrorInvalidDeviceFunction;
   }
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  CUlaunchConfig c{};
-  c.gridDimX = config->gridDim.x;
-  c.gridDimY = config->gridDim.y;
-  c.gridDimZ = config->gridDim.z;
-  c.blockDimX = config->blockDim.x;
-  c.blockDimY = config->blockDim.y;
-  c.blockDimZ = config->blockDim.z;
-  c.sharedMemBytes = static_cast<unsigned>(config->dynamicSmemBytes);
-  c.hStream = config->stream;
+  CUlaunchConfig c = ToDriverLaunchConfig(*config);
   const DriverApi& d = Drv();
   return ToCudaError(
       (per_thread ? d.cuLaunchKernelEx_ptsz : d.cuLaunchKernelEx)(&c, k.function, args, nullptr));

@@ -7,14 +7,6 @@ namespace gwsim::rt {
 namespace {
 
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-// Runs a driver call after the context is set up, mapping its result.
-template <typename Call>
-cudaError_t WithContext(Call&& call) {
-  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
 
 cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream,
                         bool per_thread) {

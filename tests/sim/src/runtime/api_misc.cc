@@ -11,8 +11,6 @@
 namespace gwsim::rt {
 namespace {
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 CUmemLocation ToLocation(const cudaMemLocation& l) {
   CUmemLocation c{};
   c.type = static_cast<CUmemLocationType>(l.type);
@@ -213,15 +211,7 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(
         CUfunction f = nullptr;
         if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
         if (launchConfig == nullptr) return cudaErrorInvalidValue;
-        CUlaunchConfig c{};  // launch attributes are not simulated
-        c.gridDimX = launchConfig->gridDim.x;
-        c.gridDimY = launchConfig->gridDim.y;
-        c.gridDimZ = launchConfig->gridDim.z;
-        c.blockDimX = launchConfig->blockDim.x;
-        c.blockDimY = launchConfig->blockDim.y;
-        c.blockDimZ = launchConfig->blockDim.z;
-        c.sharedMemBytes = static_cast<unsigned>(launchConfig->dynamicSmemBytes);
-        c.hStream = launchConfig->stream;
+        CUlaunchConfig c = ToDriverLaunchConfig(*launchConfig);
         return ToCudaError(Drv().cuOccupancyMaxPotentialClusterSize(clusterSize, f, &c));
       });
 }

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/api_frame.h"
 #include "runtime/cuda_headers.h"
 
 namespace gwsim::rt {
@@ -88,6 +89,25 @@ std::vector<LaunchConfig>& CallConfigurations();
 
 struct NoParams {};
 
+// Runs a driver call once the calling thread's context is set up, mapping its result.
+template <typename Call>
+cudaError_t WithContext(Call&& call) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+// Runs a driver call that needs the driver and cuInit, not a context.
+template <typename Call>
+cudaError_t WithDriver(Call&& call) {
+  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+inline CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// The driver's launch configuration for a runtime one (launch attributes are not simulated).
+CUlaunchConfig ToDriverLaunchConfig(const cudaLaunchConfig_t& config);
+
 // Whether the calling thread is the driver's host-function thread (api_graph.cc), where CUDA
 // may not be called.
 bool InHostFunction();
@@ -115,12 +135,8 @@ auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& 
     return r;
   }
   if (InitializesBeforeEnter(cbid)) (void)EnsureInit();
-  gwsim_api_frame frame{};
-  frame.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
-  frame.cbid = cbid;
-  frame.function_name = name;
-  if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
-  frame.symbol_name = symbol;
+  gwsim_api_frame frame =
+      ApiFrame<NoParams>(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, name, params, symbol);
   d.api_enter(&frame);
   Result result{};
   if constexpr (std::is_same_v<Result, cudaError_t>) {
