@@ -158,6 +158,18 @@ const DriverLink& Link() {
   return *link;
 }
 
+namespace {
+
+// cuptiGetContextId / cuptiGetDeviceId: the one of the two ids asked for (the other is null).
+CUptiResult ContextIds(CUcontext context, uint32_t* context_id, uint32_t* device_id) {
+  const DriverLink& link = Link();
+  if (context_id == nullptr && device_id == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (!link.present) return CUPTI_ERROR_NOT_INITIALIZED;
+  return link.context_ids(context, context_id, device_id) == 0 ? CUPTI_SUCCESS
+                                                               : CUPTI_ERROR_INVALID_CONTEXT;
+}
+
+}  // namespace
 }  // namespace gwsim::cupti
 
 using namespace gwsim::cupti;  // NOLINT(google-build-using-namespace): the C ABI shims below
@@ -279,19 +291,11 @@ GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 }
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t* contextId) {
-  const DriverLink& link = Link();
-  if (contextId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (!link.present) return CUPTI_ERROR_NOT_INITIALIZED;
-  return link.context_ids(context, contextId, nullptr) == 0 ? CUPTI_SUCCESS
-                                                            : CUPTI_ERROR_INVALID_CONTEXT;
+  return ContextIds(context, contextId, nullptr);
 }
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext context, uint32_t* deviceId) {
-  const DriverLink& link = Link();
-  if (deviceId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (!link.present) return CUPTI_ERROR_NOT_INITIALIZED;
-  return link.context_ids(context, nullptr, deviceId) == 0 ? CUPTI_SUCCESS
-                                                           : CUPTI_ERROR_INVALID_CONTEXT;
+  return ContextIds(context, nullptr, deviceId);
 }
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream,
