@@ -25,4 +25,7 @@ gwsim_api_frame ApiFrame(CUpti_CallbackDomain domain, uint32_t cbid, const char*
 
 }  // namespace gwsim
 
+// (a, b, c) -> a, b, c: a parenthesised macro argument with commas, unwrapped.
+#define GWSIM_UNPAREN(...) __VA_ARGS__
+
 #endif  // GWSIM_COMMON_API_FRAME_H_

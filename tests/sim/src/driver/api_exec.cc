@@ -83,48 +83,20 @@ GWSIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
                      [&] { return DestroyStream(hStream); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamSynchronize), cuStreamSynchronize_params{hStream},
-                     [&] { return Synchronize(hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamSynchronize, cuStreamSynchronize_ptsz, (CUstream hStream),
+                           (hStream), { return Synchronize(hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamSynchronize_ptsz), cuStreamSynchronize_ptsz_params{hStream},
-                     [&] { return Synchronize(hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamQuery, cuStreamQuery_ptsz, (CUstream hStream), (hStream),
+                           { return Synchronize(hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamQuery), cuStreamQuery_params{hStream},
-                     [&] { return Synchronize(hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamWaitEvent, cuStreamWaitEvent_ptsz,
+                           (CUstream hStream, CUevent hEvent, unsigned int Flags),
+                           (hStream, hEvent, Flags),
+                           { return WaitEvent(hStream, hEvent, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamQuery_ptsz), cuStreamQuery_ptsz_params{hStream},
-                     [&] { return Synchronize(hStream, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
-                                                unsigned int Flags) {
-  return TraceDriver(GWSIM_DRV(cuStreamWaitEvent), cuStreamWaitEvent_params{hStream, hEvent, Flags},
-                     [&] { return WaitEvent(hStream, hEvent, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
-                                                     unsigned int Flags) {
-  return TraceDriver(GWSIM_DRV(cuStreamWaitEvent_ptsz),
-                     cuStreamWaitEvent_ptsz_params{hStream, hEvent, Flags},
-                     [&] { return WaitEvent(hStream, hEvent, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetId), cuStreamGetId_params{hStream, streamId},
-                     [&] { return GetStreamId(hStream, streamId, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetId_ptsz(CUstream hStream, unsigned long long* streamId) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetId_ptsz), cuStreamGetId_ptsz_params{hStream, streamId},
-                     [&] { return GetStreamId(hStream, streamId, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamGetId, cuStreamGetId_ptsz,
+                           (CUstream hStream, unsigned long long* streamId), (hStream, streamId),
+                           { return GetStreamId(hStream, streamId, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
   return TraceDriver(GWSIM_DRV(cuStreamGetCtx), cuStreamGetCtx_params{hStream, pctx}, [&] {
@@ -153,29 +125,13 @@ GWSIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags
                      [&] { return EventCreate(phEvent, Flags); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuEventRecord), cuEventRecord_params{hEvent, hStream},
-                     [&] { return EventRecord(hEvent, hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuEventRecord, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream),
+                           (hEvent, hStream), { return EventRecord(hEvent, hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuEventRecord_ptsz), cuEventRecord_ptsz_params{hEvent, hStream},
-                     [&] { return EventRecord(hEvent, hStream, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
-                                                     unsigned int flags) {
-  return TraceDriver(GWSIM_DRV(cuEventRecordWithFlags),
-                     cuEventRecordWithFlags_params{hEvent, hStream, flags},
-                     [&] { return EventRecord(hEvent, hStream, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
-                                                          unsigned int flags) {
-  return TraceDriver(GWSIM_DRV(cuEventRecordWithFlags_ptsz),
-                     cuEventRecordWithFlags_ptsz_params{hEvent, hStream, flags},
-                     [&] { return EventRecord(hEvent, hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz,
+                           (CUevent hEvent, CUstream hStream, unsigned int flags),
+                           (hEvent, hStream, flags),
+                           { return EventRecord(hEvent, hStream, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent}, [&] {

@@ -50,6 +50,18 @@ CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body
 
 #define GWSIM_DRV(name) CUPTI_DRIVER_TRACE_CBID_##name, #name
 
+// Defines the entry point `name` and its per-thread-default-stream twin `twin` (name_ptsz or
+// name_ptds), which take the same parameters: each is traced under its own cbid with its own
+// params struct (filled from `args`), and runs `body` with `per_thread` false or true.
+#define GWSIM_DRV_PER_THREAD_TWINS(name, twin, params, args, body) \
+  GWSIM_DRV_TRACED(name, false, params, args, body)                \
+  GWSIM_DRV_TRACED(twin, true, params, args, body)
+#define GWSIM_DRV_TRACED(name, per_thread_value, params, args, body)                  \
+  GWSIM_EXPORT CUresult CUDAAPI name params {                                         \
+    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                    \
+    return TraceDriver(GWSIM_DRV(name), name##_params{GWSIM_UNPAREN args}, [&] body); \
+  }
+
 void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream);
 // MODULE_LOADED / MODULE_UNLOAD_STARTING: resourceDescriptor points at `module`.
 void EmitModuleResource(CUpti_CallbackId cbid, CUctx_st* ctx,

@@ -579,284 +579,99 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetChannelDesc(struct cudaChannelFormatDe
 
 // 2D copies to, from and between arrays (offsets and widths in bytes)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset,
-                                                       size_t hOffset, const void* src,
-                                                       size_t spitch, size_t width, size_t height,
-                                                       enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArray, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArray, v3020){dst, wOffset, hOffset, src,
-                                                                  spitch, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DToArray, v3020, cudaMemcpy2DToArray_ptds, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind),
+                          (dst, wOffset, hOffset, src, spitch, width, height, kind), {
+                            return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
+                                            width, height, kind, Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset,
-                                                            size_t hOffset, const void* src,
-                                                            size_t spitch, size_t width,
-                                                            size_t height,
-                                                            enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArray_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArray_ptds, v7000){dst, wOffset, hOffset, src,
-                                                                       spitch, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{false, nullptr, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DToArrayAsync, v3020, cudaMemcpy2DToArrayAsync_ptsz, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                           cudaStream_t stream),
+                          (dst, wOffset, hOffset, src, spitch, width, height, kind, stream), {
+                            return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
+                                            width, height, kind, Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset,
-                                                            size_t hOffset, const void* src,
-                                                            size_t spitch, size_t width,
-                                                            size_t height, enum cudaMemcpyKind kind,
-                                                            cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArrayAsync, v3020){
-                          dst, wOffset, hOffset, src, spitch, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{true, stream, false});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DFromArray, v3020, cudaMemcpy2DFromArray_ptds, v7000,
+                          (void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
+                           size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind),
+                          (dst, dpitch, src, wOffset, hOffset, width, height, kind), {
+                            return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
+                                            width, height, kind, Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync_ptsz(
-    cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch, size_t width,
-    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArrayAsync_ptsz, v7000){
-                          dst, wOffset, hOffset, src, spitch, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{true, stream, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DFromArrayAsync, v3020, cudaMemcpy2DFromArrayAsync_ptsz, v7000,
+                          (void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
+                           size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind,
+                           cudaStream_t stream),
+                          (dst, dpitch, src, wOffset, hOffset, width, height, kind, stream), {
+                            return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
+                                            width, height, kind, Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArray(void* dst, size_t dpitch,
-                                                         cudaArray_const_t src, size_t wOffset,
-                                                         size_t hOffset, size_t width,
-                                                         size_t height, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArray, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArray, v3020){dst, dpitch, src, wOffset,
-                                                                    hOffset, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArray_ptds(void* dst, size_t dpitch,
-                                                              cudaArray_const_t src, size_t wOffset,
-                                                              size_t hOffset, size_t width,
-                                                              size_t height,
-                                                              enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArray_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArray_ptds, v7000){
-                          dst, dpitch, src, wOffset, hOffset, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{false, nullptr, true});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync(
-    void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width,
-    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArrayAsync, v3020){
-                          dst, dpitch, src, wOffset, hOffset, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{true, stream, false});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync_ptsz(
-    void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width,
-    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArrayAsync_ptsz, v7000){
-                          dst, dpitch, src, wOffset, hOffset, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{true, stream, true});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray(
-    cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
-    size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DArrayToArray, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpy2DArrayToArray, v3020){dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
-                                                       hOffsetSrc, width, height, kind},
-      [&] {
-        return Memcpy2D(AtArray(dst, wOffsetDst, hOffsetDst), AtArray(src, wOffsetSrc, hOffsetSrc),
-                        width, height, kind, Async{});
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray_ptds(
-    cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
-    size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DArrayToArray_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpy2DArrayToArray_ptds, v7000){
-          dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind},
-      [&] {
-        return Memcpy2D(AtArray(dst, wOffsetDst, hOffsetDst), AtArray(src, wOffsetSrc, hOffsetSrc),
-                        width, height, kind, Async{false, nullptr, true});
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaMemcpy2DArrayToArray, v3020, cudaMemcpy2DArrayToArray_ptds, v7000,
+    (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,
+     size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
+    (dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind), {
+      return Memcpy2D(AtArray(dst, wOffsetDst, hOffsetDst), AtArray(src, wOffsetSrc, hOffsetSrc),
+                      width, height, kind, Async{false, nullptr, per_thread});
+    })
 
 // Linear copies to, from and between arrays (deprecated, still declared by CUDA 13)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset,
-                                                     size_t hOffset, const void* src, size_t count,
-                                                     enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToArray, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyToArray, v3020){dst, wOffset, hOffset, src, count, kind},
-      [&] { return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind, Async{}); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyToArray, v3020, cudaMemcpyToArray_ptds, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t count, enum cudaMemcpyKind kind),
+                          (dst, wOffset, hOffset, src, count, kind), {
+                            return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
+                                                   Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArray_ptds(cudaArray_t dst, size_t wOffset,
-                                                          size_t hOffset, const void* src,
-                                                          size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToArray_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyToArray_ptds, v7000){dst, wOffset, hOffset, src, count, kind}, [&] {
-        return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
-                               Async{false, nullptr, true});
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyToArrayAsync, v3020, cudaMemcpyToArrayAsync_ptsz, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, wOffset, hOffset, src, count, kind, stream), {
+                            return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
+                                                   Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset,
-                                                          size_t hOffset, const void* src,
-                                                          size_t count, enum cudaMemcpyKind kind,
-                                                          cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyToArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyToArrayAsync, v3020){dst, wOffset, hOffset, src,
-                                                                     count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
-                                               Async{true, stream, false});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyFromArray, v3020, cudaMemcpyFromArray_ptds, v7000,
+                          (void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                           size_t count, enum cudaMemcpyKind kind),
+                          (dst, src, wOffset, hOffset, count, kind), {
+                            return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
+                                                   Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset,
-                                                               size_t hOffset, const void* src,
-                                                               size_t count,
-                                                               enum cudaMemcpyKind kind,
-                                                               cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyToArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyToArrayAsync_ptsz, v7000){dst, wOffset, hOffset,
-                                                                          src, count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
-                                               Async{true, stream, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyFromArrayAsync, v3020, cudaMemcpyFromArrayAsync_ptsz, v7000,
+                          (void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                           size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, src, wOffset, hOffset, count, kind, stream), {
+                            return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
+                                                   Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArray(void* dst, cudaArray_const_t src,
-                                                       size_t wOffset, size_t hOffset, size_t count,
-                                                       enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromArray, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyFromArray, v3020){dst, src, wOffset, hOffset, count, kind},
-      [&] { return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind, Async{}); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArray_ptds(void* dst, cudaArray_const_t src,
-                                                            size_t wOffset, size_t hOffset,
-                                                            size_t count,
-                                                            enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromArray_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyFromArray_ptds, v7000){dst, src, wOffset, hOffset, count, kind},
-      [&] {
-        return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
-                               Async{false, nullptr, true});
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync(void* dst, cudaArray_const_t src,
-                                                            size_t wOffset, size_t hOffset,
-                                                            size_t count, enum cudaMemcpyKind kind,
-                                                            cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyFromArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyFromArrayAsync, v3020){dst, src, wOffset, hOffset,
-                                                                       count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
-                                               Async{true, stream, false});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync_ptsz(void* dst, cudaArray_const_t src,
-                                                                 size_t wOffset, size_t hOffset,
-                                                                 size_t count,
-                                                                 enum cudaMemcpyKind kind,
-                                                                 cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyFromArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyFromArrayAsync_ptsz, v7000){
-                          dst, src, wOffset, hOffset, count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
-                                               Async{true, stream, true});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst,
-                                                          size_t hOffsetDst, cudaArray_const_t src,
-                                                          size_t wOffsetSrc, size_t hOffsetSrc,
-                                                          size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyArrayToArray, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyArrayToArray, v3020){
-                          dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind},
-                      [&] {
-                        return LinearArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
-                                                  hOffsetSrc, count, kind, Async{});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyArrayToArray_ptds(
-    cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
-    size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyArrayToArray_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyArrayToArray_ptds, v7000){
-                          dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind},
-                      [&] {
-                        return LinearArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
-                                                  hOffsetSrc, count, kind,
-                                                  Async{false, nullptr, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyArrayToArray, v3020, cudaMemcpyArrayToArray_ptds, v7000,
+                          (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst,
+                           cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc,
+                           size_t count, enum cudaMemcpyKind kind),
+                          (dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind), {
+                            return LinearArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
+                                                      hOffsetSrc, count, kind,
+                                                      Async{false, nullptr, per_thread});
+                          })
 
 // 3D peer copies (cudaMemcpy3D itself is in api_copy.cc)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeer, v4000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeer, v4000){p},
-                      [&] { return Memcpy3DPeer(p, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeer, v4000, cudaMemcpy3DPeer_ptds, v7000,
+                          (const struct cudaMemcpy3DPeerParms* p), (p),
+                          { return Memcpy3DPeer(p, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeer_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeer_ptds, v7000){p},
-                      [&] { return Memcpy3DPeer(p, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms* p,
-                                                         cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeerAsync, v4000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeerAsync, v4000){p, stream},
-                      [&] { return Memcpy3DPeer(p, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync_ptsz(const struct cudaMemcpy3DPeerParms* p,
-                                                              cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeerAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeerAsync_ptsz, v7000){p, stream},
-                      [&] { return Memcpy3DPeer(p, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeerAsync, v4000, cudaMemcpy3DPeerAsync_ptsz, v7000,
+                          (const struct cudaMemcpy3DPeerParms* p, cudaStream_t stream), (p, stream),
+                          { return Memcpy3DPeer(p, true, stream, per_thread); })

@@ -169,102 +169,40 @@ cudaError_t Memset(void* ptr, int value, size_t count, bool async, cudaStream_t 
 
 using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
-                                              enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy, v3020){dst, src, count, kind},
-                      [&] { return Memcpy(dst, src, count, kind, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy, v3020, cudaMemcpy_ptds, v7000,
+                          (void* dst, const void* src, size_t count, enum cudaMemcpyKind kind),
+                          (dst, src, count, kind),
+                          { return Memcpy(dst, src, count, kind, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy_ptds(void* dst, const void* src, size_t count,
-                                                   enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy_ptds, v7000){dst, src, count, kind},
-                      [&] { return Memcpy(dst, src, count, kind, false, nullptr, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyAsync, v3020, cudaMemcpyAsync_ptsz, v7000,
+                          (void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                           cudaStream_t stream),
+                          (dst, src, count, kind, stream),
+                          { return Memcpy(dst, src, count, kind, true, stream, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
-                                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyAsync, v3020){dst, src, count, kind, stream},
-                      [&] { return Memcpy(dst, src, count, kind, true, stream, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2D, v3020, cudaMemcpy2D_ptds, v7000,
+                          (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind),
+                          (dst, dpitch, src, spitch, width, height, kind), {
+                            return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false,
+                                            nullptr, per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
-                                                        enum cudaMemcpyKind kind,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyAsync_ptsz, v7000){dst, src, count, kind, stream},
-                      [&] { return Memcpy(dst, src, count, kind, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DAsync, v3020, cudaMemcpy2DAsync_ptsz, v7000,
+                          (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, dpitch, src, spitch, width, height, kind, stream), {
+                            return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true,
+                                            stream, per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
-                                                size_t spitch, size_t width, size_t height,
-                                                enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2D, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpy2D, v3020){dst, dpitch, src, spitch, width, height, kind}, [&] {
-        return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false, nullptr, false);
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3D, v3020, cudaMemcpy3D_ptds, v7000,
+                          (const struct cudaMemcpy3DParms* p), (p),
+                          { return Memcpy3D(p, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src,
-                                                     size_t spitch, size_t width, size_t height,
-                                                     enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2D_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpy2D_ptds, v7000){dst, dpitch, src, spitch, width, height, kind},
-      [&] {
-        return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false, nullptr, true);
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src,
-                                                     size_t spitch, size_t width, size_t height,
-                                                     enum cudaMemcpyKind kind,
-                                                     cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DAsync, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpy2DAsync, v3020){dst, dpitch, src, spitch, width, height, kind,
-                                                stream},
-      [&] { return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src,
-                                                          size_t spitch, size_t width,
-                                                          size_t height, enum cudaMemcpyKind kind,
-                                                          cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DAsync_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpy2DAsync_ptsz, v7000){dst, dpitch, src, spitch, width, height, kind,
-                                                     stream},
-      [&] { return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true, stream, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3D, v3020), GWSIM_RT_PARAMS(cudaMemcpy3D, v3020){p},
-                      [&] { return Memcpy3D(p, false, nullptr, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3D_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3D_ptds, v7000){p},
-                      [&] { return Memcpy3D(p, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p,
-                                                     cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DAsync, v3020){p, stream},
-                      [&] { return Memcpy3D(p, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p,
-                                                          cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DAsync_ptsz, v7000){p, stream},
-                      [&] { return Memcpy3D(p, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DAsync, v3020, cudaMemcpy3DAsync_ptsz, v7000,
+                          (const struct cudaMemcpy3DParms* p, cudaStream_t stream), (p, stream),
+                          { return Memcpy3D(p, true, stream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src,
                                                   int srcDevice, size_t count) {
@@ -283,82 +221,33 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice,
       [&] { return MemcpyPeer(dst, dstDevice, src, srcDevice, count, true, stream); });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src,
-                                                      size_t count, size_t offset,
-                                                      enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbol, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbol, v3020){symbol, src, count, offset, kind},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaMemcpyToSymbol, v3020, cudaMemcpyToSymbol_ptds, v7000,
+    (const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind),
+    (symbol, src, count, offset, kind),
+    { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol_ptds(const void* symbol, const void* src,
-                                                           size_t count, size_t offset,
-                                                           enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbol_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbol_ptds, v7000){symbol, src, count, offset, kind},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaMemcpyFromSymbol, v3020, cudaMemcpyFromSymbol_ptds, v7000,
+    (void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind),
+    (dst, symbol, count, offset, kind),
+    { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
-                                                        size_t offset, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbol, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbol, v3020){dst, symbol, count, offset, kind},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyToSymbolAsync, v3020, cudaMemcpyToSymbolAsync_ptsz, v7000,
+                          (const void* symbol, const void* src, size_t count, size_t offset,
+                           enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (symbol, src, count, offset, kind, stream), {
+                            return ToSymbol(symbol, src, count, offset, kind, true, stream,
+                                            per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol,
-                                                             size_t count, size_t offset,
-                                                             enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbol_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbol_ptds, v7000){dst, symbol, count, offset, kind},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void* symbol, const void* src,
-                                                           size_t count, size_t offset,
-                                                           enum cudaMemcpyKind kind,
-                                                           cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbolAsync, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbolAsync, v3020){symbol, src, count, offset, kind, stream},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src,
-                                                                size_t count, size_t offset,
-                                                                enum cudaMemcpyKind kind,
-                                                                cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbolAsync_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbolAsync_ptsz, v7000){symbol, src, count, offset, kind,
-                                                           stream},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, true, stream, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol,
-                                                             size_t count, size_t offset,
-                                                             enum cudaMemcpyKind kind,
-                                                             cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbolAsync, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbolAsync, v3020){dst, symbol, count, offset, kind, stream},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol,
-                                                                  size_t count, size_t offset,
-                                                                  enum cudaMemcpyKind kind,
-                                                                  cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbolAsync_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbolAsync_ptsz, v7000){dst, symbol, count, offset, kind,
-                                                             stream},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyFromSymbolAsync, v3020, cudaMemcpyFromSymbolAsync_ptsz, v7000,
+                          (void* dst, const void* symbol, size_t count, size_t offset,
+                           enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, symbol, count, offset, kind, stream), {
+                            return FromSymbol(dst, symbol, count, offset, kind, true, stream,
+                                              per_thread);
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol) {
   return TraceRuntime(GWSIM_RT(cudaGetSymbolAddress, v3020),
@@ -381,57 +270,23 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* s
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
-                                                        const size_t* sizes, size_t count,
-                                                        struct cudaMemcpyAttributes* attrs,
-                                                        size_t* attrsIdxs, size_t numAttrs,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyBatchAsync, v13000),
-                      GWSIM_RT_PARAMS(cudaMemcpyBatchAsync, v13000){dsts, srcs, sizes, count, attrs,
-                                                                    attrsIdxs, numAttrs, stream},
-                      [&] {
-                        return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
-                                           stream, false);
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyBatchAsync, v13000, cudaMemcpyBatchAsync_ptsz, v13000,
+                          (void* const* dsts, const void* const* srcs, const size_t* sizes,
+                           size_t count, struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs,
+                           size_t numAttrs, cudaStream_t stream),
+                          (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream), {
+                            return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
+                                               stream, per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyBatchAsync_ptsz(
-    void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
-    struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyBatchAsync_ptsz, v13000),
-                      GWSIM_RT_PARAMS(cudaMemcpyBatchAsync_ptsz, v13000){
-                          dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream},
-                      [&] {
-                        return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
-                                           stream, true);
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemset, v3020, cudaMemset_ptds, v7000,
+                          (void* devPtr, int value, size_t count), (devPtr, value, count),
+                          { return Memset(devPtr, value, count, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
-  return TraceRuntime(GWSIM_RT(cudaMemset, v3020),
-                      GWSIM_RT_PARAMS(cudaMemset, v3020){devPtr, value, count},
-                      [&] { return Memset(devPtr, value, count, false, nullptr, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  return TraceRuntime(GWSIM_RT(cudaMemset_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemset_ptds, v7000){devPtr, value, count},
-                      [&] { return Memset(devPtr, value, count, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
-                                                   cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemsetAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemsetAsync, v3020){devPtr, value, count, stream},
-                      [&] { return Memset(devPtr, value, count, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemsetAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemsetAsync_ptsz, v7000){devPtr, value, count, stream},
-                      [&] { return Memset(devPtr, value, count, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemsetAsync, v3020, cudaMemsetAsync_ptsz, v7000,
+                          (void* devPtr, int value, size_t count, cudaStream_t stream),
+                          (devPtr, value, count, stream),
+                          { return Memset(devPtr, value, count, true, stream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width,
                                                 size_t height) {

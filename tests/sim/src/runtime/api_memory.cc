@@ -103,41 +103,17 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size,
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size,
-                                                   cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaMallocAsync, v11020),
-                      GWSIM_RT_PARAMS(cudaMallocAsync, v11020){devPtr, size, hStream},
-                      [&] { return MallocAsync(devPtr, size, nullptr, hStream, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMallocAsync, v11020, cudaMallocAsync_ptsz, v11020,
+                          (void** devPtr, size_t size, cudaStream_t hStream),
+                          (devPtr, size, hStream),
+                          { return MallocAsync(devPtr, size, nullptr, hStream, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size,
-                                                        cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaMallocAsync_ptsz, v11020),
-                      GWSIM_RT_PARAMS(cudaMallocAsync_ptsz, v11020){devPtr, size, hStream},
-                      [&] { return MallocAsync(devPtr, size, nullptr, hStream, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size,
-                                                           cudaMemPool_t memPool,
-                                                           cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMallocFromPoolAsync, v11020),
-                      GWSIM_RT_PARAMS(cudaMallocFromPoolAsync, v11020){ptr, size, memPool, stream},
-                      [&] {
-                        if (memPool == nullptr) return cudaErrorInvalidValue;
-                        return MallocAsync(ptr, size, memPool, stream, false);
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
-                                                                cudaMemPool_t memPool,
-                                                                cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMallocFromPoolAsync_ptsz, v11020),
-      GWSIM_RT_PARAMS(cudaMallocFromPoolAsync_ptsz, v11020){ptr, size, memPool, stream}, [&] {
-        if (memPool == nullptr) return cudaErrorInvalidValue;
-        return MallocAsync(ptr, size, memPool, stream, true);
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMallocFromPoolAsync, v11020, cudaMallocFromPoolAsync_ptsz, v11020,
+                          (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+                          (ptr, size, memPool, stream), {
+                            if (memPool == nullptr) return cudaErrorInvalidValue;
+                            return MallocAsync(ptr, size, memPool, stream, per_thread);
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   return TraceRuntime(GWSIM_RT(cudaFree, v3020), GWSIM_RT_PARAMS(cudaFree, v3020){devPtr}, [&] {
@@ -148,17 +124,9 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaFreeAsync, v11020),
-                      GWSIM_RT_PARAMS(cudaFreeAsync, v11020){devPtr, hStream},
-                      [&] { return FreeAsync(devPtr, hStream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaFreeAsync_ptsz, v11020),
-                      GWSIM_RT_PARAMS(cudaFreeAsync_ptsz, v11020){devPtr, hStream},
-                      [&] { return FreeAsync(devPtr, hStream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaFreeAsync, v11020, cudaFreeAsync_ptsz, v11020,
+                          (void* devPtr, cudaStream_t hStream), (devPtr, hStream),
+                          { return FreeAsync(devPtr, hStream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   return TraceRuntime(

@@ -92,24 +92,11 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaProfilerStop(void) {
 
 // Managed memory
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count,
-                                                        struct cudaMemLocation location,
-                                                        unsigned int flags, cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemPrefetchAsync, v12020),
-      GWSIM_RT_PARAMS(cudaMemPrefetchAsync, v12020){devPtr, count, location, flags, stream},
-      [&] { return Prefetch(devPtr, count, location, flags, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count,
-                                                             struct cudaMemLocation location,
-                                                             unsigned int flags,
-                                                             cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemPrefetchAsync_ptsz, v12020),
-      GWSIM_RT_PARAMS(cudaMemPrefetchAsync_ptsz, v12020){devPtr, count, location, flags, stream},
-      [&] { return Prefetch(devPtr, count, location, flags, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemPrefetchAsync, v12020, cudaMemPrefetchAsync_ptsz, v12020,
+                          (const void* devPtr, size_t count, struct cudaMemLocation location,
+                           unsigned int flags, cudaStream_t stream),
+                          (devPtr, count, location, flags, stream),
+                          { return Prefetch(devPtr, count, location, flags, stream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemAdvise(const void* devPtr, size_t count,
                                                  enum cudaMemoryAdvise advice,
