@@ -1,5 +1,6 @@
 // Exported driver API: CUDA arrays, mipmapped arrays, copies to and from arrays, and the 2D/3D
 // copy entry points not in api_copy.cc (cuMemcpy2DUnaligned_v2_ptds, cuMemcpy3DPeer*).
+#include "common/memcpy3d.h"
 #include "driver/array.h"
 #include "driver/cuda_headers.h"
 #include "driver/state.h"
@@ -75,30 +76,8 @@ CUresult CopyPeer3D(const CUDA_MEMCPY3D_PEER* p, CUstream stream, bool per_threa
       return CUDA_ERROR_INVALID_CONTEXT;
     }
   }
-  CUDA_MEMCPY3D c{};
-  c.srcXInBytes = p->srcXInBytes;
-  c.srcY = p->srcY;
-  c.srcZ = p->srcZ;
-  c.srcLOD = p->srcLOD;
-  c.srcMemoryType = p->srcMemoryType;
-  c.srcHost = p->srcHost;
-  c.srcDevice = p->srcDevice;
-  c.srcArray = p->srcArray;
-  c.srcPitch = p->srcPitch;
-  c.srcHeight = p->srcHeight;
-  c.dstXInBytes = p->dstXInBytes;
-  c.dstY = p->dstY;
-  c.dstZ = p->dstZ;
-  c.dstLOD = p->dstLOD;
-  c.dstMemoryType = p->dstMemoryType;
-  c.dstHost = p->dstHost;
-  c.dstDevice = p->dstDevice;
-  c.dstArray = p->dstArray;
-  c.dstPitch = p->dstPitch;
-  c.dstHeight = p->dstHeight;
-  c.WidthInBytes = p->WidthInBytes;
-  c.Height = p->Height;
-  c.Depth = p->Depth;
+  CUDA_MEMCPY3D c{};  // the contexts were checked above; reserved0 and reserved1 stay NULL
+  CopySharedMemcpy3DMembers(*p, &c);
   return CopyDescriptor3D(&c, stream, per_thread, async);
 }
 

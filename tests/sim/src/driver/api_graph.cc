@@ -89,6 +89,16 @@ CUresult Add(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, const CUg
   return r;
 }
 
+// Adds the node `make` fills in (MemcpyNode, MemsetNode), once the driver is initialised.
+template <typename Make>
+CUresult AddMade(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t count,
+                 Make&& make) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  NodeData d;
+  if (CUresult r = make(&d); r != CUDA_SUCCESS) return r;
+  return Add(out, graph, deps, nullptr, count, d);
+}
+
 template <typename P>
 CUresult AddMemAlloc(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
                      const CUgraphEdgeData* edges, size_t count, P* params) {
@@ -210,12 +220,8 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUg
                      cuGraphAddMemcpyNode_params{phGraphNode, hGraph, dependencies, numDependencies,
                                                  copyParams, ctx},
                      [&] {
-                       if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-                       NodeData d;
-                       if (CUresult r = MemcpyNode(copyParams, ctx, &d); r != CUDA_SUCCESS) {
-                         return r;
-                       }
-                       return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+                       return AddMade(phGraphNode, hGraph, dependencies, numDependencies,
+                                      [&](NodeData* d) { return MemcpyNode(copyParams, ctx, d); });
                      });
 }
 
@@ -228,12 +234,9 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUg
                      cuGraphAddMemsetNode_params{phGraphNode, hGraph, dependencies, numDependencies,
                                                  memsetParams, ctx},
                      [&] {
-                       if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-                       NodeData d;
-                       if (CUresult r = MemsetNode(memsetParams, ctx, &d); r != CUDA_SUCCESS) {
-                         return r;
-                       }
-                       return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+                       return AddMade(
+                           phGraphNode, hGraph, dependencies, numDependencies,
+                           [&](NodeData* d) { return MemsetNode(memsetParams, ctx, d); });
                      });
 }
 

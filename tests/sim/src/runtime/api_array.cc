@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/memcpy3d.h"
 #include "runtime/array.h"
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
@@ -199,9 +200,8 @@ struct Async {
 
 CUresult Copy2D(const CUDA_MEMCPY2D& c, const Async& how) {
   const DriverApi& d = Drv();
-  return !how.async
-             ? (how.per_thread ? d.cuMemcpy2D_v2_ptds : d.cuMemcpy2D_v2)(&c)
-             : (how.per_thread ? d.cuMemcpy2DAsync_v2_ptsz : d.cuMemcpy2DAsync_v2)(&c, how.stream);
+  return SyncOrAsync(how.async, how.per_thread, how.stream, d.cuMemcpy2D_v2, d.cuMemcpy2D_v2_ptds,
+                     d.cuMemcpy2DAsync_v2, d.cuMemcpy2DAsync_v2_ptsz, &c);
 }
 
 CUDA_MEMCPY2D Descriptor(const End& dst, const End& src, CUmemorytype dst_type,
@@ -330,32 +330,12 @@ cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, bool async, cudaStream_
   CUDA_MEMCPY3D c{};
   if (cudaError_t e = ToDriver3D(&q, &c); e != cudaSuccess) return e;
   CUDA_MEMCPY3D_PEER peer{};
-  peer.srcXInBytes = c.srcXInBytes;
-  peer.srcY = c.srcY;
-  peer.srcZ = c.srcZ;
-  peer.srcMemoryType = c.srcMemoryType;
-  peer.srcDevice = c.srcDevice;
-  peer.srcArray = c.srcArray;
+  CopySharedMemcpy3DMembers(c, &peer);  // its host pointers and LODs are zero: device to device
   peer.srcContext = src_ctx;
-  peer.srcPitch = c.srcPitch;
-  peer.srcHeight = c.srcHeight;
-  peer.dstXInBytes = c.dstXInBytes;
-  peer.dstY = c.dstY;
-  peer.dstZ = c.dstZ;
-  peer.dstMemoryType = c.dstMemoryType;
-  peer.dstDevice = c.dstDevice;
-  peer.dstArray = c.dstArray;
   peer.dstContext = dst_ctx;
-  peer.dstPitch = c.dstPitch;
-  peer.dstHeight = c.dstHeight;
-  peer.WidthInBytes = c.WidthInBytes;
-  peer.Height = c.Height;
-  peer.Depth = c.Depth;
   const DriverApi& d = Drv();
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemcpy3DPeer_ptds : d.cuMemcpy3DPeer)(&peer)
-             : (per_thread ? d.cuMemcpy3DPeerAsync_ptsz : d.cuMemcpy3DPeerAsync)(&peer, stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy3DPeer, d.cuMemcpy3DPeer_ptds,
+                                 d.cuMemcpy3DPeerAsync, d.cuMemcpy3DPeerAsync_ptsz, &peer));
 }
 
 }  // namespace
@@ -363,28 +343,45 @@ cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, bool async, cudaStream_
 // The memory type a cudaMemcpyKind implies on each side. An array side is always an array:
 // as cudaMemcpy3D documents, a kind that puts it on the host is silently corrected.
 bool MemoryTypes(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
-  switch (kind) {
-    case cudaMemcpyHostToHost:
-      *src = *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyHostToDevice:
-      *src = CU_MEMORYTYPE_HOST;
-      *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDeviceToHost:
-      *src = CU_MEMORYTYPE_DEVICE;
-      *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyDeviceToDevice:
-      *src = *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDefault:
-      *src = *dst = CU_MEMORYTYPE_UNIFIED;
-      return true;
-    default:
-      return false;
-  }
+  static_assert(cudaMemcpyHostToHost == 0 && cudaMemcpyHostToDevice == 1 &&
+                cudaMemcpyDeviceToHost == 2 && cudaMemcpyDeviceToDevice == 3 &&
+                cudaMemcpyDefault == 4);
+  // {source, destination}, indexed by the kind.
+  static constexpr CUmemorytype kTypes[][2] = {{CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_HOST},
+                                               {CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE},
+                                               {CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST},
+                                               {CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE},
+                                               {CU_MEMORYTYPE_UNIFIED, CU_MEMORYTYPE_UNIFIED}};
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return false;
+  *src = kTypes[kind][0];
+  *dst = kTypes[kind][1];
+  return true;
 }
+
+namespace {
+
+// One side of ToDriver3D: the array, or the pointer with the memory type the kind implies.
+void Side3D(cudaArray_const_t array, const cudaPitchedPtr& ptr, size_t x, CUmemorytype type,
+            size_t element_size, CUmemorytype* memory_type, const void** host, CUdeviceptr* device,
+            CUarray* cu_array, size_t* x_in_bytes, size_t* pitch, size_t* height) {
+  if (array != nullptr) {
+    *memory_type = CU_MEMORYTYPE_ARRAY;
+    *cu_array = Cu(array);
+    *x_in_bytes = x * element_size;
+    return;
+  }
+  *memory_type = type;
+  if (type == CU_MEMORYTYPE_HOST) {
+    *host = ptr.ptr;
+  } else {
+    *device = Dev(ptr.ptr);
+  }
+  *x_in_bytes = x;
+  *pitch = ptr.pitch;
+  *height = ptr.ysize;
+}
+
+}  // namespace
 
 cudaError_t ToDriver3D(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* out) {
   // Exactly one of srcArray / srcPtr and of dstArray / dstPtr.
@@ -413,36 +410,10 @@ cudaError_t ToDriver3D(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* out) {
                                                   : 1;
   CUDA_MEMCPY3D c{};
   const void* dst_host = nullptr;
-  if (p->srcArray != nullptr) {
-    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-    c.srcArray = Cu(p->srcArray);
-    c.srcXInBytes = p->srcPos.x * src_layout.element_size;
-  } else {
-    c.srcMemoryType = src_type;
-    if (src_type == CU_MEMORYTYPE_HOST) {
-      c.srcHost = p->srcPtr.ptr;
-    } else {
-      c.srcDevice = Dev(p->srcPtr.ptr);
-    }
-    c.srcXInBytes = p->srcPos.x;
-    c.srcPitch = p->srcPtr.pitch;
-    c.srcHeight = p->srcPtr.ysize;
-  }
-  if (p->dstArray != nullptr) {
-    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-    c.dstArray = Cu(p->dstArray);
-    c.dstXInBytes = p->dstPos.x * dst_layout.element_size;
-  } else {
-    c.dstMemoryType = dst_type;
-    if (dst_type == CU_MEMORYTYPE_HOST) {
-      dst_host = p->dstPtr.ptr;
-    } else {
-      c.dstDevice = Dev(p->dstPtr.ptr);
-    }
-    c.dstXInBytes = p->dstPos.x;
-    c.dstPitch = p->dstPtr.pitch;
-    c.dstHeight = p->dstPtr.ysize;
-  }
+  Side3D(p->srcArray, p->srcPtr, p->srcPos.x, src_type, src_layout.element_size, &c.srcMemoryType,
+         &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes, &c.srcPitch, &c.srcHeight);
+  Side3D(p->dstArray, p->dstPtr, p->dstPos.x, dst_type, dst_layout.element_size, &c.dstMemoryType,
+         &dst_host, &c.dstDevice, &c.dstArray, &c.dstXInBytes, &c.dstPitch, &c.dstHeight);
   c.dstHost = const_cast<void*>(dst_host);
   c.srcY = p->srcPos.y;
   c.srcZ = p->srcPos.z;

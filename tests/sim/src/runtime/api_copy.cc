@@ -17,26 +17,22 @@ cudaError_t Memcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind
   CUresult r;
   switch (kind) {
     case cudaMemcpyHostToDevice:
-      r = !async ? (per_thread ? d.cuMemcpyHtoD_v2_ptds : d.cuMemcpyHtoD_v2)(Dev(dst), src, count)
-                 : (per_thread ? d.cuMemcpyHtoDAsync_v2_ptsz : d.cuMemcpyHtoDAsync_v2)(
-                       Dev(dst), src, count, stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpyHtoD_v2, d.cuMemcpyHtoD_v2_ptds,
+                      d.cuMemcpyHtoDAsync_v2, d.cuMemcpyHtoDAsync_v2_ptsz, Dev(dst), src, count);
       break;
     case cudaMemcpyDeviceToHost:
-      r = !async ? (per_thread ? d.cuMemcpyDtoH_v2_ptds : d.cuMemcpyDtoH_v2)(dst, Dev(src), count)
-                 : (per_thread ? d.cuMemcpyDtoHAsync_v2_ptsz : d.cuMemcpyDtoHAsync_v2)(
-                       dst, Dev(src), count, stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpyDtoH_v2, d.cuMemcpyDtoH_v2_ptds,
+                      d.cuMemcpyDtoHAsync_v2, d.cuMemcpyDtoHAsync_v2_ptsz, dst, Dev(src), count);
       break;
     case cudaMemcpyDeviceToDevice:
-      r = !async
-              ? (per_thread ? d.cuMemcpyDtoD_v2_ptds : d.cuMemcpyDtoD_v2)(Dev(dst), Dev(src), count)
-              : (per_thread ? d.cuMemcpyDtoDAsync_v2_ptsz : d.cuMemcpyDtoDAsync_v2)(
-                    Dev(dst), Dev(src), count, stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpyDtoD_v2, d.cuMemcpyDtoD_v2_ptds,
+                      d.cuMemcpyDtoDAsync_v2, d.cuMemcpyDtoDAsync_v2_ptsz, Dev(dst), Dev(src),
+                      count);
       break;
     case cudaMemcpyHostToHost:
     case cudaMemcpyDefault:
-      r = !async ? (per_thread ? d.cuMemcpy_ptds : d.cuMemcpy)(Dev(dst), Dev(src), count)
-                 : (per_thread ? d.cuMemcpyAsync_ptsz : d.cuMemcpyAsync)(Dev(dst), Dev(src), count,
-                                                                         stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpy, d.cuMemcpy_ptds, d.cuMemcpyAsync,
+                      d.cuMemcpyAsync_ptsz, Dev(dst), Dev(src), count);
       break;
     default:
       return cudaErrorInvalidMemcpyDirection;
@@ -72,10 +68,8 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
   c.WidthInBytes = width;
   c.Height = height;
   const DriverApi& d = Drv();
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemcpy2D_v2_ptds : d.cuMemcpy2D_v2)(&c)
-             : (per_thread ? d.cuMemcpy2DAsync_v2_ptsz : d.cuMemcpy2DAsync_v2)(&c, stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy2D_v2, d.cuMemcpy2D_v2_ptds,
+                                 d.cuMemcpy2DAsync_v2, d.cuMemcpy2DAsync_v2_ptsz, &c));
 }
 
 cudaError_t Memcpy3D(const cudaMemcpy3DParms* p, bool async, cudaStream_t stream, bool per_thread) {
@@ -84,10 +78,8 @@ cudaError_t Memcpy3D(const cudaMemcpy3DParms* p, bool async, cudaStream_t stream
   CUDA_MEMCPY3D c{};
   if (cudaError_t e = ToDriver3D(p, &c); e != cudaSuccess) return e;  // arrays included
   const DriverApi& d = Drv();
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemcpy3D_v2_ptds : d.cuMemcpy3D_v2)(&c)
-             : (per_thread ? d.cuMemcpy3DAsync_v2_ptsz : d.cuMemcpy3DAsync_v2)(&c, stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy3D_v2, d.cuMemcpy3D_v2_ptds,
+                                 d.cuMemcpy3DAsync_v2, d.cuMemcpy3DAsync_v2_ptsz, &c));
 }
 
 cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count,
@@ -104,32 +96,39 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   return ToCudaError(r);
 }
 
-cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
-                     cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
+// The address `offset` bytes into the __device__ variable `symbol` for a copy of `count` bytes
+// of `kind`: `host_kind` (to or from the host), DeviceToDevice or Default.
+cudaError_t SymbolAddress(const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
+                          cudaMemcpyKind host_kind, CUdeviceptr* out) {
   CUdeviceptr base = 0;
   size_t size = 0;
   if (cudaError_t e = VariableAddress(symbol, &base, &size); e != cudaSuccess) return e;
   if (offset > size || count > size - offset) return cudaErrorInvalidValue;
-  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
-      kind != cudaMemcpyDefault) {
+  if (kind != host_kind && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
     return cudaErrorInvalidMemcpyDirection;
   }
-  return Memcpy(reinterpret_cast<void*>(base + offset), src, count, kind, async, stream,
-                per_thread);
+  *out = base + offset;
+  return cudaSuccess;
+}
+
+cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                     cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
+  CUdeviceptr at = 0;
+  if (cudaError_t e = SymbolAddress(symbol, count, offset, kind, cudaMemcpyHostToDevice, &at);
+      e != cudaSuccess) {
+    return e;
+  }
+  return Memcpy(reinterpret_cast<void*>(at), src, count, kind, async, stream, per_thread);
 }
 
 cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
                        cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (cudaError_t e = VariableAddress(symbol, &base, &size); e != cudaSuccess) return e;
-  if (offset > size || count > size - offset) return cudaErrorInvalidValue;
-  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
-      kind != cudaMemcpyDefault) {
-    return cudaErrorInvalidMemcpyDirection;
+  CUdeviceptr at = 0;
+  if (cudaError_t e = SymbolAddress(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &at);
+      e != cudaSuccess) {
+    return e;
   }
-  return Memcpy(dst, reinterpret_cast<const void*>(base + offset), count, kind, async, stream,
-                per_thread);
+  return Memcpy(dst, reinterpret_cast<const void*>(at), count, kind, async, stream, per_thread);
 }
 
 cudaError_t MemcpyBatch(void* const* dsts, const void* const* srcs, const size_t* sizes,
@@ -157,11 +156,8 @@ cudaError_t Memset(void* ptr, int value, size_t count, bool async, cudaStream_t 
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
   const DriverApi& d = Drv();
   const auto byte = static_cast<unsigned char>(value);
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemsetD8_v2_ptds : d.cuMemsetD8_v2)(Dev(ptr), byte, count)
-             : (per_thread ? d.cuMemsetD8Async_ptsz : d.cuMemsetD8Async)(Dev(ptr), byte, count,
-                                                                         stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemsetD8_v2, d.cuMemsetD8_v2_ptds,
+                                 d.cuMemsetD8Async, d.cuMemsetD8Async_ptsz, Dev(ptr), byte, count));
 }
 
 }  // namespace

@@ -8,6 +8,19 @@ namespace {
 
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 
+// Runs `call` (a driver call that writes a device address) in the context and, if it succeeds,
+// stores the address as *out; a null `out` is cudaErrorInvalidValue.
+template <typename Call>
+cudaError_t AddressOut(void** out, Call&& call) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  return WithContext([&] {
+    CUdeviceptr p = 0;
+    const CUresult r = call(&p);
+    if (r == CUDA_SUCCESS) *out = Ptr(p);
+    return r;
+  });
+}
+
 cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream,
                         bool per_thread) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
@@ -60,12 +73,9 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch,
                                                    size_t height) {
   return TraceRuntime(GWSIM_RT(cudaMallocPitch, v3020),
                       GWSIM_RT_PARAMS(cudaMallocPitch, v3020){devPtr, pitch, width, height}, [&] {
-                        if (devPtr == nullptr || pitch == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUdeviceptr p = 0;
-                          const CUresult r = Drv().cuMemAllocPitch_v2(&p, pitch, width, height, 4);
-                          if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
-                          return r;
+                        if (pitch == nullptr) return cudaErrorInvalidValue;
+                        return AddressOut(devPtr, [&](CUdeviceptr* p) {
+                          return Drv().cuMemAllocPitch_v2(p, pitch, width, height, 4);
                         });
                       });
 }
@@ -93,12 +103,8 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size,
                                                      unsigned int flags) {
   return TraceRuntime(GWSIM_RT(cudaMallocManaged, v6000),
                       GWSIM_RT_PARAMS(cudaMallocManaged, v6000){devPtr, size, flags}, [&] {
-                        if (devPtr == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUdeviceptr p = 0;
-                          const CUresult r = Drv().cuMemAllocManaged(&p, size, flags);
-                          if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
-                          return r;
+                        return AddressOut(devPtr, [&](CUdeviceptr* p) {
+                          return Drv().cuMemAllocManaged(p, size, flags);
                         });
                       });
 }
@@ -165,12 +171,8 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void
                                                             unsigned int flags) {
   return TraceRuntime(GWSIM_RT(cudaHostGetDevicePointer, v3020),
                       GWSIM_RT_PARAMS(cudaHostGetDevicePointer, v3020){pDevice, pHost, flags}, [&] {
-                        if (pDevice == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUdeviceptr p = 0;
-                          const CUresult r = Drv().cuMemHostGetDevicePointer_v2(&p, pHost, flags);
-                          if (r == CUDA_SUCCESS) *pDevice = Ptr(p);
-                          return r;
+                        return AddressOut(pDevice, [&](CUdeviceptr* p) {
+                          return Drv().cuMemHostGetDevicePointer_v2(p, pHost, flags);
                         });
                       });
 }

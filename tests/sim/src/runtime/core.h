@@ -105,6 +105,15 @@ cudaError_t WithDriver(Call&& call) {
 
 inline CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
+// Calls the driver's copy or memset entry point `sync` (its _ptds twin when per_thread) with
+// `args`, or when async, `async_call` (its _ptsz twin when per_thread) with `args` and `stream`.
+template <typename Sync, typename Async, typename... Args>
+CUresult SyncOrAsync(bool async, bool per_thread, cudaStream_t stream, Sync sync, Sync sync_ptds,
+                     Async async_call, Async async_ptsz, Args... args) {
+  if (!async) return (per_thread ? sync_ptds : sync)(args...);
+  return (per_thread ? async_ptsz : async_call)(args..., stream);
+}
+
 // The driver's launch configuration for a runtime one (launch attributes are not simulated).
 CUlaunchConfig ToDriverLaunchConfig(const cudaLaunchConfig_t& config);
 
