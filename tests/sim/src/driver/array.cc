@@ -195,17 +195,22 @@ uint64_t LogicalBytes(const CUmipmappedArray_st& m) {
   return total;
 }
 
+// Copies `array` to *out if it is a live array: registered, and its storage not freed.
+bool LiveArray(CUarray array, CUarray_st* out) {
+  {
+    Registry& r = R();
+    std::lock_guard lock(r.mu);
+    if (array == nullptr || r.arrays.count(array) == 0) return false;
+    *out = *array;
+  }
+  return StorageAlive(out->base, out->buffer_id);
+}
+
 }  // namespace
 
 CUresult ViewArray(CUarray array, ArrayView* out) {
   CUarray_st a;
-  {
-    Registry& r = R();
-    std::lock_guard lock(r.mu);
-    if (array == nullptr || r.arrays.count(array) == 0) return CUDA_ERROR_INVALID_VALUE;
-    a = *array;
-  }
-  if (!StorageAlive(a.base, a.buffer_id)) return CUDA_ERROR_INVALID_VALUE;
+  if (!LiveArray(array, &a)) return CUDA_ERROR_INVALID_VALUE;
   out->storage = a.storage;
   out->element_size = a.element_size;
   out->row_bytes = a.desc.Width * a.element_size;
@@ -265,13 +270,7 @@ CUresult ArrayDescriptor(CUarray array, CUDA_ARRAY3D_DESCRIPTOR* out) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUarray_st a;
-  {
-    Registry& r = R();
-    std::lock_guard lock(r.mu);
-    if (array == nullptr || r.arrays.count(array) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    a = *array;
-  }
-  if (!StorageAlive(a.base, a.buffer_id)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!LiveArray(array, &a)) return CUDA_ERROR_INVALID_HANDLE;
   *out = a.desc;
   return CUDA_SUCCESS;
 }

@@ -8,6 +8,12 @@ namespace {
 
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 
+// cudaMemPoolSetAttribute / cudaMemPoolGetAttribute: `call` is the driver's Set or Get.
+cudaError_t PoolAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value,
+                          decltype(&::cuMemPoolSetAttribute) call) {
+  return WithContext([&] { return call(pool, static_cast<CUmemPool_attribute>(attr), value); });
+}
+
 // Runs `call` (a driver call that writes a device address) in the context and, if it succeeds,
 // stores the address as *out; a null `out` is cudaErrorInvalidValue.
 template <typename Call>
@@ -272,10 +278,7 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool
                                                            enum cudaMemPoolAttr attr, void* value) {
   return TraceRuntime(GWSIM_RT(cudaMemPoolSetAttribute, v11020),
                       GWSIM_RT_PARAMS(cudaMemPoolSetAttribute, v11020){memPool, attr, value}, [&] {
-                        return WithContext([&] {
-                          return Drv().cuMemPoolSetAttribute(
-                              memPool, static_cast<CUmemPool_attribute>(attr), value);
-                        });
+                        return PoolAttribute(memPool, attr, value, Drv().cuMemPoolSetAttribute);
                       });
 }
 
@@ -283,9 +286,6 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool
                                                            enum cudaMemPoolAttr attr, void* value) {
   return TraceRuntime(GWSIM_RT(cudaMemPoolGetAttribute, v11020),
                       GWSIM_RT_PARAMS(cudaMemPoolGetAttribute, v11020){memPool, attr, value}, [&] {
-                        return WithContext([&] {
-                          return Drv().cuMemPoolGetAttribute(
-                              memPool, static_cast<CUmemPool_attribute>(attr), value);
-                        });
+                        return PoolAttribute(memPool, attr, value, Drv().cuMemPoolGetAttribute);
                       });
 }

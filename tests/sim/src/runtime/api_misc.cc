@@ -29,6 +29,14 @@ cudaError_t FunctionOf(const void* func, CUfunction* out) {
   return cudaSuccess;
 }
 
+// Runs the driver call `call` with the CUfunction of the registered host stub `func`.
+template <typename Call>
+cudaError_t WithFunction(const void* func, Call&& call) {
+  CUfunction f = nullptr;
+  if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
+  return ToCudaError(call(f));
+}
+
 cudaError_t FuncAttributes(cudaFuncAttributes* attr, const void* func) {
   if (attr == nullptr) return cudaErrorInvalidValue;
   CUfunction f = nullptr;
@@ -137,13 +145,13 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func,
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func,
                                                           enum cudaFuncCache cacheConfig) {
-  return TraceRuntime(
-      GWSIM_RT(cudaFuncSetCacheConfig, v3020),
-      GWSIM_RT_PARAMS(cudaFuncSetCacheConfig, v3020){func, cacheConfig}, [&] {
-        CUfunction f = nullptr;
-        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-        return ToCudaError(Drv().cuFuncSetCacheConfig(f, static_cast<CUfunc_cache>(cacheConfig)));
-      });
+  return TraceRuntime(GWSIM_RT(cudaFuncSetCacheConfig, v3020),
+                      GWSIM_RT_PARAMS(cudaFuncSetCacheConfig, v3020){func, cacheConfig}, [&] {
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuFuncSetCacheConfig(f,
+                                                            static_cast<CUfunc_cache>(cacheConfig));
+                        });
+                      });
 }
 
 // Occupancy (the model: src/driver/api_misc.cc)
@@ -154,25 +162,24 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor
                       GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6050){
                           numBlocks, func, blockSize, dynamicSMemSize},
                       [&] {
-                        CUfunction f = nullptr;
-                        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-                        return ToCudaError(Drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                            numBlocks, f, blockSize, dynamicSMemSize));
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                              numBlocks, f, blockSize, dynamicSMemSize);
+                        });
                       });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
-      GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000){
-          numBlocks, func, blockSize, dynamicSMemSize, flags},
-      [&] {
-        CUfunction f = nullptr;
-        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-        return ToCudaError(Drv().cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-            numBlocks, f, blockSize, dynamicSMemSize, flags));
-      });
+  return TraceRuntime(GWSIM_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
+                      GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                                      v7000){numBlocks, func, blockSize, dynamicSMemSize, flags},
+                      [&] {
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+                              numBlocks, f, blockSize, dynamicSMemSize, flags);
+                        });
+                      });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(
@@ -181,10 +188,10 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(
                       GWSIM_RT_PARAMS(cudaOccupancyAvailableDynamicSMemPerBlock, v10200){
                           dynamicSmemSize, func, numBlocks, blockSize},
                       [&] {
-                        CUfunction f = nullptr;
-                        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-                        return ToCudaError(Drv().cuOccupancyAvailableDynamicSMemPerBlock(
-                            dynamicSmemSize, f, numBlocks, blockSize));
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuOccupancyAvailableDynamicSMemPerBlock(
+                              dynamicSmemSize, f, numBlocks, blockSize);
+                        });
                       });
 }
 
