@@ -283,36 +283,28 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamSynchronize, v3020, cudaStreamSynchronize_ptsz, v7000,
                           (cudaStream_t stream), (stream), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamSynchronize_ptsz
-                                                 : Drv().cuStreamSynchronize)(stream);
-                            });
+                            return InContext(per_thread, Drv().cuStreamSynchronize,
+                                             Drv().cuStreamSynchronize_ptsz, stream);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamQuery, v3020, cudaStreamQuery_ptsz, v7000,
                           (cudaStream_t stream), (stream), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamQuery_ptsz
-                                                 : Drv().cuStreamQuery)(stream);
-                            });
+                            return InContext(per_thread, Drv().cuStreamQuery,
+                                             Drv().cuStreamQuery_ptsz, stream);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamWaitEvent, v3020, cudaStreamWaitEvent_ptsz, v7000,
                           (cudaStream_t stream, cudaEvent_t event, unsigned int flags),
                           (stream, event, flags), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamWaitEvent_ptsz
-                                                 : Drv().cuStreamWaitEvent)(stream, event, flags);
-                            });
+                            return InContext(per_thread, Drv().cuStreamWaitEvent,
+                                             Drv().cuStreamWaitEvent_ptsz, stream, event, flags);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamGetId, v12000, cudaStreamGetId_ptsz, v12000,
                           (cudaStream_t hStream, unsigned long long* streamId), (hStream, streamId),
                           {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamGetId_ptsz : Drv().cuStreamGetId)(
-                                  hStream, streamId);
-                            });
+                            return InContext(per_thread, Drv().cuStreamGetId,
+                                             Drv().cuStreamGetId_ptsz, hStream, streamId);
                           })
 
 // Events
@@ -333,10 +325,8 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event,
 
 GWSIM_RT_PER_THREAD_TWINS(cudaEventRecord, v3020, cudaEventRecord_ptsz, v7000,
                           (cudaEvent_t event, cudaStream_t stream), (event, stream), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuEventRecord_ptsz : Drv().cuEventRecord)(
-                                  event, stream);
-                            });
+                            return InContext(per_thread, Drv().cuEventRecord,
+                                             Drv().cuEventRecord_ptsz, event, stream);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaEventRecordWithFlags, v11010, cudaEventRecordWithFlags_ptsz, v11010,

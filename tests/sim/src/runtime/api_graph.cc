@@ -481,18 +481,14 @@ GWSIM_RT_PER_THREAD_TWINS(cudaGraphInstantiateWithParams, v12000,
 
 GWSIM_RT_PER_THREAD_TWINS(cudaGraphLaunch, v10000, cudaGraphLaunch_ptsz, v10000,
                           (cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuGraphLaunch_ptsz : Drv().cuGraphLaunch)(
-                                  graphExec, stream);
-                            });
+                            return InContext(per_thread, Drv().cuGraphLaunch,
+                                             Drv().cuGraphLaunch_ptsz, graphExec, stream);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaGraphUpload, v10000, cudaGraphUpload_ptsz, v10000,
                           (cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuGraphUpload_ptsz : Drv().cuGraphUpload)(
-                                  graphExec, stream);
-                            });
+                            return InContext(per_thread, Drv().cuGraphUpload,
+                                             Drv().cuGraphUpload_ptsz, graphExec, stream);
                           })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
@@ -539,35 +535,27 @@ cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, 
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamBeginCapture, v10000, cudaStreamBeginCapture_ptsz, v10000,
                           (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamBeginCapture_v2_ptsz
-                                                 : Drv().cuStreamBeginCapture_v2)(
-                                  stream, static_cast<CUstreamCaptureMode>(mode));
-                            });
+                            return InContext(per_thread, Drv().cuStreamBeginCapture_v2,
+                                             Drv().cuStreamBeginCapture_v2_ptsz, stream,
+                                             static_cast<CUstreamCaptureMode>(mode));
                           })
 
-GWSIM_RT_PER_THREAD_TWINS(cudaStreamBeginCaptureToGraph, v12030, cudaStreamBeginCaptureToGraph_ptsz,
-                          v12030,
-                          (cudaStream_t stream, cudaGraph_t graph,
-                           const cudaGraphNode_t* dependencies,
-                           const cudaGraphEdgeData* dependencyData, size_t numDependencies,
-                           enum cudaStreamCaptureMode mode),
-                          (stream, graph, dependencies, dependencyData, numDependencies, mode), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamBeginCaptureToGraph_ptsz
-                                                 : Drv().cuStreamBeginCaptureToGraph)(
-                                  stream, graph, dependencies,
-                                  reinterpret_cast<const CUgraphEdgeData*>(dependencyData),
-                                  numDependencies, static_cast<CUstreamCaptureMode>(mode));
-                            });
-                          })
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaStreamBeginCaptureToGraph, v12030, cudaStreamBeginCaptureToGraph_ptsz, v12030,
+    (cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+     const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+     enum cudaStreamCaptureMode mode),
+    (stream, graph, dependencies, dependencyData, numDependencies, mode), {
+      return InContext(per_thread, Drv().cuStreamBeginCaptureToGraph,
+                       Drv().cuStreamBeginCaptureToGraph_ptsz, stream, graph, dependencies,
+                       reinterpret_cast<const CUgraphEdgeData*>(dependencyData), numDependencies,
+                       static_cast<CUstreamCaptureMode>(mode));
+    })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamEndCapture, v10000, cudaStreamEndCapture_ptsz, v10000,
                           (cudaStream_t stream, cudaGraph_t* pGraph), (stream, pGraph), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuStreamEndCapture_ptsz
-                                                 : Drv().cuStreamEndCapture)(stream, pGraph);
-                            });
+                            return InContext(per_thread, Drv().cuStreamEndCapture,
+                                             Drv().cuStreamEndCapture_ptsz, stream, pGraph);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamIsCapturing, v10000, cudaStreamIsCapturing_ptsz, v10000,
@@ -606,10 +594,8 @@ cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
 GWSIM_RT_PER_THREAD_TWINS(cudaLaunchHostFunc, v10000, cudaLaunchHostFunc_ptsz, v10000,
                           (cudaStream_t stream, cudaHostFn_t fn, void* userData),
                           (stream, fn, userData), {
-                            return WithContext([&] {
-                              return (per_thread ? Drv().cuLaunchHostFunc_ptsz
-                                                 : Drv().cuLaunchHostFunc)(stream, fn, userData);
-                            });
+                            return InContext(per_thread, Drv().cuLaunchHostFunc,
+                                             Drv().cuLaunchHostFunc_ptsz, stream, fn, userData);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamAddCallback, v5000, cudaStreamAddCallback_ptsz, v7000,

@@ -96,6 +96,13 @@ cudaError_t WithContext(Call&& call) {
   return ToCudaError(call());
 }
 
+// Runs the driver entry point `legacy`, or for a per-thread call its _ptsz/_ptds `twin`, with
+// `args` once the calling thread's context is set up.
+template <typename F, typename... Args>
+cudaError_t InContext(bool per_thread, F legacy, F twin, Args... args) {
+  return WithContext([&] { return (per_thread ? twin : legacy)(args...); });
+}
+
 // Runs a driver call that needs the driver and cuInit, not a context.
 template <typename Call>
 cudaError_t WithDriver(Call&& call) {
