@@ -8,6 +8,15 @@
 namespace gwsim::drv {
 namespace {
 
+// cuEventQuery / cuEventSynchronize: work completes on the calling thread, so a valid event
+// has always completed; only the handle and the capture rules are checked.
+CUresult EventComplete(CUevent hEvent) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  if (auto r = CaptureEventUse(hEvent)) return *r;
+  return CUDA_SUCCESS;
+}
+
 const char* SymbolOf(CUfunction f) {
   return f != nullptr && ValidFunction(f) ? f->name.c_str() : nullptr;
 }
@@ -134,21 +143,13 @@ GWSIM_DRV_PER_THREAD_TWINS(cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz,
                            { return EventRecord(hEvent, hStream, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
-  return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent}, [&] {
-    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-    if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
-    if (auto r = CaptureEventUse(hEvent)) return *r;
-    return CUDA_SUCCESS;
-  });
+  return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent},
+                     [&] { return EventComplete(hEvent); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
-  return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent}, [&] {
-    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-    if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
-    if (auto r = CaptureEventUse(hEvent)) return *r;
-    return CUDA_SUCCESS;
-  });
+  return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent},
+                     [&] { return EventComplete(hEvent); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart,
@@ -165,53 +166,23 @@ GWSIM_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
 
 // Kernels
 
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
-                                             unsigned int gridDimY, unsigned int gridDimZ,
-                                             unsigned int blockDimX, unsigned int blockDimY,
-                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                             CUstream hStream, void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernel),
-      cuLaunchKernel_params{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                            sharedMemBytes, hStream, kernelParams, extra},
-      [&] {
-        return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                          sharedMemBytes, hStream, false);
-      },
-      SymbolOf(f));
-}
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuLaunchKernel, cuLaunchKernel_ptsz,
+    (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra),
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+     kernelParams, extra),
+    {
+      return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                        sharedMemBytes, hStream, per_thread);
+    },
+    SymbolOf(f))
 
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                                  unsigned int gridDimY, unsigned int gridDimZ,
-                                                  unsigned int blockDimX, unsigned int blockDimY,
-                                                  unsigned int blockDimZ,
-                                                  unsigned int sharedMemBytes, CUstream hStream,
-                                                  void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernel_ptsz),
-      cuLaunchKernel_ptsz_params{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                 sharedMemBytes, hStream, kernelParams, extra},
-      [&] {
-        return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                          sharedMemBytes, hStream, true);
-      },
-      SymbolOf(f));
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
-                                               void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernelEx), cuLaunchKernelEx_params{config, f, kernelParams, extra},
-      [&] { return LaunchConfig(config, f, false); }, SymbolOf(f));
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
-                                                    void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernelEx_ptsz),
-      cuLaunchKernelEx_ptsz_params{config, f, kernelParams, extra},
-      [&] { return LaunchConfig(config, f, true); }, SymbolOf(f));
-}
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuLaunchKernelEx, cuLaunchKernelEx_ptsz,
+    (const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra),
+    (config, f, kernelParams, extra), { return LaunchConfig(config, f, per_thread); }, SymbolOf(f))
 
 GWSIM_EXPORT CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
   return TraceDriver(GWSIM_DRV(cuFuncGetName), cuFuncGetName_params{name, hfunc}, [&] {

@@ -52,14 +52,16 @@ CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body
 
 // Defines the entry point `name` and its per-thread-default-stream twin `twin` (name_ptsz or
 // name_ptds), which take the same parameters: each is traced under its own cbid with its own
-// params struct (filled from `args`), and runs `body` with `per_thread` false or true.
-#define GWSIM_DRV_PER_THREAD_TWINS(name, twin, params, args, body) \
-  GWSIM_DRV_TRACED(name, false, params, args, body)                \
-  GWSIM_DRV_TRACED(twin, true, params, args, body)
-#define GWSIM_DRV_TRACED(name, per_thread_value, params, args, body)                  \
-  GWSIM_EXPORT CUresult CUDAAPI name params {                                         \
-    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                    \
-    return TraceDriver(GWSIM_DRV(name), name##_params{GWSIM_UNPAREN args}, [&] body); \
+// params struct (filled from `args`), and runs `body` with `per_thread` false or true. A
+// trailing argument is TraceDriver's `symbol` (a launch's kernel name).
+#define GWSIM_DRV_PER_THREAD_TWINS(name, twin, params, args, body, ...) \
+  GWSIM_DRV_TRACED(name, false, params, args, body, __VA_ARGS__)        \
+  GWSIM_DRV_TRACED(twin, true, params, args, body, __VA_ARGS__)
+#define GWSIM_DRV_TRACED(name, per_thread_value, params, args, body, ...)                       \
+  GWSIM_EXPORT CUresult CUDAAPI name params {                                                   \
+    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                              \
+    return TraceDriver(GWSIM_DRV(name),                                                         \
+                       name##_params{GWSIM_UNPAREN args}, [&] body __VA_OPT__(, ) __VA_ARGS__); \
   }
 
 void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream);

@@ -174,14 +174,16 @@ auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& 
 // Defines the call `name` and its per-thread-default-stream twin `twin` (name_ptsz or name_ptds),
 // which take the same parameters: each is traced under its own cbid (of its own `version`) with
 // its own params struct (filled from `args`), and runs `body` with `per_thread` false or true.
-#define GWSIM_RT_PER_THREAD_TWINS(name, version, twin, twin_version, params, args, body) \
-  GWSIM_RT_TRACED(name, version, false, params, args, body)                              \
-  GWSIM_RT_TRACED(twin, twin_version, true, params, args, body)
-#define GWSIM_RT_TRACED(name, version, per_thread_value, params, args, body)           \
-  GWSIM_EXPORT cudaError_t CUDARTAPI name params {                                     \
-    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                     \
-    return TraceRuntime(GWSIM_RT(name, version),                                       \
-                        GWSIM_RT_PARAMS(name, version){GWSIM_UNPAREN args}, [&] body); \
+// A trailing argument is TraceRuntime's `symbol` (a launch's kernel name).
+#define GWSIM_RT_PER_THREAD_TWINS(name, version, twin, twin_version, params, args, body, ...) \
+  GWSIM_RT_TRACED(name, version, false, params, args, body, __VA_ARGS__)                      \
+  GWSIM_RT_TRACED(twin, twin_version, true, params, args, body, __VA_ARGS__)
+#define GWSIM_RT_TRACED(name, version, per_thread_value, params, args, body, ...)                 \
+  GWSIM_EXPORT cudaError_t CUDARTAPI name params {                                                \
+    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                                \
+    return TraceRuntime(                                                                          \
+        GWSIM_RT(name, version),                                                                  \
+        GWSIM_RT_PARAMS(name, version){GWSIM_UNPAREN args}, [&] body __VA_OPT__(, ) __VA_ARGS__); \
   }
 
 }  // namespace gwsim::rt
