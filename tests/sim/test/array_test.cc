@@ -461,9 +461,8 @@ TEST(Arrays, CopyRecordsCarryArrayKindsAndTheModelledDuration) {
   ASSERT_EQ(cudaMallocHost(&pinned, bytes), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   unsigned long long stream_id = 0;
-  ASSERT_EQ(cudaStreamGetId(stream, &stream_id), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(CreateStreamWithId(&stream, &stream_id));
 
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
   Recorder rec({kRuntime});

@@ -209,6 +209,11 @@ Model ReadModel() {
 
 void InitCuda() { ASSERT_EQ(cudaFree(nullptr), cudaSuccess); }
 
+void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id) {
+  ASSERT_EQ(cudaStreamCreate(stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId(*stream, id), cudaSuccess);
+}
+
 bool EnvIs(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;

@@ -124,6 +124,9 @@ Model ReadModel();
 // Forces context creation (cudaFree(0)) and fails the test on error.
 void InitCuda();
 
+// Creates a stream (cudaStreamCreate) and reads its id; fails the test on error.
+void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id);
+
 // Whether the environment variable `name` is set to `value`.
 bool EnvIs(const char* name, const char* value);
 
