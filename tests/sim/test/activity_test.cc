@@ -11,11 +11,6 @@
 namespace gwsim::test {
 namespace {
 
-constexpr uint8_t kPageable = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-constexpr uint8_t kPinned = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-constexpr uint8_t kDevice = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-constexpr uint8_t kManaged = CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
-
 TEST(Activity, MemcpyRecordsCarryKindsAndTheModelledDuration) {
   InitCuda();
   const Model m = ReadModel();
@@ -88,9 +83,8 @@ TEST(Activity, AsyncCopiesAreFlaggedAndCarryTheirStreamAndCorrelation) {
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, 4096), cudaSuccess);
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   unsigned long long stream_id = 0;
-  ASSERT_EQ(cudaStreamGetId(stream, &stream_id), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(CreateStreamWithId(&stream, &stream_id));
   std::vector<char> host(4096, 3);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
   Recorder rec({CUPTI_CB_DOMAIN_RUNTIME_API});
@@ -158,9 +152,8 @@ TEST(Activity, MemoryRecordsForEachKindOfAllocation) {
   void* managed = nullptr;
   ASSERT_EQ(cudaMallocManaged(&managed, 3000), cudaSuccess);
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   unsigned long long stream_id = 0;
-  ASSERT_EQ(cudaStreamGetId(stream, &stream_id), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(CreateStreamWithId(&stream, &stream_id));
   void* async = nullptr;
   ASSERT_EQ(cudaMallocAsync(&async, 4000, stream), cudaSuccess);
   ASSERT_EQ(cudaFreeAsync(async, stream), cudaSuccess);

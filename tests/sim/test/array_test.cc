@@ -43,13 +43,6 @@ cudaError_t CUDARTAPI cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset, 
 namespace gwsim::test {
 namespace {
 
-constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
-constexpr auto kRuntime = CUPTI_CB_DOMAIN_RUNTIME_API;
-constexpr uint8_t kPageable = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-constexpr uint8_t kPinned = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-constexpr uint8_t kDevice = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-constexpr uint8_t kArray = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
-
 cudaChannelFormatDesc Float1() {
   return cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
 }
@@ -468,9 +461,8 @@ TEST(Arrays, CopyRecordsCarryArrayKindsAndTheModelledDuration) {
   ASSERT_EQ(cudaMallocHost(&pinned, bytes), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   unsigned long long stream_id = 0;
-  ASSERT_EQ(cudaStreamGetId(stream, &stream_id), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(CreateStreamWithId(&stream, &stream_id));
 
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
   Recorder rec({kRuntime});
@@ -565,15 +557,16 @@ TEST(Arrays, DriverOneDimensionalCopies) {
   CUarray seen_array = nullptr;
   const void* seen_src = nullptr;
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
-  Recorder rec({kDriver}, [&](CUpti_CallbackDomain, CUpti_CallbackId cbid, const void* data) {
-    const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2 && cb->callbackSite == CUPTI_API_ENTER) {
-      const auto* p = static_cast<const cuMemcpyHtoA_v2_params*>(cb->functionParams);
-      seen_array = p->dstArray;
-      seen_src = p->srcHost;
-      seen_offset = p->dstOffset;
-    }
-  });
+  Recorder rec(
+      {kDriver}, [&](CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+        if (const auto* p =
+                ParamsAt<cuMemcpyHtoA_v2_params>(kDriver, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2,
+                                                 CUPTI_API_ENTER, domain, cbid, data)) {
+          seen_array = p->dstArray;
+          seen_src = p->srcHost;
+          seen_offset = p->dstOffset;
+        }
+      });
   ASSERT_EQ(cuMemcpyHtoA(arr, 0, in.data(), 1024), CUDA_SUCCESS);
   EXPECT_EQ(seen_array, arr);
   EXPECT_EQ(seen_src, in.data());

@@ -7,17 +7,9 @@
 #include <cstring>
 
 #include "recorder.h"
+#include "runtime/nvcc_entry_points.h"
 
 extern "C" {
-void** CUDARTAPI __cudaRegisterFatBinary(void* fatCubin);
-void CUDARTAPI __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
-unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
-                                               struct CUstream_st* stream);
-cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem,
-                                                 void* stream);
-cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun);
-cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
-                                         void** args, size_t sharedMem, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
                                            cudaMemcpyKind kind, cudaStream_t stream);
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream);
@@ -25,10 +17,6 @@ cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStrea
 
 namespace gwsim::test {
 namespace {
-
-constexpr auto kRuntime = CUPTI_CB_DOMAIN_RUNTIME_API;
-constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
-constexpr auto kResource = CUPTI_CB_DOMAIN_RESOURCE;
 
 // Only the calls of interest (the recorder also sees whatever else a test does).
 std::vector<Event> Calls(const std::vector<Event>& events,
@@ -131,16 +119,15 @@ TEST(Callbacks, ParamsPointAtTheRealParamStructs) {
   Recorder rec({kRuntime, kDriver}, [&](CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                         const void* data) {
     const auto* d = static_cast<const CUpti_CallbackData*>(data);
-    if (domain == kRuntime && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020 &&
-        d->callbackSite == CUPTI_API_ENTER) {
-      const auto* params = static_cast<const cudaMalloc_v3020_params*>(d->functionParams);
+    if (const auto* params =
+            ParamsAt<cudaMalloc_v3020_params>(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+                                              CUPTI_API_ENTER, domain, cbid, data)) {
       EXPECT_EQ(params->devPtr, &p);
       EXPECT_EQ(params->size, 4096u);
       saw_runtime_enter = true;
     }
-    if (domain == kDriver && cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 &&
-        d->callbackSite == CUPTI_API_EXIT) {
-      const auto* params = static_cast<const cuMemAlloc_v2_params*>(d->functionParams);
+    if (const auto* params = ParamsAt<cuMemAlloc_v2_params>(
+            kDriver, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, domain, cbid, data)) {
       EXPECT_EQ(params->bytesize, 4096u);
       EXPECT_NE(*params->dptr, 0u);  // the output is written by EXIT
       EXPECT_EQ(*static_cast<const CUresult*>(d->functionReturnValue), CUDA_SUCCESS);

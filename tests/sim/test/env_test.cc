@@ -13,11 +13,6 @@
 namespace gwsim::test {
 namespace {
 
-bool EnvIs(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
-
 TEST(NoDriver, EveryCallFailsAsWithoutADriver) {
   if (!EnvIs("GWSIM_FAIL", "no-driver")) GTEST_SKIP() << "needs GWSIM_FAIL=no-driver";
   CUpti_SubscriberHandle h = nullptr;

@@ -14,10 +14,6 @@
 namespace gwsim::test {
 namespace {
 
-constexpr auto kRuntime = CUPTI_CB_DOMAIN_RUNTIME_API;
-constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
-constexpr auto kResource = CUPTI_CB_DOMAIN_RESOURCE;
-
 bool IsGraphEvent(CUpti_CallbackId cbid) {
   switch (cbid) {
     case CUPTI_CBID_RESOURCE_GRAPH_CREATED:

@@ -22,9 +22,6 @@ CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
 namespace gwsim::test {
 namespace {
 
-constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
-constexpr auto kRuntime = CUPTI_CB_DOMAIN_RUNTIME_API;
-
 std::vector<std::string> EnterNames(const std::vector<Event>& events) {
   std::vector<std::string> names;
   for (const Event& e : events) {
@@ -72,16 +69,15 @@ TEST(ManagedMemory, PrefetchAndAdviceNeedManagedMemory) {
   int seen_device = -1;
   size_t seen_count = 0;
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
-  Recorder rec({kRuntime, kDriver}, [&](CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                        const void* data) {
-    const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-    if (domain == kDriver && cbid == CUPTI_DRIVER_TRACE_CBID_cuMemPrefetchAsync_v2 &&
-        cb->callbackSite == CUPTI_API_ENTER) {
-      const auto* p = static_cast<const cuMemPrefetchAsync_v2_params*>(cb->functionParams);
-      seen_device = p->location.id;
-      seen_count = p->count;
-    }
-  });
+  Recorder rec({kRuntime, kDriver},
+               [&](CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+                 if (const auto* p = ParamsAt<cuMemPrefetchAsync_v2_params>(
+                         kDriver, CUPTI_DRIVER_TRACE_CBID_cuMemPrefetchAsync_v2, CUPTI_API_ENTER,
+                         domain, cbid, data)) {
+                   seen_device = p->location.id;
+                   seen_count = p->count;
+                 }
+               });
   ASSERT_EQ(cudaMemPrefetchAsync(managed, 4096, dev0, 0, nullptr), cudaSuccess);
   EXPECT_EQ(seen_device, 0);
   EXPECT_EQ(seen_count, 4096u);

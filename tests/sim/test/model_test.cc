@@ -16,11 +16,6 @@
 namespace gwsim::test {
 namespace {
 
-bool EnvIs(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
-
 // A freed block goes to the next allocation of its size, even on another thread.
 TEST(AddressReuse, AFreedAddressIsHandedOutAgainAtOnceFromAnyThread) {
   InitCuda();

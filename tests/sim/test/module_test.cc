@@ -16,9 +16,6 @@
 namespace gwsim::test {
 namespace {
 
-constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
-constexpr auto kResource = CUPTI_CB_DOMAIN_RESOURCE;
-
 using Bytes = std::vector<unsigned char>;
 
 template <typename T>

@@ -5,18 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-// The module-registration entry points nvcc's generated code calls (declared by NVIDIA only
-// for nvcc's own compilation).
-extern "C" {
-void** CUDARTAPI __cudaRegisterFatBinary(void* fatCubin);
-void CUDARTAPI __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
-void CUDARTAPI __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun,
-                                      const char* deviceName, int thread_limit, uint3* tid,
-                                      uint3* bid, dim3* bDim, dim3* gDim, int* wSize);
-void CUDARTAPI __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress,
-                                 const char* deviceName, int ext, size_t size, int constant,
-                                 int global);
-}
+#include "runtime/nvcc_entry_points.h"
 
 namespace gwsim::test {
 
@@ -219,5 +208,15 @@ Model ReadModel() {
 }
 
 void InitCuda() { ASSERT_EQ(cudaFree(nullptr), cudaSuccess); }
+
+void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id) {
+  ASSERT_EQ(cudaStreamCreate(stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId(*stream, id), cudaSuccess);
+}
+
+bool EnvIs(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
 
 }  // namespace gwsim::test

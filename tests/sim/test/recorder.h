@@ -15,6 +15,16 @@
 
 namespace gwsim::test {
 
+// The callback domains and the memory kinds of activity records, as the tests spell them.
+constexpr auto kRuntime = CUPTI_CB_DOMAIN_RUNTIME_API;
+constexpr auto kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
+constexpr auto kResource = CUPTI_CB_DOMAIN_RESOURCE;
+constexpr uint8_t kPageable = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+constexpr uint8_t kPinned = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+constexpr uint8_t kDevice = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+constexpr uint8_t kManaged = CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
+constexpr uint8_t kArray = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
+
 // One delivered API or resource callback, copied while it was delivered.
 struct Event {
   CUpti_CallbackDomain domain = CUPTI_CB_DOMAIN_INVALID;
@@ -113,6 +123,23 @@ Model ReadModel();
 
 // Forces context creation (cudaFree(0)) and fails the test on error.
 void InitCuda();
+
+// Creates a stream (cudaStreamCreate) and reads its id; fails the test on error.
+void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id);
+
+// Whether the environment variable `name` is set to `value`.
+bool EnvIs(const char* name, const char* value);
+
+// In a Recorder hook: the parameters of the API callback `data` when it is `want_cbid` of
+// `want_domain` at `want_site`, else nullptr.
+template <typename Params>
+const Params* ParamsAt(CUpti_CallbackDomain want_domain, CUpti_CallbackId want_cbid,
+                       CUpti_ApiCallbackSite want_site, CUpti_CallbackDomain domain,
+                       CUpti_CallbackId cbid, const void* data) {
+  const auto* d = static_cast<const CUpti_CallbackData*>(data);
+  if (domain != want_domain || cbid != want_cbid || d->callbackSite != want_site) return nullptr;
+  return static_cast<const Params*>(d->functionParams);
+}
 
 }  // namespace gwsim::test
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/leaked.h"
 #include "cupti/internal.h"
 
 namespace gwsim::cupti {
@@ -46,10 +47,7 @@ struct ActivityState {
   size_t dropped = 0;
   std::unordered_map<int, size_t> attributes;
 };
-ActivityState& A() {
-  static auto* const state = new ActivityState();
-  return *state;
-}
+ActivityState& A() { return Leaked<ActivityState>(); }
 
 size_t RecordSize(CUpti_ActivityKind kind) {
   switch (kind) {

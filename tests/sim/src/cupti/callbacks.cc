@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/leaked.h"
 #include "cupti/internal.h"
 
 namespace gwsim::cupti {
@@ -33,10 +34,7 @@ struct CallbackState {
   std::vector<Subscriber*> retired;  // unsubscribed; kept, a callback may still be running
   std::atomic<uint8_t> enabled[CUPTI_CB_DOMAIN_SIZE][kMaxCbid];  // zeroed (C++20)
 };
-CallbackState& S() {
-  static auto* const state = new CallbackState();
-  return *state;
-}
+CallbackState& S() { return Leaked<CallbackState>(); }
 
 uint32_t DomainSize(CUpti_CallbackDomain domain) {
   switch (domain) {
@@ -160,6 +158,18 @@ const DriverLink& Link() {
   return *link;
 }
 
+namespace {
+
+// cuptiGetContextId / cuptiGetDeviceId: the one of the two ids asked for (the other is null).
+CUptiResult ContextIds(CUcontext context, uint32_t* context_id, uint32_t* device_id) {
+  const DriverLink& link = Link();
+  if (context_id == nullptr && device_id == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (!link.present) return CUPTI_ERROR_NOT_INITIALIZED;
+  return link.context_ids(context, context_id, device_id) == 0 ? CUPTI_SUCCESS
+                                                               : CUPTI_ERROR_INVALID_CONTEXT;
+}
+
+}  // namespace
 }  // namespace gwsim::cupti
 
 using namespace gwsim::cupti;  // NOLINT(google-build-using-namespace): the C ABI shims below
@@ -281,19 +291,11 @@ GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 }
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t* contextId) {
-  const DriverLink& link = Link();
-  if (contextId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (!link.present) return CUPTI_ERROR_NOT_INITIALIZED;
-  return link.context_ids(context, contextId, nullptr) == 0 ? CUPTI_SUCCESS
-                                                            : CUPTI_ERROR_INVALID_CONTEXT;
+  return ContextIds(context, contextId, nullptr);
 }
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext context, uint32_t* deviceId) {
-  const DriverLink& link = Link();
-  if (deviceId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (!link.present) return CUPTI_ERROR_NOT_INITIALIZED;
-  return link.context_ids(context, nullptr, deviceId) == 0 ? CUPTI_SUCCESS
-                                                           : CUPTI_ERROR_INVALID_CONTEXT;
+  return ContextIds(context, nullptr, deviceId);
 }
 
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream,

@@ -1,5 +1,6 @@
 // Exported driver API: CUDA arrays, mipmapped arrays, copies to and from arrays, and the 2D/3D
 // copy entry points not in api_copy.cc (cuMemcpy2DUnaligned_v2_ptds, cuMemcpy3DPeer*).
+#include "common/memcpy3d.h"
 #include "driver/array.h"
 #include "driver/cuda_headers.h"
 #include "driver/state.h"
@@ -75,30 +76,8 @@ CUresult CopyPeer3D(const CUDA_MEMCPY3D_PEER* p, CUstream stream, bool per_threa
       return CUDA_ERROR_INVALID_CONTEXT;
     }
   }
-  CUDA_MEMCPY3D c{};
-  c.srcXInBytes = p->srcXInBytes;
-  c.srcY = p->srcY;
-  c.srcZ = p->srcZ;
-  c.srcLOD = p->srcLOD;
-  c.srcMemoryType = p->srcMemoryType;
-  c.srcHost = p->srcHost;
-  c.srcDevice = p->srcDevice;
-  c.srcArray = p->srcArray;
-  c.srcPitch = p->srcPitch;
-  c.srcHeight = p->srcHeight;
-  c.dstXInBytes = p->dstXInBytes;
-  c.dstY = p->dstY;
-  c.dstZ = p->dstZ;
-  c.dstLOD = p->dstLOD;
-  c.dstMemoryType = p->dstMemoryType;
-  c.dstHost = p->dstHost;
-  c.dstDevice = p->dstDevice;
-  c.dstArray = p->dstArray;
-  c.dstPitch = p->dstPitch;
-  c.dstHeight = p->dstHeight;
-  c.WidthInBytes = p->WidthInBytes;
-  c.Height = p->Height;
-  c.Depth = p->Depth;
+  CUDA_MEMCPY3D c{};  // the contexts were checked above; reserved0 and reserved1 stay NULL
+  CopySharedMemcpy3DMembers(*p, &c);
   return CopyDescriptor3D(&c, stream, per_thread, async);
 }
 
@@ -194,150 +173,67 @@ GWSIM_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappe
 
 // Copies between 1D arrays and memory (offsets and sizes in bytes)
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset,
-                                              const void* srcHost, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyHtoA_v2),
-                     cuMemcpyHtoA_v2_params{dstArray, dstOffset, srcHost, ByteCount}, [&] {
-                       return CopyWithArray(OfArray(dstArray, dstOffset),
-                                            OfPointer(Addr(srcHost), Side::kAny), ByteCount,
-                                            nullptr, false, false);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyHtoA_v2, cuMemcpyHtoA_v2_ptds,
+                           (CUarray dstArray, size_t dstOffset, const void* srcHost,
+                            size_t ByteCount),
+                           (dstArray, dstOffset, srcHost, ByteCount), {
+                             return CopyWithArray(OfArray(dstArray, dstOffset),
+                                                  OfPointer(Addr(srcHost), Side::kAny), ByteCount,
+                                                  nullptr, per_thread, false);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
-                                                   const void* srcHost, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyHtoA_v2_ptds),
-                     cuMemcpyHtoA_v2_ptds_params{dstArray, dstOffset, srcHost, ByteCount}, [&] {
-                       return CopyWithArray(OfArray(dstArray, dstOffset),
-                                            OfPointer(Addr(srcHost), Side::kAny), ByteCount,
-                                            nullptr, true, false);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoH_v2, cuMemcpyAtoH_v2_ptds,
+                           (void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount),
+                           (dstHost, srcArray, srcOffset, ByteCount), {
+                             return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
+                                                  OfArray(srcArray, srcOffset), ByteCount, nullptr,
+                                                  per_thread, false);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoH_v2(void* dstHost, CUarray srcArray, size_t srcOffset,
-                                              size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyAtoH_v2),
-                     cuMemcpyAtoH_v2_params{dstHost, srcArray, srcOffset, ByteCount}, [&] {
-                       return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
-                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, false,
-                                            false);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyHtoAAsync_v2, cuMemcpyHtoAAsync_v2_ptsz,
+                           (CUarray dstArray, size_t dstOffset, const void* srcHost,
+                            size_t ByteCount, CUstream hStream),
+                           (dstArray, dstOffset, srcHost, ByteCount, hStream), {
+                             return CopyWithArray(OfArray(dstArray, dstOffset),
+                                                  OfPointer(Addr(srcHost), Side::kAny), ByteCount,
+                                                  hStream, per_thread, true);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoH_v2_ptds(void* dstHost, CUarray srcArray,
-                                                   size_t srcOffset, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyAtoH_v2_ptds),
-                     cuMemcpyAtoH_v2_ptds_params{dstHost, srcArray, srcOffset, ByteCount}, [&] {
-                       return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
-                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, true,
-                                            false);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2_ptsz,
+                           (void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
+                            CUstream hStream),
+                           (dstHost, srcArray, srcOffset, ByteCount, hStream), {
+                             return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
+                                                  OfArray(srcArray, srcOffset), ByteCount, hStream,
+                                                  per_thread, true);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset,
-                                                   const void* srcHost, size_t ByteCount,
-                                                   CUstream hStream) {
-  return TraceDriver(
-      GWSIM_DRV(cuMemcpyHtoAAsync_v2),
-      cuMemcpyHtoAAsync_v2_params{dstArray, dstOffset, srcHost, ByteCount, hStream}, [&] {
-        return CopyWithArray(OfArray(dstArray, dstOffset), OfPointer(Addr(srcHost), Side::kAny),
-                             ByteCount, hStream, false, true);
-      });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoD_v2, cuMemcpyAtoD_v2_ptds,
+                           (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
+                            size_t ByteCount),
+                           (dstDevice, srcArray, srcOffset, ByteCount), {
+                             return CopyWithArray(OfPointer(dstDevice, Side::kDevice),
+                                                  OfArray(srcArray, srcOffset), ByteCount, nullptr,
+                                                  per_thread, false);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset,
-                                                        const void* srcHost, size_t ByteCount,
-                                                        CUstream hStream) {
-  return TraceDriver(
-      GWSIM_DRV(cuMemcpyHtoAAsync_v2_ptsz),
-      cuMemcpyHtoAAsync_v2_ptsz_params{dstArray, dstOffset, srcHost, ByteCount, hStream}, [&] {
-        return CopyWithArray(OfArray(dstArray, dstOffset), OfPointer(Addr(srcHost), Side::kAny),
-                             ByteCount, hStream, true, true);
-      });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyDtoA_v2, cuMemcpyDtoA_v2_ptds,
+                           (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
+                            size_t ByteCount),
+                           (dstArray, dstOffset, srcDevice, ByteCount), {
+                             return CopyWithArray(OfArray(dstArray, dstOffset),
+                                                  OfPointer(srcDevice, Side::kDevice), ByteCount,
+                                                  nullptr, per_thread, false);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void* dstHost, CUarray srcArray,
-                                                   size_t srcOffset, size_t ByteCount,
-                                                   CUstream hStream) {
-  return TraceDriver(
-      GWSIM_DRV(cuMemcpyAtoHAsync_v2),
-      cuMemcpyAtoHAsync_v2_params{dstHost, srcArray, srcOffset, ByteCount, hStream}, [&] {
-        return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny), OfArray(srcArray, srcOffset),
-                             ByteCount, hStream, false, true);
-      });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoHAsync_v2_ptsz(void* dstHost, CUarray srcArray,
-                                                        size_t srcOffset, size_t ByteCount,
-                                                        CUstream hStream) {
-  return TraceDriver(
-      GWSIM_DRV(cuMemcpyAtoHAsync_v2_ptsz),
-      cuMemcpyAtoHAsync_v2_ptsz_params{dstHost, srcArray, srcOffset, ByteCount, hStream}, [&] {
-        return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny), OfArray(srcArray, srcOffset),
-                             ByteCount, hStream, true, true);
-      });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray,
-                                              size_t srcOffset, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyAtoD_v2),
-                     cuMemcpyAtoD_v2_params{dstDevice, srcArray, srcOffset, ByteCount}, [&] {
-                       return CopyWithArray(OfPointer(dstDevice, Side::kDevice),
-                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, false,
-                                            false);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray,
-                                                   size_t srcOffset, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyAtoD_v2_ptds),
-                     cuMemcpyAtoD_v2_ptds_params{dstDevice, srcArray, srcOffset, ByteCount}, [&] {
-                       return CopyWithArray(OfPointer(dstDevice, Side::kDevice),
-                                            OfArray(srcArray, srcOffset), ByteCount, nullptr, true,
-                                            false);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset,
-                                              CUdeviceptr srcDevice, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyDtoA_v2),
-                     cuMemcpyDtoA_v2_params{dstArray, dstOffset, srcDevice, ByteCount}, [&] {
-                       return CopyWithArray(OfArray(dstArray, dstOffset),
-                                            OfPointer(srcDevice, Side::kDevice), ByteCount, nullptr,
-                                            false, false);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
-                                                   CUdeviceptr srcDevice, size_t ByteCount) {
-  return TraceDriver(GWSIM_DRV(cuMemcpyDtoA_v2_ptds),
-                     cuMemcpyDtoA_v2_ptds_params{dstArray, dstOffset, srcDevice, ByteCount}, [&] {
-                       return CopyWithArray(OfArray(dstArray, dstOffset),
-                                            OfPointer(srcDevice, Side::kDevice), ByteCount, nullptr,
-                                            true, false);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray,
-                                              size_t srcOffset, size_t ByteCount) {
-  return TraceDriver(
-      GWSIM_DRV(cuMemcpyAtoA_v2),
-      cuMemcpyAtoA_v2_params{dstArray, dstOffset, srcArray, srcOffset, ByteCount}, [&] {
-        return CopyWithArray(OfArray(dstArray, dstOffset), OfArray(srcArray, srcOffset), ByteCount,
-                             nullptr, false, false);
-      });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
-                                                   CUarray srcArray, size_t srcOffset,
-                                                   size_t ByteCount) {
-  return TraceDriver(
-      GWSIM_DRV(cuMemcpyAtoA_v2_ptds),
-      cuMemcpyAtoA_v2_ptds_params{dstArray, dstOffset, srcArray, srcOffset, ByteCount}, [&] {
-        return CopyWithArray(OfArray(dstArray, dstOffset), OfArray(srcArray, srcOffset), ByteCount,
-                             nullptr, true, false);
-      });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoA_v2, cuMemcpyAtoA_v2_ptds,
+                           (CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset,
+                            size_t ByteCount),
+                           (dstArray, dstOffset, srcArray, srcOffset, ByteCount), {
+                             return CopyWithArray(OfArray(dstArray, dstOffset),
+                                                  OfArray(srcArray, srcOffset), ByteCount, nullptr,
+                                                  per_thread, false);
+                           })
 
 // 2D and 3D copies not in api_copy.cc
 
@@ -347,25 +243,9 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* p
                      [&] { return CopyDescriptor2D(pCopy, nullptr, true, false); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* pCopy) {
-  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeer), cuMemcpy3DPeer_params{pCopy},
-                     [&] { return CopyPeer3D(pCopy, nullptr, false, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpy3DPeer, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER* pCopy),
+                           (pCopy), { return CopyPeer3D(pCopy, nullptr, per_thread, false); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* pCopy) {
-  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeer_ptds), cuMemcpy3DPeer_ptds_params{pCopy},
-                     [&] { return CopyPeer3D(pCopy, nullptr, true, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* pCopy,
-                                                  CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeerAsync), cuMemcpy3DPeerAsync_params{pCopy, hStream},
-                     [&] { return CopyPeer3D(pCopy, hStream, false, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* pCopy,
-                                                       CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemcpy3DPeerAsync_ptsz),
-                     cuMemcpy3DPeerAsync_ptsz_params{pCopy, hStream},
-                     [&] { return CopyPeer3D(pCopy, hStream, true, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync_ptsz,
+                           (const CUDA_MEMCPY3D_PEER* pCopy, CUstream hStream), (pCopy, hStream),
+                           { return CopyPeer3D(pCopy, hStream, per_thread, true); })

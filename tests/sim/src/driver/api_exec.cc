@@ -8,6 +8,15 @@
 namespace gwsim::drv {
 namespace {
 
+// cuEventQuery / cuEventSynchronize: work completes on the calling thread, so a valid event
+// has always completed; only the handle and the capture rules are checked.
+CUresult EventComplete(CUevent hEvent) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
+  if (auto r = CaptureEventUse(hEvent)) return *r;
+  return CUDA_SUCCESS;
+}
+
 const char* SymbolOf(CUfunction f) {
   return f != nullptr && ValidFunction(f) ? f->name.c_str() : nullptr;
 }
@@ -83,48 +92,20 @@ GWSIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
                      [&] { return DestroyStream(hStream); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamSynchronize), cuStreamSynchronize_params{hStream},
-                     [&] { return Synchronize(hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamSynchronize, cuStreamSynchronize_ptsz, (CUstream hStream),
+                           (hStream), { return Synchronize(hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamSynchronize_ptsz), cuStreamSynchronize_ptsz_params{hStream},
-                     [&] { return Synchronize(hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamQuery, cuStreamQuery_ptsz, (CUstream hStream), (hStream),
+                           { return Synchronize(hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamQuery), cuStreamQuery_params{hStream},
-                     [&] { return Synchronize(hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamWaitEvent, cuStreamWaitEvent_ptsz,
+                           (CUstream hStream, CUevent hEvent, unsigned int Flags),
+                           (hStream, hEvent, Flags),
+                           { return WaitEvent(hStream, hEvent, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamQuery_ptsz), cuStreamQuery_ptsz_params{hStream},
-                     [&] { return Synchronize(hStream, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
-                                                unsigned int Flags) {
-  return TraceDriver(GWSIM_DRV(cuStreamWaitEvent), cuStreamWaitEvent_params{hStream, hEvent, Flags},
-                     [&] { return WaitEvent(hStream, hEvent, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
-                                                     unsigned int Flags) {
-  return TraceDriver(GWSIM_DRV(cuStreamWaitEvent_ptsz),
-                     cuStreamWaitEvent_ptsz_params{hStream, hEvent, Flags},
-                     [&] { return WaitEvent(hStream, hEvent, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetId), cuStreamGetId_params{hStream, streamId},
-                     [&] { return GetStreamId(hStream, streamId, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetId_ptsz(CUstream hStream, unsigned long long* streamId) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetId_ptsz), cuStreamGetId_ptsz_params{hStream, streamId},
-                     [&] { return GetStreamId(hStream, streamId, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamGetId, cuStreamGetId_ptsz,
+                           (CUstream hStream, unsigned long long* streamId), (hStream, streamId),
+                           { return GetStreamId(hStream, streamId, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
   return TraceDriver(GWSIM_DRV(cuStreamGetCtx), cuStreamGetCtx_params{hStream, pctx}, [&] {
@@ -153,46 +134,22 @@ GWSIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags
                      [&] { return EventCreate(phEvent, Flags); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuEventRecord), cuEventRecord_params{hEvent, hStream},
-                     [&] { return EventRecord(hEvent, hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuEventRecord, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream),
+                           (hEvent, hStream), { return EventRecord(hEvent, hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuEventRecord_ptsz), cuEventRecord_ptsz_params{hEvent, hStream},
-                     [&] { return EventRecord(hEvent, hStream, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
-                                                     unsigned int flags) {
-  return TraceDriver(GWSIM_DRV(cuEventRecordWithFlags),
-                     cuEventRecordWithFlags_params{hEvent, hStream, flags},
-                     [&] { return EventRecord(hEvent, hStream, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
-                                                          unsigned int flags) {
-  return TraceDriver(GWSIM_DRV(cuEventRecordWithFlags_ptsz),
-                     cuEventRecordWithFlags_ptsz_params{hEvent, hStream, flags},
-                     [&] { return EventRecord(hEvent, hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz,
+                           (CUevent hEvent, CUstream hStream, unsigned int flags),
+                           (hEvent, hStream, flags),
+                           { return EventRecord(hEvent, hStream, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
-  return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent}, [&] {
-    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-    if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
-    if (auto r = CaptureEventUse(hEvent)) return *r;
-    return CUDA_SUCCESS;
-  });
+  return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent},
+                     [&] { return EventComplete(hEvent); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
-  return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent}, [&] {
-    if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-    if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
-    if (auto r = CaptureEventUse(hEvent)) return *r;
-    return CUDA_SUCCESS;
-  });
+  return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent},
+                     [&] { return EventComplete(hEvent); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart,
@@ -209,53 +166,23 @@ GWSIM_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
 
 // Kernels
 
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
-                                             unsigned int gridDimY, unsigned int gridDimZ,
-                                             unsigned int blockDimX, unsigned int blockDimY,
-                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                             CUstream hStream, void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernel),
-      cuLaunchKernel_params{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                            sharedMemBytes, hStream, kernelParams, extra},
-      [&] {
-        return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                          sharedMemBytes, hStream, false);
-      },
-      SymbolOf(f));
-}
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuLaunchKernel, cuLaunchKernel_ptsz,
+    (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+     unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra),
+    (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+     kernelParams, extra),
+    {
+      return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                        sharedMemBytes, hStream, per_thread);
+    },
+    SymbolOf(f))
 
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                                  unsigned int gridDimY, unsigned int gridDimZ,
-                                                  unsigned int blockDimX, unsigned int blockDimY,
-                                                  unsigned int blockDimZ,
-                                                  unsigned int sharedMemBytes, CUstream hStream,
-                                                  void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernel_ptsz),
-      cuLaunchKernel_ptsz_params{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                 sharedMemBytes, hStream, kernelParams, extra},
-      [&] {
-        return LaunchGrid(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                          sharedMemBytes, hStream, true);
-      },
-      SymbolOf(f));
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
-                                               void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernelEx), cuLaunchKernelEx_params{config, f, kernelParams, extra},
-      [&] { return LaunchConfig(config, f, false); }, SymbolOf(f));
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
-                                                    void** kernelParams, void** extra) {
-  return TraceDriver(
-      GWSIM_DRV(cuLaunchKernelEx_ptsz),
-      cuLaunchKernelEx_ptsz_params{config, f, kernelParams, extra},
-      [&] { return LaunchConfig(config, f, true); }, SymbolOf(f));
-}
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuLaunchKernelEx, cuLaunchKernelEx_ptsz,
+    (const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra),
+    (config, f, kernelParams, extra), { return LaunchConfig(config, f, per_thread); }, SymbolOf(f))
 
 GWSIM_EXPORT CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
   return TraceDriver(GWSIM_DRV(cuFuncGetName), cuFuncGetName_params{name, hfunc}, [&] {

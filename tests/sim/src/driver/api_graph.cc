@@ -89,6 +89,16 @@ CUresult Add(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, const CUg
   return r;
 }
 
+// Adds the node `make` fills in (MemcpyNode, MemsetNode), once the driver is initialised.
+template <typename Make>
+CUresult AddMade(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t count,
+                 Make&& make) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  NodeData d;
+  if (CUresult r = make(&d); r != CUDA_SUCCESS) return r;
+  return Add(out, graph, deps, nullptr, count, d);
+}
+
 template <typename P>
 CUresult AddMemAlloc(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
                      const CUgraphEdgeData* edges, size_t count, P* params) {
@@ -210,12 +220,8 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUg
                      cuGraphAddMemcpyNode_params{phGraphNode, hGraph, dependencies, numDependencies,
                                                  copyParams, ctx},
                      [&] {
-                       if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-                       NodeData d;
-                       if (CUresult r = MemcpyNode(copyParams, ctx, &d); r != CUDA_SUCCESS) {
-                         return r;
-                       }
-                       return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+                       return AddMade(phGraphNode, hGraph, dependencies, numDependencies,
+                                      [&](NodeData* d) { return MemcpyNode(copyParams, ctx, d); });
                      });
 }
 
@@ -228,12 +234,9 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUg
                      cuGraphAddMemsetNode_params{phGraphNode, hGraph, dependencies, numDependencies,
                                                  memsetParams, ctx},
                      [&] {
-                       if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-                       NodeData d;
-                       if (CUresult r = MemsetNode(memsetParams, ctx, &d); r != CUDA_SUCCESS) {
-                         return r;
-                       }
-                       return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+                       return AddMade(
+                           phGraphNode, hGraph, dependencies, numDependencies,
+                           [&](NodeData* d) { return MemsetNode(memsetParams, ctx, d); });
                      });
 }
 
@@ -351,45 +354,22 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraphEx
                      [&] { return GraphInstantiate(phGraphExec, hGraph, flags, nullptr); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams(
-    CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphInstantiateWithParams),
-      cuGraphInstantiateWithParams_params{phGraphExec, hGraph, instantiateParams}, [&] {
-        if (instantiateParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
-        return GraphInstantiate(phGraphExec, hGraph, instantiateParams->flags, instantiateParams);
-      });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams_ptsz,
+                           (CUgraphExec * phGraphExec, CUgraph hGraph,
+                            CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams),
+                           (phGraphExec, hGraph, instantiateParams), {
+                             if (instantiateParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                             return GraphInstantiate(phGraphExec, hGraph, instantiateParams->flags,
+                                                     instantiateParams);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(
-    CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphInstantiateWithParams_ptsz),
-      cuGraphInstantiateWithParams_ptsz_params{phGraphExec, hGraph, instantiateParams}, [&] {
-        if (instantiateParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
-        return GraphInstantiate(phGraphExec, hGraph, instantiateParams->flags, instantiateParams);
-      });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuGraphLaunch, cuGraphLaunch_ptsz,
+                           (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream),
+                           { return GraphLaunch(hGraphExec, hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuGraphLaunch), cuGraphLaunch_params{hGraphExec, hStream},
-                     [&] { return GraphLaunch(hGraphExec, hStream, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuGraphLaunch_ptsz), cuGraphLaunch_ptsz_params{hGraphExec, hStream},
-                     [&] { return GraphLaunch(hGraphExec, hStream, true); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuGraphUpload), cuGraphUpload_params{hGraphExec, hStream},
-                     [&] { return GraphUpload(hGraphExec, hStream, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuGraphUpload_ptsz), cuGraphUpload_ptsz_params{hGraphExec, hStream},
-                     [&] { return GraphUpload(hGraphExec, hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuGraphUpload, cuGraphUpload_ptsz,
+                           (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream),
+                           { return GraphUpload(hGraphExec, hStream, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
   return TraceDriver(GWSIM_DRV(cuGraphExecDestroy), cuGraphExecDestroy_params{hGraphExec},
@@ -419,163 +399,66 @@ GWSIM_EXPORT CUresult CUDAAPI cuDeviceSetGraphMemAttribute(CUdevice device,
 
 // Stream capture
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamBeginCapture), cuStreamBeginCapture_params{hStream}, [&] {
-    return BeginCapture(hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL, nullptr, nullptr, nullptr,
-                        0);
-  });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, (CUstream hStream),
+                           (hStream), {
+                             return BeginCapture(hStream, per_thread, CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                 nullptr, nullptr, nullptr, 0);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamBeginCapture_ptsz),
-                     cuStreamBeginCapture_ptsz_params{hStream}, [&] {
-                       return BeginCapture(hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL, nullptr,
-                                           nullptr, nullptr, 0);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz,
+                           (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode), {
+                             return BeginCapture(hStream, per_thread, mode, nullptr, nullptr,
+                                                 nullptr, 0);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
-  return TraceDriver(
-      GWSIM_DRV(cuStreamBeginCapture_v2), cuStreamBeginCapture_v2_params{hStream, mode},
-      [&] { return BeginCapture(hStream, false, mode, nullptr, nullptr, nullptr, 0); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz,
+                           (CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                            const CUgraphEdgeData* dependencyData, size_t numDependencies,
+                            CUstreamCaptureMode mode),
+                           (hStream, hGraph, dependencies, dependencyData, numDependencies, mode), {
+                             if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                             return BeginCapture(hStream, per_thread, mode, hGraph, dependencies,
+                                                 dependencyData, numDependencies);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
-                                                           CUstreamCaptureMode mode) {
-  return TraceDriver(
-      GWSIM_DRV(cuStreamBeginCapture_v2_ptsz), cuStreamBeginCapture_v2_ptsz_params{hStream, mode},
-      [&] { return BeginCapture(hStream, true, mode, nullptr, nullptr, nullptr, 0); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamEndCapture, cuStreamEndCapture_ptsz,
+                           (CUstream hStream, CUgraph* phGraph), (hStream, phGraph),
+                           { return EndCapture(hStream, per_thread, phGraph); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-                                                          const CUgraphNode* dependencies,
-                                                          const CUgraphEdgeData* dependencyData,
-                                                          size_t numDependencies,
-                                                          CUstreamCaptureMode mode) {
-  return TraceDriver(GWSIM_DRV(cuStreamBeginCaptureToGraph),
-                     cuStreamBeginCaptureToGraph_params{hStream, hGraph, dependencies,
-                                                        dependencyData, numDependencies, mode},
-                     [&] {
-                       if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       return BeginCapture(hStream, false, mode, hGraph, dependencies,
-                                           dependencyData, numDependencies);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamIsCapturing, cuStreamIsCapturing_ptsz,
+                           (CUstream hStream, CUstreamCaptureStatus* captureStatus),
+                           (hStream, captureStatus),
+                           { return IsCapturing(hStream, per_thread, captureStatus); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(
-    CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
-    const CUgraphEdgeData* dependencyData, size_t numDependencies, CUstreamCaptureMode mode) {
-  return TraceDriver(GWSIM_DRV(cuStreamBeginCaptureToGraph_ptsz),
-                     cuStreamBeginCaptureToGraph_ptsz_params{hStream, hGraph, dependencies,
-                                                             dependencyData, numDependencies, mode},
-                     [&] {
-                       if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       return BeginCapture(hStream, true, mode, hGraph, dependencies,
-                                           dependencyData, numDependencies);
-                     });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz,
+                           (CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                            cuuint64_t* id_out),
+                           (hStream, captureStatus_out, id_out), {
+                             return GetCaptureInfo(hStream, per_thread, captureStatus_out, id_out,
+                                                   nullptr, nullptr, nullptr, nullptr);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
-  return TraceDriver(GWSIM_DRV(cuStreamEndCapture), cuStreamEndCapture_params{hStream, phGraph},
-                     [&] { return EndCapture(hStream, false, phGraph); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuStreamGetCaptureInfo_v2, cuStreamGetCaptureInfo_v2_ptsz,
+    (CUstream hStream, CUstreamCaptureStatus* captureStatus_out, cuuint64_t* id_out,
+     CUgraph* graph_out, const CUgraphNode** dependencies_out, size_t* numDependencies_out),
+    (hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out), {
+      return GetCaptureInfo(hStream, per_thread, captureStatus_out, id_out, graph_out,
+                            dependencies_out, nullptr, numDependencies_out);
+    })
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
-  return TraceDriver(GWSIM_DRV(cuStreamEndCapture_ptsz),
-                     cuStreamEndCapture_ptsz_params{hStream, phGraph},
-                     [&] { return EndCapture(hStream, true, phGraph); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream,
-                                                  CUstreamCaptureStatus* captureStatus) {
-  return TraceDriver(GWSIM_DRV(cuStreamIsCapturing),
-                     cuStreamIsCapturing_params{hStream, captureStatus},
-                     [&] { return IsCapturing(hStream, false, captureStatus); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream,
-                                                       CUstreamCaptureStatus* captureStatus) {
-  return TraceDriver(GWSIM_DRV(cuStreamIsCapturing_ptsz),
-                     cuStreamIsCapturing_ptsz_params{hStream, captureStatus},
-                     [&] { return IsCapturing(hStream, true, captureStatus); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream,
-                                                     CUstreamCaptureStatus* captureStatus_out,
-                                                     cuuint64_t* id_out) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetCaptureInfo),
-                     cuStreamGetCaptureInfo_params{hStream, captureStatus_out, id_out}, [&] {
-                       return GetCaptureInfo(hStream, false, captureStatus_out, id_out, nullptr,
-                                             nullptr, nullptr, nullptr);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream hStream,
-                                                          CUstreamCaptureStatus* captureStatus_out,
-                                                          cuuint64_t* id_out) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetCaptureInfo_ptsz),
-                     cuStreamGetCaptureInfo_ptsz_params{hStream, captureStatus_out, id_out}, [&] {
-                       return GetCaptureInfo(hStream, true, captureStatus_out, id_out, nullptr,
-                                             nullptr, nullptr, nullptr);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream,
-                                                        CUstreamCaptureStatus* captureStatus_out,
-                                                        cuuint64_t* id_out, CUgraph* graph_out,
-                                                        const CUgraphNode** dependencies_out,
-                                                        size_t* numDependencies_out) {
-  return TraceDriver(GWSIM_DRV(cuStreamGetCaptureInfo_v2),
-                     cuStreamGetCaptureInfo_v2_params{hStream, captureStatus_out, id_out, graph_out,
-                                                      dependencies_out, numDependencies_out},
-                     [&] {
-                       return GetCaptureInfo(hStream, false, captureStatus_out, id_out, graph_out,
-                                             dependencies_out, nullptr, numDependencies_out);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(
-    CUstream hStream, CUstreamCaptureStatus* captureStatus_out, cuuint64_t* id_out,
-    CUgraph* graph_out, const CUgraphNode** dependencies_out, size_t* numDependencies_out) {
-  return TraceDriver(
-      GWSIM_DRV(cuStreamGetCaptureInfo_v2_ptsz),
-      cuStreamGetCaptureInfo_v2_ptsz_params{hStream, captureStatus_out, id_out, graph_out,
-                                            dependencies_out, numDependencies_out},
-      [&] {
-        return GetCaptureInfo(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out,
-                              nullptr, numDependencies_out);
-      });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream,
-                                                        CUstreamCaptureStatus* captureStatus_out,
-                                                        cuuint64_t* id_out, CUgraph* graph_out,
-                                                        const CUgraphNode** dependencies_out,
-                                                        const CUgraphEdgeData** edgeData_out,
-                                                        size_t* numDependencies_out) {
-  return TraceDriver(
-      GWSIM_DRV(cuStreamGetCaptureInfo_v3),
-      cuStreamGetCaptureInfo_v3_params{hStream, captureStatus_out, id_out, graph_out,
-                                       dependencies_out, edgeData_out, numDependencies_out},
-      [&] {
-        return GetCaptureInfo(hStream, false, captureStatus_out, id_out, graph_out,
-                              dependencies_out, edgeData_out, numDependencies_out);
-      });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(
-    CUstream hStream, CUstreamCaptureStatus* captureStatus_out, cuuint64_t* id_out,
-    CUgraph* graph_out, const CUgraphNode** dependencies_out, const CUgraphEdgeData** edgeData_out,
-    size_t* numDependencies_out) {
-  return TraceDriver(
-      GWSIM_DRV(cuStreamGetCaptureInfo_v3_ptsz),
-      cuStreamGetCaptureInfo_v3_ptsz_params{hStream, captureStatus_out, id_out, graph_out,
-                                            dependencies_out, edgeData_out, numDependencies_out},
-      [&] {
-        return GetCaptureInfo(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out,
-                              edgeData_out, numDependencies_out);
-      });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamGetCaptureInfo_v3, cuStreamGetCaptureInfo_v3_ptsz,
+                           (CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                            cuuint64_t* id_out, CUgraph* graph_out,
+                            const CUgraphNode** dependencies_out,
+                            const CUgraphEdgeData** edgeData_out, size_t* numDependencies_out),
+                           (hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                            edgeData_out, numDependencies_out),
+                           {
+                             return GetCaptureInfo(hStream, per_thread, captureStatus_out, id_out,
+                                                   graph_out, dependencies_out, edgeData_out,
+                                                   numDependencies_out);
+                           })
 
 GWSIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   return TraceDriver(GWSIM_DRV(cuThreadExchangeStreamCaptureMode),
@@ -585,27 +468,12 @@ GWSIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureM
 
 // Host functions
 
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
-  return TraceDriver(GWSIM_DRV(cuLaunchHostFunc), cuLaunchHostFunc_params{hStream, fn, userData},
-                     [&] { return LaunchHostFunc(hStream, false, fn, userData); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuLaunchHostFunc, cuLaunchHostFunc_ptsz,
+                           (CUstream hStream, CUhostFn fn, void* userData), (hStream, fn, userData),
+                           { return LaunchHostFunc(hStream, per_thread, fn, userData); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
-  return TraceDriver(GWSIM_DRV(cuLaunchHostFunc_ptsz),
-                     cuLaunchHostFunc_ptsz_params{hStream, fn, userData},
-                     [&] { return LaunchHostFunc(hStream, true, fn, userData); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback,
-                                                  void* userData, unsigned int flags) {
-  return TraceDriver(GWSIM_DRV(cuStreamAddCallback),
-                     cuStreamAddCallback_params{hStream, callback, userData, flags},
-                     [&] { return StreamAddCallback(hStream, false, callback, userData, flags); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback,
-                                                       void* userData, unsigned int flags) {
-  return TraceDriver(GWSIM_DRV(cuStreamAddCallback_ptsz),
-                     cuStreamAddCallback_ptsz_params{hStream, callback, userData, flags},
-                     [&] { return StreamAddCallback(hStream, true, callback, userData, flags); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuStreamAddCallback, cuStreamAddCallback_ptsz,
+    (CUstream hStream, CUstreamCallback callback, void* userData, unsigned int flags),
+    (hStream, callback, userData, flags),
+    { return StreamAddCallback(hStream, per_thread, callback, userData, flags); })

@@ -188,6 +188,15 @@ int Attribute(CUdevice_attribute attr, int device) {
     "sequence from another thread")                                           \
   X(CUDA_ERROR_UNKNOWN, "unknown error")
 
+// A device query's checks, in NVIDIA's order: the device, then `out`; then *out = value().
+template <typename T, typename Value>
+CUresult DeviceQuery(CUdevice dev, T* out, Value&& value) {
+  if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = value();
+  return CUDA_SUCCESS;
+}
+
 const char* ErrorName(CUresult error) {
   switch (error) {
 #define GWSIM_NAME_CASE(code, text) \
@@ -231,12 +240,8 @@ GWSIM_EXPORT CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
-  return TraceDriver(GWSIM_DRV(cuDeviceGet), cuDeviceGet_params{device, ordinal}, [&] {
-    if (CUresult r = CheckDevice(ordinal); r != CUDA_SUCCESS) return r;
-    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *device = ordinal;
-    return CUDA_SUCCESS;
-  });
+  return TraceDriver(GWSIM_DRV(cuDeviceGet), cuDeviceGet_params{device, ordinal},
+                     [&] { return DeviceQuery(ordinal, device, [&] { return ordinal; }); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetCount(int* count) {
@@ -259,22 +264,14 @@ GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev)
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   return TraceDriver(GWSIM_DRV(cuDeviceTotalMem_v2), cuDeviceTotalMem_v2_params{bytes, dev}, [&] {
-    if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-    if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *bytes = D().config.device_memory;
-    return CUDA_SUCCESS;
+    return DeviceQuery(dev, bytes, [&] { return D().config.device_memory; });
   });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
                                                    CUdevice dev) {
   return TraceDriver(GWSIM_DRV(cuDeviceGetAttribute), cuDeviceGetAttribute_params{pi, attrib, dev},
-                     [&] {
-                       if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-                       if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       *pi = Attribute(attrib, dev);
-                       return CUDA_SUCCESS;
-                     });
+                     [&] { return DeviceQuery(dev, pi, [&] { return Attribute(attrib, dev); }); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
@@ -301,21 +298,14 @@ GWSIM_EXPORT CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
-  return TraceDriver(GWSIM_DRV(cuDeviceGetDefaultMemPool),
-                     cuDeviceGetDefaultMemPool_params{pool_out, dev}, [&] {
-                       if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-                       if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       *pool_out = D().devices[dev]->default_pool;
-                       return CUDA_SUCCESS;
-                     });
+  return TraceDriver(
+      GWSIM_DRV(cuDeviceGetDefaultMemPool), cuDeviceGetDefaultMemPool_params{pool_out, dev},
+      [&] { return DeviceQuery(dev, pool_out, [&] { return D().devices[dev]->default_pool; }); });
 }
 
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   return TraceDriver(GWSIM_DRV(cuDeviceGetMemPool), cuDeviceGetMemPool_params{pool, dev}, [&] {
-    if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-    if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *pool = D().devices[dev]->current_pool.load();
-    return CUDA_SUCCESS;
+    return DeviceQuery(dev, pool, [&] { return D().devices[dev]->current_pool.load(); });
   });
 }
 

@@ -225,46 +225,22 @@ GWSIM_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
 
 // Stream-ordered allocation
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize,
-                                              CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemAllocAsync), cuMemAllocAsync_params{dptr, bytesize, hStream},
-                     [&] { return AllocAsync(dptr, bytesize, nullptr, hStream, false); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemAllocAsync, cuMemAllocAsync_ptsz,
+                           (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
+                           (dptr, bytesize, hStream),
+                           { return AllocAsync(dptr, bytesize, nullptr, hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
-                                                   CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemAllocAsync_ptsz),
-                     cuMemAllocAsync_ptsz_params{dptr, bytesize, hStream},
-                     [&] { return AllocAsync(dptr, bytesize, nullptr, hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,
+                           (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool,
+                            CUstream hStream),
+                           (dptr, bytesize, pool, hStream), {
+                             if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                             return AllocAsync(dptr, bytesize, pool, hStream, per_thread);
+                           })
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
-                                                      CUmemoryPool pool, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemAllocFromPoolAsync),
-                     cuMemAllocFromPoolAsync_params{dptr, bytesize, pool, hStream}, [&] {
-                       if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       return AllocAsync(dptr, bytesize, pool, hStream, false);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
-                                                           CUmemoryPool pool, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemAllocFromPoolAsync_ptsz),
-                     cuMemAllocFromPoolAsync_ptsz_params{dptr, bytesize, pool, hStream}, [&] {
-                       if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       return AllocAsync(dptr, bytesize, pool, hStream, true);
-                     });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemFreeAsync), cuMemFreeAsync_params{dptr, hStream},
-                     [&] { return FreeAsync(dptr, hStream, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemFreeAsync_ptsz), cuMemFreeAsync_ptsz_params{dptr, hStream},
-                     [&] { return FreeAsync(dptr, hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemFreeAsync, cuMemFreeAsync_ptsz,
+                           (CUdeviceptr dptr, CUstream hStream), (dptr, hStream),
+                           { return FreeAsync(dptr, hStream, per_thread); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   return TraceDriver(GWSIM_DRV(cuMemPoolCreate), cuMemPoolCreate_params{pool, poolProps}, [&] {

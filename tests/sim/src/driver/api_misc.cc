@@ -12,6 +12,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/leaked.h"
 #include "driver/cuda_headers.h"
 #include "driver/function.h"
 #include "driver/state.h"
@@ -51,10 +52,7 @@ struct Attributes {
   std::unordered_map<const CUfunc_st*, Settable> by_function;
 };
 
-Attributes& A() {
-  static auto* const attributes = new Attributes();  // never destroyed, like the rest
-  return *attributes;
-}
+Attributes& A() { return Leaked<Attributes>(); }  // never destroyed, like the rest
 
 Settable Get(const CUfunc_st* f) {
   Attributes& a = A();
@@ -328,21 +326,12 @@ GWSIM_EXPORT CUresult CUDAAPI cuProfilerStop(void) {
 
 // Managed memory
 
-GWSIM_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count,
-                                                    CUmemLocation location, unsigned int flags,
-                                                    CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemPrefetchAsync_v2),
-                     cuMemPrefetchAsync_v2_params{devPtr, count, location, flags, hStream},
-                     [&] { return Prefetch(devPtr, count, location, flags, hStream, false); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
-                                                         CUmemLocation location, unsigned int flags,
-                                                         CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuMemPrefetchAsync_v2_ptsz),
-                     cuMemPrefetchAsync_v2_ptsz_params{devPtr, count, location, flags, hStream},
-                     [&] { return Prefetch(devPtr, count, location, flags, hStream, true); });
-}
+GWSIM_DRV_PER_THREAD_TWINS(cuMemPrefetchAsync_v2, cuMemPrefetchAsync_v2_ptsz,
+                           (CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                            unsigned int flags, CUstream hStream),
+                           (devPtr, count, location, flags, hStream), {
+                             return Prefetch(devPtr, count, location, flags, hStream, per_thread);
+                           })
 
 GWSIM_EXPORT CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
                                              CUmemLocation location) {

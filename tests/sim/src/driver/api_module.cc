@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/leaked.h"
 #include "driver/cuda_headers.h"
 #include "driver/memory.h"
 #include "driver/state.h"
@@ -68,10 +69,7 @@ struct Registry {
   std::atomic<uint32_t> next_module_id{1};
 };
 
-Registry& R() {
-  static auto* const registry = new Registry();  // never destroyed, like the rest of the state
-  return *registry;
-}
+Registry& R() { return Leaked<Registry>(); }  // never destroyed, like the rest of the state
 
 enum class ImageKind { kElf, kFatbin, kPtx };
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "common/leaked.h"
 #include "driver/memory.h"
 #include "driver/trace.h"
 
@@ -42,10 +43,7 @@ struct Registry {
   std::vector<const void*> retired;
 };
 
-Registry& R() {
-  static auto* const registry = new Registry();  // never destroyed, like the rest of the state
-  return *registry;
-}
+Registry& R() { return Leaked<Registry>(); }  // never destroyed, like the rest of the state
 
 // Bytes per channel of the classic formats; CUDA_ERROR_NOT_SUPPORTED for the formats the
 // simulator does not model (normalized, block-compressed and video formats).
@@ -197,17 +195,22 @@ uint64_t LogicalBytes(const CUmipmappedArray_st& m) {
   return total;
 }
 
+// Copies `array` to *out if it is a live array: registered, and its storage not freed.
+bool LiveArray(CUarray array, CUarray_st* out) {
+  {
+    Registry& r = R();
+    std::lock_guard lock(r.mu);
+    if (array == nullptr || r.arrays.count(array) == 0) return false;
+    *out = *array;
+  }
+  return StorageAlive(out->base, out->buffer_id);
+}
+
 }  // namespace
 
 CUresult ViewArray(CUarray array, ArrayView* out) {
   CUarray_st a;
-  {
-    Registry& r = R();
-    std::lock_guard lock(r.mu);
-    if (array == nullptr || r.arrays.count(array) == 0) return CUDA_ERROR_INVALID_VALUE;
-    a = *array;
-  }
-  if (!StorageAlive(a.base, a.buffer_id)) return CUDA_ERROR_INVALID_VALUE;
+  if (!LiveArray(array, &a)) return CUDA_ERROR_INVALID_VALUE;
   out->storage = a.storage;
   out->element_size = a.element_size;
   out->row_bytes = a.desc.Width * a.element_size;
@@ -267,13 +270,7 @@ CUresult ArrayDescriptor(CUarray array, CUDA_ARRAY3D_DESCRIPTOR* out) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUarray_st a;
-  {
-    Registry& r = R();
-    std::lock_guard lock(r.mu);
-    if (array == nullptr || r.arrays.count(array) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    a = *array;
-  }
-  if (!StorageAlive(a.base, a.buffer_id)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!LiveArray(array, &a)) return CUDA_ERROR_INVALID_HANDLE;
   *out = a.desc;
   return CUDA_SUCCESS;
 }

@@ -30,6 +30,14 @@ uint64_t SelfId() { return static_cast<uint64_t>(pthread_self()); }
 
 bool Idle() { return g_open_captures.load(std::memory_order_acquire) == 0 || ExecutingGraph(); }
 
+// Whether event records and waits need no capture bookkeeping: no capture open and no event
+// recorded in one, or a graph launch executing.
+bool EventsIdle() {
+  return (g_open_captures.load(std::memory_order_acquire) == 0 &&
+          g_captured_events.load(std::memory_order_acquire) == 0) ||
+         ExecutingGraph();
+}
+
 bool IsLegacy(const CUstream_st* s) { return s == s->ctx->legacy_stream; }
 
 bool ValidMode(CUstreamCaptureMode mode) {
@@ -284,11 +292,7 @@ std::optional<CUresult> GraphAwareFree(CUdeviceptr dptr, CUstream_st* stream) {
 }
 
 std::optional<CUresult> CaptureEventRecord(CUevent_st* event, CUstream_st* stream) {
-  if ((g_open_captures.load(std::memory_order_acquire) == 0 &&
-       g_captured_events.load(std::memory_order_acquire) == 0) ||
-      ExecutingGraph()) {
-    return std::nullopt;
-  }
+  if (EventsIdle()) return std::nullopt;
   GraphState& g = Graphs();
   std::lock_guard lock(g.mu);
   if (auto it = g.streams.find(stream); it != g.streams.end()) {
@@ -306,11 +310,7 @@ std::optional<CUresult> CaptureEventRecord(CUevent_st* event, CUstream_st* strea
 }
 
 std::optional<CUresult> CaptureWaitEvent(CUstream_st* stream, CUevent_st* event) {
-  if ((g_open_captures.load(std::memory_order_acquire) == 0 &&
-       g_captured_events.load(std::memory_order_acquire) == 0) ||
-      ExecutingGraph()) {
-    return std::nullopt;
-  }
+  if (EventsIdle()) return std::nullopt;
   GraphState& g = Graphs();
   std::lock_guard lock(g.mu);
   auto sc = g.streams.find(stream);

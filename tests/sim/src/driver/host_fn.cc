@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/leaked.h"
 #include "driver/graph_internal.h"
 #include "driver/trace.h"
 
@@ -62,10 +63,7 @@ class HostThread {
   bool started_ = false;
 };
 
-HostThread& Worker() {
-  static auto* const worker = new HostThread();  // never destroyed
-  return *worker;
-}
+HostThread& Worker() { return Leaked<HostThread>(); }  // never destroyed
 
 }  // namespace
 

@@ -98,35 +98,32 @@ uint32_t RecordRuntimeCorrelationId() {
   return D().config.correlation == kCorrelationOwn ? CurrentRuntimeCorrelationId() : 0;
 }
 
-void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream) {
+namespace {
+
+// Delivers one resource callback to CUPTI, when it is attached.
+void DeliverResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream, void* descriptor) {
   const gwsim_cupti_hooks* hooks = Hooks();
   if (hooks == nullptr) return;
   CUpti_ResourceData data{};
   data.context = ctx;
   data.resourceHandle.stream = stream;
-  data.resourceDescriptor = nullptr;
+  data.resourceDescriptor = descriptor;
   hooks->resource(cbid, &data);
+}
+
+}  // namespace
+
+void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream) {
+  DeliverResource(cbid, ctx, stream, nullptr);
 }
 
 void EmitModuleResource(CUpti_CallbackId cbid, CUctx_st* ctx,
                         const CUpti_ModuleResourceData* module) {
-  const gwsim_cupti_hooks* hooks = Hooks();
-  if (hooks == nullptr) return;
-  CUpti_ResourceData data{};
-  data.context = ctx;
-  data.resourceHandle.stream = nullptr;
-  data.resourceDescriptor = const_cast<CUpti_ModuleResourceData*>(module);
-  hooks->resource(cbid, &data);
+  DeliverResource(cbid, ctx, nullptr, const_cast<CUpti_ModuleResourceData*>(module));
 }
 
 void EmitGraphResource(CUpti_CallbackId cbid, CUctx_st* ctx, const CUpti_GraphData* graph) {
-  const gwsim_cupti_hooks* hooks = Hooks();
-  if (hooks == nullptr) return;
-  CUpti_ResourceData data{};
-  data.context = ctx;
-  data.resourceHandle.stream = nullptr;
-  data.resourceDescriptor = const_cast<CUpti_GraphData*>(graph);
-  hooks->resource(cbid, &data);
+  DeliverResource(cbid, ctx, nullptr, const_cast<CUpti_GraphData*>(graph));
 }
 
 bool ActivityWanted(CUpti_ActivityKind kind) {

@@ -6,8 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
-
+#include "common/api_frame.h"
 #include "driver/cuda_headers.h"
 #include "driver/state.h"
 
@@ -40,12 +39,8 @@ template <typename Params, typename Body>
 CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body&& body,
                      const char* symbol = nullptr) {
   if (NoDriver()) return body();  // without a driver there is nothing to trace
-  gwsim_api_frame frame{};
-  frame.domain = CUPTI_CB_DOMAIN_DRIVER_API;
-  frame.cbid = cbid;
-  frame.function_name = name;
-  if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
-  frame.symbol_name = symbol;
+  gwsim_api_frame frame =
+      ApiFrame<NoParams>(CUPTI_CB_DOMAIN_DRIVER_API, cbid, name, params, symbol);
   EnterFrame(&frame);
   CUresult result = InHostFunction() ? CUDA_ERROR_NOT_PERMITTED : body();
   frame.return_value = &result;
@@ -54,6 +49,20 @@ CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body
 }
 
 #define GWSIM_DRV(name) CUPTI_DRIVER_TRACE_CBID_##name, #name
+
+// Defines the entry point `name` and its per-thread-default-stream twin `twin` (name_ptsz or
+// name_ptds), which take the same parameters: each is traced under its own cbid with its own
+// params struct (filled from `args`), and runs `body` with `per_thread` false or true. A
+// trailing argument is TraceDriver's `symbol` (a launch's kernel name).
+#define GWSIM_DRV_PER_THREAD_TWINS(name, twin, params, args, body, ...) \
+  GWSIM_DRV_TRACED(name, false, params, args, body, __VA_ARGS__)        \
+  GWSIM_DRV_TRACED(twin, true, params, args, body, __VA_ARGS__)
+#define GWSIM_DRV_TRACED(name, per_thread_value, params, args, body, ...)                       \
+  GWSIM_EXPORT CUresult CUDAAPI name params {                                                   \
+    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                              \
+    return TraceDriver(GWSIM_DRV(name),                                                         \
+                       name##_params{GWSIM_UNPAREN args}, [&] body __VA_OPT__(, ) __VA_ARGS__); \
+  }
 
 void EmitResource(CUpti_CallbackId cbid, CUctx_st* ctx, CUstream_st* stream);
 // MODULE_LOADED / MODULE_UNLOAD_STARTING: resourceDescriptor points at `module`.

@@ -48,9 +48,9 @@ void RecordCopy(const PointerClass& src, const PointerClass& dst, uint64_t bytes
   const uint8_t flags = async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
   const uint32_t correlation = RecordCorrelationId();
   const GraphNodeScope graph = CurrentGraphNode();  // zeros outside a graph launch
-  if (peer && ActivityWanted(CUPTI_ACTIVITY_KIND_MEMCPY2)) {
-    CUpti_ActivityMemcpyPtoP4 r{};
-    r.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  // The fields MEMCPY and MEMCPY2 records share.
+  auto fill = [&](auto& r, CUpti_ActivityKind kind) {
+    r.kind = kind;
     r.copyKind = copy_kind;
     r.srcKind = src.kind;
     r.dstKind = dst.kind;
@@ -61,33 +61,24 @@ void RecordCopy(const PointerClass& src, const PointerClass& dst, uint64_t bytes
     r.deviceId = static_cast<uint32_t>(stream->ctx->device);
     r.contextId = ContextId(stream->ctx);
     r.streamId = stream->id;
+    r.correlationId = correlation;
+    r.graphNodeId = graph.node_id;
+    r.graphId = graph.graph_id;
+  };
+  if (peer && ActivityWanted(CUPTI_ACTIVITY_KIND_MEMCPY2)) {
+    CUpti_ActivityMemcpyPtoP4 r{};
+    fill(r, CUPTI_ACTIVITY_KIND_MEMCPY2);
     r.srcDeviceId = static_cast<uint32_t>(src.alloc->device);
     r.srcContextId = ContextId(src.alloc->ctx);
     r.dstDeviceId = static_cast<uint32_t>(dst.alloc->device);
     r.dstContextId = ContextId(dst.alloc->ctx);
-    r.correlationId = correlation;
-    r.graphNodeId = graph.node_id;
-    r.graphId = graph.graph_id;
     EmitActivity(&r, sizeof(r));
     return;
   }
   if (!ActivityWanted(CUPTI_ACTIVITY_KIND_MEMCPY)) return;
   CUpti_ActivityMemcpy6 r{};
-  r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-  r.copyKind = copy_kind;
-  r.srcKind = src.kind;
-  r.dstKind = dst.kind;
-  r.flags = flags;
-  r.bytes = bytes;
-  r.start = start;
-  r.end = start + duration;
-  r.deviceId = static_cast<uint32_t>(stream->ctx->device);
-  r.contextId = ContextId(stream->ctx);
-  r.streamId = stream->id;
-  r.correlationId = correlation;
+  fill(r, CUPTI_ACTIVITY_KIND_MEMCPY);
   r.runtimeCorrelationId = RecordRuntimeCorrelationId();
-  r.graphNodeId = graph.node_id;
-  r.graphId = graph.graph_id;
   r.copyCount = 1;
   EmitActivity(&r, sizeof(r));
 }
@@ -251,30 +242,35 @@ CUresult CopySides(CopyRequest* r, const DescriptorSide& src, const DescriptorSi
   return Copy(*r);
 }
 
+// The request of a descriptor copy of width x height x depth; the rest comes from its sides.
+CopyRequest DescriptorRequest(size_t width, size_t height, size_t depth, CUstream stream,
+                              bool per_thread, bool async) {
+  CopyRequest r;
+  r.shape.width = width;
+  r.shape.height = height;
+  r.shape.depth = depth;
+  r.stream = stream;
+  r.per_thread = per_thread;
+  r.async = async;
+  return r;
+}
+
 }  // namespace
 
 CUresult CopyDescriptor2D(const CUDA_MEMCPY2D* copy, CUstream stream, bool per_thread, bool async) {
   CUctx_st* ctx = nullptr;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CopyRequest r;
-  r.shape.width = copy->WidthInBytes;
-  r.shape.height = copy->Height;
-  r.stream = stream;
-  r.per_thread = per_thread;
-  r.async = async;
+  CopyRequest r = DescriptorRequest(copy->WidthInBytes, copy->Height, 1, stream, per_thread, async);
   DescriptorSide src;
   DescriptorSide dst;
-  if (CUresult e = ResolveSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcArray,
-                               copy->srcXInBytes, copy->srcY, 0, copy->srcPitch, 0, r.shape, &src);
-      e != CUDA_SUCCESS) {
-    return e;
+  CUresult e = ResolveSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcArray,
+                           copy->srcXInBytes, copy->srcY, 0, copy->srcPitch, 0, r.shape, &src);
+  if (e == CUDA_SUCCESS) {
+    e = ResolveSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstArray,
+                    copy->dstXInBytes, copy->dstY, 0, copy->dstPitch, 0, r.shape, &dst);
   }
-  if (CUresult e = ResolveSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstArray,
-                               copy->dstXInBytes, copy->dstY, 0, copy->dstPitch, 0, r.shape, &dst);
-      e != CUDA_SUCCESS) {
-    return e;
-  }
+  if (e != CUDA_SUCCESS) return e;
   src.slice = 0;
   dst.slice = 0;
   return CopySides(&r, src, dst);
@@ -289,27 +285,19 @@ CUresult CopyDescriptor3D(const CUDA_MEMCPY3D* copy, CUstream stream, bool per_t
       copy->reserved1 != nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  CopyRequest r;
-  r.shape.width = copy->WidthInBytes;
-  r.shape.height = copy->Height;
-  r.shape.depth = copy->Depth;
-  r.stream = stream;
-  r.per_thread = per_thread;
-  r.async = async;
+  CopyRequest r =
+      DescriptorRequest(copy->WidthInBytes, copy->Height, copy->Depth, stream, per_thread, async);
   DescriptorSide src;
   DescriptorSide dst;
-  if (CUresult e = ResolveSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcArray,
-                               copy->srcXInBytes, copy->srcY, copy->srcZ, copy->srcPitch,
-                               copy->srcHeight, r.shape, &src);
-      e != CUDA_SUCCESS) {
-    return e;
+  CUresult e = ResolveSide(copy->srcMemoryType, copy->srcHost, copy->srcDevice, copy->srcArray,
+                           copy->srcXInBytes, copy->srcY, copy->srcZ, copy->srcPitch,
+                           copy->srcHeight, r.shape, &src);
+  if (e == CUDA_SUCCESS) {
+    e = ResolveSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstArray,
+                    copy->dstXInBytes, copy->dstY, copy->dstZ, copy->dstPitch, copy->dstHeight,
+                    r.shape, &dst);
   }
-  if (CUresult e = ResolveSide(copy->dstMemoryType, copy->dstHost, copy->dstDevice, copy->dstArray,
-                               copy->dstXInBytes, copy->dstY, copy->dstZ, copy->dstPitch,
-                               copy->dstHeight, r.shape, &dst);
-      e != CUDA_SUCCESS) {
-    return e;
-  }
+  if (e != CUDA_SUCCESS) return e;
   return CopySides(&r, src, dst);
 }
 

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/memcpy3d.h"
 #include "runtime/array.h"
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
@@ -24,8 +25,6 @@ CUarray Cu(cudaArray_const_t a) { return reinterpret_cast<CUarray>(const_cast<cu
 CUmipmappedArray CuMipmap(cudaMipmappedArray_const_t m) {
   return reinterpret_cast<CUmipmappedArray>(const_cast<cudaMipmappedArray*>(m));
 }
-
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 // The driver reports an unknown array as an invalid handle; these runtime calls document
 // cudaErrorInvalidValue for it.
@@ -201,9 +200,8 @@ struct Async {
 
 CUresult Copy2D(const CUDA_MEMCPY2D& c, const Async& how) {
   const DriverApi& d = Drv();
-  return !how.async
-             ? (how.per_thread ? d.cuMemcpy2D_v2_ptds : d.cuMemcpy2D_v2)(&c)
-             : (how.per_thread ? d.cuMemcpy2DAsync_v2_ptsz : d.cuMemcpy2DAsync_v2)(&c, how.stream);
+  return SyncOrAsync(how.async, how.per_thread, how.stream, d.cuMemcpy2D_v2, d.cuMemcpy2D_v2_ptds,
+                     d.cuMemcpy2DAsync_v2, d.cuMemcpy2DAsync_v2_ptsz, &c);
 }
 
 CUDA_MEMCPY2D Descriptor(const End& dst, const End& src, CUmemorytype dst_type,
@@ -332,32 +330,12 @@ cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, bool async, cudaStream_
   CUDA_MEMCPY3D c{};
   if (cudaError_t e = ToDriver3D(&q, &c); e != cudaSuccess) return e;
   CUDA_MEMCPY3D_PEER peer{};
-  peer.srcXInBytes = c.srcXInBytes;
-  peer.srcY = c.srcY;
-  peer.srcZ = c.srcZ;
-  peer.srcMemoryType = c.srcMemoryType;
-  peer.srcDevice = c.srcDevice;
-  peer.srcArray = c.srcArray;
+  CopySharedMemcpy3DMembers(c, &peer);  // its host pointers and LODs are zero: device to device
   peer.srcContext = src_ctx;
-  peer.srcPitch = c.srcPitch;
-  peer.srcHeight = c.srcHeight;
-  peer.dstXInBytes = c.dstXInBytes;
-  peer.dstY = c.dstY;
-  peer.dstZ = c.dstZ;
-  peer.dstMemoryType = c.dstMemoryType;
-  peer.dstDevice = c.dstDevice;
-  peer.dstArray = c.dstArray;
   peer.dstContext = dst_ctx;
-  peer.dstPitch = c.dstPitch;
-  peer.dstHeight = c.dstHeight;
-  peer.WidthInBytes = c.WidthInBytes;
-  peer.Height = c.Height;
-  peer.Depth = c.Depth;
   const DriverApi& d = Drv();
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemcpy3DPeer_ptds : d.cuMemcpy3DPeer)(&peer)
-             : (per_thread ? d.cuMemcpy3DPeerAsync_ptsz : d.cuMemcpy3DPeerAsync)(&peer, stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy3DPeer, d.cuMemcpy3DPeer_ptds,
+                                 d.cuMemcpy3DPeerAsync, d.cuMemcpy3DPeerAsync_ptsz, &peer));
 }
 
 }  // namespace
@@ -365,28 +343,45 @@ cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, bool async, cudaStream_
 // The memory type a cudaMemcpyKind implies on each side. An array side is always an array:
 // as cudaMemcpy3D documents, a kind that puts it on the host is silently corrected.
 bool MemoryTypes(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
-  switch (kind) {
-    case cudaMemcpyHostToHost:
-      *src = *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyHostToDevice:
-      *src = CU_MEMORYTYPE_HOST;
-      *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDeviceToHost:
-      *src = CU_MEMORYTYPE_DEVICE;
-      *dst = CU_MEMORYTYPE_HOST;
-      return true;
-    case cudaMemcpyDeviceToDevice:
-      *src = *dst = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case cudaMemcpyDefault:
-      *src = *dst = CU_MEMORYTYPE_UNIFIED;
-      return true;
-    default:
-      return false;
-  }
+  static_assert(cudaMemcpyHostToHost == 0 && cudaMemcpyHostToDevice == 1 &&
+                cudaMemcpyDeviceToHost == 2 && cudaMemcpyDeviceToDevice == 3 &&
+                cudaMemcpyDefault == 4);
+  // {source, destination}, indexed by the kind.
+  static constexpr CUmemorytype kTypes[][2] = {{CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_HOST},
+                                               {CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE},
+                                               {CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST},
+                                               {CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE},
+                                               {CU_MEMORYTYPE_UNIFIED, CU_MEMORYTYPE_UNIFIED}};
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return false;
+  *src = kTypes[kind][0];
+  *dst = kTypes[kind][1];
+  return true;
 }
+
+namespace {
+
+// One side of ToDriver3D: the array, or the pointer with the memory type the kind implies.
+void Side3D(cudaArray_const_t array, const cudaPitchedPtr& ptr, size_t x, CUmemorytype type,
+            size_t element_size, CUmemorytype* memory_type, const void** host, CUdeviceptr* device,
+            CUarray* cu_array, size_t* x_in_bytes, size_t* pitch, size_t* height) {
+  if (array != nullptr) {
+    *memory_type = CU_MEMORYTYPE_ARRAY;
+    *cu_array = Cu(array);
+    *x_in_bytes = x * element_size;
+    return;
+  }
+  *memory_type = type;
+  if (type == CU_MEMORYTYPE_HOST) {
+    *host = ptr.ptr;
+  } else {
+    *device = Dev(ptr.ptr);
+  }
+  *x_in_bytes = x;
+  *pitch = ptr.pitch;
+  *height = ptr.ysize;
+}
+
+}  // namespace
 
 cudaError_t ToDriver3D(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* out) {
   // Exactly one of srcArray / srcPtr and of dstArray / dstPtr.
@@ -415,36 +410,10 @@ cudaError_t ToDriver3D(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* out) {
                                                   : 1;
   CUDA_MEMCPY3D c{};
   const void* dst_host = nullptr;
-  if (p->srcArray != nullptr) {
-    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-    c.srcArray = Cu(p->srcArray);
-    c.srcXInBytes = p->srcPos.x * src_layout.element_size;
-  } else {
-    c.srcMemoryType = src_type;
-    if (src_type == CU_MEMORYTYPE_HOST) {
-      c.srcHost = p->srcPtr.ptr;
-    } else {
-      c.srcDevice = Dev(p->srcPtr.ptr);
-    }
-    c.srcXInBytes = p->srcPos.x;
-    c.srcPitch = p->srcPtr.pitch;
-    c.srcHeight = p->srcPtr.ysize;
-  }
-  if (p->dstArray != nullptr) {
-    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-    c.dstArray = Cu(p->dstArray);
-    c.dstXInBytes = p->dstPos.x * dst_layout.element_size;
-  } else {
-    c.dstMemoryType = dst_type;
-    if (dst_type == CU_MEMORYTYPE_HOST) {
-      dst_host = p->dstPtr.ptr;
-    } else {
-      c.dstDevice = Dev(p->dstPtr.ptr);
-    }
-    c.dstXInBytes = p->dstPos.x;
-    c.dstPitch = p->dstPtr.pitch;
-    c.dstHeight = p->dstPtr.ysize;
-  }
+  Side3D(p->srcArray, p->srcPtr, p->srcPos.x, src_type, src_layout.element_size, &c.srcMemoryType,
+         &c.srcHost, &c.srcDevice, &c.srcArray, &c.srcXInBytes, &c.srcPitch, &c.srcHeight);
+  Side3D(p->dstArray, p->dstPtr, p->dstPos.x, dst_type, dst_layout.element_size, &c.dstMemoryType,
+         &dst_host, &c.dstDevice, &c.dstArray, &c.dstXInBytes, &c.dstPitch, &c.dstHeight);
   c.dstHost = const_cast<void*>(dst_host);
   c.srcY = p->srcPos.y;
   c.srcZ = p->srcPos.z;
@@ -581,284 +550,99 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetChannelDesc(struct cudaChannelFormatDe
 
 // 2D copies to, from and between arrays (offsets and widths in bytes)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset,
-                                                       size_t hOffset, const void* src,
-                                                       size_t spitch, size_t width, size_t height,
-                                                       enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArray, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArray, v3020){dst, wOffset, hOffset, src,
-                                                                  spitch, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DToArray, v3020, cudaMemcpy2DToArray_ptds, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind),
+                          (dst, wOffset, hOffset, src, spitch, width, height, kind), {
+                            return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
+                                            width, height, kind, Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset,
-                                                            size_t hOffset, const void* src,
-                                                            size_t spitch, size_t width,
-                                                            size_t height,
-                                                            enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArray_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArray_ptds, v7000){dst, wOffset, hOffset, src,
-                                                                       spitch, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{false, nullptr, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DToArrayAsync, v3020, cudaMemcpy2DToArrayAsync_ptsz, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                           cudaStream_t stream),
+                          (dst, wOffset, hOffset, src, spitch, width, height, kind, stream), {
+                            return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
+                                            width, height, kind, Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset,
-                                                            size_t hOffset, const void* src,
-                                                            size_t spitch, size_t width,
-                                                            size_t height, enum cudaMemcpyKind kind,
-                                                            cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArrayAsync, v3020){
-                          dst, wOffset, hOffset, src, spitch, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{true, stream, false});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DFromArray, v3020, cudaMemcpy2DFromArray_ptds, v7000,
+                          (void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
+                           size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind),
+                          (dst, dpitch, src, wOffset, hOffset, width, height, kind), {
+                            return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
+                                            width, height, kind, Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DToArrayAsync_ptsz(
-    cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch, size_t width,
-    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DToArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DToArrayAsync_ptsz, v7000){
-                          dst, wOffset, hOffset, src, spitch, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtArray(dst, wOffset, hOffset), AtPointer(src, spitch),
-                                        width, height, kind, Async{true, stream, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DFromArrayAsync, v3020, cudaMemcpy2DFromArrayAsync_ptsz, v7000,
+                          (void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset,
+                           size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind,
+                           cudaStream_t stream),
+                          (dst, dpitch, src, wOffset, hOffset, width, height, kind, stream), {
+                            return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
+                                            width, height, kind, Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArray(void* dst, size_t dpitch,
-                                                         cudaArray_const_t src, size_t wOffset,
-                                                         size_t hOffset, size_t width,
-                                                         size_t height, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArray, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArray, v3020){dst, dpitch, src, wOffset,
-                                                                    hOffset, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArray_ptds(void* dst, size_t dpitch,
-                                                              cudaArray_const_t src, size_t wOffset,
-                                                              size_t hOffset, size_t width,
-                                                              size_t height,
-                                                              enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArray_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArray_ptds, v7000){
-                          dst, dpitch, src, wOffset, hOffset, width, height, kind},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{false, nullptr, true});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync(
-    void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width,
-    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArrayAsync, v3020){
-                          dst, dpitch, src, wOffset, hOffset, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{true, stream, false});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DFromArrayAsync_ptsz(
-    void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width,
-    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy2DFromArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy2DFromArrayAsync_ptsz, v7000){
-                          dst, dpitch, src, wOffset, hOffset, width, height, kind, stream},
-                      [&] {
-                        return Memcpy2D(AtPointer(dst, dpitch), AtArray(src, wOffset, hOffset),
-                                        width, height, kind, Async{true, stream, true});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray(
-    cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
-    size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DArrayToArray, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpy2DArrayToArray, v3020){dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
-                                                       hOffsetSrc, width, height, kind},
-      [&] {
-        return Memcpy2D(AtArray(dst, wOffsetDst, hOffsetDst), AtArray(src, wOffsetSrc, hOffsetSrc),
-                        width, height, kind, Async{});
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DArrayToArray_ptds(
-    cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
-    size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DArrayToArray_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpy2DArrayToArray_ptds, v7000){
-          dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind},
-      [&] {
-        return Memcpy2D(AtArray(dst, wOffsetDst, hOffsetDst), AtArray(src, wOffsetSrc, hOffsetSrc),
-                        width, height, kind, Async{false, nullptr, true});
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaMemcpy2DArrayToArray, v3020, cudaMemcpy2DArrayToArray_ptds, v7000,
+    (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,
+     size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),
+    (dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind), {
+      return Memcpy2D(AtArray(dst, wOffsetDst, hOffsetDst), AtArray(src, wOffsetSrc, hOffsetSrc),
+                      width, height, kind, Async{false, nullptr, per_thread});
+    })
 
 // Linear copies to, from and between arrays (deprecated, still declared by CUDA 13)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArray(cudaArray_t dst, size_t wOffset,
-                                                     size_t hOffset, const void* src, size_t count,
-                                                     enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToArray, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyToArray, v3020){dst, wOffset, hOffset, src, count, kind},
-      [&] { return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind, Async{}); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyToArray, v3020, cudaMemcpyToArray_ptds, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t count, enum cudaMemcpyKind kind),
+                          (dst, wOffset, hOffset, src, count, kind), {
+                            return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
+                                                   Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArray_ptds(cudaArray_t dst, size_t wOffset,
-                                                          size_t hOffset, const void* src,
-                                                          size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToArray_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyToArray_ptds, v7000){dst, wOffset, hOffset, src, count, kind}, [&] {
-        return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
-                               Async{false, nullptr, true});
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyToArrayAsync, v3020, cudaMemcpyToArrayAsync_ptsz, v7000,
+                          (cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src,
+                           size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, wOffset, hOffset, src, count, kind, stream), {
+                            return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
+                                                   Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset,
-                                                          size_t hOffset, const void* src,
-                                                          size_t count, enum cudaMemcpyKind kind,
-                                                          cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyToArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyToArrayAsync, v3020){dst, wOffset, hOffset, src,
-                                                                     count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
-                                               Async{true, stream, false});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyFromArray, v3020, cudaMemcpyFromArray_ptds, v7000,
+                          (void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                           size_t count, enum cudaMemcpyKind kind),
+                          (dst, src, wOffset, hOffset, count, kind), {
+                            return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
+                                                   Async{false, nullptr, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset,
-                                                               size_t hOffset, const void* src,
-                                                               size_t count,
-                                                               enum cudaMemcpyKind kind,
-                                                               cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyToArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyToArrayAsync_ptsz, v7000){dst, wOffset, hOffset,
-                                                                          src, count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(dst, wOffset, hOffset, src, count, true, kind,
-                                               Async{true, stream, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyFromArrayAsync, v3020, cudaMemcpyFromArrayAsync_ptsz, v7000,
+                          (void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                           size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, src, wOffset, hOffset, count, kind, stream), {
+                            return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
+                                                   Async{true, stream, per_thread});
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArray(void* dst, cudaArray_const_t src,
-                                                       size_t wOffset, size_t hOffset, size_t count,
-                                                       enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromArray, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyFromArray, v3020){dst, src, wOffset, hOffset, count, kind},
-      [&] { return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind, Async{}); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArray_ptds(void* dst, cudaArray_const_t src,
-                                                            size_t wOffset, size_t hOffset,
-                                                            size_t count,
-                                                            enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromArray_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyFromArray_ptds, v7000){dst, src, wOffset, hOffset, count, kind},
-      [&] {
-        return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
-                               Async{false, nullptr, true});
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync(void* dst, cudaArray_const_t src,
-                                                            size_t wOffset, size_t hOffset,
-                                                            size_t count, enum cudaMemcpyKind kind,
-                                                            cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyFromArrayAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyFromArrayAsync, v3020){dst, src, wOffset, hOffset,
-                                                                       count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
-                                               Async{true, stream, false});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromArrayAsync_ptsz(void* dst, cudaArray_const_t src,
-                                                                 size_t wOffset, size_t hOffset,
-                                                                 size_t count,
-                                                                 enum cudaMemcpyKind kind,
-                                                                 cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyFromArrayAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyFromArrayAsync_ptsz, v7000){
-                          dst, src, wOffset, hOffset, count, kind, stream},
-                      [&] {
-                        return LinearArrayCopy(src, wOffset, hOffset, dst, count, false, kind,
-                                               Async{true, stream, true});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst,
-                                                          size_t hOffsetDst, cudaArray_const_t src,
-                                                          size_t wOffsetSrc, size_t hOffsetSrc,
-                                                          size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyArrayToArray, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyArrayToArray, v3020){
-                          dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind},
-                      [&] {
-                        return LinearArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
-                                                  hOffsetSrc, count, kind, Async{});
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyArrayToArray_ptds(
-    cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc,
-    size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyArrayToArray_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyArrayToArray_ptds, v7000){
-                          dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind},
-                      [&] {
-                        return LinearArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
-                                                  hOffsetSrc, count, kind,
-                                                  Async{false, nullptr, true});
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyArrayToArray, v3020, cudaMemcpyArrayToArray_ptds, v7000,
+                          (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst,
+                           cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc,
+                           size_t count, enum cudaMemcpyKind kind),
+                          (dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind), {
+                            return LinearArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc,
+                                                      hOffsetSrc, count, kind,
+                                                      Async{false, nullptr, per_thread});
+                          })
 
 // 3D peer copies (cudaMemcpy3D itself is in api_copy.cc)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeer, v4000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeer, v4000){p},
-                      [&] { return Memcpy3DPeer(p, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeer, v4000, cudaMemcpy3DPeer_ptds, v7000,
+                          (const struct cudaMemcpy3DPeerParms* p), (p),
+                          { return Memcpy3DPeer(p, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeer_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeer_ptds, v7000){p},
-                      [&] { return Memcpy3DPeer(p, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms* p,
-                                                         cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeerAsync, v4000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeerAsync, v4000){p, stream},
-                      [&] { return Memcpy3DPeer(p, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DPeerAsync_ptsz(const struct cudaMemcpy3DPeerParms* p,
-                                                              cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DPeerAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DPeerAsync_ptsz, v7000){p, stream},
-                      [&] { return Memcpy3DPeer(p, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeerAsync, v4000, cudaMemcpy3DPeerAsync_ptsz, v7000,
+                          (const struct cudaMemcpy3DPeerParms* p, cudaStream_t stream), (p, stream),
+                          { return Memcpy3DPeer(p, true, stream, per_thread); })

@@ -10,8 +10,6 @@
 namespace gwsim::rt {
 namespace {
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 cudaError_t Memcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, bool async,
                    cudaStream_t stream, bool per_thread) {
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
@@ -19,26 +17,22 @@ cudaError_t Memcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind
   CUresult r;
   switch (kind) {
     case cudaMemcpyHostToDevice:
-      r = !async ? (per_thread ? d.cuMemcpyHtoD_v2_ptds : d.cuMemcpyHtoD_v2)(Dev(dst), src, count)
-                 : (per_thread ? d.cuMemcpyHtoDAsync_v2_ptsz : d.cuMemcpyHtoDAsync_v2)(
-                       Dev(dst), src, count, stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpyHtoD_v2, d.cuMemcpyHtoD_v2_ptds,
+                      d.cuMemcpyHtoDAsync_v2, d.cuMemcpyHtoDAsync_v2_ptsz, Dev(dst), src, count);
       break;
     case cudaMemcpyDeviceToHost:
-      r = !async ? (per_thread ? d.cuMemcpyDtoH_v2_ptds : d.cuMemcpyDtoH_v2)(dst, Dev(src), count)
-                 : (per_thread ? d.cuMemcpyDtoHAsync_v2_ptsz : d.cuMemcpyDtoHAsync_v2)(
-                       dst, Dev(src), count, stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpyDtoH_v2, d.cuMemcpyDtoH_v2_ptds,
+                      d.cuMemcpyDtoHAsync_v2, d.cuMemcpyDtoHAsync_v2_ptsz, dst, Dev(src), count);
       break;
     case cudaMemcpyDeviceToDevice:
-      r = !async
-              ? (per_thread ? d.cuMemcpyDtoD_v2_ptds : d.cuMemcpyDtoD_v2)(Dev(dst), Dev(src), count)
-              : (per_thread ? d.cuMemcpyDtoDAsync_v2_ptsz : d.cuMemcpyDtoDAsync_v2)(
-                    Dev(dst), Dev(src), count, stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpyDtoD_v2, d.cuMemcpyDtoD_v2_ptds,
+                      d.cuMemcpyDtoDAsync_v2, d.cuMemcpyDtoDAsync_v2_ptsz, Dev(dst), Dev(src),
+                      count);
       break;
     case cudaMemcpyHostToHost:
     case cudaMemcpyDefault:
-      r = !async ? (per_thread ? d.cuMemcpy_ptds : d.cuMemcpy)(Dev(dst), Dev(src), count)
-                 : (per_thread ? d.cuMemcpyAsync_ptsz : d.cuMemcpyAsync)(Dev(dst), Dev(src), count,
-                                                                         stream);
+      r = SyncOrAsync(async, per_thread, stream, d.cuMemcpy, d.cuMemcpy_ptds, d.cuMemcpyAsync,
+                      d.cuMemcpyAsync_ptsz, Dev(dst), Dev(src), count);
       break;
     default:
       return cudaErrorInvalidMemcpyDirection;
@@ -74,10 +68,8 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
   c.WidthInBytes = width;
   c.Height = height;
   const DriverApi& d = Drv();
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemcpy2D_v2_ptds : d.cuMemcpy2D_v2)(&c)
-             : (per_thread ? d.cuMemcpy2DAsync_v2_ptsz : d.cuMemcpy2DAsync_v2)(&c, stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy2D_v2, d.cuMemcpy2D_v2_ptds,
+                                 d.cuMemcpy2DAsync_v2, d.cuMemcpy2DAsync_v2_ptsz, &c));
 }
 
 cudaError_t Memcpy3D(const cudaMemcpy3DParms* p, bool async, cudaStream_t stream, bool per_thread) {
@@ -86,10 +78,8 @@ cudaError_t Memcpy3D(const cudaMemcpy3DParms* p, bool async, cudaStream_t stream
   CUDA_MEMCPY3D c{};
   if (cudaError_t e = ToDriver3D(p, &c); e != cudaSuccess) return e;  // arrays included
   const DriverApi& d = Drv();
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemcpy3D_v2_ptds : d.cuMemcpy3D_v2)(&c)
-             : (per_thread ? d.cuMemcpy3DAsync_v2_ptsz : d.cuMemcpy3DAsync_v2)(&c, stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy3D_v2, d.cuMemcpy3D_v2_ptds,
+                                 d.cuMemcpy3DAsync_v2, d.cuMemcpy3DAsync_v2_ptsz, &c));
 }
 
 cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count,
@@ -106,32 +96,39 @@ cudaError_t MemcpyPeer(void* dst, int dst_device, const void* src, int src_devic
   return ToCudaError(r);
 }
 
-cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
-                     cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
+// The address `offset` bytes into the __device__ variable `symbol` for a copy of `count` bytes
+// of `kind`: `host_kind` (to or from the host), DeviceToDevice or Default.
+cudaError_t SymbolAddress(const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
+                          cudaMemcpyKind host_kind, CUdeviceptr* out) {
   CUdeviceptr base = 0;
   size_t size = 0;
   if (cudaError_t e = VariableAddress(symbol, &base, &size); e != cudaSuccess) return e;
   if (offset > size || count > size - offset) return cudaErrorInvalidValue;
-  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
-      kind != cudaMemcpyDefault) {
+  if (kind != host_kind && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
     return cudaErrorInvalidMemcpyDirection;
   }
-  return Memcpy(reinterpret_cast<void*>(base + offset), src, count, kind, async, stream,
-                per_thread);
+  *out = base + offset;
+  return cudaSuccess;
+}
+
+cudaError_t ToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                     cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
+  CUdeviceptr at = 0;
+  if (cudaError_t e = SymbolAddress(symbol, count, offset, kind, cudaMemcpyHostToDevice, &at);
+      e != cudaSuccess) {
+    return e;
+  }
+  return Memcpy(reinterpret_cast<void*>(at), src, count, kind, async, stream, per_thread);
 }
 
 cudaError_t FromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
                        cudaMemcpyKind kind, bool async, cudaStream_t stream, bool per_thread) {
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (cudaError_t e = VariableAddress(symbol, &base, &size); e != cudaSuccess) return e;
-  if (offset > size || count > size - offset) return cudaErrorInvalidValue;
-  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
-      kind != cudaMemcpyDefault) {
-    return cudaErrorInvalidMemcpyDirection;
+  CUdeviceptr at = 0;
+  if (cudaError_t e = SymbolAddress(symbol, count, offset, kind, cudaMemcpyDeviceToHost, &at);
+      e != cudaSuccess) {
+    return e;
   }
-  return Memcpy(dst, reinterpret_cast<const void*>(base + offset), count, kind, async, stream,
-                per_thread);
+  return Memcpy(dst, reinterpret_cast<const void*>(at), count, kind, async, stream, per_thread);
 }
 
 cudaError_t MemcpyBatch(void* const* dsts, const void* const* srcs, const size_t* sizes,
@@ -159,11 +156,8 @@ cudaError_t Memset(void* ptr, int value, size_t count, bool async, cudaStream_t 
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
   const DriverApi& d = Drv();
   const auto byte = static_cast<unsigned char>(value);
-  const CUresult r =
-      !async ? (per_thread ? d.cuMemsetD8_v2_ptds : d.cuMemsetD8_v2)(Dev(ptr), byte, count)
-             : (per_thread ? d.cuMemsetD8Async_ptsz : d.cuMemsetD8Async)(Dev(ptr), byte, count,
-                                                                         stream);
-  return ToCudaError(r);
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemsetD8_v2, d.cuMemsetD8_v2_ptds,
+                                 d.cuMemsetD8Async, d.cuMemsetD8Async_ptsz, Dev(ptr), byte, count));
 }
 
 }  // namespace
@@ -171,102 +165,40 @@ cudaError_t Memset(void* ptr, int value, size_t count, bool async, cudaStream_t 
 
 using namespace gwsim::rt;  // NOLINT(google-build-using-namespace): the C ABI shims below
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
-                                              enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy, v3020){dst, src, count, kind},
-                      [&] { return Memcpy(dst, src, count, kind, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy, v3020, cudaMemcpy_ptds, v7000,
+                          (void* dst, const void* src, size_t count, enum cudaMemcpyKind kind),
+                          (dst, src, count, kind),
+                          { return Memcpy(dst, src, count, kind, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy_ptds(void* dst, const void* src, size_t count,
-                                                   enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy_ptds, v7000){dst, src, count, kind},
-                      [&] { return Memcpy(dst, src, count, kind, false, nullptr, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyAsync, v3020, cudaMemcpyAsync_ptsz, v7000,
+                          (void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                           cudaStream_t stream),
+                          (dst, src, count, kind, stream),
+                          { return Memcpy(dst, src, count, kind, true, stream, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
-                                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpyAsync, v3020){dst, src, count, kind, stream},
-                      [&] { return Memcpy(dst, src, count, kind, true, stream, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2D, v3020, cudaMemcpy2D_ptds, v7000,
+                          (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind),
+                          (dst, dpitch, src, spitch, width, height, kind), {
+                            return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false,
+                                            nullptr, per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
-                                                        enum cudaMemcpyKind kind,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpyAsync_ptsz, v7000){dst, src, count, kind, stream},
-                      [&] { return Memcpy(dst, src, count, kind, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DAsync, v3020, cudaMemcpy2DAsync_ptsz, v7000,
+                          (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, dpitch, src, spitch, width, height, kind, stream), {
+                            return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true,
+                                            stream, per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
-                                                size_t spitch, size_t width, size_t height,
-                                                enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2D, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpy2D, v3020){dst, dpitch, src, spitch, width, height, kind}, [&] {
-        return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false, nullptr, false);
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3D, v3020, cudaMemcpy3D_ptds, v7000,
+                          (const struct cudaMemcpy3DParms* p), (p),
+                          { return Memcpy3D(p, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src,
-                                                     size_t spitch, size_t width, size_t height,
-                                                     enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2D_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpy2D_ptds, v7000){dst, dpitch, src, spitch, width, height, kind},
-      [&] {
-        return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, false, nullptr, true);
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src,
-                                                     size_t spitch, size_t width, size_t height,
-                                                     enum cudaMemcpyKind kind,
-                                                     cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DAsync, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpy2DAsync, v3020){dst, dpitch, src, spitch, width, height, kind,
-                                                stream},
-      [&] { return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src,
-                                                          size_t spitch, size_t width,
-                                                          size_t height, enum cudaMemcpyKind kind,
-                                                          cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpy2DAsync_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpy2DAsync_ptsz, v7000){dst, dpitch, src, spitch, width, height, kind,
-                                                     stream},
-      [&] { return Memcpy2D(dst, dpitch, src, spitch, width, height, kind, true, stream, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3D, v3020), GWSIM_RT_PARAMS(cudaMemcpy3D, v3020){p},
-                      [&] { return Memcpy3D(p, false, nullptr, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3D_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3D_ptds, v7000){p},
-                      [&] { return Memcpy3D(p, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p,
-                                                     cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DAsync, v3020){p, stream},
-                      [&] { return Memcpy3D(p, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p,
-                                                          cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpy3DAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemcpy3DAsync_ptsz, v7000){p, stream},
-                      [&] { return Memcpy3D(p, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DAsync, v3020, cudaMemcpy3DAsync_ptsz, v7000,
+                          (const struct cudaMemcpy3DParms* p, cudaStream_t stream), (p, stream),
+                          { return Memcpy3D(p, true, stream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src,
                                                   int srcDevice, size_t count) {
@@ -285,82 +217,33 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice,
       [&] { return MemcpyPeer(dst, dstDevice, src, srcDevice, count, true, stream); });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src,
-                                                      size_t count, size_t offset,
-                                                      enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbol, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbol, v3020){symbol, src, count, offset, kind},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaMemcpyToSymbol, v3020, cudaMemcpyToSymbol_ptds, v7000,
+    (const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind),
+    (symbol, src, count, offset, kind),
+    { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol_ptds(const void* symbol, const void* src,
-                                                           size_t count, size_t offset,
-                                                           enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbol_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbol_ptds, v7000){symbol, src, count, offset, kind},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, false, nullptr, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaMemcpyFromSymbol, v3020, cudaMemcpyFromSymbol_ptds, v7000,
+    (void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind),
+    (dst, symbol, count, offset, kind),
+    { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count,
-                                                        size_t offset, enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbol, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbol, v3020){dst, symbol, count, offset, kind},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyToSymbolAsync, v3020, cudaMemcpyToSymbolAsync_ptsz, v7000,
+                          (const void* symbol, const void* src, size_t count, size_t offset,
+                           enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (symbol, src, count, offset, kind, stream), {
+                            return ToSymbol(symbol, src, count, offset, kind, true, stream,
+                                            per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol,
-                                                             size_t count, size_t offset,
-                                                             enum cudaMemcpyKind kind) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbol_ptds, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbol_ptds, v7000){dst, symbol, count, offset, kind},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void* symbol, const void* src,
-                                                           size_t count, size_t offset,
-                                                           enum cudaMemcpyKind kind,
-                                                           cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbolAsync, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbolAsync, v3020){symbol, src, count, offset, kind, stream},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src,
-                                                                size_t count, size_t offset,
-                                                                enum cudaMemcpyKind kind,
-                                                                cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyToSymbolAsync_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyToSymbolAsync_ptsz, v7000){symbol, src, count, offset, kind,
-                                                           stream},
-      [&] { return ToSymbol(symbol, src, count, offset, kind, true, stream, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol,
-                                                             size_t count, size_t offset,
-                                                             enum cudaMemcpyKind kind,
-                                                             cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbolAsync, v3020),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbolAsync, v3020){dst, symbol, count, offset, kind, stream},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol,
-                                                                  size_t count, size_t offset,
-                                                                  enum cudaMemcpyKind kind,
-                                                                  cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemcpyFromSymbolAsync_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaMemcpyFromSymbolAsync_ptsz, v7000){dst, symbol, count, offset, kind,
-                                                             stream},
-      [&] { return FromSymbol(dst, symbol, count, offset, kind, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyFromSymbolAsync, v3020, cudaMemcpyFromSymbolAsync_ptsz, v7000,
+                          (void* dst, const void* symbol, size_t count, size_t offset,
+                           enum cudaMemcpyKind kind, cudaStream_t stream),
+                          (dst, symbol, count, offset, kind, stream), {
+                            return FromSymbol(dst, symbol, count, offset, kind, true, stream,
+                                              per_thread);
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol) {
   return TraceRuntime(GWSIM_RT(cudaGetSymbolAddress, v3020),
@@ -383,57 +266,23 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* s
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
-                                                        const size_t* sizes, size_t count,
-                                                        struct cudaMemcpyAttributes* attrs,
-                                                        size_t* attrsIdxs, size_t numAttrs,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyBatchAsync, v13000),
-                      GWSIM_RT_PARAMS(cudaMemcpyBatchAsync, v13000){dsts, srcs, sizes, count, attrs,
-                                                                    attrsIdxs, numAttrs, stream},
-                      [&] {
-                        return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
-                                           stream, false);
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyBatchAsync, v13000, cudaMemcpyBatchAsync_ptsz, v13000,
+                          (void* const* dsts, const void* const* srcs, const size_t* sizes,
+                           size_t count, struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs,
+                           size_t numAttrs, cudaStream_t stream),
+                          (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream), {
+                            return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
+                                               stream, per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyBatchAsync_ptsz(
-    void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
-    struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemcpyBatchAsync_ptsz, v13000),
-                      GWSIM_RT_PARAMS(cudaMemcpyBatchAsync_ptsz, v13000){
-                          dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream},
-                      [&] {
-                        return MemcpyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs,
-                                           stream, true);
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemset, v3020, cudaMemset_ptds, v7000,
+                          (void* devPtr, int value, size_t count), (devPtr, value, count),
+                          { return Memset(devPtr, value, count, false, nullptr, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
-  return TraceRuntime(GWSIM_RT(cudaMemset, v3020),
-                      GWSIM_RT_PARAMS(cudaMemset, v3020){devPtr, value, count},
-                      [&] { return Memset(devPtr, value, count, false, nullptr, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  return TraceRuntime(GWSIM_RT(cudaMemset_ptds, v7000),
-                      GWSIM_RT_PARAMS(cudaMemset_ptds, v7000){devPtr, value, count},
-                      [&] { return Memset(devPtr, value, count, false, nullptr, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
-                                                   cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemsetAsync, v3020),
-                      GWSIM_RT_PARAMS(cudaMemsetAsync, v3020){devPtr, value, count, stream},
-                      [&] { return Memset(devPtr, value, count, true, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMemsetAsync_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaMemsetAsync_ptsz, v7000){devPtr, value, count, stream},
-                      [&] { return Memset(devPtr, value, count, true, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemsetAsync, v3020, cudaMemsetAsync_ptsz, v7000,
+                          (void* devPtr, int value, size_t count, cudaStream_t stream),
+                          (devPtr, value, count, stream),
+                          { return Memset(devPtr, value, count, true, stream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width,
                                                 size_t height) {

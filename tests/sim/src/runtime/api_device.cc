@@ -7,19 +7,6 @@
 namespace gwsim::rt {
 namespace {
 
-template <typename Call>
-cudaError_t WithContext(Call&& call) {
-  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
-// Needs the driver and cuInit, not a context.
-template <typename Call>
-cudaError_t WithDriver(Call&& call) {
-  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
 cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
   const DriverApi& d = Drv();
   if (prop == nullptr) return cudaErrorInvalidValue;
@@ -294,63 +281,31 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
       [&] { return WithContext([&] { return Drv().cuStreamDestroy_v2(stream); }); });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamSynchronize, v3020), GWSIM_RT_PARAMS(cudaStreamSynchronize, v3020){stream},
-      [&] { return WithContext([&] { return Drv().cuStreamSynchronize(stream); }); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamSynchronize, v3020, cudaStreamSynchronize_ptsz, v7000,
+                          (cudaStream_t stream), (stream), {
+                            return InContext(per_thread, Drv().cuStreamSynchronize,
+                                             Drv().cuStreamSynchronize_ptsz, stream);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaStreamSynchronize_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaStreamSynchronize_ptsz, v7000){stream}, [&] {
-                        return WithContext([&] { return Drv().cuStreamSynchronize_ptsz(stream); });
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamQuery, v3020, cudaStreamQuery_ptsz, v7000,
+                          (cudaStream_t stream), (stream), {
+                            return InContext(per_thread, Drv().cuStreamQuery,
+                                             Drv().cuStreamQuery_ptsz, stream);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaStreamQuery, v3020),
-                      GWSIM_RT_PARAMS(cudaStreamQuery, v3020){stream},
-                      [&] { return WithContext([&] { return Drv().cuStreamQuery(stream); }); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamWaitEvent, v3020, cudaStreamWaitEvent_ptsz, v7000,
+                          (cudaStream_t stream, cudaEvent_t event, unsigned int flags),
+                          (stream, event, flags), {
+                            return InContext(per_thread, Drv().cuStreamWaitEvent,
+                                             Drv().cuStreamWaitEvent_ptsz, stream, event, flags);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamQuery_ptsz(cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamQuery_ptsz, v7000), GWSIM_RT_PARAMS(cudaStreamQuery_ptsz, v7000){stream},
-      [&] { return WithContext([&] { return Drv().cuStreamQuery_ptsz(stream); }); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
-                                                       unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamWaitEvent, v3020),
-      GWSIM_RT_PARAMS(cudaStreamWaitEvent, v3020){stream, event, flags},
-      [&] { return WithContext([&] { return Drv().cuStreamWaitEvent(stream, event, flags); }); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
-                                                            unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamWaitEvent_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaStreamWaitEvent_ptsz, v7000){stream, event, flags}, [&] {
-        return WithContext([&] { return Drv().cuStreamWaitEvent_ptsz(stream, event, flags); });
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetId(cudaStream_t hStream,
-                                                   unsigned long long* streamId) {
-  return TraceRuntime(GWSIM_RT(cudaStreamGetId, v12000),
-                      GWSIM_RT_PARAMS(cudaStreamGetId, v12000){hStream, streamId}, [&] {
-                        return WithContext([&] { return Drv().cuStreamGetId(hStream, streamId); });
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetId_ptsz(cudaStream_t hStream,
-                                                        unsigned long long* streamId) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamGetId_ptsz, v12000),
-      GWSIM_RT_PARAMS(cudaStreamGetId_ptsz, v12000){hStream, streamId},
-      [&] { return WithContext([&] { return Drv().cuStreamGetId_ptsz(hStream, streamId); }); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamGetId, v12000, cudaStreamGetId_ptsz, v12000,
+                          (cudaStream_t hStream, unsigned long long* streamId), (hStream, streamId),
+                          {
+                            return InContext(per_thread, Drv().cuStreamGetId,
+                                             Drv().cuStreamGetId_ptsz, hStream, streamId);
+                          })
 
 // Events
 
@@ -368,37 +323,21 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event,
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaEventRecord, v3020), GWSIM_RT_PARAMS(cudaEventRecord, v3020){event, stream},
-      [&] { return WithContext([&] { return Drv().cuEventRecord(event, stream); }); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaEventRecord, v3020, cudaEventRecord_ptsz, v7000,
+                          (cudaEvent_t event, cudaStream_t stream), (event, stream), {
+                            return InContext(per_thread, Drv().cuEventRecord,
+                                             Drv().cuEventRecord_ptsz, event, stream);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaEventRecord_ptsz, v7000),
-                      GWSIM_RT_PARAMS(cudaEventRecord_ptsz, v7000){event, stream}, [&] {
-                        return WithContext([&] { return Drv().cuEventRecord_ptsz(event, stream); });
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
-                                                            unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaEventRecordWithFlags, v11010),
-      GWSIM_RT_PARAMS(cudaEventRecordWithFlags, v11010){event, stream, flags}, [&] {
-        return WithContext([&] { return Drv().cuEventRecordWithFlags(event, stream, flags); });
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags_ptsz(cudaEvent_t event,
-                                                                 cudaStream_t stream,
-                                                                 unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaEventRecordWithFlags_ptsz, v11010),
-      GWSIM_RT_PARAMS(cudaEventRecordWithFlags_ptsz, v11010){event, stream, flags}, [&] {
-        return WithContext([&] { return Drv().cuEventRecordWithFlags_ptsz(event, stream, flags); });
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaEventRecordWithFlags, v11010, cudaEventRecordWithFlags_ptsz, v11010,
+                          (cudaEvent_t event, cudaStream_t stream, unsigned int flags),
+                          (event, stream, flags), {
+                            return WithContext([&] {
+                              return (per_thread
+                                          ? Drv().cuEventRecordWithFlags_ptsz
+                                          : Drv().cuEventRecordWithFlags)(event, stream, flags);
+                            });
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   return TraceRuntime(GWSIM_RT(cudaEventQuery, v3020),
@@ -475,44 +414,20 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
 
 // Driver entry points (how PyTorch reaches the VMM API, for example).
 
-GWSIM_EXPORT cudaError_t CUDARTAPI
-cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
-                        enum cudaDriverEntryPointQueryResult* driverStatus) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGetDriverEntryPoint, v11030),
-      GWSIM_RT_PARAMS(cudaGetDriverEntryPoint, v11030){symbol, funcPtr, flags, driverStatus},
-      [&] { return EntryPoint(symbol, funcPtr, kRuntimeVersion, flags, driverStatus, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaGetDriverEntryPoint, v11030, cudaGetDriverEntryPoint_ptsz, v11030,
+                          (const char* symbol, void** funcPtr, unsigned long long flags,
+                           enum cudaDriverEntryPointQueryResult* driverStatus),
+                          (symbol, funcPtr, flags, driverStatus), {
+                            return EntryPoint(symbol, funcPtr, kRuntimeVersion, flags, driverStatus,
+                                              per_thread);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI
-cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long flags,
-                             enum cudaDriverEntryPointQueryResult* driverStatus) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGetDriverEntryPoint_ptsz, v11030),
-      GWSIM_RT_PARAMS(cudaGetDriverEntryPoint_ptsz, v11030){symbol, funcPtr, flags, driverStatus},
-      [&] { return EntryPoint(symbol, funcPtr, kRuntimeVersion, flags, driverStatus, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
-    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult* driverStatus) {
-  return TraceRuntime(GWSIM_RT(cudaGetDriverEntryPointByVersion, v12050),
-                      GWSIM_RT_PARAMS(cudaGetDriverEntryPointByVersion, v12050){
-                          symbol, funcPtr, cudaVersion, flags, driverStatus},
-                      [&] {
-                        return EntryPoint(symbol, funcPtr, static_cast<int>(cudaVersion), flags,
-                                          driverStatus, false);
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(
-    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult* driverStatus) {
-  return TraceRuntime(GWSIM_RT(cudaGetDriverEntryPointByVersion_ptsz, v12050),
-                      GWSIM_RT_PARAMS(cudaGetDriverEntryPointByVersion_ptsz, v12050){
-                          symbol, funcPtr, cudaVersion, flags, driverStatus},
-                      [&] {
-                        return EntryPoint(symbol, funcPtr, static_cast<int>(cudaVersion), flags,
-                                          driverStatus, true);
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaGetDriverEntryPointByVersion, v12050,
+                          cudaGetDriverEntryPointByVersion_ptsz, v12050,
+                          (const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                           unsigned long long flags,
+                           enum cudaDriverEntryPointQueryResult* driverStatus),
+                          (symbol, funcPtr, cudaVersion, flags, driverStatus), {
+                            return EntryPoint(symbol, funcPtr, static_cast<int>(cudaVersion), flags,
+                                              driverStatus, per_thread);
+                          })

@@ -21,35 +21,23 @@ bool InHostFunction() {
 
 namespace {
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-template <typename Call>
-cudaError_t WithContext(Call&& call) {
-  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
-template <typename Call>
-cudaError_t WithDriver(Call&& call) {
-  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
-  return ToCudaError(call());
-}
-
 // The calling thread's current context (the current device's primary context).
 cudaError_t Current(CUcontext* ctx) {
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
   return EnsurePrimary(CurrentDevice(), ctx);
 }
 
-// A kernel is named by its host stub (or by the handle cudaGetKernel returned).
+// A kernel is named by its host stub (or by the handle cudaGetKernel returned). Q: the
+// driver's CUDA_KERNEL_NODE_PARAMS or its _v3 (in CUgraphNodeParams).
+template <typename Q>
 cudaError_t KernelParams(const void* func, dim3 grid, dim3 block, unsigned shared_mem,
-                         void** params, void** extra, CUDA_KERNEL_NODE_PARAMS* out) {
+                         void** params, void** extra, Q* out) {
   Kernel k;
   if ((!FindKernelByHostFunction(func, &k) && !FindKernelByHandle(func, &k)) ||
       k.function == nullptr) {
     return cudaErrorInvalidDeviceFunction;
   }
-  *out = CUDA_KERNEL_NODE_PARAMS{};
+  *out = Q{};
   out->func = k.function;
   out->gridDimX = grid.x;
   out->gridDimY = grid.y;
@@ -63,9 +51,10 @@ cudaError_t KernelParams(const void* func, dim3 grid, dim3 block, unsigned share
   return cudaSuccess;
 }
 
-template <typename P>
-void MemsetParams(const P& p, CUDA_MEMSET_NODE_PARAMS* out) {
-  *out = CUDA_MEMSET_NODE_PARAMS{};
+// Q: the driver's CUDA_MEMSET_NODE_PARAMS or its _v2 (in CUgraphNodeParams).
+template <typename P, typename Q>
+void MemsetParams(const P& p, Q* out) {
+  *out = Q{};
   out->dst = Dev(p.dst);
   out->pitch = p.pitch;
   out->value = p.value;
@@ -117,22 +106,11 @@ cudaError_t AddGeneric(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraph
   switch (p->type) {
     case cudaGraphNodeTypeKernel: {
       const cudaKernelNodeParamsV2& k = p->kernel;
-      CUDA_KERNEL_NODE_PARAMS v2{};
       if (cudaError_t e = KernelParams(k.func, k.gridDim, k.blockDim, k.sharedMemBytes,
-                                       k.kernelParams, k.extra, &v2);
+                                       k.kernelParams, k.extra, &c.kernel);
           e != cudaSuccess) {
         return e;
       }
-      c.kernel.func = v2.func;
-      c.kernel.gridDimX = v2.gridDimX;
-      c.kernel.gridDimY = v2.gridDimY;
-      c.kernel.gridDimZ = v2.gridDimZ;
-      c.kernel.blockDimX = v2.blockDimX;
-      c.kernel.blockDimY = v2.blockDimY;
-      c.kernel.blockDimZ = v2.blockDimZ;
-      c.kernel.sharedMemBytes = v2.sharedMemBytes;
-      c.kernel.kernelParams = v2.kernelParams;
-      c.kernel.extra = v2.extra;
       break;
     }
     case cudaGraphNodeTypeMemcpy:
@@ -146,18 +124,10 @@ cudaError_t AddGeneric(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraph
       }
       c.memcpy.copyCtx = ctx;
       break;
-    case cudaGraphNodeTypeMemset: {
-      CUDA_MEMSET_NODE_PARAMS m{};
-      MemsetParams(p->memset, &m);
-      c.memset.dst = m.dst;
-      c.memset.pitch = m.pitch;
-      c.memset.value = m.value;
-      c.memset.elementSize = m.elementSize;
-      c.memset.width = m.width;
-      c.memset.height = m.height;
+    case cudaGraphNodeTypeMemset:
+      MemsetParams(p->memset, &c.memset);
       c.memset.ctx = ctx;
       break;
-    }
     case cudaGraphNodeTypeHost:
       c.host.fn = p->host.fn;
       c.host.userData = p->host.userData;
@@ -502,51 +472,24 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t
       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(
-    cudaGraphExec_t* pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams* instantiateParams) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGraphInstantiateWithParams, v12000),
-      GWSIM_RT_PARAMS(cudaGraphInstantiateWithParams, v12000){pGraphExec, graph, instantiateParams},
-      [&] { return Instantiate(pGraphExec, graph, instantiateParams, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaGraphInstantiateWithParams, v12000,
+                          cudaGraphInstantiateWithParams_ptsz, v12000,
+                          (cudaGraphExec_t * pGraphExec, cudaGraph_t graph,
+                           cudaGraphInstantiateParams* instantiateParams),
+                          (pGraphExec, graph, instantiateParams),
+                          { return Instantiate(pGraphExec, graph, instantiateParams, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithParams_ptsz(
-    cudaGraphExec_t* pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams* instantiateParams) {
-  return TraceRuntime(GWSIM_RT(cudaGraphInstantiateWithParams_ptsz, v12000),
-                      GWSIM_RT_PARAMS(cudaGraphInstantiateWithParams_ptsz, v12000){
-                          pGraphExec, graph, instantiateParams},
-                      [&] { return Instantiate(pGraphExec, graph, instantiateParams, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaGraphLaunch, v10000, cudaGraphLaunch_ptsz, v10000,
+                          (cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream), {
+                            return InContext(per_thread, Drv().cuGraphLaunch,
+                                             Drv().cuGraphLaunch_ptsz, graphExec, stream);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaGraphLaunch, v10000),
-                      GWSIM_RT_PARAMS(cudaGraphLaunch, v10000){graphExec, stream}, [&] {
-                        return WithContext([&] { return Drv().cuGraphLaunch(graphExec, stream); });
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGraphLaunch_ptsz, v10000),
-      GWSIM_RT_PARAMS(cudaGraphLaunch_ptsz, v10000){graphExec, stream},
-      [&] { return WithContext([&] { return Drv().cuGraphLaunch_ptsz(graphExec, stream); }); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaGraphUpload, v10000),
-                      GWSIM_RT_PARAMS(cudaGraphUpload, v10000){graphExec, stream}, [&] {
-                        return WithContext([&] { return Drv().cuGraphUpload(graphExec, stream); });
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphUpload_ptsz(cudaGraphExec_t graphExec,
-                                                        cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGraphUpload_ptsz, v10000),
-      GWSIM_RT_PARAMS(cudaGraphUpload_ptsz, v10000){graphExec, stream},
-      [&] { return WithContext([&] { return Drv().cuGraphUpload_ptsz(graphExec, stream); }); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaGraphUpload, v10000, cudaGraphUpload_ptsz, v10000,
+                          (cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream), {
+                            return InContext(per_thread, Drv().cuGraphUpload,
+                                             Drv().cuGraphUpload_ptsz, graphExec, stream);
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   return TraceRuntime(GWSIM_RT(cudaGraphExecDestroy, v10000),
@@ -590,120 +533,47 @@ cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, 
 
 // Stream capture
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream,
-                                                          enum cudaStreamCaptureMode mode) {
-  return TraceRuntime(GWSIM_RT(cudaStreamBeginCapture, v10000),
-                      GWSIM_RT_PARAMS(cudaStreamBeginCapture, v10000){stream, mode}, [&] {
-                        return WithContext([&] {
-                          return Drv().cuStreamBeginCapture_v2(
-                              stream, static_cast<CUstreamCaptureMode>(mode));
-                        });
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamBeginCapture, v10000, cudaStreamBeginCapture_ptsz, v10000,
+                          (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode), {
+                            return InContext(per_thread, Drv().cuStreamBeginCapture_v2,
+                                             Drv().cuStreamBeginCapture_v2_ptsz, stream,
+                                             static_cast<CUstreamCaptureMode>(mode));
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream,
-                                                               enum cudaStreamCaptureMode mode) {
-  return TraceRuntime(GWSIM_RT(cudaStreamBeginCapture_ptsz, v10000),
-                      GWSIM_RT_PARAMS(cudaStreamBeginCapture_ptsz, v10000){stream, mode}, [&] {
-                        return WithContext([&] {
-                          return Drv().cuStreamBeginCapture_v2_ptsz(
-                              stream, static_cast<CUstreamCaptureMode>(mode));
-                        });
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaStreamBeginCaptureToGraph, v12030, cudaStreamBeginCaptureToGraph_ptsz, v12030,
+    (cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+     const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+     enum cudaStreamCaptureMode mode),
+    (stream, graph, dependencies, dependencyData, numDependencies, mode), {
+      return InContext(per_thread, Drv().cuStreamBeginCaptureToGraph,
+                       Drv().cuStreamBeginCaptureToGraph_ptsz, stream, graph, dependencies,
+                       reinterpret_cast<const CUgraphEdgeData*>(dependencyData), numDependencies,
+                       static_cast<CUstreamCaptureMode>(mode));
+    })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph(
-    cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
-    const cudaGraphEdgeData* dependencyData, size_t numDependencies,
-    enum cudaStreamCaptureMode mode) {
-  return TraceRuntime(GWSIM_RT(cudaStreamBeginCaptureToGraph, v12030),
-                      GWSIM_RT_PARAMS(cudaStreamBeginCaptureToGraph, v12030){
-                          stream, graph, dependencies, dependencyData, numDependencies, mode},
-                      [&] {
-                        return WithContext([&] {
-                          return Drv().cuStreamBeginCaptureToGraph(
-                              stream, graph, dependencies,
-                              reinterpret_cast<const CUgraphEdgeData*>(dependencyData),
-                              numDependencies, static_cast<CUstreamCaptureMode>(mode));
-                        });
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamEndCapture, v10000, cudaStreamEndCapture_ptsz, v10000,
+                          (cudaStream_t stream, cudaGraph_t* pGraph), (stream, pGraph), {
+                            return InContext(per_thread, Drv().cuStreamEndCapture,
+                                             Drv().cuStreamEndCapture_ptsz, stream, pGraph);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph_ptsz(
-    cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
-    const cudaGraphEdgeData* dependencyData, size_t numDependencies,
-    enum cudaStreamCaptureMode mode) {
-  return TraceRuntime(GWSIM_RT(cudaStreamBeginCaptureToGraph_ptsz, v12030),
-                      GWSIM_RT_PARAMS(cudaStreamBeginCaptureToGraph_ptsz, v12030){
-                          stream, graph, dependencies, dependencyData, numDependencies, mode},
-                      [&] {
-                        return WithContext([&] {
-                          return Drv().cuStreamBeginCaptureToGraph_ptsz(
-                              stream, graph, dependencies,
-                              reinterpret_cast<const CUgraphEdgeData*>(dependencyData),
-                              numDependencies, static_cast<CUstreamCaptureMode>(mode));
-                        });
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamIsCapturing, v10000, cudaStreamIsCapturing_ptsz, v10000,
+                          (cudaStream_t stream, enum cudaStreamCaptureStatus* pStatus),
+                          (stream, pStatus), { return IsCapturing(stream, pStatus, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamEndCapture, v10000),
-      GWSIM_RT_PARAMS(cudaStreamEndCapture, v10000){stream, pGraph},
-      [&] { return WithContext([&] { return Drv().cuStreamEndCapture(stream, pGraph); }); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream,
-                                                             cudaGraph_t* pGraph) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamEndCapture_ptsz, v10000),
-      GWSIM_RT_PARAMS(cudaStreamEndCapture_ptsz, v10000){stream, pGraph},
-      [&] { return WithContext([&] { return Drv().cuStreamEndCapture_ptsz(stream, pGraph); }); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
-                                                         enum cudaStreamCaptureStatus* pStatus) {
-  return TraceRuntime(GWSIM_RT(cudaStreamIsCapturing, v10000),
-                      GWSIM_RT_PARAMS(cudaStreamIsCapturing, v10000){stream, pStatus},
-                      [&] { return IsCapturing(stream, pStatus, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI
-cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pStatus) {
-  return TraceRuntime(GWSIM_RT(cudaStreamIsCapturing_ptsz, v10000),
-                      GWSIM_RT_PARAMS(cudaStreamIsCapturing_ptsz, v10000){stream, pStatus},
-                      [&] { return IsCapturing(stream, pStatus, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(
-    cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
-    unsigned long long* id_out, cudaGraph_t* graph_out, const cudaGraphNode_t** dependencies_out,
-    const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
-  return TraceRuntime(GWSIM_RT(cudaStreamGetCaptureInfo, v12030),
-                      GWSIM_RT_PARAMS(cudaStreamGetCaptureInfo, v12030){
-                          stream, captureStatus_out, id_out, graph_out, dependencies_out,
-                          edgeData_out, numDependencies_out},
-                      [&] {
-                        return CaptureInfo(stream, captureStatus_out, id_out, graph_out,
-                                           dependencies_out, edgeData_out, numDependencies_out,
-                                           false);
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(
-    cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
-    unsigned long long* id_out, cudaGraph_t* graph_out, const cudaGraphNode_t** dependencies_out,
-    const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
-  return TraceRuntime(GWSIM_RT(cudaStreamGetCaptureInfo_ptsz, v12030),
-                      GWSIM_RT_PARAMS(cudaStreamGetCaptureInfo_ptsz, v12030){
-                          stream, captureStatus_out, id_out, graph_out, dependencies_out,
-                          edgeData_out, numDependencies_out},
-                      [&] {
-                        return CaptureInfo(stream, captureStatus_out, id_out, graph_out,
-                                           dependencies_out, edgeData_out, numDependencies_out,
-                                           true);
-                      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamGetCaptureInfo, v12030, cudaStreamGetCaptureInfo_ptsz, v12030,
+                          (cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
+                           unsigned long long* id_out, cudaGraph_t* graph_out,
+                           const cudaGraphNode_t** dependencies_out,
+                           const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out),
+                          (stream, captureStatus_out, id_out, graph_out, dependencies_out,
+                           edgeData_out, numDependencies_out),
+                          {
+                            return CaptureInfo(stream, captureStatus_out, id_out, graph_out,
+                                               dependencies_out, edgeData_out, numDependencies_out,
+                                               per_thread);
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI
 cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
@@ -721,37 +591,15 @@ cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
 
 // Host functions
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
-                                                      void* userData) {
-  return TraceRuntime(
-      GWSIM_RT(cudaLaunchHostFunc, v10000),
-      GWSIM_RT_PARAMS(cudaLaunchHostFunc, v10000){stream, fn, userData},
-      [&] { return WithContext([&] { return Drv().cuLaunchHostFunc(stream, fn, userData); }); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaLaunchHostFunc, v10000, cudaLaunchHostFunc_ptsz, v10000,
+                          (cudaStream_t stream, cudaHostFn_t fn, void* userData),
+                          (stream, fn, userData), {
+                            return InContext(per_thread, Drv().cuLaunchHostFunc,
+                                             Drv().cuLaunchHostFunc_ptsz, stream, fn, userData);
+                          })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
-                                                           void* userData) {
-  return TraceRuntime(
-      GWSIM_RT(cudaLaunchHostFunc_ptsz, v10000),
-      GWSIM_RT_PARAMS(cudaLaunchHostFunc_ptsz, v10000){stream, fn, userData}, [&] {
-        return WithContext([&] { return Drv().cuLaunchHostFunc_ptsz(stream, fn, userData); });
-      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
-                                                         cudaStreamCallback_t callback,
-                                                         void* userData, unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamAddCallback, v5000),
-      GWSIM_RT_PARAMS(cudaStreamAddCallback, v5000){stream, callback, userData, flags},
-      [&] { return AddCallback(stream, callback, userData, flags, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback_ptsz(cudaStream_t stream,
-                                                              cudaStreamCallback_t callback,
-                                                              void* userData, unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaStreamAddCallback_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaStreamAddCallback_ptsz, v7000){stream, callback, userData, flags},
-      [&] { return AddCallback(stream, callback, userData, flags, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamAddCallback, v5000, cudaStreamAddCallback_ptsz, v7000,
+                          (cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                           unsigned int flags),
+                          (stream, callback, userData, flags),
+                          { return AddCallback(stream, callback, userData, flags, per_thread); })

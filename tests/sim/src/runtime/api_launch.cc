@@ -29,6 +29,17 @@ cudaError_t LaunchHandle(const Kernel& k, dim3 grid, dim3 block, void** args, si
   return ToCudaError(r);
 }
 
+// cudaGetFuncBySymbol / cudaGetKernel: the function registered for the host stub `func`, as
+// *out (a CUfunction is also the kernel's handle here).
+template <typename Out>
+cudaError_t RegisteredFunction(Out* out, const void* func) {
+  Kernel k;
+  if (out == nullptr) return cudaErrorInvalidValue;
+  if (!FindKernelByHostFunction(func, &k)) return cudaErrorInvalidDeviceFunction;
+  *out = reinterpret_cast<Out>(k.function);
+  return cudaSuccess;
+}
+
 const char* NameOfHostFunction(const void* func) {
   Kernel k;
   return FindKernelByHostFunction(func, &k) ? k.name : nullptr;
@@ -47,15 +58,7 @@ cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** 
     return cudaErrorInvalidDeviceFunction;
   }
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  CUlaunchConfig c{};
-  c.gridDimX = config->gridDim.x;
-  c.gridDimY = config->gridDim.y;
-  c.gridDimZ = config->gridDim.z;
-  c.blockDimX = config->blockDim.x;
-  c.blockDimY = config->blockDim.y;
-  c.blockDimZ = config->blockDim.z;
-  c.sharedMemBytes = static_cast<unsigned>(config->dynamicSmemBytes);
-  c.hStream = config->stream;
+  CUlaunchConfig c = ToDriverLaunchConfig(*config);
   const DriverApi& d = Drv();
   return ToCudaError(
       (per_thread ? d.cuLaunchKernelEx_ptsz : d.cuLaunchKernelEx)(&c, k.function, args, nullptr));
@@ -182,77 +185,35 @@ GWSIM_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, 
       NameOfHandle(kernel));
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim,
-                                                    void** args, size_t sharedMem,
-                                                    cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaLaunchKernel, v7000),
-      GWSIM_RT_PARAMS(cudaLaunchKernel, v7000){func, gridDim, blockDim, args, sharedMem, stream},
-      [&] {
-        Kernel k;
-        if (!FindKernelByHostFunction(func, &k)) return cudaErrorInvalidDeviceFunction;
-        return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, false);
-      },
-      NameOfHostFunction(func));
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaLaunchKernel, v7000, cudaLaunchKernel_ptsz, v7000,
+    (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+     cudaStream_t stream),
+    (func, gridDim, blockDim, args, sharedMem, stream),
+    {
+      Kernel k;
+      if (!FindKernelByHostFunction(func, &k)) return cudaErrorInvalidDeviceFunction;
+      return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, per_thread);
+    },
+    NameOfHostFunction(func))
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void* func, dim3 gridDim,
-                                                         dim3 blockDim, void** args,
-                                                         size_t sharedMem, cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaLaunchKernel_ptsz, v7000),
-      GWSIM_RT_PARAMS(cudaLaunchKernel_ptsz, v7000){func, gridDim, blockDim, args, sharedMem,
-                                                    stream},
-      [&] {
-        Kernel k;
-        if (!FindKernelByHostFunction(func, &k)) return cudaErrorInvalidDeviceFunction;
-        return LaunchHandle(k, gridDim, blockDim, args, sharedMem, stream, true);
-      },
-      NameOfHostFunction(func));
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
-                                                       const void* func, void** args) {
-  return TraceRuntime(
-      GWSIM_RT(cudaLaunchKernelExC, v11060),
-      GWSIM_RT_PARAMS(cudaLaunchKernelExC, v11060){config, func, args},
-      [&] { return LaunchEx(config, func, args, false); }, NameOfHostFunction(func));
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
-                                                            const void* func, void** args) {
-  return TraceRuntime(
-      GWSIM_RT(cudaLaunchKernelExC_ptsz, v11060),
-      GWSIM_RT_PARAMS(cudaLaunchKernelExC_ptsz, v11060){config, func, args},
-      [&] { return LaunchEx(config, func, args, true); }, NameOfHostFunction(func));
-}
+GWSIM_RT_PER_THREAD_TWINS(
+    cudaLaunchKernelExC, v11060, cudaLaunchKernelExC_ptsz, v11060,
+    (const cudaLaunchConfig_t* config, const void* func, void** args), (config, func, args),
+    { return LaunchEx(config, func, args, per_thread); }, NameOfHostFunction(func))
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetFuncBySymbol(cudaFunction_t* functionPtr,
                                                        const void* symbolPtr) {
   return TraceRuntime(GWSIM_RT(cudaGetFuncBySymbol, v11000),
-                      GWSIM_RT_PARAMS(cudaGetFuncBySymbol, v11000){functionPtr, symbolPtr}, [&] {
-                        Kernel k;
-                        if (functionPtr == nullptr) return cudaErrorInvalidValue;
-                        if (!FindKernelByHostFunction(symbolPtr, &k)) {
-                          return cudaErrorInvalidDeviceFunction;
-                        }
-                        *functionPtr = k.function;
-                        return cudaSuccess;
-                      });
+                      GWSIM_RT_PARAMS(cudaGetFuncBySymbol, v11000){functionPtr, symbolPtr},
+                      [&] { return RegisteredFunction(functionPtr, symbolPtr); });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t* kernelPtr,
                                                  const void* entryFuncAddr) {
   return TraceRuntime(GWSIM_RT(cudaGetKernel, v12000),
-                      GWSIM_RT_PARAMS(cudaGetKernel, v12000){kernelPtr, entryFuncAddr}, [&] {
-                        Kernel k;
-                        if (kernelPtr == nullptr) return cudaErrorInvalidValue;
-                        if (!FindKernelByHostFunction(entryFuncAddr, &k)) {
-                          return cudaErrorInvalidDeviceFunction;
-                        }
-                        *kernelPtr = reinterpret_cast<cudaKernel_t>(k.function);
-                        return cudaSuccess;
-                      });
+                      GWSIM_RT_PARAMS(cudaGetKernel, v12000){kernelPtr, entryFuncAddr},
+                      [&] { return RegisteredFunction(kernelPtr, entryFuncAddr); });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncGetName(const char** name, const void* func) {

@@ -7,13 +7,24 @@ namespace gwsim::rt {
 namespace {
 
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
-// Runs a driver call after the context is set up, mapping its result.
+// cudaMemPoolSetAttribute / cudaMemPoolGetAttribute: `call` is the driver's Set or Get.
+cudaError_t PoolAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value,
+                          decltype(&::cuMemPoolSetAttribute) call) {
+  return WithContext([&] { return call(pool, static_cast<CUmemPool_attribute>(attr), value); });
+}
+
+// Runs `call` (a driver call that writes a device address) in the context and, if it succeeds,
+// stores the address as *out; a null `out` is cudaErrorInvalidValue.
 template <typename Call>
-cudaError_t WithContext(Call&& call) {
-  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-  return ToCudaError(call());
+cudaError_t AddressOut(void** out, Call&& call) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  return WithContext([&] {
+    CUdeviceptr p = 0;
+    const CUresult r = call(&p);
+    if (r == CUDA_SUCCESS) *out = Ptr(p);
+    return r;
+  });
 }
 
 cudaError_t MallocAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream,
@@ -68,12 +79,9 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch,
                                                    size_t height) {
   return TraceRuntime(GWSIM_RT(cudaMallocPitch, v3020),
                       GWSIM_RT_PARAMS(cudaMallocPitch, v3020){devPtr, pitch, width, height}, [&] {
-                        if (devPtr == nullptr || pitch == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUdeviceptr p = 0;
-                          const CUresult r = Drv().cuMemAllocPitch_v2(&p, pitch, width, height, 4);
-                          if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
-                          return r;
+                        if (pitch == nullptr) return cudaErrorInvalidValue;
+                        return AddressOut(devPtr, [&](CUdeviceptr* p) {
+                          return Drv().cuMemAllocPitch_v2(p, pitch, width, height, 4);
                         });
                       });
 }
@@ -101,51 +109,23 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size,
                                                      unsigned int flags) {
   return TraceRuntime(GWSIM_RT(cudaMallocManaged, v6000),
                       GWSIM_RT_PARAMS(cudaMallocManaged, v6000){devPtr, size, flags}, [&] {
-                        if (devPtr == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUdeviceptr p = 0;
-                          const CUresult r = Drv().cuMemAllocManaged(&p, size, flags);
-                          if (r == CUDA_SUCCESS) *devPtr = Ptr(p);
-                          return r;
+                        return AddressOut(devPtr, [&](CUdeviceptr* p) {
+                          return Drv().cuMemAllocManaged(p, size, flags);
                         });
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size,
-                                                   cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaMallocAsync, v11020),
-                      GWSIM_RT_PARAMS(cudaMallocAsync, v11020){devPtr, size, hStream},
-                      [&] { return MallocAsync(devPtr, size, nullptr, hStream, false); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMallocAsync, v11020, cudaMallocAsync_ptsz, v11020,
+                          (void** devPtr, size_t size, cudaStream_t hStream),
+                          (devPtr, size, hStream),
+                          { return MallocAsync(devPtr, size, nullptr, hStream, per_thread); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size,
-                                                        cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaMallocAsync_ptsz, v11020),
-                      GWSIM_RT_PARAMS(cudaMallocAsync_ptsz, v11020){devPtr, size, hStream},
-                      [&] { return MallocAsync(devPtr, size, nullptr, hStream, true); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size,
-                                                           cudaMemPool_t memPool,
-                                                           cudaStream_t stream) {
-  return TraceRuntime(GWSIM_RT(cudaMallocFromPoolAsync, v11020),
-                      GWSIM_RT_PARAMS(cudaMallocFromPoolAsync, v11020){ptr, size, memPool, stream},
-                      [&] {
-                        if (memPool == nullptr) return cudaErrorInvalidValue;
-                        return MallocAsync(ptr, size, memPool, stream, false);
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
-                                                                cudaMemPool_t memPool,
-                                                                cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMallocFromPoolAsync_ptsz, v11020),
-      GWSIM_RT_PARAMS(cudaMallocFromPoolAsync_ptsz, v11020){ptr, size, memPool, stream}, [&] {
-        if (memPool == nullptr) return cudaErrorInvalidValue;
-        return MallocAsync(ptr, size, memPool, stream, true);
-      });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMallocFromPoolAsync, v11020, cudaMallocFromPoolAsync_ptsz, v11020,
+                          (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+                          (ptr, size, memPool, stream), {
+                            if (memPool == nullptr) return cudaErrorInvalidValue;
+                            return MallocAsync(ptr, size, memPool, stream, per_thread);
+                          })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   return TraceRuntime(GWSIM_RT(cudaFree, v3020), GWSIM_RT_PARAMS(cudaFree, v3020){devPtr}, [&] {
@@ -156,17 +136,9 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaFreeAsync, v11020),
-                      GWSIM_RT_PARAMS(cudaFreeAsync, v11020){devPtr, hStream},
-                      [&] { return FreeAsync(devPtr, hStream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
-  return TraceRuntime(GWSIM_RT(cudaFreeAsync_ptsz, v11020),
-                      GWSIM_RT_PARAMS(cudaFreeAsync_ptsz, v11020){devPtr, hStream},
-                      [&] { return FreeAsync(devPtr, hStream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaFreeAsync, v11020, cudaFreeAsync_ptsz, v11020,
+                          (void* devPtr, cudaStream_t hStream), (devPtr, hStream),
+                          { return FreeAsync(devPtr, hStream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   return TraceRuntime(
@@ -205,12 +177,8 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void
                                                             unsigned int flags) {
   return TraceRuntime(GWSIM_RT(cudaHostGetDevicePointer, v3020),
                       GWSIM_RT_PARAMS(cudaHostGetDevicePointer, v3020){pDevice, pHost, flags}, [&] {
-                        if (pDevice == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUdeviceptr p = 0;
-                          const CUresult r = Drv().cuMemHostGetDevicePointer_v2(&p, pHost, flags);
-                          if (r == CUDA_SUCCESS) *pDevice = Ptr(p);
-                          return r;
+                        return AddressOut(pDevice, [&](CUdeviceptr* p) {
+                          return Drv().cuMemHostGetDevicePointer_v2(p, pHost, flags);
                         });
                       });
 }
@@ -310,10 +278,7 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool
                                                            enum cudaMemPoolAttr attr, void* value) {
   return TraceRuntime(GWSIM_RT(cudaMemPoolSetAttribute, v11020),
                       GWSIM_RT_PARAMS(cudaMemPoolSetAttribute, v11020){memPool, attr, value}, [&] {
-                        return WithContext([&] {
-                          return Drv().cuMemPoolSetAttribute(
-                              memPool, static_cast<CUmemPool_attribute>(attr), value);
-                        });
+                        return PoolAttribute(memPool, attr, value, Drv().cuMemPoolSetAttribute);
                       });
 }
 
@@ -321,9 +286,6 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool
                                                            enum cudaMemPoolAttr attr, void* value) {
   return TraceRuntime(GWSIM_RT(cudaMemPoolGetAttribute, v11020),
                       GWSIM_RT_PARAMS(cudaMemPoolGetAttribute, v11020){memPool, attr, value}, [&] {
-                        return WithContext([&] {
-                          return Drv().cuMemPoolGetAttribute(
-                              memPool, static_cast<CUmemPool_attribute>(attr), value);
-                        });
+                        return PoolAttribute(memPool, attr, value, Drv().cuMemPoolGetAttribute);
                       });
 }

@@ -11,8 +11,6 @@
 namespace gwsim::rt {
 namespace {
 
-CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 CUmemLocation ToLocation(const cudaMemLocation& l) {
   CUmemLocation c{};
   c.type = static_cast<CUmemLocationType>(l.type);
@@ -29,6 +27,14 @@ cudaError_t FunctionOf(const void* func, CUfunction* out) {
   }
   *out = k.function;
   return cudaSuccess;
+}
+
+// Runs the driver call `call` with the CUfunction of the registered host stub `func`.
+template <typename Call>
+cudaError_t WithFunction(const void* func, Call&& call) {
+  CUfunction f = nullptr;
+  if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
+  return ToCudaError(call(f));
 }
 
 cudaError_t FuncAttributes(cudaFuncAttributes* attr, const void* func) {
@@ -94,24 +100,11 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaProfilerStop(void) {
 
 // Managed memory
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count,
-                                                        struct cudaMemLocation location,
-                                                        unsigned int flags, cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemPrefetchAsync, v12020),
-      GWSIM_RT_PARAMS(cudaMemPrefetchAsync, v12020){devPtr, count, location, flags, stream},
-      [&] { return Prefetch(devPtr, count, location, flags, stream, false); });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count,
-                                                             struct cudaMemLocation location,
-                                                             unsigned int flags,
-                                                             cudaStream_t stream) {
-  return TraceRuntime(
-      GWSIM_RT(cudaMemPrefetchAsync_ptsz, v12020),
-      GWSIM_RT_PARAMS(cudaMemPrefetchAsync_ptsz, v12020){devPtr, count, location, flags, stream},
-      [&] { return Prefetch(devPtr, count, location, flags, stream, true); });
-}
+GWSIM_RT_PER_THREAD_TWINS(cudaMemPrefetchAsync, v12020, cudaMemPrefetchAsync_ptsz, v12020,
+                          (const void* devPtr, size_t count, struct cudaMemLocation location,
+                           unsigned int flags, cudaStream_t stream),
+                          (devPtr, count, location, flags, stream),
+                          { return Prefetch(devPtr, count, location, flags, stream, per_thread); })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemAdvise(const void* devPtr, size_t count,
                                                  enum cudaMemoryAdvise advice,
@@ -152,13 +145,13 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func,
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func,
                                                           enum cudaFuncCache cacheConfig) {
-  return TraceRuntime(
-      GWSIM_RT(cudaFuncSetCacheConfig, v3020),
-      GWSIM_RT_PARAMS(cudaFuncSetCacheConfig, v3020){func, cacheConfig}, [&] {
-        CUfunction f = nullptr;
-        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-        return ToCudaError(Drv().cuFuncSetCacheConfig(f, static_cast<CUfunc_cache>(cacheConfig)));
-      });
+  return TraceRuntime(GWSIM_RT(cudaFuncSetCacheConfig, v3020),
+                      GWSIM_RT_PARAMS(cudaFuncSetCacheConfig, v3020){func, cacheConfig}, [&] {
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuFuncSetCacheConfig(f,
+                                                            static_cast<CUfunc_cache>(cacheConfig));
+                        });
+                      });
 }
 
 // Occupancy (the model: src/driver/api_misc.cc)
@@ -169,25 +162,24 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor
                       GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6050){
                           numBlocks, func, blockSize, dynamicSMemSize},
                       [&] {
-                        CUfunction f = nullptr;
-                        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-                        return ToCudaError(Drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                            numBlocks, f, blockSize, dynamicSMemSize));
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                              numBlocks, f, blockSize, dynamicSMemSize);
+                        });
                       });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  return TraceRuntime(
-      GWSIM_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
-      GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000){
-          numBlocks, func, blockSize, dynamicSMemSize, flags},
-      [&] {
-        CUfunction f = nullptr;
-        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-        return ToCudaError(Drv().cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-            numBlocks, f, blockSize, dynamicSMemSize, flags));
-      });
+  return TraceRuntime(GWSIM_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
+                      GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                                      v7000){numBlocks, func, blockSize, dynamicSMemSize, flags},
+                      [&] {
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+                              numBlocks, f, blockSize, dynamicSMemSize, flags);
+                        });
+                      });
 }
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(
@@ -196,10 +188,10 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(
                       GWSIM_RT_PARAMS(cudaOccupancyAvailableDynamicSMemPerBlock, v10200){
                           dynamicSmemSize, func, numBlocks, blockSize},
                       [&] {
-                        CUfunction f = nullptr;
-                        if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
-                        return ToCudaError(Drv().cuOccupancyAvailableDynamicSMemPerBlock(
-                            dynamicSmemSize, f, numBlocks, blockSize));
+                        return WithFunction(func, [&](CUfunction f) {
+                          return Drv().cuOccupancyAvailableDynamicSMemPerBlock(
+                              dynamicSmemSize, f, numBlocks, blockSize);
+                        });
                       });
 }
 
@@ -213,15 +205,7 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(
         CUfunction f = nullptr;
         if (cudaError_t e = FunctionOf(func, &f); e != cudaSuccess) return e;
         if (launchConfig == nullptr) return cudaErrorInvalidValue;
-        CUlaunchConfig c{};  // launch attributes are not simulated
-        c.gridDimX = launchConfig->gridDim.x;
-        c.gridDimY = launchConfig->gridDim.y;
-        c.gridDimZ = launchConfig->gridDim.z;
-        c.blockDimX = launchConfig->blockDim.x;
-        c.blockDimY = launchConfig->blockDim.y;
-        c.blockDimZ = launchConfig->blockDim.z;
-        c.sharedMemBytes = static_cast<unsigned>(launchConfig->dynamicSmemBytes);
-        c.hStream = launchConfig->stream;
+        CUlaunchConfig c = ToDriverLaunchConfig(*launchConfig);
         return ToCudaError(Drv().cuOccupancyMaxPotentialClusterSize(clusterSize, f, &c));
       });
 }

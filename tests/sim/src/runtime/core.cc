@@ -10,6 +10,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/leaked.h"
+
 // This library's handle for __cxa_atexit (defined by the toolchain's crtbegin).
 extern "C" void* __dso_handle;
 extern "C" int __cxa_atexit(void (*fn)(void*), void* arg, void* dso);
@@ -196,10 +198,7 @@ struct Registry {
   std::unordered_map<void**, std::vector<ManagedVariable>> managed;
   std::vector<Variable*> replaced;  // kept: VariableAddress may still be reading one
 };
-Registry& Reg() {
-  static auto* const registry = new Registry();
-  return *registry;
-}
+Registry& Reg() { return Leaked<Registry>(); }
 
 }  // namespace
 
@@ -347,24 +346,43 @@ cudaError_t TakeLastError() {
 
 cudaError_t PeekLastError() { return Thr().last_error; }
 
+CUlaunchConfig ToDriverLaunchConfig(const cudaLaunchConfig_t& config) {
+  CUlaunchConfig c{};
+  c.gridDimX = config.gridDim.x;
+  c.gridDimY = config.gridDim.y;
+  c.gridDimZ = config.gridDim.z;
+  c.blockDimX = config.blockDim.x;
+  c.blockDimY = config.blockDim.y;
+  c.blockDimZ = config.blockDim.z;
+  c.sharedMemBytes = static_cast<unsigned>(config.dynamicSmemBytes);
+  c.hStream = config.stream;
+  return c;
+}
+
 std::vector<LaunchConfig>& CallConfigurations() { return Thr().configs; }
 
-bool FindKernelByHostFunction(const void* host_fun, Kernel* out) {
+namespace {
+
+// Looks `key` up in one of the registry's kernel maps, under its lock.
+bool FindKernel(std::unordered_map<const void*, Kernel> Registry::*map, const void* key,
+                Kernel* out) {
   Registry& reg = Reg();
   std::lock_guard lock(reg.mu);
-  auto it = reg.by_host.find(host_fun);
-  if (it == reg.by_host.end()) return false;
+  const auto& kernels = reg.*map;
+  auto it = kernels.find(key);
+  if (it == kernels.end()) return false;
   *out = it->second;
   return true;
 }
 
+}  // namespace
+
+bool FindKernelByHostFunction(const void* host_fun, Kernel* out) {
+  return FindKernel(&Registry::by_host, host_fun, out);
+}
+
 bool FindKernelByHandle(const void* handle, Kernel* out) {
-  Registry& reg = Reg();
-  std::lock_guard lock(reg.mu);
-  auto it = reg.by_handle.find(handle);
-  if (it == reg.by_handle.end()) return false;
-  *out = it->second;
-  return true;
+  return FindKernel(&Registry::by_handle, handle, out);
 }
 
 void RegisterKernel(const void* host_fun, const char* device_name) {

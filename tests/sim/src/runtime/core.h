@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/api_frame.h"
 #include "runtime/cuda_headers.h"
 
 namespace gwsim::rt {
@@ -88,6 +89,41 @@ std::vector<LaunchConfig>& CallConfigurations();
 
 struct NoParams {};
 
+// Runs a driver call once the calling thread's context is set up, mapping its result.
+template <typename Call>
+cudaError_t WithContext(Call&& call) {
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+// Runs the driver entry point `legacy`, or for a per-thread call its _ptsz/_ptds `twin`, with
+// `args` once the calling thread's context is set up.
+template <typename F, typename... Args>
+cudaError_t InContext(bool per_thread, F legacy, F twin, Args... args) {
+  return WithContext([&] { return (per_thread ? twin : legacy)(args...); });
+}
+
+// Runs a driver call that needs the driver and cuInit, not a context.
+template <typename Call>
+cudaError_t WithDriver(Call&& call) {
+  if (cudaError_t e = EnsureInit(); e != cudaSuccess) return e;
+  return ToCudaError(call());
+}
+
+inline CUdeviceptr Dev(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Calls the driver's copy or memset entry point `sync` (its _ptds twin when per_thread) with
+// `args`, or when async, `async_call` (its _ptsz twin when per_thread) with `args` and `stream`.
+template <typename Sync, typename Async, typename... Args>
+CUresult SyncOrAsync(bool async, bool per_thread, cudaStream_t stream, Sync sync, Sync sync_ptds,
+                     Async async_call, Async async_ptsz, Args... args) {
+  if (!async) return (per_thread ? sync_ptds : sync)(args...);
+  return (per_thread ? async_ptsz : async_call)(args..., stream);
+}
+
+// The driver's launch configuration for a runtime one (launch attributes are not simulated).
+CUlaunchConfig ToDriverLaunchConfig(const cudaLaunchConfig_t& config);
+
 // Whether the calling thread is the driver's host-function thread (api_graph.cc), where CUDA
 // may not be called.
 bool InHostFunction();
@@ -115,12 +151,8 @@ auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& 
     return r;
   }
   if (InitializesBeforeEnter(cbid)) (void)EnsureInit();
-  gwsim_api_frame frame{};
-  frame.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
-  frame.cbid = cbid;
-  frame.function_name = name;
-  if constexpr (!std::is_same_v<Params, NoParams>) frame.params = &params;
-  frame.symbol_name = symbol;
+  gwsim_api_frame frame =
+      ApiFrame<NoParams>(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, name, params, symbol);
   d.api_enter(&frame);
   Result result{};
   if constexpr (std::is_same_v<Result, cudaError_t>) {
@@ -138,6 +170,21 @@ auto TraceRuntime(uint32_t cbid, const char* name, const Params& params, Body&& 
 // function name "cudaMalloc"; GWSIM_RT_PARAMS(cudaMalloc, v3020) -> cudaMalloc_v3020_params.
 #define GWSIM_RT(api, version) CUPTI_RUNTIME_TRACE_CBID_##api##_##version, #api
 #define GWSIM_RT_PARAMS(api, version) api##_##version##_params
+
+// Defines the call `name` and its per-thread-default-stream twin `twin` (name_ptsz or name_ptds),
+// which take the same parameters: each is traced under its own cbid (of its own `version`) with
+// its own params struct (filled from `args`), and runs `body` with `per_thread` false or true.
+// A trailing argument is TraceRuntime's `symbol` (a launch's kernel name).
+#define GWSIM_RT_PER_THREAD_TWINS(name, version, twin, twin_version, params, args, body, ...) \
+  GWSIM_RT_TRACED(name, version, false, params, args, body, __VA_ARGS__)                      \
+  GWSIM_RT_TRACED(twin, twin_version, true, params, args, body, __VA_ARGS__)
+#define GWSIM_RT_TRACED(name, version, per_thread_value, params, args, body, ...)                 \
+  GWSIM_EXPORT cudaError_t CUDARTAPI name params {                                                \
+    [[maybe_unused]] constexpr bool per_thread = per_thread_value;                                \
+    return TraceRuntime(                                                                          \
+        GWSIM_RT(name, version),                                                                  \
+        GWSIM_RT_PARAMS(name, version){GWSIM_UNPAREN args}, [&] body __VA_OPT__(, ) __VA_ARGS__); \
+  }
 
 }  // namespace gwsim::rt
 
