@@ -751,8 +751,15 @@ class Validator:
         configs = ["plain", "gpuwatch"] + (["null"] if os.path.exists(null) else [])
         runs = {c: [] for c in configs}
         rdir = os.path.dirname(self.out_path("torch_step", "x"))
+        # Processes of one configuration differed by up to 30% (December 4th):
+        # every process is pinned to the same two cores, and the order of the
+        # configurations alternates round by round, so that a drift of the
+        # machine falls on each alike; the overhead is the median over rounds
+        # of gpuwatch's step time over the plain one of the same round.
+        pin = ["taskset", "-c", self.args.step_cpus] if (
+            self.args.step_cpus and shutil.which("taskset")) else []
         for i in range(self.args.step_repeat):
-            for config in configs:
+            for config in (configs if i % 2 == 0 else configs[::-1]):
                 if not self.have_time("torch_step", 30):
                     break
                 if config == "gpuwatch":
@@ -761,7 +768,7 @@ class Validator:
                     env = self.base_env()
                     if config == "null":
                         env["CUDA_INJECTION64_PATH"] = null
-                code, out, err, _ = self.run(["python3", step, "--steps", str(self.args.steps)],
+                code, out, err, _ = self.run(pin + ["python3", step, "--steps", str(self.args.steps)],
                                              env, 240, cwd=rdir, label=f"torch_step {config}")
                 if self.args.dry_run:
                     continue
@@ -774,12 +781,16 @@ class Validator:
             return
         result = {}
         for model in runs["plain"][0]:
-            each = {c: sorted(r[model]["median_ms"] for r in runs[c]) for c in configs if runs[c]}
+            in_order = {c: [r[model]["median_ms"] for r in runs[c]] for c in configs if runs[c]}
+            each = {c: sorted(xs) for c, xs in in_order.items()}
             plain = statistics.median(each["plain"])
             gw = statistics.median(each["gpuwatch"])
-            pct = (gw - plain) / plain * 100
+            # Paired by round: gpuwatch's process against the plain one next to it.
+            ratios = sorted(g / p for g, p in zip(in_order["gpuwatch"], in_order["plain"]))
+            pct = (statistics.median(ratios) - 1) * 100
             result[model] = {"plain_ms": plain, "gpuwatch_ms": gw, "overhead_pct": pct,
-                             "runs_ms": each}
+                             "round_ratios": ratios, "runs_ms": in_order,
+                             "pinned": " ".join(pin)}
             spread = "; ".join(f"{c} " + "/".join(f"{x:.2f}" for x in xs)
                                for c, xs in each.items())
             null_note = ""
@@ -792,68 +803,62 @@ class Validator:
             # the worst case and reported for information.
             status = ("PASS" if pct <= 2.0 else "FAIL") if model == "transformer" else "INFO"
             self.record(status, f"torch_step {model}",
-                        f"median step {plain:.3f} ms without, {gw:.3f} ms with gpuwatch: "
-                        f"{pct:+.2f}% (target <= 2%){null_note}; each run's median ms: {spread}")
+                        f"median step {plain:.3f} ms without, {gw:.3f} ms with gpuwatch; "
+                        f"paired by round {pct:+.2f}% (rounds {(ratios[0] - 1) * 100:+.1f}% to "
+                        f"{(ratios[-1] - 1) * 100:+.1f}%; target <= 2%){null_note}; "
+                        f"each run's median ms: {spread}")
         with open(os.path.join(rdir, "summary.json"), "w") as f:
             json.dump({"runs": runs, "result": result}, f, indent=2)
 
     # --- overhead ----------------------------------------------------------------
 
-    def part_overhead(self):
+    def run_overhead(self, part, need_s, timeout_s, extra):
+        """Runs bench/overhead.py for `part` (its tables into PART/PART.md, its
+        figures into PART/PART.json); the figures, or None when it did not run."""
         script = os.path.join(SOURCE_DIR, "bench", "overhead.py")
         if not os.path.exists(os.path.join(self.build, "bench", "overhead_workload")):
-            self.record("SKIP", "overhead", "bench/overhead_workload is not in the build")
-            return
-        if not self.have_time("overhead", 60):
-            return
+            self.record("SKIP", part, "bench/overhead_workload is not in the build")
+            return None
+        if not self.have_time(part, need_s):
+            return None
         argv = [sys.executable, script, "--build", self.build, "--events",
                 str(self.args.overhead_events), "--repeat", "3", "--json",
-                self.out_path("overhead", "overhead.json")]
+                self.out_path(part, f"{part}.json")] + extra
         argv.append("--sim" if self.args.sim else "--gpu")
         if self.extra_ld:
             argv += ["--extra-ld-path", ":".join(self.extra_ld)]
-        code, out, err, secs = self.run(argv, os.environ.copy(), 240, label="overhead")
+        code, out, err, secs = self.run(argv, os.environ.copy(), timeout_s, label=part)
         if self.args.dry_run:
-            return
-        with open(self.out_path("overhead", "overhead.md"), "w") as f:
+            return None
+        with open(self.out_path(part, f"{part}.md"), "w") as f:
             f.write(out)
         if code != 0:
-            self.record("FAIL", "overhead", f"exit {code}: {err[-300:]}")
+            self.record("FAIL", part, f"exit {code}: {err[-300:]}")
+            return None
+        fig = json.load(open(self.out_path(part, f"{part}.json")))
+        fig["secs"] = secs
+        return fig
+
+    def part_overhead(self):
+        fig = self.run_overhead("overhead", 60, 240, [])
+        if fig is None:
             return
-        fig = json.load(open(self.out_path("overhead", "overhead.json")))["comparison"]
-        added = fig["figures"]["added"]
+        added = fig["comparison"]["figures"]["added"]
         alloc = added["gpuwatch: added per cudaMalloc (32-frame stack)"]
         launch = added["gpuwatch: added per kernel launch"]
-        self.record("INFO", "overhead", f"{fig['target']}: +{alloc:.0f} ns per cudaMalloc with a "
-                    f"stack, +{launch:.0f} ns per launch ({secs:.0f} s; table in "
-                    f"{self.out_path('overhead', 'overhead.md')})")
+        self.record("INFO", "overhead", f"{fig['comparison']['target']}: +{alloc:.0f} ns per "
+                    f"cudaMalloc with a stack, +{launch:.0f} ns per launch ({fig['secs']:.0f} s; "
+                    f"table in {self.out_path('overhead', 'overhead.md')})")
 
     def part_launches(self):
         """CUPTI's price per launch for each set of launch callbacks enabled
         (none, runtime, driver, both), against gpuwatch's."""
-        script = os.path.join(SOURCE_DIR, "bench", "overhead.py")
-        if not os.path.exists(os.path.join(self.build, "bench", "overhead_workload")):
-            self.record("SKIP", "launches", "bench/overhead_workload is not in the build")
+        fig = self.run_overhead("launches", 40, 120, ["--only", "launches", "--no-heaptrack"])
+        if fig is None:
             return
-        if not self.have_time("launches", 40):
-            return
-        argv = [sys.executable, script, "--build", self.build, "--only", "launches", "--events",
-                str(self.args.overhead_events), "--repeat", "3", "--no-heaptrack", "--json",
-                self.out_path("launches", "launches.json")]
-        argv.append("--sim" if self.args.sim else "--gpu")
-        if self.extra_ld:
-            argv += ["--extra-ld-path", ":".join(self.extra_ld)]
-        code, out, err, secs = self.run(argv, os.environ.copy(), 120, label="launches")
-        if self.args.dry_run:
-            return
-        with open(self.out_path("launches", "launches.md"), "w") as f:
-            f.write(out)
-        if code != 0:
-            self.record("FAIL", "launches", f"exit {code}: {err[-300:]}")
-            return
-        fig = json.load(open(self.out_path("launches", "launches.json")))["launches"]
         self.record("INFO", "launches", "added ns per launch: " + ", ".join(
-            f"{c} {v['added']:.0f}" for c, v in fig.items() if c != "base") + f" ({secs:.0f} s)")
+            f"{c} {v['added']:.0f}" for c, v in fig["launches"].items() if c != "base") +
+            f" ({fig['secs']:.0f} s)")
 
     # --- main --------------------------------------------------------------------
 
@@ -889,6 +894,8 @@ def main():
     ap.add_argument("--budget", type=int, default=450, help="seconds for everything (450)")
     ap.add_argument("--steps", type=int, default=150, help="training steps timed per run")
     ap.add_argument("--step-repeat", type=int, default=2, help="runs per torch_step config")
+    ap.add_argument("--step-cpus", default="2,3",
+                    help="taskset CPU list for every torch_step process ('' : not pinned)")
     ap.add_argument("--overhead-events", type=int, default=50000)
     ap.add_argument("--use-carried-deps", action="store_true",
                     help="use the bundle's libunwind/libdw/libelf even where the system has them")
