@@ -27,9 +27,11 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -215,15 +217,16 @@ void BM_ExitReport(benchmark::State& state) {
   const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/gpuwatch_bench_report." +
                            std::to_string(getpid()) + ".json";
   using Clock = std::chrono::steady_clock;
-  double snapshot_s = 0;
-  double build_s = 0;
-  double leaked_s = 0;
-  double write_s = 0;
-  double summary_s = 0;
+  // Seconds per phase, summed over iterations, in the order they run; the
+  // counters' names. build_json_s holds symbolization, analysis and JSON.
+  static constexpr const char* kPhases[] = {"snapshot_s", "build_json_s", "leaked_bytes_s",
+                                            "write_s", "summary_s"};
+  std::array<double, std::size(kPhases)> phase_s{};
   size_t report_bytes = 0;
   double frames_per_site = 0;
   for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
-    const auto t0 = Clock::now();
+    std::array<Clock::time_point, std::size(kPhases) + 1> t;
+    t[0] = Clock::now();
     f.transfers.Settle();
     ReportRequest request;
     request.context.trigger = "exit";
@@ -233,23 +236,20 @@ void BM_ExitReport(benchmark::State& state) {
     request.context.attach_mode = "preload";
     request.symbolizer = state.range(2) == 2 ? kept : nullptr;
     SessionReport report(f.session, std::move(request));
-    const auto t1 = Clock::now();
+    t[1] = Clock::now();
     report.Build();
     const std::string& json = report.json();
-    const auto t2 = Clock::now();
+    t[2] = Clock::now();
     benchmark::DoNotOptimize(report.leaked_device_bytes());
-    const auto t3 = Clock::now();
+    t[3] = Clock::now();
     std::string error;
     if (!WriteFileAtomically(path, json, &error)) state.SkipWithError(error.c_str());
-    const auto t4 = Clock::now();
+    t[4] = Clock::now();
     benchmark::DoNotOptimize(report.Summary(path));
-    const auto t5 = Clock::now();
-    auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-    snapshot_s += secs(t0, t1);
-    build_s += secs(t1, t2);
-    leaked_s += secs(t2, t3);
-    write_s += secs(t3, t4);
-    summary_s += secs(t4, t5);
+    t[5] = Clock::now();
+    for (size_t i = 0; i < phase_s.size(); ++i) {
+      phase_s[i] += std::chrono::duration<double>(t[i + 1] - t[i]).count();
+    }
     report_bytes = json.size();
     frames_per_site = FramesPerSite(json);
   }
@@ -257,11 +257,7 @@ void BM_ExitReport(benchmark::State& state) {
   const auto avg = [&](double total) {
     return benchmark::Counter(total / static_cast<double>(state.iterations()));
   };
-  state.counters["snapshot_s"] = avg(snapshot_s);
-  state.counters["build_json_s"] = avg(build_s);  // symbolization, analysis and JSON
-  state.counters["leaked_bytes_s"] = avg(leaked_s);
-  state.counters["write_s"] = avg(write_s);
-  state.counters["summary_s"] = avg(summary_s);
+  for (size_t i = 0; i < phase_s.size(); ++i) state.counters[kPhases[i]] = avg(phase_s[i]);
   state.counters["report_MB"] = static_cast<double>(report_bytes) / 1e6;
   state.counters["frames_per_site"] = frames_per_site;
 }

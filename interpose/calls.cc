@@ -2,41 +2,23 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 
 #include "interpose/copy_readers.h"
 #include "interpose/cupti_loader.h"
+#include "libgpuwatch/base/enum_names.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
 
 const char* RoleName(Role role) {
-  switch (role) {
-    case Role::kAlloc:
-      return "alloc";
-    case Role::kFree:
-      return "free";
-    case Role::kCopy:
-      return "copy";
-    case Role::kLaunch:
-      return "launch";
-    case Role::kGraphLaunch:
-      return "graph_launch";
-    case Role::kSync:
-      return "sync";
-    case Role::kVmmCreate:
-      return "vmm_create";
-    case Role::kVmmRelease:
-      return "vmm_release";
-    case Role::kVmmUnmap:
-      return "vmm_unmap";
-    case Role::kInstantiate:
-      return "instantiate";
-    case Role::kGraphNode:
-      return "graph_node";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {
+      "alloc",      "free",        "copy",      "launch",      "graph_launch", "sync",
+      "vmm_create", "vmm_release", "vmm_unmap", "instantiate", "graph_node"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Role::kGraphNode) + 1);
+  return EnumName(role, kNames, "?");
 }
 
 namespace {
@@ -153,8 +135,8 @@ constexpr CallbackSpec kRegistry[] = {
     RTA(cudaMemcpy2DArrayToArray_ptds_v7000, kCopy, ReadMemcpy2D, kSync),
     RT(cudaMemcpyBatchAsync_v13000, kCopy, ReadMemcpyBatch),
     RT(cudaMemcpyBatchAsync_ptsz_v13000, kCopy, ReadMemcpyBatch),
-    RT(cudaMemcpy3DBatchAsync_v13000, kCopy, ReadMemcpy3DBatchRuntime),
-    RT(cudaMemcpy3DBatchAsync_ptsz_v13000, kCopy, ReadMemcpy3DBatchRuntime),
+    RT(cudaMemcpy3DBatchAsync_v13000, kCopy, ReadMemcpy3DBatch),
+    RT(cudaMemcpy3DBatchAsync_ptsz_v13000, kCopy, ReadMemcpy3DBatch),
     // Runtime: graph nodes that allocate, free or copy at each launch.
     RT(cudaGraphAddMemcpyNode_v10000, kCopy, ReadGraphMemcpyNode),
     RT(cudaGraphAddMemcpyNode1D_v11010, kCopy, ReadGraphMemcpyNode1D),
@@ -247,16 +229,16 @@ constexpr CallbackSpec kRegistry[] = {
     DRVK(cuMemcpyPeer_ptds, kPeer, kSync),
     DRVK(cuMemcpyPeerAsync, kPeer, kAsync),
     DRVK(cuMemcpyPeerAsync_ptsz, kPeer, kAsync),
-    DRVA(cuMemcpy2D_v2, kCopy, ReadDriverCopy2D, kSync),
-    DRVA(cuMemcpy2D_v2_ptds, kCopy, ReadDriverCopy2D, kSync),
-    DRVA(cuMemcpy2DUnaligned_v2, kCopy, ReadDriverCopy2D, kSync),
-    DRVA(cuMemcpy2DUnaligned_v2_ptds, kCopy, ReadDriverCopy2D, kSync),
-    DRVA(cuMemcpy2DAsync_v2, kCopy, ReadDriverCopy2D, kAsync),
-    DRVA(cuMemcpy2DAsync_v2_ptsz, kCopy, ReadDriverCopy2D, kAsync),
-    DRVA(cuMemcpy3D_v2, kCopy, ReadDriverCopy3D, kSync),
-    DRVA(cuMemcpy3D_v2_ptds, kCopy, ReadDriverCopy3D, kSync),
-    DRVA(cuMemcpy3DAsync_v2, kCopy, ReadDriverCopy3D, kAsync),
-    DRVA(cuMemcpy3DAsync_v2_ptsz, kCopy, ReadDriverCopy3D, kAsync),
+    DRVA(cuMemcpy2D_v2, kCopy, ReadDriverCopyDescriptor, kSync),
+    DRVA(cuMemcpy2D_v2_ptds, kCopy, ReadDriverCopyDescriptor, kSync),
+    DRVA(cuMemcpy2DUnaligned_v2, kCopy, ReadDriverCopyDescriptor, kSync),
+    DRVA(cuMemcpy2DUnaligned_v2_ptds, kCopy, ReadDriverCopyDescriptor, kSync),
+    DRVA(cuMemcpy2DAsync_v2, kCopy, ReadDriverCopyDescriptor, kAsync),
+    DRVA(cuMemcpy2DAsync_v2_ptsz, kCopy, ReadDriverCopyDescriptor, kAsync),
+    DRVA(cuMemcpy3D_v2, kCopy, ReadDriverCopyDescriptor, kSync),
+    DRVA(cuMemcpy3D_v2_ptds, kCopy, ReadDriverCopyDescriptor, kSync),
+    DRVA(cuMemcpy3DAsync_v2, kCopy, ReadDriverCopyDescriptor, kAsync),
+    DRVA(cuMemcpy3DAsync_v2_ptsz, kCopy, ReadDriverCopyDescriptor, kAsync),
     DRVA(cuMemcpy3DPeer, kCopy, ReadDriverCopy3DPeer, kSync),
     DRVA(cuMemcpy3DPeer_ptds, kCopy, ReadDriverCopy3DPeer, kSync),
     DRVA(cuMemcpy3DPeerAsync, kCopy, ReadDriverCopy3DPeer, kAsync),
@@ -265,10 +247,10 @@ constexpr CallbackSpec kRegistry[] = {
     DRV(cuMemcpyBatchAsync_ptsz, kCopy, ReadMemcpyBatch),
     DRV(cuMemcpyBatchAsync_v2, kCopy, ReadMemcpyBatch),
     DRV(cuMemcpyBatchAsync_v2_ptsz, kCopy, ReadMemcpyBatch),
-    DRV(cuMemcpy3DBatchAsync, kCopy, ReadMemcpy3DBatchDriver),
-    DRV(cuMemcpy3DBatchAsync_ptsz, kCopy, ReadMemcpy3DBatchDriver),
-    DRV(cuMemcpy3DBatchAsync_v2, kCopy, ReadMemcpy3DBatchDriver),
-    DRV(cuMemcpy3DBatchAsync_v2_ptsz, kCopy, ReadMemcpy3DBatchDriver),
+    DRV(cuMemcpy3DBatchAsync, kCopy, ReadMemcpy3DBatch),
+    DRV(cuMemcpy3DBatchAsync_ptsz, kCopy, ReadMemcpy3DBatch),
+    DRV(cuMemcpy3DBatchAsync_v2, kCopy, ReadMemcpy3DBatch),
+    DRV(cuMemcpy3DBatchAsync_v2_ptsz, kCopy, ReadMemcpy3DBatch),
     // Driver: graph nodes.
     DRV(cuGraphAddMemcpyNode, kCopy, ReadDriverGraphMemcpyNode),
     DRV(cuGraphAddMemAllocNode, kAlloc, ReadGraphMemAllocNode),

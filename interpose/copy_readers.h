@@ -77,39 +77,32 @@ bool ReadMemcpyBatch(const CUpti_CallbackData* d, bool, ParsedCall* c) {  // run
   return p.count > 0;
 }
 
+// Whether a batch operand is a CUDA array: the runtime's and the driver's
+// operand types.
+constexpr bool IsArrayOperand(cudaMemcpy3DOperandType type) {
+  return type == cudaMemcpyOperandTypeArray;
+}
+constexpr bool IsArrayOperand(CUmemcpy3DOperandType type) {
+  return type == CU_MEMCPY_OPERAND_TYPE_ARRAY;
+}
+
+// One operation of a 3D batch: its extent, in elements of its array operand
+// (the destination's when both are arrays) or in bytes.
 template <typename Op>
-uint64_t Batch3DBytes(const Op& op, bool src_array, uint64_t src_handle, bool dst_array,
-                      uint64_t dst_handle) {
+uint64_t Batch3DBytes(const Op& op) {
   uint32_t element = 1;
-  if (src_array) element = ArrayElementBytes(src_handle);
-  if (dst_array) element = ArrayElementBytes(dst_handle);
+  if (IsArrayOperand(op.src.type)) element = ArrayElementBytes(Addr(op.src.op.array.array));
+  if (IsArrayOperand(op.dst.type)) element = ArrayElementBytes(Addr(op.dst.op.array.array));
   return Volume(op.extent.width * element, op.extent.height, op.extent.depth);
 }
 
+// cudaMemcpy3DBatchAsync and cuMemcpy3DBatchAsync: one record per operation.
 template <typename P>
-bool ReadMemcpy3DBatchRuntime(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+bool ReadMemcpy3DBatch(const CUpti_CallbackData* d, bool, ParsedCall* c) {
   const auto& p = Params<P>(d);
   uint64_t bytes = 0;
   for (size_t i = 0; p.opList != nullptr && i < p.numOps; ++i) {
-    const cudaMemcpy3DBatchOp& op = p.opList[i];
-    bytes +=
-        Batch3DBytes(op, op.src.type == cudaMemcpyOperandTypeArray, Addr(op.src.op.array.array),
-                     op.dst.type == cudaMemcpyOperandTypeArray, Addr(op.dst.op.array.array));
-  }
-  SetCopy(c, bytes, CopyKind::kUnknown, true);
-  c->copy.records = static_cast<uint32_t>(p.numOps);
-  return p.numOps > 0;
-}
-
-template <typename P>
-bool ReadMemcpy3DBatchDriver(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  const auto& p = Params<P>(d);
-  uint64_t bytes = 0;
-  for (size_t i = 0; p.opList != nullptr && i < p.numOps; ++i) {
-    const CUDA_MEMCPY3D_BATCH_OP& op = p.opList[i];
-    bytes +=
-        Batch3DBytes(op, op.src.type == CU_MEMCPY_OPERAND_TYPE_ARRAY, Addr(op.src.op.array.array),
-                     op.dst.type == CU_MEMCPY_OPERAND_TYPE_ARRAY, Addr(op.dst.op.array.array));
+    bytes += Batch3DBytes(p.opList[i]);
   }
   SetCopy(c, bytes, CopyKind::kUnknown, true);
   c->copy.records = static_cast<uint32_t>(p.numOps);
@@ -124,20 +117,15 @@ bool ReadDriverCopy(const CUpti_CallbackData* d, bool, ParsedCall* c) {
 }
 
 // CUDA_MEMCPY2D, CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER: WidthInBytes even for arrays.
-template <typename P, bool kAsync>
-bool ReadDriverCopy2D(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  const CUDA_MEMCPY2D* p = Params<P>(d).pCopy;
-  if (p == nullptr) return false;
-  return SetCopy(c, Volume(p->WidthInBytes, p->Height, 1),
-                 FromMemoryTypes(p->srcMemoryType, p->dstMemoryType), kAsync, DescriptorSrc(*p),
-                 DescriptorDst(*p));
-}
+inline size_t DepthOf(const CUDA_MEMCPY2D&) { return 1; }
+inline size_t DepthOf(const CUDA_MEMCPY3D& p) { return p.Depth; }
 
+// cuMemcpy2D and cuMemcpy3D (and their async forms): a descriptor.
 template <typename P, bool kAsync>
-bool ReadDriverCopy3D(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  const CUDA_MEMCPY3D* p = Params<P>(d).pCopy;
+bool ReadDriverCopyDescriptor(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+  const auto* p = Params<P>(d).pCopy;
   if (p == nullptr) return false;
-  return SetCopy(c, Volume(p->WidthInBytes, p->Height, p->Depth),
+  return SetCopy(c, Volume(p->WidthInBytes, p->Height, DepthOf(*p)),
                  FromMemoryTypes(p->srcMemoryType, p->dstMemoryType), kAsync, DescriptorSrc(*p),
                  DescriptorDst(*p));
 }

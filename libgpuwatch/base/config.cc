@@ -3,7 +3,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <type_traits>
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX global
 
@@ -159,12 +161,24 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
     warnings->push_back(std::string("ignoring ") + name + "=\"" + value + "\" (" + why +
                         "); using " + fallback);
   };
-
-  if (const char* v = lookup("GPUWATCH_DISABLE")) {
-    if (!ParseBool(v, &config.disabled)) {
-      warn("GPUWATCH_DISABLE", v, "expected 0 or 1", "0");
+  // A 0/1 variable; a bad value keeps the default.
+  auto read_bool = [&](const char* name, bool* out) {
+    const char* v = lookup(name);
+    if (v != nullptr && !ParseBool(v, out)) warn(name, v, "expected 0 or 1", *out ? "1" : "0");
+  };
+  // An integer variable in [min, max]; a bad value keeps the default.
+  auto read_int = [&](const char* name, long min, long max, const char* expected, auto* out) {
+    const char* v = lookup(name);
+    long value = 0;
+    if (v == nullptr) return;
+    if (ParseInt(v, min, max, &value)) {
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(value);
+    } else {
+      warn(name, v, expected, std::to_string(*out));
     }
-  }
+  };
+
+  read_bool("GPUWATCH_DISABLE", &config.disabled);
   // In a job with ranks, the default name carries the rank, so that the
   // reports of one job sort together (and `gpuwatch merge` globs them).
   if (!RankFromEnvironment(lookup).empty()) config.output = "gpuwatch.rank%r.%p.json";
@@ -175,14 +189,7 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
       config.output = v;
     }
   }
-  if (const char* v = lookup("GPUWATCH_DEPTH")) {
-    long depth = 0;
-    if (ParseInt(v, 0, 128, &depth)) {
-      config.depth = static_cast<int>(depth);
-    } else {
-      warn("GPUWATCH_DEPTH", v, "expected an integer from 0 to 128", "32");
-    }
-  }
+  read_int("GPUWATCH_DEPTH", 0, 128, "expected an integer from 0 to 128", &config.depth);
   if (const char* v = lookup("GPUWATCH_UNWIND")) {
     const std::string_view unwind = v;
     if (unwind == "cfi" || unwind == "libunwind") {
@@ -191,9 +198,7 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
       warn("GPUWATCH_UNWIND", v, "expected cfi or libunwind", "cfi");
     }
   }
-  if (const char* v = lookup("GPUWATCH_PYTHON")) {
-    if (!ParseBool(v, &config.python)) warn("GPUWATCH_PYTHON", v, "expected 0 or 1", "1");
-  }
+  read_bool("GPUWATCH_PYTHON", &config.python);
   if (const char* v = lookup("GPUWATCH_SIGNAL")) {
     const int sig = ParseSignal(v);
     if (sig >= 0) {
@@ -203,50 +208,19 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
            "expected a signal name such as SIGUSR2, a number, or 0 to turn it off", "SIGUSR2");
     }
   }
-  if (const char* v = lookup("GPUWATCH_SUMMARY")) {
-    if (!ParseBool(v, &config.summary)) warn("GPUWATCH_SUMMARY", v, "expected 0 or 1", "1");
-  }
-  if (const char* v = lookup("GPUWATCH_KERNEL_TIMING")) {
-    if (!ParseBool(v, &config.kernel_timing)) {
-      warn("GPUWATCH_KERNEL_TIMING", v, "expected 0 or 1", "0");
-    }
-  }
+  read_bool("GPUWATCH_SUMMARY", &config.summary);
+  read_bool("GPUWATCH_KERNEL_TIMING", &config.kernel_timing);
   if (const char* v = lookup("GPUWATCH_CUPTI_LIBRARY")) config.cupti_library = v;
   if (const char* v = lookup("GPUWATCH_SUPPRESSIONS")) config.suppressions = v;
-  if (const char* v = lookup("GPUWATCH_EXITCODE")) {
-    long code = 0;
-    if (ParseInt(v, 0, 255, &code)) {
-      config.exitcode = static_cast<int>(code);
-    } else {
-      warn("GPUWATCH_EXITCODE", v, "expected an exit status from 1 to 255, or 0 for off", "0");
-    }
-  }
-  if (const char* v = lookup("GPUWATCH_SAMPLE_MS")) {
-    long ms = 0;
-    if (ParseInt(v, 0, 3600000, &ms)) {
-      config.sample_ms = static_cast<int>(ms);
-    } else {
-      warn("GPUWATCH_SAMPLE_MS", v, "expected milliseconds from 0 (off) to 3600000", "1000");
-    }
-  }
-  if (const char* v = lookup("GPUWATCH_TRACE_EVENTS")) {
-    long events = 0;
-    // 1,048,576 is Trace::kMaxCapacity: 64 MiB of 64-byte slots.
-    if (ParseInt(v, 0, 1048576, &events)) {
-      config.trace_events = events;
-    } else {
-      warn("GPUWATCH_TRACE_EVENTS", v, "expected a number of events from 0 (off) to 1048576",
-           "65536");
-    }
-  }
-  if (const char* v = lookup("GPUWATCH_CHECKPOINT_SECONDS")) {
-    long seconds = 0;
-    if (ParseInt(v, 0, 86400, &seconds)) {
-      config.checkpoint_seconds = static_cast<int>(seconds);
-    } else {
-      warn("GPUWATCH_CHECKPOINT_SECONDS", v, "expected seconds from 0 (off) to 86400", "5");
-    }
-  }
+  read_int("GPUWATCH_EXITCODE", 0, 255, "expected an exit status from 1 to 255, or 0 for off",
+           &config.exitcode);
+  read_int("GPUWATCH_SAMPLE_MS", 0, 3600000, "expected milliseconds from 0 (off) to 3600000",
+           &config.sample_ms);
+  // 1,048,576 is Trace::kMaxCapacity: 64 MiB of 64-byte slots.
+  read_int("GPUWATCH_TRACE_EVENTS", 0, 1048576,
+           "expected a number of events from 0 (off) to 1048576", &config.trace_events);
+  read_int("GPUWATCH_CHECKPOINT_SECONDS", 0, 86400, "expected seconds from 0 (off) to 86400",
+           &config.checkpoint_seconds);
   if (const char* v = lookup("GPUWATCH_RUN_LOG")) config.run_log = v;
 
   for (const std::string& name : env_names) {

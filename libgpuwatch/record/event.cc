@@ -1,60 +1,29 @@
 #include "libgpuwatch/record/event.h"
+
+#include <iterator>
+
+#include "libgpuwatch/base/enum_names.h"
 #include "libgpuwatch/record/lifecycle.h"
 
 namespace gpuwatch {
 
 const char* MemKindName(MemKind kind) {
-  switch (kind) {
-    case MemKind::kDevice:
-      return "device";
-    case MemKind::kPool:
-      return "pool";
-    case MemKind::kManaged:
-      return "managed";
-    case MemKind::kVmm:
-      return "vmm";
-    case MemKind::kPinnedHost:
-      return "pinned_host";
-    case MemKind::kRegisteredHost:
-      return "registered_host";
-    case MemKind::kArray:
-      return "array";
-    case MemKind::kGraph:
-      return "graph";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {
+      "device", "pool", "managed", "vmm", "pinned_host", "registered_host", "array", "graph"};
+  static_assert(std::size(kNames) == static_cast<size_t>(kNumMemKinds));
+  return EnumName(kind, kNames, "unknown");
 }
 
 const char* CopyKindName(CopyKind kind) {
-  switch (kind) {
-    case CopyKind::kUnknown:
-      return "unknown";
-    case CopyKind::kHostToDevice:
-      return "h2d";
-    case CopyKind::kDeviceToHost:
-      return "d2h";
-    case CopyKind::kDeviceToDevice:
-      return "d2d";
-    case CopyKind::kHostToHost:
-      return "h2h";
-    case CopyKind::kPeer:
-      return "peer";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"unknown", "h2d", "d2h", "d2d", "h2h", "peer"};
+  static_assert(std::size(kNames) == static_cast<size_t>(kNumCopyKinds));
+  return EnumName(kind, kNames, "unknown");
 }
 
 const char* SyncKindName(SyncKind kind) {
-  switch (kind) {
-    case SyncKind::kDevice:
-      return "device";
-    case SyncKind::kStream:
-      return "stream";
-    case SyncKind::kEvent:
-      return "event";
-    case SyncKind::kCopy:
-      return "copy";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"device", "stream", "event", "copy"};
+  static_assert(std::size(kNames) == static_cast<size_t>(kNumSyncKinds));
+  return EnumName(kind, kNames, "unknown");
 }
 
 }  // namespace gpuwatch

@@ -4,6 +4,19 @@
 
 namespace gpuwatch {
 
+namespace {
+
+// Whether any entry of `owners` (a graph or an exec, and its node ids) holds
+// node `id`.
+template <typename Owners>
+bool AnyHolds(const Owners& owners, uint64_t id) {
+  return std::any_of(owners.begin(), owners.end(), [id](const auto& owner) {
+    return std::find(owner.second.begin(), owner.second.end(), id) != owner.second.end();
+  });
+}
+
+}  // namespace
+
 void GraphTable::OnNodeCreated(uint64_t node_id, uintptr_t graph, const GraphWork& work) {
   std::lock_guard<Mutex> lock(mu_);
   nodes_[node_id] = work;
@@ -53,10 +66,7 @@ void GraphTable::OnGraphDestroyed(uintptr_t graph) {
   if (it == graphs_.end()) return;
   // Nodes an exec still uses stay.
   for (const uint64_t id : it->second) {
-    const bool used = std::any_of(execs_.begin(), execs_.end(), [id](const auto& e) {
-      return std::find(e.second.begin(), e.second.end(), id) != e.second.end();
-    });
-    if (!used) nodes_.erase(id);
+    if (!AnyHolds(execs_, id)) nodes_.erase(id);
   }
   graphs_.erase(it);
 }
@@ -65,11 +75,9 @@ void GraphTable::OnExecDestroyed(uintptr_t exec) {
   std::lock_guard<Mutex> lock(mu_);
   const auto it = execs_.find(exec);
   if (it == execs_.end()) return;
+  // Nodes of a graph that still exists stay.
   for (const uint64_t id : it->second) {
-    const bool in_graph = std::any_of(graphs_.begin(), graphs_.end(), [id](const auto& g) {
-      return std::find(g.second.begin(), g.second.end(), id) != g.second.end();
-    });
-    if (!in_graph) nodes_.erase(id);
+    if (!AnyHolds(graphs_, id)) nodes_.erase(id);
   }
   execs_.erase(it);
 }

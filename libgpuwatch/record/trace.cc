@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+
+#include "libgpuwatch/base/enum_names.h"
 
 namespace gpuwatch {
 
@@ -20,23 +23,9 @@ int16_t DeviceField(int device) {
 }  // namespace
 
 const char* TraceKindName(TraceKind kind) {
-  switch (kind) {
-    case TraceKind::kMemory:
-      return "mem";
-    case TraceKind::kCopy:
-      return "copy";
-    case TraceKind::kKernel:
-      return "kernel";
-    case TraceKind::kMark:
-      return "mark";
-    case TraceKind::kPeak:
-      return "peak";
-    case TraceKind::kOom:
-      return "oom";
-    case TraceKind::kNone:
-      break;
-  }
-  return "none";
+  static constexpr const char* kNames[] = {"none", "mem", "copy", "kernel", "mark", "peak", "oom"};
+  static_assert(std::size(kNames) == static_cast<size_t>(TraceKind::kOom) + 1);
+  return EnumName(kind, kNames, "none");
 }
 
 Trace::Trace(size_t capacity) {

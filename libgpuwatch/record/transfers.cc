@@ -1,23 +1,16 @@
 #include "libgpuwatch/record/transfers.h"
 
 #include <algorithm>
+#include <iterator>
+
+#include "libgpuwatch/base/enum_names.h"
 
 namespace gpuwatch {
 
 const char* HostKindName(HostKind kind) {
-  switch (kind) {
-    case HostKind::kUnknown:
-      return "unknown";
-    case HostKind::kPageable:
-      return "pageable";
-    case HostKind::kPinned:
-      return "pinned";
-    case HostKind::kManaged:
-      return "managed";
-    case HostKind::kDevice:
-      return "device";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"unknown", "pageable", "pinned", "managed", "device"};
+  static_assert(std::size(kNames) == static_cast<size_t>(kNumHostKinds));
+  return EnumName(kind, kNames, "unknown");
 }
 
 int HistogramBucket(uint64_t bytes) {
@@ -203,44 +196,39 @@ std::vector<TransferFinding> FindTransferIssues(
     const std::array<double, kNumCopyKinds>& best_gbps) {
   std::vector<TransferFinding> out;
   for (const auto& [site, t] : sites) {
+    // One finding of this site.
+    auto add = [&out, site = site](const char* type, uint64_t count, uint64_t bytes,
+                                   CopyKind direction, const char* advice) -> TransferFinding& {
+      TransferFinding& f = out.emplace_back();
+      f.type = type;
+      f.site = site;
+      f.count = count;
+      f.bytes = bytes;
+      f.direction = direction;
+      f.advice = advice;
+      return f;
+    };
     for (int d = 0; d < 2; ++d) {
       if (t.pageable_flagged_count[d] == 0) continue;
-      TransferFinding f;
-      f.type = "pageable";
-      f.site = site;
-      f.count = t.pageable_flagged_count[d];
-      f.bytes = t.pageable_flagged_bytes[d];
-      f.direction = d == 0 ? CopyKind::kHostToDevice : CopyKind::kDeviceToHost;
-      f.advice = d == 0 ? "copies from pageable host memory are staged through a bounce buffer and "
-                          "an async one runs synchronously: allocate the host buffer with "
-                          "cudaMallocHost or cudaHostRegister"
-                        : "copies to pageable host memory are staged through a bounce buffer and "
-                          "an async one runs synchronously: allocate the host buffer with "
-                          "cudaMallocHost or cudaHostRegister";
-      out.push_back(f);
+      add("pageable", t.pageable_flagged_count[d], t.pageable_flagged_bytes[d],
+          d == 0 ? CopyKind::kHostToDevice : CopyKind::kDeviceToHost,
+          d == 0 ? "copies from pageable host memory are staged through a bounce buffer and "
+                   "an async one runs synchronously: allocate the host buffer with "
+                   "cudaMallocHost or cudaHostRegister"
+                 : "copies to pageable host memory are staged through a bounce buffer and "
+                   "an async one runs synchronously: allocate the host buffer with "
+                   "cudaMallocHost or cudaHostRegister");
     }
     if (t.small_count >= kSmallCopyStormCount) {
-      TransferFinding f;
-      f.type = "small_copies";
-      f.site = site;
-      f.count = t.small_count;
-      f.bytes = t.small_bytes;
-      f.advice =
+      add("small_copies", t.small_count, t.small_bytes, CopyKind::kUnknown,
           "many copies under 64 KiB from one site: each pays the full launch latency; "
-          "batch them into one buffer (or cudaMemcpyBatchAsync)";
-      out.push_back(f);
+          "batch them into one buffer (or cudaMemcpyBatchAsync)");
     }
     if (t.sync_d2h_count >= kSyncD2HLoopCount) {
-      TransferFinding f;
-      f.type = "sync_d2h_loop";
-      f.site = site;
-      f.count = t.sync_d2h_count;
-      f.bytes = t.by_kind[static_cast<int>(CopyKind::kDeviceToHost)].bytes;
-      f.direction = CopyKind::kDeviceToHost;
-      f.advice =
+      add("sync_d2h_loop", t.sync_d2h_count,
+          t.by_kind[static_cast<int>(CopyKind::kDeviceToHost)].bytes, CopyKind::kDeviceToHost,
           "synchronous device-to-host copies repeated at one site stall the host each "
-          "time: copy asynchronously into pinned memory, or less often";
-      out.push_back(f);
+          "time: copy asynchronously into pinned memory, or less often");
     }
     for (int k = 0; k < kNumCopyKinds; ++k) {
       const TransferStats& s = t.by_kind[k];
@@ -248,18 +236,12 @@ std::vector<TransferFinding> FindTransferIssues(
       if (s.bw_ns == 0 || best_gbps[k] <= 0 || gbps >= kSlowBandwidthFraction * best_gbps[k]) {
         continue;
       }
-      TransferFinding f;
-      f.type = "slow_copies";
-      f.site = site;
-      f.count = s.count;
-      f.bytes = s.bw_bytes;
+      TransferFinding& f = add("slow_copies", s.count, s.bw_bytes, static_cast<CopyKind>(k),
+                               "these copies reach under a quarter of the best bandwidth seen "
+                               "in the same direction (pageable memory, small or strided "
+                               "transfers)");
       f.gbps = gbps;
       f.best_gbps = best_gbps[k];
-      f.direction = static_cast<CopyKind>(k);
-      f.advice =
-          "these copies reach under a quarter of the best bandwidth seen in the same "
-          "direction (pageable memory, small or strided transfers)";
-      out.push_back(f);
     }
   }
   std::sort(out.begin(), out.end(), [](const TransferFinding& a, const TransferFinding& b) {

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <mutex>
 
+#include "libgpuwatch/base/enum_names.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
@@ -237,17 +238,9 @@ __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
 int ToolFramesSeen() { return g_tool_frames.load(std::memory_order_relaxed); }
 
 const char* UnwindMethodName(UnwindMethod method) {
-  switch (method) {
-    case UnwindMethod::kLibunwind:
-      return "libunwind";
-    case UnwindMethod::kGccUnwind:
-      return "gcc_unwind";
-    case UnwindMethod::kCfi:
-      return "cfi";
-    case UnwindMethod::kNone:
-      break;
-  }
-  return "none";
+  static constexpr const char* kNames[] = {"none", "libunwind", "gcc_unwind", "cfi"};
+  static_assert(std::size(kNames) == static_cast<size_t>(UnwindMethod::kCfi) + 1);
+  return EnumName(method, kNames, "none");
 }
 
 namespace internal {

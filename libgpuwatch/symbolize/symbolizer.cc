@@ -12,9 +12,11 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 
+#include "libgpuwatch/base/enum_names.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 
@@ -231,15 +233,9 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 }  // namespace
 
 const char* SymbolizerBackendName(SymbolizerBackend backend) {
-  switch (backend) {
-    case SymbolizerBackend::kLibdw:
-      return "libdw";
-    case SymbolizerBackend::kDladdr:
-      return "dladdr";
-    case SymbolizerBackend::kNone:
-      break;
-  }
-  return "none";
+  static constexpr const char* kNames[] = {"none", "libdw", "dladdr"};
+  static_assert(std::size(kNames) == static_cast<size_t>(SymbolizerBackend::kDladdr) + 1);
+  return EnumName(backend, kNames, "none");
 }
 
 // Why the indexes below exist: in elfutils 0.188, dwfl_module_addrinfo scans
