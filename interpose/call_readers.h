@@ -409,44 +409,31 @@ bool ReadMemUnmap(const CUpti_CallbackData* d, bool, ParsedCall* c) {
 
 // --- Frees -------------------------------------------------------------------
 
+// What a freeing call releases, by whichever name its params struct gives it.
 template <typename P>
-bool ReadFreeDevPtr(const CUpti_CallbackData* d, bool, ParsedCall* c) {  // cudaFree(Async)
-  return SetFree(c, Addr(Params<P>(d).devPtr));
+uint64_t ReleasedAddress(const P& p) {
+  if constexpr (requires { p.devPtr; }) {
+    return Addr(p.devPtr);  // cudaFree, cudaFreeAsync
+  } else if constexpr (requires { p.dptr; }) {
+    return Addr(p.dptr);  // cuMemFree, cuMemFreeAsync
+  } else if constexpr (requires { p.ptr; }) {
+    return Addr(p.ptr);  // cudaFreeHost, cudaHostUnregister
+  } else if constexpr (requires { p.p; }) {
+    return Addr(p.p);  // cuMemFreeHost, cuMemHostUnregister
+  } else if constexpr (requires { p.array; }) {
+    return Addr(p.array);  // cudaFreeArray
+  } else if constexpr (requires { p.mipmappedArray; }) {
+    return Addr(p.mipmappedArray);  // cudaFreeMipmappedArray
+  } else if constexpr (requires { p.hArray; }) {
+    return Addr(p.hArray);  // cuArrayDestroy
+  } else {
+    return Addr(p.hMipmappedArray);  // cuMipmappedArrayDestroy
+  }
 }
 
 template <typename P>
-bool ReadFreePtr(const CUpti_CallbackData* d, bool, ParsedCall* c) {  // FreeHost, HostUnregister
-  return SetFree(c, Addr(Params<P>(d).ptr));
-}
-
-template <typename P>
-bool ReadFreeArray(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  return SetFree(c, Addr(Params<P>(d).array));
-}
-
-template <typename P>
-bool ReadFreeMipmappedArray(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  return SetFree(c, Addr(Params<P>(d).mipmappedArray));
-}
-
-template <typename P>
-bool ReadMemFree(const CUpti_CallbackData* d, bool, ParsedCall* c) {  // cuMemFree(Async)
-  return SetFree(c, Params<P>(d).dptr);
-}
-
-template <typename P>
-bool ReadMemFreeHost(const CUpti_CallbackData* d, bool, ParsedCall* c) {  // FreeHost, Unregister
-  return SetFree(c, Addr(Params<P>(d).p));
-}
-
-template <typename P>
-bool ReadArrayDestroy(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  return SetFree(c, Addr(Params<P>(d).hArray));
-}
-
-template <typename P>
-bool ReadMipmappedArrayDestroy(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  return SetFree(c, Addr(Params<P>(d).hMipmappedArray));
+bool ReadFree(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+  return SetFree(c, ReleasedAddress(Params<P>(d)));
 }
 
 }  // namespace gpuwatch::call_readers

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <mutex>
 
 #include "libgpuwatch/base/log.h"
@@ -34,6 +35,17 @@ void* MapZeroed(size_t bytes) {
 
 void Unmap(void* mem, size_t bytes) {
   if (mem != nullptr) munmap(mem, bytes);
+}
+
+void* MapSlots(uint32_t max_entries, size_t slot_size, size_t* mask, size_t* bytes) {
+  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * max_entries, 16));
+  *mask = num_slots - 1;
+  *bytes = num_slots * slot_size;
+  void* slots = MapZeroed(*bytes);
+  // Slots are probed at random: huge pages (where THP is in madvise mode)
+  // spare a TLB miss per lookup once the table is large. Advisory only.
+  if (slots != nullptr && *bytes >= (size_t{2} << 20)) madvise(slots, *bytes, MADV_HUGEPAGE);
+  return slots;
 }
 
 RecordArena::RecordArena(uint32_t max_records, size_t max_bytes, size_t chunk_bytes,

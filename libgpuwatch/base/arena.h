@@ -29,6 +29,13 @@ namespace gpuwatch {
 void* MapZeroed(size_t bytes);
 void Unmap(void* mem, size_t bytes);
 
+// The slots of an interned table's hash index, zeroed (empty): enough of
+// `slot_size` bytes for `max_entries` at a load of at most 1/2, which keeps
+// probes short and leaves an empty slot for every insert (ids are capped).
+// *mask is the slot count minus one (a power of two), *bytes the mapping's
+// size. nullptr when it cannot be mapped.
+void* MapSlots(uint32_t max_entries, size_t slot_size, size_t* mask, size_t* bytes);
+
 // The padding is deliberate: what an allocation writes shares one cache line.
 class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:

@@ -1,7 +1,6 @@
 #include "libgpuwatch/base/name_table.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <mutex>
 
@@ -27,13 +26,11 @@ NameTable::NameTable(uint32_t max_names)
              kNameChunkBytes, "names") {
   static_assert(kNameChunkBytes > NameTable::kMaxNameBytes, "a chunk holds the longest copy");
   if (!arena_.usable()) return;
-  // Load factor <= 1/2: short probes, and an empty slot for every insert.
-  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * arena_.max_records(), 16));
-  slot_mask_ = num_slots - 1;
-  slots_bytes_ = num_slots * sizeof(Slot);
-  slots_ = static_cast<Slot*>(MapZeroed(slots_bytes_));  // zero bytes: empty slots
-  if (slots_ == nullptr)
+  slots_ =
+      static_cast<Slot*>(MapSlots(arena_.max_records(), sizeof(Slot), &slot_mask_, &slots_bytes_));
+  if (slots_ == nullptr) {
     Warn("cannot map %zu bytes for names; they will not be recorded", slots_bytes_);
+  }
 }
 
 NameTable::~NameTable() { Unmap(slots_, slots_bytes_); }

@@ -4,19 +4,6 @@
 
 namespace gpuwatch {
 
-namespace {
-
-// Whether any entry of `owners` (a graph or an exec, and its node ids) holds
-// node `id`.
-template <typename Owners>
-bool AnyHolds(const Owners& owners, uint64_t id) {
-  return std::any_of(owners.begin(), owners.end(), [id](const auto& owner) {
-    return std::find(owner.second.begin(), owner.second.end(), id) != owner.second.end();
-  });
-}
-
-}  // namespace
-
 void GraphTable::OnNodeCreated(uint64_t node_id, uintptr_t graph, const GraphWork& work) {
   std::lock_guard<Mutex> lock(mu_);
   nodes_[node_id] = work;
@@ -60,26 +47,26 @@ void GraphTable::EndInstantiation(uintptr_t thread) {
   instantiating_.erase(thread);
 }
 
+void GraphTable::ForgetLocked(NodeLists& owners, uintptr_t owner, const NodeLists& others) {
+  const auto it = owners.find(owner);
+  if (it == owners.end()) return;
+  for (const uint64_t id : it->second) {
+    const bool held = std::any_of(others.begin(), others.end(), [id](const auto& other) {
+      return std::find(other.second.begin(), other.second.end(), id) != other.second.end();
+    });
+    if (!held) nodes_.erase(id);
+  }
+  owners.erase(it);
+}
+
 void GraphTable::OnGraphDestroyed(uintptr_t graph) {
   std::lock_guard<Mutex> lock(mu_);
-  const auto it = graphs_.find(graph);
-  if (it == graphs_.end()) return;
-  // Nodes an exec still uses stay.
-  for (const uint64_t id : it->second) {
-    if (!AnyHolds(execs_, id)) nodes_.erase(id);
-  }
-  graphs_.erase(it);
+  ForgetLocked(graphs_, graph, execs_);  // nodes an exec still uses stay
 }
 
 void GraphTable::OnExecDestroyed(uintptr_t exec) {
   std::lock_guard<Mutex> lock(mu_);
-  const auto it = execs_.find(exec);
-  if (it == execs_.end()) return;
-  // Nodes of a graph that still exists stay.
-  for (const uint64_t id : it->second) {
-    if (!AnyHolds(graphs_, id)) nodes_.erase(id);
-  }
-  execs_.erase(it);
+  ForgetLocked(execs_, exec, graphs_);  // nodes of a graph that still exists stay
 }
 
 std::vector<std::pair<uint64_t, GraphWork>> GraphTable::WorkOf(uintptr_t exec) const {

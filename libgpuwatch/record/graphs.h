@@ -74,11 +74,16 @@ class GraphTable {
   void UnlockAfterFork() { mu_.unlock(); }
 
  private:
+  using NodeLists = std::unordered_map<uintptr_t, std::vector<uint64_t>>;
+  // Forgets `owner` of `owners` (a graph, or an exec) and those of its nodes
+  // that no entry of `others` still holds. The caller holds mu_.
+  void ForgetLocked(NodeLists& owners, uintptr_t owner, const NodeLists& others);
+
   mutable Mutex mu_;
-  std::unordered_map<uint64_t, GraphWork> nodes_;                       // guarded by mu_
-  std::unordered_map<uintptr_t, std::vector<uint64_t>> graphs_;         // graph -> its kept nodes
-  std::unordered_map<uintptr_t, std::vector<uint64_t>> execs_;          // exec -> its kept nodes
-  std::unordered_map<uintptr_t, std::vector<uint64_t>> instantiating_;  // thread -> clones
+  std::unordered_map<uint64_t, GraphWork> nodes_;  // guarded by mu_
+  NodeLists graphs_;                               // graph -> its kept nodes
+  NodeLists execs_;                                // exec -> its kept nodes
+  NodeLists instantiating_;                        // thread -> clones
 };
 
 }  // namespace gpuwatch

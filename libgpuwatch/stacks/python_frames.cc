@@ -1,9 +1,6 @@
 #include "libgpuwatch/stacks/python_frames.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 #include "libgpuwatch/base/log.h"
@@ -37,10 +34,8 @@ PyFrameTable::PyFrameTable(uint32_t max_frames, size_t max_bytes)
     : arena_(std::min<uint32_t>(max_frames, UINT32_MAX >> 2), max_bytes,
              RecordArena::kDefaultChunkBytes, "Python frames") {
   if (!arena_.usable()) return;
-  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * arena_.max_records(), 16));
-  slot_mask_ = num_slots - 1;
-  slots_bytes_ = num_slots * sizeof(Slot);
-  slots_ = static_cast<Slot*>(MapZeroed(slots_bytes_));
+  slots_ =
+      static_cast<Slot*>(MapSlots(arena_.max_records(), sizeof(Slot), &slot_mask_, &slots_bytes_));
   if (slots_ == nullptr) {
     Warn("cannot map %zu bytes for Python frames; stacks will have native frames only",
          slots_bytes_);

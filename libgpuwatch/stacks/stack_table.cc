@@ -1,7 +1,5 @@
 #include "libgpuwatch/stacks/stack_table.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -45,19 +43,11 @@ inline std::atomic_ref<uint64_t> SlotRef(uint64_t* slots, size_t i) {
 StackTable::StackTable(uint32_t max_stacks, size_t max_bytes)
     : arena_(max_stacks, max_bytes, kChunkBytes, "stacks") {
   if (!arena_.usable()) return;
-  // Load factor <= 1/2 keeps probe sequences short and guarantees an empty
-  // slot for every insert, since ids are capped at max_stacks().
-  const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * arena_.max_records(), 16));
-  slot_mask_ = num_slots - 1;
-  slots_bytes_ = num_slots * sizeof(uint64_t);
-  slots_ = static_cast<uint64_t*>(MapZeroed(slots_bytes_));
+  slots_ = static_cast<uint64_t*>(
+      MapSlots(arena_.max_records(), sizeof(uint64_t), &slot_mask_, &slots_bytes_));
   if (slots_ == nullptr) {
     Warn("cannot map %zu bytes for the stack table; stacks will not be recorded", slots_bytes_);
-    return;
   }
-  // Slots are probed at random: huge pages (where THP is in madvise mode)
-  // spare a TLB miss per lookup once the table is large. Advisory only.
-  if (slots_bytes_ >= (size_t{2} << 20)) madvise(slots_, slots_bytes_, MADV_HUGEPAGE);
 }
 
 StackTable::~StackTable() { Unmap(slots_, slots_bytes_); }
