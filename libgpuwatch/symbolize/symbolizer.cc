@@ -3,8 +3,6 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <elfutils/libdwfl.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -19,128 +17,13 @@
 #include "libgpuwatch/base/enum_names.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
-
-// Only libdw's declarations are used here: every function is reached through
-// a pointer from dlsym, and `decltype(&::fn)` is an unevaluated use that
-// creates no link dependency.
+#include "libgpuwatch/symbolize/libdw.h"
 
 namespace gpuwatch {
-
-namespace internal {
-
-struct LibdwApi {
-  decltype(&::dwfl_begin) dwfl_begin;
-  decltype(&::dwfl_end) dwfl_end;
-  decltype(&::dwfl_errmsg) dwfl_errmsg;
-  decltype(&::dwfl_linux_proc_find_elf) dwfl_linux_proc_find_elf;
-  decltype(&::dwfl_standard_find_debuginfo) dwfl_standard_find_debuginfo;
-  decltype(&::dwfl_report_module) dwfl_report_module;
-  decltype(&::dwfl_report_begin) dwfl_report_begin;
-  decltype(&::dwfl_report_end) dwfl_report_end;
-  decltype(&::dwfl_addrmodule) dwfl_addrmodule;
-  decltype(&::dwfl_module_info) dwfl_module_info;
-  decltype(&::dwfl_module_getelf) dwfl_module_getelf;
-  decltype(&::dwfl_module_getsymtab) dwfl_module_getsymtab;
-  decltype(&::dwfl_module_getsym_info) dwfl_module_getsym_info;
-  decltype(&::dwfl_module_getsrc) dwfl_module_getsrc;
-  decltype(&::dwfl_lineinfo) dwfl_lineinfo;
-  decltype(&::dwfl_module_addrdie) dwfl_module_addrdie;
-  decltype(&::dwarf_getscopes) dwarf_getscopes;
-  decltype(&::dwarf_dieoffset) dwarf_dieoffset;
-  decltype(&::dwarf_child) dwarf_child;
-  decltype(&::dwarf_siblingof) dwarf_siblingof;
-  decltype(&::dwarf_haspc) dwarf_haspc;
-  decltype(&::dwarf_hasattr) dwarf_hasattr;
-  decltype(&::dwarf_ranges) dwarf_ranges;
-  decltype(&::dwarf_tag) dwarf_tag;
-  decltype(&::dwarf_attr) dwarf_attr;
-  decltype(&::dwarf_attr_integrate) dwarf_attr_integrate;
-  decltype(&::dwarf_formstring) dwarf_formstring;
-  decltype(&::dwarf_formudata) dwarf_formudata;
-  decltype(&::dwarf_getsrcfiles) dwarf_getsrcfiles;
-  decltype(&::dwarf_filesrc) dwarf_filesrc;
-};
-
-}  // namespace internal
 
 namespace {
 
 using internal::LibdwApi;
-
-constexpr const char kLibdwSoname[] = "libdw.so.1";
-
-template <typename Fn>
-bool Lookup(void* handle, const char* name, Fn* fn) {
-  *fn = reinterpret_cast<Fn>(dlsym(handle, name));
-  return *fn != nullptr;
-}
-
-// Loads libdw and resolves every entry point, or warns once and returns
-// nullptr. The handle and the table are never released: frames may be
-// symbolized again by a later report.
-const LibdwApi* LoadLibdw(const char* soname) {
-  void* handle = dlopen(soname, RTLD_LOCAL | RTLD_NOW);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    Warn("cannot load %s (%s); reports show functions and modules without file:line", soname,
-         why != nullptr ? why : "unknown error");
-    return nullptr;
-  }
-  auto* api = new LibdwApi{};
-  const char* missing = nullptr;
-#define GPUWATCH_LIBDW_SYM(name) \
-  if (missing == nullptr && !Lookup(handle, #name, &api->name)) missing = #name;
-  GPUWATCH_LIBDW_SYM(dwfl_begin)
-  GPUWATCH_LIBDW_SYM(dwfl_end)
-  GPUWATCH_LIBDW_SYM(dwfl_errmsg)
-  GPUWATCH_LIBDW_SYM(dwfl_linux_proc_find_elf)
-  GPUWATCH_LIBDW_SYM(dwfl_standard_find_debuginfo)
-  GPUWATCH_LIBDW_SYM(dwfl_report_module)
-  GPUWATCH_LIBDW_SYM(dwfl_report_begin)
-  GPUWATCH_LIBDW_SYM(dwfl_report_end)
-  GPUWATCH_LIBDW_SYM(dwfl_addrmodule)
-  GPUWATCH_LIBDW_SYM(dwfl_module_info)
-  GPUWATCH_LIBDW_SYM(dwfl_module_getelf)
-  GPUWATCH_LIBDW_SYM(dwfl_module_getsymtab)
-  GPUWATCH_LIBDW_SYM(dwfl_module_getsym_info)
-  GPUWATCH_LIBDW_SYM(dwfl_module_getsrc)
-  GPUWATCH_LIBDW_SYM(dwfl_lineinfo)
-  GPUWATCH_LIBDW_SYM(dwfl_module_addrdie)
-  GPUWATCH_LIBDW_SYM(dwarf_getscopes)
-  GPUWATCH_LIBDW_SYM(dwarf_dieoffset)
-  GPUWATCH_LIBDW_SYM(dwarf_child)
-  GPUWATCH_LIBDW_SYM(dwarf_siblingof)
-  GPUWATCH_LIBDW_SYM(dwarf_haspc)
-  GPUWATCH_LIBDW_SYM(dwarf_hasattr)
-  GPUWATCH_LIBDW_SYM(dwarf_ranges)
-  GPUWATCH_LIBDW_SYM(dwarf_tag)
-  GPUWATCH_LIBDW_SYM(dwarf_attr)
-  GPUWATCH_LIBDW_SYM(dwarf_attr_integrate)
-  GPUWATCH_LIBDW_SYM(dwarf_formstring)
-  GPUWATCH_LIBDW_SYM(dwarf_formudata)
-  GPUWATCH_LIBDW_SYM(dwarf_getsrcfiles)
-  GPUWATCH_LIBDW_SYM(dwarf_filesrc)
-#undef GPUWATCH_LIBDW_SYM
-  if (missing != nullptr) {
-    Warn("%s lacks %s; reports show functions and modules without file:line", soname, missing);
-    delete api;
-    return nullptr;  // the handle stays open; harmless, and closing could race
-  }
-  return api;
-}
-
-// The process-wide libdw, loaded on first use (one warning at most).
-const LibdwApi* DefaultLibdw() {
-  static const LibdwApi* const api = LoadLibdw(kLibdwSoname);
-  return api;
-}
-
-// Serialises libdw calls across Symbolizer instances: elfutils does not
-// promise thread safety, and report writers are not hot.
-Mutex& LibdwMutex() {
-  static auto* const mu = new Mutex;  // leaked: exit order cannot bite
-  return *mu;
-}
 
 std::string Demangle(const char* name) {
   if (name == nullptr) return {};
