@@ -214,6 +214,13 @@ void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id) {
   ASSERT_EQ(cudaStreamGetId(*stream, id), cudaSuccess);
 }
 
+::testing::AssertionResult IsCallback(const Event& e, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid) {
+  if (e.domain == domain && e.cbid == cbid) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "callback " << e.cbid << " (" << e.name << ") of domain "
+                                       << e.domain << ", not " << cbid << " of domain " << domain;
+}
+
 bool EnvIs(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
@@ -126,6 +127,10 @@ void InitCuda();
 
 // Creates a stream (cudaStreamCreate) and reads its id; fails the test on error.
 void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id);
+
+// Whether `e` is the callback `cbid` of `domain` (for EXPECT_TRUE; the failure says what it is).
+::testing::AssertionResult IsCallback(const Event& e, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid);
 
 // Whether the environment variable `name` is set to `value`.
 bool EnvIs(const char* name, const char* value);
