@@ -73,6 +73,16 @@ std::vector<Event> Recorder::Of(CUpti_CallbackDomain domain, CUpti_CallbackId cb
   return out;
 }
 
+uint32_t Recorder::CorrelationOfOneCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const std::vector<Event> calls = Of(domain, cbid);
+  if (calls.size() != 2) {
+    ADD_FAILURE() << calls.size() << " callbacks of cbid " << cbid
+                  << ", not one call's ENTER and EXIT";
+    return 0;
+  }
+  return calls[0].correlation_id;
+}
+
 namespace {
 
 struct CollectorState {

@@ -59,6 +59,9 @@ class Recorder {
   std::vector<Event> Take();
   // Events of one domain (and, if nonzero, one cbid).
   std::vector<Event> Of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid = 0);
+  // Takes the events and returns the correlation id of the one call `cbid` of `domain` among
+  // them (its ENTER and EXIT); fails the test, returning 0, unless there was exactly one.
+  uint32_t CorrelationOfOneCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
  private:
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
