@@ -93,14 +93,12 @@ TEST(Activity, AsyncCopiesAreFlaggedAndCarryTheirStreamAndCorrelation) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   // A driver call made directly has no runtime correlation.
   ASSERT_EQ(cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dev), host.data(), 100), CUDA_SUCCESS);
-  const auto calls =
-      rec.Of(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
-  ASSERT_EQ(calls.size(), 2u);
   const Activity a = collector.Collect();
   ASSERT_EQ(a.memcpy.size(), 2u);
   EXPECT_EQ(a.memcpy[0].flags, CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC);
   EXPECT_EQ(a.memcpy[0].streamId, stream_id);
-  EXPECT_EQ(a.memcpy[0].correlationId, calls[0].correlation_id);
+  EXPECT_EQ(a.memcpy[0].correlationId,
+            rec.CorrelationOfOneCall(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020));
   EXPECT_EQ(a.memcpy[0].runtimeCorrelationId, 0u);  // shared: correlationId is the runtime's
   EXPECT_EQ(a.memcpy[1].flags, 0);
   EXPECT_EQ(a.memcpy[1].runtimeCorrelationId, 0u);
@@ -161,8 +159,6 @@ TEST(Activity, MemoryRecordsForEachKindOfAllocation) {
   Module();
   int values[16] = {1, 2, 3};
   ASSERT_EQ(cudaMemcpyToSymbol(g_device_var_shadow, values, sizeof(values)), cudaSuccess);
-  const auto malloc_calls =
-      rec.Of(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020);
   const Activity a = collector.Collect();
   ASSERT_EQ(a.memory.size(), 7u);
   const auto& alloc = a.memory[0];
@@ -173,8 +169,8 @@ TEST(Activity, MemoryRecordsForEachKindOfAllocation) {
   EXPECT_EQ(alloc.isAsync, 0u);
   EXPECT_EQ(alloc.streamId, CUPTI_INVALID_STREAM_ID);
   EXPECT_EQ(alloc.deviceId, 0u);
-  ASSERT_EQ(malloc_calls.size(), 2u);
-  EXPECT_EQ(alloc.correlationId, malloc_calls[0].correlation_id);
+  EXPECT_EQ(alloc.correlationId,
+            rec.CorrelationOfOneCall(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020));
   const auto& release = a.memory[1];
   EXPECT_EQ(release.memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE);
   EXPECT_EQ(release.address, alloc.address);
@@ -207,8 +203,6 @@ TEST(Activity, KernelRecordsCarryNameGridAndModelledDuration) {
   ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&KernelStub), dim3(4, 2), dim3(128),
                              nullptr, 256, nullptr),
             cudaSuccess);
-  const auto calls =
-      rec.Of(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
   const Activity a = collector.Collect();
   ASSERT_EQ(a.kernels.size(), 1u);
   const CUpti_ActivityKernel10& k = a.kernels[0];
@@ -220,8 +214,8 @@ TEST(Activity, KernelRecordsCarryNameGridAndModelledDuration) {
   EXPECT_EQ(k.blockX, 128);
   EXPECT_EQ(k.dynamicSharedMemory, 256);
   EXPECT_EQ(k.end - k.start, m.kernel_ns);
-  ASSERT_EQ(calls.size(), 2u);
-  EXPECT_EQ(k.correlationId, calls[0].correlation_id);
+  EXPECT_EQ(k.correlationId,
+            rec.CorrelationOfOneCall(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
 }
 
 TEST(Activity, PlainKernelKindWhenOnlyKernelIsEnabled) {

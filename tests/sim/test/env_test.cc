@@ -86,13 +86,10 @@ TEST(FreshProcess, InitAndContextCreationAreResourceEvents) {
   // reported as API calls; what it causes is, as resource events. As with NVIDIA's runtime,
   // cuInit runs before the first call's ENTER, the primary context is created inside it.
   ASSERT_EQ(events.size(), 6u);
-  EXPECT_EQ(events[0].domain, CUPTI_CB_DOMAIN_RESOURCE);
-  EXPECT_EQ(events[0].cbid, CUPTI_CBID_RESOURCE_CU_INIT_FINISHED);
-  EXPECT_EQ(events[1].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
-  EXPECT_EQ(events[1].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020);
+  EXPECT_TRUE(IsCallback(events[0], kResource, CUPTI_CBID_RESOURCE_CU_INIT_FINISHED));
+  EXPECT_TRUE(IsCallback(events[1], kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020));
   EXPECT_EQ(events[1].site, CUPTI_API_ENTER);
-  EXPECT_EQ(events[2].domain, CUPTI_CB_DOMAIN_RESOURCE);
-  EXPECT_EQ(events[2].cbid, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  EXPECT_TRUE(IsCallback(events[2], kResource, CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
   EXPECT_NE(events[2].context, nullptr);
   EXPECT_EQ(events[3].cbid, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
   EXPECT_EQ(events[4].cbid, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
@@ -102,8 +99,7 @@ TEST(FreshProcess, InitAndContextCreationAreResourceEvents) {
   ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
   events = rec.Take();
   ASSERT_EQ(events.size(), 2u);  // ENTER, EXIT
-  EXPECT_EQ(events[0].domain, CUPTI_CB_DOMAIN_DRIVER_API);
-  EXPECT_EQ(events[0].cbid, CUPTI_DRIVER_TRACE_CBID_cuInit);
+  EXPECT_TRUE(IsCallback(events[0], kDriver, CUPTI_DRIVER_TRACE_CBID_cuInit));
   cudaFree(p);
 }
 

@@ -73,6 +73,16 @@ std::vector<Event> Recorder::Of(CUpti_CallbackDomain domain, CUpti_CallbackId cb
   return out;
 }
 
+uint32_t Recorder::CorrelationOfOneCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const std::vector<Event> calls = Of(domain, cbid);
+  if (calls.size() != 2) {
+    ADD_FAILURE() << calls.size() << " callbacks of cbid " << cbid
+                  << ", not one call's ENTER and EXIT";
+    return 0;
+  }
+  return calls[0].correlation_id;
+}
+
 namespace {
 
 struct CollectorState {
@@ -212,6 +222,13 @@ void InitCuda() { ASSERT_EQ(cudaFree(nullptr), cudaSuccess); }
 void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id) {
   ASSERT_EQ(cudaStreamCreate(stream), cudaSuccess);
   ASSERT_EQ(cudaStreamGetId(*stream, id), cudaSuccess);
+}
+
+::testing::AssertionResult IsCallback(const Event& e, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid) {
+  if (e.domain == domain && e.cbid == cbid) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "callback " << e.cbid << " (" << e.name << ") of domain "
+                                       << e.domain << ", not " << cbid << " of domain " << domain;
 }
 
 bool EnvIs(const char* name, const char* value) {

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
@@ -58,6 +59,9 @@ class Recorder {
   std::vector<Event> Take();
   // Events of one domain (and, if nonzero, one cbid).
   std::vector<Event> Of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid = 0);
+  // Takes the events and returns the correlation id of the one call `cbid` of `domain` among
+  // them (its ENTER and EXIT); fails the test, returning 0, unless there was exactly one.
+  uint32_t CorrelationOfOneCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
  private:
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -126,6 +130,10 @@ void InitCuda();
 
 // Creates a stream (cudaStreamCreate) and reads its id; fails the test on error.
 void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id);
+
+// Whether `e` is the callback `cbid` of `domain` (for EXPECT_TRUE; the failure says what it is).
+::testing::AssertionResult IsCallback(const Event& e, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid);
 
 // Whether the environment variable `name` is set to `value`.
 bool EnvIs(const char* name, const char* value);

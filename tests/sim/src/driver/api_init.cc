@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/error_names.h"
 #include "driver/cuda_headers.h"
 #include "driver/graph.h"
 #include "driver/memory.h"
@@ -197,29 +198,7 @@ CUresult DeviceQuery(CUdevice dev, T* out, Value&& value) {
   return CUDA_SUCCESS;
 }
 
-const char* ErrorName(CUresult error) {
-  switch (error) {
-#define GWSIM_NAME_CASE(code, text) \
-  case code:                        \
-    return #code;
-    GWSIM_CU_ERRORS(GWSIM_NAME_CASE)
-#undef GWSIM_NAME_CASE
-    default:
-      return nullptr;
-  }
-}
-
-const char* ErrorString(CUresult error) {
-  switch (error) {
-#define GWSIM_STRING_CASE(code, text) \
-  case code:                          \
-    return text;
-    GWSIM_CU_ERRORS(GWSIM_STRING_CASE)
-#undef GWSIM_STRING_CASE
-    default:
-      return nullptr;
-  }
-}
+GWSIM_ERROR_NAME_AND_STRING(CUresult, GWSIM_CU_ERRORS, nullptr)
 
 }  // namespace
 }  // namespace gwsim::drv

@@ -307,28 +307,24 @@ void DestroyGraphPhase2Locked(CUgraph_st* g) {
 CUresult GraphCreate(CUgraph* out, unsigned flags) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  GraphEvents events;
-  {
-    std::lock_guard lock(Graphs().mu);
+  return WithGraphsLocked([&](GraphEvents* events) {
     *out = NewGraphLocked(false);
-    events.Add(CUPTI_CBID_RESOURCE_GRAPH_CREATED, GraphData(*out));
-  }
-  events.Emit();
-  return CUDA_SUCCESS;
+    events->Add(CUPTI_CBID_RESOURCE_GRAPH_CREATED, GraphData(*out));
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult GraphDestroy(CUgraph graph) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
-  GraphState& s = Graphs();
-  GraphEvents events;
-  {
-    std::lock_guard lock(s.mu);
+  // The graph and its nodes are intact while the callbacks run.
+  const CUresult started = WithGraphsLocked([&](GraphEvents* events) {
     // A graph being captured into belongs to the capture until cuStreamEndCapture.
     if (!UserGraphLocked(graph) || graph->capture != nullptr) return CUDA_ERROR_INVALID_VALUE;
-    DestroyGraphPhase1Locked(graph, &events);
-  }
-  events.Emit();  // the graph and its nodes are intact while the callbacks run
-  std::lock_guard lock(s.mu);
+    DestroyGraphPhase1Locked(graph, events);
+    return CUDA_SUCCESS;
+  });
+  if (started != CUDA_SUCCESS) return started;
+  std::lock_guard lock(Graphs().mu);
   DestroyGraphPhase2Locked(graph);
   return CUDA_SUCCESS;
 }
@@ -356,36 +352,28 @@ CUresult GraphAddNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
       return e.to_port != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
     }
   }
-  GraphEvents events;
-  CUresult r;
-  {
-    std::lock_guard lock(Graphs().mu);
+  return WithGraphsLocked([&](GraphEvents* events) {
     if (!UserGraphLocked(graph)) {
       drop();
       return CUDA_ERROR_INVALID_VALUE;
     }
-    r = AddNodeLocked(graph, deps, count, data, out, &events);
-  }
-  events.Emit();
-  return r;
+    return AddNodeLocked(graph, deps, count, data, out, events);
+  });
 }
 
 CUresult GraphClone(CUgraph* out, CUgraph original) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  GraphEvents events;
-  {
-    std::lock_guard lock(Graphs().mu);
+  return WithGraphsLocked([&](GraphEvents* events) {
     // Cloning is not supported for graphs with memory allocation or free nodes.
     if (!UserGraphLocked(original) || HasMemoryNodesLocked(original)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    CUgraph_st* clone = CloneGraphLocked(original, &events);
+    CUgraph_st* clone = CloneGraphLocked(original, events);
     clone->embedded = false;  // the user's
     *out = clone;
-  }
-  events.Emit();
-  return CUDA_SUCCESS;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult GraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {

@@ -198,48 +198,47 @@ CUresult GraphInstantiate(CUgraphExec* out, CUgraph graph, unsigned long long fl
     }
   }
   GraphState& s = Graphs();
-  GraphEvents events;
-  {
-    std::lock_guard lock(s.mu);
+  const CUresult r = WithGraphsLocked([&](GraphEvents* events) {
     // Not while it is being captured into; a graph with memory nodes has at most one exec.
     if (!UserGraphLocked(graph) || graph->capture != nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (HasMemoryNodesLocked(graph) && graph->execs > 0) return CUDA_ERROR_INVALID_VALUE;
     CUpti_GraphData starting{};
     starting.graph = graph;
-    events.Add(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATE_STARTING, starting);
+    events->Add(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATE_STARTING, starting);
     auto* exec = new CUgraphExec_st();
     exec->id = NextGraphIdLocked();
     exec->graph = graph;
     exec->graph_id = graph->id;
     exec->flags = flags;
-    CloneIntoExecLocked(graph, exec, &exec->nodes, &events);
+    CloneIntoExecLocked(graph, exec, &exec->nodes, events);
     s.execs.insert(exec);
     ++graph->execs;
     CUpti_GraphData created{};
     created.graph = graph;
     created.graphExec = exec;
-    events.Add(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, created);
+    events->Add(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, created);
     *out = exec;
+    return CUDA_SUCCESS;
+  });
+  if (r == CUDA_SUCCESS && params != nullptr) {
+    params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
   }
-  events.Emit();
-  if (params != nullptr) params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
-  return CUDA_SUCCESS;
+  return r;
 }
 
 CUresult GraphExecDestroy(CUgraphExec exec) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   GraphState& s = Graphs();
-  GraphEvents events;
-  {
-    std::lock_guard lock(s.mu);
+  const CUresult started = WithGraphsLocked([&](GraphEvents* events) {
     if (CUresult r = ExecOf(exec); r != CUDA_SUCCESS) return r;
     exec->destroyed = true;
     CUpti_GraphData e{};
     e.graph = s.graphs.count(exec->graph) != 0 ? exec->graph : nullptr;
     e.graphExec = exec;
-    events.Add(CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING, e);
-  }
-  events.Emit();
+    events->Add(CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING, e);
+    return CUDA_SUCCESS;
+  });
+  if (started != CUDA_SUCCESS) return started;
   std::lock_guard lock(s.mu);
   ForgetExecNodesLocked(exec->nodes);
   for (GraphAlloc* a : exec->allocs) {

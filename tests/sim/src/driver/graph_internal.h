@@ -172,6 +172,20 @@ class GraphEvents {
   std::vector<std::pair<CUpti_CallbackId, CUpti_GraphData>> events_;
 };
 
+// Runs `locked(&events)` with Graphs().mu held, then, the lock released, delivers the events it
+// collected. Returns what `locked` returned.
+template <typename Locked>
+CUresult WithGraphsLocked(Locked&& locked) {
+  GraphEvents events;
+  CUresult r;
+  {
+    std::lock_guard lock(Graphs().mu);
+    r = locked(&events);
+  }
+  events.Emit();
+  return r;
+}
+
 // Graph model (graph.cc). "Locked" functions need Graphs().mu held.
 bool UserGraphLocked(CUgraph_st* g);
 bool HasMemoryNodesLocked(const CUgraph_st* g);

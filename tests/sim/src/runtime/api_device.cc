@@ -1,6 +1,7 @@
 // Exported runtime API: devices, streams, events, errors, versions and driver entry points.
 #include <cstring>
 
+#include "common/error_names.h"
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
 
@@ -101,29 +102,7 @@ cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
     "attempt to terminate a thread-local capture sequence from another thread")                    \
   X(cudaErrorUnknown, "unknown error")
 
-const char* ErrorName(cudaError_t e) {
-  switch (e) {
-#define GWSIM_NAME_CASE(code, text) \
-  case code:                        \
-    return #code;
-    GWSIM_CUDA_ERRORS(GWSIM_NAME_CASE)
-#undef GWSIM_NAME_CASE
-    default:
-      return "unrecognized error code";
-  }
-}
-
-const char* ErrorString(cudaError_t e) {
-  switch (e) {
-#define GWSIM_STRING_CASE(code, text) \
-  case code:                          \
-    return text;
-    GWSIM_CUDA_ERRORS(GWSIM_STRING_CASE)
-#undef GWSIM_STRING_CASE
-    default:
-      return "unrecognized error code";
-  }
-}
+GWSIM_ERROR_NAME_AND_STRING(cudaError_t, GWSIM_CUDA_ERRORS, "unrecognized error code")
 
 cudaError_t EntryPoint(const char* symbol, void** funcPtr, int version, unsigned long long flags,
                        cudaDriverEntryPointQueryResult* status, bool per_thread) {

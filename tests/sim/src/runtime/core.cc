@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "common/leaked.h"
 
@@ -210,57 +211,38 @@ const DriverApi& Drv() {
 Quiet::Quiet() : previous_(Drv().set_quiet(1)) {}
 Quiet::~Quiet() { Drv().set_quiet(previous_); }
 
+// The runtime's error for each driver result it passes on; any other is cudaErrorUnknown.
+constexpr std::pair<CUresult, cudaError_t> kDriverToRuntimeErrors[] = {
+    {CUDA_SUCCESS, cudaSuccess},
+    {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidValue},
+    {CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation},
+    {CUDA_ERROR_NOT_INITIALIZED, cudaErrorInitializationError},
+    {CUDA_ERROR_NO_DEVICE, cudaErrorNoDevice},
+    {CUDA_ERROR_INVALID_DEVICE, cudaErrorInvalidDevice},
+    {CUDA_ERROR_INVALID_CONTEXT, cudaErrorDeviceUninitialized},
+    {CUDA_ERROR_INVALID_HANDLE, cudaErrorInvalidResourceHandle},
+    {CUDA_ERROR_NOT_FOUND, cudaErrorSymbolNotFound},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cudaErrorHostMemoryAlreadyRegistered},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cudaErrorHostMemoryNotRegistered},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, cudaErrorPeerAccessAlreadyEnabled},
+    {CUDA_ERROR_NOT_SUPPORTED, cudaErrorNotSupported},
+    {CUDA_ERROR_NOT_PERMITTED, cudaErrorNotPermitted},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cudaErrorStreamCaptureUnsupported},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cudaErrorStreamCaptureInvalidated},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, cudaErrorStreamCaptureMerge},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, cudaErrorStreamCaptureUnmatched},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, cudaErrorStreamCaptureUnjoined},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, cudaErrorStreamCaptureIsolation},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, cudaErrorStreamCaptureImplicit},
+    {CUDA_ERROR_CAPTURED_EVENT, cudaErrorCapturedEvent},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, cudaErrorStreamCaptureWrongThread},
+};
+
 cudaError_t ToCudaError(CUresult r) {
-  switch (r) {
-    case CUDA_SUCCESS:
-      return cudaSuccess;
-    case CUDA_ERROR_INVALID_VALUE:
-      return cudaErrorInvalidValue;
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return cudaErrorMemoryAllocation;
-    case CUDA_ERROR_NOT_INITIALIZED:
-      return cudaErrorInitializationError;
-    case CUDA_ERROR_NO_DEVICE:
-      return cudaErrorNoDevice;
-    case CUDA_ERROR_INVALID_DEVICE:
-      return cudaErrorInvalidDevice;
-    case CUDA_ERROR_INVALID_CONTEXT:
-      return cudaErrorDeviceUninitialized;
-    case CUDA_ERROR_INVALID_HANDLE:
-      return cudaErrorInvalidResourceHandle;
-    case CUDA_ERROR_NOT_FOUND:
-      return cudaErrorSymbolNotFound;
-    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
-      return cudaErrorHostMemoryAlreadyRegistered;
-    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
-      return cudaErrorHostMemoryNotRegistered;
-    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
-      return cudaErrorPeerAccessAlreadyEnabled;
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return cudaErrorNotSupported;
-    case CUDA_ERROR_NOT_PERMITTED:
-      return cudaErrorNotPermitted;
-    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
-      return cudaErrorStreamCaptureUnsupported;
-    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
-      return cudaErrorStreamCaptureInvalidated;
-    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
-      return cudaErrorStreamCaptureMerge;
-    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
-      return cudaErrorStreamCaptureUnmatched;
-    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
-      return cudaErrorStreamCaptureUnjoined;
-    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
-      return cudaErrorStreamCaptureIsolation;
-    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
-      return cudaErrorStreamCaptureImplicit;
-    case CUDA_ERROR_CAPTURED_EVENT:
-      return cudaErrorCapturedEvent;
-    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
-      return cudaErrorStreamCaptureWrongThread;
-    default:
-      return cudaErrorUnknown;
+  for (const auto& [driver, runtime] : kDriverToRuntimeErrors) {
+    if (driver == r) return runtime;
   }
+  return cudaErrorUnknown;
 }
 
 cudaError_t EnsurePrimary(int device, CUcontext* out) {
