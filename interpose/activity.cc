@@ -1,7 +1,9 @@
 #include "interpose/activity.h"
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "interpose/guard.h"
 #include "libgpuwatch/session/session.h"
@@ -18,45 +20,44 @@ constexpr size_t kBufferAlign = 8;  // CUPTI's requirement
 std::atomic<Session*> g_session{nullptr};
 decltype(&cuptiActivityGetNextRecord) g_next_record = nullptr;
 
-CopyKind FromActivityCopyKind(uint8_t kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
-      return CopyKind::kHostToDevice;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
-      return CopyKind::kDeviceToHost;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
-      return CopyKind::kDeviceToDevice;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
-      return CopyKind::kHostToHost;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
-      return CopyKind::kPeer;
-    default:
-      return CopyKind::kUnknown;
+// A table from CUPTI's kinds (small integers) to gpuwatch's: each Map() says
+// which of CUPTI's kinds are one of ours; the rest are To{} (unknown).
+template <typename To, size_t N>
+struct KindTable {
+  std::array<To, N> to{};
+  constexpr KindTable Map(std::initializer_list<int> from, To kind) const {
+    KindTable t = *this;
+    for (const int f : from) t.to[static_cast<size_t>(f)] = kind;
+    return t;
   }
-}
+  constexpr To operator()(uint8_t kind) const { return kind < N ? to[kind] : To{}; }
+};
 
-HostKind FromMemoryKind(uint8_t kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
-      return HostKind::kPageable;
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
-      return HostKind::kPinned;
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
-      return HostKind::kManaged;
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
-      return HostKind::kDevice;
-    default:
-      return HostKind::kUnknown;
-  }
-}
+// Arrays are device memory; copies between device and array memory are d2d.
+constexpr auto FromActivityCopyKind =
+    KindTable<CopyKind, CUPTI_ACTIVITY_MEMCPY_KIND_PTOP + 1>{}
+        .Map({CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMCPY_KIND_HTOA},
+             CopyKind::kHostToDevice)
+        .Map({CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMCPY_KIND_ATOH},
+             CopyKind::kDeviceToHost)
+        .Map({CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMCPY_KIND_ATOA,
+              CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, CUPTI_ACTIVITY_MEMCPY_KIND_DTOA},
+             CopyKind::kDeviceToDevice)
+        .Map({CUPTI_ACTIVITY_MEMCPY_KIND_HTOH}, CopyKind::kHostToHost)
+        .Map({CUPTI_ACTIVITY_MEMCPY_KIND_PTOP}, CopyKind::kPeer);
+static_assert(CopyKind{} == CopyKind::kUnknown);
+
+constexpr auto FromMemoryKind =
+    KindTable<HostKind, CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC + 1>{}
+        .Map({CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE}, HostKind::kPageable)
+        .Map({CUPTI_ACTIVITY_MEMORY_KIND_PINNED}, HostKind::kPinned)
+        .Map({CUPTI_ACTIVITY_MEMORY_KIND_MANAGED, CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC},
+             HostKind::kManaged)
+        .Map({CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, CUPTI_ACTIVITY_MEMORY_KIND_ARRAY,
+              CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC},
+             HostKind::kDevice);
+static_assert(HostKind{} == HostKind::kUnknown);
+static_assert(FromMemoryKind(CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN) == HostKind::kUnknown);
 
 // The host side of a copy: the source of H2D, the destination of D2H.
 HostKind HostSide(CopyKind kind, uint8_t src, uint8_t dst) {

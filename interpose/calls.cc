@@ -159,8 +159,8 @@ constexpr CallbackSpec kRegistry[] = {
     RT0(__cudaLaunchKernel_ptsz_v13000, kLaunch),
     RT0(cudaLaunchCooperativeKernel_v9000, kLaunch),
     RT0(cudaLaunchCooperativeKernel_ptsz_v9000, kLaunch),
-    RT(cudaGraphLaunch_v10000, kGraphLaunch, ReadGraphLaunchRuntime),
-    RT(cudaGraphLaunch_ptsz_v10000, kGraphLaunch, ReadGraphLaunchRuntime),
+    RT(cudaGraphLaunch_v10000, kGraphLaunch, ReadGraphLaunch),
+    RT(cudaGraphLaunch_ptsz_v10000, kGraphLaunch, ReadGraphLaunch),
     // Runtime: where the host waits.
     RT0(cudaDeviceSynchronize_v3020, kSync, SyncKind::kDevice),
     RT0(cudaThreadSynchronize_v3020, kSync, SyncKind::kDevice),
@@ -268,8 +268,8 @@ constexpr CallbackSpec kRegistry[] = {
     DRV0(cuLaunchKernelEx_ptsz, kLaunch),
     DRV0(cuLaunchCooperativeKernel, kLaunch),
     DRV0(cuLaunchCooperativeKernel_ptsz, kLaunch),
-    DRV(cuGraphLaunch, kGraphLaunch, ReadGraphLaunchDriver),
-    DRV(cuGraphLaunch_ptsz, kGraphLaunch, ReadGraphLaunchDriver),
+    DRV(cuGraphLaunch, kGraphLaunch, ReadGraphLaunch),
+    DRV(cuGraphLaunch_ptsz, kGraphLaunch, ReadGraphLaunch),
     // Driver: where the host waits.
     DRV0(cuCtxSynchronize, kSync, SyncKind::kDevice),
     DRV0(cuCtxSynchronize_v2, kSync, SyncKind::kDevice),

@@ -241,18 +241,15 @@ bool ReadGraphAddNodeDriver(const CUpti_CallbackData* d, bool ok, ParsedCall* c)
   }
 }
 
+// cudaGraphLaunch and cuGraphLaunch: the exec launched, by the name each
+// params struct gives it.
 template <typename P>
-bool ReadGraphLaunchRuntime(const CUpti_CallbackData* d, bool, ParsedCall* c) {
-  c->role = Role::kGraphLaunch;
-  c->graph_exec = Params<P>(d).graphExec;
-  return true;
-}
-
-template <typename P>
-bool ReadGraphLaunchDriver(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+bool ReadGraphLaunch(const CUpti_CallbackData* d, bool, ParsedCall* c) {
   c->role = Role::kGraphLaunch;
   const auto& p = Params<P>(d);
-  if constexpr (requires { p.hGraphExec; }) {
+  if constexpr (requires { p.graphExec; }) {
+    c->graph_exec = p.graphExec;
+  } else if constexpr (requires { p.hGraphExec; }) {
     c->graph_exec = p.hGraphExec;
   } else {
     c->graph_exec = p.hGraph;

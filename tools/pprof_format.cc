@@ -2,12 +2,14 @@
 
 #include <zlib.h>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "libgpuwatch/symbolize/symbolizer.h"
@@ -25,27 +27,27 @@ int64_t Signed(uint64_t v) {
              : static_cast<int64_t>(v);
 }
 
-// The values of one sample, in the order of the sample types.
-struct Figures {
-  uint64_t live_bytes = 0;
-  uint64_t live_count = 0;
-  uint64_t alloc_bytes = 0;
-  uint64_t alloc_count = 0;
+// The sample types, in the order of every sample's values (Figures).
+enum Value : size_t { kLiveBytes, kLiveCount, kAllocBytes, kAllocCount, kNumValues };
+constexpr std::pair<const char*, const char*> kSampleTypes[kNumValues] = {
+    {"live_space", "bytes"},
+    {"live_objects", "count"},
+    {"alloc_space", "bytes"},
+    {"alloc_objects", "count"},
 };
+// The values of one sample, indexed by Value.
+using Figures = std::array<uint64_t, kNumValues>;
 
 class ProfileBuilder {
  public:
   ProfileBuilder() {
     String("");  // string_table[0] must be ""
-    for (const auto& [type, unit] : {std::pair{"live_space", "bytes"},
-                                     {"live_objects", "count"},
-                                     {"alloc_space", "bytes"},
-                                     {"alloc_objects", "count"}}) {
+    for (const auto& [type, unit] : kSampleTypes) {
       pb::ValueType* t = profile_.add_sample_type();
       t->set_type(String(type));
       t->set_unit(String(unit));
     }
-    profile_.set_default_sample_type(String("live_space"));
+    profile_.set_default_sample_type(String(kSampleTypes[kLiveBytes].first));
   }
 
   int64_t String(const std::string& s) {
@@ -82,9 +84,7 @@ class ProfileBuilder {
                  const std::vector<std::pair<std::string, std::string>>& labels, int64_t site) {
     pb::Sample* s = profile_.add_sample();
     for (const uint64_t id : stack) s->add_location_id(id);
-    for (const uint64_t v : {f.live_bytes, f.live_count, f.alloc_bytes, f.alloc_count}) {
-      s->add_value(Signed(v));
-    }
+    for (const uint64_t v : f) s->add_value(Signed(v));
     if (site >= 0) {
       pb::Label* l = s->add_label();
       l->set_key(String("site"));
@@ -171,7 +171,7 @@ class ProfileBuilder {
 
 struct SiteSample {
   const json* site = nullptr;  // the entry with the richest stack seen
-  Figures figures;
+  Figures figures{};
 };
 
 }  // namespace
@@ -188,7 +188,7 @@ std::string PprofProfile(const json& doc) {
     if (frames.is_array() && frames.size() > Sub(*s.site, "frames").size()) s.site = &site;
     return s;
   };
-  Figures omitted;
+  Figures omitted{};
   bool any_omitted = false;
   for (const char* section : {"device", "host"}) {
     const json& leaks = Sub(Sub(doc, "leaks"), section);
@@ -197,24 +197,24 @@ std::string PprofProfile(const json& doc) {
     if (sites.is_array()) {
       for (const json& site : sites) {
         SiteSample& s = sample_of(site);
-        s.figures.live_bytes += U64(site, "bytes");
-        s.figures.live_count += U64(site, "count");
+        s.figures[kLiveBytes] += U64(site, "bytes");
+        s.figures[kLiveCount] += U64(site, "count");
         listed_count += U64(site, "count");
       }
     }
     if (U64(leaks, "omitted_bytes") != 0 || U64(leaks, "omitted_sites") != 0) {
       any_omitted = true;
-      omitted.live_bytes += U64(leaks, "omitted_bytes");
+      omitted[kLiveBytes] += U64(leaks, "omitted_bytes");
       const uint64_t count = U64(leaks, "count");
-      omitted.live_count += count > listed_count ? count - listed_count : 0;
+      omitted[kLiveCount] += count > listed_count ? count - listed_count : 0;
     }
   }
   const json& sites = Sub(doc, "sites");
   if (sites.is_array()) {
     for (const json& site : sites) {
       SiteSample& s = sample_of(site);
-      s.figures.alloc_bytes += U64(site, "alloc_bytes");
-      s.figures.alloc_count += U64(site, "allocs");
+      s.figures[kAllocBytes] += U64(site, "alloc_bytes");
+      s.figures[kAllocCount] += U64(site, "allocs");
     }
   }
 

@@ -41,7 +41,7 @@ inline constexpr uint32_t kMaxStacks = 1u << 20;
 inline constexpr size_t kMaxStackBytes = size_t{256} << 20;
 
 // What one process recorded since attach, or since the fork that made it.
-struct Recording {
+struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at a time
   // `trace_events` 0: no event trace.
   Recording(const Config& config, size_t trace_events);
 

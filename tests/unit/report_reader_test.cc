@@ -1,11 +1,13 @@
 #include "tools/report_reader.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "tools/report_validate.h"
 
@@ -14,20 +16,19 @@ namespace {
 
 TEST(ParseBytes, PlainAndBinarySuffixes) {
   uint64_t v = 0;
-  EXPECT_TRUE(ParseBytes("0", &v));
-  EXPECT_EQ(v, 0u);
-  EXPECT_TRUE(ParseBytes("4096", &v));
-  EXPECT_EQ(v, 4096u);
-  EXPECT_TRUE(ParseBytes("4KiB", &v));
-  EXPECT_EQ(v, 4096u);
-  EXPECT_TRUE(ParseBytes("512 MiB", &v));
-  EXPECT_EQ(v, 512u << 20);
-  EXPECT_TRUE(ParseBytes("1.5GiB", &v));
-  EXPECT_EQ(v, 3ull << 29);
-  EXPECT_TRUE(ParseBytes("2gib", &v));
-  EXPECT_EQ(v, 2ull << 30);
-  EXPECT_TRUE(ParseBytes("100B", &v));
-  EXPECT_EQ(v, 100u);
+  const std::pair<const char*, uint64_t> good[] = {
+      {"0", 0},
+      {"4096", 4096},
+      {"4KiB", 4096},
+      {"512 MiB", 512u << 20},
+      {"1.5GiB", 3ull << 29},
+      {"2gib", 2ull << 30},
+      {"100B", 100},
+  };
+  for (const auto& [text, bytes] : good) {
+    EXPECT_TRUE(ParseBytes(text, &v)) << text;
+    EXPECT_EQ(v, bytes) << text;
+  }
   for (const char* bad : {"", "MiB", "10MB", "10 M", "-1", "1e3", "1..5KiB", "99999999999TiB"}) {
     EXPECT_FALSE(ParseBytes(bad, &v)) << bad;
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,24 @@ AllocEvent Event(uint64_t address, uint64_t size, MemKind kind, uint32_t stack_i
 
 const KindTotals& Kind(const TrackerSnapshot& s, MemKind k) { return s.kinds[static_cast<int>(k)]; }
 
+// What the tests check of a kind's totals, compared whole: bytes live now,
+// the peak, allocations and frees ever made.
+struct Counts {
+  uint64_t current_bytes;
+  uint64_t peak_bytes;
+  uint64_t allocs;
+  uint64_t frees;
+  bool operator==(const Counts&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const Counts& c) {
+    return os << "{current " << c.current_bytes << ", peak " << c.peak_bytes << ", allocs "
+              << c.allocs << ", frees " << c.frees << "}";
+  }
+};
+Counts CountsOf(const TrackerSnapshot& s, MemKind k) {
+  const KindTotals& t = Kind(s, k);
+  return {t.current_bytes, t.peak_bytes, t.allocs, t.frees};
+}
+
 TEST(Tracker, CountsCurrentPeakAndKindsApart) {
   Tracker t;
   t.OnAlloc(Event(0x1000, 100, MemKind::kDevice));
@@ -22,11 +41,8 @@ TEST(Tracker, CountsCurrentPeakAndKindsApart) {
   EXPECT_TRUE(t.OnFree(0x1000));
   t.OnAlloc(Event(0x4000, 20, MemKind::kPool));
   const TrackerSnapshot s = t.Snapshot();
-  EXPECT_EQ(Kind(s, MemKind::kDevice).current_bytes, 50u);
-  EXPECT_EQ(Kind(s, MemKind::kDevice).peak_bytes, 150u);
-  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 2u);
-  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 1u);
-  EXPECT_EQ(Kind(s, MemKind::kPinnedHost).current_bytes, 1000u);
+  EXPECT_EQ(CountsOf(s, MemKind::kDevice), (Counts{50, 150, 2, 1}));
+  EXPECT_EQ(CountsOf(s, MemKind::kPinnedHost), (Counts{1000, 1000, 1, 0}));
   // Pinned host bytes never count as device bytes.
   EXPECT_EQ(s.device_current_bytes, 70u);
   EXPECT_EQ(s.device_peak_bytes, 150u);
@@ -53,16 +69,12 @@ TEST(Tracker, AllocationAtALiveAddressReplacesIt) {
   t.OnAlloc(Event(0x1000, 256, MemKind::kDevice));
   t.OnAlloc(Event(0x1000, 256, MemKind::kPool));
   const TrackerSnapshot s = t.Snapshot();
-  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, 1u);
-  EXPECT_EQ(Kind(s, MemKind::kDevice).current_bytes, 0u);
-  EXPECT_EQ(Kind(s, MemKind::kDevice).frees, 1u);
-  EXPECT_EQ(Kind(s, MemKind::kPool).allocs, 1u);
-  EXPECT_EQ(Kind(s, MemKind::kPool).current_bytes, 256u);
+  EXPECT_EQ(CountsOf(s, MemKind::kDevice), (Counts{0, 256, 1, 1}));
+  EXPECT_EQ(CountsOf(s, MemKind::kPool), (Counts{256, 256, 1, 0}));
   EXPECT_EQ(s.device_current_bytes, 256u);
   t.OnAlloc(Event(0x1000, 512, MemKind::kPool));
   const TrackerSnapshot s2 = t.Snapshot();
-  EXPECT_EQ(Kind(s2, MemKind::kPool).allocs, 2u);
-  EXPECT_EQ(Kind(s2, MemKind::kPool).frees, 1u);
+  EXPECT_EQ(CountsOf(s2, MemKind::kPool), (Counts{512, 512, 2, 1}));
   EXPECT_EQ(s2.device_current_bytes, 512u);
   EXPECT_EQ(s2.live.size(), 1u);
 }

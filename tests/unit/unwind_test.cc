@@ -81,6 +81,16 @@ bool IsLoaded(const char* soname) {
   return query.found;
 }
 
+// Runs `check` once for every unwind method, under the method's name (a
+// fatal failure ends that method's check only).
+template <typename Check>
+void ForEachMethod(Check check) {
+  for (const UnwindMethod method : kMethods) {
+    SCOPED_TRACE(UnwindMethodName(method));
+    check(method);
+  }
+}
+
 TEST(UnwindTest, UsesTheCfiWalkerBeforeLibunwind) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   EXPECT_TRUE(UnwinderAvailable());
@@ -92,8 +102,7 @@ TEST(UnwindTest, UsesTheCfiWalkerBeforeLibunwind) {
 
 TEST(UnwindTest, FirstFrameIsTheCaller) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
-  for (const UnwindMethod method : kMethods) {
-    SCOPED_TRACE(UnwindMethodName(method));
+  ForEachMethod([&](UnwindMethod method) {
     Captured c;
     CaptureHere(method, 0, &c);
     ASSERT_GE(c.n, 3);
@@ -101,13 +110,12 @@ TEST(UnwindTest, FirstFrameIsTheCaller) {
     EXPECT_GT(c.pcs[0], c.fn);
     EXPECT_LT(c.pcs[0], c.fn + 512);
     EXPECT_EQ(c.pcs[1], c.ra);
-  }
+  });
 }
 
 TEST(UnwindTest, SkipDropsFrames) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
-  for (const UnwindMethod method : kMethods) {
-    SCOPED_TRACE(UnwindMethodName(method));
+  ForEachMethod([&](UnwindMethod method) {
     Captured c;
     CaptureHere(method, 1, &c);
     ASSERT_GE(c.n, 2);
@@ -115,7 +123,7 @@ TEST(UnwindTest, SkipDropsFrames) {
     Captured far;
     CaptureHere(method, 100000, &far);
     EXPECT_EQ(far.n, 0);
-  }
+  });
 }
 
 TEST(UnwindTest, PublicEntryPointMatchesExplicitMethod) {
@@ -129,15 +137,14 @@ TEST(UnwindTest, PublicEntryPointMatchesExplicitMethod) {
 
 TEST(UnwindTest, DepthIsCapped) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
-  for (const UnwindMethod method : kMethods) {
-    SCOPED_TRACE(UnwindMethodName(method));
+  ForEachMethod([&](UnwindMethod method) {
     uintptr_t pcs[64];
     EXPECT_EQ(Recurse(40, method, pcs, 32), 32);
     // Every level of the recursion returns to the same place.
     for (int i = 2; i < 32; ++i) EXPECT_EQ(pcs[i], pcs[1]) << i;
     EXPECT_EQ(Recurse(3, method, pcs, 0), 0);
     EXPECT_EQ(Recurse(3, method, pcs, -1), 0);
-  }
+  });
 }
 
 TEST(UnwindTest, MethodsAgree) {
@@ -156,8 +163,7 @@ TEST(UnwindTest, MethodsAgree) {
 #ifdef GPUWATCH_COUNT_MALLOC
 TEST(UnwindTest, NoHeapAllocationPerCapture) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
-  for (const UnwindMethod method : kMethods) {
-    SCOPED_TRACE(UnwindMethodName(method));
+  ForEachMethod([&](UnwindMethod method) {
     long steady = -1;
     std::thread([method, &steady] {
       uintptr_t pcs[32];
@@ -171,7 +177,7 @@ TEST(UnwindTest, NoHeapAllocationPerCapture) {
       steady = g_mallocs;
     }).join();
     EXPECT_EQ(steady, 0);
-  }
+  });
 }
 #endif
 
