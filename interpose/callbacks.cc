@@ -123,7 +123,8 @@ VmmHandle HandleOf(uint64_t handle) {
 }
 
 void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
-  if (call.address == 0 || Tables().tracker.paused()) return;  // paused: no stack either
+  Tracker& tracker = Tables().tracker;
+  if (call.address == 0 || tracker.paused()) return;  // paused: no stack either
   AllocEvent e;
   e.address = call.address;
   e.size = call.size;
@@ -136,7 +137,7 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   }
   e.stream = Addr(call.stream);
   e.stack_id = CallSite();
-  Tables().tracker.OnAlloc(e);
+  tracker.OnAlloc(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
 }
 
@@ -209,9 +210,10 @@ CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_i
 }
 
 void Launch(const char* name) {
-  if (Tables().tracker.paused()) return;
-  Tables().tracker.OnLaunch();
-  Tables().kernels.OnLaunch(name);
+  Recording& r = Tables();
+  if (r.tracker.paused()) return;
+  r.tracker.OnLaunch();
+  r.kernels.OnLaunch(name);
 }
 
 constexpr const char kGraphLaunch[] = "(graph launch)";
@@ -230,7 +232,8 @@ void BlockEnter() {
 
 void BlockExit(SyncKind kind) {
   if (t_block_start == 0) return;
-  Tables().lifecycle.Blocked(kind, Tables().tracker.NowNs() - t_block_start);
+  Recording& r = Tables();
+  r.lifecycle.Blocked(kind, r.tracker.NowNs() - t_block_start);
   t_block_start = 0;
 }
 
@@ -570,7 +573,7 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
       // The CUDA libraries of this context are loaded by now (a runtime
       // loaded after gpuwatch attached, or loaded again after a dlclose).
       if (g_hooks.session->stacks() != nullptr) RefreshToolModules();
-      Tables().lifecycle.ContextReady(Tables().tracker.NowNs());
+      Tables().lifecycle.ContextReady(Tables().tracker.NowNs());  // rare
       return;
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();

@@ -82,15 +82,26 @@ void Session::UnlockAfterFork() {
   if (stacks_ != nullptr) stacks_->UnlockAfterFork();
 }
 
+namespace {
+
+// The live memory a report shows: as a callback captured it, else now. Built
+// in place (a snapshot of a big process is tens of MiB: never copied twice).
+TrackerSnapshot LiveMemory(const Recording& r, const TrackerSnapshot* captured) {
+  if (captured != nullptr) return *captured;
+  return r.tracker.Snapshot();
+}
+
+}  // namespace
+
 SessionReport::SessionReport(const Session& session, ReportRequest request)
     : session_(session),
       context_(std::move(request.context)),
+      snapshot_(LiveMemory(session.recording(), request.captured)),
+      transfers_(session.recording().transfers.Snapshot()),
+      kernels_(session.recording().kernels.Snapshot()),
+      timeline_(session.recording().timeline.Snapshot()),
       sites_(session.stacks(), session.stacks() != nullptr ? request.symbolizer : nullptr) {
   const Recording& r = session.recording();
-  snapshot_ = request.captured != nullptr ? *request.captured : r.tracker.Snapshot();
-  transfers_ = r.transfers.Snapshot();
-  kernels_ = r.kernels.Snapshot();
-  timeline_ = r.timeline.Snapshot();
   if (r.trace != nullptr) {
     trace_ = r.trace->Snapshot();
     context_.trace = &trace_;
