@@ -48,6 +48,7 @@ namespace gpuwatch {
 namespace internal {
 
 struct LibdwApi {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): a declaration, not an expression
 #define GPUWATCH_LIBDW_MEMBER(name) decltype(&::name) name;
   GPUWATCH_LIBDW_FUNCTIONS(GPUWATCH_LIBDW_MEMBER)
 #undef GPUWATCH_LIBDW_MEMBER
