@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "interpose/callback_state.h"
 #include "interpose/guard.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/session/session.h"
@@ -17,32 +18,19 @@ namespace gpuwatch {
 
 thread_local constinit int t_inside_gpuwatch __attribute__((tls_model("initial-exec"))) = 0;
 
-namespace {
+namespace switchboard {
 
 CallbackHooks g_hooks;
+thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
+thread_local bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
 
 // Depth of runtime API calls on this thread. A runtime call that nests a
 // driver call (cudaMalloc -> cuMemAlloc_v2) is counted at the runtime level
 // only. initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed us through CUDA_INJECTION64_PATH.
 thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
-
-// The outermost tracked call in progress on this thread, from its ENTER to
-// its EXIT. Plain data: a thread_local with a destructor could not be
-// initial-exec.
-struct CallInProgress {
-  const CallbackSpec* spec = nullptr;
-  ParsedCall call;  // as read at ENTER
-  uint32_t correlation = 0;
-  uint32_t stack_id = 0;  // captured once per call (CallSite)
-  bool stack_captured = false;
-  bool made_node = false;  // a graph node was made inside it (GRAPHNODE_CREATED)
-  uint64_t node = 0;
-  bool freed = false;  // kFree: the allocation was removed at ENTER
-  LiveAlloc removed;
-};
-thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
-thread_local bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
 
 // gpuwatch may attach while runtime calls are in flight (injection attaches
 // inside cuInit, inside the program's first runtime call, and other threads
@@ -57,11 +45,6 @@ thread_local bool t_driver_before_runtime __attribute__((tls_model("initial-exec
 // Start of the outermost blocking call on this thread, 0 when none.
 thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
 
-uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-// The tables events go to now (a fork child swaps them: Session).
-Recording& Tables() { return g_hooks.session->recording(); }
-
 // Captures and interns the calling thread's stack: before any lock. The
 // frames of gpuwatch, CUPTI, the driver and the runtime above the user's call
 // are left out (CaptureUserStack). In a Python process the Python frames
@@ -73,6 +56,8 @@ uint32_t CaptureSite() {
   n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
   return g_hooks.session->stacks()->Intern(pcs, n);
 }
+
+}  // namespace
 
 uint32_t CallSite() {
   if (!t_call.stack_captured) {
@@ -95,6 +80,8 @@ int32_t DeviceOfContext(CUcontext context, uint32_t context_uid) {
   t_device = static_cast<int32_t>(device);
   return t_device;
 }
+
+namespace {
 
 int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
 
@@ -161,6 +148,8 @@ HostKind HostOf(uint64_t address) {
   return Tables().tracker.ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
 }
 
+}  // namespace
+
 // Resolves what the call did not say (cudaMemcpyDefault, cuMemcpy, unified
 // memory) and the host memory kind, from gpuwatch's own tables: an activity
 // record, when one joins the call, says it better.
@@ -201,6 +190,8 @@ void ClassifyCopy(const ParsedCall& parsed, CopyCall* call) {
   }
 }
 
+namespace {
+
 CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_id) {
   CopyCall call = parsed.copy;
   call.correlation = correlation;
@@ -209,6 +200,8 @@ CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_i
   return call;
 }
 
+}  // namespace
+
 void Launch(const char* name) {
   Recording& r = Tables();
   if (r.tracker.paused()) return;
@@ -216,7 +209,7 @@ void Launch(const char* name) {
   r.kernels.OnLaunch(name);
 }
 
-constexpr const char kGraphLaunch[] = "(graph launch)";
+namespace {
 
 // The first CUDA call: start of the initialisation latency.
 void FirstCall() {
@@ -235,68 +228,6 @@ void BlockExit(SyncKind kind) {
   Recording& r = Tables();
   r.lifecycle.Blocked(kind, r.tracker.NowNs() - t_block_start);
   t_block_start = 0;
-}
-
-bool IsRecording() { return !Tables().tracker.paused(); }
-
-// The copy a graph's memcpy node makes at each launch.
-CopyCall GraphCopy(const GraphWork& work) {
-  CopyCall copy;
-  copy.stack_id = work.stack_id;
-  copy.bytes = work.bytes;
-  copy.kind = work.copy_kind;
-  copy.host = work.host;
-  copy.async = true;
-  return copy;
-}
-
-// A graph launch: the copies of its memcpy nodes wait for their records from
-// ENTER (with activity); its memory nodes allocate and free at a successful
-// EXIT, where copies without activity are counted too.
-void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
-  if (!g_hooks.copy_activity || !IsRecording()) return;
-  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
-    if (work.type != GraphWork::Type::kCopy) continue;
-    CopyCall copy = GraphCopy(work);
-    copy.correlation = correlation;
-    Tables().transfers.OnGraphCopy(correlation, node, copy, /*activity=*/true);
-  }
-}
-
-void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded) {
-  const bool recording = IsRecording();
-  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
-    switch (work.type) {
-      case GraphWork::Type::kCopy:
-        if (!succeeded) {
-          if (g_hooks.copy_activity) {
-            Tables().transfers.OnGraphLaunchFailed(correlation, node);
-          }
-        } else if (recording) {
-          Tables().tracker.OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
-          if (!g_hooks.copy_activity) {
-            Tables().transfers.OnGraphCopy(correlation, node, GraphCopy(work),
-                                           /*activity=*/false);
-          }
-        }
-        break;
-      case GraphWork::Type::kAlloc:
-        if (succeeded && recording && work.address != 0) {
-          AllocEvent e;
-          e.address = work.address;
-          e.size = work.size;
-          e.kind = MemKind::kGraph;
-          e.device = work.device;
-          e.stack_id = work.stack_id;
-          Tables().tracker.OnAlloc(e);
-        }
-        break;
-      case GraphWork::Type::kFree:
-        if (succeeded && work.address != 0) Tables().tracker.OnFree(work.address);
-        break;
-    }
-  }
-  if (succeeded) Launch(kGraphLaunch);
 }
 
 // --- ENTER and EXIT of a tracked call -----------------------------------------
@@ -520,118 +451,26 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   }
 }
 
-// --- Graphs -------------------------------------------------------------------
-
-uint64_t NodeId(CUgraphNode node) {
-  uint64_t id = 0;
-  if (node == nullptr || g_hooks.get_graph_node_id(node, &id) != CUPTI_SUCCESS) return 0;
-  return id;
-}
-
-// A node made inside the tracked call in progress on this thread.
-void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
-  if (!t_in_call || t_call.spec == nullptr) return;
-  CallInProgress& c = t_call;
-  const ParsedCall& call = c.call;
-  // Instantiation makes nodes of its own; its clones are what count.
-  if (call.role == Role::kInstantiate) return;
-  c.made_node = true;
-  GraphWork work;
-  switch (call.role) {
-    case Role::kCopy:
-      work.type = GraphWork::Type::kCopy;
-      work.bytes = call.copy.bytes;
-      {
-        CopyCall classified = call.copy;
-        ClassifyCopy(call, &classified);
-        work.copy_kind = classified.kind;
-        work.host = classified.host;
-      }
-      break;
-    case Role::kAlloc:
-      work.type = GraphWork::Type::kAlloc;
-      work.size = call.size;
-      work.device = call.device >= 0 ? call.device : DeviceOfContext(r->context, /*context_uid=*/0);
-      break;
-    case Role::kFree:
-      work.type = GraphWork::Type::kFree;
-      work.address = call.address;
-      break;
-    default:
-      return;  // kernels and the rest: the graph launch counts them
-  }
-  const uint64_t id = NodeId(g->node);
-  if (id == 0) return;
-  work.stack_id = CallSite();
-  c.node = id;
-  g_hooks.session->graphs().OnNodeCreated(id, Addr(g->graph), work);
-}
-
-void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
-  switch (cbid) {
-    case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
-      // The CUDA libraries of this context are loaded by now (a runtime
-      // loaded after gpuwatch attached, or loaded again after a dlclose).
-      if (g_hooks.session->stacks() != nullptr) RefreshToolModules();
-      Tables().lifecycle.ContextReady(Tables().tracker.NowNs());  // rare
-      return;
-    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
-      if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();
-      return;
-    default:
-      break;
-  }
-  if (g_hooks.get_graph_node_id == nullptr || r->resourceDescriptor == nullptr) {
-    return;
-  }
-  const auto* g = static_cast<const CUpti_GraphData*>(r->resourceDescriptor);
-  switch (cbid) {
-    case CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED:
-      OnGraphNodeCreated(r, g);
-      return;
-    case CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED: {
-      const uint64_t clone = NodeId(g->node);
-      const uint64_t original = NodeId(g->originalNode);
-      if (clone == 0 || original == 0) return;
-      g_hooks.session->graphs().OnNodeCloned(clone, original, Addr(g->graph));
-      if (t_in_call && t_call.spec != nullptr && t_call.call.role == Role::kInstantiate) {
-        g_hooks.session->graphs().AddInstantiatedClone(pthread_self(), clone);
-      }
-      return;
-    }
-    case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
-      g_hooks.session->graphs().OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
-      return;
-    case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
-      g_hooks.session->graphs().OnExecDestroyed(Addr(g->graphExec));
-      return;
-    case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
-      g_hooks.session->graphs().OnGraphDestroyed(Addr(g->graph));
-      return;
-    default:
-      return;
-  }
-}
-
 }  // namespace
+}  // namespace switchboard
 
-void SetCallbackHooks(const CallbackHooks& hooks) { g_hooks = hooks; }
+void SetCallbackHooks(const CallbackHooks& hooks) { switchboard::g_hooks = hooks; }
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
-  if (g_hooks.session == nullptr || data == nullptr) return;
+  if (switchboard::g_hooks.session == nullptr || data == nullptr) return;
   // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
   if (InsideGpuwatch()) return;
   const ScopedInsideGpuwatch inside;
   switch (domain) {
     case CUPTI_CB_DOMAIN_RUNTIME_API:
-      OnRuntime(cbid, static_cast<const CUpti_CallbackData*>(data));
+      switchboard::OnRuntime(cbid, static_cast<const CUpti_CallbackData*>(data));
       return;
     case CUPTI_CB_DOMAIN_DRIVER_API:
-      OnDriver(cbid, static_cast<const CUpti_CallbackData*>(data));
+      switchboard::OnDriver(cbid, static_cast<const CUpti_CallbackData*>(data));
       return;
     case CUPTI_CB_DOMAIN_RESOURCE:
-      OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
+      switchboard::OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
       return;
     default:
       return;

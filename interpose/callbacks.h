@@ -1,4 +1,6 @@
-// The CUPTI callback switchboard: turns callback data into core events.
+// The CUPTI callback switchboard: turns callback data into core events
+// (callbacks.cc: the API calls; graph_callbacks.cc: graph launches and nodes,
+// and the resource domain; callback_state.h: what the two share).
 //
 // What each callback id means is in the registry (calls.h); this file decides
 // when each event is recorded:

@@ -70,36 +70,40 @@ struct Rule {
   std::vector<std::string> sites;  // the sites behind a broken rule
 };
 
-std::string SiteLine(const json& site, const std::string& figures) {
+std::string SiteLine(const ReportSite& site, const std::string& figures) {
   return figures + " at " + Describe(site);
 }
 
 // Sites of `now_sites` whose bytes grew over `base_sites`, matched by stack,
-// largest growth first.
-std::vector<std::string> GrownSites(const json& base_sites, const json& now_sites, const char* key,
-                                    size_t top) {
+// largest growth first. T: a site with `bytes` (leaks, peak).
+template <typename T>
+std::vector<std::string> GrownSites(const std::vector<const T*>& base_sites,
+                                    const std::vector<const T*>& now_sites, size_t top) {
   std::map<std::string, uint64_t> base;
-  if (base_sites.is_array()) {
-    for (const json& s : base_sites) base[SiteKey(s)] += U64(s, key);
-  }
-  std::vector<std::pair<uint64_t, const json*>> grown;
-  if (now_sites.is_array()) {
-    for (const json& s : now_sites) {
-      const uint64_t before = base[SiteKey(s)];
-      const uint64_t after = U64(s, key);
-      if (after > before) grown.emplace_back(after - before, &s);
-    }
+  for (const T* s : base_sites) base[SiteKey(*s)] += s->bytes;
+  std::vector<std::pair<uint64_t, const T*>> grown;
+  for (const T* s : now_sites) {
+    const uint64_t before = base[SiteKey(*s)];
+    if (s->bytes > before) grown.emplace_back(s->bytes - before, s);
   }
   std::stable_sort(grown.begin(), grown.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> lines;
   for (size_t i = 0; i < grown.size() && i < top; ++i) {
-    const uint64_t after = U64(*grown[i].second, key);
+    const uint64_t after = grown[i].second->bytes;
     lines.push_back(SiteLine(*grown[i].second, SignedBytes(static_cast<int64_t>(grown[i].first)) +
                                                    " (" + FormatBytes(after - grown[i].first) +
                                                    " -> " + FormatBytes(after) + ")"));
   }
   return lines;
+}
+
+template <typename T>
+std::vector<const T*> Pointers(const std::vector<T>& sites) {
+  std::vector<const T*> out;
+  out.reserve(sites.size());
+  for (const T& s : sites) out.push_back(&s);
+  return out;
 }
 
 Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
@@ -116,9 +120,9 @@ Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
                  ")";
   if (rule.broken) {
     for (size_t i = 0; i < split.leaked.size() && i < top; ++i) {
-      const json& site = *split.leaked[i];
-      rule.sites.push_back(SiteLine(
-          site, FormatBytes(U64(site, "bytes")) + " in " + std::to_string(U64(site, "count"))));
+      const LeakSite& site = *split.leaked[i];
+      rule.sites.push_back(
+          SiteLine(site, FormatBytes(site.bytes) + " in " + std::to_string(site.count)));
     }
     if (split.leaked.size() > top) {
       rule.sites.push_back("... and " + std::to_string(split.leaked.size() - top) + " more sites");
@@ -128,15 +132,14 @@ Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
 }
 
 // Growth suspects of one report against the limit.
-Rule SuspectRule(const json& doc, const GrowthLimit& limit, const Suppressions* extra,
+Rule SuspectRule(const ReportModel& m, const GrowthLimit& limit, const Suppressions* extra,
                  bool include_categories, std::vector<std::string>* notes) {
   Rule rule;
   rule.name = "growth";
-  const json& growth = Sub(doc, "growth");
-  const json& suspects = Sub(growth, "suspects");
+  const ReportGrowth growth = m.growth.value_or(ReportGrowth{});
   size_t counted = 0;
-  if (suspects.is_array()) {
-    for (const json& g : suspects) {
+  {
+    for (const GrowthSite& g : growth.suspects) {
       const std::string suppressed = SuppressionOfSite(g, SuppressionKind::kGrowth, extra);
       const std::string category = CategoryOfSite(g);
       if (!suppressed.empty()) {
@@ -149,19 +152,19 @@ Rule SuspectRule(const json& doc, const GrowthLimit& limit, const Suppressions* 
         continue;
       }
       ++counted;
-      const uint64_t first = U64(g, "first_bytes");
-      const uint64_t grown = U64(g, "growth_bytes");
+      const uint64_t first = g.first_bytes;
+      const uint64_t grown = g.growth_bytes;
       if (grown <= limit.Allowance(first) && !(limit.percent && first == 0 && grown > 0)) continue;
       rule.broken = true;
-      rule.sites.push_back(SiteLine(
-          g, "grows by " + FormatRate(Number(g, "rate"), Str(g, "unit"), RateStyle::kProse) + ": " +
-                 FormatBytes(first) + " -> " + FormatBytes(U64(g, "last_bytes")) + " over " +
-                 GrowthWindow(g) + " (" + SignedBytes(grown) + ")"));
+      rule.sites.push_back(SiteLine(g, "grows by " + FormatRate(g.rate, g.unit, RateStyle::kProse) +
+                                           ": " + FormatBytes(first) + " -> " +
+                                           FormatBytes(g.last_bytes) + " over " + GrowthWindow(g) +
+                                           " (" + SignedBytes(grown) + ")"));
     }
   }
-  const std::string basis = Str(growth, "basis");
+  const std::string& basis = growth.basis;
   rule.summary = std::to_string(counted) + " growth " + (counted == 1 ? "suspect" : "suspects") +
-                 (basis == "mark" ? " across " + std::to_string(U64(growth, "samples")) + " marks"
+                 (basis == "mark"     ? " across " + std::to_string(growth.samples) + " marks"
                   : basis == "second" ? " over time"
                                       : "") +
                  " (limit " + limit.Text() + " per site)";
@@ -232,13 +235,12 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
 
   std::vector<Rule> rules;
   std::vector<std::string> notes;
-  const json& doc = report.doc;
-  const LeakSplit split =
-      SplitLeaks(Sub(Sub(doc, "leaks"), "device"), extra, options.include_categories);
+  const ReportModel& m = report.model;
+  const LeakSplit split = SplitLeaks(m.leaks_device, extra, options.include_categories);
   rules.push_back(LeakRule(split, max_leak, top));
   std::map<std::string, uint64_t> by_rule;
   for (size_t i = 0; i < split.suppressed.size(); ++i) {
-    by_rule[split.suppressed_by[i]] += U64(*split.suppressed[i], "bytes");
+    by_rule[split.suppressed_by[i]] += split.suppressed[i]->bytes;
   }
   notes.reserve(by_rule.size());
   for (const auto& [rule, bytes] : by_rule) {
@@ -246,53 +248,44 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   }
   std::map<std::string, uint64_t> by_category;
   for (size_t i = 0; i < split.categorized.size(); ++i) {
-    by_category[split.category_of[i]] += U64(*split.categorized[i], "bytes");
+    by_category[split.category_of[i]] += split.categorized[i]->bytes;
   }
   for (const auto& [category, bytes] : by_category) {
     notes.push_back(FormatBytes(bytes) + " kept by " + category +
                     ", not counted as leaked (--include-categories counts it)");
   }
-  const uint64_t host_leaked = U64(Sub(Sub(doc, "leaks"), "host"), "bytes");
+  const uint64_t host_leaked = m.leaks_host.bytes;
   if (host_leaked != 0) {
     notes.push_back(FormatBytes(host_leaked) + " of pinned host memory live at exit (not checked)");
   }
 
-  const uint64_t peak = U64(Sub(doc, "totals"), "device_peak_bytes");
+  const uint64_t peak = m.totals.device_peak_bytes;
   if (!options.max_peak.empty()) {
     Rule rule;
     rule.name = "peak";
     rule.broken = peak > max_peak;
     rule.summary = "device peak " + FormatBytes(peak) + " (limit " + FormatBytes(max_peak) + ")";
     if (rule.broken) {
-      const json& sites = Sub(Sub(doc, "peak"), "sites");
-      for (size_t i = 0; sites.is_array() && i < sites.size() && i < top; ++i) {
-        rule.sites.push_back(SiteLine(sites[i], FormatBytes(U64(sites[i], "bytes"))));
+      const std::vector<PeakSite>& sites = m.peak.sites;
+      for (size_t i = 0; i < sites.size() && i < top; ++i) {
+        rule.sites.push_back(SiteLine(sites[i], FormatBytes(sites[i].bytes)));
       }
     }
     rules.push_back(std::move(rule));
   }
 
   if (growth.set && options.baseline.empty()) {
-    rules.push_back(SuspectRule(doc, growth, extra, options.include_categories, &notes));
+    rules.push_back(SuspectRule(m, growth, extra, options.include_categories, &notes));
   } else if (growth.set) {
-    const json& base = baseline.doc;
-    rules.push_back(BaselineRule(
-        "growth of the peak", "device peak", U64(Sub(base, "totals"), "device_peak_bytes"), peak,
-        growth,
-        GrownSites(Sub(Sub(base, "peak"), "sites"), Sub(Sub(doc, "peak"), "sites"), "bytes", top)));
-    const LeakSplit base_split =
-        SplitLeaks(Sub(Sub(base, "leaks"), "device"), extra, options.include_categories);
-    std::vector<std::string> grown;
-    {
-      // Only the sites that count as leaked, matched by stack.
-      json base_sites = json::array();
-      json now_sites = json::array();
-      for (const json* s : base_split.leaked) base_sites.push_back(*s);
-      for (const json* s : split.leaked) now_sites.push_back(*s);
-      grown = GrownSites(base_sites, now_sites, "bytes", top);
-    }
+    const ReportModel& base = baseline.model;
+    rules.push_back(
+        BaselineRule("growth of the peak", "device peak", base.totals.device_peak_bytes, peak,
+                     growth, GrownSites(Pointers(base.peak.sites), Pointers(m.peak.sites), top)));
+    const LeakSplit base_split = SplitLeaks(base.leaks_device, extra, options.include_categories);
+    // Only the sites that count as leaked, matched by stack.
     rules.push_back(BaselineRule("growth of leaks", "leaked device memory", base_split.leaked_bytes,
-                                 split.leaked_bytes, growth, std::move(grown)));
+                                 split.leaked_bytes, growth,
+                                 GrownSites(base_split.leaked, split.leaked, top)));
   }
 
   size_t broken = 0;

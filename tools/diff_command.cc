@@ -17,8 +17,8 @@ namespace gpuwatch::tools {
 namespace {
 
 struct SiteFigures {
-  const json* base_site = nullptr;
-  const json* new_site = nullptr;
+  const ReportSite* base_site = nullptr;
+  const ReportSite* new_site = nullptr;
   uint64_t leaked[2] = {0, 0};  // [base, new]
   uint64_t allocated[2] = {0, 0};
   uint64_t peak[2] = {0, 0};
@@ -26,33 +26,22 @@ struct SiteFigures {
   std::string unit;
 };
 
-void Collect(const json& doc, int side, std::map<std::string, SiteFigures>* sites) {
-  auto at = [&](const json& site) -> SiteFigures& {
+void Collect(const ReportModel& m, int side, std::map<std::string, SiteFigures>* sites) {
+  auto at = [&](const ReportSite& site) -> SiteFigures& {
     SiteFigures& f = (*sites)[SiteKey(site)];
     (side == 0 ? f.base_site : f.new_site) = &site;
     return f;
   };
-  const json& leaks = Sub(Sub(Sub(doc, "leaks"), "device"), "sites");
-  if (leaks.is_array()) {
-    for (const json& s : leaks) at(s).leaked[side] += U64(s, "bytes");
+  for (const LeakSite& s : m.leaks_device.sites) at(s).leaked[side] += s.bytes;
+  for (const AllocSite& s : m.sites) {
+    at(s).allocated[side] += s.alloc_bytes - std::min(s.alloc_bytes, s.host_alloc_bytes);
   }
-  const json& all = Sub(doc, "sites");
-  if (all.is_array()) {
-    for (const json& s : all) {
-      const uint64_t bytes = U64(s, "alloc_bytes");
-      at(s).allocated[side] += bytes - std::min(bytes, U64(s, "host_alloc_bytes"));
-    }
-  }
-  const json& peak = Sub(Sub(doc, "peak"), "sites");
-  if (peak.is_array()) {
-    for (const json& s : peak) at(s).peak[side] += U64(s, "bytes");
-  }
-  const json& suspects = Sub(Sub(doc, "growth"), "suspects");
-  if (suspects.is_array()) {
-    for (const json& s : suspects) {
+  for (const PeakSite& s : m.peak.sites) at(s).peak[side] += s.bytes;
+  if (m.growth.has_value()) {
+    for (const GrowthSite& s : m.growth->suspects) {
       SiteFigures& f = at(s);
-      f.rate[side] += Number(s, "rate");
-      f.unit = Str(s, "unit");
+      f.rate[side] += s.rate;
+      f.unit = s.unit;
     }
   }
 }
@@ -89,7 +78,7 @@ void TotalRow(FILE* out, const char* name, uint64_t base, uint64_t now, bool byt
                change.c_str(), base == now ? "" : PercentChange(base, now).c_str());
 }
 
-const json& SiteOf(const SiteFigures& f) {
+const ReportSite& SiteOf(const SiteFigures& f) {
   return f.new_site != nullptr ? *f.new_site : *f.base_site;
 }
 
@@ -166,29 +155,28 @@ int DiffCommand(const DiffOptions& options, FILE* out) {
   }
   const size_t top = static_cast<size_t>(std::max(options.top, 1));
   std::map<std::string, SiteFigures> sites;
-  Collect(base.doc, 0, &sites);
-  Collect(now.doc, 1, &sites);
+  Collect(base.model, 0, &sites);
+  Collect(now.model, 1, &sites);
 
   std::fprintf(out, "gpuwatch diff %s -> %s\n\n", base.path.c_str(), now.path.c_str());
   std::fprintf(out, "  %s %12s %12s %12s\n", PadRight("", 22).c_str(), "base", "new", "change");
-  const json& bt = Sub(base.doc, "totals");
-  const json& nt = Sub(now.doc, "totals");
-  const json& bl = Sub(Sub(base.doc, "leaks"), "device");
-  const json& nl = Sub(Sub(now.doc, "leaks"), "device");
-  TotalRow(out, "device live at exit", U64(bl, "bytes"), U64(nl, "bytes"), true);
-  TotalRow(out, "device peak", U64(bt, "device_peak_bytes"), U64(nt, "device_peak_bytes"), true);
+  const ReportTotals& bt = base.model.totals;
+  const ReportTotals& nt = now.model.totals;
+  TotalRow(out, "device live at exit", base.model.leaks_device.bytes, now.model.leaks_device.bytes,
+           true);
+  TotalRow(out, "device peak", bt.device_peak_bytes, nt.device_peak_bytes, true);
   // Device and pinned host memory apart (host rows only when either run has any).
-  const KindSums base_device = SumKinds(base.doc, false);
-  const KindSums now_device = SumKinds(now.doc, false);
+  const KindSums base_device = SumKinds(bt, false);
+  const KindSums now_device = SumKinds(nt, false);
   TotalRow(out, "device bytes allocated", base_device.alloc_bytes, now_device.alloc_bytes, true);
   TotalRow(out, "device allocations", base_device.allocs, now_device.allocs, false);
-  const KindSums base_host = SumKinds(base.doc, true);
-  const KindSums now_host = SumKinds(now.doc, true);
+  const KindSums base_host = SumKinds(bt, true);
+  const KindSums now_host = SumKinds(nt, true);
   if (base_host.allocs != 0 || now_host.allocs != 0) {
     TotalRow(out, "host bytes allocated", base_host.alloc_bytes, now_host.alloc_bytes, true);
     TotalRow(out, "host allocations", base_host.allocs, now_host.allocs, false);
   }
-  TotalRow(out, "kernel launches", U64(bt, "kernel_launches"), U64(nt, "kernel_launches"), false);
+  TotalRow(out, "kernel launches", bt.kernel_launches, nt.kernel_launches, false);
 
   SiteSection(out, "Live at exit (leaked), by site", sites, Figure::kLeaked, top);
   GrowthSection(out, sites, top);

@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "libgpuwatch/base/version.h"
@@ -22,23 +24,41 @@ namespace gpuwatch::tools {
 
 namespace {
 
-// Sums every numeric field of `from` into `into`, recursively through
-// objects; peak fields are summed too (see docs/report-format.md).
-void SumNumbers(const json& from, json* into) {
-  if (!from.is_object()) return;
-  for (const auto& [key, value] : from.items()) {
-    if (value.is_number_integer()) {
-      (*into)[key] = U64(*into, key.c_str()) + U64(from, key.c_str());
-    } else if (value.is_object()) {
-      if (!into->contains(key) || !(*into)[key].is_object()) (*into)[key] = json::object();
-      SumNumbers(value, &(*into)[key]);
+template <typename T>
+void MergeCounts(const T& from, T* into) {
+  for (const CountField<T>& f : T::Counts()) {
+    uint64_t& m = into->*f.member;
+    const uint64_t v = from.*f.member;
+    switch (f.merge) {
+      case MergeRule::kSum:
+        m += v;
+        break;
+      case MergeRule::kMax:
+        m = std::max(m, v);
+        break;
+      case MergeRule::kMin:
+        m = std::min(m, v);
+        break;
     }
   }
 }
 
+void SumMap(const CountMap& from, CountMap* into) {
+  for (const auto& [name, n] : from) (*into)[name] += n;
+}
+
+// What a site list merges beyond its counts.
+void MergeMore(const LeakSite& from, LeakSite* into) { SumMap(from.kinds, &into->kinds); }
+void MergeMore(const GrowthSite& from, GrowthSite* into) {
+  into->rate += from.rate;
+  into->from = std::min(into->from, from.from);
+  into->to = std::max(into->to, from.to);
+}
+void MergeMore(const ReportSite& /*from*/, ReportSite* /*into*/) {}
+
 class SiteIds {
  public:
-  uint32_t IdOf(const json& site) {
+  uint32_t IdOf(const ReportSite& site) {
     auto [it, inserted] = ids_.emplace(SiteKey(site), static_cast<uint32_t>(ids_.size() + 1));
     return it->second;
   }
@@ -47,76 +67,61 @@ class SiteIds {
   std::map<std::string, uint32_t> ids_;
 };
 
-// Entries of one list merged by stack: `sum` fields added, `max` fields the
-// largest, `min` fields the smallest; the rest are taken from the first.
+// Entries of one site list merged by stack: counts by their rule (T's field
+// table), the rest (location, category, frames) taken from the first.
+template <typename T>
 class SiteMerger {
  public:
-  SiteMerger(SiteIds* ids, std::vector<const char*> sum, std::vector<const char*> max = {},
-             std::vector<const char*> min = {})
-      : ids_(ids), sum_(std::move(sum)), max_(std::move(max)), min_(std::move(min)) {}
+  explicit SiteMerger(SiteIds* ids) : ids_(ids) {}
 
-  void Add(const json& site, const std::string& extra_key = "") {
-    const std::string key = SiteKey(site) + extra_key;
-    auto it = index_.find(key);
-    if (it == index_.end()) {
-      json entry = site;
-      entry["site"] = ids_->IdOf(site);
-      entry["processes"] = 1;
-      entry.erase("series");
-      index_.emplace(key, merged_.size());
-      merged_.push_back(std::move(entry));
+  void Add(const T& site, const std::string& extra_key = "") {
+    const auto [it, added] = index_.try_emplace(SiteKey(site) + extra_key, merged_.size());
+    if (added) {
+      T& entry = merged_.emplace_back(site);
+      entry.site = ids_->IdOf(site);
+      entry.processes = 1;
+      if constexpr (std::is_same_v<T, GrowthSite>) entry.series.clear();
       return;
     }
-    json& m = merged_[it->second];
-    for (const char* f : sum_) {
-      if (m.contains(f) && m[f].is_number_float()) {
-        m[f] = Number(m, f) + Number(site, f);
-      } else {
-        m[f] = U64(m, f) + U64(site, f);
-      }
-    }
-    for (const char* f : max_) m[f] = std::max(U64(m, f), U64(site, f));
-    for (const char* f : min_) m[f] = std::min(U64(m, f), U64(site, f));
-    if (site.contains("kinds") && site["kinds"].is_object()) {
-      if (!m.contains("kinds") || !m["kinds"].is_object()) m["kinds"] = json::object();
-      SumNumbers(site["kinds"], &m["kinds"]);
-    }
-    m["processes"] = U64(m, "processes") + 1;
+    T& m = merged_[it->second];
+    MergeCounts(site, &m);
+    MergeMore(site, &m);
+    ++m.processes;
   }
 
-  json Sorted(const char* by) {
+  // Largest `by` first; ties in the order of the inputs.
+  std::vector<T> Sorted(uint64_t T::*by) {
     std::stable_sort(merged_.begin(), merged_.end(),
-                     [by](const json& a, const json& b) { return U64(a, by) > U64(b, by); });
-    return json(merged_);
+                     [by](const T& a, const T& b) { return a.*by > b.*by; });
+    return std::move(merged_);
   }
 
  private:
   SiteIds* ids_;
-  std::vector<const char*> sum_;
-  std::vector<const char*> max_;
-  std::vector<const char*> min_;
   std::map<std::string, size_t> index_;
-  std::vector<json> merged_;
+  std::vector<T> merged_;
 };
 
-json MergeLeakSection(const std::vector<Report>& reports, const char* which, SiteIds* ids) {
-  SiteMerger sites(ids, {"bytes", "count"}, {}, {"oldest_ns"});
-  json section = {{"bytes", 0}, {"count", 0}, {"omitted_sites", 0}, {"omitted_bytes", 0}};
+// The reports' counts of T summed (totals: peak figures are summed too, see
+// docs/report-format.md).
+template <typename T>
+void SumCounts(const T& from, T* into) {
+  for (const CountField<T>& f : T::Counts()) into->*f.member += from.*f.member;
+}
+
+LeakList MergeLeakList(const std::vector<Report>& reports, LeakList ReportModel::*which,
+                       SiteIds* ids) {
+  SiteMerger<LeakSite> sites(ids);
+  LeakList out;
   for (const Report& r : reports) {
-    const json& s = Sub(Sub(r.doc, "leaks"), which);
-    for (const char* f : {"bytes", "count", "omitted_sites", "omitted_bytes"}) {
-      section[f] = U64(section, f) + U64(s, f);
-    }
-    const json& list = Sub(s, "sites");
-    if (list.is_array()) {
-      for (const json& site : list) sites.Add(site);
-    }
+    const LeakList& l = r.model.*which;
+    SumCounts(l, &out);
+    for (const LeakSite& site : l.sites) sites.Add(site);
   }
-  section[report_key::kSites] = sites.Sorted("bytes");
+  out.sites = sites.Sorted(&LeakSite::bytes);
   // What counts as leaked, as the library splits it.
-  const LeakSplitFigures split = SplitLeaks(section, nullptr, false).figures;
-  split.WriteTo(&section);
-  return section;
+  out.split = SplitLeaks(out, nullptr, false).figures;
+  return out;
 }
 
 json MergeTransfers(const std::vector<Report>& reports) {
@@ -159,13 +164,13 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
       std::fprintf(stderr, "gpuwatch merge: %s\n", error.c_str());
       return 2;
     }
-    const json& process = Sub(reports[i].doc, "process");
-    if (Str(reports[i].doc, "trigger") == "merge") {
+    const ReportProcess& process = reports[i].model.process;
+    if (reports[i].model.trigger == "merge") {
       std::fprintf(stderr, "gpuwatch merge: %s is a merged report already; merge the originals\n",
                    options.files[i].c_str());
       return 2;
     }
-    const auto key = std::make_pair(Str(process, "host"), U64(process, "pid"));
+    const auto key = std::make_pair(process.host, process.pid);
     auto [it, inserted] = seen.emplace(key, options.files[i]);
     if (!inserted) {
       std::fprintf(stderr,
@@ -178,118 +183,73 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   }
 
   SiteIds ids;
-  json totals = json::object();
-  json processes = json::array();
-  json peak_kinds = json::object();
-  uint64_t elapsed = 0;
-  int64_t depth = 0;
-  uint64_t peak_bytes = 0;
-  uint64_t peak_sites_bytes = 0;
-  SiteMerger peak_sites(&ids, {"bytes"});
-  SiteMerger all_sites(&ids,
-                       {"allocs", "alloc_bytes", "live_device_bytes", "live_device_count",
-                        "host_allocs", "host_alloc_bytes"},
-                       {"largest"});
-  SiteMerger suspects(&ids, {"rate", "first_bytes", "last_bytes", "growth_bytes"},
-                      {"to", "samples"}, {"from"});
+  ReportModel merged;
+  merged.trigger = "merge";
+  merged.gpuwatch_version = kGpuwatchVersion;
+  merged.attach = "merge";
+  merged.merged_from = reports.size();
+  SiteMerger<PeakSite> peak_sites(&ids);
+  SiteMerger<AllocSite> all_sites(&ids);
+  SiteMerger<GrowthSite> suspects(&ids);
   std::set<std::string> bases;
-  uint64_t growth_samples = 0;
+  ReportGrowth& growth = merged.growth.emplace();
   for (const Report& r : reports) {
-    const json& doc = r.doc;
-    const json& t = Sub(doc, "totals");
-    SumNumbers(t, &totals);
-    const json& process = Sub(doc, "process");
-    const LeakSplit split = SplitLeaks(Sub(Sub(doc, "leaks"), "device"), nullptr, false);
-    uint64_t allocs = 0;
-    const json& kinds = Sub(t, "kinds");
-    if (kinds.is_object()) {
-      for (const auto& [name, k] : kinds.items()) allocs += U64(k, "allocs");
-    }
-    processes.push_back({{"file", r.path},
-                         {"pid", U64(process, "pid")},
-                         {"host", Str(process, "host")},
-                         {"rank", Str(process, "rank")},
-                         {"command", Sub(process, "command")},
-                         {"trigger", Str(doc, "trigger")},
-                         {"elapsed_ns", U64(process, "elapsed_ns")},
-                         {"device_peak_bytes", U64(t, "device_peak_bytes")},
-                         {"device_current_bytes", U64(t, "device_current_bytes")},
-                         {"leaked_bytes", split.leaked_bytes},
-                         {"allocs", allocs}});
-    elapsed = std::max(elapsed, U64(process, "elapsed_ns"));
-    if (doc.contains("stack_depth") && doc["stack_depth"].is_number_integer()) {
-      depth = std::max(depth, doc["stack_depth"].get<int64_t>());
-    }
-    const json& peak = Sub(doc, "peak");
-    peak_bytes += U64(peak, "device_bytes");
-    peak_sites_bytes += U64(peak, "sites_at_device_bytes");
-    SumNumbers(Sub(peak, "kinds"), &peak_kinds);
-    const json& ps = Sub(peak, "sites");
-    if (ps.is_array()) {
-      for (const json& s : ps) peak_sites.Add(s);
-    }
-    const json& as = Sub(doc, "sites");
-    for (const json& s : as) all_sites.Add(s);
-    const json& growth = Sub(doc, "growth");
-    if (growth.is_object()) {
-      if (Str(growth, "basis") != "none") bases.insert(Str(growth, "basis"));
-      growth_samples = std::max(growth_samples, U64(growth, "samples"));
-      const json& list = Sub(growth, "suspects");
-      if (list.is_array()) {
-        for (const json& s : list) suspects.Add(s, "#" + Str(s, "unit"));
-      }
+    const ReportModel& m = r.model;
+    ReportTotals& totals = merged.totals;
+    SumCounts(m.totals, &totals);
+    for (const auto& [name, row] : m.totals.kinds) SumCounts(row, &totals.kinds[name]);
+    for (const auto& [name, row] : m.totals.copies) SumCounts(row, &totals.copies[name]);
+    MergedProcess& p = merged.processes.emplace_back();
+    p.file = r.path;
+    p.pid = m.process.pid;
+    p.host = m.process.host;
+    p.rank = m.process.rank;
+    p.command = m.process.command;
+    p.trigger = m.trigger;
+    p.elapsed_ns = m.process.elapsed_ns;
+    p.device_peak_bytes = m.totals.device_peak_bytes;
+    p.device_current_bytes = m.totals.device_current_bytes;
+    p.leaked_bytes = SplitLeaks(m.leaks_device, nullptr, false).leaked_bytes;
+    p.allocs = SumKinds(m.totals, false).allocs + SumKinds(m.totals, true).allocs;
+    merged.process.elapsed_ns = std::max(merged.process.elapsed_ns, m.process.elapsed_ns);
+    merged.stack_depth = std::max(merged.stack_depth, m.stack_depth);
+    SumCounts(m.peak, &merged.peak);
+    SumMap(m.peak.kinds, &merged.peak.kinds);
+    for (const PeakSite& s : m.peak.sites) peak_sites.Add(s);
+    for (const AllocSite& s : m.sites) all_sites.Add(s);
+    if (m.growth.has_value()) {
+      if (m.growth->basis != "none") bases.insert(m.growth->basis);
+      growth.samples = std::max(growth.samples, m.growth->samples);
+      for (const GrowthSite& s : m.growth->suspects) suspects.Add(s, "#" + s.unit);
     }
   }
-  json merged = {
-      {report_key::kSchema, kReportSchemaName},
-      {report_key::kVersion, kReportSchemaVersion},
-      {"trigger", "merge"},
-      {"label", ""},
-      {"gpuwatch", {{"version", kGpuwatchVersion}, {"attach", "merge"}, {"cupti", ""}}},
-      {"process",
-       {{"pid", 0},
-        {"host", ""},
-        {"rank", ""},
-        {"command", json::array()},
-        {"elapsed_ns", elapsed}}},
-      {"merged_from", reports.size()},
-      {"processes", processes},
-      {"totals", totals},
-      {"stack_depth", depth},
-  };
-  merged["leaks"] = {{"device", MergeLeakSection(reports, "device", &ids)},
-                     {"host", MergeLeakSection(reports, "host", &ids)}};
-  merged["peak"] = {{"device_bytes", peak_bytes},
-                    {"sites_at_device_bytes", peak_sites_bytes},
-                    {"sites_time_ns", 0},
-                    {"kinds", peak_kinds},
-                    {"sites", peak_sites.Sorted("bytes")}};
-  merged["sites"] = all_sites.Sorted("alloc_bytes");
-  merged["growth"] = {{"basis", bases.empty()       ? "none"
-                                : bases.size() == 1 ? *bases.begin()
-                                                    : "mixed"},
-                      {"samples", growth_samples},
-                      {"suspects", suspects.Sorted("growth_bytes")}};
-  json transfers = MergeTransfers(reports);
-  if (!transfers.is_null()) merged["transfers"] = std::move(transfers);
+  merged.peak.sites_time_ns = 0;  // a sum of times means nothing
+  merged.leaks_device = MergeLeakList(reports, &ReportModel::leaks_device, &ids);
+  merged.leaks_host = MergeLeakList(reports, &ReportModel::leaks_host, &ids);
+  merged.peak.sites = peak_sites.Sorted(&PeakSite::bytes);
+  merged.sites = all_sites.Sorted(&AllocSite::alloc_bytes);
+  growth.basis = bases.empty() ? "none" : bases.size() == 1 ? *bases.begin() : "mixed";
+  growth.suspects = suspects.Sorted(&GrowthSite::growth_bytes);
 
   // Written as the library writes a report: each distinct frame once, in the
   // frame table, and each site's `stack` of indices into it.
-  const uint64_t leaked_bytes =
-      U64(merged[report_key::kLeaks][report_key::kDevice], report_key::kLeakedBytes);
-  BuildFrameTable(&merged);
+  json doc = json::object();
+  json transfers = MergeTransfers(reports);
+  if (!transfers.is_null()) doc[report_key::kTransfers] = std::move(transfers);
+  merged.BuildFrameTable();
+  merged.ToJson(&doc);
   std::string error;
-  if (!WriteFileAtomically(options.output, DumpReport(std::move(merged)), &error)) {
+  if (!WriteFileAtomically(options.output, DumpReport(std::move(doc)), &error)) {
     std::fprintf(stderr, "gpuwatch merge: %s\n", error.c_str());
     return 2;
   }
+  const uint64_t peak_bytes = merged.peak.device_bytes;
+  const uint64_t leaked_bytes = merged.leaks_device.split.LeakedBytesOf(merged.leaks_device.bytes);
   std::fprintf(out, "%8s  %5s  %10s  %10s  %s\n", "pid", "rank", "peak", "leaked", "report");
-  for (const json& p : processes) {
-    std::fprintf(out, "%8llu  %5s  %10s  %10s  %s\n",
-                 static_cast<unsigned long long>(U64(p, "pid")),
-                 Str(p, "rank").empty() ? "-" : Str(p, "rank").c_str(),
-                 FormatBytes(U64(p, "device_peak_bytes")).c_str(),
-                 FormatBytes(U64(p, "leaked_bytes")).c_str(), Str(p, "file").c_str());
+  for (const MergedProcess& p : merged.processes) {
+    std::fprintf(out, "%8llu  %5s  %10s  %10s  %s\n", static_cast<unsigned long long>(p.pid),
+                 p.rank.empty() ? "-" : p.rank.c_str(), FormatBytes(p.device_peak_bytes).c_str(),
+                 FormatBytes(p.leaked_bytes).c_str(), p.file.c_str());
   }
   std::fprintf(out, "%8s  %5s  %10s  %10s\n", "total", "", FormatBytes(peak_bytes).c_str(),
                FormatBytes(leaked_bytes).c_str());

@@ -23,21 +23,21 @@ namespace gpuwatch::tools {
 namespace {
 
 // "function (file:line)", "function (module)" or "module".
-std::string FrameText(const json& f) {
-  std::string function = Str(f, "function");
+std::string FrameText(const ReportFrame& f) {
+  const std::string& function = f.function;
   std::string where;
-  if (!Str(f, "file").empty() && U64(f, "line") != 0) {
-    where = std::string(Basename(Str(f, "file"))) + ":" + std::to_string(U64(f, "line"));
+  if (!f.file.empty() && f.line != 0) {
+    where = std::string(Basename(f.file)) + ":" + std::to_string(f.line);
   } else {
-    where = std::string(Basename(Str(f, "module")));
+    where = std::string(Basename(f.module));
   }
   if (function.empty()) return where.empty() ? "??" : where;
   return where.empty() ? function : function + " (" + where + ")";
 }
 
 // libc's frames below main: never worth a line.
-bool IsStartupFrame(const json& f) {
-  const std::string function = Str(f, "function");
+bool IsStartupFrame(const ReportFrame& f) {
+  const std::string& function = f.function;
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
 }
 
@@ -51,14 +51,13 @@ class Printer {
 
   // "   2.0 MiB       8  leaky_loop.cu:37  AllocateHistory()" and, below it,
   // up to two callers.
-  void Site(const std::string& bytes, const std::string& count, const json& site,
+  void Site(const std::string& bytes, const std::string& count, const ReportSite& site,
             const std::string& tag = "") {
     std::string text = "  " + Pad(bytes, 10) + "  " + Pad(count, 7) + "  ";
     if (!tag.empty()) text += "[" + tag + "] ";
     text += Describe(site);
     Line(text);
-    const json& frames = Sub(site, "frames");
-    if (!frames.is_array()) return;
+    const std::vector<ReportFrame>& frames = site.frames;
     for (size_t i = 1, shown = 0; i < frames.size() && shown < 2; ++i) {
       if (IsStartupFrame(frames[i])) break;
       Line(std::string(25, ' ') + "<- " + FrameText(frames[i]));
@@ -89,61 +88,58 @@ std::string Seconds(uint64_t ns) {
 }
 
 void PrintHeader(const Report& r, Printer* p) {
-  const json& doc = r.doc;
-  const json& process = Sub(doc, "process");
-  const std::string trigger = Str(doc, "trigger");
-  if (trigger == "merge") {
-    p->Line("gpuwatch report " + r.path + ": merged from " +
-            std::to_string(Sub(doc, "processes").size()) + " processes");
+  const ReportModel& m = r.model;
+  if (m.trigger == "merge") {
+    p->Line("gpuwatch report " + r.path + ": merged from " + std::to_string(m.processes.size()) +
+            " processes");
     return;
   }
-  std::string who = "process " + std::to_string(U64(process, "pid"));
-  if (!Str(process, "host").empty()) who += " on " + Str(process, "host");
-  if (!Str(process, "rank").empty()) who += ", rank " + Str(process, "rank");
-  p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(doc));
-  std::string when = "  written at " + trigger;
-  if (!Str(doc, "label").empty()) when += " \"" + Str(doc, "label") + "\"";
-  when += " after " + Seconds(U64(process, "elapsed_ns"));
+  std::string who = "process " + std::to_string(m.process.pid);
+  if (!m.process.host.empty()) who += " on " + m.process.host;
+  if (!m.process.rank.empty()) who += ", rank " + m.process.rank;
+  p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(r.doc));
+  std::string when = "  written at " + m.trigger;
+  if (!m.label.empty()) when += " \"" + m.label + "\"";
+  when += " after " + Seconds(m.process.elapsed_ns);
   p->Line(when);
 }
 
-void PrintProcesses(const json& doc, Printer* p) {
-  const json& processes = Sub(doc, "processes");
-  if (!processes.is_array() || processes.empty()) return;
+void PrintProcesses(const ReportModel& m, Printer* p) {
+  if (m.processes.empty()) return;
   p->Blank();
   p->Line("Processes:");
   p->Line("  " + Printer::Pad("pid", 8) + "  " + Printer::Pad("rank", 5) + "  " +
           Printer::Pad("peak", 10) + "  " + Printer::Pad("leaked", 10) + "  file");
-  for (const json& proc : processes) {
-    p->Line("  " + Printer::Pad(std::to_string(U64(proc, "pid")), 8) + "  " +
-            Printer::Pad(Str(proc, "rank").empty() ? "-" : Str(proc, "rank"), 5) + "  " +
-            Printer::Pad(FormatBytes(U64(proc, "device_peak_bytes")), 10) + "  " +
-            Printer::Pad(FormatBytes(U64(proc, "leaked_bytes")), 10) + "  " + Str(proc, "file"));
+  for (const MergedProcess& proc : m.processes) {
+    p->Line("  " + Printer::Pad(std::to_string(proc.pid), 8) + "  " +
+            Printer::Pad(proc.rank.empty() ? "-" : proc.rank, 5) + "  " +
+            Printer::Pad(FormatBytes(proc.device_peak_bytes), 10) + "  " +
+            Printer::Pad(FormatBytes(proc.leaked_bytes), 10) + "  " + proc.file);
   }
 }
 
-void PrintTotals(const json& doc, Printer* p) {
-  const json& totals = Sub(doc, "totals");
-  const bool at_exit = Str(doc, "trigger") == "exit" || Str(doc, "trigger") == "merge";
-  const KindSums device = SumKinds(doc, /*host=*/false);
-  const KindSums host = SumKinds(doc, /*host=*/true);
+void PrintTotals(const ReportModel& m, Printer* p) {
+  const ReportTotals& totals = m.totals;
+  const bool at_exit = m.trigger == "exit" || m.trigger == "merge";
+  const KindSums device = SumKinds(totals, /*host=*/false);
+  const KindSums host = SumKinds(totals, /*host=*/true);
   p->Blank();
-  p->Line("Device memory: peak " + FormatBytes(U64(totals, "device_peak_bytes")) + "; live " +
-          (at_exit ? "at exit " : "now ") + FormatBytes(U64(totals, "device_current_bytes")) +
-          " in " + CountOf(U64(totals, "device_live_count"), "allocation", "allocations"));
+  p->Line("Device memory: peak " + FormatBytes(totals.device_peak_bytes) + "; live " +
+          (at_exit ? "at exit " : "now ") + FormatBytes(totals.device_current_bytes) + " in " +
+          CountOf(totals.device_live_count, "allocation", "allocations"));
   p->Line("  " + CountOf(device.allocs, "allocation", "allocations") + " (" +
           FormatBytes(device.alloc_bytes) + "), " + CountOf(device.frees, "free", "frees") + ", " +
-          CountOf(U64(totals, "kernel_launches"), "kernel launch", "kernel launches") + ", " +
-          CountOf(U64(totals, "unknown_frees"), "free", "frees") + " of unknown pointers");
-  if (host.allocs != 0 || U64(totals, "host_current_bytes") != 0) {
-    p->Line("Pinned host memory: live " + FormatBytes(U64(totals, "host_current_bytes")) + " in " +
-            CountOf(U64(totals, "host_live_count"), "allocation", "allocations"));
+          CountOf(totals.kernel_launches, "kernel launch", "kernel launches") + ", " +
+          CountOf(totals.unknown_frees, "free", "frees") + " of unknown pointers");
+  if (host.allocs != 0 || totals.host_current_bytes != 0) {
+    p->Line("Pinned host memory: live " + FormatBytes(totals.host_current_bytes) + " in " +
+            CountOf(totals.host_live_count, "allocation", "allocations"));
     p->Line("  " + CountOf(host.allocs, "allocation", "allocations") + " (" +
             FormatBytes(host.alloc_bytes) + "), " + CountOf(host.frees, "free", "frees"));
   }
 }
 
-void PrintLeakSection(const json& section, const char* what, bool at_exit, Printer* p) {
+void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, Printer* p) {
   const LeakSplit split = SplitLeaks(section, nullptr, false);
   p->Blank();
   const std::string title = std::string(at_exit ? "Leaked " : "Live ") + what;
@@ -155,8 +151,8 @@ void PrintLeakSection(const json& section, const char* what, bool at_exit, Print
             CountOf(split.leaked_count, "allocation", "allocations") + " from " +
             CountOf(split.leaked.size(), "site", "sites"));
     for (size_t i = 0; i < split.leaked.size() && i < p->top(); ++i) {
-      const json& site = *split.leaked[i];
-      p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site);
+      const LeakSite& site = *split.leaked[i];
+      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site);
     }
     p->More(std::min(split.leaked.size(), p->top()), split.leaked.size(), "sites");
     if (split.omitted_bytes != 0) {
@@ -167,38 +163,34 @@ void PrintLeakSection(const json& section, const char* what, bool at_exit, Print
     p->Line("Kept by libraries on purpose (not counted as leaked): " +
             FormatBytes(split.categorized_bytes));
     for (size_t i = 0; i < split.categorized.size() && i < p->top(); ++i) {
-      const json& site = *split.categorized[i];
-      p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site,
-              split.category_of[i]);
+      const LeakSite& site = *split.categorized[i];
+      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site, split.category_of[i]);
     }
     p->More(std::min(split.categorized.size(), p->top()), split.categorized.size(), "sites");
   }
   if (!split.suppressed.empty()) {
     p->Line("Suppressed: " + FormatBytes(split.suppressed_bytes));
     for (size_t i = 0; i < split.suppressed.size() && i < p->top(); ++i) {
-      const json& site = *split.suppressed[i];
-      p->Site(FormatBytes(U64(site, "bytes")), std::to_string(U64(site, "count")), site,
-              split.suppressed_by[i]);
+      const LeakSite& site = *split.suppressed[i];
+      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site, split.suppressed_by[i]);
     }
     p->More(std::min(split.suppressed.size(), p->top()), split.suppressed.size(), "sites");
   }
 }
 
-std::string RateText(const json& g) {
-  return "+" + FormatRate(Number(g, "rate"), Str(g, "unit"), RateStyle::kCompact);
+std::string RateText(const GrowthSite& g) {
+  return "+" + FormatRate(g.rate, g.unit, RateStyle::kCompact);
 }
 
-std::string WindowText(const json& g) {
-  return FormatBytes(U64(g, "first_bytes")) + " -> " + FormatBytes(U64(g, "last_bytes")) + ", " +
-         GrowthWindow(g);
+std::string WindowText(const GrowthSite& g) {
+  return FormatBytes(g.first_bytes) + " -> " + FormatBytes(g.last_bytes) + ", " + GrowthWindow(g);
 }
 
-void PrintGrowth(const json& doc, Printer* p) {
-  const json& growth = Sub(doc, "growth");
-  if (!growth.is_object()) return;
+void PrintGrowth(const ReportModel& m, Printer* p) {
+  if (!m.growth.has_value()) return;
   p->Blank();
-  const std::string basis = Str(growth, "basis");
-  const uint64_t samples = U64(growth, "samples");
+  const std::string& basis = m.growth->basis;
+  const uint64_t samples = m.growth->samples;
   if (basis == "none" || basis.empty()) {
     p->Line(
         "Growth: no samples (no gpuwatch_mark() calls, and the run was shorter than one "
@@ -207,18 +199,15 @@ void PrintGrowth(const json& doc, Printer* p) {
   }
   const std::string over = basis == "mark" ? std::to_string(samples) + " marks"
                                            : std::to_string(samples) + " samples over time";
-  const json& suspects = Sub(growth, "suspects");
-  std::vector<const json*> counted;
-  std::vector<std::pair<const json*, std::string>> apart;
-  if (suspects.is_array()) {
-    for (const json& g : suspects) {
-      std::string tag = SuppressionOfSite(g, SuppressionKind::kGrowth, nullptr);
-      if (tag.empty()) tag = CategoryOfSite(g);
-      if (tag.empty()) {
-        counted.push_back(&g);
-      } else {
-        apart.emplace_back(&g, tag);
-      }
+  std::vector<const GrowthSite*> counted;
+  std::vector<std::pair<const GrowthSite*, std::string>> apart;
+  for (const GrowthSite& g : m.growth->suspects) {
+    std::string tag = SuppressionOfSite(g, SuppressionKind::kGrowth, nullptr);
+    if (tag.empty()) tag = CategoryOfSite(g);
+    if (tag.empty()) {
+      counted.push_back(&g);
+    } else {
+      apart.emplace_back(&g, tag);
     }
   }
   if (counted.empty()) {
@@ -226,7 +215,7 @@ void PrintGrowth(const json& doc, Printer* p) {
   } else {
     p->Line("Growth suspects (" + over + "): sites whose live memory keeps rising");
     for (size_t i = 0; i < counted.size() && i < p->top(); ++i) {
-      const json& g = *counted[i];
+      const GrowthSite& g = *counted[i];
       p->Site(RateText(g), "", g);
       p->Line(std::string(25, ' ') + WindowText(g));
     }
@@ -238,15 +227,13 @@ void PrintGrowth(const json& doc, Printer* p) {
   }
 }
 
-void PrintPeak(const json& doc, Printer* p) {
-  const json& peak = Sub(doc, "peak");
-  const json& sites = Sub(peak, "sites");
+void PrintPeak(const ReportPeak& peak, Printer* p) {
+  const std::vector<PeakSite>& sites = peak.sites;
   p->Blank();
-  p->Line("Peak: " + FormatBytes(U64(peak, "device_bytes")) + " of device memory" +
-          (sites.is_array() && !sites.empty() ? "; live at the peak, by site:" : "."));
-  if (!sites.is_array()) return;
+  p->Line("Peak: " + FormatBytes(peak.device_bytes) + " of device memory" +
+          (!sites.empty() ? "; live at the peak, by site:" : "."));
   for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
-    p->Site(FormatBytes(U64(sites[i], "bytes")), "", sites[i]);
+    p->Site(FormatBytes(sites[i].bytes), "", sites[i]);
   }
   p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
 }
@@ -325,7 +312,7 @@ void PrintTransfers(const json& doc, Printer* p) {
     p->Line("  by site:");
     for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
       p->Site(FormatBytes(U64(sites[i], "bytes")), std::to_string(U64(sites[i], "count")),
-              sites[i]);
+              SiteOf(sites[i]));
     }
     p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
   }
@@ -341,21 +328,20 @@ void PrintTransfers(const json& doc, Printer* p) {
 
 // Sites by bytes allocated, device and pinned host memory apart (a site's
 // host_alloc_bytes say how much of what it allocated was host memory).
-void PrintAllocations(const json& doc, Printer* p) {
-  const json& sites = Sub(doc, "sites");
-  if (!sites.is_array() || sites.empty()) return;
+void PrintAllocations(const std::vector<AllocSite>& sites, Printer* p) {
+  if (sites.empty()) return;
   for (const bool host : {false, true}) {
     struct Row {
-      const json* site;
+      const AllocSite* site;
       uint64_t bytes;
       uint64_t count;
     };
     std::vector<Row> rows;
-    for (const json& site : sites) {
-      const uint64_t all_bytes = U64(site, "alloc_bytes");
-      const uint64_t all_count = U64(site, "allocs");
-      const uint64_t host_bytes = std::min(U64(site, "host_alloc_bytes"), all_bytes);
-      const uint64_t host_count = std::min(U64(site, "host_allocs"), all_count);
+    for (const AllocSite& site : sites) {
+      const uint64_t all_bytes = site.alloc_bytes;
+      const uint64_t all_count = site.allocs;
+      const uint64_t host_bytes = std::min(site.host_alloc_bytes, all_bytes);
+      const uint64_t host_count = std::min(site.host_allocs, all_count);
       const uint64_t bytes = host ? host_bytes : all_bytes - host_bytes;
       const uint64_t count = host ? host_count : all_count - host_count;
       if (count != 0) rows.push_back({&site, bytes, count});
@@ -373,65 +359,57 @@ void PrintAllocations(const json& doc, Printer* p) {
   }
 }
 
-void PrintOom(const json& doc, Printer* p) {
-  const json& oom = Sub(doc, "oom");
-  if (!oom.is_object()) return;
+void PrintOom(const ReportModel& m, Printer* p) {
+  if (!m.oom.has_value()) return;
+  const OomSite& oom = *m.oom;
   p->Blank();
-  p->Line("Out of memory: " + Str(oom, "api") + " of " + FormatBytes(U64(oom, "size")) +
-          " failed at " + Describe(oom) + " (device free " +
-          FormatBytes(U64(oom, "device_free_bytes")) + " of " +
-          FormatBytes(U64(oom, "device_total_bytes")) + ")");
+  p->Line("Out of memory: " + oom.api + " of " + FormatBytes(oom.size) + " failed at " +
+          Describe(oom) + " (device free " + FormatBytes(oom.device_free_bytes) + " of " +
+          FormatBytes(oom.device_total_bytes) + ")");
 }
 
 int Text(const Report& r, int top, FILE* out) {
   Printer p(out, top);
-  const json& doc = r.doc;
-  const std::string trigger = Str(doc, "trigger");
+  const ReportModel& m = r.model;
+  const std::string& trigger = m.trigger;
   const bool at_exit = trigger == "exit" || trigger == "merge" || trigger == "context_destroy";
   PrintHeader(r, &p);
-  PrintProcesses(doc, &p);
-  PrintOom(doc, &p);
-  PrintTotals(doc, &p);
-  PrintLeakSection(Sub(Sub(doc, "leaks"), "device"), "device memory", at_exit, &p);
-  const json& host = Sub(Sub(doc, "leaks"), "host");
-  if (U64(host, "bytes") != 0) PrintLeakSection(host, "pinned host memory", at_exit, &p);
-  PrintGrowth(doc, &p);
-  PrintPeak(doc, &p);
-  PrintTransfers(doc, &p);
-  PrintAllocations(doc, &p);
+  PrintProcesses(m, &p);
+  PrintOom(m, &p);
+  PrintTotals(m, &p);
+  PrintLeakSection(m.leaks_device, "device memory", at_exit, &p);
+  if (m.leaks_host.bytes != 0) PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, &p);
+  PrintGrowth(m, &p);
+  PrintPeak(m.peak, &p);
+  PrintTransfers(r.doc, &p);
+  PrintAllocations(m.sites, &p);
   return 0;
 }
 
 // Flame graph input (Brendan Gregg's collapsed format): one line per site,
 // the frames outermost first separated by ';', then a space and the bytes.
 int Collapsed(const Report& r, const std::string& what, FILE* out) {
-  const json* sites = nullptr;
-  const char* value_key = "bytes";
-  if (what == "leaks") {
-    sites = &Sub(Sub(Sub(r.doc, "leaks"), "device"), "sites");
-  } else if (what == "peak") {
-    sites = &Sub(Sub(r.doc, "peak"), "sites");
-  } else {
-    sites = &Sub(r.doc, "sites");
-    value_key = "alloc_bytes";
-  }
-  if (!sites->is_array()) return 0;
-  for (const json& site : *sites) {
-    const json& frames = Sub(site, "frames");
+  const auto line = [out](const ReportSite& site, uint64_t value) {
     std::string stack;
-    if (frames.is_array() && !frames.empty()) {
-      for (size_t i = frames.size(); i-- > 0;) {
-        std::string name = Str(frames[i], "function");
-        if (name.empty()) name = std::string(Basename(Str(frames[i], "module")));
-        if (name.empty()) name = "??";
-        std::replace(name.begin(), name.end(), ';', ':');
-        if (!stack.empty()) stack += ';';
-        stack += name;
-      }
-    } else {
-      stack = Str(site, "location");
+    for (size_t i = site.frames.size(); i-- > 0;) {
+      const ReportFrame& f = site.frames[i];
+      std::string name = f.function;
+      if (name.empty()) name = std::string(Basename(f.module));
+      if (name.empty()) name = "??";
+      std::replace(name.begin(), name.end(), ';', ':');
+      if (!stack.empty()) stack += ';';
+      stack += name;
     }
-    std::fprintf(out, "%s %" PRIu64 "\n", stack.c_str(), U64(site, value_key));
+    if (site.frames.empty()) stack = site.location;
+    std::fprintf(out, "%s %" PRIu64 "\n", stack.c_str(), value);
+  };
+  const ReportModel& m = r.model;
+  if (what == "leaks") {
+    for (const LeakSite& s : m.leaks_device.sites) line(s, s.bytes);
+  } else if (what == "peak") {
+    for (const PeakSite& s : m.peak.sites) line(s, s.bytes);
+  } else {
+    for (const AllocSite& s : m.sites) line(s, s.alloc_bytes);
   }
   return 0;
 }

@@ -101,11 +101,14 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
     *error = path + ": malformed gpuwatch report: no \"" + missing + "\" section";
     return false;
   }
-  if (const std::string problem = ValidateReport(doc); !problem.empty()) {
+  ReportModel model;
+  if (const std::string problem = ValidateReport(doc, &model); !problem.empty()) {
     *error = path + ": malformed gpuwatch report: " + problem;
     return false;
   }
   InlineFrameTable(&doc);
+  model.InlineFrameTable();
+  out->model = std::move(model);
   out->path = path;
   out->doc = std::move(doc);
   return true;
@@ -158,117 +161,104 @@ bool IsHostKind(std::string_view kind) {
   return kind == "pinned_host" || kind == "registered_host";
 }
 
-KindSums SumKinds(const json& doc, bool host) {
+KindSums SumKinds(const ReportTotals& totals, bool host) {
   KindSums sums;
-  const json& kinds = Sub(Sub(doc, "totals"), "kinds");
-  if (!kinds.is_object()) return sums;
-  for (const auto& [name, k] : kinds.items()) {
+  for (const auto& [name, k] : totals.kinds) {
     if (IsHostKind(name) != host) continue;
-    sums.allocs += U64(k, "allocs");
-    sums.alloc_bytes += U64(k, "alloc_bytes");
-    sums.frees += U64(k, "frees");
+    sums.allocs += k.allocs;
+    sums.alloc_bytes += k.alloc_bytes;
+    sums.frees += k.frees;
   }
   return sums;
 }
 
-std::string FunctionOf(const json& site) {
-  const json& frames = Sub(site, "frames");
-  if (!frames.is_array() || frames.empty()) return "";
+ReportSite SiteOf(const json& site) {
+  ReportFieldReader reader;  // the report was validated: nothing fails here
+  reader.frame_table_size = SIZE_MAX;
+  ReportSite out;
+  reader.Site(site, "", &out);
+  return out;
+}
+
+std::string FunctionOf(const ReportSite& site) {
+  if (site.frames.empty()) return "";
   // The frame the location names, which in a Python process need not be
   // frame 0 (docs/python.md); frame 0 otherwise.
-  const std::string location = Str(site, "location");
-  for (const json& f : frames) {
-    const std::string file = Str(f, "file");
-    if (!file.empty() &&
-        location == std::string(Basename(file)) + ":" + std::to_string(U64(f, "line"))) {
-      return Str(f, "function");
+  for (const ReportFrame& f : site.frames) {
+    if (!f.file.empty() &&
+        site.location == std::string(Basename(f.file)) + ":" + std::to_string(f.line)) {
+      return f.function;
     }
   }
-  return Str(frames[0], "function");
+  return site.frames[0].function;
 }
 
-std::string Describe(const json& site) {
-  std::string location = Str(site, "location");
+std::string Describe(const ReportSite& site) {
   const std::string function = FunctionOf(site);
-  if (function.empty() || location.find(function) != std::string::npos) return location;
-  return location + " (" + function + ")";
+  if (function.empty() || site.location.find(function) != std::string::npos) return site.location;
+  return site.location + " (" + function + ")";
 }
 
-std::string SiteKey(const json& site) {
-  const json& frames = Sub(site, "frames");
-  if (!frames.is_array() || frames.empty()) return "@" + Str(site, "location");
+std::string SiteKey(const ReportSite& site) {
+  if (site.frames.empty()) return "@" + site.location;
   std::string key;
-  for (const json& f : frames) {
-    key += Str(f, "function");
+  for (const ReportFrame& f : site.frames) {
+    key += f.function;
     key += '@';
-    const std::string file = Str(f, "file");
-    if (!file.empty() && U64(f, "line") != 0) {
-      key += Basename(file);
-      key += ':' + std::to_string(U64(f, "line"));
+    if (!f.file.empty() && f.line != 0) {
+      key += Basename(f.file);
+      key += ':' + std::to_string(f.line);
     } else {
-      key += Basename(Str(f, "module"));
+      key += Basename(f.module);
     }
     key += '|';
   }
   return key;
 }
 
-std::vector<FrameView> FrameViewsOf(const json& site) {
+std::vector<FrameView> FrameViewsOf(const ReportSite& site) {
   std::vector<FrameView> views;
-  const json& frames = Sub(site, "frames");
-  if (!frames.is_array()) return views;
-  auto field = [](const json& f, const char* key) -> std::string_view {
-    auto it = f.find(key);
-    return it != f.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>())
-                                            : std::string_view();
-  };
-  for (const json& f : frames) {
-    if (!f.is_object()) continue;
-    views.push_back({field(f, "function"), field(f, "file"), field(f, "module")});
-  }
+  for (const ReportFrame& f : site.frames) views.push_back({f.function, f.file, f.module});
   return views;
 }
 
-std::string CategoryOfSite(const json& site) {
+std::string CategoryOfSite(const ReportSite& site) {
   // gpuwatch's own answer, when the report gives one: an empty category is a
   // decision too (PyTorch's allocator in a per-tensor mode).
-  const auto it = site.find("category");
-  if (it != site.end() && it->is_string()) return it->get<std::string>();
+  if (site.category.has_value()) return *site.category;
   return std::string(CategoryOf(FrameViewsOf(site)));
 }
 
-std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Suppressions* extra) {
-  std::string rule = Str(site, "suppressed");
+std::string SuppressionOfSite(const ReportSite& site, SuppressionKind kind,
+                              const Suppressions* extra) {
+  std::string rule = site.suppressed.value_or("");
   if (rule.empty() && extra != nullptr) {
     if (const Suppression* s = extra->Match(kind, FrameViewsOf(site))) rule = s->Text();
   }
   return rule;
 }
 
-LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool include_categories) {
+LeakSplit SplitLeaks(const LeakList& section, const Suppressions* extra, bool include_categories) {
   LeakSplit split;
-  const json& sites = Sub(section, report_key::kSites);
-  if (sites.is_array()) {
-    for (const json& site : sites) {
-      std::string rule = SuppressionOfSite(site, SuppressionKind::kLeak, extra);
-      std::string category = rule.empty() ? CategoryOfSite(site) : std::string();
-      switch (split.figures.Add(U64(site, report_key::kBytes), U64(site, report_key::kCount),
-                                !rule.empty(), category, include_categories)) {
-        case LeakVerdict::kSuppressed:
-          split.suppressed.push_back(&site);
-          split.suppressed_by.push_back(std::move(rule));
-          break;
-        case LeakVerdict::kCategorized:
-          split.categorized.push_back(&site);
-          split.category_of.push_back(std::move(category));
-          break;
-        case LeakVerdict::kLeaked:
-          split.leaked.push_back(&site);
-          break;
-      }
+  for (const LeakSite& site : section.sites) {
+    std::string rule = SuppressionOfSite(site, SuppressionKind::kLeak, extra);
+    std::string category = rule.empty() ? CategoryOfSite(site) : std::string();
+    switch (
+        split.figures.Add(site.bytes, site.count, !rule.empty(), category, include_categories)) {
+      case LeakVerdict::kSuppressed:
+        split.suppressed.push_back(&site);
+        split.suppressed_by.push_back(std::move(rule));
+        break;
+      case LeakVerdict::kCategorized:
+        split.categorized.push_back(&site);
+        split.category_of.push_back(std::move(category));
+        break;
+      case LeakVerdict::kLeaked:
+        split.leaked.push_back(&site);
+        break;
     }
   }
-  split.omitted_bytes = U64(section, report_key::kOmittedBytes);
+  split.omitted_bytes = section.omitted_bytes;
   split.leaked_bytes = split.figures.leaked_bytes + split.omitted_bytes;
   split.leaked_count = split.figures.leaked_count;
   split.suppressed_bytes = split.figures.suppressed_bytes;
@@ -276,13 +266,12 @@ LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool includ
   return split;
 }
 
-std::string GrowthWindow(const json& suspect) {
+std::string GrowthWindow(const GrowthSite& suspect) {
   char buf[64];
-  if (Str(suspect, "unit") == "mark") {
-    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", Number(suspect, "from"),
-                  Number(suspect, "to"));
+  if (suspect.unit == "mark") {
+    std::snprintf(buf, sizeof(buf), "marks %.0f-%.0f", suspect.from, suspect.to);
   } else {
-    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", Number(suspect, "from"), Number(suspect, "to"));
+    std::snprintf(buf, sizeof(buf), "%.1f-%.1f s", suspect.from, suspect.to);
   }
   return buf;
 }

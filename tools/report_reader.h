@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "nlohmann/json.hpp"
 
@@ -23,7 +24,8 @@ using nlohmann::json;
 
 struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
   std::string path;
-  json doc;
+  json doc;           // every site with its `frames` (InlineFrameTable)
+  ReportModel model;  // the typed sections, sites with their `frames` too
 };
 
 // Reads and validates a report. On failure returns false and sets `error` to
@@ -58,32 +60,37 @@ struct KindSums {
   uint64_t alloc_bytes = 0;
   uint64_t frees = 0;
 };
-KindSums SumKinds(const json& doc, bool host);
+KindSums SumKinds(const ReportTotals& totals, bool host);
 
-// The function of a site's first frame, or "".
-std::string FunctionOf(const json& site);
+// A site of a section ReportModel does not type (transfers, timeline), read
+// as one: its id, location, frames, category and suppression.
+ReportSite SiteOf(const json& site);
+
+// The function of the frame a site's location names (frame 0 unless a
+// Python frame further in is named), or "".
+std::string FunctionOf(const ReportSite& site);
 
 // "LOCATION (FUNCTION)" or "LOCATION".
-std::string Describe(const json& site);
+std::string Describe(const ReportSite& site);
 
 // A key naming a site the same way across runs and processes (site ids do
 // not): its frames' functions and file:lines (module where there is no line),
 // or its location when it has no frames.
-std::string SiteKey(const json& site);
+std::string SiteKey(const ReportSite& site);
 
 // Views of a site's frames for suppression and category matching; they point
 // into `site`, which must outlive them.
-std::vector<FrameView> FrameViewsOf(const json& site);
+std::vector<FrameView> FrameViewsOf(const ReportSite& site);
 
-// A leaks section (leaks.device or leaks.host) split into what counts as
-// leaked, what is suppressed and what libraries keep on purpose, by the
-// schema's rule (LeakSplitFigures). A site is suppressed when the report
-// marks it so ("suppressed", from the library's GPUWATCH_SUPPRESSIONS) or
-// when a `leak:` rule of `extra` (may be null) matches its frames; it is in
-// a category when the report says so ("category") or its frames fall in a
-// built-in one. Categorized sites count as leaked when `include_categories`.
-// Sites the report omitted (beyond its 1,000-site limit) count as leaked
-// bytes; leaked_count counts the listed sites only.
+// A leaks section split into what counts as leaked, what is suppressed and
+// what libraries keep on purpose, by the schema's rule (LeakSplitFigures). A
+// site is suppressed when the report marks it so ("suppressed", from the
+// library's GPUWATCH_SUPPRESSIONS) or when a `leak:` rule of `extra` (may be
+// null) matches its frames; it is in a category when the report says so
+// ("category") or its frames fall in a built-in one. Categorized sites count
+// as leaked when `include_categories`. Sites the report omitted (beyond its
+// 1,000-site limit) count as leaked bytes; leaked_count counts the listed
+// sites only. The site pointers point into `section`.
 struct LeakSplit {
   LeakSplitFigures figures;  // of the listed sites
   uint64_t leaked_bytes = 0;
@@ -91,25 +98,26 @@ struct LeakSplit {
   uint64_t suppressed_bytes = 0;
   uint64_t categorized_bytes = 0;
   uint64_t omitted_bytes = 0;
-  std::vector<const json*> leaked;      // sites, largest first
-  std::vector<const json*> suppressed;  // with suppressed_by[i]
+  std::vector<const LeakSite*> leaked;      // largest first
+  std::vector<const LeakSite*> suppressed;  // with suppressed_by[i]
   std::vector<std::string> suppressed_by;
-  std::vector<const json*> categorized;  // with category_of[i]
+  std::vector<const LeakSite*> categorized;  // with category_of[i]
   std::vector<std::string> category_of;
 };
-LeakSplit SplitLeaks(const json& section, const Suppressions* extra, bool include_categories);
+LeakSplit SplitLeaks(const LeakList& section, const Suppressions* extra, bool include_categories);
 
 // The category of a site: its "category" field (an empty one means none:
 // gpuwatch turned the category off in that process), else the built-in one
 // of its frames, else "".
-std::string CategoryOfSite(const json& site);
+std::string CategoryOfSite(const ReportSite& site);
 
 // The rule that suppresses `site` for `kind`: its "suppressed" field, else
 // the first matching rule of `extra` (may be null), else "".
-std::string SuppressionOfSite(const json& site, SuppressionKind kind, const Suppressions* extra);
+std::string SuppressionOfSite(const ReportSite& site, SuppressionKind kind,
+                              const Suppressions* extra);
 
 // A growth suspect's window: "marks 1-16" or "3.0-12.0 s".
-std::string GrowthWindow(const json& suspect);
+std::string GrowthWindow(const GrowthSite& suspect);
 
 // Parses a byte count: digits with an optional fraction and an optional unit
 // B, KiB, MiB, GiB or TiB (case-insensitive, an optional space before it),

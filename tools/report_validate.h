@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "libgpuwatch/report/report_model.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuwatch::tools {
@@ -24,18 +25,17 @@ namespace gpuwatch::tools {
 inline constexpr int kMaxReportDepth = 64;
 // No string gpuwatch writes (a demangled name, a path) comes near this.
 inline constexpr size_t kMaxReportString = size_t{1} << 20;
-// Byte counts, counts and nanoseconds: 2^53, exact in a double, 8 PiB or 104
-// days; sums of many of them cannot overflow 64 bits.
-inline constexpr uint64_t kMaxReportCount = uint64_t{1} << 53;
 
 // Scans JSON text for arrays and objects nested deeper than kMaxReportDepth,
 // without parsing it. Returns "" when fine, else the problem.
 std::string CheckNesting(std::string_view text);
 
 // Checks a parsed report (schema, version and required sections already
-// validated). Returns "" when fine, else one line naming the field and the
-// problem, e.g. `leaks.device.sites[2].bytes is -5, expected a byte count`.
-std::string ValidateReport(const nlohmann::json& doc);
+// validated): its typed sections by reading them (ReadReportModel, into
+// `*model` when given), the others field by field. Returns "" when fine,
+// else one line naming the field and the problem, e.g.
+// `leaks.device.sites[2].bytes is -5, expected a count (not negative)`.
+std::string ValidateReport(const nlohmann::json& doc, ReportModel* model = nullptr);
 
 }  // namespace gpuwatch::tools
 

@@ -63,14 +63,13 @@ std::string WhatItHeld(const std::string& path) {
   Report r;
   std::string error;
   if (!ReadReport(path, &r, &error)) return "";
-  const json& totals = Sub(r.doc, "totals");
-  const uint64_t count = U64(totals, "device_live_count");
-  std::string text = FormatBytes(U64(totals, "device_current_bytes")) +
-                     " of device memory live in " + std::to_string(count) +
-                     (count == 1 ? " allocation" : " allocations");
-  const LeakSplit split = SplitLeaks(Sub(Sub(r.doc, "leaks"), "device"), nullptr, false);
+  const ReportTotals& totals = r.model.totals;
+  const uint64_t count = totals.device_live_count;
+  std::string text = FormatBytes(totals.device_current_bytes) + " of device memory live in " +
+                     std::to_string(count) + (count == 1 ? " allocation" : " allocations");
+  const LeakSplit split = SplitLeaks(r.model.leaks_device, nullptr, false);
   if (!split.leaked.empty()) text += ", most at " + Describe(*split.leaked.front());
-  const uint64_t elapsed = U64(Sub(r.doc, "process"), "elapsed_ns");
+  const uint64_t elapsed = r.model.process.elapsed_ns;
   char when[64];
   std::snprintf(when, sizeof(when), " (%.1f s after gpuwatch attached)",
                 static_cast<double>(elapsed) / 1e9);

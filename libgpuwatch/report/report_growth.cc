@@ -89,31 +89,29 @@ json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites) {
 
 // Growth suspects from the marks when the program made any, else from the
 // periodic samples (growth.h has the rules).
-json GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
-                   const Suppressions* suppressions, SiteResolver* sites) {
+ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
+                           const Suppressions* suppressions, SiteResolver* sites) {
   const bool by_mark = !t.marks.empty();
   const std::vector<GrowthSample>& samples = by_mark ? t.marks : t.periodic;
   const GrowthUnit unit = by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond;
-  json list = json::array();
+  ReportGrowth out;
+  out.basis = samples.empty() ? "none" : GrowthUnitName(unit);
+  out.samples = samples.size();
   for (const GrowthSuspect& g : analysis.growth_suspects) {
-    json entry = {{"site", g.site},
-                  {"location", sites->LocationOf(g.site)},
-                  {"rate", g.rate},
-                  {"unit", GrowthUnitName(g.unit)},
-                  {"first_bytes", g.first_bytes},
-                  {"last_bytes", g.last_bytes},
-                  {"growth_bytes", g.last_bytes - g.first_bytes},
-                  {"from", g.from},
-                  {"to", g.to},
-                  {"samples", g.samples},
-                  {"series", g.series},
-                  {"stack", sites->StackOf(g.site)}};
-    AddSiteClass(sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth), &entry);
-    list.push_back(std::move(entry));
+    GrowthSite& site = out.suspects.emplace_back();
+    const SiteClass& c = sites->ClassOf(g.site, suppressions, SuppressionKind::kGrowth);
+    FillSite(g.site, &c, sites, &site);
+    site.rate = g.rate;
+    site.unit = GrowthUnitName(g.unit);
+    site.first_bytes = g.first_bytes;
+    site.last_bytes = g.last_bytes;
+    site.growth_bytes = g.last_bytes - g.first_bytes;
+    site.from = g.from;
+    site.to = g.to;
+    site.samples = g.samples;
+    site.series = g.series;
   }
-  return {{"basis", samples.empty() ? "none" : GrowthUnitName(unit)},
-          {"samples", samples.size()},
-          {"suspects", list}};
+  return out;
 }
 
 // One line for the stderr summary: how many sites keep growing, and the one

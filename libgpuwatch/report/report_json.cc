@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "libgpuwatch/base/version.h"
+#include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "libgpuwatch/report/report_sections.h"
 #include "libgpuwatch/report/trace_json.h"
@@ -18,9 +19,13 @@ namespace gpuwatch {
 using nlohmann::json;
 namespace key = report_key;
 
-void AddSiteClass(const SiteClass& c, json* entry) {
-  if (!c.category.empty() || c.category_off) (*entry)[key::kCategory] = std::string(c.category);
-  if (c.suppressed != nullptr) (*entry)[key::kSuppressed] = c.suppressed->Text();
+void FillSite(uint32_t id, const SiteClass* c, SiteResolver* sites, ReportSite* out) {
+  out->site = id;
+  out->location = sites->LocationOf(id);
+  out->stack = sites->StackOf(id);
+  if (c == nullptr) return;
+  if (!c->category.empty() || c->category_off) out->category = std::string(c->category);
+  if (c->suppressed != nullptr) out->suppressed = c->suppressed->Text();
 }
 
 CopyTotals CopiesOf(const TrackerSnapshot& snap, const ReportContext& context, CopyKind kind) {
@@ -36,117 +41,82 @@ CopyTotals CopiesOf(const TrackerSnapshot& snap, const ReportContext& context, C
 
 namespace {
 
-json KindJson(const KindTotals& t) {
-  return json{{"current_bytes", t.current_bytes}, {"current_count", t.current_count},
-              {"peak_bytes", t.peak_bytes},       {"allocs", t.allocs},
-              {"alloc_bytes", t.alloc_bytes},     {"frees", t.frees}};
-}
-
 // A leaks section: its sites, largest first, each marked with its category
 // and suppression, and its bytes split into leaked, suppressed and kept by
 // libraries (LeakSplitFigures; omitted sites count as leaked).
-json LeakSection(const std::vector<LeakGroup>& groups, const Suppressions* suppressions,
-                 SiteResolver* sites) {
-  json list = json::array();
-  LeakSplitFigures split;
-  uint64_t omitted_bytes = 0;
-  uint64_t omitted_sites = 0;
+LeakList LeakSection(const std::vector<LeakGroup>& groups, const Suppressions* suppressions,
+                     SiteResolver* sites) {
+  LeakList out;
   for (size_t i = 0; i < groups.size(); ++i) {
     const LeakGroup& g = groups[i];
+    out.bytes += g.bytes;
+    out.count += g.count;
     if (i >= kMaxSitesPerSection) {
-      omitted_bytes += g.bytes;
-      ++omitted_sites;
+      out.omitted_bytes += g.bytes;
+      ++out.omitted_sites;
       continue;
     }
-    json kinds = json::object();
-    for (int k = 0; k < kNumMemKinds; ++k) {
-      if (g.kind_bytes[k] != 0) kinds[MemKindName(static_cast<MemKind>(k))] = g.kind_bytes[k];
-    }
-    json entry = {{key::kSite, g.stack_id},
-                  {key::kLocation, sites->LocationOf(g.stack_id)},
-                  {key::kBytes, g.bytes},
-                  {key::kCount, g.count},
-                  {"kinds", kinds},
-                  {"oldest_ns", g.oldest_ns},
-                  {key::kStack, sites->StackOf(g.stack_id)}};
+    LeakSite& site = out.sites.emplace_back();
     const SiteClass& c = sites->ClassOf(g.stack_id, suppressions, SuppressionKind::kLeak);
-    AddSiteClass(c, &entry);
-    split.Add(g.bytes, g.count, c.suppressed != nullptr, c.category);
-    list.push_back(std::move(entry));
+    FillSite(g.stack_id, &c, sites, &site);
+    site.bytes = g.bytes;
+    site.count = g.count;
+    site.oldest_ns = g.oldest_ns;
+    for (int k = 0; k < kNumMemKinds; ++k) {
+      if (g.kind_bytes[k] != 0) site.kinds[MemKindName(static_cast<MemKind>(k))] = g.kind_bytes[k];
+    }
+    out.split.Add(g.bytes, g.count, c.suppressed != nullptr, c.category);
   }
-  uint64_t total_bytes = 0;
-  uint64_t total_count = 0;
-  for (const LeakGroup& g : groups) {
-    total_bytes += g.bytes;
-    total_count += g.count;
-  }
-  json section = {{key::kBytes, total_bytes},
-                  {key::kCount, total_count},
-                  {key::kSites, list},
-                  {key::kOmittedSites, omitted_sites},
-                  {key::kOmittedBytes, omitted_bytes}};
-  split.WriteTo(&section);
-  return section;
+  return out;
 }
 
-json PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
+ReportPeak PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
   std::unordered_map<uint32_t, uint64_t> merged;
   for (const auto& [id, bytes] : snap.peak_sites) merged[sites->Canonical(id)] += bytes;
   std::vector<std::pair<uint32_t, uint64_t>> peak(merged.begin(), merged.end());
   std::sort(peak.begin(), peak.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
-  json list = json::array();
+  ReportPeak out;
   for (size_t i = 0; i < peak.size() && i < kMaxSitesPerSection; ++i) {
-    list.push_back({{"site", peak[i].first},
-                    {"location", sites->LocationOf(peak[i].first)},
-                    {"bytes", peak[i].second},
-                    {"stack", sites->StackOf(peak[i].first)}});
+    PeakSite& site = out.sites.emplace_back();
+    FillSite(peak[i].first, nullptr, sites, &site);
+    site.bytes = peak[i].second;
   }
-  json kinds = json::object();
   for (int k = 0; k < kNumMemKinds; ++k) {
-    kinds[MemKindName(static_cast<MemKind>(k))] = snap.kinds[k].peak_bytes;
+    out.kinds[MemKindName(static_cast<MemKind>(k))] = snap.kinds[k].peak_bytes;
   }
-  return {{"device_bytes", snap.device_peak_bytes},
-          {"sites_at_device_bytes", snap.peak_sites_device_bytes},
-          {"sites_time_ns", snap.peak_sites_time_ns},
-          {"kinds", kinds},
-          {"sites", list}};
+  out.device_bytes = snap.device_peak_bytes;
+  out.sites_at_device_bytes = snap.peak_sites_device_bytes;
+  out.sites_time_ns = snap.peak_sites_time_ns;
+  return out;
 }
 
-json SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
-  std::unordered_map<uint32_t, SiteTotals> merged;
+std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
+  std::unordered_map<uint32_t, AllocSite> merged;
   for (const auto& [id, t] : snap.sites) {
-    SiteTotals& m = merged[sites->Canonical(id)];
+    AllocSite& m = merged[sites->Canonical(id)];
     m.allocs += t.allocs;
     m.alloc_bytes += t.alloc_bytes;
-    m.live_bytes += t.live_bytes;
-    m.live_count += t.live_count;
+    m.live_device_bytes += t.live_bytes;
+    m.live_device_count += t.live_count;
     m.largest = std::max(m.largest, t.largest);
     m.host_allocs += t.host_allocs;
     m.host_alloc_bytes += t.host_alloc_bytes;
   }
-  std::vector<std::pair<uint32_t, SiteTotals>> all(merged.begin(), merged.end());
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return a.second.alloc_bytes != b.second.alloc_bytes
-               ? a.second.alloc_bytes > b.second.alloc_bytes
-               : a.first < b.first;
-  });
-  json list = json::array();
-  for (size_t i = 0; i < all.size() && i < kMaxSitesPerSection; ++i) {
-    const SiteTotals& t = all[i].second;
-    list.push_back({{"site", all[i].first},
-                    {"location", sites->LocationOf(all[i].first)},
-                    {"allocs", t.allocs},
-                    {"alloc_bytes", t.alloc_bytes},
-                    {"largest", t.largest},
-                    {"live_device_bytes", t.live_bytes},
-                    {"live_device_count", t.live_count},
-                    {"host_allocs", t.host_allocs},
-                    {"host_alloc_bytes", t.host_alloc_bytes},
-                    {"stack", sites->StackOf(all[i].first)}});
+  std::vector<AllocSite> out;
+  out.reserve(merged.size());
+  for (auto& [id, site] : merged) {
+    site.site = id;
+    out.push_back(std::move(site));
   }
-  return list;
+  std::sort(out.begin(), out.end(), [](const AllocSite& a, const AllocSite& b) {
+    return a.alloc_bytes != b.alloc_bytes ? a.alloc_bytes > b.alloc_bytes : a.site < b.site;
+  });
+  if (out.size() > kMaxSitesPerSection) out.resize(kMaxSitesPerSection);
+  // Frames for the sites listed only: each adds to the report's frame table.
+  for (AllocSite& site : out) FillSite(static_cast<uint32_t>(site.site), nullptr, sites, &site);
+  return out;
 }
 
 json KernelsSection(const std::vector<KernelStats>& kernels, bool timing) {
@@ -192,68 +162,64 @@ json LifecycleSection(const LifecycleFigures& l) {
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
                             SiteResolver* sites, const ReportAnalysis& analysis) {
   sites->ClearFrameTable();
-  json kinds = json::object();
+  ReportModel m;
+  m.trigger = context.trigger;
+  m.label = context.label;
+  m.gpuwatch_version = kGpuwatchVersion;
+  m.attach = context.attach_mode;
+  m.cupti = context.cupti_path;
+  m.process.pid = static_cast<uint64_t>(context.pid);
+  m.process.host = context.host;
+  m.process.rank = context.rank;
+  m.process.command = context.command;
+  m.process.elapsed_ns = snap.time_ns;
+  m.process.pytorch_allocator = context.pytorch_allocator;
+  ReportTotals& t = m.totals;
   for (int i = 0; i < kNumMemKinds; ++i) {
-    kinds[MemKindName(static_cast<MemKind>(i))] = KindJson(snap.kinds[i]);
+    const KindTotals& k = snap.kinds[i];
+    t.kinds[MemKindName(static_cast<MemKind>(i))] = {k.current_bytes, k.current_count, k.peak_bytes,
+                                                     k.allocs,        k.alloc_bytes,   k.frees};
   }
-  json copies = json::object();
   for (int i = 0; i < kNumCopyKinds; ++i) {
     const CopyTotals c = CopiesOf(snap, context, static_cast<CopyKind>(i));
-    if (c.count == 0) continue;
-    copies[CopyKindName(static_cast<CopyKind>(i))] = json{{"count", c.count}, {"bytes", c.bytes}};
+    if (c.count != 0) t.copies[CopyKindName(static_cast<CopyKind>(i))] = {c.count, c.bytes};
   }
-  uint64_t live_device_count = 0;
-  uint64_t live_host_count = 0;
   for (const LiveAlloc& a : snap.live) {
-    (IsDeviceKind(a.kind) ? live_device_count : live_host_count) += 1;
+    (IsDeviceKind(a.kind) ? t.device_live_count : t.host_live_count) += 1;
   }
-  uint64_t live_host_bytes = snap.kinds[static_cast<int>(MemKind::kPinnedHost)].current_bytes +
-                             snap.kinds[static_cast<int>(MemKind::kRegisteredHost)].current_bytes;
-
-  json report = {
-      {key::kSchema, kReportSchemaName},
-      {key::kVersion, kReportSchemaVersion},
-      {key::kTrigger, context.trigger},
-      {key::kLabel, context.label},
-      {key::kGpuwatch,
-       {{"version", kGpuwatchVersion},
-        {"attach", context.attach_mode},
-        {"cupti", context.cupti_path}}},
-      {key::kProcess,
-       {{"pid", context.pid},
-        {"host", context.host},
-        {"rank", context.rank},
-        {"command", context.command},
-        {"elapsed_ns", snap.time_ns}}},
-      {key::kTotals,
-       {{"device_current_bytes", snap.device_current_bytes},
-        {"device_peak_bytes", snap.device_peak_bytes},
-        {"device_live_count", live_device_count},
-        {"host_current_bytes", live_host_bytes},
-        {"host_live_count", live_host_count},
-        {"unknown_frees", snap.unknown_frees},
-        {"kernel_launches", snap.launches},
-        {"kinds", kinds},
-        {"copies", copies},
-        {"dropped_allocs", snap.dropped_allocs},
-        {"stacks_dropped", context.stacks_dropped},
-        {"python_frames_dropped", context.python_frames_dropped},
-        {"oom_count", context.oom_count}}},
-      {key::kStackDepth, context.depth},
-      {"tool_frames", context.tool_frames},
-      {"unwinder", context.unwinder},
-      {"unwind_fallbacks", context.unwind_fallbacks},
-  };
-  if (!context.pytorch_allocator.empty()) {
-    report[key::kProcess]["pytorch_allocator"] = context.pytorch_allocator;
+  t.device_current_bytes = snap.device_current_bytes;
+  t.device_peak_bytes = snap.device_peak_bytes;
+  t.host_current_bytes = snap.kinds[static_cast<int>(MemKind::kPinnedHost)].current_bytes +
+                         snap.kinds[static_cast<int>(MemKind::kRegisteredHost)].current_bytes;
+  t.unknown_frees = snap.unknown_frees;
+  t.kernel_launches = snap.launches;
+  t.dropped_allocs = snap.dropped_allocs;
+  t.stacks_dropped = context.stacks_dropped;
+  t.python_frames_dropped = context.python_frames_dropped;
+  t.oom_count = context.oom_count;
+  m.stack_depth = context.depth;
+  m.unwind = ReportUnwind{static_cast<uint64_t>(std::max(context.tool_frames, 0)), context.unwinder,
+                          context.unwind_fallbacks};
+  m.leaks_device = LeakSection(analysis.device_live, context.suppressions, sites);
+  m.leaks_host = LeakSection(analysis.host_live, context.suppressions, sites);
+  m.peak = PeakSection(snap, sites);
+  m.sites = SitesSection(snap, sites);
+  if (context.oom != nullptr) {
+    const OomInfo& oom = *context.oom;
+    OomSite& o = m.oom.emplace();
+    FillSite(oom.stack_id, nullptr, sites, &o);
+    o.size = oom.size;
+    o.kind = MemKindName(oom.kind);
+    o.api = oom.api;
+    o.error = oom.error;
+    o.device = oom.device;
+    o.device_free_bytes = oom.device_free;
+    o.device_total_bytes = oom.device_total;
   }
-  report[key::kLeaks] = {
-      {key::kDevice, LeakSection(analysis.device_live, context.suppressions, sites)},
-      {key::kHost, LeakSection(analysis.host_live, context.suppressions, sites)}};
-  report[key::kPeak] = PeakSection(snap, sites);
-  report[key::kSites] = SitesSection(snap, sites);
+  // The sections the model does not type.
+  json report = json::object();
   if (context.timeline != nullptr) {
-    report[key::kGrowth] = GrowthSection(*context.timeline, analysis, context.suppressions, sites);
+    m.growth = GrowthSection(*context.timeline, analysis, context.suppressions, sites);
     report[key::kTimeline] = TimelineSection(*context.timeline, sites);
   }
   if (context.transfers != nullptr) {
@@ -266,20 +232,12 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   if (context.trace != nullptr) {
     report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites);
   }
-  if (context.oom != nullptr) {
-    const OomInfo& oom = *context.oom;
-    report[key::kOom] = {{"size", oom.size},
-                         {"kind", MemKindName(oom.kind)},
-                         {"api", oom.api},
-                         {"error", oom.error},
-                         {"device", oom.device},
-                         {"device_free_bytes", oom.device_free},
-                         {"device_total_bytes", oom.device_total},
-                         {"site", oom.stack_id},
-                         {"location", sites->LocationOf(oom.stack_id)},
-                         {"stack", sites->StackOf(oom.stack_id)}};
+  // Last: every section above has named its frames.
+  for (const Frame* f : sites->frame_table()) {
+    m.frame_table.push_back(
+        {f->function, f->file, static_cast<uint64_t>(std::max(f->line, 0)), f->module, f->inlined});
   }
-  report[key::kFrameTable] = FrameTableJson(sites->frame_table());
+  m.ToJson(&report);
   return DumpReport(std::move(report));  // the trace's events compact
 }
 

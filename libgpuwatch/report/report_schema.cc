@@ -72,25 +72,6 @@ void InlineFrameTable(json* doc) {
   });
 }
 
-void BuildFrameTable(json* doc) {
-  if (!doc->is_object()) return;
-  json table = json::array();
-  std::unordered_map<std::string, uint32_t> index;  // a frame's text -> its index
-  ForEachReportSite(doc, [&](json& site) {
-    const auto frames = site.find(key::kFrames);
-    if (frames == site.end() || !frames->is_array()) return;
-    json stack = json::array();
-    for (json& frame : *frames) {
-      const auto [at, added] = index.try_emplace(frame.dump(), static_cast<uint32_t>(table.size()));
-      if (added) table.push_back(std::move(frame));
-      stack.push_back(at->second);
-    }
-    site.erase(frames);
-    site[key::kStack] = std::move(stack);
-  });
-  (*doc)[key::kFrameTable] = std::move(table);
-}
-
 LeakVerdict LeakSplitFigures::Add(uint64_t bytes, uint64_t count, bool suppressed,
                                   std::string_view category, bool categories_leak) {
   if (suppressed) {

@@ -1,9 +1,10 @@
 // The report schema in one place (docs/report-format.md): its name and
 // version, the key names every writer and reader shares, and the pieces both
 // sides need, so that the library's writer, `gpuwatch merge`, the tools'
-// reader and their validator cannot drift apart:
+// reader and their validator cannot drift apart (report_model.h has the
+// report's typed sections and their one JSON reader and writer):
 //   - the frame table: written from a report's distinct frames, inlined back
-//     into each site's `frames` by readers, rebuilt from `frames` by merge;
+//     into each site's `frames` by readers;
 //   - the split of a leaks section into leaked, suppressed and categorized;
 //   - the text form of a report (DumpReport).
 // Pure C++ and JSON: no CUDA header, nothing of the running process, so the
@@ -98,11 +99,6 @@ nlohmann::json FrameTableJson(const std::vector<const Frame*>& table);
 // Call it on a document the tools' validator accepted (an index past the
 // table is skipped).
 void InlineFrameTable(nlohmann::json* doc);
-
-// The inverse, for a writer that holds sites with `frames` (merge): each
-// distinct frame is listed once in a new `frame_table`, and each site's
-// `frames` becomes `stack`. A site without `frames` is left as it is.
-void BuildFrameTable(nlohmann::json* doc);
 
 // The split of a leaks section (leaks.device or leaks.host) into what counts
 // as leaked, what a suppression rule covers and what libraries keep on

@@ -12,6 +12,7 @@
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/report/report.h"
+#include "libgpuwatch/report/report_model.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuwatch {
@@ -22,8 +23,9 @@ inline constexpr size_t kMaxSitesPerSection = 1000;
 // "1 copy", "3 copies".
 inline std::string Copies(uint64_t n) { return CountOf(n, "copy", "copies"); }
 
-// A site's category and suppression rule, as fields of its entry.
-void AddSiteClass(const SiteClass& c, nlohmann::json* entry);
+// A site entry's id, location and stack, and its category and suppression
+// rule when `c` is given.
+void FillSite(uint32_t id, const SiteClass* c, SiteResolver* sites, ReportSite* out);
 
 // Copies of one direction. With a transfers section, its totals: directions
 // resolved from activity records (cudaMemcpyDefault, cuMemcpy) and graph
@@ -38,8 +40,8 @@ std::string TransferSummary(const TransfersSnapshot& t, const ReportAnalysis& an
 
 // report_growth.cc: the `growth` and `timeline` sections and the summary's
 // growth line.
-nlohmann::json GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
-                             const Suppressions* suppressions, SiteResolver* sites);
+ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
+                           const Suppressions* suppressions, SiteResolver* sites);
 nlohmann::json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites);
 std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* suppressions,
                           SiteResolver* sites);

@@ -31,6 +31,8 @@ Session::Session(Config config, std::string* warning) : config_(std::move(config
   recording_.store(first, std::memory_order_release);
 }
 
+Session::~Session() { delete recording_.load(std::memory_order_acquire); }
+
 bool Session::LoadSuppressions(std::string* error) {
   if (config_.suppressions.empty()) return true;
   auto loaded = std::make_unique<Suppressions>();
@@ -48,7 +50,7 @@ void Session::SetGpuClock(uint64_t gpu_now_ns) {
 }
 
 void Session::StartChildRecording() {
-  const Recording& parent = recording();
+  Recording& parent = recording();
   const size_t trace_events = parent.trace != nullptr ? parent.trace->capacity() : 0;
   auto* child = new Recording(config_, trace_events);
   child->tracker.SetPaused(parent.tracker.paused());
@@ -59,7 +61,8 @@ void Session::StartChildRecording() {
                                     static_cast<int64_t>(parent.tracker.NowNs()));
     child->trace_gpu = parent.trace_gpu;
   }
-  recording_.store(child, std::memory_order_release);  // the parent's is leaked on purpose
+  child->parent.reset(&parent);  // kept: a thread may still be inside it
+  recording_.store(child, std::memory_order_release);
 }
 
 void Session::LockForFork() {

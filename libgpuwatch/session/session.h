@@ -54,6 +54,8 @@ struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at 
   // Activity records (copies, kernels) go into the trace: CUPTI's clock
   // offset from the tracker's is known (Session::SetGpuClock).
   bool trace_gpu = false;
+  // The fork parent's recording this one replaced; freed with the Session.
+  std::unique_ptr<Recording> parent;
 };
 
 class Session {
@@ -64,6 +66,9 @@ class Session {
   explicit Session(Config config, std::string* warning = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
+  // Frees the current recording and the fork parents' it replaced (those
+  // stay allocated until then: a thread may still hold one).
+  ~Session();
 
   const Config& config() const { return config_; }
   StackTable* stacks() const { return stacks_.get(); }  // null: no stacks

@@ -108,16 +108,26 @@ TEST(SiteKey, SameStackSameKeyAcrossBuildDirectories) {
   json a = Site("F()", "a.cc", 10, 1);
   json b = Site("F()", "a.cc", 10, 2);
   b["frames"][0]["file"] = "/other/checkout/a.cc";
-  EXPECT_EQ(SiteKey(a), SiteKey(b));
-  EXPECT_NE(SiteKey(a), SiteKey(Site("F()", "a.cc", 11, 1)));
-  EXPECT_EQ(Describe(a), "a.cc:10 (F())");
+  EXPECT_EQ(SiteKey(SiteOf(a)), SiteKey(SiteOf(b)));
+  EXPECT_NE(SiteKey(SiteOf(a)), SiteKey(SiteOf(Site("F()", "a.cc", 11, 1))));
+  EXPECT_EQ(Describe(SiteOf(a)), "a.cc:10 (F())");
+}
+
+// A leaks section as the reader types it.
+LeakList LeaksOf(const json& section) {
+  ReportModel m;
+  std::string error;
+  EXPECT_TRUE(ReadReportModel({{"leaks", {{"device", section}}}}, &m, &error)) << error;
+  return m.leaks_device;
 }
 
 TEST(SplitLeaks, SuppressedCategorizedAndLeaked) {
-  json section = {{"bytes", 111}, {"count", 3}, {"omitted_bytes", 0}};
-  section["sites"] = {Site("Leak()", "a.cc", 1, 100), Site("Kept()", "b.cc", 2, 10),
-                      Site("cublasCreate_v2", "", 0, 1, "/usr/lib/libcublas.so.13")};
-  section["sites"][1]["suppressed"] = "leak:Kept";
+  json doc = {{"bytes", 111}, {"count", 3}, {"omitted_bytes", 0}};
+  doc["sites"] = {Site("Leak()", "a.cc", 1, 100), Site("Kept()", "b.cc", 2, 10),
+                  Site("cublasCreate_v2", "", 0, 1, "/usr/lib/libcublas.so.13")};
+  doc["sites"][1]["suppressed"] = "leak:Kept";
+  const LeakList section = LeaksOf(doc);
+  ASSERT_EQ(section.sites.size(), 3u);
   const LeakSplit split = SplitLeaks(section, nullptr, false);
   EXPECT_EQ(split.leaked_bytes, 100u);
   EXPECT_EQ(split.suppressed_bytes, 10u);
@@ -238,7 +248,20 @@ TEST_F(ReadReportTest, SitesGetTheirFramesFromTheFrameTable) {
   EXPECT_EQ(d["transfers"]["sites"][0]["frames"], json::array({inner}));
   EXPECT_EQ(d["timeline"]["sites"][0]["frames"], json::array({outer}));
   EXPECT_EQ(d["oom"]["frames"], json::array({inner, outer}));
-  EXPECT_EQ(FunctionOf(d["leaks"]["device"]["sites"][0]), "inner");
+  EXPECT_EQ(FunctionOf(SiteOf(d["leaks"]["device"]["sites"][0])), "inner");
+  // The typed sections read the same frames.
+  const ReportModel& m = r.model;
+  EXPECT_TRUE(m.frame_table.empty());
+  ASSERT_EQ(m.leaks_device.sites.size(), 1u);
+  ASSERT_EQ(m.leaks_device.sites[0].frames.size(), 2u);
+  EXPECT_EQ(m.leaks_device.sites[0].frames[0].function, "inner");
+  EXPECT_EQ(m.leaks_device.sites[0].frames[1].line, 9u);
+  EXPECT_TRUE(m.leaks_device.sites[0].stack.empty());
+  ASSERT_TRUE(m.growth.has_value());
+  ASSERT_EQ(m.growth->suspects.size(), 1u);
+  EXPECT_EQ(m.growth->suspects[0].frames[0].function, "main");
+  ASSERT_TRUE(m.oom.has_value());
+  EXPECT_EQ(FunctionOf(*m.oom), "inner");
 }
 
 // The inverse (what merge writes with): each distinct frame once, sites by
@@ -249,17 +272,30 @@ TEST(BuildFrameTable, ListsEachFrameOnceAndInliningUndoesIt) {
   doc["sites"] = json::array({Site("G()", "b.cc", 2, 1), json{{"site", 7}}});
   doc["growth"]["suspects"] = json::array({Site("F()", "a.cc", 10, 1)});
   const json original = doc;
-  BuildFrameTable(&doc);
-  ASSERT_TRUE(doc["frame_table"].is_array());
-  EXPECT_EQ(doc["frame_table"].size(), 3u);  // F(), main, G(): main once
-  EXPECT_EQ(doc["leaks"]["device"]["sites"][0]["stack"], json::array({0, 1}));
-  EXPECT_EQ(doc["sites"][0]["stack"], json::array({2, 1}));
-  EXPECT_FALSE(doc["sites"][0].contains("frames"));
-  EXPECT_FALSE(doc["sites"][1].contains("stack"));  // had no frames
-  EXPECT_EQ(doc["growth"]["suspects"][0]["stack"], json::array({0, 1}));
-  EXPECT_EQ(ValidateReport(doc), "");
-  InlineFrameTable(&doc);
-  EXPECT_EQ(doc, original);
+  ReportModel m;
+  std::string error;
+  ASSERT_TRUE(ReadReportModel(doc, &m, &error)) << error;
+  m.BuildFrameTable();
+  json written = json::object();
+  m.ToJson(&written);
+  ASSERT_TRUE(written["frame_table"].is_array());
+  EXPECT_EQ(written["frame_table"].size(), 3u);  // F(), main, G(): main once
+  EXPECT_EQ(written["leaks"]["device"]["sites"][0]["stack"], json::array({0, 1}));
+  EXPECT_EQ(written["sites"][0]["stack"], json::array({2, 1}));
+  EXPECT_FALSE(written["sites"][0].contains("frames"));
+  EXPECT_EQ(written["sites"][1]["stack"], json::array());  // had no frames
+  EXPECT_EQ(written["growth"]["suspects"][0]["stack"], json::array({0, 1}));
+  EXPECT_EQ(ValidateReport(written), "");
+  InlineFrameTable(&written);
+  EXPECT_EQ(written["leaks"]["device"]["sites"][0]["frames"],
+            original["leaks"]["device"]["sites"][0]["frames"]);
+  EXPECT_EQ(written["sites"][0]["frames"], original["sites"][0]["frames"]);
+  EXPECT_EQ(written["sites"][1]["frames"], json::array());
+  EXPECT_EQ(written["growth"]["suspects"][0]["frames"],
+            original["growth"]["suspects"][0]["frames"]);
+  // Every figure read is written back as it was.
+  EXPECT_EQ(written["leaks"]["device"]["sites"][0]["bytes"], 1);
+  EXPECT_EQ(written["sites"][1]["site"], 7);
 }
 
 // The split every writer and reader shares: suppressed before categorized;

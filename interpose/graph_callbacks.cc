@@ -1,0 +1,172 @@
+// The switchboard's graph and resource callbacks (callback_state.h): a
+// graph's memcpy, memory-alloc and memory-free nodes are recorded when they
+// are made (explicitly, or captured from a stream) and replayed at each
+// launch of an instance; the resource domain also marks contexts made and
+// destroyed. The rules of callbacks.h hold here too.
+#include <pthread.h>
+
+#include <cstdint>
+
+#include "interpose/callback_state.h"
+#include "libgpuwatch/record/graphs.h"
+#include "libgpuwatch/stacks/unwind.h"
+
+namespace gpuwatch::switchboard {
+
+namespace {
+
+// The copy a graph's memcpy node makes at each launch.
+CopyCall GraphCopy(const GraphWork& work) {
+  CopyCall copy;
+  copy.stack_id = work.stack_id;
+  copy.bytes = work.bytes;
+  copy.kind = work.copy_kind;
+  copy.host = work.host;
+  copy.async = true;
+  return copy;
+}
+
+}  // namespace
+
+void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
+  if (!g_hooks.copy_activity || !IsRecording()) return;
+  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
+    if (work.type != GraphWork::Type::kCopy) continue;
+    CopyCall copy = GraphCopy(work);
+    copy.correlation = correlation;
+    Tables().transfers.OnGraphCopy(correlation, node, copy, /*activity=*/true);
+  }
+}
+
+void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded) {
+  const bool recording = IsRecording();
+  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
+    switch (work.type) {
+      case GraphWork::Type::kCopy:
+        if (!succeeded) {
+          if (g_hooks.copy_activity) {
+            Tables().transfers.OnGraphLaunchFailed(correlation, node);
+          }
+        } else if (recording) {
+          Tables().tracker.OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
+          if (!g_hooks.copy_activity) {
+            Tables().transfers.OnGraphCopy(correlation, node, GraphCopy(work),
+                                           /*activity=*/false);
+          }
+        }
+        break;
+      case GraphWork::Type::kAlloc:
+        if (succeeded && recording && work.address != 0) {
+          AllocEvent e;
+          e.address = work.address;
+          e.size = work.size;
+          e.kind = MemKind::kGraph;
+          e.device = work.device;
+          e.stack_id = work.stack_id;
+          Tables().tracker.OnAlloc(e);
+        }
+        break;
+      case GraphWork::Type::kFree:
+        if (succeeded && work.address != 0) Tables().tracker.OnFree(work.address);
+        break;
+    }
+  }
+  if (succeeded) Launch(kGraphLaunch);
+}
+
+namespace {
+
+uint64_t NodeId(CUgraphNode node) {
+  uint64_t id = 0;
+  if (node == nullptr || g_hooks.get_graph_node_id(node, &id) != CUPTI_SUCCESS) return 0;
+  return id;
+}
+
+// A node made inside the tracked call in progress on this thread.
+void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
+  if (!t_in_call || t_call.spec == nullptr) return;
+  CallInProgress& c = t_call;
+  const ParsedCall& call = c.call;
+  // Instantiation makes nodes of its own; its clones are what count.
+  if (call.role == Role::kInstantiate) return;
+  c.made_node = true;
+  GraphWork work;
+  switch (call.role) {
+    case Role::kCopy:
+      work.type = GraphWork::Type::kCopy;
+      work.bytes = call.copy.bytes;
+      {
+        CopyCall classified = call.copy;
+        ClassifyCopy(call, &classified);
+        work.copy_kind = classified.kind;
+        work.host = classified.host;
+      }
+      break;
+    case Role::kAlloc:
+      work.type = GraphWork::Type::kAlloc;
+      work.size = call.size;
+      work.device = call.device >= 0 ? call.device : DeviceOfContext(r->context, /*context_uid=*/0);
+      break;
+    case Role::kFree:
+      work.type = GraphWork::Type::kFree;
+      work.address = call.address;
+      break;
+    default:
+      return;  // kernels and the rest: the graph launch counts them
+  }
+  const uint64_t id = NodeId(g->node);
+  if (id == 0) return;
+  work.stack_id = CallSite();
+  c.node = id;
+  g_hooks.session->graphs().OnNodeCreated(id, Addr(g->graph), work);
+}
+
+}  // namespace
+
+void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
+      // The CUDA libraries of this context are loaded by now (a runtime
+      // loaded after gpuwatch attached, or loaded again after a dlclose).
+      if (g_hooks.session->stacks() != nullptr) RefreshToolModules();
+      Tables().lifecycle.ContextReady(Tables().tracker.NowNs());  // rare
+      return;
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();
+      return;
+    default:
+      break;
+  }
+  if (g_hooks.get_graph_node_id == nullptr || r->resourceDescriptor == nullptr) {
+    return;
+  }
+  const auto* g = static_cast<const CUpti_GraphData*>(r->resourceDescriptor);
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED:
+      OnGraphNodeCreated(r, g);
+      return;
+    case CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED: {
+      const uint64_t clone = NodeId(g->node);
+      const uint64_t original = NodeId(g->originalNode);
+      if (clone == 0 || original == 0) return;
+      g_hooks.session->graphs().OnNodeCloned(clone, original, Addr(g->graph));
+      if (t_in_call && t_call.spec != nullptr && t_call.call.role == Role::kInstantiate) {
+        g_hooks.session->graphs().AddInstantiatedClone(pthread_self(), clone);
+      }
+      return;
+    }
+    case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
+      g_hooks.session->graphs().OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
+      return;
+    case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
+      g_hooks.session->graphs().OnExecDestroyed(Addr(g->graphExec));
+      return;
+    case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
+      g_hooks.session->graphs().OnGraphDestroyed(Addr(g->graph));
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace gpuwatch::switchboard

@@ -1,0 +1,587 @@
+#include "libgpuwatch/report/report_model.h"
+
+#include <cmath>
+#include <unordered_map>
+#include <utility>
+
+namespace gpuwatch {
+
+using nlohmann::json;
+namespace key = report_key;
+
+// The field tables: each struct's X-list of counts, in order.
+#define GPUWATCH_COUNT_FIELD(member, rule) {#member, &Self::member, MergeRule::rule},
+#define GPUWATCH_COUNTS_OF(Type, LIST)                                          \
+  std::span<const CountField<Type>> Type::Counts() {                            \
+    using Self = Type;                                                          \
+    static constexpr CountField<Type> kFields[] = {LIST(GPUWATCH_COUNT_FIELD)}; \
+    return kFields;                                                             \
+  }
+GPUWATCH_COUNTS_OF(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
+GPUWATCH_COUNTS_OF(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
+GPUWATCH_COUNTS_OF(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
+GPUWATCH_COUNTS_OF(GrowthSite, GPUWATCH_GROWTH_SITE_COUNTS)
+GPUWATCH_COUNTS_OF(OomSite, GPUWATCH_OOM_SITE_COUNTS)
+GPUWATCH_COUNTS_OF(LeakList, GPUWATCH_LEAK_LIST_COUNTS)
+GPUWATCH_COUNTS_OF(KindRow, GPUWATCH_KIND_ROW_COUNTS)
+GPUWATCH_COUNTS_OF(CopyRow, GPUWATCH_COPY_ROW_COUNTS)
+GPUWATCH_COUNTS_OF(ReportTotals, GPUWATCH_TOTALS_COUNTS)
+GPUWATCH_COUNTS_OF(ReportPeak, GPUWATCH_PEAK_COUNTS)
+GPUWATCH_COUNTS_OF(MergedProcess, GPUWATCH_MERGED_PROCESS_COUNTS)
+#undef GPUWATCH_COUNTS_OF
+#undef GPUWATCH_COUNT_FIELD
+
+namespace {
+
+// Writing.
+
+template <typename T>
+void PutCounts(const T& from, std::span<const CountField<T>> fields, json* out) {
+  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
+}
+
+json CountMapJson(const CountMap& map) {
+  json out = json::object();
+  for (const auto& [name, n] : map) out[name] = n;
+  return out;
+}
+
+json FrameJson(const ReportFrame& f) {
+  json frame = {{key::kFunction, f.function},
+                {key::kFile, f.file},
+                {key::kLine, f.line},
+                {key::kModule, f.module}};
+  if (f.inlined) frame[key::kInlined] = true;
+  return frame;
+}
+
+json SiteJson(const ReportSite& s) {
+  json entry = {{key::kSite, s.site}, {key::kLocation, s.location}};
+  if (s.category.has_value()) entry[key::kCategory] = *s.category;
+  if (s.suppressed.has_value()) entry[key::kSuppressed] = *s.suppressed;
+  if (s.processes != 0) entry[key::kProcesses] = s.processes;
+  if (s.frames.empty()) {
+    entry[key::kStack] = s.stack;
+  } else {
+    json frames = json::array();
+    for (const ReportFrame& f : s.frames) frames.push_back(FrameJson(f));
+    entry[key::kFrames] = std::move(frames);
+  }
+  return entry;
+}
+
+template <typename T>
+json SiteListJson(const std::vector<T>& sites, const std::function<void(const T&, json*)>& more) {
+  json list = json::array();
+  for (const T& s : sites) {
+    json entry = SiteJson(s);
+    PutCounts(s, T::Counts(), &entry);
+    if (more) more(s, &entry);
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
+json LeakListJson(const LeakList& l) {
+  json section;
+  PutCounts(l, LeakList::Counts(), &section);
+  section[key::kSites] = SiteListJson<LeakSite>(
+      l.sites, [](const LeakSite& s, json* e) { (*e)["kinds"] = CountMapJson(s.kinds); });
+  l.split.WriteTo(&section);
+  return section;
+}
+
+json TotalsJson(const ReportTotals& t) {
+  json out;
+  PutCounts(t, ReportTotals::Counts(), &out);
+  json kinds = json::object();
+  for (const auto& [name, row] : t.kinds) PutCounts(row, KindRow::Counts(), &kinds[name]);
+  out["kinds"] = std::move(kinds);
+  json copies = json::object();
+  for (const auto& [name, row] : t.copies) PutCounts(row, CopyRow::Counts(), &copies[name]);
+  out["copies"] = std::move(copies);
+  return out;
+}
+
+json MergedProcessJson(const MergedProcess& p) {
+  json row = {{"file", p.file},
+              {"host", p.host},
+              {"rank", p.rank},
+              {"command", p.command},
+              {"trigger", p.trigger}};
+  PutCounts(p, MergedProcess::Counts(), &row);
+  return row;
+}
+
+}  // namespace
+
+void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
+  for (LeakSite& s : leaks_device.sites) fn(s);
+  for (LeakSite& s : leaks_host.sites) fn(s);
+  for (PeakSite& s : peak.sites) fn(s);
+  for (AllocSite& s : sites) fn(s);
+  if (growth.has_value()) {
+    for (GrowthSite& s : growth->suspects) fn(s);
+  }
+  if (oom.has_value()) fn(*oom);
+}
+
+void ReportModel::BuildFrameTable() {
+  std::unordered_map<std::string, uint32_t> index;  // a frame's fields -> its index
+  ForEachSite([&](ReportSite& site) {
+    site.stack.clear();
+    for (ReportFrame& f : site.frames) {
+      std::string k = f.function + '\0' + f.file + '\0' + std::to_string(f.line) + '\0' + f.module +
+                      (f.inlined ? "\1" : "");
+      const auto [at, added] = index.try_emplace(std::move(k), frame_table.size());
+      if (added) frame_table.push_back(std::move(f));
+      site.stack.push_back(at->second);
+    }
+    site.frames.clear();
+  });
+}
+
+void ReportModel::InlineFrameTable() {
+  ForEachSite([this](ReportSite& site) {
+    if (site.stack.empty()) return;
+    site.frames.clear();
+    for (const uint32_t i : site.stack) {
+      if (i < frame_table.size()) site.frames.push_back(frame_table[i]);
+    }
+    site.stack.clear();
+  });
+  frame_table.clear();
+}
+
+void ReportModel::ToJson(json* doc) const {
+  json& d = *doc;
+  d[key::kSchema] = kReportSchemaName;
+  d[key::kVersion] = kReportSchemaVersion;
+  d[key::kTrigger] = trigger;
+  d[key::kLabel] = label;
+  d[key::kGpuwatch] = {{"version", gpuwatch_version}, {"attach", attach}, {"cupti", cupti}};
+  d[key::kProcess] = {{"pid", process.pid},
+                      {"host", process.host},
+                      {"rank", process.rank},
+                      {"command", process.command},
+                      {"elapsed_ns", process.elapsed_ns}};
+  if (!process.pytorch_allocator.empty()) {
+    d[key::kProcess]["pytorch_allocator"] = process.pytorch_allocator;
+  }
+  d[key::kTotals] = TotalsJson(totals);
+  d[key::kStackDepth] = stack_depth;
+  if (unwind.has_value()) {
+    d["tool_frames"] = unwind->tool_frames;
+    d["unwinder"] = unwind->unwinder;
+    d["unwind_fallbacks"] = unwind->unwind_fallbacks;
+  }
+  d[key::kLeaks] = {{key::kDevice, LeakListJson(leaks_device)},
+                    {key::kHost, LeakListJson(leaks_host)}};
+  json peak_json;
+  PutCounts(peak, ReportPeak::Counts(), &peak_json);
+  peak_json["kinds"] = CountMapJson(peak.kinds);
+  peak_json[key::kSites] = SiteListJson<PeakSite>(peak.sites, nullptr);
+  d[key::kPeak] = std::move(peak_json);
+  d[key::kSites] = SiteListJson<AllocSite>(sites, nullptr);
+  if (growth.has_value()) {
+    d[key::kGrowth] = {{"basis", growth->basis},
+                       {"samples", growth->samples},
+                       {key::kSuspects, SiteListJson<GrowthSite>(growth->suspects,
+                                                                 [](const GrowthSite& s, json* e) {
+                                                                   (*e)["rate"] = s.rate;
+                                                                   (*e)["unit"] = s.unit;
+                                                                   (*e)["from"] = s.from;
+                                                                   (*e)["to"] = s.to;
+                                                                   if (!s.series.empty())
+                                                                     (*e)["series"] = s.series;
+                                                                 })}};
+  }
+  if (oom.has_value()) {
+    json o = SiteJson(*oom);
+    PutCounts(*oom, OomSite::Counts(), &o);
+    o["kind"] = oom->kind;
+    o["api"] = oom->api;
+    o["error"] = oom->error;
+    o["device"] = oom->device;
+    d[key::kOom] = std::move(o);
+  }
+  if (merged_from != 0) {
+    d[key::kMergedFrom] = merged_from;
+    json rows = json::array();
+    for (const MergedProcess& p : processes) rows.push_back(MergedProcessJson(p));
+    d[key::kProcesses] = std::move(rows);
+  }
+  json table = json::array();
+  for (const ReportFrame& f : frame_table) table.push_back(FrameJson(f));
+  d[key::kFrameTable] = std::move(table);
+}
+
+// Reading.
+
+void ReportFieldReader::Fail(const std::string& path, const std::string& what) {
+  if (!failed()) problem_ = path + " " + what;
+}
+
+namespace {
+
+// A short rendering of a value for a message: the file may hold megabytes.
+std::string Shown(const json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 32) + "...";
+  return text;
+}
+
+// Byte counts, counts and nanoseconds: 2^53, exact in a double, 8 PiB or 104
+// days; sums of many of them cannot overflow 64 bits.
+constexpr uint64_t kMaxCount = uint64_t{1} << 53;
+
+}  // namespace
+
+void ReportFieldReader::Expected(const std::string& path, const json& v, const char* expected) {
+  Fail(path, "is " + Shown(v) + ", expected " + expected);
+}
+
+std::string ReportFieldReader::Join(const std::string& path, const char* key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string ReportFieldReader::Element(std::string path, size_t i) {
+  path += '[';
+  path += std::to_string(i);
+  path += ']';
+  return path;
+}
+
+const json* ReportFieldReader::Member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it != obj.end() && !it->is_null() ? &*it : nullptr;
+}
+
+uint64_t ReportFieldReader::Count(const json& v, const std::string& path) {
+  if (failed()) return 0;
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    const auto n = v.get<uint64_t>();
+    if (n <= kMaxCount) return n;
+    Expected(path, v, "a count of at most 2^53");
+    return 0;
+  }
+  Expected(path, v, v.is_number_integer() ? "a count (not negative)" : "a count (an integer)");
+  return 0;
+}
+
+uint64_t ReportFieldReader::CountAt(const json& obj, const std::string& path, const char* key) {
+  const json* v = Member(obj, key);
+  return v != nullptr ? Count(*v, Join(path, key)) : 0;
+}
+
+int64_t ReportFieldReader::IntegerAt(const json& obj, const std::string& path, const char* key) {
+  const json* v = Member(obj, key);
+  if (v == nullptr || failed()) return 0;
+  if (v->is_number_integer() && std::llabs(v->get<int64_t>()) <= static_cast<int64_t>(kMaxCount)) {
+    return v->get<int64_t>();
+  }
+  Expected(Join(path, key), *v, "an integer");
+  return 0;
+}
+
+double ReportFieldReader::RealAt(const json& obj, const std::string& path, const char* key) {
+  const json* v = Member(obj, key);
+  if (v == nullptr || failed()) return 0;
+  if (!v->is_number()) {
+    Expected(Join(path, key), *v, "a number");
+    return 0;
+  }
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(kMaxCount)) {
+    Expected(Join(path, key), *v, "a number of at most 2^53");
+    return 0;
+  }
+  return d;
+}
+
+std::optional<std::string> ReportFieldReader::OptionalTextAt(const json& obj,
+                                                             const std::string& path,
+                                                             const char* key) {
+  const json* v = Member(obj, key);
+  if (v == nullptr || failed()) return std::nullopt;
+  if (!v->is_string()) {
+    Expected(Join(path, key), *v, "a string");
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+std::string ReportFieldReader::TextAt(const json& obj, const std::string& path, const char* key) {
+  return OptionalTextAt(obj, path, key).value_or("");
+}
+
+namespace {
+
+const json* Typed(ReportFieldReader* r, const json& obj, const std::string& path, const char* key,
+                  json::value_t type, const char* expected) {
+  const json* v = ReportFieldReader::Member(obj, key);
+  if (v == nullptr || r->failed()) return nullptr;
+  if (v->type() != type) {
+    r->Expected(ReportFieldReader::Join(path, key), *v, expected);
+    return nullptr;
+  }
+  return v;
+}
+
+}  // namespace
+
+const json* ReportFieldReader::ObjectAt(const json& obj, const std::string& path, const char* key) {
+  return Typed(this, obj, path, key, json::value_t::object, "an object");
+}
+
+const json* ReportFieldReader::ArrayAt(const json& obj, const std::string& path, const char* key) {
+  return Typed(this, obj, path, key, json::value_t::array, "an array");
+}
+
+std::vector<std::string> ReportFieldReader::TextsAt(const json& obj, const std::string& path,
+                                                    const char* key) {
+  std::vector<std::string> out;
+  const json* list = ArrayAt(obj, path, key);
+  if (list == nullptr) return out;
+  for (size_t i = 0; i < list->size() && !failed(); ++i) {
+    const json& v = (*list)[i];
+    if (v.is_string()) {
+      out.push_back(v.get<std::string>());
+    } else {
+      Expected(Element(Join(path, key), i), v, "a string");
+    }
+  }
+  return out;
+}
+
+CountMap ReportFieldReader::CountMapAt(const json& obj, const std::string& path, const char* key) {
+  CountMap out;
+  if (const json* map = ObjectAt(obj, path, key)) {
+    for (const auto& [name, v] : map->items()) {
+      out[name] = Count(v, Join(path, key) + "." + name);
+    }
+  }
+  return out;
+}
+
+std::vector<ReportFrame> ReportFieldReader::Frames(const json& frames, const std::string& path) {
+  std::vector<ReportFrame> out;
+  for (size_t i = 0; i < frames.size() && !failed(); ++i) {
+    const json& f = frames[i];
+    const std::string at = Element(path, i);
+    if (!f.is_object()) {
+      Expected(at, f, "an object (a frame)");
+      break;
+    }
+    ReportFrame frame;
+    frame.function = TextAt(f, at, key::kFunction);
+    frame.file = TextAt(f, at, key::kFile);
+    frame.module = TextAt(f, at, key::kModule);
+    frame.line = CountAt(f, at, key::kLine);
+    const json* inlined = Member(f, key::kInlined);
+    frame.inlined = inlined != nullptr && inlined->is_boolean() && inlined->get<bool>();
+    out.push_back(std::move(frame));
+  }
+  return out;
+}
+
+bool ReportFieldReader::Site(const json& site, const std::string& path, ReportSite* out) {
+  if (failed()) return false;
+  if (!site.is_object()) {
+    Expected(path, site, "an object (a site)");
+    return false;
+  }
+  out->site = CountAt(site, path, key::kSite);
+  out->location = TextAt(site, path, key::kLocation);
+  out->category = OptionalTextAt(site, path, key::kCategory);
+  out->suppressed = OptionalTextAt(site, path, key::kSuppressed);
+  out->processes = CountAt(site, path, key::kProcesses);
+  if (const json* frames = ArrayAt(site, path, key::kFrames)) {
+    out->frames = Frames(*frames, Join(path, key::kFrames));
+  }
+  if (const json* stack = ArrayAt(site, path, key::kStack)) {
+    for (size_t i = 0; i < stack->size() && !failed(); ++i) {
+      const std::string at = Element(Join(path, key::kStack), i);
+      const uint64_t index = Count((*stack)[i], at);
+      if (!failed() && index >= frame_table_size) {
+        Fail(at, "is " + Shown((*stack)[i]) + ", past the end of frame_table (" +
+                     std::to_string(frame_table_size) + " frames)");
+      }
+      out->stack.push_back(static_cast<uint32_t>(index));
+    }
+  }
+  return !failed();
+}
+
+namespace {
+
+// A site list of T: each element's common part, its counts, then `more`.
+template <typename T>
+std::vector<T> ReadSites(ReportFieldReader* r, const json& obj, const std::string& path,
+                         const char* key,
+                         const std::function<void(const json&, const std::string&, T*)>& more) {
+  std::vector<T> out;
+  const json* list = r->ArrayAt(obj, path, key);
+  if (list == nullptr) return out;
+  for (size_t i = 0; i < list->size() && !r->failed(); ++i) {
+    const std::string at = ReportFieldReader::Element(ReportFieldReader::Join(path, key), i);
+    T site;
+    if (!r->Site((*list)[i], at, &site)) break;
+    r->CountsAt((*list)[i], at, T::Counts(), &site);
+    if (more) more((*list)[i], at, &site);
+    out.push_back(std::move(site));
+  }
+  return out;
+}
+
+LeakList ReadLeakList(ReportFieldReader* r, const json& leaks, const char* which) {
+  LeakList out;
+  const json* s = r->ObjectAt(leaks, key::kLeaks, which);
+  if (s == nullptr) return out;
+  const std::string path = std::string(key::kLeaks) + "." + which;
+  r->CountsAt(*s, path, LeakList::Counts(), &out);
+  out.split.leaked_bytes = r->CountAt(*s, path, key::kLeakedBytes);
+  out.split.leaked_count = r->CountAt(*s, path, key::kLeakedCount);
+  out.split.suppressed_bytes = r->CountAt(*s, path, key::kSuppressedBytes);
+  out.split.categorized_bytes = r->CountAt(*s, path, key::kCategorizedBytes);
+  out.split.categories = r->CountMapAt(*s, path, key::kCategories);
+  out.sites = ReadSites<LeakSite>(r, *s, path, key::kSites,
+                                  [r](const json& j, const std::string& at, LeakSite* site) {
+                                    site->kinds = r->CountMapAt(j, at, "kinds");
+                                  });
+  return out;
+}
+
+ReportTotals ReadTotals(ReportFieldReader* r, const json& totals) {
+  ReportTotals out;
+  const std::string path = key::kTotals;
+  r->CountsAt(totals, path, ReportTotals::Counts(), &out);
+  const auto rows = [r, &path, &totals](const char* table_key, auto* table) {
+    using Row = typename std::remove_pointer_t<decltype(table)>::mapped_type;
+    const json* table_json = r->ObjectAt(totals, path, table_key);
+    if (table_json == nullptr) return;
+    for (const auto& [name, row] : table_json->items()) {
+      const std::string at =
+          ReportFieldReader::Join(ReportFieldReader::Join(path, table_key), name.c_str());
+      if (!row.is_object()) {
+        r->Expected(at, row, "an object");
+        return;
+      }
+      r->CountsAt(row, at, Row::Counts(), &(*table)[name]);
+    }
+  };
+  rows("kinds", &out.kinds);
+  rows("copies", &out.copies);
+  return out;
+}
+
+void ReadHeader(ReportFieldReader* r, const json& doc, ReportModel* m) {
+  m->trigger = r->TextAt(doc, "", key::kTrigger);
+  m->label = r->TextAt(doc, "", key::kLabel);
+  if (const json* g = r->ObjectAt(doc, "", key::kGpuwatch)) {
+    m->gpuwatch_version = r->TextAt(*g, key::kGpuwatch, "version");
+    m->attach = r->TextAt(*g, key::kGpuwatch, "attach");
+    m->cupti = r->TextAt(*g, key::kGpuwatch, "cupti");
+  }
+  if (const json* p = r->ObjectAt(doc, "", key::kProcess)) {
+    const std::string path = key::kProcess;
+    m->process.pid = r->CountAt(*p, path, "pid");
+    m->process.elapsed_ns = r->CountAt(*p, path, "elapsed_ns");
+    m->process.host = r->TextAt(*p, path, "host");
+    m->process.rank = r->TextAt(*p, path, "rank");
+    m->process.command = r->TextsAt(*p, path, "command");
+    m->process.pytorch_allocator = r->TextAt(*p, path, "pytorch_allocator");
+  }
+  m->stack_depth = static_cast<int64_t>(r->CountAt(doc, "", key::kStackDepth));
+  ReportUnwind u;
+  u.tool_frames = r->CountAt(doc, "", "tool_frames");
+  u.unwinder = r->TextAt(doc, "", "unwinder");
+  u.unwind_fallbacks = r->CountAt(doc, "", "unwind_fallbacks");
+  for (const char* k : {"tool_frames", "unwinder", "unwind_fallbacks"}) {
+    if (ReportFieldReader::Member(doc, k) != nullptr) m->unwind = u;
+  }
+  m->merged_from = r->CountAt(doc, "", key::kMergedFrom);
+  const json* rows = r->ArrayAt(doc, "", key::kProcesses);
+  for (size_t i = 0; rows != nullptr && i < rows->size() && !r->failed(); ++i) {
+    const json& p = (*rows)[i];
+    const std::string at = ReportFieldReader::Element(key::kProcesses, i);
+    if (!p.is_object()) {
+      r->Expected(at, p, "an object");
+      break;
+    }
+    MergedProcess row;
+    r->CountsAt(p, at, MergedProcess::Counts(), &row);
+    row.file = r->TextAt(p, at, "file");
+    row.host = r->TextAt(p, at, "host");
+    row.rank = r->TextAt(p, at, "rank");
+    row.command = r->TextsAt(p, at, "command");
+    row.trigger = r->TextAt(p, at, "trigger");
+    m->processes.push_back(std::move(row));
+  }
+}
+
+}  // namespace
+
+bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
+  ReportFieldReader r;
+  ReportModel m;
+  if (const json* table = r.ArrayAt(doc, "", key::kFrameTable)) {
+    m.frame_table = r.Frames(*table, key::kFrameTable);
+    r.frame_table_size = table->size();
+  }
+  ReadHeader(&r, doc, &m);
+  if (const json* totals = r.ObjectAt(doc, "", key::kTotals)) m.totals = ReadTotals(&r, *totals);
+  if (const json* leaks = r.ObjectAt(doc, "", key::kLeaks)) {
+    m.leaks_device = ReadLeakList(&r, *leaks, key::kDevice);
+    m.leaks_host = ReadLeakList(&r, *leaks, key::kHost);
+  }
+  if (const json* peak = r.ObjectAt(doc, "", key::kPeak)) {
+    r.CountsAt(*peak, key::kPeak, ReportPeak::Counts(), &m.peak);
+    m.peak.kinds = r.CountMapAt(*peak, key::kPeak, "kinds");
+    m.peak.sites = ReadSites<PeakSite>(&r, *peak, key::kPeak, key::kSites, nullptr);
+  }
+  m.sites = ReadSites<AllocSite>(&r, doc, "", key::kSites, nullptr);
+  if (const json* growth = r.ObjectAt(doc, "", key::kGrowth)) {
+    ReportGrowth g;
+    g.basis = r.TextAt(*growth, key::kGrowth, "basis");
+    g.samples = r.CountAt(*growth, key::kGrowth, "samples");
+    g.suspects = ReadSites<GrowthSite>(
+        &r, *growth, key::kGrowth, key::kSuspects,
+        [&r](const json& j, const std::string& at, GrowthSite* s) {
+          s->rate = r.RealAt(j, at, "rate");
+          s->from = r.RealAt(j, at, "from");
+          s->to = r.RealAt(j, at, "to");
+          s->unit = r.TextAt(j, at, "unit");
+          if (const json* series = r.ArrayAt(j, at, "series")) {
+            for (size_t i = 0; i < series->size() && !r.failed(); ++i) {
+              s->series.push_back(
+                  r.Count((*series)[i],
+                          ReportFieldReader::Element(ReportFieldReader::Join(at, "series"), i)));
+            }
+          }
+        });
+    m.growth = std::move(g);
+  }
+  if (const json* oom = r.ObjectAt(doc, "", key::kOom)) {
+    OomSite o;
+    if (r.Site(*oom, key::kOom, &o)) {
+      r.CountsAt(*oom, key::kOom, OomSite::Counts(), &o);
+      o.kind = r.TextAt(*oom, key::kOom, "kind");
+      o.api = r.TextAt(*oom, key::kOom, "api");
+      o.error = r.IntegerAt(*oom, key::kOom, "error");
+      o.device = r.IntegerAt(*oom, key::kOom, "device");
+    }
+    m.oom = std::move(o);
+  }
+  if (r.failed()) {
+    *error = r.problem();
+    return false;
+  }
+  *out = std::move(m);
+  return true;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,331 @@
+// The report as types: what its header, totals, leaks, peak, allocation
+// sites, growth suspects and OOM request hold, with the one JSON writer and
+// the one JSON reader of those sections. The library's writer fills a
+// ReportModel from its snapshots, `gpuwatch merge` reads many and writes
+// one, and the tools' reader and validator read every report through it, so
+// that a field's name, type and meaning are stated here once.
+//
+// Sections only one writer writes and the tools read as they are (timeline,
+// transfers, kernels, lifecycle, trace) stay JSON: ReportModel::ToJson
+// writes what it holds into a document that may carry them.
+//
+// Each site list's figures are listed once, in a field table, with the rule
+// that merges them across processes (a sum, the largest or the smallest),
+// so that reading, writing and merging cannot disagree. The tables are
+// constant arrays: an exit report may be written after static destructors
+// have run.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_REPORT_MODEL_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_REPORT_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/report/report_schema.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch {
+
+// A count field's rule in `gpuwatch merge`.
+enum class MergeRule { kSum, kMax, kMin };
+
+// A byte count, a count or nanoseconds of T, by its key.
+template <typename T>
+struct CountField {
+  const char* key;
+  uint64_t T::*member;
+  MergeRule merge = MergeRule::kSum;
+};
+
+using CountMap = std::map<std::string, uint64_t, std::less<>>;
+
+// Each struct's counts are one X-list, X(member, merge rule), whose member
+// name is its JSON key: GPUWATCH_COUNTS declares them (uint64_t, 0) and the
+// struct's Counts(), which lists them (report_model.cc) for reading,
+// writing and merging.
+#define GPUWATCH_DECLARE_COUNT(member, rule) uint64_t member = 0;
+// NOLINTBEGIN(bugprone-macro-parentheses): declarations, not expressions
+#define GPUWATCH_COUNTS(Type, LIST) \
+  LIST(GPUWATCH_DECLARE_COUNT)      \
+  static std::span<const CountField<Type>> Counts();
+// NOLINTEND(bugprone-macro-parentheses)
+
+// One frame of a stack, innermost first (docs/report-format.md).
+struct ReportFrame {
+  std::string function;
+  std::string file;
+  uint64_t line = 0;
+  std::string module;
+  bool inlined = false;
+};
+
+// What every entry of a site list has.
+struct ReportSite {
+  uint64_t site = 0;  // the stack id; merge renumbers
+  std::string location;
+  // Its frames: as indices into the report's frame table (`stack`, how
+  // reports are written), or the frames themselves (`frames`, version 1 and
+  // every report after InlineFrameTable). ToJson writes `frames` when there
+  // are frames, else `stack`.
+  std::vector<uint32_t> stack;
+  std::vector<ReportFrame> frames;
+  std::optional<std::string> category;    // present: the report says (may be "": none)
+  std::optional<std::string> suppressed;  // the rule's text
+  uint64_t processes = 0;                 // merged reports: processes with the site; 0: absent
+};
+
+// leaks.*.sites[]: live memory of one site.
+// clang-format off
+#define GPUWATCH_LEAK_SITE_COUNTS(X) X(bytes, kSum) X(count, kSum) X(oldest_ns, kMin)
+// clang-format on
+struct LeakSite : ReportSite {
+  GPUWATCH_COUNTS(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
+  CountMap kinds;  // live bytes per memory kind
+};
+
+// peak.sites[]: device bytes of one site when the peak was reached.
+// clang-format off
+#define GPUWATCH_PEAK_SITE_COUNTS(X) X(bytes, kSum)
+// clang-format on
+struct PeakSite : ReportSite {
+  GPUWATCH_COUNTS(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
+};
+
+// sites[]: everything one site allocated.
+// host_*: how much of allocs and alloc_bytes was pinned or registered host
+// memory; largest: the largest single allocation.
+// clang-format off
+#define GPUWATCH_ALLOC_SITE_COUNTS(X)                                        \
+  X(allocs, kSum) X(alloc_bytes, kSum) X(largest, kMax)                      \
+  X(live_device_bytes, kSum) X(live_device_count, kSum) X(host_allocs, kSum) \
+  X(host_alloc_bytes, kSum)
+// clang-format on
+struct AllocSite : ReportSite {
+  GPUWATCH_COUNTS(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
+};
+
+// growth.suspects[]: a site whose live bytes keep growing.
+// clang-format off
+#define GPUWATCH_GROWTH_SITE_COUNTS(X)                           \
+  X(first_bytes, kSum) X(last_bytes, kSum) X(growth_bytes, kSum) \
+  X(samples, kMax)
+// clang-format on
+struct GrowthSite : ReportSite {
+  GPUWATCH_COUNTS(GrowthSite, GPUWATCH_GROWTH_SITE_COUNTS)
+  double rate = 0;   // bytes per `unit`
+  std::string unit;  // "mark" or "s"
+  double from = 0;   // the window, in marks or seconds
+  double to = 0;
+  std::vector<uint64_t> series;  // the site's bytes at every sample; merge drops it
+};
+
+// oom: the request that failed.
+// device_*: cuMemGetInfo's at the failure, 0 when unknown.
+// clang-format off
+#define GPUWATCH_OOM_SITE_COUNTS(X)                                    \
+  X(size, kSum) X(device_free_bytes, kSum) X(device_total_bytes, kSum)
+// clang-format on
+struct OomSite : ReportSite {
+  GPUWATCH_COUNTS(OomSite, GPUWATCH_OOM_SITE_COUNTS)
+  std::string kind;  // the memory kind asked for
+  std::string api;   // CUPTI's function name
+  int64_t error = 0;
+  int64_t device = 0;
+};
+
+// leaks.device or leaks.host.
+// omitted_*: the sites beyond the list's limit, summed.
+// clang-format off
+#define GPUWATCH_LEAK_LIST_COUNTS(X)                   \
+  X(bytes, kSum) X(count, kSum) X(omitted_sites, kSum) \
+  X(omitted_bytes, kSum)
+// clang-format on
+struct LeakList {
+  GPUWATCH_COUNTS(LeakList, GPUWATCH_LEAK_LIST_COUNTS)
+  LeakSplitFigures split;  // as the report states it
+  std::vector<LeakSite> sites;
+};
+
+// totals.kinds.K.
+// clang-format off
+#define GPUWATCH_KIND_ROW_COUNTS(X)                                 \
+  X(current_bytes, kSum) X(current_count, kSum) X(peak_bytes, kSum) \
+  X(allocs, kSum) X(alloc_bytes, kSum) X(frees, kSum)
+// clang-format on
+struct KindRow {
+  GPUWATCH_COUNTS(KindRow, GPUWATCH_KIND_ROW_COUNTS)
+};
+
+// totals.copies.D.
+// clang-format off
+#define GPUWATCH_COPY_ROW_COUNTS(X) X(count, kSum) X(bytes, kSum)
+// clang-format on
+struct CopyRow {
+  GPUWATCH_COUNTS(CopyRow, GPUWATCH_COPY_ROW_COUNTS)
+};
+
+// docs/report-format.md has each one's meaning.
+// clang-format off
+#define GPUWATCH_TOTALS_COUNTS(X)                                                     \
+  X(device_current_bytes, kSum) X(device_peak_bytes, kSum) X(device_live_count, kSum) \
+  X(host_current_bytes, kSum) X(host_live_count, kSum) X(unknown_frees, kSum)         \
+  X(kernel_launches, kSum) X(dropped_allocs, kSum) X(stacks_dropped, kSum)            \
+  X(python_frames_dropped, kSum) X(oom_count, kSum)
+// clang-format on
+struct ReportTotals {
+  GPUWATCH_COUNTS(ReportTotals, GPUWATCH_TOTALS_COUNTS)
+  std::map<std::string, KindRow, std::less<>> kinds;
+  std::map<std::string, CopyRow, std::less<>> copies;
+};
+
+// clang-format off
+#define GPUWATCH_PEAK_COUNTS(X)                                               \
+  X(device_bytes, kSum) X(sites_at_device_bytes, kSum) X(sites_time_ns, kSum)
+// clang-format on
+struct ReportPeak {
+  GPUWATCH_COUNTS(ReportPeak, GPUWATCH_PEAK_COUNTS)
+  CountMap kinds;  // peak bytes per memory kind
+  std::vector<PeakSite> sites;
+};
+
+struct ReportGrowth {
+  std::string basis;  // "mark", "s", "none"; merge: "mixed" too
+  uint64_t samples = 0;
+  std::vector<GrowthSite> suspects;
+};
+
+struct ReportProcess {
+  uint64_t pid = 0;
+  std::string host;
+  std::string rank;
+  std::vector<std::string> command;
+  uint64_t elapsed_ns = 0;
+  std::string pytorch_allocator;  // "": absent
+};
+
+// processes[] of a merged report: one row per report merged.
+// clang-format off
+#define GPUWATCH_MERGED_PROCESS_COUNTS(X)                             \
+  X(pid, kSum) X(elapsed_ns, kSum) X(device_peak_bytes, kSum)         \
+  X(device_current_bytes, kSum) X(leaked_bytes, kSum) X(allocs, kSum)
+// clang-format on
+struct MergedProcess {
+  GPUWATCH_COUNTS(MergedProcess, GPUWATCH_MERGED_PROCESS_COUNTS)
+  std::string file;
+  std::string host;
+  std::string rank;
+  std::vector<std::string> command;
+  std::string trigger;
+};
+
+// How the stacks were captured; absent from merged reports.
+struct ReportUnwind {
+  uint64_t tool_frames = 0;
+  std::string unwinder;
+  uint64_t unwind_fallbacks = 0;
+};
+
+struct ReportModel {
+  std::string trigger;
+  std::string label;
+  std::string gpuwatch_version;
+  std::string attach;  // "preload", "injection", "merge"
+  std::string cupti;
+  ReportProcess process;
+  ReportTotals totals;
+  int64_t stack_depth = 0;
+  std::optional<ReportUnwind> unwind;
+  LeakList leaks_device;
+  LeakList leaks_host;
+  ReportPeak peak;
+  std::vector<AllocSite> sites;
+  std::optional<ReportGrowth> growth;
+  std::optional<OomSite> oom;
+  uint64_t merged_from = 0;  // merged reports; 0: absent
+  std::vector<MergedProcess> processes;
+  // The frames sites' `stack` indices name (ToJson writes it; FromJson
+  // reads it as given).
+  std::vector<ReportFrame> frame_table;
+
+  // Calls `fn` on every site the model holds.
+  void ForEachSite(const std::function<void(ReportSite&)>& fn);
+
+  // Turns every site's `frames` into `stack` indices into a new frame table,
+  // each distinct frame once (merge: sites from many reports).
+  void BuildFrameTable();
+
+  // The inverse: every site's `stack` becomes its `frames`, and the frame
+  // table is emptied (readers: one shape for versions 1 and 2).
+  void InlineFrameTable();
+
+  // Writes the model's sections into `doc` (an object), with the schema's
+  // name and version; other members of `doc` are kept.
+  void ToJson(nlohmann::json* doc) const;
+};
+
+// Reads a report's typed sections, checking every field's type as the
+// schema states it. Fields it does not know are ignored; a missing one reads
+// as 0 or "". False on the first field of the wrong type or out of range,
+// with `error` naming it (`leaks.device.sites[2].bytes is -5, expected a
+// count (not negative)`). A `stack` index past `frame_table` is an error.
+bool ReadReportModel(const nlohmann::json& doc, ReportModel* out, std::string* error);
+
+// The field checks ReadReportModel is made of, for the sections it does not
+// type (the tools' validator): each records the first problem, with the
+// field's path.
+class ReportFieldReader {
+ public:
+  const std::string& problem() const { return problem_; }
+  bool failed() const { return !problem_.empty(); }
+  void Fail(const std::string& path, const std::string& what);
+  void Expected(const std::string& path, const nlohmann::json& v, const char* expected);
+
+  static std::string Join(const std::string& path, const char* key);
+  static std::string Element(std::string path, size_t i);  // "path[i]"
+  // The member `key` of `obj`, when `obj` is an object that has it; null
+  // (and no problem) when absent or null.
+  static const nlohmann::json* Member(const nlohmann::json& obj, const char* key);
+
+  // A byte count, a count or nanoseconds: an integer in [0, 2^53].
+  uint64_t Count(const nlohmann::json& v, const std::string& path);
+  uint64_t CountAt(const nlohmann::json& obj, const std::string& path, const char* key);
+  int64_t IntegerAt(const nlohmann::json& obj, const std::string& path, const char* key);
+  // A rate or a window bound: a finite number within +-2^53.
+  double RealAt(const nlohmann::json& obj, const std::string& path, const char* key);
+  std::string TextAt(const nlohmann::json& obj, const std::string& path, const char* key);
+  std::optional<std::string> OptionalTextAt(const nlohmann::json& obj, const std::string& path,
+                                            const char* key);
+  // An object or an array member; null when absent, null or mistyped (the
+  // last a problem).
+  const nlohmann::json* ObjectAt(const nlohmann::json& obj, const std::string& path,
+                                 const char* key);
+  const nlohmann::json* ArrayAt(const nlohmann::json& obj, const std::string& path,
+                                const char* key);
+  std::vector<std::string> TextsAt(const nlohmann::json& obj, const std::string& path,
+                                   const char* key);
+  CountMap CountMapAt(const nlohmann::json& obj, const std::string& path, const char* key);
+  // The counts `fields` of `obj` into `out`.
+  template <typename T>
+  void CountsAt(const nlohmann::json& obj, const std::string& path,
+                std::span<const CountField<T>> fields, T* out) {
+    for (const CountField<T>& f : fields) out->*f.member = CountAt(obj, path, f.key);
+  }
+  // A list of frames: a site's (version 1) or the frame table.
+  std::vector<ReportFrame> Frames(const nlohmann::json& frames, const std::string& path);
+  // What every site has; `stack` indices must be below `frame_table_size`.
+  // False when `site` is not an object (a problem).
+  bool Site(const nlohmann::json& site, const std::string& path, ReportSite* out);
+
+  size_t frame_table_size = 0;
+
+ private:
+  std::string problem_;
+};
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_MODEL_H_
