@@ -1,5 +1,6 @@
 #include "libgpuwatch/report/report_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 #include <utility>
@@ -448,6 +449,9 @@ LeakList ReadLeakList(ReportFieldReader* r, const json& leaks, const char* which
   out.split.suppressed_bytes = r->CountAt(*s, path, key::kSuppressedBytes);
   out.split.categorized_bytes = r->CountAt(*s, path, key::kCategorizedBytes);
   out.split.categories = r->CountMapAt(*s, path, key::kCategories);
+  // The report gives leaked_count, not the suppressed and categorized counts
+  // apart: their sum (what LeakSplitFigures::WriteTo needs) is the rest.
+  out.split.suppressed_count = out.count - std::min(out.count, out.split.leaked_count);
   out.sites = ReadSites<LeakSite>(r, *s, path, key::kSites,
                                   [r](const json& j, const std::string& at, LeakSite* site) {
                                     site->kinds = r->CountMapAt(j, at, "kinds");
