@@ -5,6 +5,8 @@
 #   P/include/gpuwatch/gpuwatch.h      the public C API
 #   P/lib/cmake/gpuwatch/              find_package(gpuwatch): gpuwatch::gpuwatch
 #   P/lib/pkgconfig/gpuwatch.pc        pkg-config gpuwatch
+#   P/share/gpuwatch/python/gpuwatch/  the Python package (`gpuwatch run` puts
+#                                      P/share/gpuwatch/python on PYTHONPATH)
 # The directories are fixed (not GNUInstallDirs' multiarch libdir) because
 # `gpuwatch run` finds the library at <its directory>/../lib, and both package
 # files locate the prefix relative to themselves, so a prefix can be moved.
@@ -15,6 +17,8 @@ install(TARGETS gpuwatch EXPORT gpuwatchTargets
   INCLUDES DESTINATION include)
 install(TARGETS gpuwatch_cli RUNTIME DESTINATION bin)
 install(FILES ${PROJECT_SOURCE_DIR}/include/gpuwatch/gpuwatch.h DESTINATION include/gpuwatch)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/gpuwatch DESTINATION share/gpuwatch/python
+  FILES_MATCHING PATTERN "*.py")
 
 install(EXPORT gpuwatchTargets NAMESPACE gpuwatch:: DESTINATION lib/cmake/gpuwatch)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gpuwatchConfig.cmake.in

@@ -13,22 +13,26 @@ This loop keeps a 1 MiB device buffer per step in a history list (the bug).
 It allocates through the CUDA runtime with ctypes so that it needs nothing but
 Python; in a PyTorch loop the calls are the same:
 
-    gpuwatch = gpuwatch_api()
+    import gpuwatch
     for step, batch in enumerate(loader):
         loss = model(batch).sum(); loss.backward(); optimizer.step()
-        if gpuwatch:
-            gpuwatch.gpuwatch_mark(b"step")
+        gpuwatch.mark("step")
 
-The API is looked up in the process itself (gpuwatch_api.py, next to this
-file): with `gpuwatch run` or LD_PRELOAD the library is already loaded, and
-without gpuwatch the program runs unchanged.
+`gpuwatch run` puts the gpuwatch package (python/gpuwatch) on PYTHONPATH; its
+calls do nothing when gpuwatch is not attached, so the program runs
+unchanged without it.
 """
 
 import argparse
 import ctypes
+import os
 import sys
 
-from gpuwatch_api import gpuwatch_api
+try:
+    import gpuwatch  # on PYTHONPATH under `gpuwatch run`
+except ImportError:  # run without it: the package of this repository (python/)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import gpuwatch
 
 
 def main():
@@ -40,7 +44,6 @@ def main():
     cudart = ctypes.CDLL("libcudart.so.13")
     cudart.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
     cudart.cudaFree.argtypes = [ctypes.c_void_p]
-    gpuwatch = gpuwatch_api()
 
     history = []
     for step in range(args.steps):
@@ -52,10 +55,9 @@ def main():
         if cudart.cudaMalloc(ctypes.byref(kept), args.leak_bytes) != 0:  # kept: the leak
             sys.exit("cudaMalloc failed")
         history.append(kept)
-        if gpuwatch:
-            gpuwatch.gpuwatch_mark(b"step")
+        gpuwatch.mark("step")  # a no-op without gpuwatch
 
-    attached = gpuwatch is not None and gpuwatch.gpuwatch_is_active() == 1
+    attached = gpuwatch.attached()
     print("mark_iterations: %d steps, %d buffers kept; %s" %
           (args.steps, len(history),
            "gpuwatch is attached" if attached else "gpuwatch is not loaded"))

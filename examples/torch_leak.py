@@ -18,10 +18,16 @@ comes from) and a GPU. Without gpuwatch it runs unchanged.
 """
 
 import argparse
+import os
+import sys
 
 import torch
 
-from gpuwatch_api import gpuwatch_api  # examples/gpuwatch_api.py
+try:
+    import gpuwatch  # on PYTHONPATH under `gpuwatch run`
+except ImportError:  # run without it: the package of this repository (python/)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import gpuwatch
 
 
 class Model(torch.nn.Module):
@@ -46,7 +52,6 @@ def main():
     torch.manual_seed(0)
     model = Model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    gpuwatch = gpuwatch_api()
 
     activations = []
     for step in range(args.steps):
@@ -61,13 +66,12 @@ def main():
             activations.append(hidden.detach().cpu())
         else:
             activations.append(hidden)  # the leak: 8 MiB of device memory per step
-        if gpuwatch:
-            gpuwatch.gpuwatch_mark(b"step")
+        gpuwatch.mark("step")  # a no-op without gpuwatch
 
     torch.cuda.synchronize()
     print("torch_leak: %d steps, %d activations kept, %.1f MiB allocated by PyTorch; %s" %
           (args.steps, len(activations), torch.cuda.memory_allocated() / 2**20,
-           "gpuwatch is attached" if gpuwatch else "gpuwatch is not loaded"))
+           "gpuwatch is attached" if gpuwatch.attached() else "gpuwatch is not loaded"))
 
 
 if __name__ == "__main__":

@@ -187,6 +187,15 @@ std::string FindLibrary(const std::string& self_exe) {
   return "";
 }
 
+// The gpuwatch Python package's folder, <self>/../share/gpuwatch/python (in
+// the build tree as in an installed prefix), or "" when it is not there.
+std::string FindPythonPackage(const std::string& self_exe) {
+  const std::string dir = DirOf(self_exe) + "/../share/gpuwatch/python";
+  if (!IsFile(dir + "/gpuwatch/__init__.py")) return "";
+  char resolved[PATH_MAX];
+  return realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
+}
+
 int RunCommand(const RunOptions& options, const std::string& self_exe) {
   if (options.command.empty()) {
     std::fprintf(
@@ -211,6 +220,12 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
          old_preload != nullptr && *old_preload != '\0' ? library + ":" + old_preload : library);
   if (std::getenv("CUDA_INJECTION64_PATH") == nullptr)
     SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
+  // `import gpuwatch` works in a Python child with no install step.
+  if (const std::string package = FindPythonPackage(self_exe); !package.empty()) {
+    const char* old_path = std::getenv("PYTHONPATH");  // NOLINT
+    SetEnv("PYTHONPATH",
+           old_path != nullptr && *old_path != '\0' ? package + ":" + old_path : package);
+  }
   if (!options.output.empty()) SetEnv("GPUWATCH_OUTPUT", options.output);
   if (options.depth >= 0) SetEnv("GPUWATCH_DEPTH", std::to_string(options.depth));
   if (options.no_summary) SetEnv("GPUWATCH_SUMMARY", "0");

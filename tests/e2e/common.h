@@ -25,6 +25,17 @@ inline const std::string kPrograms = GPUWATCH_TEST_PROGRAMS_DIR;
 inline const std::string kExamples = GPUWATCH_TEST_EXAMPLES_DIR;
 inline const std::string kSourceDir = GPUWATCH_TEST_SOURCE_DIR;
 
+// In a test that runs python under `gpuwatch run`: a skip in ThreadSanitizer
+// builds, where `gpuwatch run` preloads the instrumented library into an
+// uninstrumented python without the TSan runtime ahead of it (TSan cannot
+// start that late).
+#if defined(__SANITIZE_THREAD__)
+#define GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN() \
+  GTEST_SKIP() << "an uninstrumented python cannot load a ThreadSanitizer-built libgpuwatch.so"
+#else
+#define GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN() static_cast<void>(0)
+#endif
+
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
 

@@ -148,11 +148,7 @@ TEST(Growth, PauseStopsRecordingAllocationsButNotFrees) {
 }
 
 TEST(Growth, PythonCtypesExampleMarksIterations) {
-#if defined(__SANITIZE_THREAD__)
-  // `gpuwatch run` preloads the instrumented library into an uninstrumented
-  // python without the TSan runtime ahead of it; TSan cannot start that late.
-  GTEST_SKIP() << "an uninstrumented python cannot load a ThreadSanitizer-built libgpuwatch.so";
-#endif
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
   ScopedTempDir dir;
   const std::string out = dir.path() + "/py.json";
   std::map<std::string, std::string> env = SimEnv();

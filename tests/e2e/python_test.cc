@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -382,11 +383,7 @@ TEST_F(PythonOptionsTest, SuppressionsMatchPythonFramesInProcessAndInCheck) {
 }
 
 TEST_F(PythonOptionsTest, GpuwatchRunAndReportShowTheScriptLine) {
-#if defined(__SANITIZE_THREAD__)
-  // `gpuwatch run` preloads the instrumented library into an uninstrumented
-  // python without the TSan runtime ahead of it; TSan cannot start that late.
-  GTEST_SKIP() << "an uninstrumented python cannot load a ThreadSanitizer-built libgpuwatch.so";
-#endif
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
   const ProcessResult r =
@@ -396,6 +393,79 @@ TEST_F(PythonOptionsTest, GpuwatchRunAndReportShowTheScriptLine) {
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find(ScriptSite("nested")), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(ScriptSite("nested_gil")), std::string::npos) << text.out;
+}
+
+// --- The gpuwatch Python package (python/gpuwatch) ---------------------------
+
+const std::string kModuleScript = kSourceDir + "/tests/e2e/programs/python_module.py";
+
+std::string ModuleSite(const std::string& marker) {
+  return "python_module.py:" + std::to_string(LineOf(kModuleScript, "# MODULE:" + marker));
+}
+
+// `gpuwatch run` puts the package on PYTHONPATH: `import gpuwatch` needs no
+// install, and its calls reach the library: marks, a labelled snapshot, and
+// a paused block left out of the record (resumed after, even when it raises).
+TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  std::map<std::string, std::string> env = SimEnv();
+  env["PYTHONPATH"] = "";  // nothing but what gpuwatch run adds
+  const ProcessResult r = RunProcess(
+      {kCli, "run", "--no-summary", "-o", out, "--", python_, kModuleScript}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "attached True version " + std::string(GPUWATCH_TEST_VERSION) +
+                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION + "\n")
+      << r.err;
+  const json report = ReadReport(out);
+  const json& leaks = report["leaks"]["device"];
+  EXPECT_EQ(leaks["bytes"], 3 * kMiB) << leaks.dump(1);  // not the paused 3 MiB
+  ASSERT_EQ(leaks["sites"].size(), 2u) << leaks.dump(1);
+  EXPECT_EQ(leaks["sites"][0]["location"], ModuleSite("after_paused"));
+  EXPECT_EQ(leaks["sites"][0]["bytes"], 2 * kMiB);
+  EXPECT_EQ(leaks["sites"][1]["location"], ModuleSite("first"));
+  EXPECT_EQ(leaks["sites"][1]["bytes"], 1 * kMiB);
+  EXPECT_EQ(report["growth"]["basis"], "mark");
+  EXPECT_EQ(report["growth"]["samples"], 2);
+  const json snapshot = ReadReport(out + ".snapshot-1");
+  EXPECT_EQ(snapshot["trigger"], "snapshot");
+  EXPECT_EQ(snapshot["label"], "from python");
+  EXPECT_EQ(snapshot["leaks"]["device"]["bytes"], 1 * kMiB);
+}
+
+// Without gpuwatch every call is a no-op that says so, and the script runs.
+TEST_F(PythonOptionsTest, TheModuleWithoutGpuwatchDoesNothing) {
+  ScopedTempDir dir;
+  std::map<std::string, std::string> env = SimEnv();
+  env["PYTHONPATH"] = kSourceDir + "/python";
+  const ProcessResult r = RunProcess({python_, kModuleScript}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "attached False version None mark False snapshot False module " +
+                       std::string(GPUWATCH_TEST_VERSION) + "\n");
+  EXPECT_EQ(r.err, "");
+}
+
+// `pip install ./python` with no network (Debian's pip and setuptools).
+TEST(PythonPackage, PipInstallsItWithoutANetwork) {
+  const std::string python = "/usr/bin/python3";
+  if (RunProcess({python, "-m", "pip", "--version"}, {}, "/").exit_code != 0) {
+    GTEST_SKIP() << "no pip for /usr/bin/python3 (Debian's python3-pip; scripts/install-deps.sh)";
+  }
+  ScopedTempDir dir;
+  // A copy: pip's build writes next to the sources.
+  ASSERT_EQ(
+      RunProcess({"cp", "-r", kSourceDir + "/python", dir.path() + "/src"}, {}, "/").exit_code, 0);
+  const ProcessResult pip =
+      RunProcess({python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                  "--target", dir.path() + "/site", dir.path() + "/src"},
+                 {{"PIP_DISABLE_PIP_VERSION_CHECK", "1"}}, dir.path());
+  ASSERT_EQ(pip.exit_code, 0) << pip.out << pip.err;
+  const ProcessResult r =
+      RunProcess({python, "-c", "import gpuwatch; print(gpuwatch.__file__, gpuwatch.__version__)"},
+                 {{"PYTHONPATH", dir.path() + "/site"}}, "/");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dir.path() + "/site/gpuwatch/__init__.py " + GPUWATCH_TEST_VERSION + "\n");
 }
 
 }  // namespace

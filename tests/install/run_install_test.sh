@@ -34,7 +34,7 @@ prefix=$tmp/prefix
 # --- what is installed ------------------------------------------------------
 for f in bin/gpuwatch lib/libgpuwatch.so include/gpuwatch/gpuwatch.h \
   lib/cmake/gpuwatch/gpuwatchConfig.cmake lib/cmake/gpuwatch/gpuwatchConfigVersion.cmake \
-  lib/pkgconfig/gpuwatch.pc; do
+  lib/pkgconfig/gpuwatch.pc share/gpuwatch/python/gpuwatch/__init__.py; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
 [ "$(ls "$prefix/bin")" = "gpuwatch" ] || fail "bin/ holds more than gpuwatch: $(ls "$prefix/bin")"
@@ -44,6 +44,8 @@ if find "$prefix" -name 'libcuda*' -o -name 'libcupti*' -o -name 'libgwsim*' \
 fi
 cmp -s "$prefix/include/gpuwatch/gpuwatch.h" "$source/include/gpuwatch/gpuwatch.h" ||
   fail "the installed gpuwatch.h is not include/gpuwatch/gpuwatch.h"
+cmp -s "$prefix/share/gpuwatch/python/gpuwatch/__init__.py" "$source/python/gpuwatch/__init__.py" ||
+  fail "the installed Python package is not python/gpuwatch"
 [ "$("$prefix/bin/gpuwatch" --version)" = "$version" ] || fail "gpuwatch --version is not $version"
 
 # --- find_package(gpuwatch) -------------------------------------------------
@@ -127,5 +129,13 @@ grep -qx "gpuwatch: report written to $tmp/run/run.json" "$tmp/run/err" ||
   fail "gpuwatch run did not write its report: $(cat "$tmp/run/err")"
 grep -q "main.cc:$leak_line" <<<"$("$prefix/bin/gpuwatch" report "$tmp/run/run.json")" ||
   fail "the report of gpuwatch run does not name main.cc:$leak_line"
+
+# ... and puts the installed Python package on PYTHONPATH.
+if command -v python3 >/dev/null; then
+  out=$(cd "$tmp/run" && PYTHONPATH="" "$prefix/bin/gpuwatch" run --no-summary -o "$tmp/run/py.json" -- \
+    python3 -c 'import gpuwatch; print(gpuwatch.__file__, gpuwatch.version())' 2>"$tmp/run/err")
+  expected="$(realpath "$prefix/share/gpuwatch/python")/gpuwatch/__init__.py $version"
+  [ "$out" = "$expected" ] || fail "python under the installed gpuwatch run: '$out': $(cat "$tmp/run/err")"
+fi
 
 echo "install test passed: $prefix"

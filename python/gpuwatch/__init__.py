@@ -1,0 +1,135 @@
+"""gpuwatch from Python: talk to the gpuwatch profiler when it is attached.
+
+gpuwatch attaches to a process without code changes (`gpuwatch run -- python
+train.py`, or LD_PRELOAD=libgpuwatch.so). This module lets the script mark
+training steps for growth detection, write a report now, and leave setup
+work out of the record:
+
+    import gpuwatch
+
+    for step, batch in enumerate(loader):
+        train_step(batch)
+        gpuwatch.mark("step")          # growth suspects: bytes per step
+
+    with gpuwatch.paused():            # not recorded
+        warm_up_caches()
+
+    gpuwatch.snapshot("after epoch")   # <output>.snapshot-N now
+
+Every function is a cheap no-op when gpuwatch is not attached (it returns
+False or None), so a script runs unchanged without it. The C API is looked
+up in the process itself, never loaded from here: with `gpuwatch run` or
+LD_PRELOAD the library is already there, and with CUDA_INJECTION64_PATH it is
+there once the CUDA driver has started. Pure Python (ctypes), standard
+library only; `gpuwatch run` puts this package on PYTHONPATH.
+"""
+
+import contextlib
+import ctypes
+import os
+import threading
+
+__version__ = "0.1.0"  # the version of libgpuwatch this package comes with
+
+__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused"]
+
+_lock = threading.Lock()
+_api = None  # the C API once found: gpuwatch does not unload
+
+
+def _bind(lib):
+    lib.gpuwatch_version.restype = ctypes.c_char_p
+    lib.gpuwatch_version.argtypes = []
+    lib.gpuwatch_is_active.restype = ctypes.c_int
+    lib.gpuwatch_is_active.argtypes = []
+    for name in ("gpuwatch_mark", "gpuwatch_snapshot"):
+        getattr(lib, name).restype = ctypes.c_int
+        getattr(lib, name).argtypes = [ctypes.c_char_p]
+    for name in ("gpuwatch_pause", "gpuwatch_resume"):
+        getattr(lib, name).restype = ctypes.c_int
+        getattr(lib, name).argtypes = []
+    return lib
+
+
+def _find():
+    """The C API when libgpuwatch.so is loaded in this process, else None."""
+    global _api
+    if _api is not None:
+        return _api
+    candidates = [None]  # the process's own symbols: LD_PRELOAD, gpuwatch run
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        candidates.append(injected)  # loaded by the CUDA driver, if it has started
+    for name in candidates:
+        try:
+            if name is None:
+                lib = ctypes.CDLL(None)
+            else:  # only when already loaded: never load gpuwatch from here
+                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+        if hasattr(lib, "gpuwatch_is_active"):
+            with _lock:
+                if _api is None:
+                    _api = _bind(lib)
+            return _api
+    return None
+
+
+def _text(label):
+    if label is None:
+        return None
+    return label.encode("utf-8", "replace") if isinstance(label, str) else bytes(label)
+
+
+def attached():
+    """True when gpuwatch is loaded in this process and recording."""
+    api = _find()
+    return api is not None and api.gpuwatch_is_active() == 1
+
+
+def version():
+    """gpuwatch's version ("MAJOR.MINOR.PATCH") when it is loaded, else None."""
+    api = _find()
+    return api.gpuwatch_version().decode() if api is not None else None
+
+
+def mark(label=None):
+    """Marks a step or phase boundary for growth detection: the report lists
+    the sites whose live device memory rises from mark to mark. Cheap enough
+    for every training step. True when gpuwatch recorded it."""
+    api = _find()
+    return api is not None and api.gpuwatch_mark(_text(label)) == 0
+
+
+def snapshot(label=None):
+    """Writes a report now (<output>.snapshot-N, `label` in it). True when it
+    was written."""
+    api = _find()
+    return api is not None and api.gpuwatch_snapshot(_text(label)) == 0
+
+
+def pause():
+    """Stops recording new allocations, copies and launches (frees are still
+    recorded). Not nested: one resume() ends any number of pauses. True when
+    gpuwatch is attached."""
+    api = _find()
+    return api is not None and api.gpuwatch_pause() == 0
+
+
+def resume():
+    """Records again after pause(). True when gpuwatch is attached."""
+    api = _find()
+    return api is not None and api.gpuwatch_resume() == 0
+
+
+@contextlib.contextmanager
+def paused():
+    """`with gpuwatch.paused():` leaves the block's allocations, copies and
+    launches out of the record, and resumes recording after it (also when it
+    raises). Pauses do not nest: the end of an inner block resumes."""
+    pause()
+    try:
+        yield
+    finally:
+        resume()
