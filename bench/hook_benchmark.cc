@@ -197,6 +197,29 @@ void BM_HookPart_OnAlloc(benchmark::State& state) {
 }
 BENCHMARK(BM_HookPart_OnAlloc);
 
+// gpuwatch_live(): every device (counters: range 0), or one device (a walk
+// of the live table), with range(0) live allocations spread over 2 devices.
+void BM_LiveQuery(benchmark::State& state) {
+  Tracker& tracker = *new Tracker();
+  const auto live = static_cast<uint64_t>(state.range(0));
+  for (uint64_t i = 0; i < live; ++i) {
+    AllocEvent e = Alloc(i, 1);
+    e.device = static_cast<int32_t>(i & 1);
+    tracker.OnAlloc(e);
+  }
+  const int device = static_cast<int>(state.range(1));
+  uint64_t bytes = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    bytes += tracker.Live(1u << static_cast<int>(MemKind::kDevice), device).bytes;
+  }
+  benchmark::DoNotOptimize(bytes);
+  delete &tracker;
+}
+BENCHMARK(BM_LiveQuery)
+    ->ArgsProduct({{1000, 1000000}, {-1, 0}})
+    ->ArgNames({"live", "device"})
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_HookPart_NowNs(benchmark::State& state) {
   Tracker& tracker = SharedTracker();
   for (auto _ : state) benchmark::DoNotOptimize(tracker.NowNs());  // NOLINT: the idiom

@@ -328,6 +328,35 @@ int gpuwatch_resume(void) {
   return 0;
 }
 
+int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count) {
+  if (bytes != nullptr) *bytes = 0;
+  if (count != nullptr) *count = 0;
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
+  if (!s.active.load()) return -1;
+  // The kinds asked for, a bit per MemKind: every device kind, both host
+  // kinds, or one kind by its report name.
+  uint32_t kinds = 0;
+  const bool host = kind != nullptr && std::strcmp(kind, "host") == 0;
+  for (int k = 0; k < gpuwatch::kNumMemKinds; ++k) {
+    const auto m = static_cast<gpuwatch::MemKind>(k);
+    bool wanted = false;
+    if (kind == nullptr || *kind == '\0') {
+      wanted = gpuwatch::IsDeviceKind(m);
+    } else if (host) {
+      wanted = !gpuwatch::IsDeviceKind(m);
+    } else {
+      wanted = std::strcmp(kind, gpuwatch::MemKindName(m)) == 0;
+    }
+    if (wanted) kinds |= 1u << k;
+  }
+  if (kinds == 0) return -1;
+  const gpuwatch::ScopedInsideGpuwatch inside;
+  const gpuwatch::Tracker::LiveFigures live = s.recording().tracker.Live(kinds, device);
+  if (bytes != nullptr) *bytes = live.bytes;
+  if (count != nullptr) *count = live.count;
+  return 0;
+}
+
 int gpuwatch_snapshot(const char* label) {
   if (!gpuwatch::GetAgent().active.load()) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;

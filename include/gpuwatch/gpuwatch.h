@@ -15,6 +15,8 @@
 #ifndef GPUWATCH_GPUWATCH_H_
 #define GPUWATCH_GPUWATCH_H_
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,6 +63,20 @@ GPUWATCH_API int gpuwatch_mark(const char* label);
  */
 GPUWATCH_API int gpuwatch_pause(void);
 GPUWATCH_API int gpuwatch_resume(void);
+
+/*
+ * Memory live now, as gpuwatch recorded it: the bytes and the number of
+ * allocations of `kind` on device `device`. `kind` is a memory kind's report
+ * name ("device", "pool", "managed", "vmm", "array", "graph", "pinned_host",
+ * "registered_host"; docs/report-format.md), "host" for both host kinds, or
+ * NULL or "" for every device kind together; `device` is a device ordinal, or
+ * -1 for every device. `bytes` and `count` may be NULL. Returns 0, or -1 (and
+ * 0 in both) when gpuwatch is inactive or `kind` is unknown. Every device:
+ * counters only, no lock (about 0.1 us). One device: a walk of gpuwatch's
+ * table of live allocations, about 4 ms per million of them
+ * (docs/BENCHMARKS.md).
+ */
+GPUWATCH_API int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count);
 
 #ifdef __cplusplus
 } /* extern "C" */

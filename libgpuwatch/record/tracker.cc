@@ -380,6 +380,34 @@ std::vector<std::pair<uint32_t, uint64_t>> Tracker::LiveDeviceBytesBySite() cons
   return out;
 }
 
+Tracker::LiveFigures Tracker::Live(uint32_t kinds, int device) const {
+  LiveFigures live;
+  const auto wanted = [kinds](int kind) { return (kinds >> kind & 1u) != 0; };
+  if (device < 0) {
+    for (int kind = 0; kind < kNumMemKinds; ++kind) {
+      if (!wanted(kind)) continue;
+      live.bytes += kinds_[kind].current_bytes.load(std::memory_order_relaxed);
+      for (int i = 0; i < kShards; ++i) {
+        const KindCounts& k = shards_[i].Counts(kind);
+        live.count +=
+            k.allocs.load(std::memory_order_relaxed) - k.frees.load(std::memory_order_relaxed);
+      }
+    }
+    return live;
+  }
+  for (int i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<Mutex> lock(shard.mu);
+    shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
+      const LiveAlloc a = AllocOf(address, record);
+      if (a.device != device || !wanted(static_cast<int>(a.kind))) return;
+      live.bytes += a.size;
+      ++live.count;
+    });
+  }
+  return live;
+}
+
 TrackerSnapshot Tracker::Snapshot() const {
   TrackerSnapshot snap;
   snap.time_ns = NowNs();

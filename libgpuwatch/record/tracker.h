@@ -144,6 +144,16 @@ class Tracker {
   void LockForFork();
   void UnlockAfterFork();
 
+  // Memory live now: bytes and allocations of the kinds `kinds` holds
+  // (a bit per MemKind), on device ordinal `device` (-1: every device).
+  // Every device: per-kind counters only, no lock. One device: a walk of
+  // the live table, shard by shard under each shard's lock. Thread-safe.
+  struct LiveFigures {
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+  };
+  LiveFigures Live(uint32_t kinds, int device) const;
+
   // Device bytes live now (all device kinds). Cheap; thread-safe.
   uint64_t DeviceCurrentBytes() const { return device_current_.load(std::memory_order_relaxed); }
   // The highest DeviceCurrentBytes() so far. Cheap; thread-safe.

@@ -24,6 +24,7 @@ there once the CUDA driver has started. Pure Python (ctypes), standard
 library only; `gpuwatch run` puts this package on PYTHONPATH.
 """
 
+import collections
 import contextlib
 import ctypes
 import os
@@ -31,7 +32,10 @@ import threading
 
 __version__ = "0.1.0"  # the version of libgpuwatch this package comes with
 
-__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused"]
+__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused", "live", "Live"]
+
+# Memory live now: bytes and number of allocations (live()).
+Live = collections.namedtuple("Live", ["bytes", "count"])
 
 _lock = threading.Lock()
 _api = None  # the C API once found: gpuwatch does not unload
@@ -48,6 +52,11 @@ def _bind(lib):
     for name in ("gpuwatch_pause", "gpuwatch_resume"):
         getattr(lib, name).restype = ctypes.c_int
         getattr(lib, name).argtypes = []
+    if hasattr(lib, "gpuwatch_live"):  # a library built before it has no such call
+        lib.gpuwatch_live.restype = ctypes.c_int
+        lib.gpuwatch_live.argtypes = [ctypes.c_char_p, ctypes.c_int,
+                                      ctypes.POINTER(ctypes.c_uint64),
+                                      ctypes.POINTER(ctypes.c_uint64)]
     return lib
 
 
@@ -121,6 +130,23 @@ def resume():
     """Records again after pause(). True when gpuwatch is attached."""
     api = _find()
     return api is not None and api.gpuwatch_resume() == 0
+
+
+def live(kind=None, device=-1):
+    """Memory live now, as gpuwatch recorded it: Live(bytes, count) of `kind`
+    ("device", "pool", "managed", "vmm", "array", "graph", "pinned_host",
+    "registered_host"; "host" for both host kinds; None for every device
+    kind) on `device` (an ordinal; -1 for every device). None when gpuwatch
+    is not attached; ValueError for an unknown kind."""
+    api = _find()
+    if api is None or not hasattr(api, "gpuwatch_live"):
+        return None
+    nbytes, count = ctypes.c_uint64(), ctypes.c_uint64()
+    if api.gpuwatch_live(_text(kind), int(device), ctypes.byref(nbytes), ctypes.byref(count)) != 0:
+        if api.gpuwatch_is_active() == 1:
+            raise ValueError("gpuwatch.live: unknown memory kind %r" % (kind,))
+        return None
+    return Live(nbytes.value, count.value)
 
 
 @contextlib.contextmanager

@@ -412,20 +412,29 @@ TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
   const std::string out = dir.path() + "/report.json";
   std::map<std::string, std::string> env = SimEnv();
   env["PYTHONPATH"] = "";  // nothing but what gpuwatch run adds
+  env["GWSIM_DEVICE_COUNT"] = "2";
   const ProcessResult r = RunProcess(
       {kCli, "run", "--no-summary", "-o", out, "--", python_, kModuleScript}, env, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "attached True version " + std::string(GPUWATCH_TEST_VERSION) +
-                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION + "\n")
+                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION +
+                       "\nlive Live(bytes=7340032, count=3)"  // 1 + 2 + 4 MiB, not the paused
+                       " device Live(bytes=7340032, count=3)"
+                       " device0 Live(bytes=3145728, count=2)"
+                       " device1 Live(bytes=4194304, count=1)"
+                       " host Live(bytes=5242880, count=1)"
+                       " pinned Live(bytes=5242880, count=1) unknown refused\n")
       << r.err;
   const json report = ReadReport(out);
   const json& leaks = report["leaks"]["device"];
-  EXPECT_EQ(leaks["bytes"], 3 * kMiB) << leaks.dump(1);  // not the paused 3 MiB
-  ASSERT_EQ(leaks["sites"].size(), 2u) << leaks.dump(1);
-  EXPECT_EQ(leaks["sites"][0]["location"], ModuleSite("after_paused"));
-  EXPECT_EQ(leaks["sites"][0]["bytes"], 2 * kMiB);
-  EXPECT_EQ(leaks["sites"][1]["location"], ModuleSite("first"));
-  EXPECT_EQ(leaks["sites"][1]["bytes"], 1 * kMiB);
+  EXPECT_EQ(leaks["bytes"], 7 * kMiB) << leaks.dump(1);  // not the paused 3 MiB
+  ASSERT_EQ(leaks["sites"].size(), 3u) << leaks.dump(1);
+  EXPECT_EQ(leaks["sites"][0]["location"], ModuleSite("device1"));
+  EXPECT_EQ(leaks["sites"][0]["kinds"]["device"], 4 * kMiB);
+  EXPECT_EQ(leaks["sites"][1]["location"], ModuleSite("after_paused"));
+  EXPECT_EQ(leaks["sites"][1]["bytes"], 2 * kMiB);
+  EXPECT_EQ(leaks["sites"][2]["location"], ModuleSite("first"));
+  EXPECT_EQ(leaks["sites"][2]["bytes"], 1 * kMiB);
   EXPECT_EQ(report["growth"]["basis"], "mark");
   EXPECT_EQ(report["growth"]["samples"], 2);
   const json snapshot = ReadReport(out + ".snapshot-1");
@@ -442,7 +451,9 @@ TEST_F(PythonOptionsTest, TheModuleWithoutGpuwatchDoesNothing) {
   const ProcessResult r = RunProcess({python_, kModuleScript}, env, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "attached False version None mark False snapshot False module " +
-                       std::string(GPUWATCH_TEST_VERSION) + "\n");
+                       std::string(GPUWATCH_TEST_VERSION) +
+                       "\nlive None device None device0 None device1 None host None pinned None"
+                       " unknown accepted\n");
   EXPECT_EQ(r.err, "");
 }
 

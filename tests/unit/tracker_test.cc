@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <ostream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gpuwatch {
@@ -47,6 +49,42 @@ TEST(Tracker, CountsCurrentPeakAndKindsApart) {
   EXPECT_EQ(s.device_current_bytes, 70u);
   EXPECT_EQ(s.device_peak_bytes, 150u);
   EXPECT_EQ(s.live.size(), 3u);
+}
+
+// gpuwatch_live(): bytes and allocations live now, by kinds and device; the
+// counters (every device) and the walk of the table (one device) agree.
+TEST(Tracker, LiveByKindsAndDevice) {
+  Tracker t;
+  const auto on = [](AllocEvent e, int device) {
+    e.device = device;
+    return e;
+  };
+  t.OnAlloc(on(Event(0x1000, 100, MemKind::kDevice), 0));
+  t.OnAlloc(on(Event(0x2000, 50, MemKind::kDevice), 1));
+  t.OnAlloc(on(Event(0x3000, 20, MemKind::kPool), 1));
+  t.OnAlloc(on(Event(0x4000, 1000, MemKind::kPinnedHost), -1));
+  t.OnAlloc(on(Event(0x5000, 7, MemKind::kDevice), 1));
+  ASSERT_TRUE(t.OnFree(0x5000));
+  const auto bits = [](std::initializer_list<MemKind> kinds) {
+    uint32_t mask = 0;
+    for (MemKind k : kinds) mask |= 1u << static_cast<int>(k);
+    return mask;
+  };
+  const uint32_t device_kinds = bits({MemKind::kDevice, MemKind::kPool, MemKind::kManaged,
+                                      MemKind::kVmm, MemKind::kArray, MemKind::kGraph});
+  const auto live = [&t](uint32_t kinds, int device) {
+    const Tracker::LiveFigures f = t.Live(kinds, device);
+    return std::make_pair(f.bytes, f.count);
+  };
+  using Figures = std::pair<uint64_t, uint64_t>;
+  EXPECT_EQ(live(device_kinds, -1), Figures(170, 3));
+  EXPECT_EQ(live(device_kinds, 0), Figures(100, 1));
+  EXPECT_EQ(live(device_kinds, 1), Figures(70, 2));
+  EXPECT_EQ(live(device_kinds, 2), Figures(0, 0));
+  EXPECT_EQ(live(bits({MemKind::kPool}), -1), Figures(20, 1));
+  EXPECT_EQ(live(bits({MemKind::kDevice}), 1), Figures(50, 1));
+  EXPECT_EQ(live(bits({MemKind::kPinnedHost}), -1), Figures(1000, 1));
+  EXPECT_EQ(live(0, -1), Figures(0, 0));
 }
 
 TEST(Tracker, UnknownFreeIsCountedNotFatal) {

@@ -4,8 +4,9 @@ gpuwatch:
 
     python3 python_module.py
 
-Prints one line of what each call returned; leaks 1 MiB and 2 MiB on the
-lines marked `# MODULE:...`, and 3 MiB inside `gpuwatch.paused()`, which
+Prints what each call returned; leaks 1 MiB and 2 MiB on device 0 and 4 MiB
+on device 1 (when the simulator has two) on the lines marked `# MODULE:...`,
+5 MiB of pinned host memory, and 3 MiB inside `gpuwatch.paused()`, which
 gpuwatch must not record.
 """
 import ctypes
@@ -28,5 +29,20 @@ try:
 except ValueError:
     pass
 assert cudart.cudaMalloc(ctypes.byref(after), 2 << 20) == 0  # MODULE:after_paused
+cudart.cudaSetDevice.argtypes = [ctypes.c_int]
+on_device1 = ctypes.c_void_p()
+if cudart.cudaSetDevice(1) == 0:  # GWSIM_DEVICE_COUNT=2
+    assert cudart.cudaMalloc(ctypes.byref(on_device1), 4 << 20) == 0  # MODULE:device1
+pinned = ctypes.c_void_p()
+cudart.cudaMallocHost.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+assert cudart.cudaMallocHost(ctypes.byref(pinned), 5 << 20) == 0
+try:
+    gpuwatch.live("no_such_kind")
+    unknown = "accepted"
+except ValueError:
+    unknown = "refused"
 print("attached %s version %s mark %s snapshot %s module %s" %
       (gpuwatch.attached(), gpuwatch.version(), marked, snapped, gpuwatch.__version__))
+print("live %s device %s device0 %s device1 %s host %s pinned %s unknown %s" %
+      (gpuwatch.live(), gpuwatch.live("device"), gpuwatch.live(device=0), gpuwatch.live(device=1),
+       gpuwatch.live("host"), gpuwatch.live("pinned_host"), unknown))
