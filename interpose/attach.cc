@@ -20,6 +20,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -355,6 +356,31 @@ int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count
   if (bytes != nullptr) *bytes = live.bytes;
   if (count != nullptr) *count = live.count;
   return 0;
+}
+
+uint64_t gpuwatch_point(void) {
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
+  // Before gpuwatch is active (no CUDA call yet): the start, before every
+  // allocation it will record.
+  const gpuwatch::Tracker::Point p =
+      s.active.load() ? s.recording().tracker.NewPoint() : gpuwatch::Tracker::kStart;
+  // The handle: the millisecond above, the generation (never 0) below.
+  return uint64_t{p.time_ms} << 32 | (p.generation & 0xffffffffu);
+}
+
+long gpuwatch_live_since(uint64_t point, char* json, size_t size) {
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
+  if (!s.active.load() || point == 0) return -1;
+  const gpuwatch::ScopedInsideGpuwatch inside;
+  std::string text;
+  try {
+    text = gpuwatch::LiveSince({point & 0xffffffffu, static_cast<uint32_t>(point >> 32)});
+  } catch (const std::exception& e) {  // out of memory: the caller gets -1, not an exception
+    gpuwatch::Warn("gpuwatch_live_since: %s", e.what());
+    return -1;
+  }
+  if (json != nullptr && size > text.size()) std::memcpy(json, text.c_str(), text.size() + 1);
+  return static_cast<long>(text.size());
 }
 
 int gpuwatch_snapshot(const char* label) {

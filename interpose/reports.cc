@@ -395,6 +395,16 @@ void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now) {
   c.last.peak = peak;
 }
 
+std::string LiveSince(Tracker::Point point) {
+  Agent& s = GetAgent();
+  std::lock_guard<Mutex> lock(s.report_mu);
+  const std::string mode =
+      PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
+  return LiveSinceJson(*s.session, point,
+                       s.session->stacks() != nullptr ? ReportSymbolizer(s) : nullptr,
+                       PytorchAllocatesPerTensor(mode));
+}
+
 int WriteSnapshot(const char* label) {
   Agent& s = GetAgent();
   const int n = s.snapshots.fetch_add(1) + 1;

@@ -49,6 +49,10 @@ struct Checkpoints {
 };
 void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now);
 
+// gpuwatch_live_since(): LiveSinceJson() of the session, under report_mu
+// with the reports' kept symbolizer.
+std::string LiveSince(Tracker::Point point);
+
 // gpuwatch_snapshot(): 0 when written.
 int WriteSnapshot(const char* label);
 

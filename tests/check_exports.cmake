@@ -22,7 +22,8 @@ if(unexpected)
   message(FATAL_ERROR "libgpuwatch.so exports more than its API: ${unexpected}")
 endif()
 foreach(required InitializeInjection gpuwatch_version gpuwatch_is_active gpuwatch_snapshot
-                 gpuwatch_mark gpuwatch_pause gpuwatch_resume gpuwatch_live)
+                 gpuwatch_mark gpuwatch_pause gpuwatch_resume gpuwatch_live gpuwatch_point
+                 gpuwatch_live_since)
   if(NOT required IN_LIST names)
     message(FATAL_ERROR "libgpuwatch.so does not export ${required}")
   endif()

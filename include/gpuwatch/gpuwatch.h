@@ -15,6 +15,7 @@
 #ifndef GPUWATCH_GPUWATCH_H_
 #define GPUWATCH_GPUWATCH_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -77,6 +78,33 @@ GPUWATCH_API int gpuwatch_resume(void);
  * (docs/BENCHMARKS.md).
  */
 GPUWATCH_API int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count);
+
+/*
+ * A point in the program's allocations, for asking later what was allocated
+ * after it and is still live (a test's leak: take a point when the test
+ * starts, ask when it ends). Returns a handle (never 0); before gpuwatch is
+ * active (no CUDA call yet), the handle of the start, before every
+ * allocation it will record. Also starts the window whose device peak
+ * gpuwatch_live_since() reports.
+ * Exact for any number of points, unless more than 128 are taken within one
+ * millisecond.
+ */
+GPUWATCH_API uint64_t gpuwatch_point(void);
+/*
+ * What was allocated after `point` (gpuwatch_point()) and is still live, as
+ * JSON: {"device": LEAKS, "host": LEAKS, "window_peak_bytes": N}, each LEAKS
+ * a leaks section as reports write it (docs/report-format.md: bytes, count,
+ * leaked_bytes after categories and suppressions, and its sites, largest
+ * first, each with its location, frames, category and suppression rule), and
+ * window_peak_bytes the device bytes' peak since the newest point. Writes the
+ * text and its terminating NUL into `json` when `size` is larger than the
+ * text, and returns the text's length either way (as snprintf: call again
+ * with a larger buffer when it is `size` or more; `json` may be NULL to ask).
+ * Returns -1 when gpuwatch is inactive or `point` is 0. Walks the live
+ * allocations and symbolizes the sites it lists, under the lock reports
+ * take: not for a hot loop.
+ */
+GPUWATCH_API long gpuwatch_live_since(uint64_t point, char* json, size_t size);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <map>
 
 #include "libgpuwatch/base/address_map.h"
 #include "libgpuwatch/base/clock.h"
@@ -20,10 +21,12 @@ namespace {
 struct LiveRecord {
   uint64_t packed = 0;   // size (bits 0-47), kind (48-55), device + 1 (56-63)
   uint32_t time_ms = 0;  // since the tracker started; saturates after 49 days
-  uint32_t stack_id = 0;
+  uint32_t site = 0;     // stack id (bits 0-23; larger ids are site 0), point tag (24-31)
 };
 static_assert(sizeof(LiveRecord) == 16);
 
+constexpr uint32_t kMaxRecordedStack = (1u << 24) - 1;
+static_assert(Tracker::kDefaultMaxSites <= kMaxRecordedStack);
 constexpr int kSizeBits = 48;
 constexpr uint64_t kMaxRecordedSize = (uint64_t{1} << kSizeBits) - 1;
 
@@ -33,7 +36,8 @@ LiveRecord RecordOf(const LiveAlloc& a) {
   r.packed = std::min(a.size, kMaxRecordedSize) | uint64_t{static_cast<uint8_t>(a.kind)} << 48 |
              device << 56;
   r.time_ms = static_cast<uint32_t>(std::min<uint64_t>(a.time_ns / 1000000, UINT32_MAX));
-  r.stack_id = a.stack_id;
+  const uint32_t id = a.stack_id <= kMaxRecordedStack ? a.stack_id : 0;
+  r.site = id | uint32_t{a.point_tag} << 24;
   return r;
 }
 
@@ -42,7 +46,8 @@ LiveAlloc AllocOf(uint64_t address, const LiveRecord& r) {
   a.address = address;
   a.size = r.packed & kMaxRecordedSize;
   a.time_ns = uint64_t{r.time_ms} * 1000000;
-  a.stack_id = r.stack_id;
+  a.stack_id = r.site & kMaxRecordedStack;
+  a.point_tag = static_cast<uint8_t>(r.site >> 24);
   a.device = static_cast<int16_t>(static_cast<int>(r.packed >> 56) - 1);
   a.kind = static_cast<MemKind>((r.packed >> 48) & 0xff);
   return a;
@@ -172,6 +177,7 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
     const uint64_t now =
         device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
     RaiseTo(device_peak_, now);
+    RaiseTo(window_peak_, now);
     MaybeCapturePeak(now);
   }
 }
@@ -236,6 +242,7 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   alloc.size = std::min(event.size, kMaxRecordedSize);  // 256 TiB: what the table records
   alloc.time_ns = NowNs();
   alloc.stack_id = event.stack_id;
+  alloc.point_tag = static_cast<uint8_t>(generation_.load(std::memory_order_relaxed));
   alloc.device = static_cast<int16_t>(event.device);
   alloc.kind = event.kind;
 
@@ -406,6 +413,37 @@ Tracker::LiveFigures Tracker::Live(uint32_t kinds, int device) const {
     });
   }
   return live;
+}
+
+Tracker::Point Tracker::NewPoint() {
+  Point p;
+  p.time_ms = static_cast<uint32_t>(std::min<uint64_t>(NowNs() / 1000000, UINT32_MAX));
+  p.generation = generation_.fetch_add(1, std::memory_order_relaxed) + 1;
+  window_peak_.store(device_current_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  return p;
+}
+
+bool Tracker::IsAfter(uint32_t time_ms, uint8_t tag, Point point) {
+  if (time_ms != point.time_ms) return time_ms > point.time_ms;
+  return static_cast<uint8_t>(tag - static_cast<uint8_t>(point.generation)) < 128;
+}
+
+std::vector<std::pair<uint32_t, Tracker::LiveFigures>> Tracker::LiveSince(Point point,
+                                                                          uint32_t kinds) const {
+  std::map<uint32_t, LiveFigures> by_site;
+  for (int i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<Mutex> lock(shard.mu);
+    shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
+      const LiveAlloc a = AllocOf(address, record);
+      if ((kinds >> static_cast<int>(a.kind) & 1u) == 0) return;
+      if (!IsAfter(record.time_ms, a.point_tag, point)) return;
+      LiveFigures& f = by_site[a.stack_id];
+      f.bytes += a.size;
+      ++f.count;
+    });
+  }
+  return {by_site.begin(), by_site.end()};
 }
 
 TrackerSnapshot Tracker::Snapshot() const {

@@ -37,7 +37,9 @@ struct LiveAlloc {
   uint32_t stack_id = 0;
   int16_t device = 0;
   MemKind kind = MemKind::kDevice;
+  uint8_t point_tag = 0;  // the point generation it was made in, mod 256 (Tracker::Point)
 };
+static_assert(sizeof(LiveAlloc) == 32, "LiveAlloc is copied once per live allocation per report");
 
 struct KindTotals {
   uint64_t current_bytes = 0;
@@ -154,6 +156,32 @@ class Tracker {
   };
   LiveFigures Live(uint32_t kinds, int device) const;
 
+  // A point in the stream of allocations (gpuwatch_point()): what is
+  // allocated after it can be told from what was allocated before, for as
+  // long as it stays live. Each allocation records the newest point's
+  // generation mod 256 beside its millisecond; it is after point P when its
+  // millisecond is later than P's, or the same and its generation is one of
+  // the 128 from P's on. Exact unless more than 128 points are taken within
+  // one millisecond.
+  struct Point {
+    uint64_t generation = 0;
+    uint32_t time_ms = 0;
+  };
+  // Takes a point, and starts the window whose device peak WindowPeak() gives.
+  Point NewPoint();
+  // The point before every allocation a tracker records (at its millisecond
+  // 0): what gpuwatch_point() gives before gpuwatch is active.
+  static constexpr uint64_t kStartGeneration = 1;
+  static constexpr Point kStart{kStartGeneration, 0};
+  // Whether an allocation made at `time_ms` with `tag` is after `point`.
+  static bool IsAfter(uint32_t time_ms, uint8_t tag, Point point);
+  // Live allocations of the kinds `kinds` (a bit per MemKind) made after
+  // `point`, per site (stack id), in increasing id order. Walks the live
+  // table shard by shard under each shard's lock. Thread-safe.
+  std::vector<std::pair<uint32_t, LiveFigures>> LiveSince(Point point, uint32_t kinds) const;
+  // The highest device bytes (all device kinds) since the newest point.
+  uint64_t WindowPeak() const { return window_peak_.load(std::memory_order_relaxed); }
+
   // Device bytes live now (all device kinds). Cheap; thread-safe.
   uint64_t DeviceCurrentBytes() const { return device_current_.load(std::memory_order_relaxed); }
   // The highest DeviceCurrentBytes() so far. Cheap; thread-safe.
@@ -213,6 +241,8 @@ class Tracker {
   std::array<Counters, kNumMemKinds> kinds_;
   std::atomic<uint64_t> device_current_{0};
   std::atomic<uint64_t> device_peak_{0};
+  std::atomic<uint64_t> generation_{kStartGeneration};  // of the newest point (NewPoint)
+  std::atomic<uint64_t> window_peak_{0};                // device bytes' peak since then
   std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_count_{};
   std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_bytes_{};
   std::atomic<uint64_t> launches_{0};

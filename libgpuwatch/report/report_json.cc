@@ -233,10 +233,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites);
   }
   // Last: every section above has named its frames.
-  for (const Frame* f : sites->frame_table()) {
-    m.frame_table.push_back(
-        {f->function, f->file, static_cast<uint64_t>(std::max(f->line, 0)), f->module, f->inlined});
-  }
+  for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));
   m.ToJson(&report);
   return DumpReport(std::move(report));  // the trace's events compact
 }

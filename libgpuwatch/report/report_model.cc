@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "libgpuwatch/symbolize/symbolizer.h"
+
 namespace gpuwatch {
 
 using nlohmann::json;
@@ -83,15 +85,6 @@ json SiteListJson(const std::vector<T>& sites, const std::function<void(const T&
   return list;
 }
 
-json LeakListJson(const LeakList& l) {
-  json section;
-  PutCounts(l, LeakList::Counts(), &section);
-  section[key::kSites] = SiteListJson<LeakSite>(
-      l.sites, [](const LeakSite& s, json* e) { (*e)["kinds"] = CountMapJson(s.kinds); });
-  l.split.WriteTo(&section);
-  return section;
-}
-
 json TotalsJson(const ReportTotals& t) {
   json out;
   PutCounts(t, ReportTotals::Counts(), &out);
@@ -115,6 +108,20 @@ json MergedProcessJson(const MergedProcess& p) {
 }
 
 }  // namespace
+
+json LeakListJson(const LeakList& l) {
+  json section;
+  PutCounts(l, LeakList::Counts(), &section);
+  section[key::kSites] = SiteListJson<LeakSite>(
+      l.sites, [](const LeakSite& s, json* e) { (*e)["kinds"] = CountMapJson(s.kinds); });
+  l.split.WriteTo(&section);
+  return section;
+}
+
+ReportFrame ReportFrameOf(const Frame& frame) {
+  return {frame.function, frame.file, static_cast<uint64_t>(std::max(frame.line, 0)), frame.module,
+          frame.inlined};
+}
 
 void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
   for (LeakSite& s : leaks_device.sites) fn(s);

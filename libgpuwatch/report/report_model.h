@@ -30,6 +30,11 @@
 
 namespace gpuwatch {
 
+// Sites a section lists at most; the rest are summed in its "omitted_*".
+inline constexpr size_t kMaxSitesPerSection = 1000;
+
+struct Frame;
+
 // A count field's rule in `gpuwatch merge`.
 enum class MergeRule { kSum, kMax, kMin };
 
@@ -266,6 +271,12 @@ struct ReportModel {
   // name and version; other members of `doc` are kept.
   void ToJson(nlohmann::json* doc) const;
 };
+
+// A leaks section as the report writes it (ReportModel::ToJson's).
+nlohmann::json LeakListJson(const LeakList& list);
+
+// A symbolized frame as a report lists it.
+ReportFrame ReportFrameOf(const Frame& frame);
 
 // Reads a report's typed sections, checking every field's type as the
 // schema states it. Fields it does not know are ignored; a missing one reads

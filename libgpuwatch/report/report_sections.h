@@ -17,9 +17,6 @@
 
 namespace gpuwatch {
 
-// Sites listed per section at most; the rest are summed in "omitted".
-inline constexpr size_t kMaxSitesPerSection = 1000;
-
 // "1 copy", "3 copies".
 inline std::string Copies(uint64_t n) { return CountOf(n, "copy", "copies"); }
 

@@ -1,7 +1,11 @@
 #include "libgpuwatch/session/session.h"
 
+#include <algorithm>
+#include <map>
 #include <utility>
+#include <vector>
 
+#include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/stacks/python_frames.h"
 #include "libgpuwatch/stacks/python_stack.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -136,6 +140,70 @@ uint64_t SessionReport::leaked_device_bytes() {
 
 std::string SessionReport::Summary(const std::string& path) {
   return BuildSummaryText(snapshot_, context_, analysis_, &sites_, path);
+}
+
+namespace {
+
+// One leaks section of the sites `rows` name, merged when they read the
+// same, largest first, at most kMaxSitesPerSection listed.
+LeakList LiveSinceSection(const std::vector<std::pair<uint32_t, Tracker::LiveFigures>>& rows,
+                          const Suppressions* suppressions, SiteResolver* sites) {
+  std::vector<uint32_t> ids;
+  ids.reserve(rows.size());
+  for (const auto& row : rows) ids.push_back(row.first);
+  sites->Prepare(ids);
+  std::map<uint32_t, Tracker::LiveFigures> merged;
+  for (const auto& [id, f] : rows) {
+    Tracker::LiveFigures& m = merged[sites->Canonical(id)];
+    m.bytes += f.bytes;
+    m.count += f.count;
+  }
+  std::vector<std::pair<uint32_t, Tracker::LiveFigures>> order(merged.begin(), merged.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+  LeakList out;
+  for (const auto& [id, f] : order) {
+    out.bytes += f.bytes;
+    out.count += f.count;
+    if (out.sites.size() >= kMaxSitesPerSection) {
+      out.omitted_bytes += f.bytes;
+      ++out.omitted_sites;
+      continue;
+    }
+    LeakSite& site = out.sites.emplace_back();
+    site.site = id;
+    site.location = sites->LocationOf(id);
+    for (const Frame& frame : sites->FramesOf(id)) site.frames.push_back(ReportFrameOf(frame));
+    const SiteClass& c = sites->ClassOf(id, suppressions, SuppressionKind::kLeak);
+    if (!c.category.empty() || c.category_off) site.category = std::string(c.category);
+    if (c.suppressed != nullptr) site.suppressed = c.suppressed->Text();
+    site.bytes = f.bytes;
+    site.count = f.count;
+    out.split.Add(f.bytes, f.count, c.suppressed != nullptr, c.category);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string LiveSinceJson(const Session& session, Tracker::Point point, Symbolizer* symbolizer,
+                          bool pytorch_per_tensor) {
+  const Tracker& tracker = session.recording().tracker;
+  uint32_t device_kinds = 0;
+  for (int k = 0; k < kNumMemKinds; ++k) {
+    if (IsDeviceKind(static_cast<MemKind>(k))) device_kinds |= 1u << k;
+  }
+  const uint32_t host_kinds = ((1u << kNumMemKinds) - 1) & ~device_kinds;
+  SiteResolver sites(session.stacks(), session.stacks() != nullptr ? symbolizer : nullptr);
+  sites.set_pytorch_per_tensor(pytorch_per_tensor);
+  const Suppressions* suppressions = session.suppressions();
+  nlohmann::json doc = {
+      {"device", LeakListJson(LiveSinceSection(tracker.LiveSince(point, device_kinds), suppressions,
+                                               &sites))},
+      {"host",
+       LeakListJson(LiveSinceSection(tracker.LiveSince(point, host_kinds), suppressions, &sites))},
+      {"window_peak_bytes", tracker.WindowPeak()}};
+  return DumpReport(std::move(doc));
 }
 
 }  // namespace gpuwatch

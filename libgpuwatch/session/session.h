@@ -151,6 +151,16 @@ class SessionReport {
   std::string json_;
 };
 
+// gpuwatch_live_since(): what was allocated after `point` and is still
+// live, as JSON: {"device": LEAKS, "host": LEAKS, "window_peak_bytes": N},
+// each LEAKS a leaks section of the report (docs/report-format.md) whose
+// sites carry their frames, categories and suppression rules; the window
+// peak is the device bytes' peak since the newest point. `symbolizer`: kept
+// by the caller (null: a fresh one); `pytorch_per_tensor`:
+// PytorchAllocatesPerTensor() of the process.
+std::string LiveSinceJson(const Session& session, Tracker::Point point, Symbolizer* symbolizer,
+                          bool pytorch_per_tensor);
+
 }  // namespace gpuwatch
 
 #endif  // GPUWATCH_LIBGPUWATCH_SESSION_SESSION_H_

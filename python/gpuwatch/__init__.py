@@ -27,12 +27,14 @@ library only; `gpuwatch run` puts this package on PYTHONPATH.
 import collections
 import contextlib
 import ctypes
+import json
 import os
 import threading
 
 __version__ = "0.1.0"  # the version of libgpuwatch this package comes with
 
-__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused", "live", "Live"]
+__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused", "live", "Live", "point",
+           "live_since"]
 
 # Memory live now: bytes and number of allocations (live()).
 Live = collections.namedtuple("Live", ["bytes", "count"])
@@ -57,6 +59,11 @@ def _bind(lib):
         lib.gpuwatch_live.argtypes = [ctypes.c_char_p, ctypes.c_int,
                                       ctypes.POINTER(ctypes.c_uint64),
                                       ctypes.POINTER(ctypes.c_uint64)]
+    if hasattr(lib, "gpuwatch_point"):
+        lib.gpuwatch_point.restype = ctypes.c_uint64
+        lib.gpuwatch_point.argtypes = []
+        lib.gpuwatch_live_since.restype = ctypes.c_long
+        lib.gpuwatch_live_since.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
     return lib
 
 
@@ -147,6 +154,40 @@ def live(kind=None, device=-1):
             raise ValueError("gpuwatch.live: unknown memory kind %r" % (kind,))
         return None
     return Live(nbytes.value, count.value)
+
+
+def point():
+    """A point in the program's allocations: live_since(point) later says what
+    was allocated after it and is still live (a test's leak). Also starts the
+    window whose device peak live_since() reports. Before the first CUDA call
+    it is the start: everything gpuwatch will record is after it. None
+    without gpuwatch."""
+    api = _find()
+    if api is None or not hasattr(api, "gpuwatch_point"):
+        return None
+    handle = api.gpuwatch_point()
+    return handle if handle != 0 else None
+
+
+def live_since(since):
+    """What was allocated after the point `since` and is still live: a dict
+    {"device": LEAKS, "host": LEAKS, "window_peak_bytes": N}, each LEAKS a
+    leaks section as gpuwatch's reports write it (bytes, count, leaked_bytes
+    after categories and suppressions, and the sites, largest first, with
+    location, frames, category and suppression). None without gpuwatch or
+    without a point."""
+    api = _find()
+    if api is None or since is None or not hasattr(api, "gpuwatch_live_since"):
+        return None
+    size = 1 << 16
+    while True:
+        buffer = ctypes.create_string_buffer(size)
+        n = api.gpuwatch_live_since(since, buffer, size)
+        if n < 0:
+            return None
+        if n < size:
+            return json.loads(buffer.value.decode("utf-8", "replace"))
+        size = n + 1
 
 
 @contextlib.contextmanager

@@ -416,9 +416,18 @@ TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
   const ProcessResult r = RunProcess(
       {kCli, "run", "--no-summary", "-o", out, "--", python_, kModuleScript}, env, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // What was allocated after each point and is still live: from the start
+  // (taken before the first CUDA call), and from after the first leak.
+  const std::string since_start = "since start device 7340032 in 3 at " + ModuleSite("device1") +
+                                  "=4194304 " + ModuleSite("after_paused") + "=2097152 " +
+                                  ModuleSite("first") + "=1048576 host 5242880 peak 7340032\n";
+  const std::string since_mid = "since mid device 6291456 in 2 at " + ModuleSite("device1") +
+                                "=4194304 " + ModuleSite("after_paused") +
+                                "=2097152 host 5242880 peak 7340032\n";
   EXPECT_EQ(r.out, "attached True version " + std::string(GPUWATCH_TEST_VERSION) +
-                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION +
-                       "\nlive Live(bytes=7340032, count=3)"  // 1 + 2 + 4 MiB, not the paused
+                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION + "\n" +
+                       since_start + since_mid +
+                       "live Live(bytes=7340032, count=3)"  // 1 + 2 + 4 MiB, not the paused
                        " device Live(bytes=7340032, count=3)"
                        " device0 Live(bytes=3145728, count=2)"
                        " device1 Live(bytes=4194304, count=1)"
@@ -452,6 +461,7 @@ TEST_F(PythonOptionsTest, TheModuleWithoutGpuwatchDoesNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "attached False version None mark False snapshot False module " +
                        std::string(GPUWATCH_TEST_VERSION) +
+                       "\nsince start None\nsince mid None"
                        "\nlive None device None device0 None device1 None host None pinned None"
                        " unknown accepted\n");
   EXPECT_EQ(r.err, "");

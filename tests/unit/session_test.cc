@@ -120,5 +120,34 @@ TEST(SessionReport, ACapturedSnapshotStandsForTheTrackersNow) {
   EXPECT_FALSE(j.contains("trace"));
 }
 
+// gpuwatch_live_since()'s document: what was allocated after a point and is
+// still live, device and host apart, as leaks sections, with the window peak.
+TEST(LiveSinceJson, ListsWhatWasAllocatedAfterThePointAndIsStillLive) {
+  Session session(SmallConfig(0, 0));
+  Recording& r = session.recording();
+  Alloc(r.tracker, 0x1000, 300);  // before the point
+  const Tracker::Point point = r.tracker.NewPoint();
+  Alloc(r.tracker, 0x2000, 40);
+  Alloc(r.tracker, 0x3000, 2, MemKind::kPool);
+  Alloc(r.tracker, 0x4000, 64, MemKind::kPinnedHost);
+  Alloc(r.tracker, 0x5000, 1000);
+  ASSERT_TRUE(r.tracker.OnFree(0x5000));
+  const nlohmann::json j =
+      nlohmann::json::parse(LiveSinceJson(session, point, nullptr, /*pytorch_per_tensor=*/false));
+  EXPECT_EQ(j["device"]["bytes"], 42);
+  EXPECT_EQ(j["device"]["count"], 2);
+  EXPECT_EQ(j["device"]["leaked_bytes"], 42);
+  ASSERT_EQ(j["device"]["sites"].size(), 1u);  // no stacks: site 0 holds both
+  EXPECT_EQ(j["device"]["sites"][0]["location"], "<no stack>");
+  EXPECT_EQ(j["device"]["sites"][0]["bytes"], 42);
+  EXPECT_EQ(j["host"]["bytes"], 64);
+  EXPECT_EQ(j["host"]["count"], 1);
+  EXPECT_EQ(j["window_peak_bytes"], 1342);  // 300 + 40 + 2 + 1000
+  // From the start: everything live.
+  const nlohmann::json all =
+      nlohmann::json::parse(LiveSinceJson(session, Tracker::kStart, nullptr, false));
+  EXPECT_EQ(all["device"]["bytes"], 342);
+}
+
 }  // namespace
 }  // namespace gpuwatch

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <ostream>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,53 @@ TEST(Tracker, LiveByKindsAndDevice) {
   EXPECT_EQ(live(bits({MemKind::kDevice}), 1), Figures(50, 1));
   EXPECT_EQ(live(bits({MemKind::kPinnedHost}), -1), Figures(1000, 1));
   EXPECT_EQ(live(0, -1), Figures(0, 0));
+}
+
+// A point splits the live allocations into those made before it and after
+// it, by millisecond and, within one, by the generation's tag.
+TEST(Tracker, PointsOrderAllocationsByMillisecondThenGeneration) {
+  const auto at = [](uint64_t generation, uint32_t ms) { return Tracker::Point{generation, ms}; };
+  EXPECT_TRUE(Tracker::IsAfter(11, 0, at(5, 10)));       // a later millisecond
+  EXPECT_FALSE(Tracker::IsAfter(9, 5, at(5, 10)));       // an earlier one
+  EXPECT_TRUE(Tracker::IsAfter(10, 5, at(5, 10)));       // the same: the point's generation
+  EXPECT_TRUE(Tracker::IsAfter(10, 9, at(5, 10)));       // a later point's
+  EXPECT_FALSE(Tracker::IsAfter(10, 4, at(5, 10)));      // the one before
+  EXPECT_TRUE(Tracker::IsAfter(10, 0, at(255, 10)));     // 256 wraps to tag 0: after 255
+  EXPECT_FALSE(Tracker::IsAfter(10, 255, at(256, 10)));  // and 255 is before 256
+  EXPECT_TRUE(Tracker::IsAfter(10, 132, at(5, 10)));     // 127 points later: still after
+  EXPECT_FALSE(Tracker::IsAfter(10, 133, at(5, 10)));    // 128 later reads as 128 earlier
+}
+
+TEST(Tracker, LiveSinceAPointCountsWhatWasAllocatedAfterItAndIsStillLive) {
+  Tracker t;
+  t.OnAlloc(Event(0x1000, 100, MemKind::kDevice, 1));  // before, stays live
+  t.OnAlloc(Event(0x2000, 200, MemKind::kDevice, 2));  // before, freed after
+  const Tracker::Point p = t.NewPoint();
+  EXPECT_EQ(t.WindowPeak(), 300u);
+  ASSERT_TRUE(t.OnFree(0x2000));
+  t.OnAlloc(Event(0x2000, 40, MemKind::kDevice, 2));      // after, at the freed address
+  t.OnAlloc(Event(0x3000, 8, MemKind::kDevice, 3));       // after, freed again
+  t.OnAlloc(Event(0x4000, 16, MemKind::kPool, 3));        // after
+  t.OnAlloc(Event(0x5000, 64, MemKind::kPinnedHost, 3));  // after, host memory
+  ASSERT_TRUE(t.OnFree(0x3000));
+  EXPECT_EQ(t.WindowPeak(), 300u);  // the level the window started at; 156 live now
+  t.OnAlloc(Event(0x6000, 500, MemKind::kDevice, 4));
+  ASSERT_TRUE(t.OnFree(0x6000));
+  EXPECT_EQ(t.WindowPeak(), 656u);  // 156 + 500
+  const auto since = [&t, &p](uint32_t kinds) {
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> out;
+    for (const auto& [id, f] : t.LiveSince(p, kinds)) out.emplace_back(id, f.bytes, f.count);
+    return out;
+  };
+  using Row = std::tuple<uint32_t, uint64_t, uint64_t>;
+  const uint32_t device =
+      (1u << static_cast<int>(MemKind::kDevice)) | (1u << static_cast<int>(MemKind::kPool));
+  EXPECT_EQ(since(device), (std::vector<Row>{{2, 40, 1}, {3, 16, 1}}));
+  EXPECT_EQ(since(1u << static_cast<int>(MemKind::kPinnedHost)), (std::vector<Row>{{3, 64, 1}}));
+  // A newer point: nothing since it yet; the older one still sees its own.
+  const Tracker::Point q = t.NewPoint();
+  EXPECT_TRUE(t.LiveSince(q, device).empty());
+  EXPECT_EQ(since(device).size(), 2u);
 }
 
 TEST(Tracker, UnknownFreeIsCountedNotFatal) {

@@ -17,8 +17,10 @@ cudart = ctypes.CDLL("libcudart.so.13")
 cudart.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
 cudart.cudaMalloc.restype = ctypes.c_int
 first, paused, after = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+start = gpuwatch.point()  # before everything this script leaks
 
 assert cudart.cudaMalloc(ctypes.byref(first), 1 << 20) == 0  # MODULE:first
+mid = gpuwatch.point()  # after the first leak
 marked = gpuwatch.mark("step") and gpuwatch.mark(b"step")
 snapped = gpuwatch.snapshot("from python")
 with gpuwatch.paused():
@@ -43,6 +45,16 @@ except ValueError:
     unknown = "refused"
 print("attached %s version %s mark %s snapshot %s module %s" %
       (gpuwatch.attached(), gpuwatch.version(), marked, snapped, gpuwatch.__version__))
+for name, point in (("start", start), ("mid", mid)):
+    since = gpuwatch.live_since(point)
+    if since is None:
+        print("since %s None" % name)
+        continue
+    print("since %s device %d in %d at %s host %d peak %d" %
+          (name, since["device"]["bytes"], since["device"]["count"],
+           " ".join("%s=%d" % (site["location"], site["bytes"])
+                    for site in since["device"]["sites"]),
+           since["host"]["bytes"], since["window_peak_bytes"]))
 print("live %s device %s device0 %s device1 %s host %s pinned %s unknown %s" %
       (gpuwatch.live(), gpuwatch.live("device"), gpuwatch.live(device=0), gpuwatch.live(device=1),
        gpuwatch.live("host"), gpuwatch.live("pinned_host"), unknown))
