@@ -16,7 +16,8 @@ install(TARGETS gpuwatch EXPORT gpuwatchTargets
   LIBRARY DESTINATION lib
   INCLUDES DESTINATION include)
 install(TARGETS gpuwatch_cli RUNTIME DESTINATION bin)
-install(FILES ${PROJECT_SOURCE_DIR}/include/gpuwatch/gpuwatch.h DESTINATION include/gpuwatch)
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpuwatch/gpuwatch.h
+  ${PROJECT_SOURCE_DIR}/include/gpuwatch/gtest.h DESTINATION include/gpuwatch)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/gpuwatch DESTINATION share/gpuwatch/python
   FILES_MATCHING PATTERN "*.py")
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,19 @@ std::string FindPythonPackage(const std::string& self_exe) {
   return realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
 }
 
+// Adds `module` to PYTEST_PLUGINS (a comma-separated list) unless it is there.
+void AddPytestPlugin(const std::string& module) {
+  const char* old = std::getenv("PYTEST_PLUGINS");  // NOLINT(concurrency-mt-unsafe)
+  const std::string list = old != nullptr ? old : "";
+  std::istringstream in(list);
+  for (std::string entry; std::getline(in, entry, ',');) {
+    const size_t first = entry.find_first_not_of(' ');
+    const size_t last = entry.find_last_not_of(' ');
+    if (first != std::string::npos && entry.substr(first, last - first + 1) == module) return;
+  }
+  SetEnv("PYTEST_PLUGINS", list.empty() ? module : list + "," + module);
+}
+
 int RunCommand(const RunOptions& options, const std::string& self_exe) {
   if (options.command.empty()) {
     std::fprintf(
@@ -225,6 +239,8 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
     const char* old_path = std::getenv("PYTHONPATH");  // NOLINT
     SetEnv("PYTHONPATH",
            old_path != nullptr && *old_path != '\0' ? package + ":" + old_path : package);
+    // pytest finds the plugin (--gpuwatch, --gpuwatch-max-leak) with no -p.
+    AddPytestPlugin("gpuwatch.pytest_plugin");
   }
   if (!options.output.empty()) SetEnv("GPUWATCH_OUTPUT", options.output);
   if (options.depth >= 0) SetEnv("GPUWATCH_DEPTH", std::to_string(options.depth));

@@ -68,7 +68,9 @@ make_bundle() {
   }
   copy lib/libgpuwatch.so strip
   copy bin/gpuwatch strip
-  copy share/gpuwatch/python/gpuwatch/__init__.py  # what `gpuwatch run` puts on PYTHONPATH
+  for f in __init__.py pytest_plugin.py; do  # what `gpuwatch run` puts on PYTHONPATH
+    copy "share/gpuwatch/python/gpuwatch/$f"
+  done
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
   for p in api_mix exit_with leak_sites threads snapshot_signal transfers reuse_race zero_copy \
            copy_findings arrays graphs default_copies vmm_striped; do copy "tests/programs/$p"; done

@@ -32,9 +32,10 @@ mv "$tmp/staged" "$tmp/prefix"
 prefix=$tmp/prefix
 
 # --- what is installed ------------------------------------------------------
-for f in bin/gpuwatch lib/libgpuwatch.so include/gpuwatch/gpuwatch.h \
+for f in bin/gpuwatch lib/libgpuwatch.so include/gpuwatch/gpuwatch.h include/gpuwatch/gtest.h \
   lib/cmake/gpuwatch/gpuwatchConfig.cmake lib/cmake/gpuwatch/gpuwatchConfigVersion.cmake \
-  lib/pkgconfig/gpuwatch.pc share/gpuwatch/python/gpuwatch/__init__.py; do
+  lib/pkgconfig/gpuwatch.pc share/gpuwatch/python/gpuwatch/__init__.py \
+  share/gpuwatch/python/gpuwatch/pytest_plugin.py; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
 [ "$(ls "$prefix/bin")" = "gpuwatch" ] || fail "bin/ holds more than gpuwatch: $(ls "$prefix/bin")"
@@ -42,9 +43,9 @@ if find "$prefix" -name 'libcuda*' -o -name 'libcupti*' -o -name 'libgwsim*' \
   -o -name 'leak_sites' -o -name 'leaky_loop' | grep .; then
   fail "the simulator or a test program is installed"
 fi
-cmp -s "$prefix/include/gpuwatch/gpuwatch.h" "$source/include/gpuwatch/gpuwatch.h" ||
-  fail "the installed gpuwatch.h is not include/gpuwatch/gpuwatch.h"
-cmp -s "$prefix/share/gpuwatch/python/gpuwatch/__init__.py" "$source/python/gpuwatch/__init__.py" ||
+diff -r "$prefix/include/gpuwatch" "$source/include/gpuwatch" >/dev/null ||
+  fail "the installed headers are not include/gpuwatch"
+diff -r -x __pycache__ "$prefix/share/gpuwatch/python/gpuwatch" "$source/python/gpuwatch" >/dev/null ||
   fail "the installed Python package is not python/gpuwatch"
 [ "$("$prefix/bin/gpuwatch" --version)" = "$version" ] || fail "gpuwatch --version is not $version"
 

@@ -1,0 +1,447 @@
+"""pytest plugin: device memory per test, and a gate on what each test leaks.
+
+Under gpuwatch (`gpuwatch run -- python -m pytest ...`, which puts this
+plugin on PYTEST_PLUGINS, or LD_PRELOAD=libgpuwatch.so with the package
+pip-installed or `-p gpuwatch.pytest_plugin`):
+
+    --gpuwatch                   a summary: per test, the device memory it left
+                                 live and the peak it needed, largest first
+    --gpuwatch-max-leak=BYTES    fail every test that leaves more than BYTES of
+                                 device memory live (0, 512KiB, 1.5MiB, 2GiB)
+    --gpuwatch-include-kept      count memory kept on purpose as leaked too
+
+    @pytest.mark.gpuwatch(max_leak="1MiB", max_peak="4GiB", include_kept=False)
+                                 limits for one test (or a class or module
+                                 through pytestmark), over the options
+
+What a test leaves live: the device memory allocated from the start of its
+setup to the end of its teardown and still live then, less what fixtures of a
+wider scope (module, session, ...) allocated while they were set up for it:
+a model a session fixture loads does not count against the first test that
+asks for it. Memory gpuwatch puts in a built-in category (caching allocators,
+library workspaces) or that a suppressions file matches is kept on purpose
+and does not count unless include_kept asks. Judged only when the test's
+setup and call passed (a failing test's traceback keeps its locals alive),
+after a garbage collection when the first measure is over the limit. The
+verdict comes after teardown, so pytest shows it as a failure reported at
+teardown; the summary line names the test, the bytes and the largest site.
+
+The peak is the most device memory the test's call needed above what was
+live when the call started. Memory is all device memory of the process,
+every thread's: work a background thread does during a test counts for it.
+
+Without gpuwatch the options warn once that nothing is measured, and the
+suite runs as it would.
+"""
+
+import gc
+import os
+import re
+
+import pytest
+
+import gpuwatch
+
+_START = 1  # gpuwatch_point()'s handle of the start (include/gpuwatch/gpuwatch.h)
+_FRAMES_SHOWN = 8  # frames of a leaking site's stack in a failure, at most
+_RUNNER_PATHS = ("/_pytest/", "/pluggy/")  # frames from here on are pytest's
+_SITES_SHOWN = 3  # leaking sites in a failure
+_SUMMARY_ROWS = 30  # tests in the --gpuwatch summary
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_MARKER = "gpuwatch(max_leak=None, max_peak=None, include_kept=False): gpuwatch's device " \
+          "memory limits for this test: bytes it may leave live, bytes its call may need at " \
+          "its peak (an int, or text such as '512KiB', '1.5GiB')"
+
+
+class GpuwatchWarning(pytest.PytestWarning):
+    """gpuwatch's options were given and nothing can be measured."""
+
+
+def parse_bytes(value):
+    """Bytes from an int or a text such as "0", "512KiB", "1.5 GiB" (the
+    units of gpuwatch check). ValueError names the problem."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError("%d is negative" % value)
+        return value
+    if not isinstance(value, str):
+        raise ValueError("%r is not a size" % (value,))
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+) ?([A-Za-z]*)\s*", value)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise ValueError("%r is not a size (bytes, or a number with B, KiB, MiB, GiB or TiB)" %
+                         value)
+    return int(round(float(match.group(1)) * _UNITS[match.group(2).lower()]))
+
+
+def format_bytes(n):
+    """As gpuwatch's reports write sizes: "512 B", "1.5 MiB"."""
+    if n < 1024:
+        return "%d B" % n
+    value, unit = float(n), 0
+    while value >= 1024.0 and unit < 4:
+        value /= 1024.0
+        unit += 1
+    return "%.1f %s" % (value, ("B", "KiB", "MiB", "GiB", "TiB")[unit])
+
+
+def _size_option(text):
+    import argparse  # pytest's parser is argparse's: its message names the option
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gpuwatch", "device memory per test (gpuwatch)")
+    group.addoption("--gpuwatch", action="store_true", default=False,
+                    help="summary of the device memory each test left live and its peak, "
+                         "largest first (under gpuwatch)")
+    group.addoption("--gpuwatch-max-leak", metavar="BYTES", type=_size_option, default=None,
+                    help="fail every test that leaves more than BYTES of device memory live "
+                         "(0, 512KiB, 1.5MiB, ...)")
+    group.addoption("--gpuwatch-include-kept", action="store_true", default=False,
+                    help="count memory kept on purpose (gpuwatch's built-in categories, the "
+                         "suppressions file) as leaked too")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", _MARKER)
+    config.pluginmanager.register(_Gate(config), "gpuwatch-gate")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report, config):
+    # A leak is judged after teardown: show it as the test's failure, not as
+    # an error of its teardown.
+    if report.when == "teardown" and report.failed and \
+            (getattr(report, "gpuwatch", None) or {}).get("failed"):
+        return "failed", "F", "FAILED"
+    return None
+
+
+class _Limits:
+    __slots__ = ("max_leak", "max_peak", "include_kept", "leak_from", "peak_from")
+
+    def __init__(self, config, marker):
+        self.max_leak = config.getoption("gpuwatch_max_leak")
+        self.leak_from = "--gpuwatch-max-leak"
+        self.max_peak = None
+        self.peak_from = None
+        self.include_kept = config.getoption("gpuwatch_include_kept")
+        if marker is None:
+            return
+        if marker.args:
+            raise ValueError("takes keywords only (max_leak=, max_peak=, include_kept=)")
+        unknown = set(marker.kwargs) - {"max_leak", "max_peak", "include_kept"}
+        if unknown:
+            raise ValueError("unknown argument %s (max_leak=, max_peak=, include_kept=)" %
+                             ", ".join(sorted(unknown)))
+        if "max_leak" in marker.kwargs:
+            value = marker.kwargs["max_leak"]
+            self.max_leak = None if value is None else parse_bytes(value)
+            self.leak_from = "@pytest.mark.gpuwatch(max_leak=%r)" % (value,)
+        if marker.kwargs.get("max_peak") is not None:
+            self.max_peak = parse_bytes(marker.kwargs["max_peak"])
+            self.peak_from = "@pytest.mark.gpuwatch(max_peak=%r)" % (marker.kwargs["max_peak"],)
+        if "include_kept" in marker.kwargs:
+            self.include_kept = bool(marker.kwargs["include_kept"])
+
+
+class _Test:
+    """What the plugin keeps of one test while it runs."""
+    __slots__ = ("limits", "start", "excluded", "fixture_depth", "in_setup", "call_point",
+                 "call_base", "peak", "ran")
+
+    def __init__(self, limits, start):
+        self.limits = limits
+        self.start = start
+        self.excluded = []  # (before, after) points of wider fixtures set up for it
+        self.fixture_depth = 0
+        self.in_setup = True
+        self.call_point = None
+        self.call_base = 0
+        self.peak = None
+        self.ran = False  # setup and call passed
+
+
+class _Failure:
+    """A longrepr in pytest's manner: the text, and the one-line message the
+    short summary shows."""
+
+    class _Crash:
+        def __init__(self, path, lineno, message):
+            self.path, self.lineno, self.message = path, lineno, message
+
+        def __str__(self):
+            return "%s:%d: %s" % (self.path, self.lineno, self.message)
+
+    def __init__(self, item, text, message):
+        path, lineno, _ = item.location
+        self.reprcrash = _Failure._Crash(path, (lineno or 0) + 1, message)
+        self._text = text
+
+    def toterminal(self, tw):
+        for line in self._text.splitlines():
+            tw.line(line, red=line.startswith("gpuwatch:"))
+
+    def __str__(self):
+        return self._text
+
+
+def _site_key(site):
+    return (site.get("location", "?"),
+            tuple((f.get("function"), f.get("file"), f.get("line")) for f in site.get("frames", [])))
+
+
+def _is_kept(site):
+    return bool(site.get("category")) or bool(site.get("suppressed"))
+
+
+class _Gate:
+    def __init__(self, config):
+        self._config = config
+        self._summary = config.getoption("gpuwatch")
+        self._asked = self._summary or config.getoption("gpuwatch_max_leak") is not None
+        self._tests = {}  # nodeid -> _Test while it runs
+        self._setup_of = None  # the _Test whose setup runs
+        self._rows = []  # (left, kept, peak, nodeid, note) for the summary
+        self._found = gpuwatch._find() is not None
+        # With CUDA_INJECTION64_PATH alone, the driver loads gpuwatch when
+        # CUDA starts: it may be found later.
+        self._may_come = not self._found and bool(os.environ.get("CUDA_INJECTION64_PATH"))
+        if self._asked and not self._found and not self._may_come:
+            self._warn()
+
+    def _warn(self):
+        self._config.issue_config_time_warning(
+            GpuwatchWarning("gpuwatch is not attached to this process: --gpuwatch options "
+                            "measure nothing (run the tests under `gpuwatch run --` or with "
+                            "LD_PRELOAD=libgpuwatch.so)"), stacklevel=2)
+
+    def _attached(self):
+        if not self._found and self._may_come:
+            self._found = gpuwatch._find() is not None
+        return self._found
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:  # a bad marker stops the run before any test, naming it
+            marker = item.get_closest_marker("gpuwatch")
+            if marker is not None:
+                try:
+                    _Limits(config, marker)
+                except ValueError as e:
+                    raise pytest.UsageError("%s: @pytest.mark.gpuwatch: %s" % (item.nodeid, e))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        marker = item.get_closest_marker("gpuwatch")
+        if (self._asked or marker is not None) and self._attached():
+            test = _Test(_Limits(self._config, marker), gpuwatch.point() or _START)
+            self._tests[item.nodeid] = test
+            self._setup_of = test
+        yield
+        self._setup_of = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        test = self._setup_of
+        if test is None or fixturedef.scope == "function":
+            yield
+            return
+        test.fixture_depth += 1
+        before = gpuwatch.point() if test.fixture_depth == 1 else None
+        try:
+            yield
+        finally:
+            test.fixture_depth -= 1
+            if before is not None:
+                test.excluded.append((before, gpuwatch.point()))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        test = self._tests.get(item.nodeid)
+        if test is not None and (self._summary or test.limits.max_peak is not None):
+            test.call_point = gpuwatch.point() or _START
+            live = gpuwatch.live()
+            test.call_base = live.bytes if live is not None else 0
+        yield
+        if test is not None and test.call_point is not None:
+            since = gpuwatch.live_since(test.call_point)
+            test.peak = max(0, since["window_peak_bytes"] - test.call_base) if since else 0
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        test = self._tests.get(item.nodeid)
+        if test is None:
+            return
+        if call.when == "setup":
+            test.ran = report.passed
+        elif call.when == "call":
+            test.ran = test.ran and report.passed
+            limit = test.limits.max_peak
+            if report.passed and limit is not None and test.peak > limit:
+                report.outcome = "failed"
+                report.longrepr = self._peak_failure(item, test)
+        elif call.when == "teardown":
+            del self._tests[item.nodeid]
+            self._judge(item, test, report)
+
+    def _judge(self, item, test, report):
+        if not test.ran or not report.passed:
+            report.gpuwatch = {"failed": False, "peak": test.peak}
+            return
+        left, kept, sites = self._left_live(test)
+        limit = test.limits.max_leak
+        if limit is not None and left > limit:
+            gc.collect()  # memory held only by garbage is not a leak
+            left, kept, sites = self._left_live(test)
+        report.gpuwatch = {"left": left, "kept": kept, "peak": test.peak,
+                           "failed": limit is not None and left > limit}
+        if report.gpuwatch["failed"]:
+            report.outcome = "failed"
+            report.longrepr = self._leak_failure(item, test, left, sites)
+
+    def _left_live(self, test):
+        """Device bytes allocated during the test and live now, outside the
+        wider fixtures' setup: what is live since the start, less what is
+        live since each such fixture began and plus since it ended. Returns
+        (leaked, kept, sites) with sites [(bytes, count, site)], largest first,
+        kept ones out unless the limits include them."""
+        signed = [(test.start, 1)]
+        for before, after in test.excluded:
+            signed += [(before, -1), (after, 1)]
+        leaked = kept = 0
+        by_site = {}
+        for point, sign in signed:
+            since = gpuwatch.live_since(point)
+            if since is None:
+                continue
+            device = since["device"]
+            leaked += sign * device["leaked_bytes"]
+            kept += sign * (device["bytes"] - device["leaked_bytes"])
+            for site in device["sites"]:
+                entry = by_site.setdefault(_site_key(site), [0, 0, site])
+                entry[0] += sign * site["bytes"]
+                entry[1] += sign * site["count"]
+        if test.limits.include_kept:
+            leaked, kept = leaked + kept, 0
+        include_kept = test.limits.include_kept
+        sites = [tuple(e) for e in by_site.values()
+                 if e[0] > 0 and (include_kept or not _is_kept(e[2]))]
+        sites.sort(key=lambda e: -e[0])
+        return max(0, leaked), max(0, kept), sites
+
+    def _where(self, frame):
+        path = frame.get("file") or frame.get("module") or "?"
+        try:
+            rel = os.path.relpath(path, str(self._config.rootpath))
+            path = rel if not rel.startswith("..") else path
+        except (ValueError, AttributeError):
+            pass
+        return "%s:%d" % (path, frame.get("line", 0)) if frame.get("line") else path
+
+    @staticmethod
+    def _callers(frames):
+        """The frames below a site's own, up to the test runner's."""
+        shown = []
+        for frame in frames[1:_FRAMES_SHOWN]:
+            path = frame.get("file", "")
+            if any(runner in path for runner in _RUNNER_PATHS):
+                break
+            shown.append(frame)
+        return shown
+
+    def _leak_failure(self, item, test, left, sites):
+        limits = test.limits
+        what = "device memory" + (" (kept memory included)" if limits.include_kept else "")
+        lines = ["gpuwatch: %s left %s of %s live (%d bytes), more than %s allowed (%s)" %
+                 (item.nodeid, format_bytes(left), what, left, format_bytes(limits.max_leak),
+                  limits.leak_from)]
+        for nbytes, count, site in sites[:_SITES_SHOWN]:
+            frames = site.get("frames", [])
+            function = frames[0].get("function", "?") if frames else "?"
+            lines.append("  %s in %d allocation%s at %s (%s)" %
+                         (format_bytes(nbytes), count, "" if count == 1 else "s",
+                          site.get("location", "?"), function))
+            for frame in self._callers(frames):
+                lines.append("      <- %s (%s)" % (frame.get("function", "?"), self._where(frame)))
+            if site.get("category"):
+                lines.append("      (category %s)" % site["category"])
+            if site.get("suppressed"):
+                lines.append("      (suppressed by %s)" % site["suppressed"])
+        if len(sites) > _SITES_SHOWN:
+            rest = sum(s[0] for s in sites[_SITES_SHOWN:])
+            lines.append("  and %s at %d more sites" % (format_bytes(rest),
+                                                        len(sites) - _SITES_SHOWN))
+        where = ""
+        if sites:
+            frames = sites[0][2].get("frames", [])
+            where = "; largest at %s (%s)" % (sites[0][2].get("location", "?"),
+                                              frames[0].get("function", "?") if frames else "?")
+        message = "gpuwatch: left %s of device memory live, over %s%s" % (
+            format_bytes(left), format_bytes(limits.max_leak), where)
+        return _Failure(item, "\n".join(lines), message)
+
+    def _peak_failure(self, item, test):
+        limits = test.limits
+        text = ("gpuwatch: %s needed %s of device memory at its peak (%d bytes above what was "
+                "live when its call began), more than %s allowed (%s)" %
+                (item.nodeid, format_bytes(test.peak), test.peak, format_bytes(limits.max_peak),
+                 limits.peak_from))
+        message = "gpuwatch: peak %s of device memory, over %s" % (
+            format_bytes(test.peak), format_bytes(limits.max_peak))
+        return _Failure(item, text, message)
+
+    def pytest_runtest_logreport(self, report):
+        # From the reports, so that the summary also sees the tests that
+        # pytest-xdist's workers ran.
+        figures = getattr(report, "gpuwatch", None)
+        if report.when != "teardown" or not figures:
+            return
+        if figures["failed"]:
+            self._count_once(report.nodeid)
+        self._rows.append((figures.get("left"), figures.get("kept", 0), figures["peak"] or 0,
+                           report.nodeid, "FAILED" if figures["failed"] else ""))
+
+    def _count_once(self, nodeid):
+        """The call of a test that leaked passed, and pytest counted it as
+        passed: it counts once, as failed."""
+        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(reporter, "stats", None)
+        if isinstance(stats, dict) and stats.get("passed"):
+            stats["passed"] = [r for r in stats["passed"]
+                               if getattr(r, "nodeid", None) != nodeid or r.when != "call"]
+            if not stats["passed"]:
+                del stats["passed"]
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self._summary:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "gpuwatch: device memory per test")
+        if not self._attached():
+            tr.write_line("gpuwatch is not attached to this process: nothing was measured")
+            return
+        judged = [r for r in self._rows if r[0] is not None]
+        shown = [r for r in self._rows if (r[0] or 0) > 0 or r[1] > 0 or r[2] > 0]
+        shown.sort(key=lambda r: (-(r[0] or 0), -r[2], r[3]))
+        tr.write_line("%10s  %10s  %s" % ("left live", "peak", "test"))
+        for left, kept, peak, nodeid, note in shown[:_SUMMARY_ROWS]:
+            line = "%10s  %10s  %s" % ("-" if left is None else format_bytes(left),
+                                       format_bytes(peak), nodeid)
+            if kept:
+                line += "  (+%s kept)" % format_bytes(kept)
+            tr.write_line(line + ("  " + note if note else ""))
+        if len(shown) > _SUMMARY_ROWS:
+            tr.write_line("(and %d more tests)" % (len(shown) - _SUMMARY_ROWS))
+        quiet = sum(1 for r in judged if r not in shown)
+        if quiet:
+            tr.write_line("%d test%s left nothing live and needed no device memory" %
+                          (quiet, "" if quiet == 1 else "s"))
+        unjudged = len(self._rows) - len(judged)
+        if unjudged:
+            tr.write_line("%d test%s not judged: their setup or call did not pass" %
+                          (unjudged, "" if unjudged == 1 else "s"))

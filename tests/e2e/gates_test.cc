@@ -1,0 +1,421 @@
+// Per-test gates (issue 19): gpuwatch's pytest plugin (python/gpuwatch/
+// pytest_plugin.py) on a suite whose tests allocate through ctypes
+// (programs/pytest_suite), and its GoogleTest listener (include/gpuwatch/
+// gtest.h) in a test binary (programs/gtest_leaks.cc), each under gpuwatch
+// and without it, on the simulator.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/common.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+// The lines of `text` after the first line that contains `from`, up to the
+// first line after it that starts with `to`; "" when `from` is missing.
+std::string Between(const std::string& text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  if (at == std::string::npos) return "";
+  const size_t start = text.find('\n', at);
+  if (start == std::string::npos) return "";
+  const size_t end = text.find("\n" + to, start);
+  return text.substr(start + 1, end == std::string::npos ? std::string::npos : end - start);
+}
+
+// The text of pytest's failure section `title` (after its "___ title ___"
+// line, up to the next section or summary).
+std::string Section(const std::string& text, const std::string& title) {
+  const size_t at = text.find("_ " + title + " _");
+  if (at == std::string::npos) return "";
+  const size_t start = text.find('\n', at) + 1;
+  size_t end = start;
+  while (end < text.size() && text[end] != '_' && text[end] != '=') end = text.find('\n', end) + 1;
+  return text.substr(start, end - start);
+}
+
+// pytest's last line without its rule and time: "5 failed, 9 passed".
+std::string Outcome(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '=' || t.back() == ' ')) t.pop_back();
+  t = t.substr(t.rfind('\n') + 1);
+  t = t.substr(t.find_first_not_of("= "));
+  return t.substr(0, t.rfind(" in "));
+}
+
+// --- pytest ---------------------------------------------------------------------
+
+const std::string kSuiteDir = kSourceDir + "/tests/e2e/programs/pytest_suite";
+const std::string kPython = "/usr/bin/python3";  // Debian's, with python3-pytest
+
+std::string SuiteLine(const std::string& file, const std::string& marker) {
+  return file + ":" + std::to_string(LineOf(kSuiteDir + "/" + file, "# SUITE:" + marker));
+}
+
+class PytestPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (RunProcess({kPython, "-m", "pytest", "--version"}, {}, "/").exit_code != 0) {
+      GTEST_SKIP() << "no pytest for " << kPython
+                   << " (Debian's python3-pytest; scripts/install-deps.sh)";
+    }
+    // A copy: pytest writes next to the tests it runs.
+    ASSERT_EQ(RunProcess({"cp", "-r", kSuiteDir, suite_}, {}, "/").exit_code, 0);
+  }
+
+  // The environment pytest runs in: the simulator, a wide terminal and CI's
+  // untruncated summary lines, no bytecode files.
+  std::map<std::string, std::string> Env() const {
+    std::map<std::string, std::string> env = SimEnv();
+    env["COLUMNS"] = "200";
+    env["CI"] = "1";
+    env["PYTHONDONTWRITEBYTECODE"] = "1";
+    env["PYTHONPATH"] = "";
+    env["PYTEST_PLUGINS"] = "";
+    env["PYTEST_ADDOPTS"] = "";
+    return env;
+  }
+
+  // pytest on the suite's copy under `gpuwatch run` (with the suite's
+  // suppressions file), with `args` after the suite's own options.
+  ProcessResult UnderGpuwatch(const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& env = {}) const {
+    std::vector<std::string> argv = {kCli,
+                                     "run",
+                                     "--no-summary",
+                                     "-o",
+                                     dir_.path() + "/r.json",
+                                     "--suppressions",
+                                     suite_ + "/suppressions.txt",
+                                     "--",
+                                     kPython,
+                                     "-m",
+                                     "pytest",
+                                     "-p",
+                                     "no:cacheprovider",
+                                     "-rfE"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::map<std::string, std::string> all = Env();
+    for (const auto& [k, v] : env) all[k] = v;
+    return RunProcess(argv, all, suite_);
+  }
+
+  ScopedTempDir dir_;
+  const std::string suite_ = dir_.path() + "/suite";
+};
+
+// The whole suite with --gpuwatch and --gpuwatch-max-leak=0: the tests that
+// leak fail, each named with its bytes and site; the clean ones pass (memory
+// a test's fixture frees, a module fixture's weights, garbage, memory the
+// suppressions file keeps); markers set limits per test, parametrised tests
+// are judged one by one; a test that fails or errors on its own is not judged.
+TEST_F(PytestPlugin, FailsTheTestsThatLeakNamingBytesAndSite) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const ProcessResult r = UnderGpuwatch({"--gpuwatch", "--gpuwatch-max-leak=0"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string leak = SuiteLine("test_suite.py", "leak");
+  const std::string malloc = SuiteLine("suite_cuda.py", "malloc");
+  EXPECT_EQ(Section(r.out, "test_leaks"),
+            "gpuwatch: test_suite.py::test_leaks left 1.0 MiB of device memory live (1048576 "
+            "bytes), more than 0 B allowed (--gpuwatch-max-leak)\n"
+            "  1.0 MiB in 1 allocation at " +
+                leak + " (test_leaks)\n")
+      << r.out;
+  EXPECT_NE(r.out.find("gpuwatch: test_suite.py::test_fixture_leaks left 512.0 KiB of device "
+                       "memory live (524288 bytes), more than 0 B allowed (--gpuwatch-max-leak)\n"
+                       "  512.0 KiB in 1 allocation at " +
+                       malloc +
+                       " (malloc)\n"
+                       "      <- leaky_fixture (" +
+                       SuiteLine("test_suite.py", "fixture_leak") + ")\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gpuwatch: test_suite.py::test_parametrised[3] left 768.0 KiB of device "
+                       "memory live (786432 bytes), more than 512.0 KiB allowed "
+                       "(@pytest.mark.gpuwatch(max_leak='512KiB'))\n"
+                       "  768.0 KiB in 3 allocations at " +
+                       malloc +
+                       " (malloc)\n"
+                       "      <- test_parametrised (" +
+                       SuiteLine("test_suite.py", "parametrised") + ")\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find("gpuwatch: test_suite.py::test_peak_over_its_limit needed 3.0 MiB of device "
+                 "memory at its peak (3145728 bytes above what was live when its call "
+                 "began), more than 1.0 MiB allowed (@pytest.mark.gpuwatch(max_peak='1MiB'))"),
+      std::string::npos)
+      << r.out;
+  EXPECT_EQ(
+      Between(r.out, "short test summary info", "="),
+      "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, "
+      "over 0 B; largest at " +
+          leak +
+          " (test_leaks)\n"
+          "FAILED test_suite.py::test_fixture_leaks - gpuwatch: left 512.0 KiB of device memory "
+          "live, over 0 B; largest at " +
+          malloc +
+          " (malloc)\n"
+          "FAILED test_suite.py::test_peak_over_its_limit - gpuwatch: peak 3.0 MiB of device "
+          "memory, over 1.0 MiB\n"
+          "FAILED test_suite.py::test_parametrised[3] - gpuwatch: left 768.0 KiB of device "
+          "memory live, over 512.0 KiB; largest at " +
+          malloc +
+          " (malloc)\n"
+          "FAILED test_suite.py::test_fails_and_leaks - assert (1 + 1) == 3\n"
+          "ERROR test_suite.py::test_setup_error - RuntimeError: the fixture fails\n");
+  // Each test counts once: a test that leaked is not also a passed one.
+  EXPECT_EQ(Outcome(r.out), "5 failed, 9 passed, 1 error");
+  // The summary: what each test left live (memory kept on purpose apart) and
+  // the peak its call needed, largest first.
+  EXPECT_EQ(Between(r.out, "gpuwatch: device memory per test", "="),
+            " left live        peak  test\n"
+            "   1.0 MiB     1.0 MiB  test_suite.py::test_leak_within_its_limit\n"
+            "   1.0 MiB     1.0 MiB  test_suite.py::test_leaks  FAILED\n"
+            " 768.0 KiB   768.0 KiB  test_suite.py::test_parametrised[3]  FAILED\n"
+            " 512.0 KiB   512.0 KiB  test_suite.py::test_parametrised[2]\n"
+            " 512.0 KiB         0 B  test_suite.py::test_fixture_leaks  FAILED\n"
+            " 256.0 KiB   256.0 KiB  test_suite.py::test_parametrised[1]\n"
+            "       0 B     6.0 MiB  test_suite.py::test_garbage_is_not_a_leak\n"
+            "       0 B     4.0 MiB  test_suite.py::test_clean\n"
+            "       0 B     3.0 MiB  test_suite.py::test_kept_by_a_library  (+3.0 MiB kept)\n"
+            "       0 B     3.0 MiB  test_suite.py::test_peak_over_its_limit\n"
+            "       0 B     2.0 MiB  test_suite.py::test_freed_by_fixture\n"
+            "         -     1.0 MiB  test_suite.py::test_fails_and_leaks\n"
+            "2 tests left nothing live and needed no device memory\n"
+            "2 tests not judged: their setup or call did not pass\n");
+  EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
+}
+
+// -x stops at the first test that leaks, as at any failure.
+TEST_F(PytestPlugin, StopsAtTheFirstLeakWithX) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const ProcessResult r = UnderGpuwatch({"--gpuwatch-max-leak=0", "-x"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("stopping after 1 failures"), std::string::npos) << r.out;
+  EXPECT_EQ(Between(r.out, "short test summary info", "!"),
+            "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, "
+            "over 0 B; largest at " +
+                SuiteLine("test_suite.py", "leak") + " (test_leaks)\n");
+  EXPECT_EQ(Outcome(r.out), "1 failed, 1 passed");
+}
+
+// -k selects parametrised tests, judged one by one under their marker's limit.
+TEST_F(PytestPlugin, JudgesTheTestsThatKSelects) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const ProcessResult r = UnderGpuwatch({"--gpuwatch-max-leak=0", "-k", "parametrised"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(LinesStartingWith(r.out, "FAILED"),
+            std::vector<std::string>{"FAILED test_suite.py::test_parametrised[3] - gpuwatch: left "
+                                     "768.0 KiB of device memory live, over 512.0 KiB; largest "
+                                     "at " +
+                                     SuiteLine("suite_cuda.py", "malloc") + " (malloc)"});
+  EXPECT_EQ(Outcome(r.out), "1 failed, 2 passed, 12 deselected");
+}
+
+// Memory kept on purpose (the suppressions file names kept_by_library) fails
+// a test only when --gpuwatch-include-kept asks, and the failure says why it
+// was kept.
+TEST_F(PytestPlugin, CountsKeptMemoryOnlyWhenAsked) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const ProcessResult kept = UnderGpuwatch({"--gpuwatch-max-leak=0", "-k", "kept"});
+  EXPECT_EQ(kept.exit_code, 0) << kept.out << kept.err;
+  const ProcessResult r =
+      UnderGpuwatch({"--gpuwatch-max-leak=0", "--gpuwatch-include-kept", "-k", "kept"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("gpuwatch: test_suite.py::test_kept_by_a_library left 3.0 MiB of device "
+                       "memory (kept memory included) live (3145728 bytes), more than 0 B allowed "
+                       "(--gpuwatch-max-leak)\n"
+                       "  3.0 MiB in 1 allocation at " +
+                       SuiteLine("suite_cuda.py", "malloc") +
+                       " (malloc)\n"
+                       "      <- kept_by_library (" +
+                       SuiteLine("suite_cuda.py", "kept_by_library") +
+                       ")\n"
+                       "      <- test_kept_by_a_library (" +
+                       SuiteLine("test_suite.py", "kept") +
+                       ")\n"
+                       "      (suppressed by leak:kept_by_library)\n"),
+            std::string::npos)
+      << r.out;
+}
+
+// A bad limit stops pytest before any test, naming the option or the test.
+TEST_F(PytestPlugin, RefusesABadLimitNamingIt) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const ProcessResult option = UnderGpuwatch({"--gpuwatch-max-leak=12x"});
+  EXPECT_EQ(option.exit_code, 4) << option.out << option.err;
+  EXPECT_NE(option.err.find("error: argument --gpuwatch-max-leak: '12x' is not a size (bytes, or "
+                            "a number with B, KiB, MiB, GiB or TiB)"),
+            std::string::npos)
+      << option.err;
+  std::ofstream(suite_ + "/test_bad_marker.py")
+      << "import pytest\n\n\n@pytest.mark.gpuwatch(max_leak='lots')\ndef test_x():\n    pass\n";
+  const ProcessResult marker = UnderGpuwatch({});
+  EXPECT_EQ(marker.exit_code, 4) << marker.out << marker.err;
+  EXPECT_NE(marker.err.find("ERROR: test_bad_marker.py::test_x: @pytest.mark.gpuwatch: 'lots' is "
+                            "not a size"),
+            std::string::npos)
+      << marker.err;
+  EXPECT_EQ(marker.out.find("passed"), std::string::npos) << marker.out;
+}
+
+// Without gpuwatch the options warn once that nothing is measured, and the
+// suite runs as it would: only the tests that fail on their own fail.
+TEST_F(PytestPlugin, WithoutGpuwatchWarnsOnceAndMeasuresNothing) {
+  std::map<std::string, std::string> env = Env();
+  env["PYTHONPATH"] = kSourceDir + "/python";
+  const ProcessResult r =
+      RunProcess({kPython, "-m", "pytest", "-p", "no:cacheprovider", "-p", "gpuwatch.pytest_plugin",
+                  "-rfE", "--gpuwatch", "--gpuwatch-max-leak=0"},
+                 env, suite_);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(LinesStartingWith(r.out, "FAILED"),
+            std::vector<std::string>{"FAILED test_suite.py::test_fails_and_leaks - assert (1 + 1) "
+                                     "== 3"});
+  const std::string warning =
+      "GpuwatchWarning: gpuwatch is not attached to this process: --gpuwatch options measure "
+      "nothing (run the tests under `gpuwatch run --` or with LD_PRELOAD=libgpuwatch.so)";
+  const size_t at = r.out.find(warning);
+  EXPECT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(warning, at + 1), std::string::npos) << "warned more than once:\n" << r.out;
+  EXPECT_EQ(Between(r.out, "gpuwatch: device memory per test", "="),
+            "gpuwatch is not attached to this process: nothing was measured\n");
+  EXPECT_EQ(Outcome(r.out), "1 failed, 13 passed, 1 warning, 1 error");
+}
+
+// pip-installed, pytest finds the plugin through its pytest11 entry point:
+// with LD_PRELOAD alone, and under `gpuwatch run`, which also names it in
+// PYTEST_PLUGINS (registered once).
+TEST_F(PytestPlugin, PipInstalledItIsFoundThroughItsEntryPoint) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  if (RunProcess({kPython, "-m", "pip", "--version"}, {}, "/").exit_code != 0) {
+    GTEST_SKIP() << "no pip for " << kPython << " (Debian's python3-pip)";
+  }
+  ASSERT_EQ(
+      RunProcess({"cp", "-r", kSourceDir + "/python", dir_.path() + "/src"}, {}, "/").exit_code, 0);
+  const ProcessResult pip =
+      RunProcess({kPython, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
+                  "--no-index", "--target", dir_.path() + "/site", dir_.path() + "/src"},
+                 {{"PIP_DISABLE_PIP_VERSION_CHECK", "1"}}, dir_.path());
+  ASSERT_EQ(pip.exit_code, 0) << pip.out << pip.err;
+  const std::string expected =
+      "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, over 0 B; "
+      "largest at " +
+      SuiteLine("test_suite.py", "leak") + " (test_leaks)";
+  std::map<std::string, std::string> env = PreloadEnv(dir_.path() + "/p.json");
+  for (const auto& [k, v] : Env()) env.emplace(k, v);
+  env["PYTHONPATH"] = dir_.path() + "/site";
+  const ProcessResult preloaded = RunProcess({kPython, "-m", "pytest", "-p", "no:cacheprovider",
+                                              "-rfE", "--gpuwatch-max-leak=0", "-k", "test_leaks"},
+                                             env, suite_);
+  EXPECT_EQ(preloaded.exit_code, 1) << preloaded.out << preloaded.err;
+  EXPECT_EQ(LinesStartingWith(preloaded.out, "FAILED"), std::vector<std::string>{expected})
+      << preloaded.out << preloaded.err;
+  const ProcessResult run = UnderGpuwatch({"--gpuwatch-max-leak=0", "-k", "test_leaks"},
+                                          {{"PYTHONPATH", dir_.path() + "/site"}});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(LinesStartingWith(run.out, "FAILED"), std::vector<std::string>{expected})
+      << run.out << run.err;
+}
+
+// --- GoogleTest -------------------------------------------------------------------
+
+const std::string kGtestProgram = kPrograms + "/gtest_leaks";
+
+std::string GtestLine(const std::string& marker) {
+  return std::to_string(
+      LineOf(kSourceDir + "/tests/e2e/programs/gtest_leaks.cc", "// GTEST:" + marker));
+}
+
+// The tests GoogleTest lists as failed at the end, in order.
+std::vector<std::string> FailedTests(const std::string& out) {
+  std::vector<std::string> names;
+  for (const std::string& line :
+       LinesStartingWith(Between(out, "tests, listed below:", " "), "[  FAILED  ] ")) {
+    names.push_back(line.substr(line.find(']') + 2));
+  }
+  return names;
+}
+
+class GtestListener : public ::testing::Test {
+ protected:
+  ProcessResult UnderGpuwatch(const std::string& suppressions,
+                              const std::map<std::string, std::string>& extra) const {
+    std::vector<std::string> argv = {kCli, "run", "--no-summary", "-o", dir_.path() + "/r.json"};
+    if (!suppressions.empty()) {
+      std::ofstream(dir_.path() + "/supp.txt") << suppressions;
+      argv.insert(argv.end(), {"--suppressions", dir_.path() + "/supp.txt"});
+    }
+    argv.insert(argv.end(), {"--", kGtestProgram});
+    std::map<std::string, std::string> env = SimEnv();
+    for (const auto& [k, v] : extra) env[k] = v;
+    return RunProcess(argv, env, dir_.path());
+  }
+
+  ScopedTempDir dir_;
+};
+
+// Under gpuwatch the test that leaks fails, at the line that allocated, with
+// the bytes and the site and its callers; a test that fails on its own is not
+// judged again; a suite's shared memory, a fixture's scratch it frees and
+// memory a suppressions file keeps do not fail a test.
+TEST_F(GtestListener, FailsTheTestThatLeaksNamingTheSite) {
+  const ProcessResult r = UnderGpuwatch("leak:KeptByLibrary\n", {});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string source = kSourceDir + "/tests/e2e/programs/gtest_leaks.cc";
+  EXPECT_NE(r.out.find("[ RUN      ] Leaks.OneMiB\n" + source + ":" + GtestLine("leak") +
+                       ": Failure\nFailed\n"
+                       "gpuwatch: Leaks.OneMiB left 1.0 MiB of device memory live (1048576 bytes), "
+                       "more than 0 B allowed\n"
+                       "  1.0 MiB in 1 allocation at gtest_leaks.cc:" +
+                       GtestLine("leak") +
+                       " ((anonymous namespace)::Leaks_OneMiB_Test::TestBody())\n"
+                       "[  FAILED  ] Leaks.OneMiB"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gpuwatch: Leaks.ThroughAHelper left 512.0 KiB of device memory live "
+                       "(524288 bytes), more than 0 B allowed\n"
+                       "  512.0 KiB in 1 allocation at gtest_leaks.cc:" +
+                       GtestLine("allocate") +
+                       " ((anonymous namespace)::Allocate(unsigned long))\n"
+                       "      <- (anonymous namespace)::Leaks_ThroughAHelper_Test::TestBody() (" +
+                       source + ":" + GtestLine("helper") + ")\n[  FAILED  ]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(FailedTests(r.out), (std::vector<std::string>{"Leaks.OneMiB", "Leaks.ThroughAHelper",
+                                                          "Leaks.FailsAndLeaks"}))
+      << r.out;
+  EXPECT_EQ(LineWith(r.out, {"gpuwatch: Leaks.FailsAndLeaks"}), "") << r.out;
+  EXPECT_NE(r.out.find("[  PASSED  ] 4 tests."), std::string::npos) << r.out;
+}
+
+// The limit is the listener's: at 512 KiB the helper's 512 KiB passes; with
+// no suppressions file the library's kept memory is a leak like any other.
+TEST_F(GtestListener, TheLimitIsTheListeners) {
+  const ProcessResult r = UnderGpuwatch("", {{"GWTEST_MAX_LEAK", std::to_string(512 * kKiB)}});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(FailedTests(r.out), (std::vector<std::string>{"Leaks.OneMiB", "Leaks.KeptByALibrary",
+                                                          "Leaks.FailsAndLeaks"}))
+      << r.out;
+  EXPECT_NE(r.out.find("gpuwatch: Leaks.KeptByALibrary left 3.0 MiB of device memory live "
+                       "(3145728 bytes), more than 512.0 KiB allowed\n"),
+            std::string::npos)
+      << r.out;
+}
+
+// Without gpuwatch the listener does nothing: the same binary passes.
+TEST_F(GtestListener, WithoutGpuwatchItDoesNothing) {
+  const ProcessResult r =
+      RunProcess({kGtestProgram, "--gtest_filter=-Leaks.FailsAndLeaks"}, SimEnv(), dir_.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[  PASSED  ] 6 tests."), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("gpuwatch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing
