@@ -220,6 +220,24 @@ BENCHMARK(BM_LiveQuery)
     ->ArgNames({"live", "device"})
     ->Unit(benchmark::kMicrosecond);
 
+// A per-test gate's question (gpuwatch_live_since()'s walk): range(0) live
+// allocations over 10,000 sites, of which the last 100 came after the test's
+// point. The walk reads every live record; the rows are the sites since.
+void BM_LiveSince(benchmark::State& state) {
+  Tracker& tracker = *new Tracker();
+  const auto live = static_cast<uint64_t>(state.range(0));
+  for (uint64_t i = 0; i + 100 < live; ++i) tracker.OnAlloc(Alloc(i, 1 + i % 10000));
+  const Tracker::Point point = tracker.NewPoint();
+  for (uint64_t i = live - 100; i < live; ++i) tracker.OnAlloc(Alloc(i, 1 + i % 10000));
+  size_t rows = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    rows += tracker.LiveSince(point, {1u << static_cast<int>(MemKind::kDevice)})[0].size();
+  }
+  benchmark::DoNotOptimize(rows);
+  delete &tracker;
+}
+BENCHMARK(BM_LiveSince)->Arg(1000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
+
 void BM_HookPart_NowNs(benchmark::State& state) {
   Tracker& tracker = SharedTracker();
   for (auto _ : state) benchmark::DoNotOptimize(tracker.NowNs());  // NOLINT: the idiom

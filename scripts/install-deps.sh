@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git python3
   python3-pip python3-setuptools  # tests/e2e/python_test.cc: pip install ./python
+  python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
   libunwind-dev libdw-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev

@@ -83,8 +83,10 @@ GPUWATCH_API int gpuwatch_live(const char* kind, int device, uint64_t* bytes, ui
  * A point in the program's allocations, for asking later what was allocated
  * after it and is still live (a test's leak: take a point when the test
  * starts, ask when it ends). Returns a handle (never 0); before gpuwatch is
- * active (no CUDA call yet), the handle of the start, before every
- * allocation it will record. Also starts the window whose device peak
+ * active (no CUDA call yet), the handle of the start, 1, before every
+ * allocation it will record (code that runs before the CUDA driver loads
+ * gpuwatch through CUDA_INJECTION64_PATH may use 1 for a point taken before
+ * then). Also starts the window whose device peak
  * gpuwatch_live_since() reports.
  * Exact for any number of points, unless more than 128 are taken within one
  * millisecond.

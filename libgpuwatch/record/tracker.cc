@@ -428,22 +428,34 @@ bool Tracker::IsAfter(uint32_t time_ms, uint8_t tag, Point point) {
   return static_cast<uint8_t>(tag - static_cast<uint8_t>(point.generation)) < 128;
 }
 
-std::vector<std::pair<uint32_t, Tracker::LiveFigures>> Tracker::LiveSince(Point point,
-                                                                          uint32_t kinds) const {
-  std::map<uint32_t, LiveFigures> by_site;
+std::vector<Tracker::SiteRows> Tracker::LiveSince(Point point,
+                                                  std::initializer_list<uint32_t> groups) const {
+  std::array<int, kNumMemKinds> group_of{};  // a kind's group, -1 for none
+  group_of.fill(-1);
+  int g = 0;
+  for (const uint32_t kinds : groups) {
+    for (int k = 0; k < kNumMemKinds; ++k) {
+      if ((kinds >> k & 1u) != 0 && group_of[k] < 0) group_of[k] = g;
+    }
+    ++g;
+  }
+  std::vector<std::map<uint32_t, LiveFigures>> by_site(groups.size());
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
     std::lock_guard<Mutex> lock(shard.mu);
     shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
       const LiveAlloc a = AllocOf(address, record);
-      if ((kinds >> static_cast<int>(a.kind) & 1u) == 0) return;
-      if (!IsAfter(record.time_ms, a.point_tag, point)) return;
-      LiveFigures& f = by_site[a.stack_id];
+      const int group = group_of[static_cast<int>(a.kind)];
+      if (group < 0 || !IsAfter(record.time_ms, a.point_tag, point)) return;
+      LiveFigures& f = by_site[group][a.stack_id];
       f.bytes += a.size;
       ++f.count;
     });
   }
-  return {by_site.begin(), by_site.end()};
+  std::vector<SiteRows> out;
+  out.reserve(by_site.size());
+  for (const auto& sites : by_site) out.emplace_back(sites.begin(), sites.end());
+  return out;
 }
 
 TrackerSnapshot Tracker::Snapshot() const {

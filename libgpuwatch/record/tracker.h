@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -175,10 +176,12 @@ class Tracker {
   static constexpr Point kStart{kStartGeneration, 0};
   // Whether an allocation made at `time_ms` with `tag` is after `point`.
   static bool IsAfter(uint32_t time_ms, uint8_t tag, Point point);
-  // Live allocations of the kinds `kinds` (a bit per MemKind) made after
-  // `point`, per site (stack id), in increasing id order. Walks the live
-  // table shard by shard under each shard's lock. Thread-safe.
-  std::vector<std::pair<uint32_t, LiveFigures>> LiveSince(Point point, uint32_t kinds) const;
+  // Live allocations made after `point`, per site (stack id), in increasing
+  // id order: one list per group of kinds in `groups` (a bit per MemKind; an
+  // allocation counts in the first group that has its kind). One walk of the
+  // live table, shard by shard under each shard's lock. Thread-safe.
+  using SiteRows = std::vector<std::pair<uint32_t, LiveFigures>>;
+  std::vector<SiteRows> LiveSince(Point point, std::initializer_list<uint32_t> groups) const;
   // The highest device bytes (all device kinds) since the newest point.
   uint64_t WindowPeak() const { return window_peak_.load(std::memory_order_relaxed); }
 

@@ -146,8 +146,8 @@ namespace {
 
 // One leaks section of the sites `rows` name, merged when they read the
 // same, largest first, at most kMaxSitesPerSection listed.
-LeakList LiveSinceSection(const std::vector<std::pair<uint32_t, Tracker::LiveFigures>>& rows,
-                          const Suppressions* suppressions, SiteResolver* sites) {
+LeakList LiveSinceSection(const Tracker::SiteRows& rows, const Suppressions* suppressions,
+                          SiteResolver* sites) {
   std::vector<uint32_t> ids;
   ids.reserve(rows.size());
   for (const auto& row : rows) ids.push_back(row.first);
@@ -197,12 +197,10 @@ std::string LiveSinceJson(const Session& session, Tracker::Point point, Symboliz
   SiteResolver sites(session.stacks(), session.stacks() != nullptr ? symbolizer : nullptr);
   sites.set_pytorch_per_tensor(pytorch_per_tensor);
   const Suppressions* suppressions = session.suppressions();
-  nlohmann::json doc = {
-      {"device", LeakListJson(LiveSinceSection(tracker.LiveSince(point, device_kinds), suppressions,
-                                               &sites))},
-      {"host",
-       LeakListJson(LiveSinceSection(tracker.LiveSince(point, host_kinds), suppressions, &sites))},
-      {"window_peak_bytes", tracker.WindowPeak()}};
+  const std::vector<Tracker::SiteRows> rows = tracker.LiveSince(point, {device_kinds, host_kinds});
+  nlohmann::json doc = {{"device", LeakListJson(LiveSinceSection(rows[0], suppressions, &sites))},
+                        {"host", LeakListJson(LiveSinceSection(rows[1], suppressions, &sites))},
+                        {"window_peak_bytes", tracker.WindowPeak()}};
   return DumpReport(std::move(doc));
 }
 

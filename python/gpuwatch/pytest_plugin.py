@@ -26,8 +26,8 @@ after a garbage collection when the first measure is over the limit. The
 verdict comes after teardown, so pytest shows it as a failure reported at
 teardown; the summary line names the test, the bytes and the largest site.
 
-The peak is the most device memory the test's call needed above what was
-live when the call started. Memory is all device memory of the process,
+The peak is the most device memory the test needed above what was live when
+its call started, from then to the end of its teardown. Memory is all device memory of the process,
 every thread's: work a background thread does during a test counts for it.
 
 Without gpuwatch the options warn once that nothing is measured, and the
@@ -150,18 +150,15 @@ class _Limits:
 
 class _Test:
     """What the plugin keeps of one test while it runs."""
-    __slots__ = ("limits", "start", "excluded", "fixture_depth", "in_setup", "call_point",
-                 "call_base", "peak", "ran")
+    __slots__ = ("limits", "start", "excluded", "fixture_depth", "call_point", "call_base", "ran")
 
     def __init__(self, limits, start):
         self.limits = limits
         self.start = start
         self.excluded = []  # (before, after) points of wider fixtures set up for it
         self.fixture_depth = 0
-        self.in_setup = True
         self.call_point = None
         self.call_base = 0
-        self.peak = None
         self.ran = False  # setup and call passed
 
 
@@ -236,7 +233,7 @@ class _Gate:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item):
         marker = item.get_closest_marker("gpuwatch")
-        if (self._asked or marker is not None) and self._attached():
+        if (self._asked or marker is not None) and (self._attached() or self._may_come):
             test = _Test(_Limits(self._config, marker), gpuwatch.point() or _START)
             self._tests[item.nodeid] = test
             self._setup_of = test
@@ -250,25 +247,24 @@ class _Gate:
             yield
             return
         test.fixture_depth += 1
-        before = gpuwatch.point() if test.fixture_depth == 1 else None
+        # Not loaded yet (CUDA_INJECTION64_PATH): the start is before it.
+        before = (gpuwatch.point() or _START) if test.fixture_depth == 1 else None
         try:
             yield
         finally:
             test.fixture_depth -= 1
             if before is not None:
-                test.excluded.append((before, gpuwatch.point()))
+                test.excluded.append((before, gpuwatch.point() or _START))
 
-    @pytest.hookimpl(hookwrapper=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item):
+        # The peak's window: from here (before the test function runs) to
+        # the end of the teardown.
         test = self._tests.get(item.nodeid)
         if test is not None and (self._summary or test.limits.max_peak is not None):
             test.call_point = gpuwatch.point() or _START
             live = gpuwatch.live()
             test.call_base = live.bytes if live is not None else 0
-        yield
-        if test is not None and test.call_point is not None:
-            since = gpuwatch.live_since(test.call_point)
-            test.peak = max(0, since["window_peak_bytes"] - test.call_base) if since else 0
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -281,44 +277,50 @@ class _Gate:
             test.ran = report.passed
         elif call.when == "call":
             test.ran = test.ran and report.passed
-            limit = test.limits.max_peak
-            if report.passed and limit is not None and test.peak > limit:
-                report.outcome = "failed"
-                report.longrepr = self._peak_failure(item, test)
         elif call.when == "teardown":
             del self._tests[item.nodeid]
             self._judge(item, test, report)
 
     def _judge(self, item, test, report):
         if not test.ran or not report.passed:
-            report.gpuwatch = {"failed": False, "peak": test.peak}
+            report.gpuwatch = {"failed": False}
             return
-        left, kept, sites = self._left_live(test)
-        limit = test.limits.max_leak
-        if limit is not None and left > limit:
+        left, kept, sites, window_peak = self._left_live(test)
+        limits = test.limits
+        if limits.max_leak is not None and left > limits.max_leak:
             gc.collect()  # memory held only by garbage is not a leak
-            left, kept, sites = self._left_live(test)
-        report.gpuwatch = {"left": left, "kept": kept, "peak": test.peak,
-                           "failed": limit is not None and left > limit}
-        if report.gpuwatch["failed"]:
+            left, kept, sites, _ = self._left_live(test)
+        peak = None
+        if test.call_point is not None:
+            peak = max(0, window_peak - test.call_base)
+        failures = []
+        if limits.max_leak is not None and left > limits.max_leak:
+            failures.append(self._leak_failure(item, test, left, sites))
+        if limits.max_peak is not None and peak > limits.max_peak:
+            failures.append(self._peak_failure(item, test, peak))
+        report.gpuwatch = {"left": left, "kept": kept, "peak": peak, "failed": bool(failures)}
+        if failures:
             report.outcome = "failed"
-            report.longrepr = self._leak_failure(item, test, left, sites)
+            report.longrepr = _Failure(item, "\n".join(text for text, _ in failures),
+                                       "; ".join(message for _, message in failures))
 
     def _left_live(self, test):
         """Device bytes allocated during the test and live now, outside the
         wider fixtures' setup: what is live since the start, less what is
         live since each such fixture began and plus since it ended. Returns
-        (leaked, kept, sites) with sites [(bytes, count, site)], largest first,
-        kept ones out unless the limits include them."""
+        (leaked, kept, sites, window_peak) with sites [(bytes, count, site)],
+        largest first, kept ones out unless the limits include them, and the
+        device peak since the newest point (the call's)."""
         signed = [(test.start, 1)]
         for before, after in test.excluded:
             signed += [(before, -1), (after, 1)]
-        leaked = kept = 0
+        leaked = kept = window_peak = 0
         by_site = {}
         for point, sign in signed:
             since = gpuwatch.live_since(point)
             if since is None:
                 continue
+            window_peak = since["window_peak_bytes"]
             device = since["device"]
             leaked += sign * device["leaked_bytes"]
             kept += sign * (device["bytes"] - device["leaked_bytes"])
@@ -332,7 +334,7 @@ class _Gate:
         sites = [tuple(e) for e in by_site.values()
                  if e[0] > 0 and (include_kept or not _is_kept(e[2]))]
         sites.sort(key=lambda e: -e[0])
-        return max(0, leaked), max(0, kept), sites
+        return max(0, leaked), max(0, kept), sites, window_peak
 
     def _where(self, frame):
         path = frame.get("file") or frame.get("module") or "?"
@@ -383,17 +385,18 @@ class _Gate:
                                               frames[0].get("function", "?") if frames else "?")
         message = "gpuwatch: left %s of device memory live, over %s%s" % (
             format_bytes(left), format_bytes(limits.max_leak), where)
-        return _Failure(item, "\n".join(lines), message)
+        return "\n".join(lines), message
 
-    def _peak_failure(self, item, test):
+    @staticmethod
+    def _peak_failure(item, test, peak):
         limits = test.limits
         text = ("gpuwatch: %s needed %s of device memory at its peak (%d bytes above what was "
                 "live when its call began), more than %s allowed (%s)" %
-                (item.nodeid, format_bytes(test.peak), test.peak, format_bytes(limits.max_peak),
+                (item.nodeid, format_bytes(peak), peak, format_bytes(limits.max_peak),
                  limits.peak_from))
         message = "gpuwatch: peak %s of device memory, over %s" % (
-            format_bytes(test.peak), format_bytes(limits.max_peak))
-        return _Failure(item, text, message)
+            format_bytes(peak), format_bytes(limits.max_peak))
+        return text, message
 
     def pytest_runtest_logreport(self, report):
         # From the reports, so that the summary also sees the tests that
@@ -403,7 +406,7 @@ class _Gate:
             return
         if figures["failed"]:
             self._count_once(report.nodeid)
-        self._rows.append((figures.get("left"), figures.get("kept", 0), figures["peak"] or 0,
+        self._rows.append((figures.get("left"), figures.get("kept", 0), figures.get("peak") or 0,
                            report.nodeid, "FAILED" if figures["failed"] else ""))
 
     def _count_once(self, nodeid):

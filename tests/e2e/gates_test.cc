@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/e2e/common.h"
@@ -35,6 +36,12 @@ std::string Section(const std::string& text, const std::string& title) {
   size_t end = start;
   while (end < text.size() && text[end] != '_' && text[end] != '=') end = text.find('\n', end) + 1;
   return text.substr(start, end - start);
+}
+
+// Whether `text` contains `part`; when not, says so with the whole text.
+::testing::AssertionResult Has(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "no\n  " << part << "\nin\n" << text;
 }
 
 // pytest's last line without its rule and time: "5 failed, 9 passed".
@@ -124,31 +131,27 @@ TEST_F(PytestPlugin, FailsTheTestsThatLeakNamingBytesAndSite) {
             "  1.0 MiB in 1 allocation at " +
                 leak + " (test_leaks)\n")
       << r.out;
-  EXPECT_NE(r.out.find("gpuwatch: test_suite.py::test_fixture_leaks left 512.0 KiB of device "
-                       "memory live (524288 bytes), more than 0 B allowed (--gpuwatch-max-leak)\n"
-                       "  512.0 KiB in 1 allocation at " +
-                       malloc +
-                       " (malloc)\n"
-                       "      <- leaky_fixture (" +
-                       SuiteLine("test_suite.py", "fixture_leak") + ")\n"),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("gpuwatch: test_suite.py::test_parametrised[3] left 768.0 KiB of device "
-                       "memory live (786432 bytes), more than 512.0 KiB allowed "
-                       "(@pytest.mark.gpuwatch(max_leak='512KiB'))\n"
-                       "  768.0 KiB in 3 allocations at " +
-                       malloc +
-                       " (malloc)\n"
-                       "      <- test_parametrised (" +
-                       SuiteLine("test_suite.py", "parametrised") + ")\n"),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(
-      r.out.find("gpuwatch: test_suite.py::test_peak_over_its_limit needed 3.0 MiB of device "
-                 "memory at its peak (3145728 bytes above what was live when its call "
-                 "began), more than 1.0 MiB allowed (@pytest.mark.gpuwatch(max_peak='1MiB'))"),
-      std::string::npos)
-      << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "gpuwatch: test_suite.py::test_fixture_leaks left 512.0 KiB of device "
+                  "memory live (524288 bytes), more than 0 B allowed (--gpuwatch-max-leak)\n"
+                  "  512.0 KiB in 1 allocation at " +
+                      malloc +
+                      " (malloc)\n"
+                      "      <- leaky_fixture (" +
+                      SuiteLine("test_suite.py", "fixture_leak") + ")\n"));
+  EXPECT_TRUE(Has(r.out,
+                  "gpuwatch: test_suite.py::test_parametrised[3] left 768.0 KiB of device "
+                  "memory live (786432 bytes), more than 512.0 KiB allowed "
+                  "(@pytest.mark.gpuwatch(max_leak='512KiB'))\n"
+                  "  768.0 KiB in 3 allocations at " +
+                      malloc +
+                      " (malloc)\n"
+                      "      <- test_parametrised (" +
+                      SuiteLine("test_suite.py", "parametrised") + ")\n"));
+  EXPECT_TRUE(Has(r.out,
+                  "gpuwatch: test_suite.py::test_peak_over_its_limit needed 3.0 MiB of device "
+                  "memory at its peak (3145728 bytes above what was live when its call began), "
+                  "more than 1.0 MiB allowed (@pytest.mark.gpuwatch(max_peak='1MiB'))"));
   EXPECT_EQ(
       Between(r.out, "short test summary info", "="),
       "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, "
@@ -182,9 +185,8 @@ TEST_F(PytestPlugin, FailsTheTestsThatLeakNamingBytesAndSite) {
             "       0 B     6.0 MiB  test_suite.py::test_garbage_is_not_a_leak\n"
             "       0 B     4.0 MiB  test_suite.py::test_clean\n"
             "       0 B     3.0 MiB  test_suite.py::test_kept_by_a_library  (+3.0 MiB kept)\n"
-            "       0 B     3.0 MiB  test_suite.py::test_peak_over_its_limit\n"
+            "       0 B     3.0 MiB  test_suite.py::test_peak_over_its_limit  FAILED\n"
             "       0 B     2.0 MiB  test_suite.py::test_freed_by_fixture\n"
-            "         -     1.0 MiB  test_suite.py::test_fails_and_leaks\n"
             "2 tests left nothing live and needed no device memory\n"
             "2 tests not judged: their setup or call did not pass\n");
   EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
@@ -195,7 +197,7 @@ TEST_F(PytestPlugin, StopsAtTheFirstLeakWithX) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
   const ProcessResult r = UnderGpuwatch({"--gpuwatch-max-leak=0", "-x"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("stopping after 1 failures"), std::string::npos) << r.out;
+  EXPECT_TRUE(Has(r.out, "stopping after 1 failures"));
   EXPECT_EQ(Between(r.out, "short test summary info", "!"),
             "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, "
             "over 0 B; largest at " +
@@ -226,21 +228,20 @@ TEST_F(PytestPlugin, CountsKeptMemoryOnlyWhenAsked) {
   const ProcessResult r =
       UnderGpuwatch({"--gpuwatch-max-leak=0", "--gpuwatch-include-kept", "-k", "kept"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("gpuwatch: test_suite.py::test_kept_by_a_library left 3.0 MiB of device "
-                       "memory (kept memory included) live (3145728 bytes), more than 0 B allowed "
-                       "(--gpuwatch-max-leak)\n"
-                       "  3.0 MiB in 1 allocation at " +
-                       SuiteLine("suite_cuda.py", "malloc") +
-                       " (malloc)\n"
-                       "      <- kept_by_library (" +
-                       SuiteLine("suite_cuda.py", "kept_by_library") +
-                       ")\n"
-                       "      <- test_kept_by_a_library (" +
-                       SuiteLine("test_suite.py", "kept") +
-                       ")\n"
-                       "      (suppressed by leak:kept_by_library)\n"),
-            std::string::npos)
-      << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "gpuwatch: test_suite.py::test_kept_by_a_library left 3.0 MiB of device "
+                  "memory (kept memory included) live (3145728 bytes), more than 0 B allowed "
+                  "(--gpuwatch-max-leak)\n"
+                  "  3.0 MiB in 1 allocation at " +
+                      SuiteLine("suite_cuda.py", "malloc") +
+                      " (malloc)\n"
+                      "      <- kept_by_library (" +
+                      SuiteLine("suite_cuda.py", "kept_by_library") +
+                      ")\n"
+                      "      <- test_kept_by_a_library (" +
+                      SuiteLine("test_suite.py", "kept") +
+                      ")\n"
+                      "      (suppressed by leak:kept_by_library)\n"));
 }
 
 // A bad limit stops pytest before any test, naming the option or the test.
@@ -248,18 +249,16 @@ TEST_F(PytestPlugin, RefusesABadLimitNamingIt) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
   const ProcessResult option = UnderGpuwatch({"--gpuwatch-max-leak=12x"});
   EXPECT_EQ(option.exit_code, 4) << option.out << option.err;
-  EXPECT_NE(option.err.find("error: argument --gpuwatch-max-leak: '12x' is not a size (bytes, or "
-                            "a number with B, KiB, MiB, GiB or TiB)"),
-            std::string::npos)
-      << option.err;
+  EXPECT_TRUE(Has(option.err,
+                  "error: argument --gpuwatch-max-leak: '12x' is not a size (bytes, or "
+                  "a number with B, KiB, MiB, GiB or TiB)"));
   std::ofstream(suite_ + "/test_bad_marker.py")
       << "import pytest\n\n\n@pytest.mark.gpuwatch(max_leak='lots')\ndef test_x():\n    pass\n";
   const ProcessResult marker = UnderGpuwatch({});
   EXPECT_EQ(marker.exit_code, 4) << marker.out << marker.err;
-  EXPECT_NE(marker.err.find("ERROR: test_bad_marker.py::test_x: @pytest.mark.gpuwatch: 'lots' is "
-                            "not a size"),
-            std::string::npos)
-      << marker.err;
+  EXPECT_TRUE(Has(marker.err,
+                  "ERROR: test_bad_marker.py::test_x: @pytest.mark.gpuwatch: 'lots' is "
+                  "not a size"));
   EXPECT_EQ(marker.out.find("passed"), std::string::npos) << marker.out;
 }
 
@@ -322,6 +321,56 @@ TEST_F(PytestPlugin, PipInstalledItIsFoundThroughItsEntryPoint) {
       << run.out << run.err;
 }
 
+// With CUDA_INJECTION64_PATH alone the driver loads gpuwatch when a test
+// first uses CUDA: that test is judged from its start; a module fixture that
+// first uses CUDA (loads gpuwatch) is not the test's leak.
+TEST_F(PytestPlugin, AttachedByTheDriverTheTestThatStartsCudaIsJudged) {
+  std::map<std::string, std::string> env = Env();
+  env["PYTHONPATH"] = kSourceDir + "/python";
+  env["CUDA_INJECTION64_PATH"] = kLib;
+  env["GPUWATCH_OUTPUT"] = dir_.path() + "/i.json";
+  const std::vector<std::string> pytest = {kPython,
+                                           "-m",
+                                           "pytest",
+                                           "-p",
+                                           "no:cacheprovider",
+                                           "-p",
+                                           "gpuwatch.pytest_plugin",
+                                           "-rfE",
+                                           "--gpuwatch-max-leak=0",
+                                           "-k"};
+  std::vector<std::string> argv = pytest;
+  argv.emplace_back("test_leaks");
+  const ProcessResult leaks = RunProcess(argv, env, suite_);
+  EXPECT_EQ(leaks.exit_code, 1) << leaks.out << leaks.err;
+  EXPECT_EQ(LinesStartingWith(leaks.out, "FAILED"),
+            std::vector<std::string>{"FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of "
+                                     "device memory live, over 0 B; largest at " +
+                                     SuiteLine("test_suite.py", "leak") + " (test_leaks)"})
+      << leaks.out;
+  argv = pytest;
+  argv.emplace_back("weights");
+  const ProcessResult weights = RunProcess(argv, env, suite_);
+  EXPECT_EQ(weights.exit_code, 0) << weights.out << weights.err;
+  EXPECT_EQ(Outcome(weights.out), "2 passed, 13 deselected");
+}
+
+// `gpuwatch run` adds the plugin to PYTEST_PLUGINS, after what is there and
+// only once.
+TEST(GpuwatchRun, AddsThePluginToPytestPluginsOnce) {
+  for (const auto& [before, after] : std::vector<std::pair<std::string, std::string>>{
+           {"", "gpuwatch.pytest_plugin"},
+           {"mine", "mine,gpuwatch.pytest_plugin"},
+           {"mine, gpuwatch.pytest_plugin", "mine, gpuwatch.pytest_plugin"}}) {
+    std::map<std::string, std::string> env = SimEnv();
+    env["PYTEST_PLUGINS"] = before;
+    const ProcessResult r =
+        RunProcess({kCli, "run", "--", "sh", "-c", "echo \"$PYTEST_PLUGINS\""}, env, "/");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, after + "\n") << "PYTEST_PLUGINS was '" << before << "'";
+  }
+}
+
 // --- GoogleTest -------------------------------------------------------------------
 
 const std::string kGtestProgram = kPrograms + "/gtest_leaks";
@@ -367,30 +416,28 @@ TEST_F(GtestListener, FailsTheTestThatLeaksNamingTheSite) {
   const ProcessResult r = UnderGpuwatch("leak:KeptByLibrary\n", {});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string source = kSourceDir + "/tests/e2e/programs/gtest_leaks.cc";
-  EXPECT_NE(r.out.find("[ RUN      ] Leaks.OneMiB\n" + source + ":" + GtestLine("leak") +
-                       ": Failure\nFailed\n"
-                       "gpuwatch: Leaks.OneMiB left 1.0 MiB of device memory live (1048576 bytes), "
-                       "more than 0 B allowed\n"
-                       "  1.0 MiB in 1 allocation at gtest_leaks.cc:" +
-                       GtestLine("leak") +
-                       " ((anonymous namespace)::Leaks_OneMiB_Test::TestBody())\n"
-                       "[  FAILED  ] Leaks.OneMiB"),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("gpuwatch: Leaks.ThroughAHelper left 512.0 KiB of device memory live "
-                       "(524288 bytes), more than 0 B allowed\n"
-                       "  512.0 KiB in 1 allocation at gtest_leaks.cc:" +
-                       GtestLine("allocate") +
-                       " ((anonymous namespace)::Allocate(unsigned long))\n"
-                       "      <- (anonymous namespace)::Leaks_ThroughAHelper_Test::TestBody() (" +
-                       source + ":" + GtestLine("helper") + ")\n[  FAILED  ]"),
-            std::string::npos)
-      << r.out;
+  EXPECT_TRUE(
+      Has(r.out, "[ RUN      ] Leaks.OneMiB\n" + source + ":" + GtestLine("leak") +
+                     ": Failure\nFailed\n"
+                     "gpuwatch: Leaks.OneMiB left 1.0 MiB of device memory live (1048576 bytes), "
+                     "more than 0 B allowed\n"
+                     "  1.0 MiB in 1 allocation at gtest_leaks.cc:" +
+                     GtestLine("leak") +
+                     " ((anonymous namespace)::Leaks_OneMiB_Test::TestBody())\n"
+                     "[  FAILED  ] Leaks.OneMiB"));
+  EXPECT_TRUE(Has(r.out,
+                  "gpuwatch: Leaks.ThroughAHelper left 512.0 KiB of device memory live "
+                  "(524288 bytes), more than 0 B allowed\n"
+                  "  512.0 KiB in 1 allocation at gtest_leaks.cc:" +
+                      GtestLine("allocate") +
+                      " ((anonymous namespace)::Allocate(unsigned long))\n"
+                      "      <- (anonymous namespace)::Leaks_ThroughAHelper_Test::TestBody() (" +
+                      source + ":" + GtestLine("helper") + ")\n[  FAILED  ]"));
   EXPECT_EQ(FailedTests(r.out), (std::vector<std::string>{"Leaks.OneMiB", "Leaks.ThroughAHelper",
                                                           "Leaks.FailsAndLeaks"}))
       << r.out;
   EXPECT_EQ(LineWith(r.out, {"gpuwatch: Leaks.FailsAndLeaks"}), "") << r.out;
-  EXPECT_NE(r.out.find("[  PASSED  ] 4 tests."), std::string::npos) << r.out;
+  EXPECT_TRUE(Has(r.out, "[  PASSED  ] 4 tests."));
 }
 
 // The limit is the listener's: at 512 KiB the helper's 512 KiB passes; with
@@ -401,10 +448,30 @@ TEST_F(GtestListener, TheLimitIsTheListeners) {
   EXPECT_EQ(FailedTests(r.out), (std::vector<std::string>{"Leaks.OneMiB", "Leaks.KeptByALibrary",
                                                           "Leaks.FailsAndLeaks"}))
       << r.out;
-  EXPECT_NE(r.out.find("gpuwatch: Leaks.KeptByALibrary left 3.0 MiB of device memory live "
-                       "(3145728 bytes), more than 512.0 KiB allowed\n"),
-            std::string::npos)
-      << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "gpuwatch: Leaks.KeptByALibrary left 3.0 MiB of device memory live "
+                  "(3145728 bytes), more than 512.0 KiB allowed\n"));
+}
+
+// With CUDA_INJECTION64_PATH alone the driver loads gpuwatch during the
+// first test that uses CUDA, and that test is judged from its start; a
+// suite's shared memory (which loads gpuwatch) is no test's leak.
+TEST_F(GtestListener, AttachedByTheDriverTheTestThatStartsCudaIsJudged) {
+  std::map<std::string, std::string> env = SimEnv();
+  env["CUDA_INJECTION64_PATH"] = kLib;
+  env["GPUWATCH_OUTPUT"] = dir_.path() + "/i.json";
+  const ProcessResult leaks =
+      RunProcess({kGtestProgram, "--gtest_filter=Leaks.OneMiB"}, env, dir_.path());
+  EXPECT_EQ(leaks.exit_code, 1) << leaks.out << leaks.err;
+  EXPECT_TRUE(Has(leaks.out,
+                  "gpuwatch: Leaks.OneMiB left 1.0 MiB of device memory live (1048576 "
+                  "bytes), more than 0 B allowed\n  1.0 MiB in 1 allocation at "
+                  "gtest_leaks.cc:" +
+                      GtestLine("leak")));
+  const ProcessResult model =
+      RunProcess({kGtestProgram, "--gtest_filter=Model.*"}, env, dir_.path());
+  EXPECT_EQ(model.exit_code, 0) << model.out << model.err;
+  EXPECT_TRUE(Has(model.out, "[  PASSED  ] 2 tests."));
 }
 
 // Without gpuwatch the listener does nothing: the same binary passes.
@@ -412,7 +479,7 @@ TEST_F(GtestListener, WithoutGpuwatchItDoesNothing) {
   const ProcessResult r =
       RunProcess({kGtestProgram, "--gtest_filter=-Leaks.FailsAndLeaks"}, SimEnv(), dir_.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("[  PASSED  ] 6 tests."), std::string::npos) << r.out;
+  EXPECT_TRUE(Has(r.out, "[  PASSED  ] 6 tests."));
   EXPECT_EQ(r.out.find("gpuwatch"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
 }

@@ -425,8 +425,8 @@ TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
                                 "=4194304 " + ModuleSite("after_paused") +
                                 "=2097152 host 5242880 peak 7340032\n";
   EXPECT_EQ(r.out, "attached True version " + std::string(GPUWATCH_TEST_VERSION) +
-                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION + "\n" +
-                       since_start + since_mid +
+                       " mark True snapshot True module " + GPUWATCH_TEST_VERSION +
+                       "\nstart point 1\n" + since_start + since_mid +
                        "live Live(bytes=7340032, count=3)"  // 1 + 2 + 4 MiB, not the paused
                        " device Live(bytes=7340032, count=3)"
                        " device0 Live(bytes=3145728, count=2)"
@@ -461,7 +461,7 @@ TEST_F(PythonOptionsTest, TheModuleWithoutGpuwatchDoesNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "attached False version None mark False snapshot False module " +
                        std::string(GPUWATCH_TEST_VERSION) +
-                       "\nsince start None\nsince mid None"
+                       "\nstart point None\nsince start None\nsince mid None"
                        "\nlive None device None device0 None device1 None host None pinned None"
                        " unknown accepted\n");
   EXPECT_EQ(r.err, "");

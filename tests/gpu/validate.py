@@ -12,6 +12,8 @@ lines; results go to --out, or $OUT, or ./gpu-results):
   sequences  every program also under a CUPTI recorder, on the GPU and on the
              simulator; compare_sequences.py diffs what gpuwatch would see
   torch_leak examples/torch_leak.py under each PyTorch allocator mode
+  torch_pytest the pytest plugin on PyTorch tests (tests/gpu/torch_pytest)
+             under each allocator mode: which tests a leak gate fails
   sanitizer  compute-sanitizer --leak-check full on the leaky examples, its
              leaked bytes, allocations, sites and wall time against gpuwatch's
   torch_step the time of a PyTorch training step with and without gpuwatch
@@ -44,8 +46,8 @@ import compare_sequences  # noqa: E402
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
-PARTS = ["env", "programs", "questions", "sequences", "torch_leak", "torch_step", "overhead",
-         "launches", "sanitizer"]
+PARTS = ["env", "programs", "questions", "sequences", "torch_leak", "torch_pytest", "torch_step",
+         "overhead", "launches", "sanitizer"]
 
 SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
     ("leaky_loop", "examples", [], 0),
@@ -675,6 +677,47 @@ class Validator:
                   f"{secs:.1f} s")
         self.record("FAIL" if problems else "PASS", label,
                     ("; ".join(problems) + "; " if problems else "") + detail)
+
+    # --- torch_pytest ----------------------------------------------------------
+
+    def part_torch_pytest(self):
+        """The pytest plugin on PyTorch tests (tests/gpu/torch_pytest), per
+        allocator mode: which tests fail at --gpuwatch-max-leak=0, and where."""
+        suite = os.path.join(HERE, "torch_pytest")
+        package = os.path.join(self.build, "share", "gpuwatch", "python")
+        if self.args.sim or not self.torch_ok():
+            self.record("SKIP", "torch_pytest", "needs PyTorch with CUDA on a GPU")
+            return
+        if not os.path.exists(os.path.join(package, "gpuwatch", "pytest_plugin.py")):
+            self.record("FAIL", "torch_pytest", f"no gpuwatch/pytest_plugin.py under {package}")
+            return
+        leak = "test_torch_gates.py:%d" % checks.line_of(
+            os.path.join(suite, "test_torch_gates.py"), "TORCH_PYTEST:leak")
+        for mode, extra, _ in TORCH_MODES:
+            if not self.have_time(f"torch_pytest {mode}", 60):
+                return
+            rdir = os.path.dirname(self.out_path("torch_pytest", mode, "x"))
+            env = self.gpuwatch_env("preload", os.path.join(rdir, "report.json"))
+            env.update(extra)
+            env.update({"PYTHONPATH": package, "COLUMNS": "200", "CI": "1"})
+            code, out, err, secs = self.run(
+                ["python3", "-m", "pytest", "-p", "no:cacheprovider", "-p", "gpuwatch.pytest_plugin",
+                 "-rfE", "--gpuwatch", "--gpuwatch-max-leak=0", suite], env, 180, cwd=rdir,
+                label=f"torch_pytest {mode}")
+            if self.args.dry_run:
+                continue
+            with open(os.path.join(rdir, "output.txt"), "w") as f:
+                f.write(out + "\n--- stderr ---\n" + err)
+            failed = sorted(line.split(" ")[1] for line in out.splitlines()
+                            if line.startswith(("FAILED ", "ERROR ")))
+            detail = f"exit {code}; failed: {', '.join(failed) or 'none'}; {secs:.1f} s"
+            if mode in ("no_caching", "cudaMallocAsync"):  # every tensor its own allocation
+                want = ["test_torch_gates.py::test_keeps_a_tensor"]
+                ok = code == 1 and [f.split("/")[-1] for f in failed] == want and leak in out
+                self.record("PASS" if ok else "FAIL", f"torch_pytest {mode}",
+                            detail + ("" if ok else f"; expected only test_keeps_a_tensor at {leak}"))
+            else:  # what a caching allocator's segments do to the verdicts
+                self.record("INFO", f"torch_pytest {mode}", detail)
 
     # --- sanitizer ------------------------------------------------------------
 

@@ -121,7 +121,8 @@ TEST(Tracker, LiveSinceAPointCountsWhatWasAllocatedAfterItAndIsStillLive) {
   EXPECT_EQ(t.WindowPeak(), 656u);  // 156 + 500
   const auto since = [&t, &p](uint32_t kinds) {
     std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> out;
-    for (const auto& [id, f] : t.LiveSince(p, kinds)) out.emplace_back(id, f.bytes, f.count);
+    const std::vector<Tracker::SiteRows> rows = t.LiveSince(p, {kinds});
+    for (const auto& [id, f] : rows[0]) out.emplace_back(id, f.bytes, f.count);
     return out;
   };
   using Row = std::tuple<uint32_t, uint64_t, uint64_t>;
@@ -131,8 +132,18 @@ TEST(Tracker, LiveSinceAPointCountsWhatWasAllocatedAfterItAndIsStillLive) {
   EXPECT_EQ(since(1u << static_cast<int>(MemKind::kPinnedHost)), (std::vector<Row>{{3, 64, 1}}));
   // A newer point: nothing since it yet; the older one still sees its own.
   const Tracker::Point q = t.NewPoint();
-  EXPECT_TRUE(t.LiveSince(q, device).empty());
+  EXPECT_TRUE(t.LiveSince(q, {device})[0].empty());
   EXPECT_EQ(since(device).size(), 2u);
+  // Groups in one walk: each allocation in the first group that has its kind.
+  const uint32_t pinned = 1u << static_cast<int>(MemKind::kPinnedHost);
+  const std::vector<Tracker::SiteRows> groups = t.LiveSince(p, {pinned, device | pinned});
+  ASSERT_EQ(groups.size(), 2u);
+  ASSERT_EQ(groups[0].size(), 1u);
+  EXPECT_EQ(groups[0][0].first, 3u);
+  EXPECT_EQ(groups[0][0].second.bytes, 64u);
+  ASSERT_EQ(groups[1].size(), 2u);
+  EXPECT_EQ(groups[1][1].first, 3u);
+  EXPECT_EQ(groups[1][1].second.bytes, 16u);  // the pool's, not the pinned memory again
 }
 
 TEST(Tracker, UnknownFreeIsCountedNotFatal) {

@@ -45,6 +45,7 @@ except ValueError:
     unknown = "refused"
 print("attached %s version %s mark %s snapshot %s module %s" %
       (gpuwatch.attached(), gpuwatch.version(), marked, snapped, gpuwatch.__version__))
+print("start point %s" % start)  # the start's handle (gpuwatch.h): 1
 for name, point in (("start", start), ("mid", mid)):
     since = gpuwatch.live_since(point)
     if since is None:
