@@ -125,33 +125,31 @@ TEST_F(PytestPlugin, FailsTheTestsThatLeakNamingBytesAndSite) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string leak = SuiteLine("test_suite.py", "leak");
   const std::string malloc = SuiteLine("suite_cuda.py", "malloc");
-  EXPECT_EQ(Section(r.out, "test_leaks"),
-            "gpuwatch: test_suite.py::test_leaks left 1.0 MiB of device memory live (1048576 "
-            "bytes), more than 0 B allowed (--gpuwatch-max-leak)\n"
-            "  1.0 MiB in 1 allocation at " +
-                leak + " (test_leaks)\n")
-      << r.out;
-  EXPECT_TRUE(Has(r.out,
-                  "gpuwatch: test_suite.py::test_fixture_leaks left 512.0 KiB of device "
-                  "memory live (524288 bytes), more than 0 B allowed (--gpuwatch-max-leak)\n"
-                  "  512.0 KiB in 1 allocation at " +
-                      malloc +
-                      " (malloc)\n"
-                      "      <- leaky_fixture (" +
-                      SuiteLine("test_suite.py", "fixture_leak") + ")\n"));
-  EXPECT_TRUE(Has(r.out,
-                  "gpuwatch: test_suite.py::test_parametrised[3] left 768.0 KiB of device "
-                  "memory live (786432 bytes), more than 512.0 KiB allowed "
-                  "(@pytest.mark.gpuwatch(max_leak='512KiB'))\n"
-                  "  768.0 KiB in 3 allocations at " +
-                      malloc +
-                      " (malloc)\n"
-                      "      <- test_parametrised (" +
-                      SuiteLine("test_suite.py", "parametrised") + ")\n"));
-  EXPECT_TRUE(Has(r.out,
-                  "gpuwatch: test_suite.py::test_peak_over_its_limit needed 3.0 MiB of device "
-                  "memory at its peak (3145728 bytes above what was live when its call began), "
-                  "more than 1.0 MiB allowed (@pytest.mark.gpuwatch(max_peak='1MiB'))"));
+  // Each failure, whole: the test, the bytes, the limit and where it comes
+  // from, and the sites with their callers down to pytest's frames.
+  const std::string max_leak = "more than 0 B allowed (--gpuwatch-max-leak)\n";
+  const std::vector<std::pair<std::string, std::string>> failures = {
+      {"test_leaks",
+       "gpuwatch: test_suite.py::test_leaks left 1.0 MiB of device memory live "
+       "(1048576 bytes), " +
+           max_leak + "  1.0 MiB in 1 allocation at " + leak + " (test_leaks)\n"},
+      {"test_fixture_leaks",
+       "gpuwatch: test_suite.py::test_fixture_leaks left 512.0 KiB of device memory live (524288 "
+       "bytes), " +
+           max_leak + "  512.0 KiB in 1 allocation at " + malloc +
+           " (malloc)\n      <- leaky_fixture (" + SuiteLine("test_suite.py", "fixture_leak") +
+           ")\n"},
+      {"test_parametrised[3]",
+       "gpuwatch: test_suite.py::test_parametrised[3] left 768.0 KiB of device memory live "
+       "(786432 bytes), more than 512.0 KiB allowed (@pytest.mark.gpuwatch(max_leak='512KiB'))\n"
+       "  768.0 KiB in 3 allocations at " +
+           malloc + " (malloc)\n      <- test_parametrised (" +
+           SuiteLine("test_suite.py", "parametrised") + ")\n"},
+      {"test_peak_over_its_limit",
+       "gpuwatch: test_suite.py::test_peak_over_its_limit needed 3.0 MiB of device memory at its "
+       "peak (3145728 bytes above what was live when its call began), more than 1.0 MiB allowed "
+       "(@pytest.mark.gpuwatch(max_peak='1MiB'))\n"}};
+  for (const auto& [test, text] : failures) EXPECT_EQ(Section(r.out, test), text) << r.out;
   EXPECT_EQ(
       Between(r.out, "short test summary info", "="),
       "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, "
