@@ -337,18 +337,15 @@ int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count
   // The kinds asked for, a bit per MemKind: every device kind, both host
   // kinds, or one kind by its report name.
   uint32_t kinds = 0;
-  const bool host = kind != nullptr && std::strcmp(kind, "host") == 0;
-  for (int k = 0; k < gpuwatch::kNumMemKinds; ++k) {
-    const auto m = static_cast<gpuwatch::MemKind>(k);
-    bool wanted = false;
-    if (kind == nullptr || *kind == '\0') {
-      wanted = gpuwatch::IsDeviceKind(m);
-    } else if (host) {
-      wanted = !gpuwatch::IsDeviceKind(m);
-    } else {
-      wanted = std::strcmp(kind, gpuwatch::MemKindName(m)) == 0;
+  if (kind == nullptr || *kind == '\0') {
+    kinds = gpuwatch::kDeviceKinds;
+  } else if (std::strcmp(kind, "host") == 0) {
+    kinds = gpuwatch::kHostKinds;
+  } else {
+    for (int k = 0; k < gpuwatch::kNumMemKinds; ++k) {
+      if (std::strcmp(kind, gpuwatch::MemKindName(static_cast<gpuwatch::MemKind>(k))) == 0)
+        kinds |= 1u << k;
     }
-    if (wanted) kinds |= 1u << k;
   }
   if (kinds == 0) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;

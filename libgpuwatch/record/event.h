@@ -27,6 +27,17 @@ constexpr bool IsDeviceKind(MemKind kind) {
   return kind != MemKind::kPinnedHost && kind != MemKind::kRegisteredHost;
 }
 
+// Masks of memory kinds, a bit per MemKind: the device kinds, the host kinds.
+constexpr uint32_t DeviceKindMask() {
+  uint32_t mask = 0;
+  for (int k = 0; k < kNumMemKinds; ++k) {
+    if (IsDeviceKind(static_cast<MemKind>(k))) mask |= 1u << k;
+  }
+  return mask;
+}
+inline constexpr uint32_t kDeviceKinds = DeviceKindMask();
+inline constexpr uint32_t kHostKinds = ((1u << kNumMemKinds) - 1) & ~kDeviceKinds;
+
 // Stable names used in reports (docs/report-format.md).
 const char* MemKindName(MemKind kind);
 

@@ -387,6 +387,17 @@ std::vector<std::pair<uint32_t, uint64_t>> Tracker::LiveDeviceBytesBySite() cons
   return out;
 }
 
+template <typename Fn>
+void Tracker::ForEachLive(Fn fn) const {
+  for (int i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<Mutex> lock(shard.mu);
+    shard.live.ForEach([&fn](uint64_t address, const LiveRecord& record) {
+      fn(AllocOf(address, record), record.time_ms);
+    });
+  }
+}
+
 Tracker::LiveFigures Tracker::Live(uint32_t kinds, int device) const {
   LiveFigures live;
   const auto wanted = [kinds](int kind) { return (kinds >> kind & 1u) != 0; };
@@ -402,16 +413,11 @@ Tracker::LiveFigures Tracker::Live(uint32_t kinds, int device) const {
     }
     return live;
   }
-  for (int i = 0; i < kShards; ++i) {
-    const Shard& shard = shards_[i];
-    std::lock_guard<Mutex> lock(shard.mu);
-    shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
-      const LiveAlloc a = AllocOf(address, record);
-      if (a.device != device || !wanted(static_cast<int>(a.kind))) return;
-      live.bytes += a.size;
-      ++live.count;
-    });
-  }
+  ForEachLive([&](const LiveAlloc& a, uint32_t /*time_ms*/) {
+    if (a.device != device || !wanted(static_cast<int>(a.kind))) return;
+    live.bytes += a.size;
+    ++live.count;
+  });
   return live;
 }
 
@@ -439,19 +445,15 @@ std::vector<Tracker::SiteRows> Tracker::LiveSince(Point point,
     }
     ++g;
   }
-  std::vector<std::map<uint32_t, LiveFigures>> by_site(groups.size());
-  for (int i = 0; i < kShards; ++i) {
-    const Shard& shard = shards_[i];
-    std::lock_guard<Mutex> lock(shard.mu);
-    shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
-      const LiveAlloc a = AllocOf(address, record);
-      const int group = group_of[static_cast<int>(a.kind)];
-      if (group < 0 || !IsAfter(record.time_ms, a.point_tag, point)) return;
-      LiveFigures& f = by_site[group][a.stack_id];
-      f.bytes += a.size;
-      ++f.count;
-    });
-  }
+  std::vector<std::map<uint32_t, SiteFigures>> by_site(groups.size());
+  ForEachLive([&](const LiveAlloc& a, uint32_t time_ms) {
+    const int group = group_of[static_cast<int>(a.kind)];
+    if (group < 0 || !IsAfter(time_ms, a.point_tag, point)) return;
+    SiteFigures& f = by_site[group][a.stack_id];
+    f.bytes += a.size;
+    ++f.count;
+    f.kind_bytes[static_cast<int>(a.kind)] += a.size;
+  });
   std::vector<SiteRows> out;
   out.reserve(by_site.size());
   for (const auto& sites : by_site) out.emplace_back(sites.begin(), sites.end());

@@ -180,7 +180,12 @@ class Tracker {
   // id order: one list per group of kinds in `groups` (a bit per MemKind; an
   // allocation counts in the first group that has its kind). One walk of the
   // live table, shard by shard under each shard's lock. Thread-safe.
-  using SiteRows = std::vector<std::pair<uint32_t, LiveFigures>>;
+  struct SiteFigures {
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    std::array<uint64_t, kNumMemKinds> kind_bytes{};  // bytes by MemKind
+  };
+  using SiteRows = std::vector<std::pair<uint32_t, SiteFigures>>;
   std::vector<SiteRows> LiveSince(Point point, std::initializer_list<uint32_t> groups) const;
   // The highest device bytes (all device kinds) since the newest point.
   uint64_t WindowPeak() const { return window_peak_.load(std::memory_order_relaxed); }
@@ -232,6 +237,10 @@ class Tracker {
 
   Shard& ShardFor(uint64_t address) const;
   Site& SiteFor(uint32_t stack_id) const;
+  // Calls fn(allocation, its millisecond) for every live allocation, shard
+  // by shard under each shard's lock (the queries: Live, LiveSince).
+  template <typename Fn>
+  void ForEachLive(Fn fn) const;
   void MaybeCapturePeak(uint64_t device_bytes);
   // The process-wide accounting of an allocation (sites, current bytes and
   // peaks, devices); counts per kind are kept by the shard, under its lock.

@@ -152,13 +152,14 @@ LeakList LiveSinceSection(const Tracker::SiteRows& rows, const Suppressions* sup
   ids.reserve(rows.size());
   for (const auto& row : rows) ids.push_back(row.first);
   sites->Prepare(ids);
-  std::map<uint32_t, Tracker::LiveFigures> merged;
+  std::map<uint32_t, Tracker::SiteFigures> merged;
   for (const auto& [id, f] : rows) {
-    Tracker::LiveFigures& m = merged[sites->Canonical(id)];
+    Tracker::SiteFigures& m = merged[sites->Canonical(id)];
     m.bytes += f.bytes;
     m.count += f.count;
+    for (int k = 0; k < kNumMemKinds; ++k) m.kind_bytes[k] += f.kind_bytes[k];
   }
-  std::vector<std::pair<uint32_t, Tracker::LiveFigures>> order(merged.begin(), merged.end());
+  Tracker::SiteRows order(merged.begin(), merged.end());
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
   LeakList out;
@@ -179,6 +180,9 @@ LeakList LiveSinceSection(const Tracker::SiteRows& rows, const Suppressions* sup
     if (c.suppressed != nullptr) site.suppressed = c.suppressed->Text();
     site.bytes = f.bytes;
     site.count = f.count;
+    for (int k = 0; k < kNumMemKinds; ++k) {
+      if (f.kind_bytes[k] != 0) site.kinds[MemKindName(static_cast<MemKind>(k))] = f.kind_bytes[k];
+    }
     out.split.Add(f.bytes, f.count, c.suppressed != nullptr, c.category);
   }
   return out;
@@ -189,15 +193,10 @@ LeakList LiveSinceSection(const Tracker::SiteRows& rows, const Suppressions* sup
 std::string LiveSinceJson(const Session& session, Tracker::Point point, Symbolizer* symbolizer,
                           bool pytorch_per_tensor) {
   const Tracker& tracker = session.recording().tracker;
-  uint32_t device_kinds = 0;
-  for (int k = 0; k < kNumMemKinds; ++k) {
-    if (IsDeviceKind(static_cast<MemKind>(k))) device_kinds |= 1u << k;
-  }
-  const uint32_t host_kinds = ((1u << kNumMemKinds) - 1) & ~device_kinds;
   SiteResolver sites(session.stacks(), session.stacks() != nullptr ? symbolizer : nullptr);
   sites.set_pytorch_per_tensor(pytorch_per_tensor);
   const Suppressions* suppressions = session.suppressions();
-  const std::vector<Tracker::SiteRows> rows = tracker.LiveSince(point, {device_kinds, host_kinds});
+  const std::vector<Tracker::SiteRows> rows = tracker.LiveSince(point, {kDeviceKinds, kHostKinds});
   nlohmann::json doc = {{"device", LeakListJson(LiveSinceSection(rows[0], suppressions, &sites))},
                         {"host", LeakListJson(LiveSinceSection(rows[1], suppressions, &sites))},
                         {"window_peak_bytes", tracker.WindowPeak()}};

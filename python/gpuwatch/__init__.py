@@ -22,6 +22,10 @@ up in the process itself, never loaded from here: with `gpuwatch run` or
 LD_PRELOAD the library is already there, and with CUDA_INJECTION64_PATH it is
 there once the CUDA driver has started. Pure Python (ctypes), standard
 library only; `gpuwatch run` puts this package on PYTHONPATH.
+
+gpuwatch.pytest_plugin is a pytest plugin built on point() and live_since():
+`python -m pytest --gpuwatch --gpuwatch-max-leak=0` under gpuwatch fails the
+test that leaves device memory live (docs/testing.md).
 """
 
 import collections

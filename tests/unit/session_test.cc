@@ -140,7 +140,9 @@ TEST(LiveSinceJson, ListsWhatWasAllocatedAfterThePointAndIsStillLive) {
   ASSERT_EQ(j["device"]["sites"].size(), 1u);  // no stacks: site 0 holds both
   EXPECT_EQ(j["device"]["sites"][0]["location"], "<no stack>");
   EXPECT_EQ(j["device"]["sites"][0]["bytes"], 42);
+  EXPECT_EQ(j["device"]["sites"][0]["kinds"], nlohmann::json({{"device", 40}, {"pool", 2}}));
   EXPECT_EQ(j["host"]["bytes"], 64);
+  EXPECT_EQ(j["host"]["sites"][0]["kinds"], nlohmann::json({{"pinned_host", 64}}));
   EXPECT_EQ(j["host"]["count"], 1);
   EXPECT_EQ(j["window_peak_bytes"], 1342);  // 300 + 40 + 2 + 1000
   // From the start: everything live.
