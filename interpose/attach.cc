@@ -37,6 +37,7 @@
 #include "interpose/fatal_signals.h"
 #include "interpose/fork.h"
 #include "interpose/guard.h"
+#include "interpose/nvtx.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/version.h"
@@ -158,8 +159,9 @@ void DoAttach(const char* mode) {
     RefreshToolModules();
   }
   std::string warning;
-  s.session = new Session(std::move(config), &warning);
+  s.session = new Session(std::move(config), &warning, &ProcessPhases());
   if (!warning.empty()) Warn("%s", warning.c_str());
+  if (const std::string notice = NvtxNotice(); !notice.empty()) Warn("%s", notice.c_str());
   Recording& tables = s.recording();
   if (s.session->stacks() != nullptr) {
     if (s.config().python) InitPythonStacks();  // Python frames too, in a CPython process
@@ -274,6 +276,7 @@ __attribute__((constructor)) void PreloadConstructor() {
   if (exitcode != nullptr && *exitcode != '\0' && std::strcmp(exitcode, "0") != 0) {
     RegisterExitStatusHandler();
   }
+  PointNvtxAtSelf(self);  // NVTX ranges as phases
   if (CudaAlreadyLoaded()) {
     Attach("preload");
     return;
@@ -298,7 +301,24 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   return 1;
 }
 
+// Called by each NVTX instance on its first NVTX call when
+// NVTX_INJECTION64_PATH names this library (interpose/nvtx.h).
+__attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    const void* (*get_export_table)(uint32_t)) {
+  if (gpuwatch::EnvIsTrue("GPUWATCH_DISABLE")) return 0;
+  return gpuwatch::InitializeNvtx(get_export_table);
+}
+
 const char* gpuwatch_version(void) { return gpuwatch::kGpuwatchVersion; }
+
+int gpuwatch_phase_push(const char* name) {
+  static const bool disabled = gpuwatch::EnvIsTrue("GPUWATCH_DISABLE");
+  if (disabled) return -1;
+  gpuwatch::PushPhase(name != nullptr ? name : "(unnamed)");
+  return 0;
+}
+
+int gpuwatch_phase_pop(void) { return gpuwatch::PopPhase() ? 0 : -1; }
 
 int gpuwatch_is_active(void) { return gpuwatch::GetAgent().active.load() ? 1 : 0; }
 

@@ -9,6 +9,7 @@
 
 #include "interpose/callback_state.h"
 #include "interpose/guard.h"
+#include "interpose/nvtx.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/session/session.h"
 #include "libgpuwatch/stacks/python_stack.h"
@@ -124,6 +125,7 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   }
   e.stream = Addr(call.stream);
   e.stack_id = CallSite();
+  e.phase = CurrentPhase();
   tracker.OnAlloc(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
 }
@@ -205,7 +207,7 @@ CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_i
 void Launch(const char* name) {
   Recording& r = Tables();
   if (r.tracker.paused()) return;
-  r.tracker.OnLaunch();
+  r.tracker.OnLaunch(CurrentPhase());
   r.kernels.OnLaunch(name);
 }
 
@@ -334,7 +336,8 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
         break;
       }
       if (!IsRecording()) break;
-      Tables().tracker.OnCopy(CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async});
+      Tables().tracker.OnCopy(
+          CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async, CurrentPhase()});
       if (!g_hooks.copy_activity) {
         Tables().transfers.OnCopyCall(CopyOf(entered, c.correlation, CallSite()), false);
       }
@@ -401,7 +404,8 @@ void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, R
       break;
     case Role::kCopy:
       if (succeeded && IsRecording()) {
-        Tables().tracker.OnCopy(CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async});
+        Tables().tracker.OnCopy(
+            CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async, CurrentPhase()});
         Tables().transfers.OnCopyCall(CopyOf(call, d->correlationId, CallSite()), false);
       }
       break;

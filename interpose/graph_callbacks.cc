@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "interpose/callback_state.h"
+#include "interpose/nvtx.h"
 #include "libgpuwatch/record/graphs.h"
 #include "libgpuwatch/stacks/unwind.h"
 
@@ -48,7 +49,7 @@ void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeede
             Tables().transfers.OnGraphLaunchFailed(correlation, node);
           }
         } else if (recording) {
-          Tables().tracker.OnCopy(CopyEvent{work.bytes, work.copy_kind, true});
+          Tables().tracker.OnCopy(CopyEvent{work.bytes, work.copy_kind, true, CurrentPhase()});
           if (!g_hooks.copy_activity) {
             Tables().transfers.OnGraphCopy(correlation, node, GraphCopy(work),
                                            /*activity=*/false);
@@ -63,6 +64,7 @@ void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeede
           e.kind = MemKind::kGraph;
           e.device = work.device;
           e.stack_id = work.stack_id;
+          e.phase = CurrentPhase();
           Tables().tracker.OnAlloc(e);
         }
         break;

@@ -152,7 +152,8 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, P
             CountOf(split.leaked.size(), "site", "sites"));
     for (size_t i = 0; i < split.leaked.size() && i < p->top(); ++i) {
       const LeakSite& site = *split.leaked[i];
-      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site);
+      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site,
+              site.phase.empty() ? "" : "in " + site.phase);
     }
     p->More(std::min(split.leaked.size(), p->top()), split.leaked.size(), "sites");
     if (split.omitted_bytes != 0) {
@@ -326,6 +327,54 @@ void PrintTransfers(const json& doc, Printer* p) {
   }
 }
 
+// Memory by phase, as a tree: each path under the one it is nested in.
+void PrintPhases(const json& doc, Printer* p) {
+  const json& phases = Sub(doc, "phases");
+  const json& paths = Sub(phases, "paths");
+  if (!paths.is_array() || paths.empty()) return;
+  p->Blank();
+  p->Line("Memory by phase (peak: device memory while open, nested phases included; allocated,");
+  p->Line("live and copied: in the phase itself):");
+  p->Line("        peak   allocated  allocs        live      copied  phase");
+  const size_t shown = std::min(paths.size(), 3 * p->top());
+  for (size_t i = 0; i < shown; ++i) {
+    const json& e = paths[i];
+    uint64_t copied = 0;
+    if (const json& copies = Sub(e, "copies"); copies.is_object()) {
+      for (const auto& [direction, c] : copies.items()) copied += U64(c, "bytes");
+    }
+    const std::string path = Str(e, "path");
+    const uint64_t depth = std::max<uint64_t>(U64(e, "depth"), 1);
+    const size_t slash = path.rfind('/');
+    std::string line = "  " + Printer::Pad(FormatBytes(U64(e, "peak_bytes")), 10) + "  " +
+                       Printer::Pad(FormatBytes(U64(e, "alloc_bytes")), 10) + "  " +
+                       Printer::Pad(std::to_string(U64(e, "allocs")), 6) + "  " +
+                       Printer::Pad(FormatBytes(U64(e, "live_bytes")), 10) + "  " +
+                       Printer::Pad(FormatBytes(copied), 10) + "  " +
+                       std::string(2 * (depth - 1), ' ') +
+                       (slash == std::string::npos ? path : path.substr(slash + 1));
+    if (const json& site = Sub(e, "peak_site"); site.is_object()) {
+      line += "  (peak at " + Str(site, "location") + ")";
+    }
+    p->Line(line);
+  }
+  p->More(shown, paths.size(), "phases");
+  std::vector<std::string> notes;
+  if (const uint64_t n = U64(phases, "unbalanced_pops"); n != 0) {
+    notes.push_back(CountOf(n, "pop", "pops") + " with no range open");
+  }
+  if (const uint64_t n = U64(phases, "open_at_thread_exit"); n != 0) {
+    notes.push_back(CountOf(n, "range", "ranges") + " left open when a thread ended");
+  }
+  if (const uint64_t n = U64(phases, "too_deep"); n != 0) {
+    notes.push_back(CountOf(n, "range", "ranges") + " nested too deep (counted in the one above)");
+  }
+  if (const uint64_t n = U64(phases, "names_dropped") + U64(phases, "paths_dropped"); n != 0) {
+    notes.push_back(CountOf(n, "range", "ranges") + " past the limits, under \"(other)\"");
+  }
+  for (const std::string& note : notes) p->Line("  " + note);
+}
+
 // Sites by bytes allocated, device and pinned host memory apart (a site's
 // host_alloc_bytes say how much of what it allocated was host memory).
 void PrintAllocations(const std::vector<AllocSite>& sites, Printer* p) {
@@ -381,6 +430,7 @@ int Text(const Report& r, int top, FILE* out) {
   if (m.leaks_host.bytes != 0) PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, &p);
   PrintGrowth(m, &p);
   PrintPeak(m.peak, &p);
+  PrintPhases(r.doc, &p);
   PrintTransfers(r.doc, &p);
   PrintAllocations(m.sites, &p);
   return 0;

@@ -92,6 +92,39 @@ void UntypedSites(ReportFieldReader* r, const json& section, const char* section
       });
 }
 
+// The phases section (docs/report-format.md): each path's text, depth and
+// counts, its copies by direction and its peak site; the section's counters.
+void ValidatePhases(ReportFieldReader* r, const json& phases) {
+  const std::string section = report_key::kPhases;
+  ObjectList(r, phases, section, "paths", [r](const json& e, const std::string& at) {
+    if (r->TextAt(e, at, "path").empty() && !r->failed()) r->Fail(at + ".path", "is empty");
+    for (const char* key : {"depth", "opens", "allocs", "alloc_bytes", "host_allocs",
+                            "host_alloc_bytes", "live_bytes", "live_count", "host_live_bytes",
+                            "host_live_count", "peak_bytes", "launches"}) {
+      r->CountAt(e, at, key);
+    }
+    if (const json* copies = r->ObjectAt(e, at, "copies")) {
+      for (const auto& [direction, c] : copies->items()) {
+        const std::string path = ReportFieldReader::Join(at + ".copies", direction.c_str());
+        if (!c.is_object()) {
+          r->Expected(path, c, "an object");
+          return;
+        }
+        r->CountAt(c, path, "count");
+        r->CountAt(c, path, "bytes");
+      }
+    }
+    if (const json* site = r->ObjectAt(e, at, "peak_site")) {
+      r->CountAt(*site, at + ".peak_site", "site");
+      r->TextAt(*site, at + ".peak_site", "location");
+    }
+  });
+  for (const char* key :
+       {"names_dropped", "paths_dropped", "too_deep", "unbalanced_pops", "open_at_thread_exit"}) {
+    r->CountAt(phases, section, key);
+  }
+}
+
 }  // namespace
 
 std::string ValidateReport(const json& doc, ReportModel* model) {
@@ -125,6 +158,7 @@ std::string ValidateReport(const json& doc, ReportModel* model) {
   if (const json* timeline = r.ObjectAt(doc, "", report_key::kTimeline)) {
     UntypedSites(&r, *timeline, report_key::kTimeline);
   }
+  if (const json* phases = r.ObjectAt(doc, "", report_key::kPhases)) ValidatePhases(&r, *phases);
   if (r.failed()) return r.problem();
   if (model != nullptr) *model = std::move(read);
   return "";

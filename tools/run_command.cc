@@ -234,6 +234,10 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
          old_preload != nullptr && *old_preload != '\0' ? library + ":" + old_preload : library);
   if (std::getenv("CUDA_INJECTION64_PATH") == nullptr)
     SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
+  // NVTX ranges as phases: NVTX loads its tool from this variable only.
+  // Another tool's (Nsight Systems sets it) is left as it is.
+  if (const char* nvtx = std::getenv("NVTX_INJECTION64_PATH"); nvtx == nullptr || *nvtx == '\0')
+    SetEnv("NVTX_INJECTION64_PATH", library);  // NOLINT
   // `import gpuwatch` works in a Python child with no install step.
   if (const std::string package = FindPythonPackage(self_exe); !package.empty()) {
     const char* old_path = std::getenv("PYTHONPATH");  // NOLINT

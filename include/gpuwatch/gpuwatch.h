@@ -66,6 +66,18 @@ GPUWATCH_API int gpuwatch_pause(void);
 GPUWATCH_API int gpuwatch_resume(void);
 
 /*
+ * Opens and closes a phase on the calling thread, as NVTX's
+ * nvtxRangePushA/nvtxRangePop do (the same stack: the two may be mixed).
+ * Allocations, copies and launches are reported by the path of phases open
+ * on their thread ("step/forward"); see "phases" in docs/report-format.md.
+ * Works before gpuwatch attaches (before the first CUDA call). Nothing is
+ * allocated after a name's first push. Returns 0; -1 when gpuwatch is
+ * disabled, or for a pop with no phase open.
+ */
+GPUWATCH_API int gpuwatch_phase_push(const char* name);
+GPUWATCH_API int gpuwatch_phase_pop(void);
+
+/*
  * Memory live now, as gpuwatch recorded it: the bytes and the number of
  * allocations of `kind` on device `device`. `kind` is a memory kind's report
  * name ("device", "pool", "managed", "vmm", "array", "graph", "pinned_host",

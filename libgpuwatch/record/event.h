@@ -61,6 +61,7 @@ struct AllocEvent {
   int32_t device = 0;
   uint64_t stream = 0;
   uint32_t stack_id = 0;  // 0: no stack captured
+  uint32_t phase = 0;     // the path of ranges open on its thread (phases.h); 0: none
 };
 
 // A host<->device copy as seen at the API call.
@@ -68,6 +69,7 @@ struct CopyEvent {
   uint64_t bytes = 0;
   CopyKind kind = CopyKind::kUnknown;
   bool async = false;
+  uint32_t phase = 0;  // as AllocEvent's
 };
 
 }  // namespace gpuwatch

@@ -9,6 +9,7 @@
 
 #include "libgpuwatch/base/address_map.h"
 #include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/record/phases.h"
 #include "libgpuwatch/record/trace.h"
 
 namespace gpuwatch {
@@ -16,28 +17,33 @@ namespace gpuwatch {
 namespace {
 
 // What the live table stores per allocation, in 16 bytes (a 24-byte slot with
-// its key, the address): size, kind and device packed into one word, the time
-// to the millisecond.
+// its key, the address): size, kind, device and the phase's low bits packed
+// into one word, the time to the millisecond, the site with the phase's high
+// bits and the point tag.
 struct LiveRecord {
-  uint64_t packed = 0;   // size (bits 0-47), kind (48-55), device + 1 (56-63)
+  uint64_t packed = 0;   // size (bits 0-43), kind (44-47), device + 1 (48-54), phase (55-63)
   uint32_t time_ms = 0;  // since the tracker started; saturates after 49 days
-  uint32_t site = 0;     // stack id (bits 0-23; larger ids are site 0), point tag (24-31)
+  uint32_t site = 0;     // stack id (bits 0-20; larger ids are site 0), phase >> 9 (21-23),
+                         // point tag (24-31)
 };
 static_assert(sizeof(LiveRecord) == 16);
 
-constexpr uint32_t kMaxRecordedStack = (1u << 24) - 1;
+constexpr uint32_t kMaxRecordedStack = (1u << 21) - 1;
 static_assert(Tracker::kDefaultMaxSites <= kMaxRecordedStack);
-constexpr int kSizeBits = 48;
+static_assert(kMaxPhasePaths < (1u << 12));
+constexpr int kSizeBits = 44;
 constexpr uint64_t kMaxRecordedSize = (uint64_t{1} << kSizeBits) - 1;
+constexpr int kMaxRecordedDevice = 126;
 
 LiveRecord RecordOf(const LiveAlloc& a) {
-  const auto device = static_cast<uint64_t>(std::clamp<int>(a.device, -1, 254) + 1);
+  const auto device = static_cast<uint64_t>(std::clamp<int>(a.device, -1, kMaxRecordedDevice) + 1);
+  const uint32_t phase = a.phase <= kMaxPhasePaths ? a.phase : 0;
   LiveRecord r;
-  r.packed = std::min(a.size, kMaxRecordedSize) | uint64_t{static_cast<uint8_t>(a.kind)} << 48 |
-             device << 56;
-  r.time_ms = static_cast<uint32_t>(std::min<uint64_t>(a.time_ns / 1000000, UINT32_MAX));
+  r.packed = std::min(a.size, kMaxRecordedSize) | uint64_t{static_cast<uint8_t>(a.kind)} << 44 |
+             device << 48 | uint64_t{phase & 0x1ff} << 55;
+  r.time_ms = a.time_ms;
   const uint32_t id = a.stack_id <= kMaxRecordedStack ? a.stack_id : 0;
-  r.site = id | uint32_t{a.point_tag} << 24;
+  r.site = id | (phase >> 9) << 21 | uint32_t{a.point_tag} << 24;
   return r;
 }
 
@@ -45,11 +51,12 @@ LiveAlloc AllocOf(uint64_t address, const LiveRecord& r) {
   LiveAlloc a;
   a.address = address;
   a.size = r.packed & kMaxRecordedSize;
-  a.time_ns = uint64_t{r.time_ms} * 1000000;
+  a.time_ms = r.time_ms;
   a.stack_id = r.site & kMaxRecordedStack;
   a.point_tag = static_cast<uint8_t>(r.site >> 24);
-  a.device = static_cast<int16_t>(static_cast<int>(r.packed >> 56) - 1);
-  a.kind = static_cast<MemKind>((r.packed >> 48) & 0xff);
+  a.phase = static_cast<uint16_t>((r.packed >> 55) | ((r.site >> 21) & 7) << 9);
+  a.device = static_cast<int16_t>(static_cast<int>((r.packed >> 48) & 0x7f) - 1);
+  a.kind = static_cast<MemKind>((r.packed >> 44) & 0xf);
   return a;
 }
 
@@ -148,7 +155,7 @@ Tracker::Shard& Tracker::ShardFor(uint64_t address) const {
   return shards_[h >> 58];
 }
 
-void Tracker::AccountAlloc(const LiveAlloc& alloc) {
+void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
   Site& site = SiteFor(alloc.stack_id);
   site.allocs.fetch_add(1, std::memory_order_relaxed);
   site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
@@ -173,12 +180,17 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc) {
     const uint64_t on_device =
         device_live_[d].fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
     RaiseTo(device_live_peak_[d], on_device);
-    if (trace_ != nullptr) trace_->Memory(alloc.time_ns, alloc.device, on_device);
+    if (trace_ != nullptr) trace_->Memory(now_ns, alloc.device, on_device);
     const uint64_t now =
         device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
     RaiseTo(device_peak_, now);
     RaiseTo(window_peak_, now);
     MaybeCapturePeak(now);
+    if (phases_ != nullptr && alloc.phase != 0) {
+      phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, now, alloc.stack_id);
+    }
+  } else if (phases_ != nullptr && alloc.phase != 0) {
+    phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, 0, alloc.stack_id);
   }
 }
 
@@ -239,9 +251,11 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   if (paused()) return;
   LiveAlloc alloc;
   alloc.address = event.address;
-  alloc.size = std::min(event.size, kMaxRecordedSize);  // 256 TiB: what the table records
-  alloc.time_ns = NowNs();
+  alloc.size = std::min(event.size, kMaxRecordedSize);  // 16 TiB: what the table records
+  const uint64_t now_ns = NowNs();
+  alloc.time_ms = static_cast<uint32_t>(std::min<uint64_t>(now_ns / 1000000, UINT32_MAX));
   alloc.stack_id = event.stack_id;
+  alloc.phase = static_cast<uint16_t>(event.phase <= kMaxPhasePaths ? event.phase : 0);
   alloc.point_tag = static_cast<uint8_t>(generation_.load(std::memory_order_relaxed));
   alloc.device = static_cast<int16_t>(event.device);
   alloc.kind = event.kind;
@@ -265,7 +279,7 @@ void Tracker::OnAlloc(const AllocEvent& event) {
     if (had_old) Add(shard.Counts(replaced.kind).frees, 1);
   }
   if (had_old) ReleaseLive(replaced);  // a free we never saw
-  AccountAlloc(alloc);
+  AccountAlloc(alloc, now_ns);
   if (event.kind == MemKind::kVmm) {
     std::lock_guard<Mutex> lock(vmm_mu_);
     vmm_ranges_[event.address] = event.size;
@@ -349,6 +363,13 @@ void Tracker::OnCopy(const CopyEvent& event) {
   const int k = static_cast<int>(event.kind);
   copy_count_[k].fetch_add(1, std::memory_order_relaxed);
   copy_bytes_[k].fetch_add(event.bytes, std::memory_order_relaxed);
+  if (phases_ != nullptr && event.phase != 0) phases_->OnCopy(event.phase, event.kind, event.bytes);
+}
+
+void Tracker::OnLaunch(uint32_t phase) {
+  if (paused()) return;
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  if (phases_ != nullptr && phase != 0) phases_->OnLaunch(phase);
 }
 
 void Tracker::LockForFork() {

@@ -23,6 +23,7 @@
 
 namespace gpuwatch {
 
+class PhaseStats;
 class Trace;
 
 // Devices with their own live and peak counters; higher ordinals share the last.
@@ -33,10 +34,11 @@ inline constexpr int kMaxTrackedDevices = 64;
 // the table's load factor (docs/BENCHMARKS.md).
 struct LiveAlloc {
   uint64_t address = 0;
-  uint64_t size = 0;     // at most 2^48 - 1 (larger requests are recorded as that)
-  uint64_t time_ns = 0;  // since the tracker started, to the millisecond
+  uint64_t size = 0;     // at most 2^44 - 1 (larger requests are recorded as that)
+  uint32_t time_ms = 0;  // since the tracker started; saturates after 49 days
   uint32_t stack_id = 0;
-  int16_t device = 0;
+  uint16_t phase = 0;  // the phase it was made in (phases.h); 0: none
+  int16_t device = 0;  // -1 to 126 (higher ordinals are recorded as 126)
   MemKind kind = MemKind::kDevice;
   uint8_t point_tag = 0;  // the point generation it was made in, mod 256 (Tracker::Point)
 };
@@ -120,9 +122,8 @@ class Tracker {
   void OnUnmapRange(uint64_t address, uint64_t size);
 
   void OnCopy(const CopyEvent& event);
-  void OnLaunch() {
-    if (!paused()) launches_.fetch_add(1, std::memory_order_relaxed);
-  }
+  // A kernel launch made in `phase` (0: none).
+  void OnLaunch(uint32_t phase = 0);
 
   // gpuwatch_pause()/gpuwatch_resume(): while paused, allocations, copies and
   // launches are not recorded; frees still are, so that memory allocated
@@ -214,6 +215,9 @@ class Tracker {
   // Records every change of a device's live bytes, and each peak capture, in
   // `trace` (may be null: none). Call before events arrive.
   void SetTrace(Trace* trace) { trace_ = trace; }
+  // Counts allocations, copies and launches per phase in `phases` (may be
+  // null: none). Call before events arrive.
+  void SetPhases(PhaseStats* phases) { phases_ = phases; }
 
  private:
   static constexpr int kShards = 64;
@@ -244,7 +248,7 @@ class Tracker {
   void MaybeCapturePeak(uint64_t device_bytes);
   // The process-wide accounting of an allocation (sites, current bytes and
   // peaks, devices); counts per kind are kept by the shard, under its lock.
-  void AccountAlloc(const LiveAlloc& alloc);
+  void AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns);
   // Live bytes (kind, device total, site) for a departed allocation.
   void ReleaseLive(const LiveAlloc& alloc);
 
@@ -265,6 +269,7 @@ class Tracker {
   std::array<std::atomic<uint64_t>, kMaxDevices> device_live_{};
   std::array<std::atomic<uint64_t>, kMaxDevices> device_live_peak_{};
   Trace* trace_ = nullptr;
+  PhaseStats* phases_ = nullptr;
 
   // Per-site counters, indexed by stack id; reserved with mmap so that only
   // the pages of sites in use are backed. `sites_used_` is one past the

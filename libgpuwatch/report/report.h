@@ -26,6 +26,7 @@
 #include "libgpuwatch/record/event.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/phases.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/report/file.h"
@@ -76,6 +77,8 @@ struct ReportContext {
   const TimelineSnapshot* timeline = nullptr;
   // Null: no "trace" section (GPUWATCH_TRACE_EVENTS=0).
   const TraceSnapshot* trace = nullptr;
+  // Null or empty: no "phases" section, and leak sites name no phase.
+  const PhasesSnapshot* phases = nullptr;
   // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
   // put in built-in categories either way.
   const Suppressions* suppressions = nullptr;
@@ -89,6 +92,7 @@ struct LeakGroup {
   uint64_t count = 0;
   std::array<uint64_t, kNumMemKinds> kind_bytes{};
   uint64_t oldest_ns = UINT64_MAX;
+  uint32_t phase = 0;  // the phase (path id) that allocated most of its bytes; 0: none
 };
 
 // What the report's sections and its summary share, computed once per

@@ -13,6 +13,27 @@ namespace gpuwatch {
 
 namespace {
 
+// Each group's phase: the one whose allocations hold most of its bytes (the
+// lowest path id of equals). Nothing to do when no allocation has a phase.
+void AssignPhases(const std::vector<LiveAlloc>& live, bool device, SiteResolver* sites,
+                  const std::vector<uint32_t>& slot, std::vector<LeakGroup>* groups) {
+  std::unordered_map<uint64_t, uint64_t> bytes;  // group index << 16 | phase -> bytes
+  for (const LiveAlloc& a : live) {
+    if (a.phase == 0 || IsDeviceKind(a.kind) != device) continue;
+    const uint64_t group = slot[sites->Canonical(a.stack_id)] - 1;
+    bytes[group << 16 | a.phase] += a.size;
+  }
+  std::vector<uint64_t> best(groups->size(), 0);
+  for (const auto& [key, b] : bytes) {
+    LeakGroup& g = (*groups)[key >> 16];
+    const auto phase = static_cast<uint32_t>(key & 0xffff);
+    if (b > best[key >> 16] || (b == best[key >> 16] && phase < g.phase)) {
+      best[key >> 16] = b;
+      g.phase = phase;
+    }
+  }
+}
+
 std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device,
                                  SiteResolver* sites) {
   // One pass over every live allocation: groups are found through a flat
@@ -31,8 +52,9 @@ std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device
     g.bytes += a.size;
     g.count += 1;
     g.kind_bytes[static_cast<int>(a.kind)] += a.size;
-    g.oldest_ns = std::min(g.oldest_ns, a.time_ns);
+    g.oldest_ns = std::min(g.oldest_ns, uint64_t{a.time_ms} * 1000000);
   }
+  AssignPhases(live, device, sites, slot, &out);
   std::sort(out.begin(), out.end(), [](const LeakGroup& a, const LeakGroup& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack_id < b.stack_id;
   });
@@ -76,6 +98,9 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
   }
   if (context.trace != nullptr) {
     for (const uint32_t id : TraceSiteIds(*context.trace)) ids.push_back(id);
+  }
+  if (context.phases != nullptr) {
+    for (const PhaseStats::Row& r : context.phases->rows) ids.push_back(r.peak_site);
   }
   sites->Prepare(std::move(ids));
   ReportAnalysis analysis;

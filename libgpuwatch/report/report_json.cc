@@ -45,7 +45,7 @@ namespace {
 // and suppression, and its bytes split into leaked, suppressed and kept by
 // libraries (LeakSplitFigures; omitted sites count as leaked).
 LeakList LeakSection(const std::vector<LeakGroup>& groups, const Suppressions* suppressions,
-                     SiteResolver* sites) {
+                     const PhasesSnapshot* phases, SiteResolver* sites) {
   LeakList out;
   for (size_t i = 0; i < groups.size(); ++i) {
     const LeakGroup& g = groups[i];
@@ -62,6 +62,9 @@ LeakList LeakSection(const std::vector<LeakGroup>& groups, const Suppressions* s
     site.bytes = g.bytes;
     site.count = g.count;
     site.oldest_ns = g.oldest_ns;
+    if (const int p = phases != nullptr ? phases->IndexOf(g.phase) : -1; p >= 0) {
+      site.phase = phases->paths[p];
+    }
     for (int k = 0; k < kNumMemKinds; ++k) {
       if (g.kind_bytes[k] != 0) site.kinds[MemKindName(static_cast<MemKind>(k))] = g.kind_bytes[k];
     }
@@ -200,8 +203,8 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   m.stack_depth = context.depth;
   m.unwind = ReportUnwind{static_cast<uint64_t>(std::max(context.tool_frames, 0)), context.unwinder,
                           context.unwind_fallbacks};
-  m.leaks_device = LeakSection(analysis.device_live, context.suppressions, sites);
-  m.leaks_host = LeakSection(analysis.host_live, context.suppressions, sites);
+  m.leaks_device = LeakSection(analysis.device_live, context.suppressions, context.phases, sites);
+  m.leaks_host = LeakSection(analysis.host_live, context.suppressions, context.phases, sites);
   m.peak = PeakSection(snap, sites);
   m.sites = SitesSection(snap, sites);
   if (context.oom != nullptr) {
@@ -229,6 +232,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     report[key::kKernels] = KernelsSection(*context.kernels, context.kernel_timing);
   }
   report[key::kLifecycle] = LifecycleSection(context.lifecycle);
+  if (context.phases != nullptr && !context.phases->empty()) {
+    report[key::kPhases] = PhasesSection(*context.phases, snap, sites);
+  }
   if (context.trace != nullptr) {
     report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites);
   }

@@ -112,8 +112,10 @@ json MergedProcessJson(const MergedProcess& p) {
 json LeakListJson(const LeakList& l) {
   json section;
   PutCounts(l, LeakList::Counts(), &section);
-  section[key::kSites] = SiteListJson<LeakSite>(
-      l.sites, [](const LeakSite& s, json* e) { (*e)["kinds"] = CountMapJson(s.kinds); });
+  section[key::kSites] = SiteListJson<LeakSite>(l.sites, [](const LeakSite& s, json* e) {
+    (*e)["kinds"] = CountMapJson(s.kinds);
+    if (!s.phase.empty()) (*e)["phase"] = s.phase;
+  });
   l.split.WriteTo(&section);
   return section;
 }
@@ -462,6 +464,7 @@ LeakList ReadLeakList(ReportFieldReader* r, const json& leaks, const char* which
   out.sites = ReadSites<LeakSite>(r, *s, path, key::kSites,
                                   [r](const json& j, const std::string& at, LeakSite* site) {
                                     site->kinds = r->CountMapAt(j, at, "kinds");
+                                    site->phase = r->OptionalTextAt(j, at, "phase").value_or("");
                                   });
   return out;
 }

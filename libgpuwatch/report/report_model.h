@@ -89,7 +89,8 @@ struct ReportSite {
 // clang-format on
 struct LeakSite : ReportSite {
   GPUWATCH_COUNTS(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
-  CountMap kinds;  // live bytes per memory kind
+  CountMap kinds;     // live bytes per memory kind
+  std::string phase;  // the phase that allocated most of its bytes; "": none (absent)
 };
 
 // peak.sites[]: device bytes of one site when the peak was reached.

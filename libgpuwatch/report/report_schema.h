@@ -52,6 +52,7 @@ inline constexpr char kTimeline[] = "timeline";
 inline constexpr char kTransfers[] = "transfers";
 inline constexpr char kKernels[] = "kernels";
 inline constexpr char kLifecycle[] = "lifecycle";
+inline constexpr char kPhases[] = "phases";
 inline constexpr char kTrace[] = "trace";
 inline constexpr char kOom[] = "oom";
 inline constexpr char kFrameTable[] = "frame_table";

@@ -43,6 +43,11 @@ nlohmann::json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites);
 std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* suppressions,
                           SiteResolver* sites);
 
+// report_phases.cc: the `phases` section and the summary's phase line.
+nlohmann::json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap,
+                             SiteResolver* sites);
+std::string PhaseSummary(const PhasesSnapshot& p);
+
 }  // namespace gpuwatch
 
 #endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_

@@ -12,8 +12,11 @@
 
 namespace gpuwatch {
 
-Recording::Recording(const Config& config, size_t trace_events)
-    : tracker(kMaxStacks), timeline(static_cast<uint64_t>(config.sample_ms)) {
+Recording::Recording(const Config& config, size_t trace_events, const PhaseTable* phase_table)
+    : tracker(kMaxStacks),
+      timeline(static_cast<uint64_t>(config.sample_ms)),
+      phases(phase_table, &tracker) {
+  tracker.SetPhases(&phases);
   if (trace_events == 0) return;
   trace = std::make_unique<Trace>(trace_events);
   if (trace->capacity() == 0) {
@@ -23,11 +26,15 @@ Recording::Recording(const Config& config, size_t trace_events)
   tracker.SetTrace(trace.get());
 }
 
-Session::Session(Config config, std::string* warning) : config_(std::move(config)) {
+Session::Session(Config config, std::string* warning, PhaseTable* phases)
+    : config_(std::move(config)),
+      own_phases_(phases == nullptr ? std::make_unique<PhaseTable>() : nullptr),
+      phases_(phases != nullptr ? phases : own_phases_.get()) {
   if (config_.depth > 0) stacks_ = std::make_unique<StackTable>(kMaxStacks, kMaxStackBytes);
   const size_t trace_events =
       config_.trace_events > 0 ? static_cast<size_t>(config_.trace_events) : 0;
-  auto* first = new Recording(config_, trace_events);
+  auto* first = new Recording(config_, trace_events, phases_);
+  phases_->SetStats(&first->phases);
   if (trace_events > 0 && first->trace == nullptr && warning != nullptr) {
     *warning = "cannot reserve the event trace (" + std::to_string(trace_events) +
                " events); the report has no trace";
@@ -35,7 +42,10 @@ Session::Session(Config config, std::string* warning) : config_(std::move(config
   recording_.store(first, std::memory_order_release);
 }
 
-Session::~Session() { delete recording_.load(std::memory_order_acquire); }
+Session::~Session() {
+  phases_->SetStats(nullptr);
+  delete recording_.load(std::memory_order_acquire);
+}
 
 bool Session::LoadSuppressions(std::string* error) {
   if (config_.suppressions.empty()) return true;
@@ -56,7 +66,7 @@ void Session::SetGpuClock(uint64_t gpu_now_ns) {
 void Session::StartChildRecording() {
   Recording& parent = recording();
   const size_t trace_events = parent.trace != nullptr ? parent.trace->capacity() : 0;
-  auto* child = new Recording(config_, trace_events);
+  auto* child = new Recording(config_, trace_events, phases_);
   child->tracker.SetPaused(parent.tracker.paused());
   if (child->trace != nullptr && parent.trace != nullptr) {
     // The child's clock starts now: GPU times shift by the time since attach.
@@ -66,6 +76,7 @@ void Session::StartChildRecording() {
     child->trace_gpu = parent.trace_gpu;
   }
   child->parent.reset(&parent);  // kept: a thread may still be inside it
+  phases_->SetStats(&child->phases);
   recording_.store(child, std::memory_order_release);
 }
 
@@ -77,10 +88,12 @@ void Session::LockForFork() {
   r.transfers.LockForFork();
   r.kernels.LockForFork();
   graphs_.LockForFork();
+  phases_->LockForFork();
 }
 
 void Session::UnlockAfterFork() {
   Recording& r = recording();
+  phases_->UnlockAfterFork();
   graphs_.UnlockAfterFork();
   r.kernels.UnlockAfterFork();
   r.transfers.UnlockAfterFork();
@@ -118,6 +131,8 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   context_.kernels = &kernels_;
   context_.kernel_timing = config.kernel_timing;
   context_.timeline = &timeline_;
+  phases_ = SnapshotPhases(session.phases(), r.phases);
+  context_.phases = &phases_;
   context_.lifecycle = LifecycleFiguresOf(r.lifecycle);
   context_.suppressions = session.suppressions();
   context_.depth = config.depth;

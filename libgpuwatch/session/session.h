@@ -43,13 +43,14 @@ inline constexpr size_t kMaxStackBytes = size_t{256} << 20;
 // What one process recorded since attach, or since the fork that made it.
 struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at a time
   // `trace_events` 0: no event trace.
-  Recording(const Config& config, size_t trace_events);
+  Recording(const Config& config, size_t trace_events, const PhaseTable* phase_table);
 
   Tracker tracker;
   Timeline timeline;
   Transfers transfers;
   KernelTable kernels;
   Lifecycle lifecycle;
+  PhaseStats phases;             // what happened in each phase (the session's PhaseTable)
   std::unique_ptr<Trace> trace;  // GPUWATCH_TRACE_EVENTS; null: no event trace
   // Activity records (copies, kernels) go into the trace: CUPTI's clock
   // offset from the tracker's is known (Session::SetGpuClock).
@@ -63,7 +64,9 @@ class Session {
   // The tables, empty: a stack table when config.depth > 0, the first
   // recording, and an event trace when config.trace_events > 0 and its
   // memory could be reserved (else *warning says so).
-  explicit Session(Config config, std::string* warning = nullptr);
+  // `phases`: the process's phase table, when ranges may be opened before
+  // the session exists (it must outlive the session); null: one of its own.
+  explicit Session(Config config, std::string* warning = nullptr, PhaseTable* phases = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   // Frees the current recording and the fork parents' it replaced (those
@@ -73,6 +76,10 @@ class Session {
   const Config& config() const { return config_; }
   StackTable* stacks() const { return stacks_.get(); }  // null: no stacks
   GraphTable& graphs() { return graphs_; }
+  // Phase names and paths (NVTX ranges, gpuwatch_phase_push); they outlive
+  // recordings, so that a thread's open ranges mean the same after fork.
+  PhaseTable& phases() { return *phases_; }
+  const PhaseTable& phases() const { return *phases_; }
   // GPUWATCH_SUPPRESSIONS as loaded (LoadSuppressions); null: none.
   const Suppressions* suppressions() const { return suppressions_.get(); }
 
@@ -105,6 +112,8 @@ class Session {
   Config config_;
   std::unique_ptr<StackTable> stacks_;
   GraphTable graphs_;
+  std::unique_ptr<PhaseTable> own_phases_;  // when not given one
+  PhaseTable* phases_;
   std::unique_ptr<Suppressions> suppressions_;
   std::atomic<Recording*> recording_;
 };
@@ -146,6 +155,7 @@ class SessionReport {
   std::vector<KernelStats> kernels_;
   TimelineSnapshot timeline_;
   TraceSnapshot trace_;
+  PhasesSnapshot phases_;
   SiteResolver sites_;
   ReportAnalysis analysis_;
   std::string json_;

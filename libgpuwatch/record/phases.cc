@@ -1,0 +1,305 @@
+#include "libgpuwatch/record/phases.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "libgpuwatch/record/tracker.h"
+
+namespace gpuwatch {
+
+namespace {
+
+constexpr size_t kSlotMask = 8191;
+
+// FNV-1a, never 0 (0 marks an empty slot).
+uint64_t HashOf(std::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h != 0 ? h : 1;
+}
+
+size_t SlotOfKey(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 51); }
+
+}  // namespace
+
+static_assert(kMaxPhasePaths < (1u << 12), "live records keep a path in 12 bits");
+static_assert(2 * (kMaxPhaseNames + 1) <= 8192 && 2 * (kMaxPhasePaths + 1) <= 8192);
+
+PhaseTable::PhaseTable()
+    : name_slots_(new NameSlot[kSlots]),
+      path_slots_(new PathSlot[kSlots]),
+      names_(new std::string[kMaxPhaseNames + 1]),
+      path_list_(new Path[kMaxPhasePaths + 1]) {
+  other_name_ = InternName(kOtherPhase);
+}
+
+PhaseTable::~PhaseTable() = default;
+
+uint32_t PhaseTable::FindName(std::string_view name, uint64_t hash) const {
+  for (size_t i = hash & kSlotMask;; i = (i + 1) & kSlotMask) {
+    const uint64_t h = name_slots_[i].hash.load(std::memory_order_acquire);
+    if (h == 0) return 0;
+    if (h == hash) {
+      const uint32_t id = name_slots_[i].id.load(std::memory_order_relaxed);
+      if (names_[id] == name) return id;
+    }
+  }
+}
+
+uint32_t PhaseTable::InternName(std::string_view name) {
+  name = name.substr(0, kMaxPhaseNameBytes);
+  const uint64_t hash = HashOf(name);
+  if (const uint32_t id = FindName(name, hash); id != 0) return id;
+  std::lock_guard<Mutex> lock(mu_);
+  if (const uint32_t id = FindName(name, hash); id != 0) return id;
+  const uint32_t used = names_used_.load(std::memory_order_relaxed);
+  if (used == kMaxPhaseNames) {
+    names_dropped_.fetch_add(1, std::memory_order_relaxed);
+    return other_name_;
+  }
+  const uint32_t id = used + 1;
+  names_[id].assign(name);
+  names_used_.store(id, std::memory_order_release);
+  size_t i = hash & kSlotMask;
+  while (name_slots_[i].hash.load(std::memory_order_relaxed) != 0) i = (i + 1) & kSlotMask;
+  name_slots_[i].id.store(id, std::memory_order_relaxed);
+  name_slots_[i].hash.store(hash, std::memory_order_release);
+  return id;
+}
+
+uint32_t PhaseTable::PathOf(uint32_t parent, uint32_t name) {
+  const uint64_t key = uint64_t{parent} << 32 | name;
+  const size_t start = SlotOfKey(key);
+  for (size_t i = start;; i = (i + 1) & kSlotMask) {
+    const uint64_t k = path_slots_[i].key.load(std::memory_order_acquire);
+    if (k == key) return path_slots_[i].id.load(std::memory_order_relaxed);
+    if (k == 0) break;
+  }
+  std::lock_guard<Mutex> lock(mu_);
+  size_t i = start;
+  for (;; i = (i + 1) & kSlotMask) {
+    const uint64_t k = path_slots_[i].key.load(std::memory_order_relaxed);
+    if (k == key) return path_slots_[i].id.load(std::memory_order_relaxed);
+    if (k == 0) break;
+  }
+  const uint32_t used = paths_used_.load(std::memory_order_relaxed);
+  // The last id is kept for "(other)", a top-level path.
+  const bool other = name == other_name_ && parent == 0;
+  if (used == kMaxPhasePaths - 1 && !other) {
+    paths_dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (other_path_ == 0) {
+      other_path_ = kMaxPhasePaths;
+      path_list_[other_path_] = Path{0, other_name_};
+    }
+    return other_path_;
+  }
+  if (other && other_path_ != 0) return other_path_;
+  const uint32_t id = used + 1;
+  path_list_[id] = Path{parent, name};
+  paths_used_.store(id, std::memory_order_release);
+  path_slots_[i].id.store(id, std::memory_order_relaxed);
+  path_slots_[i].key.store(key, std::memory_order_release);
+  return id;
+}
+
+void PhaseTable::Push(PhaseStack* stack, uint32_t name, uint32_t domain) {
+  if (stack->depth == kMaxPhaseDepth) {
+    ++stack->overflow;
+    too_deep_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint32_t path = PathOf(stack->current(), name);
+  stack->levels[stack->depth++] = PhaseStack::Level{path, name, domain};
+  if (PhaseStats* stats = stats_.load(std::memory_order_acquire)) stats->OnOpen(path);
+}
+
+bool PhaseTable::Pop(PhaseStack* stack, uint32_t domain) {
+  if (stack->overflow > 0) {
+    --stack->overflow;
+    return true;
+  }
+  int i = stack->depth - 1;
+  while (i >= 0 && stack->levels[i].domain != domain) --i;
+  if (i < 0) {
+    unbalanced_pops_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  std::copy(stack->levels.begin() + i + 1, stack->levels.begin() + stack->depth,
+            stack->levels.begin() + i);
+  --stack->depth;
+  Rebuild(stack, i);
+  return true;
+}
+
+void PhaseTable::Rebuild(PhaseStack* stack, int from) {
+  for (int j = from; j < stack->depth; ++j) {
+    const uint32_t parent = j > 0 ? stack->levels[j - 1].path : 0;
+    stack->levels[j].path = PathOf(parent, stack->levels[j].name);
+  }
+}
+
+void PhaseTable::ThreadExit(const PhaseStack& stack) {
+  const auto open = static_cast<uint64_t>(stack.depth + stack.overflow);
+  if (open > 0) open_at_thread_exit_.fetch_add(open, std::memory_order_relaxed);
+}
+
+uint32_t PhaseTable::Parent(uint32_t path) const {
+  return path != 0 && path <= kMaxPhasePaths ? path_list_[path].parent : 0;
+}
+
+std::string_view PhaseTable::LeafName(uint32_t path) const {
+  if (path == 0 || path > kMaxPhasePaths) return {};
+  return names_[path_list_[path].name];
+}
+
+std::string PhaseTable::PathText(uint32_t path) const {
+  std::vector<std::string_view> parts;
+  for (uint32_t p = path; p != 0 && parts.size() <= kMaxPhaseDepth; p = Parent(p)) {
+    parts.push_back(LeafName(p));
+  }
+  std::string text;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!text.empty()) text += '/';
+    text += *it;
+  }
+  return text;
+}
+
+PhaseTable::Counters PhaseTable::counters() const {
+  Counters c;
+  c.names_dropped = names_dropped_.load(std::memory_order_relaxed);
+  c.paths_dropped = paths_dropped_.load(std::memory_order_relaxed);
+  c.too_deep = too_deep_.load(std::memory_order_relaxed);
+  c.unbalanced_pops = unbalanced_pops_.load(std::memory_order_relaxed);
+  c.open_at_thread_exit = open_at_thread_exit_.load(std::memory_order_relaxed);
+  return c;
+}
+
+// Per path; zero-filled pages are valid zeros.
+struct PhaseStats::Counters {
+  std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> allocs{0};
+  std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> host_allocs{0};
+  std::atomic<uint64_t> host_alloc_bytes{0};
+  std::atomic<uint64_t> peak_bytes{0};
+  std::atomic<uint64_t> launches{0};
+  std::atomic<uint32_t> peak_site{0};
+  std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_count{};
+  std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_bytes{};
+};
+
+PhaseStats::PhaseStats(const PhaseTable* table, const Tracker* tracker)
+    : table_(table), tracker_(tracker) {
+  bytes_ = (size_t{kMaxPhasePaths} + 1) * sizeof(Counters);
+  void* mem = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem != MAP_FAILED) counters_ = static_cast<Counters*>(mem);  // else nothing is counted
+}
+
+PhaseStats::~PhaseStats() {
+  if (counters_ != nullptr) munmap(counters_, bytes_);
+}
+
+void PhaseStats::RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id) {
+  // The path and the paths it is nested in, innermost first; a parent's peak
+  // is at least its child's, so the walk stops at the first one not raised.
+  for (uint32_t p = path; p != 0; p = table_->Parent(p)) {
+    Counters& c = counters_[p];
+    uint64_t seen = c.peak_bytes.load(std::memory_order_relaxed);
+    if (device_bytes <= seen) return;
+    while (device_bytes > seen &&
+           !c.peak_bytes.compare_exchange_weak(seen, device_bytes, std::memory_order_relaxed)) {
+    }
+    if (device_bytes > seen) c.peak_site.store(stack_id, std::memory_order_relaxed);
+  }
+}
+
+void PhaseStats::OnOpen(uint32_t path) {
+  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+  counters_[path].opens.fetch_add(1, std::memory_order_relaxed);
+  RaisePeak(path, tracker_->DeviceCurrentBytes(), 0);
+}
+
+void PhaseStats::OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
+                         uint32_t stack_id) {
+  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+  Counters& c = counters_[path];
+  if (IsDeviceKind(kind)) {
+    c.allocs.fetch_add(1, std::memory_order_relaxed);
+    c.alloc_bytes.fetch_add(size, std::memory_order_relaxed);
+    RaisePeak(path, device_bytes, stack_id);
+  } else {
+    c.host_allocs.fetch_add(1, std::memory_order_relaxed);
+    c.host_alloc_bytes.fetch_add(size, std::memory_order_relaxed);
+  }
+}
+
+void PhaseStats::OnCopy(uint32_t path, CopyKind kind, uint64_t bytes) {
+  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+  const int k = static_cast<int>(kind);
+  counters_[path].copy_count[k].fetch_add(1, std::memory_order_relaxed);
+  counters_[path].copy_bytes[k].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void PhaseStats::OnLaunch(uint32_t path) {
+  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+  counters_[path].launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<PhaseStats::Row> PhaseStats::Rows() const {
+  std::vector<Row> rows;
+  if (counters_ == nullptr) return rows;
+  for (uint32_t p = 1; p <= kMaxPhasePaths; ++p) {
+    const Counters& c = counters_[p];
+    Row r;
+    r.path = p;
+    r.allocs = c.allocs.load(std::memory_order_relaxed);
+    r.host_allocs = c.host_allocs.load(std::memory_order_relaxed);
+    r.launches = c.launches.load(std::memory_order_relaxed);
+    r.peak_bytes = c.peak_bytes.load(std::memory_order_relaxed);
+    uint64_t copies = 0;
+    for (int k = 0; k < kNumCopyKinds; ++k) {
+      r.copy_count[k] = c.copy_count[k].load(std::memory_order_relaxed);
+      r.copy_bytes[k] = c.copy_bytes[k].load(std::memory_order_relaxed);
+      copies += r.copy_count[k];
+    }
+    r.opens = c.opens.load(std::memory_order_relaxed);
+    if (r.opens == 0 && r.allocs == 0 && r.host_allocs == 0 && r.launches == 0 && copies == 0) {
+      continue;
+    }
+    r.alloc_bytes = c.alloc_bytes.load(std::memory_order_relaxed);
+    r.host_alloc_bytes = c.host_alloc_bytes.load(std::memory_order_relaxed);
+    r.peak_site = c.peak_site.load(std::memory_order_relaxed);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+bool PhasesSnapshot::empty() const {
+  return rows.empty() && counters.names_dropped == 0 && counters.paths_dropped == 0 &&
+         counters.too_deep == 0 && counters.unbalanced_pops == 0 &&
+         counters.open_at_thread_exit == 0;
+}
+
+int PhasesSnapshot::IndexOf(uint32_t path) const {
+  const auto it = std::lower_bound(rows.begin(), rows.end(), path,
+                                   [](const PhaseStats::Row& r, uint32_t p) { return r.path < p; });
+  return it != rows.end() && it->path == path ? static_cast<int>(it - rows.begin()) : -1;
+}
+
+PhasesSnapshot SnapshotPhases(const PhaseTable& table, const PhaseStats& stats) {
+  PhasesSnapshot s;
+  s.rows = stats.Rows();
+  s.paths.reserve(s.rows.size());
+  for (const PhaseStats::Row& r : s.rows) s.paths.push_back(table.PathText(r.path));
+  s.counters = table.counters();
+  return s;
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,206 @@
+// Phases: the named ranges a program opens and closes on a thread (NVTX's
+// push/pop, gpuwatch_phase_push/pop), and what happened inside them.
+//
+// A phase is a path of names, outermost first ("step/forward"): the ranges
+// open on the thread when an allocation, copy or launch happens. Names and
+// paths are interned once (PhaseTable, per session: ids survive fork); each
+// thread keeps the stack of its open ranges in a PhaseStack it owns, of fixed
+// size, so that a push or pop allocates nothing; what happened in each path
+// is counted in PhaseStats (per recording), which the tracker feeds.
+//
+// Limits, each with a counter rather than unbounded growth: kMaxPhaseNames
+// names and kMaxPhasePaths paths (beyond them a push opens the path
+// "(other)"), kMaxPhaseDepth open ranges per thread (deeper ones are counted
+// and popped without changing the path), and pops with nothing open.
+#ifndef GPUWATCH_LIBGPUWATCH_RECORD_PHASES_H_
+#define GPUWATCH_LIBGPUWATCH_RECORD_PHASES_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/record/event.h"
+
+namespace gpuwatch {
+
+// Path ids are 1..kMaxPhasePaths (0: no phase); live records keep 12 bits.
+inline constexpr uint32_t kMaxPhasePaths = 4095;
+inline constexpr uint32_t kMaxPhaseNames = 4095;
+inline constexpr int kMaxPhaseDepth = 32;
+// Longer names are cut when interned.
+inline constexpr size_t kMaxPhaseNameBytes = 256;
+// The path and the name that stand for everything past the limits.
+inline constexpr char kOtherPhase[] = "(other)";
+
+// The open ranges of one thread. Owned by its thread (thread_local in the
+// interposition layer); only PhaseTable changes it.
+struct PhaseStack {
+  struct Level {
+    uint32_t path = 0;
+    uint32_t name = 0;
+    uint32_t domain = 0;  // NVTX domain (0: the default one); pops match it
+  };
+  std::array<Level, kMaxPhaseDepth> levels{};
+  int depth = 0;
+  int overflow = 0;  // pushes past kMaxPhaseDepth not yet popped
+
+  uint32_t current() const { return depth > 0 ? levels[depth - 1].path : 0; }
+};
+
+class PhaseStats;
+class Tracker;
+
+class PhaseTable {
+ public:
+  PhaseTable();
+  ~PhaseTable();
+  PhaseTable(const PhaseTable&) = delete;
+  PhaseTable& operator=(const PhaseTable&) = delete;
+
+  // The id (1..kMaxPhaseNames) of `name`, cut to kMaxPhaseNameBytes,
+  // interned on first sight. Lock-free for a name seen before; a new one
+  // takes a mutex. Past the limit: the id of "(other)", and counted.
+  uint32_t InternName(std::string_view name);
+
+  // Opens range `name` (an InternName id) of `domain` on `stack` (the
+  // phase's peak starts at the device memory live now). Lock-free for a path
+  // seen before.
+  void Push(PhaseStack* stack, uint32_t name, uint32_t domain);
+  // Closes the innermost open range of `domain` on `stack` (ranges of other
+  // domains opened inside it stay open, their paths without it). False, and
+  // counted, when none is open.
+  bool Pop(PhaseStack* stack, uint32_t domain);
+  // A thread ends with `stack` as it is: its open ranges are counted.
+  void ThreadExit(const PhaseStack& stack);
+
+  // Where the tracker counts what happens in each path (may be null: nothing
+  // is counted), and where a push raises the new path's peak.
+  void SetStats(PhaseStats* stats) { stats_.store(stats, std::memory_order_release); }
+
+  uint32_t Parent(uint32_t path) const;
+  // "a/b/c"; "" for 0.
+  std::string PathText(uint32_t path) const;
+  // The innermost name of `path`.
+  std::string_view LeafName(uint32_t path) const;
+
+  struct Counters {
+    uint64_t names_dropped = 0;  // pushes of a name past kMaxPhaseNames
+    uint64_t paths_dropped = 0;  // pushes of a path past kMaxPhasePaths
+    uint64_t too_deep = 0;       // pushes past kMaxPhaseDepth
+    uint64_t unbalanced_pops = 0;
+    uint64_t open_at_thread_exit = 0;  // ranges a thread left open when it ended
+  };
+  Counters counters() const;
+
+  // For pthread_atfork.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+
+ private:
+  // Open-addressing tables of atomic slots: a name by its hash, a path by
+  // (parent, name). Sized at twice the limit, so a probe ends quickly.
+  static constexpr size_t kSlots = 8192;
+  struct NameSlot {
+    std::atomic<uint64_t> hash{0};  // 0: empty (a real hash of 0 is stored as 1)
+    std::atomic<uint32_t> id{0};    // written before hash
+  };
+  struct PathSlot {
+    std::atomic<uint64_t> key{0};  // parent << 32 | name; 0: empty
+    std::atomic<uint32_t> id{0};
+  };
+  struct Path {
+    uint32_t parent = 0;
+    uint32_t name = 0;
+  };
+
+  uint32_t FindName(std::string_view name, uint64_t hash) const;
+  uint32_t PathOf(uint32_t parent, uint32_t name);
+  // The path of `stack`'s level `i` from the one below it.
+  void Rebuild(PhaseStack* stack, int from);
+
+  std::atomic<PhaseStats*> stats_{nullptr};
+  Mutex mu_;  // first sight of a name or a path
+  std::unique_ptr<NameSlot[]> name_slots_;
+  std::unique_ptr<PathSlot[]> path_slots_;
+  // Index = id. Written once under mu_ before the id is published.
+  std::unique_ptr<std::string[]> names_;
+  std::unique_ptr<Path[]> path_list_;
+  std::atomic<uint32_t> names_used_{0};
+  std::atomic<uint32_t> paths_used_{0};
+  uint32_t other_name_ = 0;  // interned in the constructor
+  uint32_t other_path_ = 0;  // made on first need, under mu_
+  std::atomic<uint64_t> names_dropped_{0};
+  std::atomic<uint64_t> paths_dropped_{0};
+  std::atomic<uint64_t> too_deep_{0};
+  std::atomic<uint64_t> unbalanced_pops_{0};
+  std::atomic<uint64_t> open_at_thread_exit_{0};
+};
+
+// What happened in each path, counted by the tracker (Tracker::SetPhases).
+// Allocations count in the path open on their thread; the peak is the
+// highest device total (all device kinds) seen when a range of the path
+// opened or when an allocation was made in it or in a path nested in it.
+class PhaseStats {
+ public:
+  // `tracker`: where OnOpen reads the device memory live.
+  PhaseStats(const PhaseTable* table, const Tracker* tracker);
+  ~PhaseStats();
+  PhaseStats(const PhaseStats&) = delete;
+  PhaseStats& operator=(const PhaseStats&) = delete;
+
+  // An allocation of `size` bytes in `path` (0: none); `device_bytes` is the
+  // device total after it (0 for host kinds: no peak).
+  void OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
+               uint32_t stack_id);
+  void OnCopy(uint32_t path, CopyKind kind, uint64_t bytes);
+  void OnLaunch(uint32_t path);
+  // A range of `path` opened.
+  void OnOpen(uint32_t path);
+
+  struct Row {
+    uint32_t path = 0;
+    uint64_t opens = 0;  // ranges of the path opened (from attach on)
+    uint64_t allocs = 0;
+    uint64_t alloc_bytes = 0;  // device kinds
+    uint64_t host_allocs = 0;
+    uint64_t host_alloc_bytes = 0;
+    uint64_t peak_bytes = 0;
+    uint32_t peak_site = 0;  // the stack id of the allocation that reached the peak (0: none)
+    std::array<uint64_t, kNumCopyKinds> copy_count{};
+    std::array<uint64_t, kNumCopyKinds> copy_bytes{};
+    uint64_t launches = 0;
+  };
+  // A row for every path that has been opened, in id order.
+  std::vector<Row> Rows() const;
+
+ private:
+  struct Counters;
+  void RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id);
+
+  const PhaseTable* table_;
+  const Tracker* tracker_;
+  Counters* counters_ = nullptr;  // kMaxPhasePaths + 1, mmap'ed zeroes
+  size_t bytes_ = 0;
+};
+
+// The phases of a report: every path used, with its text.
+struct PhasesSnapshot {
+  std::vector<PhaseStats::Row> rows;  // in id order
+  std::vector<std::string> paths;     // rows[i]'s path, "a/b/c"
+  PhaseTable::Counters counters;
+
+  bool empty() const;
+  // rows' index of path id `path`; -1 when none.
+  int IndexOf(uint32_t path) const;
+};
+PhasesSnapshot SnapshotPhases(const PhaseTable& table, const PhaseStats& stats);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_RECORD_PHASES_H_

@@ -1,0 +1,102 @@
+// The `phases` section: memory, copies and launches per phase (the path of
+// NVTX ranges or gpuwatch_phase_push ranges open on the thread).
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/report/report_sections.h"
+
+namespace gpuwatch {
+
+using json = nlohmann::json;
+
+json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteResolver* sites) {
+  struct Live {
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    uint64_t host_bytes = 0;
+    uint64_t host_count = 0;
+  };
+  std::vector<Live> live(p.rows.size());
+  for (const LiveAlloc& a : snap.live) {
+    if (a.phase == 0) continue;
+    const int i = p.IndexOf(a.phase);
+    if (i < 0) continue;
+    Live& l = live[static_cast<size_t>(i)];
+    if (IsDeviceKind(a.kind)) {
+      l.bytes += a.size;
+      ++l.count;
+    } else {
+      l.host_bytes += a.size;
+      ++l.host_count;
+    }
+  }
+  // Paths in text order: each one after the path it is nested in.
+  std::vector<size_t> order(p.rows.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::lexicographical_compare(p.paths[a].begin(), p.paths[a].end(), p.paths[b].begin(),
+                                        p.paths[b].end(), [](char x, char y) {
+                                          // '/' first: "a/b" before "a b"
+                                          return (x == '/' ? '\0' : x) < (y == '/' ? '\0' : y);
+                                        });
+  });
+  json paths = json::array();
+  for (const size_t i : order) {
+    const PhaseStats::Row& r = p.rows[i];
+    json e = {{"path", p.paths[i]},
+              {"depth", std::count(p.paths[i].begin(), p.paths[i].end(), '/') + 1},
+              {"opens", r.opens},
+              {"allocs", r.allocs},
+              {"alloc_bytes", r.alloc_bytes},
+              {"host_allocs", r.host_allocs},
+              {"host_alloc_bytes", r.host_alloc_bytes},
+              {"live_bytes", live[i].bytes},
+              {"live_count", live[i].count},
+              {"host_live_bytes", live[i].host_bytes},
+              {"host_live_count", live[i].host_count},
+              {"peak_bytes", r.peak_bytes},
+              {"launches", r.launches}};
+    if (r.peak_site != 0) {
+      const uint32_t site = sites->Canonical(r.peak_site);
+      e["peak_site"] = {{"site", site}, {"location", sites->LocationOf(site)}};
+    }
+    json copies = json::object();
+    for (int k = 0; k < kNumCopyKinds; ++k) {
+      if (r.copy_count[k] == 0) continue;
+      copies[CopyKindName(static_cast<CopyKind>(k))] = {{"count", r.copy_count[k]},
+                                                        {"bytes", r.copy_bytes[k]}};
+    }
+    e["copies"] = std::move(copies);
+    paths.push_back(std::move(e));
+  }
+  const PhaseTable::Counters& c = p.counters;
+  return {{"paths", std::move(paths)},
+          {"names_dropped", c.names_dropped},
+          {"paths_dropped", c.paths_dropped},
+          {"too_deep", c.too_deep},
+          {"unbalanced_pops", c.unbalanced_pops},
+          {"open_at_thread_exit", c.open_at_thread_exit}};
+}
+
+std::string PhaseSummary(const PhasesSnapshot& p) {
+  // The phase with the highest peak; of equals, the innermost (the most
+  // specific), then the first opened.
+  const PhaseStats::Row* top = nullptr;
+  size_t top_depth = 0;
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    const size_t depth = static_cast<size_t>(std::count(p.paths[i].begin(), p.paths[i].end(), '/'));
+    if (top == nullptr || p.rows[i].peak_bytes > top->peak_bytes ||
+        (p.rows[i].peak_bytes == top->peak_bytes && depth > top_depth)) {
+      top = &p.rows[i];
+      top_depth = depth;
+    }
+  }
+  if (top == nullptr) return "";
+  return "gpuwatch: phases: " + CountOf(p.rows.size(), "phase", "phases") + "; highest peak " +
+         FormatBytes(top->peak_bytes) + " in " + p.paths[static_cast<size_t>(top - p.rows.data())] +
+         "\n";
+}
+
+}  // namespace gpuwatch

@@ -1,0 +1,254 @@
+// End-to-end tests of phases: NVTX ranges (the toolkit's nvtx3 headers,
+// compiled into tests/e2e/programs/nvtx_phases.cu) and gpuwatch_phase_push
+// reported per path, with exact bytes, under `gpuwatch run`, LD_PRELOAD and
+// the driver's injection, and with another tool named by
+// NVTX_INJECTION64_PATH.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string At(const std::string& name) { return ProgramLine("nvtx_phases.cu", "// AT:" + name); }
+
+struct PhasesRun {
+  ProcessResult process;
+  json report;
+};
+
+PhasesRun RunPhases(const std::vector<std::string>& prefix,
+                    std::map<std::string, std::string> env) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  std::vector<std::string> argv = prefix;
+  if (!prefix.empty()) argv.insert(argv.end(), {"-o", out, "--"});
+  argv.push_back(kPrograms + "/nvtx_phases");
+  if (prefix.empty()) env["GPUWATCH_OUTPUT"] = out;
+  PhasesRun run;
+  run.process = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
+  EXPECT_EQ(run.process.out, "nvtx_phases: done\n");
+  run.report = ReadReport(out);
+  return run;
+}
+
+PhasesRun UnderGpuwatchRun(const std::map<std::string, std::string>& extra = {}) {
+  std::map<std::string, std::string> env = SimEnv();
+  for (const auto& [k, v] : extra) env[k] = v;
+  return RunPhases({kCli, "run"}, env);
+}
+
+// The report's phases by path.
+std::map<std::string, json> Paths(const json& report) {
+  std::map<std::string, json> paths;
+  if (!report.contains("phases")) return paths;
+  for (const json& p : report["phases"]["paths"]) paths[p["path"].get<std::string>()] = p;
+  return paths;
+}
+
+// What the program does in each range (its comments say why).
+struct Expected {
+  const char* path;
+  uint64_t allocs;
+  uint64_t alloc_bytes;
+  uint64_t live_bytes;
+  uint64_t peak_bytes;
+  const char* peak_at;  // the AT: marker of the allocation that reached the peak; "": none
+  uint64_t launches;
+};
+
+const std::vector<Expected>& ExpectedPaths() {
+  static const std::vector<Expected> paths = {
+      {"setup", 1, 8 * kMiB, 8 * kMiB, 8 * kMiB, "setup", 0},
+      // A step's peak: the 8 MiB of setup, 4 of forward and 2 of backward.
+      {"step", 0, 0, 0, 14 * kMiB, "backward", 0},
+      {"step/forward", 3, 12 * kMiB, 0, 12 * kMiB, "forward", 3},
+      {"step/backward", 3, 6 * kMiB, 0, 14 * kMiB, "backward", 0},
+      // Opened with the 8 MiB of setup live.
+      {"io", 0, 0, 0, 8 * kMiB, "", 0},
+      {"loader:batch", 1, 3 * kMiB, 3 * kMiB, 11 * kMiB, "batch", 0},
+      {"worker", 1, kMiB, kMiB, 12 * kMiB, "worker", 0},
+      {"outer", 0, 0, 0, 12 * kMiB, "", 0},
+      {"outer/loader:inner", 0, 0, 0, 12 * kMiB, "", 0},
+      // Reopened as a path of its own when "outer" closed under it.
+      {"loader:inner", 1, kMiB / 2, kMiB / 2, 12 * kMiB + kMiB / 2, "inner", 0},
+      {"api", 1, kMiB / 4, kMiB / 4, 12 * kMiB + 3 * kMiB / 4, "api", 0},
+  };
+  return paths;
+}
+
+void ExpectPaths(const json& report, bool with_api) {
+  const std::map<std::string, json> paths = Paths(report);
+  size_t expected_count = 0;
+  for (const Expected& e : ExpectedPaths()) {
+    if (std::string(e.path) == "api" && !with_api) continue;
+    ++expected_count;
+    SCOPED_TRACE(e.path);
+    const auto it = paths.find(e.path);
+    ASSERT_NE(it, paths.end()) << report["phases"].dump(1);
+    const json& p = it->second;
+    EXPECT_EQ(p["allocs"], e.allocs);
+    EXPECT_EQ(p["alloc_bytes"], e.alloc_bytes);
+    EXPECT_EQ(p["live_bytes"], e.live_bytes);
+    EXPECT_EQ(p["live_count"], e.live_bytes != 0 ? 1 : 0);
+    EXPECT_EQ(p["peak_bytes"], e.peak_bytes);
+    EXPECT_EQ(p["launches"], e.launches);
+    if (*e.peak_at != '\0') {
+      EXPECT_EQ(p["peak_site"]["location"], At(e.peak_at));
+    } else {
+      EXPECT_FALSE(p.contains("peak_site")) << p.dump();
+    }
+    if (std::string(e.path) != "io") {
+      EXPECT_EQ(p["copies"], json::object());
+    }
+  }
+  EXPECT_EQ(paths.size(), expected_count) << report["phases"].dump(1);
+  // Copies by direction in "io".
+  EXPECT_EQ(paths.at("io")["copies"], json::parse(R"({"h2d": {"count": 2, "bytes": 2097152},
+                            "d2h": {"count": 1, "bytes": 1048576}})"));
+  const json& phases = report["phases"];
+  EXPECT_EQ(phases["unbalanced_pops"], 2);
+  EXPECT_EQ(phases["open_at_thread_exit"], 1);
+  EXPECT_EQ(phases["too_deep"], 0);
+  EXPECT_EQ(phases["names_dropped"], 0);
+  EXPECT_EQ(phases["paths_dropped"], 0);
+  // Every leak site names the phase that allocated it.
+  std::map<std::string, std::string> leak_phases;
+  for (const json& site : report["leaks"]["device"]["sites"]) {
+    leak_phases[site["location"].get<std::string>()] = site.value("phase", "");
+  }
+  std::map<std::string, std::string> expected_leaks = {{At("setup"), "setup"},
+                                                       {At("batch"), "loader:batch"},
+                                                       {At("worker"), "worker"},
+                                                       {At("inner"), "loader:inner"}};
+  if (with_api) expected_leaks[At("api")] = "api";
+  EXPECT_EQ(leak_phases, expected_leaks);
+}
+
+TEST(Phases, NvtxRangesUnderGpuwatchRun) {
+  const PhasesRun run = UnderGpuwatchRun();
+  ASSERT_TRUE(run.report.is_object()) << run.process.err;
+  ExpectPaths(run.report, true);
+  // The steps' ranges opened three times each; "setup" once (the program
+  // links cudart: the preload constructor attached before main).
+  const std::map<std::string, json> paths = Paths(run.report);
+  EXPECT_EQ(paths.at("step")["opens"], 3);
+  EXPECT_EQ(paths.at("step/forward")["opens"], 3);
+  EXPECT_EQ(paths.at("setup")["opens"], 1);
+  EXPECT_EQ(paths.at("step/forward")["depth"], 2);
+}
+
+TEST(Phases, NvtxRangesWithLdPreloadAlone) {
+  std::map<std::string, std::string> env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  const PhasesRun run = RunPhases({}, env);
+  ASSERT_TRUE(run.report.is_object()) << run.process.err;
+  ExpectPaths(run.report, true);
+}
+
+TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
+  // No preload: the driver loads gpuwatch, NVTX loads it again by its own
+  // variable (set by hand here); gpuwatch_phase_push is not linked in.
+  std::map<std::string, std::string> env = SimEnv();
+  env["CUDA_INJECTION64_PATH"] = kLib;
+  env["NVTX_INJECTION64_PATH"] = kLib;
+  const PhasesRun run = RunPhases({}, env);
+  ASSERT_TRUE(run.report.is_object()) << run.process.err;
+  ExpectPaths(run.report, false);
+  // "setup" opened before the first CUDA call, so before gpuwatch attached:
+  // its allocation is in it all the same, its opening is not counted.
+  EXPECT_EQ(Paths(run.report).at("setup")["opens"], 0);
+}
+
+TEST(Phases, AnotherNvtxToolIsLeftAloneAndSaidSo) {
+  const std::string other = kSimDir + "/libcupti.so";  // a library without NVTX's entry point
+  const PhasesRun run = UnderGpuwatchRun({{"NVTX_INJECTION64_PATH", other}});
+  ASSERT_TRUE(run.report.is_object()) << run.process.err;
+  EXPECT_EQ(LinesStartingWith(run.process.err, "gpuwatch: NVTX_INJECTION64_PATH"),
+            std::vector<std::string>{"gpuwatch: NVTX_INJECTION64_PATH names " + other +
+                                     ": NVTX ranges go to that tool, and this report has no "
+                                     "phases"});
+  // Only gpuwatch's own API reached gpuwatch.
+  const std::map<std::string, json> paths = Paths(run.report);
+  ASSERT_EQ(paths.size(), 1u) << run.report["phases"].dump(1);
+  EXPECT_EQ(paths.begin()->first, "api");
+  EXPECT_EQ(paths.begin()->second["live_bytes"], kMiB / 4);
+}
+
+TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: phases:"),
+            std::vector<std::string>{"gpuwatch: phases: 11 phases; highest peak 14.0 MiB in "
+                                     "step/backward"});
+  const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  // Nested phases indented under their parent, in tree order.
+  const std::string table = text.out.substr(text.out.find("Memory by phase"));
+  const std::vector<std::string> rows = {
+      "     8.0 MiB         0 B       0         0 B     3.0 MiB  io",
+      "    14.0 MiB         0 B       0         0 B         0 B  step  (peak at " + At("backward") +
+          ")",
+      "    14.0 MiB     6.0 MiB       3         0 B         0 B    backward  (peak at " +
+          At("backward") + ")",
+      "    12.0 MiB    12.0 MiB       3         0 B         0 B    forward  (peak at " +
+          At("forward") + ")",
+      "  2 pops with no range open",
+      "  1 range left open when a thread ended"};
+  size_t from = 0;
+  for (const std::string& row : rows) {
+    const size_t at = table.find(row + "\n", from);
+    EXPECT_NE(at, std::string::npos) << row << "\nin:\n" << table;
+    if (row.find("step") != std::string::npos && at != std::string::npos) from = at;
+  }
+  EXPECT_NE(text.out.find("     8.0 MiB        1  [in setup] " + At("setup") + " (main)\n"),
+            std::string::npos)
+      << text.out;
+}
+
+TEST(Phases, AMalformedPhasesSectionIsRejectedByName) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReadJson(out);
+  report["phases"]["paths"][2]["peak_bytes"] = -5;
+  const std::string bad = dir.path() + "/bad.json";
+  {
+    std::ofstream f(bad);
+    f << report.dump();
+  }
+  const ProcessResult text = RunProcess({kCli, "report", bad}, {}, dir.path());
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_EQ(text.err, "gpuwatch report: " + bad +
+                          ": malformed gpuwatch report: phases.paths[2].peak_bytes is -5, "
+                          "expected a count (not negative)\n");
+}
+
+TEST(Phases, NoSectionWithoutRanges) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kExamples + "/leaky_loop"}, SimEnv(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadReport(out);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_FALSE(report.contains("phases"));
+  for (const json& site : report["leaks"]["device"]["sites"]) EXPECT_FALSE(site.contains("phase"));
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

@@ -1,0 +1,239 @@
+#include "libgpuwatch/record/phases.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "libgpuwatch/record/tracker.h"
+
+namespace gpuwatch {
+namespace {
+
+class PhasesTest : public ::testing::Test {
+ protected:
+  PhasesTest() : stats_(&table_, &tracker_) {
+    table_.SetStats(&stats_);
+    tracker_.SetPhases(&stats_);
+  }
+  ~PhasesTest() override { table_.SetStats(nullptr); }
+
+  void Push(PhaseStack* s, const std::string& name, uint32_t domain = 0) {
+    table_.Push(s, table_.InternName(name), domain);
+  }
+  void Alloc(uint64_t address, uint64_t size, uint32_t phase, uint32_t stack_id = 1) {
+    AllocEvent e;
+    e.address = address;
+    e.size = size;
+    e.stack_id = stack_id;
+    e.phase = phase;
+    tracker_.OnAlloc(e);
+  }
+  const PhaseStats::Row* RowOf(const std::string& path) {
+    snapshot_ = SnapshotPhases(table_, stats_);
+    for (size_t i = 0; i < snapshot_.rows.size(); ++i) {
+      if (snapshot_.paths[i] == path) return &snapshot_.rows[i];
+    }
+    return nullptr;
+  }
+
+  PhaseTable table_;
+  Tracker tracker_;
+  PhaseStats stats_;
+  PhasesSnapshot snapshot_;
+};
+
+TEST_F(PhasesTest, NamesAreInternedByText) {
+  const std::string a = "forward";
+  const std::string b = "forward";  // another pointer, the same text
+  EXPECT_EQ(table_.InternName(a), table_.InternName(b));
+  EXPECT_NE(table_.InternName("forward"), table_.InternName("backward"));
+  // Cut to kMaxPhaseNameBytes: two names that differ only past it are one.
+  const std::string long_a = std::string(kMaxPhaseNameBytes, 'x') + "a";
+  const std::string long_b = std::string(kMaxPhaseNameBytes, 'x') + "b";
+  EXPECT_EQ(table_.InternName(long_a), table_.InternName(long_b));
+}
+
+TEST_F(PhasesTest, NestedPathsAndTheirText) {
+  PhaseStack s;
+  Push(&s, "step");
+  Push(&s, "forward");
+  EXPECT_EQ(table_.PathText(s.current()), "step/forward");
+  EXPECT_EQ(table_.LeafName(s.current()), "forward");
+  const uint32_t forward = s.current();
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_EQ(table_.PathText(s.current()), "step");
+  Push(&s, "forward");
+  EXPECT_EQ(s.current(), forward);  // the same path: interned once
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_EQ(s.current(), 0u);
+  EXPECT_EQ(table_.PathText(0), "");
+}
+
+TEST_F(PhasesTest, UnbalancedPopsAreCountedAndChangeNothing) {
+  PhaseStack s;
+  EXPECT_FALSE(table_.Pop(&s, 0));
+  Push(&s, "a");
+  EXPECT_FALSE(table_.Pop(&s, 7));  // no range of domain 7 is open
+  EXPECT_EQ(table_.PathText(s.current()), "a");
+  EXPECT_EQ(table_.counters().unbalanced_pops, 2u);
+}
+
+TEST_F(PhasesTest, ADomainsPopClosesItsOwnRangeBelowOthers) {
+  PhaseStack s;
+  Push(&s, "outer", 0);
+  Push(&s, "dom:inner", 3);
+  Push(&s, "leaf", 0);
+  EXPECT_EQ(table_.PathText(s.current()), "outer/dom:inner/leaf");
+  // Domain 3's pop closes "dom:inner": "leaf" stays open, now under "outer".
+  EXPECT_TRUE(table_.Pop(&s, 3));
+  EXPECT_EQ(table_.PathText(s.current()), "outer/leaf");
+  // The default domain's pop closes "leaf", the innermost of its ranges.
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_EQ(table_.PathText(s.current()), "outer");
+}
+
+TEST_F(PhasesTest, TooDeepRangesKeepThePathAndPopInOrder) {
+  PhaseStack s;
+  for (int i = 0; i < kMaxPhaseDepth; ++i) Push(&s, "d" + std::to_string(i));
+  const uint32_t deepest = s.current();
+  Push(&s, "too deep");
+  Push(&s, "deeper still");
+  EXPECT_EQ(s.current(), deepest);
+  EXPECT_EQ(table_.counters().too_deep, 2u);
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_EQ(s.current(), deepest);
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_EQ(s.depth, kMaxPhaseDepth - 1);
+}
+
+TEST_F(PhasesTest, ManyNamesEndInOtherWithACount) {
+  PhaseStack s;
+  // One name is "(other)" itself: kMaxPhaseNames - 1 more fit.
+  for (uint32_t i = 0; i < kMaxPhaseNames + 10; ++i) {
+    table_.InternName("n" + std::to_string(i));
+  }
+  EXPECT_EQ(table_.counters().names_dropped, 11u);
+  EXPECT_EQ(table_.InternName("one more"), table_.InternName(kOtherPhase));
+  // A name seen before the limit still has its own id.
+  Push(&s, "n5");
+  EXPECT_EQ(table_.PathText(s.current()), "n5");
+}
+
+TEST_F(PhasesTest, ManyPathsEndInOtherWithACount) {
+  PhaseStack s;
+  // 70 parents of 60 children each: 4,270 paths, of which 4,094 fit (the
+  // last id is "(other)"'s). Parent 67 gets 6 children; the 54 others, and
+  // parents 68 and 69 with their 120, are pushes of "(other)".
+  for (int p = 0; p < 70; ++p) {
+    Push(&s, "p" + std::to_string(p));
+    for (int c = 0; c < 60; ++c) {
+      Push(&s, "c" + std::to_string(c));
+      ASSERT_TRUE(table_.Pop(&s, 0));
+    }
+    ASSERT_TRUE(table_.Pop(&s, 0));
+  }
+  EXPECT_EQ(table_.counters().paths_dropped, 176u);
+  Push(&s, "yet another");
+  EXPECT_EQ(table_.PathText(s.current()), kOtherPhase);
+  EXPECT_EQ(s.current(), kMaxPhasePaths);
+  ASSERT_TRUE(table_.Pop(&s, 0));
+  // Paths seen before the limit are still themselves.
+  Push(&s, "p67");
+  Push(&s, "c5");
+  EXPECT_EQ(table_.PathText(s.current()), "p67/c5");
+}
+
+TEST_F(PhasesTest, AllocationsPeaksAndCopiesPerPath) {
+  PhaseStack s;
+  Alloc(0x1000, 100, 0);  // before any range: counted nowhere
+  Push(&s, "step");
+  const uint32_t step = s.current();
+  Push(&s, "forward");
+  const uint32_t forward = s.current();
+  Alloc(0x2000, 400, forward, 7);
+  tracker_.OnFree(0x2000);
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  Push(&s, "backward");
+  Alloc(0x3000, 200, s.current(), 9);
+  tracker_.OnCopy(CopyEvent{64, CopyKind::kDeviceToHost, false, s.current()});
+  tracker_.OnLaunch(s.current());
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  EXPECT_EQ(s.current(), step);
+
+  const PhaseStats::Row* f = RowOf("step/forward");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->allocs, 1u);
+  EXPECT_EQ(f->alloc_bytes, 400u);
+  EXPECT_EQ(f->peak_bytes, 500u);  // with the 100 bytes allocated before
+  EXPECT_EQ(f->peak_site, 7u);
+  EXPECT_EQ(f->opens, 1u);
+  const PhaseStats::Row* b = RowOf("step/backward");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->peak_bytes, 300u);
+  EXPECT_EQ(b->peak_site, 9u);
+  EXPECT_EQ(b->copy_count[static_cast<int>(CopyKind::kDeviceToHost)], 1u);
+  EXPECT_EQ(b->copy_bytes[static_cast<int>(CopyKind::kDeviceToHost)], 64u);
+  EXPECT_EQ(b->launches, 1u);
+  // The enclosing path's peak covers its children's; its own counts do not.
+  const PhaseStats::Row* st = RowOf("step");
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->peak_bytes, 500u);
+  EXPECT_EQ(st->peak_site, 7u);
+  EXPECT_EQ(st->allocs, 0u);
+
+  // The live table keeps each allocation's phase.
+  const TrackerSnapshot snap = tracker_.Snapshot();
+  std::vector<std::pair<uint64_t, uint16_t>> live;
+  for (const LiveAlloc& a : snap.live) live.emplace_back(a.address, a.phase);
+  std::sort(live.begin(), live.end());
+  EXPECT_EQ(live, (std::vector<std::pair<uint64_t, uint16_t>>{{0x1000, 0}, {0x3000, b->path}}));
+}
+
+TEST_F(PhasesTest, PhaseIdsSurviveTheLiveRecordsPacking) {
+  // Path ids use 12 bits split across two fields of the live record; the
+  // largest id and one with every bit set come back as they went in.
+  for (const uint32_t phase : {1u, 0x1ffu, 0x200u, 0xe00u, kMaxPhasePaths}) {
+    Alloc(0x10000 + phase, 1 + phase, phase, 0x1fffff);
+  }
+  const TrackerSnapshot snap = tracker_.Snapshot();
+  ASSERT_EQ(snap.live.size(), 5u);
+  for (const LiveAlloc& a : snap.live) {
+    EXPECT_EQ(a.phase, a.address - 0x10000);
+    EXPECT_EQ(a.size, 1 + a.phase);
+    EXPECT_EQ(a.stack_id, 0x1fffffu);
+  }
+}
+
+TEST_F(PhasesTest, ThreadsPushConcurrently) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t] {
+      PhaseStack s;
+      for (int i = 0; i < kRounds; ++i) {
+        Push(&s, "loop");
+        Push(&s, "t" + std::to_string(t) + "/" + std::to_string(i % 50));
+        EXPECT_TRUE(table_.Pop(&s, 0));
+        EXPECT_TRUE(table_.Pop(&s, 0));
+      }
+      Push(&s, "left open");
+      table_.ThreadExit(s);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const PhaseStats::Row* loop = RowOf("loop");
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->opens, uint64_t{kThreads} * kRounds);
+  // 1 + 4 x 50 nested + "left open": every path once.
+  EXPECT_EQ(snapshot_.rows.size(), 1u + kThreads * 50 + 1);
+  EXPECT_EQ(table_.counters().open_at_thread_exit, uint64_t{kThreads});
+}
+
+}  // namespace
+}  // namespace gpuwatch
