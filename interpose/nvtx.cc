@@ -106,7 +106,7 @@ class NameBuffer {
   std::string_view view() const { return {text_, size_}; }
 
  private:
-  char text_[kMaxPhaseNameBytes + 1] = {};
+  char text_[kMaxPhaseNameBytes + 1];  // NOLINT: filled up to size_, never read past it
   size_t size_ = 0;
 };
 

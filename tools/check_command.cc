@@ -7,6 +7,10 @@
 //   --include-categories) outside the built-in categories, at most --max-leak
 //   (default 0).
 // - peak: the device high watermark at most --max-peak (when given).
+// - phase peak (--max-phase-peak NAME=BYTES, repeatable): the device memory
+//   while phase NAME was open (its "peak_bytes" in the phases section) at most
+//   BYTES, for every path that is NAME or ends in "/NAME". A NAME the report
+//   has no phase of breaks the rule (a misspelt phase must not pass).
 // - growth (--max-growth): with --baseline, the device peak and the leaked
 //   bytes may exceed the baseline's by at most the limit; without it, each
 //   growth suspect of the report may grow by at most the limit (a percentage
@@ -190,6 +194,68 @@ Rule BaselineRule(const char* name, const char* what, uint64_t base, uint64_t no
   return rule;
 }
 
+struct PhaseLimit {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+// NAME=BYTES; the NAME may itself hold '='.
+bool ParsePhaseLimit(const std::string& text, PhaseLimit* out) {
+  const size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  out->name = text.substr(0, eq);
+  return ParseBytes(text.substr(eq + 1), &out->bytes);
+}
+
+bool PhaseMatches(const std::string& path, const std::string& name) {
+  return path == name || (path.size() > name.size() && path.ends_with(name) &&
+                          path[path.size() - name.size() - 1] == '/');
+}
+
+Rule PhasePeakRule(const nlohmann::json& doc, const PhaseLimit& limit) {
+  Rule rule;
+  rule.name = "phase peak " + limit.name;
+  const nlohmann::json* phases = ReportFieldReader::Member(doc, "phases");
+  const nlohmann::json* paths =
+      phases != nullptr ? ReportFieldReader::Member(*phases, "paths") : nullptr;
+  std::vector<std::pair<uint64_t, const nlohmann::json*>> matched;
+  if (paths != nullptr && paths->is_array()) {
+    for (const nlohmann::json& p : *paths) {
+      const nlohmann::json* path = ReportFieldReader::Member(p, "path");
+      const nlohmann::json* peak = ReportFieldReader::Member(p, "peak_bytes");
+      if (path == nullptr || !path->is_string() || peak == nullptr || !peak->is_number_unsigned()) {
+        continue;
+      }
+      if (PhaseMatches(path->get<std::string>(), limit.name)) {
+        matched.emplace_back(peak->get<uint64_t>(), &p);
+      }
+    }
+  }
+  if (matched.empty()) {
+    rule.broken = true;
+    rule.summary =
+        "no phase " + limit.name + " in the report (limit " + FormatBytes(limit.bytes) + ")";
+    return rule;
+  }
+  std::stable_sort(matched.begin(), matched.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  const auto& [top_peak, top_path] = matched.front();
+  rule.broken = top_peak > limit.bytes;
+  rule.summary = FormatBytes(top_peak) + " while " + (*top_path)["path"].get<std::string>() +
+                 " was open (limit " + FormatBytes(limit.bytes) + ")";
+  if (!rule.broken) return rule;
+  for (const auto& [peak, p] : matched) {
+    if (peak <= limit.bytes) break;
+    std::string line = FormatBytes(peak) + " in " + (*p)["path"].get<std::string>();
+    if (const nlohmann::json* site = ReportFieldReader::Member(*p, "peak_site");
+        site != nullptr && site->is_object() && site->contains("location")) {
+      line += ", reached at " + (*site)["location"].get<std::string>();
+    }
+    rule.sites.push_back(line);
+  }
+  return rule;
+}
+
 int ArgumentError(const std::string& text) {
   std::fprintf(stderr, "gpuwatch check: %s\n", text.c_str());
   return 2;
@@ -215,6 +281,13 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   if (!options.max_growth.empty() && !ParseGrowthLimit(options.max_growth, &growth)) {
     return ArgumentError("--max-growth: invalid limit \"" + options.max_growth +
                          "\" (expected a percentage such as 10% or a size such as 64MiB)");
+  }
+  std::vector<PhaseLimit> phase_limits;
+  for (const std::string& text : options.max_phase_peak) {
+    if (!ParsePhaseLimit(text, &phase_limits.emplace_back())) {
+      return ArgumentError("--max-phase-peak: invalid limit \"" + text +
+                           "\" (expected NAME=BYTES, e.g. forward=12GiB or step/backward=512MiB)");
+    }
   }
   if (!options.baseline.empty() && !growth.set) {
     return ArgumentError("--baseline needs --max-growth (e.g. --max-growth 10%)");
@@ -273,6 +346,8 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
     }
     rules.push_back(std::move(rule));
   }
+
+  for (const PhaseLimit& limit : phase_limits) rules.push_back(PhasePeakRule(report.doc, limit));
 
   if (growth.set && options.baseline.empty()) {
     rules.push_back(SuspectRule(m, growth, extra, options.include_categories, &notes));

@@ -31,11 +31,12 @@ int DiffCommand(const DiffOptions& options, FILE* out);
 
 struct CheckOptions {
   std::string file;
-  std::string baseline;      // "" = none
-  std::string max_leak;      // BYTES; "" = 0
-  std::string max_peak;      // BYTES; "" = no limit
-  std::string max_growth;    // PERCENT% or BYTES; "" = no limit
-  std::string suppressions;  // file; "" = none
+  std::string baseline;                     // "" = none
+  std::string max_leak;                     // BYTES; "" = 0
+  std::string max_peak;                     // BYTES; "" = no limit
+  std::string max_growth;                   // PERCENT% or BYTES; "" = no limit
+  std::vector<std::string> max_phase_peak;  // NAME=BYTES each
+  std::string suppressions;                 // file; "" = none
   bool include_categories = false;
   int top = 5;  // sites printed per broken rule
 };

@@ -83,6 +83,9 @@ int Main(int argc, char** argv) {
   check_cmd->add_option("--max-growth", check.max_growth,
                         "Growth allowed, PERCENT% or BYTES: over --baseline (peak and leaks), "
                         "else per growth suspect");
+  check_cmd->add_option("--max-phase-peak", check.max_phase_peak,
+                        "NAME=BYTES: highest device memory while phase NAME was open (a path "
+                        "such as step/forward, or its last part); repeatable");
   check_cmd->add_option("--baseline", check.baseline, "Report of a known-good run");
   check_cmd->add_option("--suppressions", check.suppressions,
                         "Suppressions file (leak:PATTERN, growth:PATTERN lines)");

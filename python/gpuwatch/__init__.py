@@ -14,6 +14,9 @@ work out of the record:
     with gpuwatch.paused():            # not recorded
         warm_up_caches()
 
+    with gpuwatch.phase("forward"):    # the report's memory by phase
+        loss = model(batch)
+
     gpuwatch.snapshot("after epoch")   # <output>.snapshot-N now
 
 Every function is a cheap no-op when gpuwatch is not attached (it returns
@@ -37,8 +40,8 @@ import threading
 
 __version__ = "0.1.0"  # the version of libgpuwatch this package comes with
 
-__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused", "live", "Live", "point",
-           "live_since"]
+__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused", "phase", "live",
+           "Live", "point", "live_since"]
 
 # Memory live now: bytes and number of allocations (live()).
 Live = collections.namedtuple("Live", ["bytes", "count"])
@@ -63,6 +66,11 @@ def _bind(lib):
         lib.gpuwatch_live.argtypes = [ctypes.c_char_p, ctypes.c_int,
                                       ctypes.POINTER(ctypes.c_uint64),
                                       ctypes.POINTER(ctypes.c_uint64)]
+    if hasattr(lib, "gpuwatch_phase_push"):
+        lib.gpuwatch_phase_push.restype = ctypes.c_int
+        lib.gpuwatch_phase_push.argtypes = [ctypes.c_char_p]
+        lib.gpuwatch_phase_pop.restype = ctypes.c_int
+        lib.gpuwatch_phase_pop.argtypes = []
     if hasattr(lib, "gpuwatch_point"):
         lib.gpuwatch_point.restype = ctypes.c_uint64
         lib.gpuwatch_point.argtypes = []
@@ -204,3 +212,22 @@ def paused():
         yield
     finally:
         resume()
+
+
+@contextlib.contextmanager
+def phase(name):
+    """`with gpuwatch.phase("forward"):` (or `@gpuwatch.phase("forward")` on a
+    function) opens a phase on this thread for the block: its allocations,
+    copies and launches are reported under the path of the phases open
+    ("step/forward"), with the peak of device memory while it was open (the
+    report's "phases" section). The same stack as NVTX's range_push/pop
+    (torch.cuda.nvtx), which gpuwatch also takes. Closed when the block
+    raises too; a no-op without gpuwatch."""
+    api = _find()
+    pushed = api is not None and hasattr(api, "gpuwatch_phase_push") and \
+        api.gpuwatch_phase_push(_text(name) or b"") == 0
+    try:
+        yield
+    finally:
+        if pushed:
+            api.gpuwatch_phase_pop()

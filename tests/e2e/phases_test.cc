@@ -238,6 +238,48 @@ TEST(Phases, AMalformedPhasesSectionIsRejectedByName) {
                           "expected a count (not negative)\n");
 }
 
+TEST(Phases, CheckGatesThePeakOfAPhase) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A limit equal to the peak passes; a name matches a whole path or its
+  // last parts.
+  const ProcessResult pass =
+      RunProcess({kCli, "check", out, "--max-leak", "13MiB", "--max-phase-peak", "forward=12MiB",
+                  "--max-phase-peak", "step/backward=14MiB"},
+                 {}, dir.path());
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  EXPECT_NE(pass.out.find("  ok    phase peak forward: 12.0 MiB while step/forward was open "
+                          "(limit 12.0 MiB)\n"),
+            std::string::npos)
+      << pass.out;
+  // Over the limit: every matching path over it, with where it was reached;
+  // a phase the report does not have fails too.
+  const ProcessResult fail =
+      RunProcess({kCli, "check", out, "--max-leak", "13MiB", "--max-phase-peak",
+                  "loader:inner=1MiB", "--max-phase-peak", "no_such_phase=1GiB"},
+                 {}, dir.path());
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("  FAIL  phase peak loader:inner: 12.5 MiB while loader:inner was open "
+                          "(limit 1.0 MiB)\n"
+                          "          12.5 MiB in loader:inner, reached at " +
+                          At("inner") +
+                          "\n"
+                          "          12.0 MiB in outer/loader:inner\n"
+                          "  FAIL  phase peak no_such_phase: no phase no_such_phase in the report "
+                          "(limit 1.0 GiB)\n"),
+            std::string::npos)
+      << fail.out;
+  const ProcessResult bad =
+      RunProcess({kCli, "check", out, "--max-phase-peak", "forward"}, {}, dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err,
+            "gpuwatch check: --max-phase-peak: invalid limit \"forward\" (expected NAME=BYTES, "
+            "e.g. forward=12GiB or step/backward=512MiB)\n");
+}
+
 TEST(Phases, NoSectionWithoutRanges) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";

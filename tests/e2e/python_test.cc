@@ -405,7 +405,8 @@ std::string ModuleSite(const std::string& marker) {
 
 // `gpuwatch run` puts the package on PYTHONPATH: `import gpuwatch` needs no
 // install, and its calls reach the library: marks, a labelled snapshot, and
-// a paused block left out of the record (resumed after, even when it raises).
+// a paused block left out of the record (resumed after, even when it raises),
+// phases.
 TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
   ScopedTempDir dir;
@@ -442,6 +443,18 @@ TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
   EXPECT_EQ(leaks["sites"][0]["kinds"]["device"], 4 * kMiB);
   EXPECT_EQ(leaks["sites"][1]["location"], ModuleSite("after_paused"));
   EXPECT_EQ(leaks["sites"][1]["bytes"], 2 * kMiB);
+  EXPECT_EQ(leaks["sites"][1]["phase"], "step/forward");
+  EXPECT_FALSE(leaks["sites"][0].contains("phase"));
+  // gpuwatch.phase: as a decorator and a block, closed when the block raises.
+  const json& phases = report["phases"];
+  ASSERT_EQ(phases["paths"].size(), 3u) << phases.dump(1);
+  EXPECT_EQ(phases["paths"][0]["path"], "failing");
+  EXPECT_EQ(phases["paths"][0]["opens"], 1);
+  EXPECT_EQ(phases["paths"][1]["path"], "step");
+  EXPECT_EQ(phases["paths"][2]["path"], "step/forward");
+  EXPECT_EQ(phases["paths"][2]["live_bytes"], 2 * kMiB);
+  EXPECT_EQ(phases["paths"][2]["peak_bytes"], 3 * kMiB);  // with the first 1 MiB
+  EXPECT_EQ(phases["unbalanced_pops"], 0);
   EXPECT_EQ(leaks["sites"][2]["location"], ModuleSite("first"));
   EXPECT_EQ(leaks["sites"][2]["bytes"], 1 * kMiB);
   EXPECT_EQ(report["growth"]["basis"], "mark");

@@ -7,7 +7,8 @@ gpuwatch:
 Prints what each call returned; leaks 1 MiB and 2 MiB on device 0 and 4 MiB
 on device 1 (when the simulator has two) on the lines marked `# MODULE:...`,
 5 MiB of pinned host memory, and 3 MiB inside `gpuwatch.paused()`, which
-gpuwatch must not record.
+gpuwatch must not record. The 2 MiB are allocated in the phase
+"step/forward" (gpuwatch.phase as a decorator and a block).
 """
 import ctypes
 
@@ -30,7 +31,20 @@ try:
         raise ValueError("the block fails")
 except ValueError:
     pass
-assert cudart.cudaMalloc(ctypes.byref(after), 2 << 20) == 0  # MODULE:after_paused
+
+
+@gpuwatch.phase("step")
+def step():
+    with gpuwatch.phase("forward"):
+        assert cudart.cudaMalloc(ctypes.byref(after), 2 << 20) == 0  # MODULE:after_paused
+
+
+step()
+try:
+    with gpuwatch.phase("failing"):
+        raise ValueError("the block fails")
+except ValueError:
+    pass
 cudart.cudaSetDevice.argtypes = [ctypes.c_int]
 on_device1 = ctypes.c_void_p()
 if cudart.cudaSetDevice(1) == 0:  # GWSIM_DEVICE_COUNT=2

@@ -1,0 +1,88 @@
+// Phases: what an NVTX range push and pop costs the program with gpuwatch
+// taking them (through NVTX's own nvtxRangePushA/nvtxRangePop, with this
+// binary as NVTX's statically injected tool), and the parts under it.
+// docs/BENCHMARKS.md records the figures. NVTX finds gpuwatch through
+// InitializeInjectionNvtx2_fnptr (phase_benchmark_injection.cc) when no
+// NVTX_INJECTION64_PATH is set, as it would call libgpuwatch.so's
+// InitializeInjectionNvtx2.
+#include <benchmark/benchmark.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <string>
+
+#include "interpose/nvtx.h"
+#include "libgpuwatch/record/phases.h"
+#include "libgpuwatch/record/tracker.h"
+
+namespace {
+
+// Counted as in a process gpuwatch attached to: the session's stats.
+struct Counting {
+  gpuwatch::Tracker tracker;
+  gpuwatch::PhaseStats stats{&gpuwatch::ProcessPhases(), &tracker};
+  Counting() { gpuwatch::ProcessPhases().SetStats(&stats); }
+};
+Counting& Counted() {
+  static auto* counting = new Counting();
+  return *counting;
+}
+
+// nvtxRangePushA + nvtxRangePop, at depth `state.range(0)` (ranges open
+// around it), on one or two threads.
+void BM_NvtxPushPop(benchmark::State& state) {
+  Counted();
+  for (int64_t i = 0; i < state.range(0); ++i) nvtxRangePushA("outer");
+  for (auto _ : state) {
+    nvtxRangePushA("forward");
+    nvtxRangePop();
+  }
+  for (int64_t i = 0; i < state.range(0); ++i) nvtxRangePop();
+}
+BENCHMARK(BM_NvtxPushPop)->Arg(0)->Arg(3)->ThreadRange(1, 2)->UseRealTime();
+
+// The same through a registered string (no text to hash).
+void BM_NvtxPushPopRegistered(benchmark::State& state) {
+  Counted();
+  static nvtxDomainHandle_t domain = nvtxDomainCreateA("bench");
+  static nvtxStringHandle_t name = nvtxDomainRegisterStringA(domain, "forward");
+  nvtxEventAttributes_t a = {};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  a.message.registered = name;
+  for (auto _ : state) {
+    nvtxDomainRangePushEx(domain, &a);
+    nvtxDomainRangePop(domain);
+  }
+}
+BENCHMARK(BM_NvtxPushPopRegistered);
+
+// gpuwatch_phase_push/pop's work (PushPhase/PopPhase), without NVTX.
+void BM_PhasePushPop(benchmark::State& state) {
+  Counted();
+  for (auto _ : state) {
+    gpuwatch::PushPhase("forward");
+    gpuwatch::PopPhase();
+  }
+}
+BENCHMARK(BM_PhasePushPop);
+
+// The parts: interning a name seen before, and the phase read on every
+// allocation, copy and launch.
+void BM_PhasePart_InternName(benchmark::State& state) {
+  gpuwatch::PhaseTable& table = gpuwatch::ProcessPhases();
+  const std::string name = "forward";
+  for (auto _ : state) benchmark::DoNotOptimize(table.InternName(name));
+}
+BENCHMARK(BM_PhasePart_InternName);
+
+void BM_PhasePart_CurrentPhase(benchmark::State& state) {
+  gpuwatch::PushPhase("forward");
+  for (auto _ : state) benchmark::DoNotOptimize(gpuwatch::CurrentPhase());
+  gpuwatch::PopPhase();
+}
+BENCHMARK(BM_PhasePart_CurrentPhase);
+
+}  // namespace
+
+BENCHMARK_MAIN();
