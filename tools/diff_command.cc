@@ -143,6 +143,63 @@ void GrowthSection(FILE* out, const std::map<std::string, SiteFigures>& sites, s
   }
 }
 
+// Per phase (the phases section, by path): the peak while it was open, and
+// the bytes it allocated and left live, where any of them changed.
+struct PhaseFigures {
+  uint64_t peak[2] = {0, 0};
+  uint64_t allocated[2] = {0, 0};
+  uint64_t live[2] = {0, 0};
+};
+
+void CollectPhases(const nlohmann::json& doc, int side, std::map<std::string, PhaseFigures>* out) {
+  const nlohmann::json* phases = ReportFieldReader::Member(doc, "phases");
+  const nlohmann::json* paths =
+      phases != nullptr ? ReportFieldReader::Member(*phases, "paths") : nullptr;
+  if (paths == nullptr || !paths->is_array()) return;
+  for (const nlohmann::json& p : *paths) {
+    if (!p.is_object() || !p.contains("path") || !p["path"].is_string()) continue;
+    PhaseFigures& f = (*out)[p["path"].get<std::string>()];
+    f.peak[side] = p.value("peak_bytes", uint64_t{0});
+    f.allocated[side] = p.value("alloc_bytes", uint64_t{0});
+    f.live[side] = p.value("live_bytes", uint64_t{0});
+  }
+}
+
+// False when no phase changed.
+bool PhaseSection(FILE* out, const std::map<std::string, PhaseFigures>& phases, size_t top) {
+  std::vector<std::pair<const std::string*, const PhaseFigures*>> rows;
+  for (const auto& [path, f] : phases) {
+    if (f.peak[0] != f.peak[1] || f.allocated[0] != f.allocated[1] || f.live[0] != f.live[1]) {
+      rows.emplace_back(&path, &f);
+    }
+  }
+  if (rows.empty()) return false;
+  auto change = [](const PhaseFigures& f) {
+    return f.peak[1] > f.peak[0] ? f.peak[1] - f.peak[0] : f.peak[0] - f.peak[1];
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    return change(*a.second) > change(*b.second);
+  });
+  std::fprintf(out, "\nPhases (device memory while open; allocated and live in the phase):\n");
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const PhaseFigures& f = *rows[i].second;
+    std::string extra;
+    if (f.allocated[0] != f.allocated[1]) {
+      extra += "  allocated " + FormatBytes(f.allocated[0]) + " -> " + FormatBytes(f.allocated[1]);
+    }
+    if (f.live[0] != f.live[1]) {
+      extra += "  live " + FormatBytes(f.live[0]) + " -> " + FormatBytes(f.live[1]);
+    }
+    std::fprintf(out, "  %-6s %12s  %10s -> %-10s  %s%s\n", Status(f.peak[0], f.peak[1]),
+                 SignedBytes(Delta(f.peak[0], f.peak[1])).c_str(), FormatBytes(f.peak[0]).c_str(),
+                 FormatBytes(f.peak[1]).c_str(), rows[i].first->c_str(), extra.c_str());
+  }
+  if (rows.size() > top) {
+    std::fprintf(out, "  ... and %zu more phases (--top to show more)\n", rows.size() - top);
+  }
+  return true;
+}
+
 }  // namespace
 
 int DiffCommand(const DiffOptions& options, FILE* out) {
@@ -182,12 +239,18 @@ int DiffCommand(const DiffOptions& options, FILE* out) {
   GrowthSection(out, sites, top);
   SiteSection(out, "Live at the peak, by site", sites, Figure::kPeak, top);
   SiteSection(out, "Device bytes allocated, by site", sites, Figure::kAllocated, top);
+  std::map<std::string, PhaseFigures> phases;
+  CollectPhases(base.doc, 0, &phases);
+  CollectPhases(now.doc, 1, &phases);
+  const bool phases_changed = PhaseSection(out, phases, top);
   bool any_change = false;
   for (const auto& [key, f] : sites) {
     any_change = any_change || f.leaked[0] != f.leaked[1] || f.allocated[0] != f.allocated[1] ||
                  f.peak[0] != f.peak[1] || std::llround(f.rate[0]) != std::llround(f.rate[1]);
   }
-  if (!any_change) std::fprintf(out, "\nNo site changed.\n");
+  if (!any_change) {
+    std::fprintf(out, "\nNo site changed%s.\n", phases_changed ? " (phases did: above)" : "");
+  }
   return 0;
 }
 

@@ -280,6 +280,43 @@ TEST(Phases, CheckGatesThePeakOfAPhase) {
             "e.g. forward=12GiB or step/backward=512MiB)\n");
 }
 
+TEST(Phases, DiffShowsWhatChangedPerPhase) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The new run: forward peaks 2 MiB higher and allocates 1 MiB more; the
+  // worker's phase is gone.
+  json report = ReadJson(out);
+  json paths = json::array();
+  for (json p : report["phases"]["paths"]) {
+    if (p["path"] == "worker") continue;
+    if (p["path"] == "step/forward") {
+      p["peak_bytes"] = 14 * kMiB;
+      p["alloc_bytes"] = 13 * kMiB;
+    }
+    paths.push_back(p);
+  }
+  report["phases"]["paths"] = paths;
+  const std::string changed = dir.path() + "/changed.json";
+  {
+    std::ofstream f(changed);
+    f << report.dump();
+  }
+  const ProcessResult diff = RunProcess({kCli, "diff", out, changed}, {}, dir.path());
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_NE(diff.out.find("\nPhases (device memory while open; allocated and live in the phase):\n"
+                          "  gone      -12.0 MiB    12.0 MiB -> 0 B         worker  allocated "
+                          "1.0 MiB -> 0 B  live 1.0 MiB -> 0 B\n"
+                          "  grew       +2.0 MiB    12.0 MiB -> 14.0 MiB    step/forward  "
+                          "allocated 12.0 MiB -> 13.0 MiB\n"),
+            std::string::npos)
+      << diff.out;
+  EXPECT_NE(diff.out.find("\nNo site changed (phases did: above).\n"), std::string::npos)
+      << diff.out;
+}
+
 TEST(Phases, NoSectionWithoutRanges) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
