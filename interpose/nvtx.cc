@@ -116,12 +116,14 @@ nvtxStringHandle_t HandleOfName(uint32_t id) {
 }
 
 uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
-  NameBuffer name(domain);
-  if (a == nullptr || a->size < NVTX_EVENT_ATTRIB_STRUCT_SIZE) {
-    name.Append("(unnamed)");
-  } else if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
+  const bool valid = a != nullptr && a->size >= NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  if (valid && a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
+    // Interned, with its domain, when it was registered: no text to copy.
     const auto id = reinterpret_cast<uintptr_t>(a->message.registered);
     if (id != 0 && id <= kMaxPhaseNames) return static_cast<uint32_t>(id);
+  }
+  NameBuffer name(domain);
+  if (!valid || a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
     name.Append("(unnamed)");
   } else if (a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr) {
     name.Append(a->message.ascii);

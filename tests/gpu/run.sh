@@ -3,7 +3,7 @@
 #
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
-#       questions, torch_leak, torch_pytest, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
+#       questions, torch_leak, torch_pytest, torch_phases, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.
 #   tests/gpu/run.sh --sim [--build DIR] ...

@@ -14,6 +14,9 @@ lines; results go to --out, or $OUT, or ./gpu-results):
   torch_leak examples/torch_leak.py under each PyTorch allocator mode
   torch_pytest the pytest plugin on PyTorch tests (tests/gpu/torch_pytest)
              under each allocator mode: which tests a leak gate fails
+  torch_phases torch.cuda.nvtx ranges and gpuwatch.phase as phases
+             (tests/gpu/torch_phases.py): does libtorch's NVTX load gpuwatch
+             through NVTX_INJECTION64_PATH, and are the bytes per phase exact
   sanitizer  compute-sanitizer --leak-check full on the leaky examples, its
              leaked bytes, allocations, sites and wall time against gpuwatch's
   torch_step the time of a PyTorch training step with and without gpuwatch
@@ -46,8 +49,8 @@ import compare_sequences  # noqa: E402
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
-PARTS = ["env", "programs", "questions", "sequences", "torch_leak", "torch_pytest", "torch_step",
-         "overhead", "launches", "sanitizer"]
+PARTS = ["env", "programs", "questions", "sequences", "torch_leak", "torch_pytest", "torch_phases",
+         "torch_step", "overhead", "launches", "sanitizer"]
 
 SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
     ("leaky_loop", "examples", [], 0),
@@ -718,6 +721,51 @@ class Validator:
                             detail + ("" if ok else f"; expected only test_keeps_a_tensor at {leak}"))
             else:  # what a caching allocator's segments do to the verdicts
                 self.record("INFO", f"torch_pytest {mode}", detail)
+
+    # --- torch_phases ---------------------------------------------------------
+
+    def part_torch_phases(self):
+        """NVTX ranges from PyTorch (torch.cuda.nvtx, libtorch's own NVTX) and
+        gpuwatch.phase, per allocator mode: the bytes per phase
+        (tests/gpu/torch_phases.py), exact where every tensor is an allocation."""
+        script = os.path.join(HERE, "torch_phases.py")
+        package = os.path.join(self.build, "share", "gpuwatch", "python")
+        if self.args.sim or not self.torch_ok():
+            self.record("SKIP", "torch_phases", "needs PyTorch with CUDA on a GPU")
+            return
+        for mode, extra, _ in TORCH_MODES:
+            if not self.have_time(f"torch_phases {mode}", 60):
+                return
+            rdir = os.path.dirname(self.out_path("torch_phases", mode, "x"))
+            report_path = os.path.join(rdir, "report.json")
+            env = self.gpuwatch_env("preload", report_path)
+            env.update(extra)
+            env["PYTHONPATH"] = package
+            code, out, err, secs = self.run(["python3", script], env, 180, cwd=rdir,
+                                            label=f"torch_phases {mode}")
+            if self.args.dry_run:
+                continue
+            with open(os.path.join(rdir, "output.txt"), "w") as f:
+                f.write(out + "\n--- stderr ---\n" + err)
+            report = checks.load(report_path)
+            paths = {p.get("path"): p for p in
+                     (checks.get(report, "phases", "paths", default=[]) or [])}
+            fwd = paths.get("step/forward", {})
+            bwd = paths.get("step/backward", {})
+            detail = (f"exit {code}; phases {sorted(paths)}; forward allocated "
+                      f"{fwd.get('alloc_bytes')} live {fwd.get('live_bytes')} peak "
+                      f"{fwd.get('peak_bytes')}; backward allocated {bwd.get('alloc_bytes')}; "
+                      f"{secs:.1f} s")
+            if mode in ("no_caching", "cudaMallocAsync"):
+                mib = 1 << 20
+                ok = (code == 0 and fwd.get("alloc_bytes") == 48 * mib and
+                      fwd.get("live_bytes") == 48 * mib and bwd.get("alloc_bytes") == 24 * mib and
+                      bwd.get("live_bytes") == 0)
+                self.record("PASS" if ok else "FAIL", f"torch_phases {mode}",
+                            detail + ("" if ok else "; expected forward 48 MiB allocated and "
+                                      "live, backward 24 MiB allocated and none live"))
+            else:  # segments: what the caching allocator's requests look like per phase
+                self.record("INFO", f"torch_phases {mode}", detail)
 
     # --- sanitizer ------------------------------------------------------------
 
