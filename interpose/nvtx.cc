@@ -12,6 +12,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdlib>
@@ -61,6 +62,7 @@ void Push(uint32_t name, uint32_t domain) {
     // Once per thread: a thread that ends inside a range is counted.
     static const bool watching = WatchExits();
     if (watching) pthread_setspecific(g_exit_key, &t.stack);
+    t.stack.thread = static_cast<uint32_t>(gettid());
     t.watched = true;
   }
   ProcessPhases().Push(&t.stack, name, domain);
@@ -85,7 +87,7 @@ class NameBuffer {
   void AppendWide(const wchar_t* s) {
     // UTF-8, enough for names; what does not fit is cut.
     for (; s != nullptr && *s != 0 && size_ + 4 < sizeof(text_); ++s) {
-      const auto c = static_cast<uint32_t>(*s);
+      const auto c = static_cast<uint32_t>(static_cast<std::make_unsigned_t<wchar_t>>(*s));
       if (c < 0x80) {
         text_[size_++] = static_cast<char>(c);
       } else if (c < 0x800) {
@@ -110,9 +112,15 @@ class NameBuffer {
   size_t size_ = 0;
 };
 
-// A registered string's handle is its name id.
+// NVTX's handles are opaque to the program: ours are small integers, a
+// registered string's its name id, a domain's its index.
 nvtxStringHandle_t HandleOfName(uint32_t id) {
-  return reinterpret_cast<nvtxStringHandle_t>(uintptr_t{id});
+  return reinterpret_cast<nvtxStringHandle_t>(uintptr_t{id});  // NOLINT(performance-no-int-to-ptr)
+}
+
+nvtxDomainHandle_t HandleOfDomain(uint32_t index) {
+  return reinterpret_cast<nvtxDomainHandle_t>(
+      uintptr_t{index});  // NOLINT(performance-no-int-to-ptr)
 }
 
 uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
@@ -123,14 +131,16 @@ uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
     if (id != 0 && id <= kMaxPhaseNames) return static_cast<uint32_t>(id);
   }
   NameBuffer name(domain);
-  if (!valid || a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
-    name.Append("(unnamed)");
-  } else if (a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr) {
+  const bool ascii =
+      valid && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr;
+  const bool wide =
+      valid && a->messageType == NVTX_MESSAGE_TYPE_UNICODE && a->message.unicode != nullptr;
+  if (ascii) {
     name.Append(a->message.ascii);
-  } else if (a->messageType == NVTX_MESSAGE_TYPE_UNICODE && a->message.unicode != nullptr) {
+  } else if (wide) {
     name.AppendWide(a->message.unicode);
   } else {
-    name.Append("(unnamed)");
+    name.Append("(unnamed)");  // no text, a bad handle or an unknown message type
   }
   return ProcessPhases().InternName(name.view());
 }
@@ -175,11 +185,11 @@ nvtxDomainHandle_t CreateDomain(std::string_view name) {
   Domains& d = TheDomains();
   std::lock_guard<Mutex> lock(d.mu);
   for (uint32_t i = 1; i <= d.used; ++i) {
-    if (d.names[i] == name) return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t{i});
+    if (d.names[i] == name) return HandleOfDomain(i);
   }
-  if (d.used == kMaxDomains) return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t{kMaxDomains});
+  if (d.used == kMaxDomains) return HandleOfDomain(kMaxDomains);
   d.names[++d.used].assign(name.substr(0, kMaxPhaseNameBytes / 2));
-  return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t{d.used});
+  return HandleOfDomain(d.used);
 }
 
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {

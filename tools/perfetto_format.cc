@@ -117,6 +117,18 @@ class Writer {
     return tid;
   }
 
+  // The track of one thread's phases (NVTX ranges, gpuwatch_phase_push):
+  // nested ranges are nested slices.
+  int PhaseTrack(uint64_t thread) {
+    const auto key = std::make_tuple(std::string("phases"), int64_t{-1}, thread);
+    auto it = tracks_.find(key);
+    if (it != tracks_.end()) return it->second;
+    const int tid = kFirstSliceTid + static_cast<int>(tracks_.size());
+    tracks_.emplace(key, tid);
+    ThreadName(tid, "phases (thread " + std::to_string(thread) + ")");
+    return tid;
+  }
+
   void Counter(const std::string& name, uint64_t time_ns, uint64_t bytes) {
     events_.push_back({{"ph", "C"},
                        {"name", name},
@@ -157,6 +169,7 @@ class Writer {
       for (const json& s : sites) locations[U64(s, "site")] = Str(s, "location");
     }
     const json& names = Sub(trace, "names");
+    const json& phases = Sub(trace, "phases");
     uint64_t peak_bytes = 0;
     uint64_t peak_ns = 0;
     bool have_peak = false;
@@ -207,6 +220,18 @@ class Writer {
         }
         Slice(name, "kernel", SliceTrack("kernels", device, stream), t, end,
               {{"duration_ns", end > t ? end - t : 0}});
+      } else if (kind == "phase") {
+        uint64_t end = 0;
+        uint64_t thread = 0;
+        uint64_t index = 0;
+        if (!U64At(e, 2, &end) || !U64At(e, 3, &thread) || !U64At(e, 4, &index)) continue;
+        std::string path = "(unknown phase)";
+        if (phases.is_array() && index < phases.size() && phases[index].is_string()) {
+          path = phases[index].get<std::string>();
+        }
+        const size_t slash = path.rfind('/');
+        Slice(slash == std::string::npos ? path : path.substr(slash + 1), "phase",
+              PhaseTrack(thread), t, end, {{"path", path}, {"duration_ns", end > t ? end - t : 0}});
       } else if (kind == "mark") {
         uint64_t ordinal = 0;
         std::string label;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/record/tracker.h"
 
 namespace gpuwatch {
@@ -114,8 +115,9 @@ void PhaseTable::Push(PhaseStack* stack, uint32_t name, uint32_t domain) {
     return;
   }
   const uint32_t path = PathOf(stack->current(), name);
-  stack->levels[stack->depth++] = PhaseStack::Level{path, name, domain};
-  if (PhaseStats* stats = stats_.load(std::memory_order_acquire)) stats->OnOpen(path);
+  PhaseStats* stats = stats_.load(std::memory_order_acquire);
+  const uint64_t opened = stats != nullptr ? stats->OnOpen(path) : 0;
+  stack->levels[stack->depth++] = PhaseStack::Level{path, name, domain, opened};
 }
 
 bool PhaseTable::Pop(PhaseStack* stack, uint32_t domain) {
@@ -129,10 +131,18 @@ bool PhaseTable::Pop(PhaseStack* stack, uint32_t domain) {
     unbalanced_pops_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  // Traced slices nest: the ranges above the one closed close with it, and
+  // reopen (as paths without it) below.
+  PhaseStats* stats = stats_.load(std::memory_order_acquire);
+  if (stats != nullptr) {
+    for (int j = stack->depth - 1; j >= i; --j) stats->OnClose(stack->levels[j], stack->thread);
+  }
   std::copy(stack->levels.begin() + i + 1, stack->levels.begin() + stack->depth,
             stack->levels.begin() + i);
   --stack->depth;
   Rebuild(stack, i);
+  const uint64_t now = stats != nullptr && i < stack->depth ? stats->TraceNow() : 0;
+  for (int j = i; j < stack->depth; ++j) stack->levels[j].opened_ns = now;
   return true;
 }
 
@@ -144,8 +154,13 @@ void PhaseTable::Rebuild(PhaseStack* stack, int from) {
 }
 
 void PhaseTable::ThreadExit(const PhaseStack& stack) {
-  const auto open = static_cast<uint64_t>(stack.depth + stack.overflow);
-  if (open > 0) open_at_thread_exit_.fetch_add(open, std::memory_order_relaxed);
+  const uint64_t open = static_cast<uint64_t>(stack.depth) + static_cast<uint64_t>(stack.overflow);
+  if (open == 0) return;
+  open_at_thread_exit_.fetch_add(open, std::memory_order_relaxed);
+  // Traced ranges end with their thread.
+  if (PhaseStats* stats = stats_.load(std::memory_order_acquire)) {
+    for (int j = stack.depth - 1; j >= 0; --j) stats->OnClose(stack.levels[j], stack.thread);
+  }
 }
 
 uint32_t PhaseTable::Parent(uint32_t path) const {
@@ -220,10 +235,21 @@ void PhaseStats::RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_
   }
 }
 
-void PhaseStats::OnOpen(uint32_t path) {
-  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+uint64_t PhaseStats::OnOpen(uint32_t path) {
+  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return 0;
   counters_[path].opens.fetch_add(1, std::memory_order_relaxed);
   RaisePeak(path, tracker_->DeviceCurrentBytes(), 0);
+  return TraceNow();
+}
+
+uint64_t PhaseStats::TraceNow() const {
+  // Never 0, which means "not traced".
+  return trace_ != nullptr ? std::max<uint64_t>(tracker_->NowNs(), 1) : 0;
+}
+
+void PhaseStats::OnClose(const PhaseStack::Level& level, uint32_t thread) {
+  if (trace_ == nullptr || level.opened_ns == 0) return;
+  trace_->Phase(level.opened_ns, tracker_->NowNs(), thread, level.path);
 }
 
 void PhaseStats::OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,

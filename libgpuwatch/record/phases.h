@@ -44,16 +44,19 @@ struct PhaseStack {
   struct Level {
     uint32_t path = 0;
     uint32_t name = 0;
-    uint32_t domain = 0;  // NVTX domain (0: the default one); pops match it
+    uint32_t domain = 0;     // NVTX domain (0: the default one); pops match it
+    uint64_t opened_ns = 0;  // for the event trace; 0: not traced
   };
   std::array<Level, kMaxPhaseDepth> levels{};
   int depth = 0;
-  int overflow = 0;  // pushes past kMaxPhaseDepth not yet popped
+  int overflow = 0;     // pushes past kMaxPhaseDepth not yet popped
+  uint32_t thread = 0;  // the thread's id, for the event trace (0: unknown)
 
   uint32_t current() const { return depth > 0 ? levels[depth - 1].path : 0; }
 };
 
 class PhaseStats;
+class Trace;
 class Tracker;
 
 class PhaseTable {
@@ -160,8 +163,16 @@ class PhaseStats {
                uint32_t stack_id);
   void OnCopy(uint32_t path, CopyKind kind, uint64_t bytes);
   void OnLaunch(uint32_t path);
-  // A range of `path` opened.
-  void OnOpen(uint32_t path);
+  // A range of `path` opened: counted, and its peak raised to the memory
+  // live now. Returns the time it opened when ranges are traced, else 0.
+  uint64_t OnOpen(uint32_t path);
+  // A range closed: a slice in the event trace when it was traced.
+  void OnClose(const PhaseStack::Level& level, uint32_t thread);
+  // The time now when ranges are traced, else 0.
+  uint64_t TraceNow() const;
+  // Records each range as a slice in `trace` (may be null: none). Call
+  // before ranges open.
+  void SetTrace(Trace* trace) { trace_ = trace; }
 
   struct Row {
     uint32_t path = 0;
@@ -185,6 +196,7 @@ class PhaseStats {
 
   const PhaseTable* table_;
   const Tracker* tracker_;
+  Trace* trace_ = nullptr;
   Counters* counters_ = nullptr;  // kMaxPhasePaths + 1, mmap'ed zeroes
   size_t bytes_ = 0;
 };

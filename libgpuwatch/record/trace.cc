@@ -121,6 +121,18 @@ void Trace::Peak(uint64_t time_ns, uint64_t device_bytes) {
   Record(e);
 }
 
+void Trace::Phase(uint64_t start_ns, uint64_t end_ns, uint32_t thread, uint32_t path) {
+  TraceEvent e{};
+  e.time_ns = start_ns;
+  e.value = path;
+  e.slice.end_ns = end_ns;
+  e.slice.stream = thread;
+  e.slice.name = nullptr;
+  e.device = -1;
+  e.kind = TraceKind::kPhase;
+  Record(e);
+}
+
 void Trace::Oom(uint64_t time_ns, int device, uint64_t bytes, MemKind kind, uint32_t site) {
   TraceEvent e{};
   e.time_ns = time_ns;

@@ -39,6 +39,7 @@ enum class TraceKind : uint8_t {
   kMark,    // gpuwatch_mark()
   kPeak,    // a new device peak (all devices), rate-limited like the peak capture
   kOom,     // an allocation failed for lack of memory
+  kPhase,   // a phase's range, from its opening to its closing, on a thread
 };
 
 inline constexpr size_t kTraceLabelBytes = 32;  // a mark's label, NUL-terminated, truncated
@@ -54,10 +55,11 @@ struct TraceSlice {
 struct TraceEvent {
   uint64_t time_ns;  // tracker clock (ns since attach); a slice's start
   // kMemory: bytes live on the device; kCopy: bytes copied; kPeak: device
-  // bytes of all devices; kOom: bytes requested; kMark: the mark's ordinal.
+  // bytes of all devices; kOom: bytes requested; kMark: the mark's ordinal;
+  // kPhase: the path id (phases.h).
   uint64_t value;
   union {
-    TraceSlice slice;              // kCopy, kKernel
+    TraceSlice slice;              // kCopy, kKernel, kPhase (stream: the thread id)
     char label[kTraceLabelBytes];  // kMark
   };
   uint32_t site;   // kCopy, kOom: stack id (0: none)
@@ -102,6 +104,7 @@ class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
   void Mark(uint64_t time_ns, uint64_t ordinal, const char* label);
   void Peak(uint64_t time_ns, uint64_t device_bytes);
   void Oom(uint64_t time_ns, int device, uint64_t bytes, MemKind kind, uint32_t site);
+  void Phase(uint64_t start_ns, uint64_t end_ns, uint32_t thread, uint32_t path);
 
   // The events still in the ring, oldest first. Safe while writers run.
   TraceSnapshot Snapshot() const;

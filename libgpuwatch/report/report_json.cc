@@ -236,7 +236,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     report[key::kPhases] = PhasesSection(*context.phases, snap, sites);
   }
   if (context.trace != nullptr) {
-    report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites);
+    report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites, context.phases);
   }
   // Last: every section above has named its frames.
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));

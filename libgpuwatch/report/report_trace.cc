@@ -21,7 +21,7 @@ std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace) {
 }
 
 nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapshot& snap,
-                                SiteResolver* sites) {
+                                SiteResolver* sites, const PhasesSnapshot* phases) {
   using nlohmann::json;
   // Kernel names by their interned pointer: an index into "names" keeps the
   // events short in a run of millions of launches of a few kernels.
@@ -30,6 +30,9 @@ nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapsho
   std::map<uint32_t, std::string> locations;  // canonical site -> location
   std::map<int, bool> devices;                // seen in an event
   json events = json::array();
+  // Phase paths by id: an index into "phases", as kernel names.
+  std::map<uint64_t, size_t> phase_index;
+  json phase_names = json::array();
   for (const TraceEvent& e : trace.events) {
     switch (e.kind) {
       case TraceKind::kMemory:
@@ -70,6 +73,17 @@ nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapsho
                                       MemKindName(static_cast<MemKind>(e.detail)), site}));
         break;
       }
+      case TraceKind::kPhase: {
+        auto [it, added] = phase_index.emplace(e.value, phase_names.size());
+        if (added) {
+          const int row = phases != nullptr ? phases->IndexOf(static_cast<uint32_t>(e.value)) : -1;
+          phase_names.push_back(row >= 0 ? phases->paths[static_cast<size_t>(row)]
+                                         : std::string("(unknown)"));
+        }
+        events.push_back(
+            json::array({"phase", e.time_ns, e.slice.end_ns, e.slice.stream, it->second}));
+        break;
+      }
       case TraceKind::kNone:
         break;
     }
@@ -85,13 +99,10 @@ nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapsho
   for (const auto& [site, location] : locations) {
     site_list.push_back({{"site", site}, {"location", location}});
   }
-  return {{"capacity", trace.capacity},
-          {"recorded", trace.recorded},
-          {"dropped", trace.dropped},
-          {"devices", device_list},
-          {"sites", site_list},
-          {"names", names},
-          {"events", events}};
+  return {{"capacity", trace.capacity}, {"recorded", trace.recorded},
+          {"dropped", trace.dropped},   {"devices", device_list},
+          {"sites", site_list},         {"names", names},
+          {"phases", phase_names},      {"events", events}};
 }
 
 }  // namespace gpuwatch

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "libgpuwatch/record/phases.h"
 #include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/record/tracker.h"
 #include "nlohmann/json_fwd.hpp"
@@ -18,10 +19,11 @@ class SiteResolver;
 // Stack ids the trace's events refer to, for SiteResolver::Prepare.
 std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace);
 
-// {"capacity", "recorded", "dropped", "devices", "sites", "names", "events"}.
-// `snap` gives the per-device live and peak bytes.
+// {"capacity", "recorded", "dropped", "devices", "sites", "names", "phases",
+// "events"}. `snap` gives the per-device live and peak bytes, `phases` the
+// text of phase events' paths (null: "(unknown)").
 nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapshot& snap,
-                                SiteResolver* sites);
+                                SiteResolver* sites, const PhasesSnapshot* phases = nullptr);
 
 }  // namespace gpuwatch
 

@@ -24,6 +24,7 @@ Recording::Recording(const Config& config, size_t trace_events, const PhaseTable
     return;
   }
   tracker.SetTrace(trace.get());
+  phases.SetTrace(trace.get());
 }
 
 Session::Session(Config config, std::string* warning, PhaseTable* phases)

@@ -317,6 +317,82 @@ TEST(Phases, DiffShowsWhatChangedPerPhase) {
       << diff.out;
 }
 
+TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = ReadReport(out);
+  const json& trace = report["trace"];
+  // Each range once, with its thread; "worker" closed when its thread ended.
+  struct Slice {
+    uint64_t start, end, thread;
+  };
+  std::map<std::string, std::vector<Slice>> slices;
+  for (const json& e : trace["events"]) {
+    if (e[0] != "phase") continue;
+    slices[trace["phases"][e[4].get<size_t>()].get<std::string>()].push_back(
+        {e[1].get<uint64_t>(), e[2].get<uint64_t>(), e[3].get<uint64_t>()});
+  }
+  std::map<std::string, size_t> counts;
+  for (const auto& [path, list] : slices) counts[path] = list.size();
+  EXPECT_EQ(counts, (std::map<std::string, size_t>{{"setup", 1},
+                                                   {"step", 3},
+                                                   {"step/forward", 3},
+                                                   {"step/backward", 3},
+                                                   {"io", 1},
+                                                   {"loader:batch", 1},
+                                                   {"worker", 1},
+                                                   {"outer", 1},
+                                                   {"outer/loader:inner", 1},
+                                                   {"loader:inner", 1},
+                                                   {"api", 1}}));
+  // Nested ranges are nested slices: each forward and backward inside a step.
+  for (size_t i = 0; i < 3; ++i) {
+    const Slice& step = slices["step"][i];
+    for (const char* child : {"step/forward", "step/backward"}) {
+      const Slice& c = slices[child][i];
+      EXPECT_LE(step.start, c.start) << child << " " << i;
+      EXPECT_LE(c.end, step.end) << child << " " << i;
+      EXPECT_LE(c.start, c.end);
+    }
+  }
+  // "outer" closed under "loader:inner": the inner range's slice ends with
+  // it, and the range goes on as a path of its own from then.
+  EXPECT_LE(slices["outer/loader:inner"][0].end, slices["outer"][0].end);
+  EXPECT_GE(slices["loader:inner"][0].start, slices["outer"][0].end);
+  const uint64_t main_thread = slices["step"][0].thread;
+  EXPECT_NE(slices["worker"][0].thread, main_thread);
+  EXPECT_EQ(slices["loader:batch"][0].thread, slices["worker"][0].thread);
+
+  // Perfetto: a track of slices per thread, named by the range's own name.
+  const ProcessResult perfetto =
+      RunProcess({kCli, "report", "--format", "perfetto", out}, {}, dir.path());
+  ASSERT_EQ(perfetto.exit_code, 0) << perfetto.err;
+  const json doc = json::parse(perfetto.out);
+  std::map<int64_t, std::string> tracks;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["name"] == "thread_name") tracks[e["tid"].get<int64_t>()] = e["args"]["name"];
+  }
+  std::map<std::string, size_t> on_main;
+  for (const json& e : doc["traceEvents"]) {
+    if (e.value("cat", "") != "phase") continue;
+    if (tracks[e["tid"].get<int64_t>()] == "phases (thread " + std::to_string(main_thread) + ")") {
+      ++on_main[e["name"].get<std::string>() + " = " + e["args"]["path"].get<std::string>()];
+    }
+  }
+  EXPECT_EQ(on_main, (std::map<std::string, size_t>{{"setup = setup", 1},
+                                                    {"step = step", 3},
+                                                    {"forward = step/forward", 3},
+                                                    {"backward = step/backward", 3},
+                                                    {"io = io", 1},
+                                                    {"outer = outer", 1},
+                                                    {"loader:inner = outer/loader:inner", 1},
+                                                    {"loader:inner = loader:inner", 1},
+                                                    {"api = api", 1}}));
+}
+
 TEST(Phases, NoSectionWithoutRanges) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
