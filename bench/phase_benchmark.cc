@@ -12,18 +12,23 @@
 
 #include "interpose/nvtx.h"
 #include "libgpuwatch/record/phases.h"
+#include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/record/tracker.h"
 
 namespace {
 
-// Counted as in a process gpuwatch attached to: the session's stats.
+// Counted as in a process gpuwatch attached to: the session's stats, with
+// the event trace on (the default: each range is a slice, two clock reads and
+// a trace record) or off (GPUWATCH_TRACE_EVENTS=0).
 struct Counting {
   gpuwatch::Tracker tracker;
+  gpuwatch::Trace trace{gpuwatch::Trace::kDefaultCapacity};
   gpuwatch::PhaseStats stats{&gpuwatch::ProcessPhases(), &tracker};
   Counting() { gpuwatch::ProcessPhases().SetStats(&stats); }
 };
-Counting& Counted() {
+Counting& Counted(bool traced = false) {
   static auto* counting = new Counting();
+  counting->stats.SetTrace(traced ? &counting->trace : nullptr);
   return *counting;
 }
 
@@ -39,6 +44,17 @@ void BM_NvtxPushPop(benchmark::State& state) {
   for (int64_t i = 0; i < state.range(0); ++i) nvtxRangePop();
 }
 BENCHMARK(BM_NvtxPushPop)->Arg(0)->Arg(3)->ThreadRange(1, 2)->UseRealTime();
+
+// The same with the event trace on: every range a slice.
+void BM_NvtxPushPopTraced(benchmark::State& state) {
+  Counted(true);
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    nvtxRangePushA("forward");
+    nvtxRangePop();
+  }
+  Counted(false);
+}
+BENCHMARK(BM_NvtxPushPopTraced);
 
 // The same through a registered string (no text to hash).
 void BM_NvtxPushPopRegistered(benchmark::State& state) {
