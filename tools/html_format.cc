@@ -1,6 +1,8 @@
 #include "tools/html_format.h"
 
+#include <cstddef>
 #include <string_view>
+#include <utility>
 
 #include "tools/report_html.h"  // generated from tools/html/report.html
 
@@ -14,9 +16,34 @@ constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true
 
 // The sections the page shows. The others (allocation sites, kernels, the
 // trace) can be large and would only make the file bigger.
-constexpr const char* kSections[] = {"schema",  "version",   "trigger",   "label", "gpuwatch",
-                                     "process", "processes", "totals",    "leaks", "peak",
-                                     "growth",  "timeline",  "transfers", "oom",   "merged_from"};
+constexpr const char* kSections[] = {
+    "schema", "version", "trigger", "label",    "gpuwatch",  "process", "processes",   "totals",
+    "leaks",  "peak",    "growth",  "timeline", "transfers", "oom",     "merged_from", "phases"};
+
+// Ranges drawn under the chart at most: the newest.
+constexpr size_t kMaxPhaseSpans = 5000;
+
+// The trace's phase events alone ({"paths", "spans": [[start, end, thread,
+// index into paths]]}), for the bands under the chart; null when none.
+json PhaseSpans(const json& doc) {
+  const auto trace = doc.find("trace");
+  if (trace == doc.end() || !trace->is_object()) return nullptr;
+  const auto events = trace->find("events");
+  const auto paths = trace->find("phases");
+  if (events == trace->end() || !events->is_array() || paths == trace->end()) return nullptr;
+  json spans = json::array();
+  for (const json& e : *events) {
+    if (e.is_array() && e.size() == 5 && e[0] == "phase") {
+      spans.push_back(json::array({e[1], e[2], e[3], e[4]}));
+    }
+  }
+  if (spans.empty()) return nullptr;
+  if (spans.size() > kMaxPhaseSpans) {
+    spans.erase(spans.begin(),
+                spans.begin() + static_cast<std::ptrdiff_t>(spans.size() - kMaxPhaseSpans));
+  }
+  return {{"paths", *paths}, {"spans", std::move(spans)}};
+}
 
 }  // namespace
 
@@ -52,6 +79,7 @@ std::string HtmlReport(const json& doc) {
       const auto it = doc.find(key);
       if (it != doc.end()) data[key] = *it;
     }
+    if (json spans = PhaseSpans(doc); !spans.is_null()) data["phase_spans"] = std::move(spans);
   }
   const std::string_view page(kReportHtmlTemplate);
   const size_t at = page.find(kPlaceholder);

@@ -11,6 +11,9 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
   - a screenshot shows the chart: the first site's colour fills a real part
     of the chart's region (a small PNG decoder below, no PIL);
   - the OOM report of examples/oom has its OOM annotation;
+  - the report of tests/programs/nvtx_phases (NVTX ranges) draws one bar per
+    range under the chart, a row per phase in tree order, and tags each leak
+    with its phase;
   - a report whose strings are markup (a hostile function name, location,
     mark label and command) shows them as text: no element is injected and
     the page still runs to its end.
@@ -128,9 +131,10 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--examples", required=True)
+    ap.add_argument("--programs", required=True, help="the e2e test programs (nvtx_phases)")
     ap.add_argument("--keep", help="copy the pages and the screenshot to this directory")
     args = ap.parse_args()
-    for name in ("cli", "lib", "sim_dir", "examples"):
+    for name in ("cli", "lib", "sim_dir", "examples", "programs"):
         setattr(args, name, os.path.abspath(getattr(args, name)))
 
     browser = os.environ.get("GPUWATCH_CHROMIUM") or shutil.which("chromium") or \
@@ -143,10 +147,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpuwatch-html-") as tmp:
         sim = {"LD_LIBRARY_PATH": args.sim_dir}
 
-        def traced(name, program, extra_env=None):
+        def traced(name, program, extra_env=None, where=None):
             out = os.path.join(tmp, name + ".json")
             r = run([args.cli, "run", "-o", out, "--sample-ms", "0", "--library", args.lib,
-                     "--", os.path.join(args.examples, program)],
+                     "--", os.path.join(where or args.examples, program)],
                     dict(sim, **(extra_env or {})), tmp)
             if r.returncode != 0:
                 fail("gpuwatch run %s: exit %d: %s" % (program, r.returncode, r.stderr))
@@ -254,9 +258,38 @@ def main():
         if dom.count(shown) < 3:
             fail("the hostile strings are not shown as text (%d times)" % dom.count(shown))
 
+        # Phases: a bar per range under the chart (from the trace's phase
+        # events), the phase table in tree order, each leak's phase.
+        phases_json = traced("phases", "nvtx_phases", where=args.programs)
+        phases_report = json.load(open(phases_json))
+        trace = phases_report["trace"]
+        bars_expected = {}
+        for e in trace["events"]:
+            if e[0] == "phase":
+                path = trace["phases"][e[4]]
+                bars_expected[path] = bars_expected.get(path, 0) + 1
+        phases_page = render(phases_json, "phases")
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + phases_page)
+        check_page_ran(dom, log, "nvtx_phases")
+        if attr(dom, "data-gw-spans") != str(sum(bars_expected.values())):
+            fail("phase lanes: %s spans drawn, the trace has %d" %
+                 (attr(dom, "data-gw-spans"), sum(bars_expected.values())))
+        bars = {}
+        for path in re.findall(r'class="gw-phase" data-path="([^"]*)"', dom):
+            bars[path] = bars.get(path, 0) + 1
+        if bars != bars_expected or bars.get("step/forward") != 3:
+            fail("phase bars %s, expected %s" % (bars, bars_expected))
+        rows = re.findall(r'class="gw-phase-row" data-path="([^"]*)"', dom)
+        want_rows = [p["path"] for p in phases_report["phases"]["paths"]]
+        if rows != want_rows or rows.index("step") + 1 != rows.index("step/backward"):
+            fail("phase table rows %s, expected %s" % (rows, want_rows))
+        tags = re.findall(r'gw-phase-tag">in ([^<]*)<', dom)
+        if tags[:2] != ["setup", "loader:batch"]:
+            fail("leak phase tags %s, expected setup and loader:batch first" % tags)
+
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
-            for f in (leaky, oom, hostile, shot):
+            for f in (leaky, oom, hostile, shot, phases_page):
                 shutil.copy(f, args.keep)
     print("PASS: the HTML report renders in %s" % os.path.basename(browser))
     return 0
