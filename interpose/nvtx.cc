@@ -115,12 +115,13 @@ class NameBuffer {
 // NVTX's handles are opaque to the program: ours are small integers, a
 // registered string's its name id, a domain's its index.
 nvtxStringHandle_t HandleOfName(uint32_t id) {
-  return reinterpret_cast<nvtxStringHandle_t>(uintptr_t{id});  // NOLINT(performance-no-int-to-ptr)
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): an opaque handle, never dereferenced
+  return reinterpret_cast<nvtxStringHandle_t>(uintptr_t{id});
 }
 
 nvtxDomainHandle_t HandleOfDomain(uint32_t index) {
-  return reinterpret_cast<nvtxDomainHandle_t>(
-      uintptr_t{index});  // NOLINT(performance-no-int-to-ptr)
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): an opaque handle, never dereferenced
+  return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t{index});
 }
 
 uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {

@@ -20,31 +20,27 @@ using nlohmann::json;
 
 std::string At(const std::string& name) { return ProgramLine("nvtx_phases.cu", "// AT:" + name); }
 
-struct PhasesRun {
-  ProcessResult process;
-  json report;
-};
-
-PhasesRun RunPhases(const std::vector<std::string>& prefix,
-                    std::map<std::string, std::string> env) {
+// Runs nvtx_phases with `prefix` before it (`gpuwatch run`; none: the
+// environment attaches gpuwatch); its report, and how it ran in `process`.
+json RunPhases(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
+               ProcessResult* process) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
   std::vector<std::string> argv = prefix;
   if (!prefix.empty()) argv.insert(argv.end(), {"-o", out, "--"});
   argv.push_back(kPrograms + "/nvtx_phases");
   if (prefix.empty()) env["GPUWATCH_OUTPUT"] = out;
-  PhasesRun run;
-  run.process = RunProcess(argv, env, dir.path());
-  EXPECT_EQ(run.process.exit_code, 0) << run.process.err;
-  EXPECT_EQ(run.process.out, "nvtx_phases: done\n");
-  run.report = ReadReport(out);
-  return run;
+  *process = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(process->exit_code, 0) << process->err;
+  EXPECT_EQ(process->out, "nvtx_phases: done\n");
+  return ReadReport(out);
 }
 
-PhasesRun UnderGpuwatchRun(const std::map<std::string, std::string>& extra = {}) {
+json UnderGpuwatchRun(ProcessResult* process,
+                      const std::map<std::string, std::string>& extra = {}) {
   std::map<std::string, std::string> env = SimEnv();
   for (const auto& [k, v] : extra) env[k] = v;
-  return RunPhases({kCli, "run"}, env);
+  return RunPhases({kCli, "run"}, env, process);
 }
 
 // The report's phases by path.
@@ -134,13 +130,29 @@ void ExpectPaths(const json& report, bool with_api) {
   EXPECT_EQ(leak_phases, expected_leaks);
 }
 
+// Runs nvtx_phases under `gpuwatch run` in `dir`; the report's path.
+std::string ReportIn(const ScopedTempDir& dir, ProcessResult* result) {
+  std::string out = dir.path() + "/report.json";
+  *result =
+      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  return out;
+}
+
+// `report` written as `name` in `dir`; its path.
+std::string WriteReport(const ScopedTempDir& dir, const std::string& name, const json& report) {
+  std::string path = dir.path() + "/" + name;
+  std::ofstream(path) << report.dump();
+  return path;
+}
+
 TEST(Phases, NvtxRangesUnderGpuwatchRun) {
-  const PhasesRun run = UnderGpuwatchRun();
-  ASSERT_TRUE(run.report.is_object()) << run.process.err;
-  ExpectPaths(run.report, true);
+  ProcessResult process;
+  const json report = UnderGpuwatchRun(&process);
+  ASSERT_TRUE(report.is_object()) << process.err;
+  ExpectPaths(report, true);
   // The steps' ranges opened three times each; "setup" once (the program
   // links cudart: the preload constructor attached before main).
-  const std::map<std::string, json> paths = Paths(run.report);
+  const std::map<std::string, json> paths = Paths(report);
   EXPECT_EQ(paths.at("step")["opens"], 3);
   EXPECT_EQ(paths.at("step/forward")["opens"], 3);
   EXPECT_EQ(paths.at("setup")["opens"], 1);
@@ -150,9 +162,10 @@ TEST(Phases, NvtxRangesUnderGpuwatchRun) {
 TEST(Phases, NvtxRangesWithLdPreloadAlone) {
   std::map<std::string, std::string> env = SimEnv();
   env["LD_PRELOAD"] = kLib;
-  const PhasesRun run = RunPhases({}, env);
-  ASSERT_TRUE(run.report.is_object()) << run.process.err;
-  ExpectPaths(run.report, true);
+  ProcessResult process;
+  const json report = RunPhases({}, env, &process);
+  ASSERT_TRUE(report.is_object()) << process.err;
+  ExpectPaths(report, true);
 }
 
 TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
@@ -161,34 +174,35 @@ TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
   std::map<std::string, std::string> env = SimEnv();
   env["CUDA_INJECTION64_PATH"] = kLib;
   env["NVTX_INJECTION64_PATH"] = kLib;
-  const PhasesRun run = RunPhases({}, env);
-  ASSERT_TRUE(run.report.is_object()) << run.process.err;
-  ExpectPaths(run.report, false);
+  ProcessResult process;
+  const json report = RunPhases({}, env, &process);
+  ASSERT_TRUE(report.is_object()) << process.err;
+  ExpectPaths(report, false);
   // "setup" opened before the first CUDA call, so before gpuwatch attached:
   // its allocation is in it all the same, its opening is not counted.
-  EXPECT_EQ(Paths(run.report).at("setup")["opens"], 0);
+  EXPECT_EQ(Paths(report).at("setup")["opens"], 0);
 }
 
 TEST(Phases, AnotherNvtxToolIsLeftAloneAndSaidSo) {
   const std::string other = kSimDir + "/libcupti.so";  // a library without NVTX's entry point
-  const PhasesRun run = UnderGpuwatchRun({{"NVTX_INJECTION64_PATH", other}});
-  ASSERT_TRUE(run.report.is_object()) << run.process.err;
-  EXPECT_EQ(LinesStartingWith(run.process.err, "gpuwatch: NVTX_INJECTION64_PATH"),
+  ProcessResult process;
+  const json report = UnderGpuwatchRun(&process, {{"NVTX_INJECTION64_PATH", other}});
+  ASSERT_TRUE(report.is_object()) << process.err;
+  EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: NVTX_INJECTION64_PATH"),
             std::vector<std::string>{"gpuwatch: NVTX_INJECTION64_PATH names " + other +
                                      ": NVTX ranges go to that tool, and this report has no "
                                      "phases"});
   // Only gpuwatch's own API reached gpuwatch.
-  const std::map<std::string, json> paths = Paths(run.report);
-  ASSERT_EQ(paths.size(), 1u) << run.report["phases"].dump(1);
+  const std::map<std::string, json> paths = Paths(report);
+  ASSERT_EQ(paths.size(), 1u) << report["phases"].dump(1);
   EXPECT_EQ(paths.begin()->first, "api");
   EXPECT_EQ(paths.begin()->second["live_bytes"], kMiB / 4);
 }
 
 TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ProcessResult r;
+  const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: phases:"),
             std::vector<std::string>{"gpuwatch: phases: 11 phases; highest peak 14.0 MiB in "
@@ -220,17 +234,12 @@ TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
 
 TEST(Phases, AMalformedPhasesSectionIsRejectedByName) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ProcessResult r;
+  const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json report = ReadJson(out);
   report["phases"]["paths"][2]["peak_bytes"] = -5;
-  const std::string bad = dir.path() + "/bad.json";
-  {
-    std::ofstream f(bad);
-    f << report.dump();
-  }
+  const std::string bad = WriteReport(dir, "bad.json", report);
   const ProcessResult text = RunProcess({kCli, "report", bad}, {}, dir.path());
   EXPECT_EQ(text.exit_code, 2);
   EXPECT_EQ(text.err, "gpuwatch report: " + bad +
@@ -240,9 +249,8 @@ TEST(Phases, AMalformedPhasesSectionIsRejectedByName) {
 
 TEST(Phases, CheckGatesThePeakOfAPhase) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ProcessResult r;
+  const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // A limit equal to the peak passes; a name matches a whole path or its
   // last parts.
@@ -282,9 +290,8 @@ TEST(Phases, CheckGatesThePeakOfAPhase) {
 
 TEST(Phases, DiffShowsWhatChangedPerPhase) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ProcessResult r;
+  const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The new run: forward peaks 2 MiB higher and allocates 1 MiB more; the
   // worker's phase is gone.
@@ -299,11 +306,7 @@ TEST(Phases, DiffShowsWhatChangedPerPhase) {
     paths.push_back(p);
   }
   report["phases"]["paths"] = paths;
-  const std::string changed = dir.path() + "/changed.json";
-  {
-    std::ofstream f(changed);
-    f << report.dump();
-  }
+  const std::string changed = WriteReport(dir, "changed.json", report);
   const ProcessResult diff = RunProcess({kCli, "diff", out, changed}, {}, dir.path());
   ASSERT_EQ(diff.exit_code, 0) << diff.err;
   EXPECT_NE(diff.out.find("\nPhases (device memory while open; allocated and live in the phase):\n"
@@ -319,9 +322,8 @@ TEST(Phases, DiffShowsWhatChangedPerPhase) {
 
 TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult r =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+  ProcessResult r;
+  const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = ReadReport(out);
   const json& trace = report["trace"];

@@ -606,6 +606,23 @@ class Validator:
     def torch_ok(self):
         return bool(self.env_info.get("torch")) and "True" in self.env_info.get("torch", "")
 
+    def run_torch_mode(self, part, mode, extra, argv):
+        """Runs `argv` under gpuwatch (preload) for one allocator mode of a
+        torch part, its output kept in output.txt beside the report:
+        (exit status, stdout, the report's path, seconds), or None when the
+        lease has no time left for it."""
+        if not self.have_time(f"{part} {mode}", 60):
+            return None
+        rdir = os.path.dirname(self.out_path(part, mode, "x"))
+        report = os.path.join(rdir, "report.json")
+        env = self.gpuwatch_env("preload", report)
+        env.update(extra)
+        code, out, err, secs = self.run(argv, env, 180, cwd=rdir, label=f"{part} {mode}")
+        if not self.args.dry_run:
+            with open(os.path.join(rdir, "output.txt"), "w") as f:
+                f.write(out + "\n--- stderr ---\n" + err)
+        return code, out, report, secs
+
     def part_torch_leak(self):
         script = os.path.join(SOURCE_DIR, "examples", "torch_leak.py")
         if not os.path.exists(script):
@@ -619,19 +636,12 @@ class Validator:
         leak_line = (checks.line_of(script, "kept by the loop") or
                      checks.line_of(script, "torch.relu("))
         for mode, extra, kind in TORCH_MODES:
-            if not self.have_time(f"torch_leak {mode}", 60):
+            ran = self.run_torch_mode("torch_leak", mode, extra, ["python3", script])
+            if ran is None:
                 return
-            rdir = os.path.dirname(self.out_path("torch_leak", mode, "x"))
-            report = os.path.join(rdir, "report.json")
-            env = self.gpuwatch_env("preload", report)
-            env.update(extra)
-            code, out, err, secs = self.run(["python3", script], env, 180, cwd=rdir,
-                                            label=f"torch_leak {mode}")
-            if self.args.dry_run:
-                continue
-            with open(os.path.join(rdir, "output.txt"), "w") as f:
-                f.write(out + "\n--- stderr ---\n" + err)
-            self.check_torch_leak(mode, kind, code, out, report, leak_line, secs)
+            code, out, report, secs = ran
+            if not self.args.dry_run:
+                self.check_torch_leak(mode, kind, code, out, report, leak_line, secs)
 
     def check_torch_leak(self, mode, kind, code, out, report_path, leak_line, secs):
         """examples/torch_leak.py keeps 8 MiB of activations per step and marks
@@ -734,19 +744,13 @@ class Validator:
             self.record("SKIP", "torch_phases", "needs PyTorch with CUDA on a GPU")
             return
         for mode, extra, _ in TORCH_MODES:
-            if not self.have_time(f"torch_phases {mode}", 60):
+            ran = self.run_torch_mode("torch_phases", mode, dict(extra, PYTHONPATH=package),
+                                      ["python3", script])
+            if ran is None:
                 return
-            rdir = os.path.dirname(self.out_path("torch_phases", mode, "x"))
-            report_path = os.path.join(rdir, "report.json")
-            env = self.gpuwatch_env("preload", report_path)
-            env.update(extra)
-            env["PYTHONPATH"] = package
-            code, out, err, secs = self.run(["python3", script], env, 180, cwd=rdir,
-                                            label=f"torch_phases {mode}")
             if self.args.dry_run:
                 continue
-            with open(os.path.join(rdir, "output.txt"), "w") as f:
-                f.write(out + "\n--- stderr ---\n" + err)
+            code, _, report_path, secs = ran
             report = checks.load(report_path)
             paths = {p.get("path"): p for p in
                      (checks.get(report, "phases", "paths", default=[]) or [])}

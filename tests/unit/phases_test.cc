@@ -189,6 +189,7 @@ TEST_F(PhasesTest, AllocationsPeaksAndCopiesPerPath) {
   // The live table keeps each allocation's phase.
   const TrackerSnapshot snap = tracker_.Snapshot();
   std::vector<std::pair<uint64_t, uint16_t>> live;
+  live.reserve(snap.live.size());
   for (const LiveAlloc& a : snap.live) live.emplace_back(a.address, a.phase);
   std::sort(live.begin(), live.end());
   EXPECT_EQ(live, (std::vector<std::pair<uint64_t, uint16_t>>{{0x1000, 0}, {0x3000, b->path}}));
