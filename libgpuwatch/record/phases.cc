@@ -323,7 +323,13 @@ PhasesSnapshot SnapshotPhases(const PhaseTable& table, const PhaseStats& stats) 
   PhasesSnapshot s;
   s.rows = stats.Rows();
   s.paths.reserve(s.rows.size());
-  for (const PhaseStats::Row& r : s.rows) s.paths.push_back(table.PathText(r.path));
+  s.depths.reserve(s.rows.size());
+  for (const PhaseStats::Row& r : s.rows) {
+    s.paths.push_back(table.PathText(r.path));
+    uint32_t depth = 0;
+    for (uint32_t p = r.path; p != 0 && depth <= kMaxPhaseDepth; p = table.Parent(p)) ++depth;
+    s.depths.push_back(depth);
+  }
   s.counters = table.counters();
   return s;
 }

@@ -205,6 +205,7 @@ class PhaseStats {
 struct PhasesSnapshot {
   std::vector<PhaseStats::Row> rows;  // in id order
   std::vector<std::string> paths;     // rows[i]'s path, "a/b/c"
+  std::vector<uint32_t> depths;       // rows[i]'s ranges (a name may hold '/' itself)
   PhaseTable::Counters counters;
 
   bool empty() const;

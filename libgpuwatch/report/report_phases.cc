@@ -46,7 +46,7 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
   for (const size_t i : order) {
     const PhaseStats::Row& r = p.rows[i];
     json e = {{"path", p.paths[i]},
-              {"depth", std::count(p.paths[i].begin(), p.paths[i].end(), '/') + 1},
+              {"depth", p.depths[i]},
               {"opens", r.opens},
               {"allocs", r.allocs},
               {"alloc_bytes", r.alloc_bytes},
@@ -86,7 +86,7 @@ std::string PhaseSummary(const PhasesSnapshot& p) {
   const PhaseStats::Row* top = nullptr;
   size_t top_depth = 0;
   for (size_t i = 0; i < p.rows.size(); ++i) {
-    const size_t depth = static_cast<size_t>(std::count(p.paths[i].begin(), p.paths[i].end(), '/'));
+    const size_t depth = p.depths[i];
     if (top == nullptr || p.rows[i].peak_bytes > top->peak_bytes ||
         (p.rows[i].peak_bytes == top->peak_bytes && depth > top_depth)) {
       top = &p.rows[i];

@@ -214,12 +214,13 @@ TEST_F(PhasesTest, ThreadsPushConcurrently) {
   constexpr int kThreads = 4;
   constexpr int kRounds = 2000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([this, t] {
       PhaseStack s;
       for (int i = 0; i < kRounds; ++i) {
         Push(&s, "loop");
-        Push(&s, "t" + std::to_string(t) + "/" + std::to_string(i % 50));
+        Push(&s, "t" + std::to_string(t) + "." + std::to_string(i % 50));
         EXPECT_TRUE(table_.Pop(&s, 0));
         EXPECT_TRUE(table_.Pop(&s, 0));
       }
