@@ -217,7 +217,7 @@ void PrintGrowth(const ReportModel& m, Printer* p) {
     p->Line("Growth suspects (" + over + "): sites whose live memory keeps rising");
     for (size_t i = 0; i < counted.size() && i < p->top(); ++i) {
       const GrowthSite& g = *counted[i];
-      p->Site(RateText(g), "", g);
+      p->Site(RateText(g), "", g, g.phase.empty() ? "" : "in " + g.phase);
       p->Line(std::string(25, ' ') + WindowText(g));
     }
     p->More(std::min(counted.size(), p->top()), counted.size(), "suspects");

@@ -90,7 +90,15 @@ json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites) {
 // Growth suspects from the marks when the program made any, else from the
 // periodic samples (growth.h has the rules).
 ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
-                           const Suppressions* suppressions, SiteResolver* sites) {
+                           const Suppressions* suppressions, const PhasesSnapshot* phases,
+                           SiteResolver* sites) {
+  // A suspect's phase: that of its live memory (the leak groups' own).
+  std::unordered_map<uint32_t, uint32_t> phase_of;  // canonical site -> path id
+  if (phases != nullptr && !phases->rows.empty()) {
+    for (const LeakGroup& g : analysis.device_live) {
+      if (g.phase != 0) phase_of.emplace(g.stack_id, g.phase);
+    }
+  }
   const bool by_mark = !t.marks.empty();
   const std::vector<GrowthSample>& samples = by_mark ? t.marks : t.periodic;
   const GrowthUnit unit = by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond;
@@ -110,6 +118,11 @@ ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& anal
     site.to = g.to;
     site.samples = g.samples;
     site.series = g.series;
+    if (const auto it = phase_of.find(g.site); it != phase_of.end()) {
+      if (const int p = phases->IndexOf(it->second); p >= 0) {
+        site.phase = phases->paths[static_cast<size_t>(p)];
+      }
+    }
   }
   return out;
 }

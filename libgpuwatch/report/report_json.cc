@@ -222,7 +222,8 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   // The sections the model does not type.
   json report = json::object();
   if (context.timeline != nullptr) {
-    m.growth = GrowthSection(*context.timeline, analysis, context.suppressions, sites);
+    m.growth =
+        GrowthSection(*context.timeline, analysis, context.suppressions, context.phases, sites);
     report[key::kTimeline] = TimelineSection(*context.timeline, sites);
   }
   if (context.transfers != nullptr) {

@@ -204,6 +204,8 @@ void ReportModel::ToJson(json* doc) const {
                                                                    (*e)["to"] = s.to;
                                                                    if (!s.series.empty())
                                                                      (*e)["series"] = s.series;
+                                                                   if (!s.phase.empty())
+                                                                     (*e)["phase"] = s.phase;
                                                                  })}};
   }
   if (oom.has_value()) {
@@ -569,6 +571,7 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
           s->from = r.RealAt(j, at, "from");
           s->to = r.RealAt(j, at, "to");
           s->unit = r.TextAt(j, at, "unit");
+          s->phase = r.OptionalTextAt(j, at, "phase").value_or("");
           if (const json* series = r.ArrayAt(j, at, "series")) {
             for (size_t i = 0; i < series->size() && !r.failed(); ++i) {
               s->series.push_back(

@@ -127,6 +127,7 @@ struct GrowthSite : ReportSite {
   double from = 0;   // the window, in marks or seconds
   double to = 0;
   std::vector<uint64_t> series;  // the site's bytes at every sample; merge drops it
+  std::string phase;  // the phase that allocated most of its live bytes; "": none (absent)
 };
 
 // oom: the request that failed.

@@ -38,7 +38,8 @@ std::string TransferSummary(const TransfersSnapshot& t, const ReportAnalysis& an
 // report_growth.cc: the `growth` and `timeline` sections and the summary's
 // growth line.
 ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
-                           const Suppressions* suppressions, SiteResolver* sites);
+                           const Suppressions* suppressions, const PhasesSnapshot* phases,
+                           SiteResolver* sites);
 nlohmann::json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites);
 std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* suppressions,
                           SiteResolver* sites);

@@ -78,6 +78,8 @@ const std::vector<Expected>& ExpectedPaths() {
       // Reopened as a path of its own when "outer" closed under it.
       {"loader:inner", 1, kMiB / 2, kMiB / 2, 12 * kMiB + kMiB / 2, "inner", 0},
       {"api", 1, kMiB / 4, kMiB / 4, 12 * kMiB + 3 * kMiB / 4, "api", 0},
+      // 128 KiB kept at each of six marks.
+      {"grow", 6, 6 * kMiB / 8, 6 * kMiB / 8, 13 * kMiB + kMiB / 2, "grow", 0},
   };
   return paths;
 }
@@ -86,7 +88,8 @@ void ExpectPaths(const json& report, bool with_api) {
   const std::map<std::string, json> paths = Paths(report);
   size_t expected_count = 0;
   for (const Expected& e : ExpectedPaths()) {
-    if (std::string(e.path) == "api" && !with_api) continue;
+    const bool api = std::string(e.path) == "api" || std::string(e.path) == "grow";
+    if (api && !with_api) continue;
     ++expected_count;
     SCOPED_TRACE(e.path);
     const auto it = paths.find(e.path);
@@ -95,7 +98,7 @@ void ExpectPaths(const json& report, bool with_api) {
     EXPECT_EQ(p["allocs"], e.allocs);
     EXPECT_EQ(p["alloc_bytes"], e.alloc_bytes);
     EXPECT_EQ(p["live_bytes"], e.live_bytes);
-    EXPECT_EQ(p["live_count"], e.live_bytes != 0 ? 1 : 0);
+    EXPECT_EQ(p["live_count"], e.live_bytes != 0 ? e.allocs : 0);
     EXPECT_EQ(p["peak_bytes"], e.peak_bytes);
     EXPECT_EQ(p["launches"], e.launches);
     if (*e.peak_at != '\0') {
@@ -126,8 +129,17 @@ void ExpectPaths(const json& report, bool with_api) {
                                                        {At("batch"), "loader:batch"},
                                                        {At("worker"), "worker"},
                                                        {At("inner"), "loader:inner"}};
-  if (with_api) expected_leaks[At("api")] = "api";
+  if (with_api) {
+    expected_leaks[At("api")] = "api";
+    expected_leaks[At("grow")] = "grow";
+  }
   EXPECT_EQ(leak_phases, expected_leaks);
+  // The growth suspect names its phase too.
+  if (with_api) {
+    ASSERT_EQ(report["growth"]["suspects"].size(), 1u) << report["growth"].dump(1);
+    EXPECT_EQ(report["growth"]["suspects"][0]["location"], At("grow"));
+    EXPECT_EQ(report["growth"]["suspects"][0]["phase"], "grow");
+  }
 }
 
 // Runs nvtx_phases under `gpuwatch run` in `dir`; the report's path.
@@ -205,7 +217,7 @@ TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
   const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: phases:"),
-            std::vector<std::string>{"gpuwatch: phases: 11 phases; highest peak 14.0 MiB in "
+            std::vector<std::string>{"gpuwatch: phases: 12 phases; highest peak 14.0 MiB in "
                                      "step/backward"});
   const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
   ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -255,7 +267,7 @@ TEST(Phases, CheckGatesThePeakOfAPhase) {
   // A limit equal to the peak passes; a name matches a whole path or its
   // last parts.
   const ProcessResult pass =
-      RunProcess({kCli, "check", out, "--max-leak", "13MiB", "--max-phase-peak", "forward=12MiB",
+      RunProcess({kCli, "check", out, "--max-leak", "14MiB", "--max-phase-peak", "forward=12MiB",
                   "--max-phase-peak", "step/backward=14MiB"},
                  {}, dir.path());
   EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
@@ -266,7 +278,7 @@ TEST(Phases, CheckGatesThePeakOfAPhase) {
   // Over the limit: every matching path over it, with where it was reached;
   // a phase the report does not have fails too.
   const ProcessResult fail =
-      RunProcess({kCli, "check", out, "--max-leak", "13MiB", "--max-phase-peak",
+      RunProcess({kCli, "check", out, "--max-leak", "14MiB", "--max-phase-peak",
                   "loader:inner=1MiB", "--max-phase-peak", "no_such_phase=1GiB"},
                  {}, dir.path());
   EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
@@ -349,7 +361,8 @@ TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
                                                    {"outer", 1},
                                                    {"outer/loader:inner", 1},
                                                    {"loader:inner", 1},
-                                                   {"api", 1}}));
+                                                   {"api", 1},
+                                                   {"grow", 6}}));
   // Nested ranges are nested slices: each forward and backward inside a step.
   for (size_t i = 0; i < 3; ++i) {
     const Slice& step = slices["step"][i];
@@ -392,7 +405,8 @@ TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
                                                     {"outer = outer", 1},
                                                     {"loader:inner = outer/loader:inner", 1},
                                                     {"loader:inner = loader:inner", 1},
-                                                    {"api = api", 1}}));
+                                                    {"api = api", 1},
+                                                    {"grow = grow", 6}}));
 }
 
 TEST(Phases, NoSectionWithoutRanges) {

@@ -2,8 +2,9 @@
 // opened before the first CUDA call, nested ranges over three steps, copies
 // in a range, a registered domain with a registered string on another
 // thread, a thread that exits inside a range, two pops with nothing open,
-// a default-domain range closed under a domain's range, and
-// gpuwatch_phase_push when gpuwatch is preloaded.
+// a default-domain range closed under a domain's range, and, when gpuwatch
+// is preloaded, gpuwatch_phase_push and a range "grow" that keeps 128 KiB
+// more at each of six marks (a growth suspect in it).
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -15,6 +16,7 @@
 // Resolved when libgpuwatch.so is preloaded; null otherwise.
 extern "C" int gpuwatch_phase_push(const char* name) __attribute__((weak));
 extern "C" int gpuwatch_phase_pop(void) __attribute__((weak));
+extern "C" int gpuwatch_mark(const char* label) __attribute__((weak));
 
 namespace {
 
@@ -99,6 +101,14 @@ int main() {
     gpuwatch_phase_push("api");
     Check(cudaMalloc(&kept, kMiB / 4));  // AT:api
     gpuwatch_phase_pop();
+  }
+  if (gpuwatch_mark != nullptr) {
+    for (int i = 0; i < 6; ++i) {
+      nvtxRangePushA("grow");
+      Check(cudaMalloc(&kept, kMiB / 8));  // AT:grow
+      nvtxRangePop();
+      gpuwatch_mark("grow");
+    }
   }
   std::printf("nvtx_phases: done\n");
   return 0;
