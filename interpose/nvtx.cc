@@ -6,29 +6,34 @@
 // Taken: push/pop of the default domain (ASCII, wide and attribute
 // messages) and of registered domains, domain creation and registered
 // strings. Everything else NVTX offers stays a no-op (the table entries we
-// leave null).
+// leave null), or, when gpuwatch chains to another tool (below), that tool's.
 #define NVTX_NO_IMPL
 #include "interpose/nvtx.h"
 
+#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <cwchar>
+#include <memory>
 #include <mutex>
 #include <type_traits>
 
+#include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
 
 namespace {
 
-// Domains by handle: a handle is its index + 1 (0, a null handle, is the
-// default domain). At most kMaxDomains; past that, domains share the last.
+// Domains by index (0, a null handle, is the default domain); a handle of
+// gpuwatch's own is its index. At most kMaxDomains; past that, domains share
+// the last.
 constexpr uint32_t kMaxDomains = 255;
 struct Domains {
   Mutex mu;
@@ -38,11 +43,6 @@ struct Domains {
 Domains& TheDomains() {
   static auto* domains = new Domains();  // never destroyed: ranges end during exit
   return *domains;
-}
-
-uint32_t DomainOf(nvtxDomainHandle_t handle) {
-  const auto index = reinterpret_cast<uintptr_t>(handle);
-  return index <= kMaxDomains ? static_cast<uint32_t>(index) : 0;
 }
 
 // The stack of the calling thread, and whether its exit is watched.
@@ -124,12 +124,107 @@ nvtxDomainHandle_t HandleOfDomain(uint32_t index) {
   return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t{index});
 }
 
+int Depth() { return t_phases.stack.depth + t_phases.stack.overflow; }
+
+// --- Chaining -----------------------------------------------------------------
+// When NVTX_INJECTION64_PATH named another tool (Nsight Systems), gpuwatch
+// took the variable and calls that tool's entry point first
+// (InitializeNvtx): the functions it set in the slots gpuwatch takes are
+// called after gpuwatch's own, and the handles the program gets are the
+// other tool's, mapped to gpuwatch's domains and names.
+
+enum Slot : uint8_t {
+  kPushA,
+  kPushW,
+  kPushEx,
+  kPop,
+  kDomainPushEx,
+  kDomainPop,
+  kCreateA,
+  kCreateW,
+  kDestroy,
+  kRegisterA,
+  kRegisterW,
+  kNumSlots
+};
+// The other tool's function per slot (null: none), set once, by the first
+// NVTX instance to initialize.
+std::array<std::atomic<NvtxFunctionPointer>, kNumSlots> g_next{};
+
+template <typename Fn>
+Fn Next(Slot slot) {
+  return reinterpret_cast<Fn>(g_next[slot].load(std::memory_order_acquire));
+}
+
+// The other tool's handles to gpuwatch's ids: lock-free lookups, a mutex to
+// add (creation and registration are rare).
+class HandleMap {
+ public:
+  void Put(const void* handle, uint32_t id) {
+    const auto key = reinterpret_cast<uintptr_t>(handle);
+    if (key == 0) return;
+    std::lock_guard<Mutex> lock(mu_);
+    for (size_t i = SlotOf(key), n = 0; n < kSlots; i = (i + 1) % kSlots, ++n) {
+      const uintptr_t k = slots_[i].key.load(std::memory_order_relaxed);
+      if (k == key || k == 0) {
+        slots_[i].id.store(id, std::memory_order_relaxed);
+        slots_[i].key.store(key, std::memory_order_release);
+        return;
+      }
+    }  // full: the handle stays unknown
+  }
+  // 0 when `handle` is not one the map holds.
+  uint32_t Get(const void* handle) const {
+    const auto key = reinterpret_cast<uintptr_t>(handle);
+    if (key == 0 || !used_.load(std::memory_order_relaxed)) return 0;
+    for (size_t i = SlotOf(key), n = 0; n < kSlots; i = (i + 1) % kSlots, ++n) {
+      const uintptr_t k = slots_[i].key.load(std::memory_order_acquire);
+      if (k == key) return slots_[i].id.load(std::memory_order_relaxed);
+      if (k == 0) return 0;
+    }
+    return 0;
+  }
+  void MarkUsed() { used_.store(true, std::memory_order_relaxed); }
+
+ private:
+  static constexpr size_t kSlots = 8192;
+  static size_t SlotOf(uintptr_t key) { return (key * 0x9E3779B97F4A7C15ull >> 40) % kSlots; }
+  struct Entry {
+    std::atomic<uintptr_t> key{0};
+    std::atomic<uint32_t> id{0};
+  };
+  std::unique_ptr<Entry[]> slots_{new Entry[kSlots]};
+  Mutex mu_;
+  std::atomic<bool> used_{false};
+};
+HandleMap& DomainMap() {
+  static auto* map = new HandleMap();
+  return *map;
+}
+HandleMap& StringMap() {
+  static auto* map = new HandleMap();
+  return *map;
+}
+
+// A domain handle: the other tool's (mapped), else gpuwatch's own index.
+uint32_t DomainOf(nvtxDomainHandle_t handle) {
+  if (const uint32_t mapped = DomainMap().Get(handle); mapped != 0) return mapped;
+  const auto index = reinterpret_cast<uintptr_t>(handle);
+  return index <= kMaxDomains ? static_cast<uint32_t>(index) : kMaxDomains;
+}
+
+// A registered string's name id, likewise.
+uint32_t NameOfHandle(nvtxStringHandle_t handle) {
+  if (const uint32_t mapped = StringMap().Get(handle); mapped != 0) return mapped;
+  const auto id = reinterpret_cast<uintptr_t>(handle);
+  return id <= kMaxPhaseNames ? static_cast<uint32_t>(id) : 0;
+}
+
 uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
   const bool valid = a != nullptr && a->size >= NVTX_EVENT_ATTRIB_STRUCT_SIZE;
   if (valid && a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
     // Interned, with its domain, when it was registered: no text to copy.
-    const auto id = reinterpret_cast<uintptr_t>(a->message.registered);
-    if (id != 0 && id <= kMaxPhaseNames) return static_cast<uint32_t>(id);
+    if (const uint32_t id = NameOfHandle(a->message.registered); id != 0) return id;
   }
   NameBuffer name(domain);
   const bool ascii =
@@ -146,15 +241,14 @@ uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
   return ProcessPhases().InternName(name.view());
 }
 
-int Depth() { return t_phases.stack.depth + t_phases.stack.overflow; }
-
 // The NVTX functions. A push returns the depth of the range it opened (0:
 // outermost); a pop the depth of the range it closed, or a negative value
-// when none was open.
+// when none was open. Chained, the other tool's answer is returned.
 int NVTX_API RangePushA(const char* message) {
   NameBuffer name(0);
   name.Append(message != nullptr ? message : "(unnamed)");
   Push(ProcessPhases().InternName(name.view()), 0);
+  if (const auto next = Next<int(NVTX_API*)(const char*)>(kPushA)) return next(message);
   return Depth() - 1;
 }
 
@@ -162,98 +256,227 @@ int NVTX_API RangePushW(const wchar_t* message) {
   NameBuffer name(0);
   name.AppendWide(message);
   Push(ProcessPhases().InternName(name.view()), 0);
+  if (const auto next = Next<int(NVTX_API*)(const wchar_t*)>(kPushW)) return next(message);
   return Depth() - 1;
 }
 
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* attributes) {
   Push(NameOf(attributes, 0), 0);
+  if (const auto next = Next<int(NVTX_API*)(const nvtxEventAttributes_t*)>(kPushEx)) {
+    return next(attributes);
+  }
   return Depth() - 1;
 }
 
-int NVTX_API RangePop() { return ProcessPhases().Pop(&t_phases.stack, 0) ? Depth() : -1; }
+int NVTX_API RangePop() {
+  const bool popped = ProcessPhases().Pop(&t_phases.stack, 0);
+  if (const auto next = Next<int(NVTX_API*)()>(kPop)) return next();
+  return popped ? Depth() : -1;
+}
 
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
   const uint32_t d = DomainOf(domain);
   Push(NameOf(attributes, d), d);
+  if (const auto next =
+          Next<int(NVTX_API*)(nvtxDomainHandle_t, const nvtxEventAttributes_t*)>(kDomainPushEx)) {
+    return next(domain, attributes);
+  }
   return Depth() - 1;
 }
 
 int NVTX_API DomainRangePop(nvtxDomainHandle_t domain) {
-  return ProcessPhases().Pop(&t_phases.stack, DomainOf(domain)) ? Depth() : -1;
+  const bool popped = ProcessPhases().Pop(&t_phases.stack, DomainOf(domain));
+  if (const auto next = Next<int(NVTX_API*)(nvtxDomainHandle_t)>(kDomainPop)) return next(domain);
+  return popped ? Depth() : -1;
 }
 
-nvtxDomainHandle_t CreateDomain(std::string_view name) {
+uint32_t CreateDomain(std::string_view name) {
   Domains& d = TheDomains();
   std::lock_guard<Mutex> lock(d.mu);
   for (uint32_t i = 1; i <= d.used; ++i) {
-    if (d.names[i] == name) return HandleOfDomain(i);
+    if (d.names[i] == name) return i;
   }
-  if (d.used == kMaxDomains) return HandleOfDomain(kMaxDomains);
+  if (d.used == kMaxDomains) return kMaxDomains;
   d.names[++d.used].assign(name.substr(0, kMaxPhaseNameBytes / 2));
-  return HandleOfDomain(d.used);
+  return d.used;
+}
+
+// The handle the program gets: the other tool's, when it made one.
+nvtxDomainHandle_t DomainHandle(uint32_t index, nvtxDomainHandle_t theirs) {
+  if (theirs == nullptr) return HandleOfDomain(index);
+  DomainMap().Put(theirs, index);
+  return theirs;
 }
 
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
-  return CreateDomain(name != nullptr ? name : "(unnamed)");
+  const uint32_t index = CreateDomain(name != nullptr ? name : "(unnamed)");
+  const auto next = Next<nvtxDomainHandle_t(NVTX_API*)(const char*)>(kCreateA);
+  return DomainHandle(index, next != nullptr ? next(name) : nullptr);
 }
 
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
   NameBuffer text(0);
   text.AppendWide(name);
-  return CreateDomain(text.view());
+  const uint32_t index = CreateDomain(text.view());
+  const auto next = Next<nvtxDomainHandle_t(NVTX_API*)(const wchar_t*)>(kCreateW);
+  return DomainHandle(index, next != nullptr ? next(name) : nullptr);
 }
 
-void NVTX_API DomainDestroy(nvtxDomainHandle_t /*domain*/) {}  // its ranges keep their names
+void NVTX_API DomainDestroy(nvtxDomainHandle_t domain) {
+  // Its ranges keep their names; the other tool may free what it holds.
+  if (const auto next = Next<void(NVTX_API*)(nvtxDomainHandle_t)>(kDestroy)) next(domain);
+}
+
+nvtxStringHandle_t StringHandle(uint32_t id, nvtxStringHandle_t theirs) {
+  if (theirs == nullptr) return HandleOfName(id);
+  StringMap().Put(theirs, id);
+  return theirs;
+}
 
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain, const char* string) {
   NameBuffer name(DomainOf(domain));
   name.Append(string != nullptr ? string : "(unnamed)");
-  return HandleOfName(ProcessPhases().InternName(name.view()));
+  const uint32_t id = ProcessPhases().InternName(name.view());
+  const auto next =
+      Next<nvtxStringHandle_t(NVTX_API*)(nvtxDomainHandle_t, const char*)>(kRegisterA);
+  return StringHandle(id, next != nullptr ? next(domain, string) : nullptr);
 }
 
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t domain,
                                                   const wchar_t* string) {
   NameBuffer name(DomainOf(domain));
   name.AppendWide(string);
-  return HandleOfName(ProcessPhases().InternName(name.view()));
+  const uint32_t id = ProcessPhases().InternName(name.view());
+  const auto next =
+      Next<nvtxStringHandle_t(NVTX_API*)(nvtxDomainHandle_t, const wchar_t*)>(kRegisterW);
+  return StringHandle(id, next != nullptr ? next(domain, string) : nullptr);
 }
 
-// Sets `fn` as entry `id` of `table` (of `size` entries after the unused 0).
+// Where each slot gpuwatch takes is, and gpuwatch's function for it.
+struct SlotSpec {
+  bool core2;  // NVTX_CB_MODULE_CORE2, else NVTX_CB_MODULE_CORE
+  unsigned int id;
+  NvtxFunctionPointer ours;
+};
 template <typename Fn>
-void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, Fn fn) {
-  if (table != nullptr && id <= size && table[id] != nullptr) {
-    *table[id] = reinterpret_cast<NvtxFunctionPointer>(fn);
-  }
+NvtxFunctionPointer Generic(Fn fn) {
+  return reinterpret_cast<NvtxFunctionPointer>(fn);
 }
+const std::array<SlotSpec, kNumSlots>& Specs() {
+  static const std::array<SlotSpec, kNumSlots> specs = {{
+      {false, NVTX_CBID_CORE_RangePushA, Generic(&RangePushA)},
+      {false, NVTX_CBID_CORE_RangePushW, Generic(&RangePushW)},
+      {false, NVTX_CBID_CORE_RangePushEx, Generic(&RangePushEx)},
+      {false, NVTX_CBID_CORE_RangePop, Generic(&RangePop)},
+      {true, NVTX_CBID_CORE2_DomainRangePushEx, Generic(&DomainRangePushEx)},
+      {true, NVTX_CBID_CORE2_DomainRangePop, Generic(&DomainRangePop)},
+      {true, NVTX_CBID_CORE2_DomainCreateA, Generic(&DomainCreateA)},
+      {true, NVTX_CBID_CORE2_DomainCreateW, Generic(&DomainCreateW)},
+      {true, NVTX_CBID_CORE2_DomainDestroy, Generic(&DomainDestroy)},
+      {true, NVTX_CBID_CORE2_DomainRegisterStringA, Generic(&DomainRegisterStringA)},
+      {true, NVTX_CBID_CORE2_DomainRegisterStringW, Generic(&DomainRegisterStringW)},
+  }};
+  return specs;
+}
+
+// An NVTX instance's tables of function pointers (CORE2 may be absent).
+struct Tables {
+  NvtxFunctionTable core = nullptr;
+  unsigned int core_size = 0;
+  NvtxFunctionTable core2 = nullptr;
+  unsigned int core2_size = 0;
+
+  // The slot of `spec` (null when the instance has none).
+  NvtxFunctionPointer* At(const SlotSpec& spec) const {
+    const NvtxFunctionTable table = spec.core2 ? core2 : core;
+    const unsigned int size = spec.core2 ? core2_size : core_size;
+    return table != nullptr && spec.id <= size ? table[spec.id] : nullptr;
+  }
+};
 
 static_assert(std::is_same_v<NvtxGetExportTableFunc_t, NvtxExportTableGetter>);
 
-bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
+bool TablesOf(NvtxGetExportTableFunc_t get_export_table, Tables* out) {
   const auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(
       get_export_table != nullptr ? get_export_table(NVTX_ETID_CALLBACKS) : nullptr);
   if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
       callbacks->GetModuleFunctionTable == nullptr) {
     return false;
   }
-  NvtxFunctionTable core = nullptr;
-  unsigned int core_size = 0;
-  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &core_size) == 0) {
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &out->core, &out->core_size) == 0) {
     return false;
   }
-  Set(core, core_size, NVTX_CBID_CORE_RangePushA, &RangePushA);
-  Set(core, core_size, NVTX_CBID_CORE_RangePushW, &RangePushW);
-  Set(core, core_size, NVTX_CBID_CORE_RangePushEx, &RangePushEx);
-  Set(core, core_size, NVTX_CBID_CORE_RangePop, &RangePop);
-  NvtxFunctionTable core2 = nullptr;
-  unsigned int core2_size = 0;
-  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &core2_size) != 0) {
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx, &DomainRangePushEx);
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, &DomainRangePop);
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainCreateA, &DomainCreateA);
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainCreateW, &DomainCreateW);
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainDestroy, &DomainDestroy);
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA, &DomainRegisterStringA);
-    Set(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringW, &DomainRegisterStringW);
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &out->core2, &out->core2_size) == 0) {
+    out->core2 = nullptr;
+  }
+  return true;
+}
+
+// The tool gpuwatch chains to, and one it left NVTX_INJECTION64_PATH to.
+std::string& OtherNvtxTool() {
+  static auto* path = new std::string();
+  return *path;
+}
+std::string& LeftAlone() {
+  static auto* path = new std::string();
+  return *path;
+}
+
+// The other tool's entry point, loaded once (null: none, or it cannot be
+// loaded, which is said in one line).
+NvtxInitializeInjectionNvtxFunc_t ChainedEntryPoint() {
+  static const NvtxInitializeInjectionNvtxFunc_t entry = [] {
+    std::string path = OtherNvtxTool();
+    if (path.empty()) {
+      const char* chain = std::getenv("GPUWATCH_NVTX_CHAIN");  // NOLINT(concurrency-mt-unsafe)
+      if (chain != nullptr) path = chain;
+    }
+    if (path.empty()) return NvtxInitializeInjectionNvtxFunc_t{nullptr};
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      Warn("cannot chain NVTX to %s (%s); NVTX ranges go to gpuwatch alone", path.c_str(),
+           why != nullptr ? why : "dlopen failed");
+      return NvtxInitializeInjectionNvtxFunc_t{nullptr};
+    }
+    auto* fn = reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(
+        dlsym(handle, "InitializeInjectionNvtx2"));
+    if (fn == nullptr) {
+      Warn(
+          "cannot chain NVTX to %s (it has no InitializeInjectionNvtx2); NVTX ranges go to "
+          "gpuwatch alone",
+          path.c_str());
+    }
+    return fn;
+  }();
+  return entry;
+}
+
+// The other tool first, then gpuwatch's functions over its own in the slots
+// gpuwatch takes (what it set there is called after them).
+bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
+  Tables tables;
+  if (!TablesOf(get_export_table, &tables)) return false;
+  const auto& specs = Specs();
+  if (const NvtxInitializeInjectionNvtxFunc_t chained = ChainedEntryPoint()) {
+    std::array<NvtxFunctionPointer, kNumSlots> before{};
+    for (size_t i = 0; i < kNumSlots; ++i) {
+      if (NvtxFunctionPointer* slot = tables.At(specs[i])) before[i] = *slot;
+    }
+    if (chained(get_export_table) != 0) {
+      for (size_t i = 0; i < kNumSlots; ++i) {
+        NvtxFunctionPointer* slot = tables.At(specs[i]);
+        // What the other tool set; NVTX's own initial function otherwise.
+        if (slot == nullptr || *slot == before[i] || *slot == nullptr) continue;
+        NvtxFunctionPointer none = nullptr;
+        g_next[i].compare_exchange_strong(none, *slot, std::memory_order_acq_rel);
+      }
+      DomainMap().MarkUsed();
+      StringMap().MarkUsed();
+    }
+  }
+  for (const SlotSpec& spec : specs) {
+    if (NvtxFunctionPointer* slot = tables.At(spec)) *slot = spec.ours;
   }
   const auto* version =
       static_cast<const NvtxExportTableVersionInfo*>(get_export_table(NVTX_ETID_VERSIONINFO));
@@ -262,11 +485,6 @@ bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
     version->SetInjectionNvtxVersion(NVTX_VERSION);
   }
   return true;
-}
-
-std::string& OtherNvtxTool() {
-  static auto* path = new std::string();
-  return *path;
 }
 
 }  // namespace
@@ -287,12 +505,21 @@ void PushPhase(std::string_view name) {
 bool PopPhase() { return ProcessPhases().Pop(&t_phases.stack, 0); }
 
 void PointNvtxAtSelf(const std::string& self) {
+  if (self.empty()) return;
   const char* current = std::getenv("NVTX_INJECTION64_PATH");  // NOLINT(concurrency-mt-unsafe)
   if (current == nullptr || *current == '\0') {
-    if (!self.empty()) setenv("NVTX_INJECTION64_PATH", self.c_str(), 1);  // NOLINT
+    setenv("NVTX_INJECTION64_PATH", self.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
     return;
   }
-  if (self != current) OtherNvtxTool() = current;
+  if (self == current) return;
+  // Another tool's: chain to it when it is there to load, else leave it.
+  if (access(current, R_OK) != 0) {
+    LeftAlone() = current;
+    return;
+  }
+  OtherNvtxTool() = current;
+  setenv("GPUWATCH_NVTX_CHAIN", current, 1);         // NOLINT(concurrency-mt-unsafe)
+  setenv("NVTX_INJECTION64_PATH", self.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
 }
 
 int InitializeNvtx(NvtxExportTableGetter get_export_table) {
@@ -301,10 +528,10 @@ int InitializeNvtx(NvtxExportTableGetter get_export_table) {
 }
 
 std::string NvtxNotice() {
-  const std::string& other = OtherNvtxTool();
+  const std::string& other = LeftAlone();
   if (other.empty()) return "";
   return "NVTX_INJECTION64_PATH names " + other +
-         ": NVTX ranges go to that tool, and this report has no phases";
+         ", which cannot be read: NVTX ranges are left to it, and this report has no NVTX phases";
 }
 
 }  // namespace gpuwatch

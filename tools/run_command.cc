@@ -235,9 +235,15 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   if (std::getenv("CUDA_INJECTION64_PATH") == nullptr)
     SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
   // NVTX ranges as phases: NVTX loads its tool from this variable only.
-  // Another tool's (Nsight Systems sets it) is left as it is.
-  if (const char* nvtx = std::getenv("NVTX_INJECTION64_PATH"); nvtx == nullptr || *nvtx == '\0')
-    SetEnv("NVTX_INJECTION64_PATH", library);  // NOLINT
+  // Another tool's (Nsight Systems sets it) is chained: gpuwatch calls it
+  // (interpose/nvtx.h); one that cannot be read is left as it is.
+  const char* nvtx = std::getenv("NVTX_INJECTION64_PATH");  // NOLINT
+  if (nvtx == nullptr || *nvtx == '\0') {
+    SetEnv("NVTX_INJECTION64_PATH", library);
+  } else if (nvtx != library && access(nvtx, R_OK) == 0) {
+    SetEnv("GPUWATCH_NVTX_CHAIN", nvtx);
+    SetEnv("NVTX_INJECTION64_PATH", library);
+  }
   // `import gpuwatch` works in a Python child with no install step.
   if (const std::string package = FindPythonPackage(self_exe); !package.empty()) {
     const char* old_path = std::getenv("PYTHONPATH");  // NOLINT

@@ -195,15 +195,57 @@ TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
   EXPECT_EQ(Paths(report).at("setup")["opens"], 0);
 }
 
-TEST(Phases, AnotherNvtxToolIsLeftAloneAndSaidSo) {
-  const std::string other = kSimDir + "/libcupti.so";  // a library without NVTX's entry point
+// NVTX_INJECTION64_PATH naming another tool (as Nsight Systems sets it):
+// gpuwatch takes the variable and calls that tool first, so both see every
+// range, and the handles the program gets are the other tool's.
+TEST(Phases, ChainsToAnotherNvtxTool) {
+  for (const bool under_run : {true, false}) {
+    SCOPED_TRACE(under_run ? "gpuwatch run" : "LD_PRELOAD");
+    ScopedTempDir dir;
+    std::map<std::string, std::string> env = SimEnv();
+    env["NVTX_INJECTION64_PATH"] = kPrograms + "/nvtx_other_tool.so";
+    env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
+    if (!under_run) env["LD_PRELOAD"] = kLib;
+    ProcessResult process;
+    const json report =
+        RunPhases(under_run ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{},
+                  env, &process);
+    ASSERT_TRUE(report.is_object()) << process.err;
+    ExpectPaths(report, true);
+    EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: cannot chain"), std::vector<std::string>{});
+    // The other tool: 19 pushes of the default domain and 20 pops (two with
+    // nothing open; "worker" is never popped), the loader's two ranges, its
+    // domain and string handles, and no handle it did not make.
+    EXPECT_EQ(ReadFile(dir.path() + "/other.txt"),
+              "pushes 19 pops 20 domain_pushes 2 domain_pops 2 handles 2 foreign 0\n");
+  }
+}
+
+TEST(Phases, ALibraryWithoutNvtxsEntryPointIsNotChained) {
+  const std::string other = kSimDir + "/libcupti.so";
   ProcessResult process;
   const json report = UnderGpuwatchRun(&process, {{"NVTX_INJECTION64_PATH", other}});
   ASSERT_TRUE(report.is_object()) << process.err;
+  EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: cannot chain"),
+            std::vector<std::string>{"gpuwatch: cannot chain NVTX to " + other +
+                                     " (it has no InitializeInjectionNvtx2); NVTX ranges go to "
+                                     "gpuwatch alone"});
+  ExpectPaths(report, true);
+}
+
+TEST(Phases, AnUnreadableNvtxToolIsLeftAloneAndSaidSo) {
+  ScopedTempDir dir;
+  const std::string other = dir.path() + "/no_such_tool.so";
+  std::map<std::string, std::string> env = SimEnv();
+  env["NVTX_INJECTION64_PATH"] = other;
+  env["LD_PRELOAD"] = kLib;
+  ProcessResult process;
+  const json report = RunPhases({}, env, &process);
+  ASSERT_TRUE(report.is_object()) << process.err;
   EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: NVTX_INJECTION64_PATH"),
             std::vector<std::string>{"gpuwatch: NVTX_INJECTION64_PATH names " + other +
-                                     ": NVTX ranges go to that tool, and this report has no "
-                                     "phases"});
+                                     ", which cannot be read: NVTX ranges are left to it, and "
+                                     "this report has no NVTX phases"});
   // Only gpuwatch's own API reached gpuwatch.
   const std::map<std::string, json> paths = Paths(report);
   ASSERT_EQ(paths.size(), 1u) << report["phases"].dump(1);
