@@ -290,6 +290,36 @@ int NVTX_API DomainRangePop(nvtxDomainHandle_t domain) {
   return popped ? Depth() : -1;
 }
 
+// Start/end ranges: process-wide, they may end on another thread. When
+// gpuwatch chains to a tool that takes them, they are that tool's alone
+// (its range ids are what the program holds).
+nvtxRangeId_t NVTX_API RangeStartA(const char* message) {
+  NameBuffer name(0);
+  name.Append(message != nullptr ? message : "(unnamed)");
+  return ProcessPhases().Start(ProcessPhases().InternName(name.view()));
+}
+
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* message) {
+  NameBuffer name(0);
+  name.AppendWide(message);
+  return ProcessPhases().Start(ProcessPhases().InternName(name.view()));
+}
+
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* attributes) {
+  return ProcessPhases().Start(NameOf(attributes, 0));
+}
+
+void NVTX_API RangeEnd(nvtxRangeId_t id) { ProcessPhases().End(id); }
+
+nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t domain,
+                                          const nvtxEventAttributes_t* attributes) {
+  return ProcessPhases().Start(NameOf(attributes, DomainOf(domain)));
+}
+
+void NVTX_API DomainRangeEnd(nvtxDomainHandle_t /*domain*/, nvtxRangeId_t id) {
+  ProcessPhases().End(id);
+}
+
 uint32_t CreateDomain(std::string_view name) {
   Domains& d = TheDomains();
   std::lock_guard<Mutex> lock(d.mu);
@@ -362,6 +392,19 @@ template <typename Fn>
 NvtxFunctionPointer Generic(Fn fn) {
   return reinterpret_cast<NvtxFunctionPointer>(fn);
 }
+// The start/end slots: gpuwatch's unless the tool it chains to took them.
+const std::array<SlotSpec, 6>& StartEndSpecs() {
+  static const std::array<SlotSpec, 6> specs = {{
+      {false, NVTX_CBID_CORE_RangeStartA, Generic(&RangeStartA)},
+      {false, NVTX_CBID_CORE_RangeStartW, Generic(&RangeStartW)},
+      {false, NVTX_CBID_CORE_RangeStartEx, Generic(&RangeStartEx)},
+      {false, NVTX_CBID_CORE_RangeEnd, Generic(&RangeEnd)},
+      {true, NVTX_CBID_CORE2_DomainRangeStartEx, Generic(&DomainRangeStartEx)},
+      {true, NVTX_CBID_CORE2_DomainRangeEnd, Generic(&DomainRangeEnd)},
+  }};
+  return specs;
+}
+
 const std::array<SlotSpec, kNumSlots>& Specs() {
   static const std::array<SlotSpec, kNumSlots> specs = {{
       {false, NVTX_CBID_CORE_RangePushA, Generic(&RangePushA)},
@@ -458,12 +501,22 @@ bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
   Tables tables;
   if (!TablesOf(get_export_table, &tables)) return false;
   const auto& specs = Specs();
+  const auto& start_end = StartEndSpecs();
+  std::array<bool, 6> start_end_taken{};  // by the tool gpuwatch chains to
   if (const NvtxInitializeInjectionNvtxFunc_t chained = ChainedEntryPoint()) {
     std::array<NvtxFunctionPointer, kNumSlots> before{};
     for (size_t i = 0; i < kNumSlots; ++i) {
       if (NvtxFunctionPointer* slot = tables.At(specs[i])) before[i] = *slot;
     }
+    std::array<NvtxFunctionPointer, 6> start_end_before{};
+    for (size_t i = 0; i < start_end.size(); ++i) {
+      if (NvtxFunctionPointer* slot = tables.At(start_end[i])) start_end_before[i] = *slot;
+    }
     if (chained(get_export_table) != 0) {
+      for (size_t i = 0; i < start_end.size(); ++i) {
+        NvtxFunctionPointer* slot = tables.At(start_end[i]);
+        start_end_taken[i] = slot != nullptr && *slot != start_end_before[i] && *slot != nullptr;
+      }
       for (size_t i = 0; i < kNumSlots; ++i) {
         NvtxFunctionPointer* slot = tables.At(specs[i]);
         // What the other tool set; NVTX's own initial function otherwise.
@@ -477,6 +530,10 @@ bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
   }
   for (const SlotSpec& spec : specs) {
     if (NvtxFunctionPointer* slot = tables.At(spec)) *slot = spec.ours;
+  }
+  for (size_t i = 0; i < start_end.size(); ++i) {
+    NvtxFunctionPointer* slot = tables.At(start_end[i]);
+    if (slot != nullptr && !start_end_taken[i]) *slot = start_end[i].ours;
   }
   const auto* version =
       static_cast<const NvtxExportTableVersionInfo*>(get_export_table(NVTX_ETID_VERSIONINFO));

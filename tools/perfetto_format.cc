@@ -125,7 +125,8 @@ class Writer {
     if (it != tracks_.end()) return it->second;
     const int tid = kFirstSliceTid + static_cast<int>(tracks_.size());
     tracks_.emplace(key, tid);
-    ThreadName(tid, "phases (thread " + std::to_string(thread) + ")");
+    ThreadName(tid, thread == 0 ? std::string("phases (start/end ranges, any thread)")
+                                : "phases (thread " + std::to_string(thread) + ")");
     return tid;
   }
 

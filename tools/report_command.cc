@@ -366,6 +366,13 @@ void PrintPhases(const json& doc, Printer* p) {
   if (const uint64_t n = U64(phases, "open_at_thread_exit"); n != 0) {
     notes.push_back(CountOf(n, "range", "ranges") + " left open when a thread ended");
   }
+  if (const uint64_t n = U64(phases, "unmatched_ends"); n != 0) {
+    notes.push_back(CountOf(n, "range end", "range ends") + " of no open start/end range");
+  }
+  if (const uint64_t n = U64(phases, "ranges_not_tracked"); n != 0) {
+    notes.push_back(CountOf(n, "start/end range", "start/end ranges") +
+                    " past 64 open at once, not tracked");
+  }
   if (const uint64_t n = U64(phases, "too_deep"); n != 0) {
     notes.push_back(CountOf(n, "range", "ranges") + " nested too deep (counted in the one above)");
   }

@@ -119,8 +119,8 @@ void ValidatePhases(ReportFieldReader* r, const json& phases) {
       r->TextAt(*site, at + ".peak_site", "location");
     }
   });
-  for (const char* key :
-       {"names_dropped", "paths_dropped", "too_deep", "unbalanced_pops", "open_at_thread_exit"}) {
+  for (const char* key : {"names_dropped", "paths_dropped", "too_deep", "unbalanced_pops",
+                          "open_at_thread_exit", "ranges_not_tracked", "unmatched_ends"}) {
     r->CountAt(phases, section, key);
   }
 }

@@ -163,6 +163,38 @@ void PhaseTable::ThreadExit(const PhaseStack& stack) {
   }
 }
 
+uint64_t PhaseTable::Start(uint32_t name) {
+  const uint32_t path = PathOf(0, name);
+  const uint64_t id = next_range_.fetch_add(1, std::memory_order_relaxed);
+  PhaseStats* stats = stats_.load(std::memory_order_acquire);
+  for (OpenSlot& slot : open_) {
+    uint64_t free = 0;
+    if (slot.range.load(std::memory_order_relaxed) != 0 ||
+        !slot.range.compare_exchange_strong(free, id << 12 | path, std::memory_order_acq_rel)) {
+      continue;
+    }
+    slot.opened_ns = stats != nullptr ? stats->OnOpen(path) : 0;
+    open_count_.fetch_add(1, std::memory_order_release);
+    return id;
+  }
+  ranges_not_tracked_.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+bool PhaseTable::End(uint64_t id) {
+  for (OpenSlot& slot : open_) {
+    uint64_t range = slot.range.load(std::memory_order_acquire);
+    if (id == 0 || range >> 12 != id) continue;
+    const PhaseStack::Level level{static_cast<uint32_t>(range & 0xfff), 0, 0, slot.opened_ns};
+    if (!slot.range.compare_exchange_strong(range, 0, std::memory_order_acq_rel)) break;
+    open_count_.fetch_sub(1, std::memory_order_release);
+    if (PhaseStats* stats = stats_.load(std::memory_order_acquire)) stats->OnClose(level, 0);
+    return true;
+  }
+  if (id != 0) unmatched_ends_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 uint32_t PhaseTable::Parent(uint32_t path) const {
   return path != 0 && path <= kMaxPhasePaths ? path_list_[path].parent : 0;
 }
@@ -192,6 +224,8 @@ PhaseTable::Counters PhaseTable::counters() const {
   c.too_deep = too_deep_.load(std::memory_order_relaxed);
   c.unbalanced_pops = unbalanced_pops_.load(std::memory_order_relaxed);
   c.open_at_thread_exit = open_at_thread_exit_.load(std::memory_order_relaxed);
+  c.ranges_not_tracked = ranges_not_tracked_.load(std::memory_order_relaxed);
+  c.unmatched_ends = unmatched_ends_.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -252,14 +286,24 @@ void PhaseStats::OnClose(const PhaseStack::Level& level, uint32_t thread) {
   trace_->Phase(level.opened_ns, tracker_->NowNs(), thread, level.path);
 }
 
+void PhaseStats::RaiseOpenRanges(uint64_t device_bytes, uint32_t stack_id) {
+  table_->ForEachOpenRange([&](uint32_t path) { RaisePeak(path, device_bytes, stack_id); });
+}
+
 void PhaseStats::OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
                          uint32_t stack_id) {
-  if (counters_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+  if (counters_ == nullptr) return;
+  if (path == 0 || path > kMaxPhasePaths) {
+    // Outside every push/pop range: only the start/end ranges open.
+    if (IsDeviceKind(kind)) RaiseOpenRanges(device_bytes, stack_id);
+    return;
+  }
   Counters& c = counters_[path];
   if (IsDeviceKind(kind)) {
     c.allocs.fetch_add(1, std::memory_order_relaxed);
     c.alloc_bytes.fetch_add(size, std::memory_order_relaxed);
     RaisePeak(path, device_bytes, stack_id);
+    RaiseOpenRanges(device_bytes, stack_id);
   } else {
     c.host_allocs.fetch_add(1, std::memory_order_relaxed);
     c.host_alloc_bytes.fetch_add(size, std::memory_order_relaxed);
@@ -296,8 +340,9 @@ std::vector<PhaseStats::Row> PhaseStats::Rows() const {
       copies += r.copy_count[k];
     }
     r.opens = c.opens.load(std::memory_order_relaxed);
-    if (r.opens == 0 && r.allocs == 0 && r.host_allocs == 0 && r.launches == 0 && copies == 0) {
-      continue;
+    if (r.opens == 0 && r.allocs == 0 && r.host_allocs == 0 && r.launches == 0 && copies == 0 &&
+        r.peak_bytes == 0) {
+      continue;  // never used (a range opened before attach has a peak since)
     }
     r.alloc_bytes = c.alloc_bytes.load(std::memory_order_relaxed);
     r.host_alloc_bytes = c.host_alloc_bytes.load(std::memory_order_relaxed);
@@ -310,7 +355,8 @@ std::vector<PhaseStats::Row> PhaseStats::Rows() const {
 bool PhasesSnapshot::empty() const {
   return rows.empty() && counters.names_dropped == 0 && counters.paths_dropped == 0 &&
          counters.too_deep == 0 && counters.unbalanced_pops == 0 &&
-         counters.open_at_thread_exit == 0;
+         counters.open_at_thread_exit == 0 && counters.ranges_not_tracked == 0 &&
+         counters.unmatched_ends == 0;
 }
 
 int PhasesSnapshot::IndexOf(uint32_t path) const {

@@ -33,6 +33,8 @@ namespace gpuwatch {
 inline constexpr uint32_t kMaxPhasePaths = 4095;
 inline constexpr uint32_t kMaxPhaseNames = 4095;
 inline constexpr int kMaxPhaseDepth = 32;
+// Start/end ranges (nvtxRangeStartA/nvtxRangeEnd) open at once at most.
+inline constexpr int kMaxOpenRanges = 64;
 // Longer names are cut when interned.
 inline constexpr size_t kMaxPhaseNameBytes = 256;
 // The path and the name that stand for everything past the limits.
@@ -82,6 +84,24 @@ class PhaseTable {
   // A thread ends with `stack` as it is: its open ranges are counted.
   void ThreadExit(const PhaseStack& stack);
 
+  // A start/end range (NVTX's nvtxRangeStart/nvtxRangeEnd: it may end on
+  // another thread, and does not nest): a top-level path of its own name,
+  // open process-wide, whose peak every device allocation raises while it is
+  // open. Returns the id End takes; 0 when kMaxOpenRanges are open already
+  // (counted).
+  uint64_t Start(uint32_t name);
+  // False, and counted, for an id not open.
+  bool End(uint64_t id);
+  // Calls fn(path) for each start/end range open now. Lock-free.
+  template <typename Fn>
+  void ForEachOpenRange(Fn fn) const {
+    if (open_count_.load(std::memory_order_acquire) == 0) return;
+    for (const OpenSlot& slot : open_) {
+      const uint64_t range = slot.range.load(std::memory_order_acquire);
+      if (range != 0) fn(static_cast<uint32_t>(range & 0xfff));
+    }
+  }
+
   // Where the tracker counts what happens in each path (may be null: nothing
   // is counted), and where a push raises the new path's peak.
   void SetStats(PhaseStats* stats) { stats_.store(stats, std::memory_order_release); }
@@ -98,6 +118,8 @@ class PhaseTable {
     uint64_t too_deep = 0;       // pushes past kMaxPhaseDepth
     uint64_t unbalanced_pops = 0;
     uint64_t open_at_thread_exit = 0;  // ranges a thread left open when it ended
+    uint64_t ranges_not_tracked = 0;   // start/end ranges past kMaxOpenRanges open
+    uint64_t unmatched_ends = 0;       // ends of a start/end range not open
   };
   Counters counters() const;
 
@@ -143,6 +165,18 @@ class PhaseTable {
   std::atomic<uint64_t> too_deep_{0};
   std::atomic<uint64_t> unbalanced_pops_{0};
   std::atomic<uint64_t> open_at_thread_exit_{0};
+  std::atomic<uint64_t> ranges_not_tracked_{0};
+  std::atomic<uint64_t> unmatched_ends_{0};
+  // Open start/end ranges: id << 12 | path (0: free), and when each opened
+  // (for the event trace). Process-wide, so that a range started before
+  // attach is one all the same.
+  struct OpenSlot {
+    std::atomic<uint64_t> range{0};
+    uint64_t opened_ns = 0;  // written by its opener before the id is returned
+  };
+  std::array<OpenSlot, kMaxOpenRanges> open_;
+  std::atomic<int> open_count_{0};
+  std::atomic<uint64_t> next_range_{1};
 };
 
 // What happened in each path, counted by the tracker (Tracker::SetPhases).
@@ -193,6 +227,8 @@ class PhaseStats {
  private:
   struct Counters;
   void RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id);
+  // Every open start/end range's peak.
+  void RaiseOpenRanges(uint64_t device_bytes, uint32_t stack_id);
 
   const PhaseTable* table_;
   const Tracker* tracker_;

@@ -186,9 +186,8 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
     RaiseTo(device_peak_, now);
     RaiseTo(window_peak_, now);
     MaybeCapturePeak(now);
-    if (phases_ != nullptr && alloc.phase != 0) {
+    if (phases_ != nullptr)
       phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, now, alloc.stack_id);
-    }
   } else if (phases_ != nullptr && alloc.phase != 0) {
     phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, 0, alloc.stack_id);
   }

@@ -77,7 +77,9 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
           {"paths_dropped", c.paths_dropped},
           {"too_deep", c.too_deep},
           {"unbalanced_pops", c.unbalanced_pops},
-          {"open_at_thread_exit", c.open_at_thread_exit}};
+          {"open_at_thread_exit", c.open_at_thread_exit},
+          {"ranges_not_tracked", c.ranges_not_tracked},
+          {"unmatched_ends", c.unmatched_ends}};
 }
 
 std::string PhaseSummary(const PhasesSnapshot& p) {

@@ -78,6 +78,10 @@ const std::vector<Expected>& ExpectedPaths() {
       // Reopened as a path of its own when "outer" closed under it.
       {"loader:inner", 1, kMiB / 2, kMiB / 2, 12 * kMiB + kMiB / 2, "inner", 0},
       {"api", 1, kMiB / 4, kMiB / 4, 12 * kMiB + 3 * kMiB / 4, "api", 0},
+      // Start/end ranges: the whole run up to "api", and "load", from before
+      // the worker starts to after its 3 MiB (all threads' allocations count).
+      {"run", 0, 0, 0, 14 * kMiB, "backward", 0},
+      {"load", 0, 0, 0, 11 * kMiB, "batch", 0},
       // 128 KiB kept at each of six marks.
       {"grow", 6, 6 * kMiB / 8, 6 * kMiB / 8, 13 * kMiB + kMiB / 2, "grow", 0},
   };
@@ -119,6 +123,8 @@ void ExpectPaths(const json& report, bool with_api) {
   EXPECT_EQ(phases["open_at_thread_exit"], 1);
   EXPECT_EQ(phases["too_deep"], 0);
   EXPECT_EQ(phases["names_dropped"], 0);
+  EXPECT_EQ(phases["unmatched_ends"], 1);
+  EXPECT_EQ(phases["ranges_not_tracked"], 0);
   EXPECT_EQ(phases["paths_dropped"], 0);
   // Every leak site names the phase that allocated it.
   std::map<std::string, std::string> leak_phases;
@@ -259,7 +265,7 @@ TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
   const std::string out = ReportIn(dir, &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: phases:"),
-            std::vector<std::string>{"gpuwatch: phases: 12 phases; highest peak 14.0 MiB in "
+            std::vector<std::string>{"gpuwatch: phases: 14 phases; highest peak 14.0 MiB in "
                                      "step/backward"});
   const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
   ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -404,7 +410,9 @@ TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
                                                    {"outer/loader:inner", 1},
                                                    {"loader:inner", 1},
                                                    {"api", 1},
-                                                   {"grow", 6}}));
+                                                   {"grow", 6},
+                                                   {"run", 1},
+                                                   {"load", 1}}));
   // Nested ranges are nested slices: each forward and backward inside a step.
   for (size_t i = 0; i < 3; ++i) {
     const Slice& step = slices["step"][i];

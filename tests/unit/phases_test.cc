@@ -195,6 +195,32 @@ TEST_F(PhasesTest, AllocationsPeaksAndCopiesPerPath) {
   EXPECT_EQ(live, (std::vector<std::pair<uint64_t, uint16_t>>{{0x1000, 0}, {0x3000, b->path}}));
 }
 
+TEST_F(PhasesTest, StartEndRangesSeeEveryThreadsAllocations) {
+  const uint64_t epoch = table_.Start(table_.InternName("epoch"));
+  ASSERT_NE(epoch, 0u);
+  Alloc(0x1000, 100, 0, 3);  // outside every push range, on this thread
+  std::thread other([this] { Alloc(0x2000, 50, 0, 4); });
+  other.join();
+  std::thread ender([this, epoch] { EXPECT_TRUE(table_.End(epoch)); });
+  ender.join();
+  Alloc(0x3000, 1000, 0, 5);  // after the end: not in it
+  EXPECT_FALSE(table_.End(epoch));
+  const PhaseStats::Row* row = RowOf("epoch");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->opens, 1u);
+  EXPECT_EQ(row->peak_bytes, 150u);
+  EXPECT_EQ(row->peak_site, 4u);
+  EXPECT_EQ(row->allocs, 0u);
+  EXPECT_EQ(table_.counters().unmatched_ends, 1u);
+  // At most kMaxOpenRanges at once; the rest are counted, and end quietly.
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < kMaxOpenRanges + 2; ++i) ids.push_back(table_.Start(table_.InternName("r")));
+  EXPECT_EQ(ids[kMaxOpenRanges], 0u);
+  EXPECT_EQ(table_.counters().ranges_not_tracked, 2u);
+  for (const uint64_t id : ids) table_.End(id);
+  EXPECT_EQ(table_.counters().unmatched_ends, 1u);
+}
+
 TEST_F(PhasesTest, PhaseIdsSurviveTheLiveRecordsPacking) {
   // Path ids use 12 bits split across two fields of the live record; the
   // largest id and one with every bit set come back as they went in.

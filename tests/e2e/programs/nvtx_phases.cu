@@ -2,7 +2,9 @@
 // opened before the first CUDA call, nested ranges over three steps, copies
 // in a range, a registered domain with a registered string on another
 // thread, a thread that exits inside a range, two pops with nothing open,
-// a default-domain range closed under a domain's range, and, when gpuwatch
+// a default-domain range closed under a domain's range, start/end ranges
+// ("run" over the program's work, "load" started here and ended on the
+// worker thread, an end of no range), and, when gpuwatch
 // is preloaded, gpuwatch_phase_push and a range "grow" that keeps 128 KiB
 // more at each of six marks (a growth suspect in it).
 #include <cuda_runtime.h>
@@ -38,6 +40,7 @@ nvtxEventAttributes_t Attributes() {
 }  // namespace
 
 int main() {
+  const nvtxRangeId_t run = nvtxRangeStartA("run");
   nvtxRangePushA("setup");
   void* weights = nullptr;
   Check(cudaMalloc(&weights, 8 * kMiB));  // AT:setup
@@ -68,7 +71,8 @@ int main() {
 
   nvtxDomainHandle_t loader = nvtxDomainCreateA("loader");
   nvtxStringHandle_t batch = nvtxDomainRegisterStringA(loader, "batch");
-  std::thread worker([loader, batch] {
+  const nvtxRangeId_t load = nvtxRangeStartA("load");
+  std::thread worker([loader, batch, load] {
     nvtxEventAttributes_t a = Attributes();
     a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
     a.message.registered = batch;
@@ -76,6 +80,7 @@ int main() {
     void* kept = nullptr;
     Check(cudaMalloc(&kept, 3 * kMiB));  // AT:batch
     nvtxDomainRangePop(loader);
+    nvtxRangeEnd(load);  // started on the main thread
     nvtxRangePushA("worker");
     Check(cudaMalloc(&kept, kMiB));  // AT:worker
     // The thread ends with "worker" open.
@@ -96,6 +101,8 @@ int main() {
   void* kept = nullptr;
   Check(cudaMalloc(&kept, kMiB / 2));  // AT:inner
   nvtxDomainRangePop(loader);
+  nvtxRangeEnd(run);
+  nvtxRangeEnd(run + 1000);  // no such range
 
   if (gpuwatch_phase_push != nullptr) {
     gpuwatch_phase_push("api");
