@@ -118,7 +118,8 @@ ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& anal
     site.to = g.to;
     site.samples = g.samples;
     site.series = g.series;
-    if (const auto it = phase_of.find(g.site); it != phase_of.end()) {
+    const auto it = phase_of.find(g.site);
+    if (phases != nullptr && it != phase_of.end()) {
       if (const int p = phases->IndexOf(it->second); p >= 0) {
         site.phase = phases->paths[static_cast<size_t>(p)];
       }

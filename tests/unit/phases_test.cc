@@ -214,6 +214,7 @@ TEST_F(PhasesTest, StartEndRangesSeeEveryThreadsAllocations) {
   EXPECT_EQ(table_.counters().unmatched_ends, 1u);
   // At most kMaxOpenRanges at once; the rest are counted, and end quietly.
   std::vector<uint64_t> ids;
+  ids.reserve(kMaxOpenRanges + 2);
   for (int i = 0; i < kMaxOpenRanges + 2; ++i) ids.push_back(table_.Start(table_.InternName("r")));
   EXPECT_EQ(ids[kMaxOpenRanges], 0u);
   EXPECT_EQ(table_.counters().ranges_not_tracked, 2u);
