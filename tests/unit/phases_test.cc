@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,12 +32,13 @@ class PhasesTest : public ::testing::Test {
     e.phase = phase;
     tracker_.OnAlloc(e);
   }
-  const PhaseStats::Row* RowOf(const std::string& path) {
+  // A copy: the next call takes a new snapshot.
+  std::optional<PhaseStats::Row> RowOf(const std::string& path) {
     snapshot_ = SnapshotPhases(table_, stats_);
     for (size_t i = 0; i < snapshot_.rows.size(); ++i) {
-      if (snapshot_.paths[i] == path) return &snapshot_.rows[i];
+      if (snapshot_.paths[i] == path) return snapshot_.rows[i];
     }
-    return nullptr;
+    return std::nullopt;
   }
 
   PhaseTable table_;
@@ -165,23 +167,23 @@ TEST_F(PhasesTest, AllocationsPeaksAndCopiesPerPath) {
   EXPECT_TRUE(table_.Pop(&s, 0));
   EXPECT_EQ(s.current(), step);
 
-  const PhaseStats::Row* f = RowOf("step/forward");
-  ASSERT_NE(f, nullptr);
+  const std::optional<PhaseStats::Row> f = RowOf("step/forward");
+  ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->allocs, 1u);
   EXPECT_EQ(f->alloc_bytes, 400u);
   EXPECT_EQ(f->peak_bytes, 500u);  // with the 100 bytes allocated before
   EXPECT_EQ(f->peak_site, 7u);
   EXPECT_EQ(f->opens, 1u);
-  const PhaseStats::Row* b = RowOf("step/backward");
-  ASSERT_NE(b, nullptr);
+  const std::optional<PhaseStats::Row> b = RowOf("step/backward");
+  ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->peak_bytes, 300u);
   EXPECT_EQ(b->peak_site, 9u);
   EXPECT_EQ(b->copy_count[static_cast<int>(CopyKind::kDeviceToHost)], 1u);
   EXPECT_EQ(b->copy_bytes[static_cast<int>(CopyKind::kDeviceToHost)], 64u);
   EXPECT_EQ(b->launches, 1u);
   // The enclosing path's peak covers its children's; its own counts do not.
-  const PhaseStats::Row* st = RowOf("step");
-  ASSERT_NE(st, nullptr);
+  const std::optional<PhaseStats::Row> st = RowOf("step");
+  ASSERT_TRUE(st.has_value());
   EXPECT_EQ(st->peak_bytes, 500u);
   EXPECT_EQ(st->peak_site, 7u);
   EXPECT_EQ(st->allocs, 0u);
@@ -205,8 +207,8 @@ TEST_F(PhasesTest, StartEndRangesSeeEveryThreadsAllocations) {
   ender.join();
   Alloc(0x3000, 1000, 0, 5);  // after the end: not in it
   EXPECT_FALSE(table_.End(epoch));
-  const PhaseStats::Row* row = RowOf("epoch");
-  ASSERT_NE(row, nullptr);
+  const std::optional<PhaseStats::Row> row = RowOf("epoch");
+  ASSERT_TRUE(row.has_value());
   EXPECT_EQ(row->opens, 1u);
   EXPECT_EQ(row->peak_bytes, 150u);
   EXPECT_EQ(row->peak_site, 4u);
@@ -256,8 +258,8 @@ TEST_F(PhasesTest, ThreadsPushConcurrently) {
     });
   }
   for (std::thread& t : threads) t.join();
-  const PhaseStats::Row* loop = RowOf("loop");
-  ASSERT_NE(loop, nullptr);
+  const std::optional<PhaseStats::Row> loop = RowOf("loop");
+  ASSERT_TRUE(loop.has_value());
   EXPECT_EQ(loop->opens, uint64_t{kThreads} * kRounds);
   // 1 + 4 x 50 nested + "left open": every path once.
   EXPECT_EQ(snapshot_.rows.size(), 1u + kThreads * 50 + 1);
