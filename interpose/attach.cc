@@ -305,7 +305,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
 // NVTX_INJECTION64_PATH names this library (interpose/nvtx.h).
 __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     const void* (*get_export_table)(uint32_t)) {
-  if (gpuwatch::EnvIsTrue("GPUWATCH_DISABLE")) return 0;
+  if (gpuwatch::EnvIsTrue("GPUWATCH_DISABLE"))
+    return gpuwatch::InitializeNvtxChainOnly(get_export_table);
   return gpuwatch::InitializeNvtx(get_export_table);
 }
 

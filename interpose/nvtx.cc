@@ -584,6 +584,11 @@ int InitializeNvtx(NvtxExportTableGetter get_export_table) {
   return FillTables(get_export_table) ? 1 : 0;
 }
 
+int InitializeNvtxChainOnly(NvtxExportTableGetter get_export_table) {
+  const NvtxInitializeInjectionNvtxFunc_t chained = ChainedEntryPoint();
+  return chained != nullptr ? chained(get_export_table) : 0;
+}
+
 std::string NvtxNotice() {
   const std::string& other = LeftAlone();
   if (other.empty()) return "";

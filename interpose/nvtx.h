@@ -36,6 +36,9 @@ bool PopPhase();
 // the table could not be read (NVTX then makes its calls no-ops).
 using NvtxExportTableGetter = const void* (*)(uint32_t export_table_id);
 int InitializeNvtx(NvtxExportTableGetter get_export_table);
+// With gpuwatch disabled: the tool gpuwatch would chain to alone (its answer;
+// 0 when there is none), so that it keeps its ranges.
+int InitializeNvtxChainOnly(NvtxExportTableGetter get_export_table);
 
 // From the preload constructor (single-threaded): sets NVTX_INJECTION64_PATH
 // to `self` when unset. When it names another library, remembers it for

@@ -227,6 +227,22 @@ TEST(Phases, ChainsToAnotherNvtxTool) {
   }
 }
 
+// GPUWATCH_DISABLE=1 with NVTX_INJECTION64_PATH naming gpuwatch: the tool it
+// would chain to still gets every range.
+TEST(Phases, ADisabledGpuwatchStillHandsRangesToTheChainedTool) {
+  ScopedTempDir dir;
+  std::map<std::string, std::string> env = SimEnv();
+  env["NVTX_INJECTION64_PATH"] = kLib;
+  env["GPUWATCH_NVTX_CHAIN"] = kPrograms + "/nvtx_other_tool.so";
+  env["GPUWATCH_DISABLE"] = "1";
+  env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
+  const ProcessResult r = RunProcess({kPrograms + "/nvtx_phases"}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(ReadFile(dir.path() + "/other.txt"),
+            "pushes 13 pops 14 domain_pushes 2 domain_pops 2 handles 2 foreign 0\n");
+}
+
 TEST(Phases, ALibraryWithoutNvtxsEntryPointIsNotChained) {
   const std::string other = kSimDir + "/libcupti.so";
   ProcessResult process;
