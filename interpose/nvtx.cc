@@ -38,7 +38,9 @@ constexpr uint32_t kMaxDomains = 255;
 struct Domains {
   Mutex mu;
   std::array<std::string, kMaxDomains + 1> names;  // [0]: the default domain
-  uint32_t used = 0;
+  // names[1..used] are written, each before `used` covers it (release): a
+  // push reads its domain's name without the lock.
+  std::atomic<uint32_t> used{0};
 };
 Domains& TheDomains() {
   static auto* domains = new Domains();  // never destroyed: ranges end during exit
@@ -75,8 +77,7 @@ class NameBuffer {
   explicit NameBuffer(uint32_t domain) {
     if (domain == 0) return;
     Domains& d = TheDomains();
-    std::lock_guard<Mutex> lock(d.mu);
-    Append(d.names[domain]);
+    if (domain <= d.used.load(std::memory_order_acquire)) Append(d.names[domain]);
     Append(":");
   }
   void Append(std::string_view s) {
@@ -185,6 +186,7 @@ class HandleMap {
     return 0;
   }
   void MarkUsed() { used_.store(true, std::memory_order_relaxed); }
+  Mutex& mutex() { return mu_; }  // for fork
 
  private:
   static constexpr size_t kSlots = 8192;
@@ -323,12 +325,14 @@ void NVTX_API DomainRangeEnd(nvtxDomainHandle_t /*domain*/, nvtxRangeId_t id) {
 uint32_t CreateDomain(std::string_view name) {
   Domains& d = TheDomains();
   std::lock_guard<Mutex> lock(d.mu);
-  for (uint32_t i = 1; i <= d.used; ++i) {
+  const uint32_t used = d.used.load(std::memory_order_relaxed);
+  for (uint32_t i = 1; i <= used; ++i) {
     if (d.names[i] == name) return i;
   }
-  if (d.used == kMaxDomains) return kMaxDomains;
-  d.names[++d.used].assign(name.substr(0, kMaxPhaseNameBytes / 2));
-  return d.used;
+  if (used == kMaxDomains) return kMaxDomains;
+  d.names[used + 1].assign(name.substr(0, kMaxPhaseNameBytes / 2));
+  d.used.store(used + 1, std::memory_order_release);
+  return used + 1;
 }
 
 // The handle the program gets: the other tool's, when it made one.
@@ -544,10 +548,31 @@ bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
   return true;
 }
 
+// fork() while another thread creates a domain, registers a string or
+// interns a new name must not leave the child a lock held forever: every
+// lock of phases is taken around it (the session's handlers take the
+// session's, none of these).
+void LockForFork() {
+  ProcessPhases().LockForFork();
+  TheDomains().mu.lock();
+  DomainMap().mutex().lock();
+  StringMap().mutex().lock();
+}
+void UnlockAfterFork() {
+  StringMap().mutex().unlock();
+  DomainMap().mutex().unlock();
+  TheDomains().mu.unlock();
+  ProcessPhases().UnlockAfterFork();
+}
+
 }  // namespace
 
 PhaseTable& ProcessPhases() {
-  static auto* table = new PhaseTable();  // never destroyed: ranges end during exit
+  static auto* table = [] {
+    auto* made = new PhaseTable();  // never destroyed: ranges end during exit
+    pthread_atfork(&LockForFork, &UnlockAfterFork, &UnlockAfterFork);
+    return made;
+  }();
   return *table;
 }
 

@@ -89,12 +89,14 @@ void Session::LockForFork() {
   r.transfers.LockForFork();
   r.kernels.LockForFork();
   graphs_.LockForFork();
-  phases_->LockForFork();
+  // A phase table given to the session is its owner's to lock (the
+  // interposition layer's fork handlers take it).
+  if (own_phases_ != nullptr) own_phases_->LockForFork();
 }
 
 void Session::UnlockAfterFork() {
   Recording& r = recording();
-  phases_->UnlockAfterFork();
+  if (own_phases_ != nullptr) own_phases_->UnlockAfterFork();
   graphs_.UnlockAfterFork();
   r.kernels.UnlockAfterFork();
   r.transfers.UnlockAfterFork();

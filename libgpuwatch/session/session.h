@@ -65,7 +65,8 @@ class Session {
   // recording, and an event trace when config.trace_events > 0 and its
   // memory could be reserved (else *warning says so).
   // `phases`: the process's phase table, when ranges may be opened before
-  // the session exists (it must outlive the session); null: one of its own.
+  // the session exists (it must outlive the session, and its owner locks it
+  // around fork); null: one of its own.
   explicit Session(Config config, std::string* warning = nullptr, PhaseTable* phases = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
