@@ -215,20 +215,12 @@ bool PhaseMatches(const std::string& path, const std::string& name) {
 Rule PhasePeakRule(const nlohmann::json& doc, const PhaseLimit& limit) {
   Rule rule;
   rule.name = "phase peak " + limit.name;
-  const nlohmann::json* phases = ReportFieldReader::Member(doc, "phases");
-  const nlohmann::json* paths =
-      phases != nullptr ? ReportFieldReader::Member(*phases, "paths") : nullptr;
+  // The report was validated when read: the section's fields have their types.
+  const nlohmann::json& paths = Sub(Sub(doc, "phases"), "paths");
   std::vector<std::pair<uint64_t, const nlohmann::json*>> matched;
-  if (paths != nullptr && paths->is_array()) {
-    for (const nlohmann::json& p : *paths) {
-      const nlohmann::json* path = ReportFieldReader::Member(p, "path");
-      const nlohmann::json* peak = ReportFieldReader::Member(p, "peak_bytes");
-      if (path == nullptr || !path->is_string() || peak == nullptr || !peak->is_number_unsigned()) {
-        continue;
-      }
-      if (PhaseMatches(path->get<std::string>(), limit.name)) {
-        matched.emplace_back(peak->get<uint64_t>(), &p);
-      }
+  if (paths.is_array()) {
+    for (const nlohmann::json& p : paths) {
+      if (PhaseMatches(Str(p, "path"), limit.name)) matched.emplace_back(U64(p, "peak_bytes"), &p);
     }
   }
   if (matched.empty()) {
@@ -241,15 +233,14 @@ Rule PhasePeakRule(const nlohmann::json& doc, const PhaseLimit& limit) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   const auto& [top_peak, top_path] = matched.front();
   rule.broken = top_peak > limit.bytes;
-  rule.summary = FormatBytes(top_peak) + " while " + (*top_path)["path"].get<std::string>() +
-                 " was open (limit " + FormatBytes(limit.bytes) + ")";
+  rule.summary = FormatBytes(top_peak) + " while " + Str(*top_path, "path") + " was open (limit " +
+                 FormatBytes(limit.bytes) + ")";
   if (!rule.broken) return rule;
   for (const auto& [peak, p] : matched) {
     if (peak <= limit.bytes) break;
-    std::string line = FormatBytes(peak) + " in " + (*p)["path"].get<std::string>();
-    if (const nlohmann::json* site = ReportFieldReader::Member(*p, "peak_site");
-        site != nullptr && site->is_object() && site->contains("location")) {
-      line += ", reached at " + (*site)["location"].get<std::string>();
+    std::string line = FormatBytes(peak) + " in " + Str(*p, "path");
+    if (const std::string at = Str(Sub(*p, "peak_site"), "location"); !at.empty()) {
+      line += ", reached at " + at;
     }
     rule.sites.push_back(line);
   }

@@ -152,16 +152,13 @@ struct PhaseFigures {
 };
 
 void CollectPhases(const nlohmann::json& doc, int side, std::map<std::string, PhaseFigures>* out) {
-  const nlohmann::json* phases = ReportFieldReader::Member(doc, "phases");
-  const nlohmann::json* paths =
-      phases != nullptr ? ReportFieldReader::Member(*phases, "paths") : nullptr;
-  if (paths == nullptr || !paths->is_array()) return;
-  for (const nlohmann::json& p : *paths) {
-    if (!p.is_object() || !p.contains("path") || !p["path"].is_string()) continue;
-    PhaseFigures& f = (*out)[p["path"].get<std::string>()];
-    f.peak[side] = p.value("peak_bytes", uint64_t{0});
-    f.allocated[side] = p.value("alloc_bytes", uint64_t{0});
-    f.live[side] = p.value("live_bytes", uint64_t{0});
+  const nlohmann::json& paths = Sub(Sub(doc, "phases"), "paths");
+  if (!paths.is_array()) return;
+  for (const nlohmann::json& p : paths) {
+    PhaseFigures& f = (*out)[Str(p, "path")];
+    f.peak[side] = U64(p, "peak_bytes");
+    f.allocated[side] = U64(p, "alloc_bytes");
+    f.live[side] = U64(p, "live_bytes");
   }
 }
 
