@@ -310,6 +310,16 @@ __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
   return gpuwatch::InitializeNvtx(get_export_table);
 }
 
+// Called by each NVTX instance for each extension module it initializes
+// (the memory extension: nvtx_mem.cc), from the library NVTX_INJECTION64_PATH
+// names.
+__attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(void* module_info) {
+  if (gpuwatch::EnvIsTrue("GPUWATCH_DISABLE")) {
+    return gpuwatch::InitializeNvtxExtensionChainOnly(module_info);
+  }
+  return gpuwatch::InitializeNvtxExtension(module_info);
+}
+
 const char* gpuwatch_version(void) { return gpuwatch::kGpuwatchVersion; }
 
 int gpuwatch_phase_push(const char* name) {

@@ -460,6 +460,10 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
 
 void SetCallbackHooks(const CallbackHooks& hooks) { switchboard::g_hooks = hooks; }
 
+uint32_t CaptureSiteNow() {
+  return switchboard::g_hooks.session != nullptr ? switchboard::CaptureSite() : 0;
+}
+
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
   if (switchboard::g_hooks.session == nullptr || data == nullptr) return;

@@ -63,6 +63,12 @@ struct CallbackHooks {
 // Installs the hooks; call before enabling callbacks.
 void SetCallbackHooks(const CallbackHooks& hooks);
 
+// The calling thread's stack, interned, as an allocation's is captured (the
+// user's frames, with Python's in a Python process); for events outside a
+// CUDA call (NVTX's memory extension). 0 before the hooks are installed or
+// without stacks.
+uint32_t CaptureSiteNow();
+
 // The function registered with cuptiSubscribe.
 void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void* data);

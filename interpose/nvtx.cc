@@ -469,32 +469,43 @@ std::string& LeftAlone() {
   return *path;
 }
 
-// The other tool's entry point, loaded once (null: none, or it cannot be
-// loaded, which is said in one line).
+// The tool gpuwatch chains to: its path, and its library, loaded once
+// (null: none, or it cannot be loaded, which is said in one line).
+struct ChainedTool {
+  std::string path;
+  void* library = nullptr;
+};
+const ChainedTool& Chained() {
+  static const ChainedTool* const tool = [] {
+    auto* t = new ChainedTool();  // never destroyed: NVTX may call in during exit
+    t->path = OtherNvtxTool();
+    if (t->path.empty()) {
+      const char* chain = std::getenv("GPUWATCH_NVTX_CHAIN");  // NOLINT(concurrency-mt-unsafe)
+      if (chain != nullptr) t->path = chain;
+    }
+    if (t->path.empty()) return t;
+    t->library = dlopen(t->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (t->library == nullptr) {
+      const char* why = dlerror();
+      Warn("cannot chain NVTX to %s (%s); NVTX ranges go to gpuwatch alone", t->path.c_str(),
+           why != nullptr ? why : "dlopen failed");
+    }
+    return t;
+  }();
+  return *tool;
+}
+
+// The other tool's entry point, looked up once (null: none; said in one line).
 NvtxInitializeInjectionNvtxFunc_t ChainedEntryPoint() {
   static const NvtxInitializeInjectionNvtxFunc_t entry = [] {
-    std::string path = OtherNvtxTool();
-    if (path.empty()) {
-      const char* chain = std::getenv("GPUWATCH_NVTX_CHAIN");  // NOLINT(concurrency-mt-unsafe)
-      if (chain != nullptr) path = chain;
-    }
-    if (path.empty()) return NvtxInitializeInjectionNvtxFunc_t{nullptr};
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* why = dlerror();
-      Warn("cannot chain NVTX to %s (%s); NVTX ranges go to gpuwatch alone", path.c_str(),
-           why != nullptr ? why : "dlopen failed");
-      return NvtxInitializeInjectionNvtxFunc_t{nullptr};
-    }
-    auto* fn = reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(
-        dlsym(handle, "InitializeInjectionNvtx2"));
-    if (fn == nullptr) {
+    void* fn = ChainedNvtxSymbol("InitializeInjectionNvtx2");
+    if (fn == nullptr && Chained().library != nullptr) {
       Warn(
           "cannot chain NVTX to %s (it has no InitializeInjectionNvtx2); NVTX ranges go to "
           "gpuwatch alone",
-          path.c_str());
+          Chained().path.c_str());
     }
-    return fn;
+    return reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(fn);
   }();
   return entry;
 }
@@ -577,6 +588,11 @@ PhaseTable& ProcessPhases() {
 }
 
 uint32_t CurrentPhase() { return t_phases.stack.current(); }
+
+void* ChainedNvtxSymbol(const char* name) {
+  void* library = Chained().library;
+  return library != nullptr ? dlsym(library, name) : nullptr;
+}
 
 void PushPhase(std::string_view name) {
   NameBuffer text(0);

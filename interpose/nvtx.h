@@ -40,6 +40,20 @@ int InitializeNvtx(NvtxExportTableGetter get_export_table);
 // 0 when there is none), so that it keeps its ranges.
 int InitializeNvtxChainOnly(NvtxExportTableGetter get_export_table);
 
+// A symbol of the NVTX tool gpuwatch chains to (GPUWATCH_NVTX_CHAIN); null
+// when there is none or it lacks the symbol.
+void* ChainedNvtxSymbol(const char* name);
+
+// NVTX's memory extension (nvtx_mem.cc): the extensions' injection entry
+// point (InitializeInjectionNvtxExtension, exported by attach.cc). Takes the
+// heap and region functions of the memory module into the recording's
+// RegionTable (libgpuwatch/record/regions.h); the tool gpuwatch chains to
+// is initialized first and called after gpuwatch. `module_info` is NVTX's
+// nvtxExtModuleInfo_t. 1: taken; 0: a module gpuwatch does not take.
+int InitializeNvtxExtension(void* module_info);
+// With gpuwatch disabled: the chained tool's answer alone (0: none).
+int InitializeNvtxExtensionChainOnly(void* module_info);
+
 // From the preload constructor (single-threaded): sets NVTX_INJECTION64_PATH
 // to `self` when unset. When it names another library, remembers it for
 // NvtxNotice().

@@ -1,6 +1,7 @@
 cmake_policy(SET CMP0057 NEW)
 # Fails unless every dynamic symbol libgpuwatch.so defines is gpuwatch_*,
-# InitializeInjection (CUDA's) or InitializeInjectionNvtx2 (NVTX's) (run as: cmake -DLIB=path -P check_exports.cmake).
+# InitializeInjection (CUDA's) or InitializeInjectionNvtx2 and
+# InitializeInjectionNvtxExtension (NVTX's) (run as: cmake -DLIB=path -P check_exports.cmake).
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
@@ -14,14 +15,14 @@ foreach(line IN LISTS lines)
 endforeach()
 set(unexpected)
 foreach(name IN LISTS names)
-  if(NOT name MATCHES "^(gpuwatch_[A-Za-z0-9_]+|InitializeInjection|InitializeInjectionNvtx2)$")
+  if(NOT name MATCHES "^(gpuwatch_[A-Za-z0-9_]+|InitializeInjection|InitializeInjectionNvtx2|InitializeInjectionNvtxExtension)$")
     list(APPEND unexpected ${name})
   endif()
 endforeach()
 if(unexpected)
   message(FATAL_ERROR "libgpuwatch.so exports more than its API: ${unexpected}")
 endif()
-foreach(required InitializeInjection InitializeInjectionNvtx2 gpuwatch_version gpuwatch_is_active gpuwatch_snapshot
+foreach(required InitializeInjection InitializeInjectionNvtx2 InitializeInjectionNvtxExtension gpuwatch_version gpuwatch_is_active gpuwatch_snapshot
                  gpuwatch_mark gpuwatch_pause gpuwatch_resume gpuwatch_live gpuwatch_point
                  gpuwatch_live_since gpuwatch_phase_push gpuwatch_phase_pop)
   if(NOT required IN_LIST names)

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
@@ -139,7 +142,31 @@ void PrintTotals(const ReportModel& m, Printer* p) {
   }
 }
 
-void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, Printer* p) {
+// Pool regions still registered (the `regions` section), by the site of
+// the allocation that holds them: {count, bytes}.
+using HeldRegions = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;
+HeldRegions RegionsBySegmentSite(const json& doc) {
+  HeldRegions held;
+  const json& segments = Sub(Sub(doc, "regions"), "segments");
+  if (!segments.is_array()) return held;
+  for (const json& s : segments) {
+    auto& [count, bytes] = held[U64(s, "site")];
+    count += U64(s, "region_count");
+    bytes += U64(s, "region_bytes");
+  }
+  return held;
+}
+
+void PrintHeld(const ReportSite& site, const HeldRegions& held, Printer* p) {
+  const auto it = held.find(site.site);
+  if (it == held.end()) return;
+  p->Line(std::string(25, ' ') + "holds " + FormatBytes(it->second.second) + " in " +
+          CountOf(it->second.first, "pool region", "pool regions") +
+          " still registered (Pool regions, below)");
+}
+
+void PrintLeakSection(const LeakList& section, const char* what, bool at_exit,
+                      const HeldRegions& held, Printer* p) {
   const LeakSplit split = SplitLeaks(section, nullptr, false);
   p->Blank();
   const std::string title = std::string(at_exit ? "Leaked " : "Live ") + what;
@@ -154,6 +181,7 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, P
       const LeakSite& site = *split.leaked[i];
       p->Site(FormatBytes(site.bytes), std::to_string(site.count), site,
               site.phase.empty() ? "" : "in " + site.phase);
+      PrintHeld(site, held, p);
     }
     p->More(std::min(split.leaked.size(), p->top()), split.leaked.size(), "sites");
     if (split.omitted_bytes != 0) {
@@ -166,6 +194,7 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, P
     for (size_t i = 0; i < split.categorized.size() && i < p->top(); ++i) {
       const LeakSite& site = *split.categorized[i];
       p->Site(FormatBytes(site.bytes), std::to_string(site.count), site, split.category_of[i]);
+      PrintHeld(site, held, p);
     }
     p->More(std::min(split.categorized.size(), p->top()), split.categorized.size(), "sites");
   }
@@ -382,6 +411,60 @@ void PrintPhases(const json& doc, Printer* p) {
   for (const std::string& note : notes) p->Line("  " + note);
 }
 
+// Pool regions still registered through NVTX's memory extension: each site
+// that registered them, where its user called from, and the allocation that
+// holds them.
+void PrintRegions(const json& doc, bool at_exit, Printer* p) {
+  const json& regions = Sub(doc, "regions");
+  if (!regions.is_object()) return;
+  const json& sites = Sub(regions, "sites");
+  p->Blank();
+  const uint64_t count = U64(regions, "live_count");
+  if (count == 0) {
+    p->Line(std::string("Pool regions (NVTX memory extension): none ") +
+            (at_exit ? "left registered." : "registered now."));
+  } else {
+    p->Line(std::string("Pool regions ") + (at_exit ? "left registered" : "registered now") +
+            " (NVTX memory extension): " + FormatBytes(U64(regions, "live_bytes")) + " in " +
+            CountOf(count, "region", "regions"));
+  }
+  for (size_t i = 0; sites.is_array() && i < sites.size() && i < p->top(); ++i) {
+    const json& e = sites[i];
+    const std::string phase = Str(e, "phase");
+    p->Site(FormatBytes(U64(e, "bytes")), std::to_string(U64(e, "count")), SiteOf(e),
+            phase.empty() ? "" : "in " + phase);
+    std::string where;
+    if (const json& segment = Sub(e, "segment"); segment.is_object()) {
+      where = "inside the allocation at " + Str(segment, "location");
+    }
+    if (const uint64_t outside = U64(e, "outside_count"); outside != 0) {
+      if (!where.empty()) where += "; ";
+      where += CountOf(outside, "region", "regions") +
+               " in no live allocation (freed under it, or not device memory)";
+    }
+    if (!where.empty()) p->Line(std::string(25, ' ') + where);
+  }
+  if (sites.is_array()) p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+  const json& c = Sub(regions, "counters");
+  std::vector<std::string> notes;
+  if (const uint64_t n = U64(c, "released_by_reset"); n != 0) {
+    notes.push_back(CountOf(n, "region", "regions") + " ended by a heap reset");
+  }
+  if (const uint64_t n = U64(c, "unknown_unregisters"); n != 0) {
+    notes.push_back(CountOf(n, "unregistration", "unregistrations") + " of no registered region");
+  }
+  if (const uint64_t n = U64(c, "replaced"); n != 0) {
+    notes.push_back(CountOf(n, "region", "regions") + " registered over a live one");
+  }
+  if (const uint64_t n = U64(c, "dropped") + U64(c, "heaps_dropped"); n != 0) {
+    notes.push_back(CountOf(n, "registration", "registrations") + " not recorded (tables full)");
+  }
+  notes.push_back(CountOf(U64(c, "registered"), "region", "regions") + " registered in " +
+                  CountOf(U64(c, "heaps_registered"), "heap", "heaps") + ", " +
+                  std::to_string(U64(c, "unregistered")) + " unregistered");
+  for (const std::string& note : notes) p->Line("  " + note);
+}
+
 // Sites by bytes allocated, device and pinned host memory apart (a site's
 // host_alloc_bytes say how much of what it allocated was host memory).
 void PrintAllocations(const std::vector<AllocSite>& sites, Printer* p) {
@@ -433,8 +516,12 @@ int Text(const Report& r, int top, FILE* out) {
   PrintProcesses(m, &p);
   PrintOom(m, &p);
   PrintTotals(m, &p);
-  PrintLeakSection(m.leaks_device, "device memory", at_exit, &p);
-  if (m.leaks_host.bytes != 0) PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, &p);
+  const HeldRegions held = RegionsBySegmentSite(r.doc);
+  PrintLeakSection(m.leaks_device, "device memory", at_exit, held, &p);
+  if (m.leaks_host.bytes != 0) {
+    PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, held, &p);
+  }
+  PrintRegions(r.doc, at_exit, &p);
   PrintGrowth(m, &p);
   PrintPeak(m.peak, &p);
   PrintPhases(r.doc, &p);

@@ -1,5 +1,7 @@
 #include "tools/report_validate.h"
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "libgpuwatch/report/report_schema.h"
@@ -125,6 +127,47 @@ void ValidatePhases(ReportFieldReader* r, const json& phases) {
   }
 }
 
+// The regions section (docs/report-format.md): its totals, the sites that
+// registered live regions, the allocations and heaps that hold them, and the
+// counters.
+void ValidateRegions(ReportFieldReader* r, const json& regions) {
+  const std::string section = report_key::kRegions;
+  for (const char* key : {"live_count", "live_bytes", "outside_count", "outside_bytes",
+                          "omitted_sites", "omitted_bytes"}) {
+    r->CountAt(regions, section, key);
+  }
+  ObjectList(r, regions, section, report_key::kSites, [r](const json& e, const std::string& at) {
+    ReportSite common;
+    r->Site(e, at, &common);
+    for (const char* key : {"count", "bytes", "oldest_ns", "outside_count", "outside_bytes"}) {
+      r->CountAt(e, at, key);
+    }
+    r->OptionalTextAt(e, at, "phase");
+    r->OptionalTextAt(e, at, "caller");
+    if (const json* segment = r->ObjectAt(e, at, "segment")) {
+      r->CountAt(*segment, at + ".segment", "site");
+      r->TextAt(*segment, at + ".segment", "location");
+    }
+  });
+  for (const char* list : {report_key::kSegments, report_key::kHeaps}) {
+    ObjectList(r, regions, section, list, [r, list](const json& e, const std::string& at) {
+      ReportSite common;
+      r->Site(e, at, &common);
+      r->TextAt(e, at, "address");
+      for (const char* key : {"size", "region_count", "region_bytes"}) r->CountAt(e, at, key);
+      if (std::string_view(list) == report_key::kSegments) r->TextAt(e, at, "kind");
+    });
+  }
+  if (const json* counters = r->ObjectAt(regions, section, "counters")) {
+    for (const char* key :
+         {"registered", "unregistered", "resized", "released_by_reset", "replaced",
+          "unknown_unregisters", "unknown_resizes", "unknown_heaps", "dropped", "heaps_registered",
+          "heaps_unregistered", "heaps_reset", "heaps_dropped"}) {
+      r->CountAt(*counters, section + ".counters", key);
+    }
+  }
+}
+
 }  // namespace
 
 std::string ValidateReport(const json& doc, ReportModel* model) {
@@ -159,6 +202,9 @@ std::string ValidateReport(const json& doc, ReportModel* model) {
     UntypedSites(&r, *timeline, report_key::kTimeline);
   }
   if (const json* phases = r.ObjectAt(doc, "", report_key::kPhases)) ValidatePhases(&r, *phases);
+  if (const json* regions = r.ObjectAt(doc, "", report_key::kRegions)) {
+    ValidateRegions(&r, *regions);
+  }
   if (r.failed()) return r.problem();
   if (model != nullptr) *model = std::move(read);
   return "";

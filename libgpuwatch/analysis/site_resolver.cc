@@ -128,6 +128,43 @@ const SiteClass& SiteResolver::ClassOf(uint32_t stack_id, const Suppressions* su
       .first->second;
 }
 
+namespace {
+
+// "a::B" of "a::B::f(int) const": a function's name up to its last "::",
+// parameters left out; "" for a function outside any class or namespace.
+std::string_view ScopeOf(std::string_view function) {
+  size_t end = function.size();
+  // Back over the parameter list: from its last ')' to the matching '('.
+  if (const size_t close = function.rfind(')'); close != std::string_view::npos) {
+    int depth = 0;
+    for (size_t i = close + 1; i-- > 0;) {
+      if (function[i] == ')') ++depth;
+      if (function[i] == '(' && --depth == 0) {
+        end = i;
+        break;
+      }
+    }
+  }
+  const size_t colons = function.substr(0, end).rfind("::");
+  return colons == std::string_view::npos ? std::string_view() : function.substr(0, colons);
+}
+
+}  // namespace
+
+std::string SiteResolver::CallerOf(uint32_t stack_id) {
+  const std::vector<Frame>& frames = FramesOf(stack_id);
+  const Frame* site = SiteFrame(frames);
+  if (site == nullptr) return "";
+  const std::string_view scope = ScopeOf(site->function);
+  for (const Frame* f = site + 1; f < frames.data() + frames.size(); ++f) {
+    if (f->line <= 0 || f->file.empty()) continue;
+    if (scope.empty() || ScopeOf(f->function) != scope) {
+      return std::string(Basename(f->file)) + ":" + std::to_string(f->line);
+    }
+  }
+  return "";
+}
+
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
   const std::vector<Frame>& frames = FramesOf(stack_id);
   if (const Frame* f = SiteFrame(frames)) {

@@ -68,6 +68,12 @@ class SiteResolver {
   // "file:line" of the first frame that has a line, else "function (module)",
   // else "<no stack>".
   std::string LocationOf(uint32_t stack_id);
+  // "file:line" of the code that called the site's function from outside:
+  // the first frame after the site's line (LocationOf) that has a line and
+  // lies outside that function's class or namespace (any frame after it
+  // when the function has none). "" when no frame does. For sites inside an
+  // allocator (a pool's region registration), where the user's line is.
+  std::string CallerOf(uint32_t stack_id);
   // The category and the `kind` rule of `suppressions` (may be null) that
   // match the site's frames; computed once per site and kind. Every call on
   // one resolver must pass the same `suppressions`.

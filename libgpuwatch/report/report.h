@@ -27,6 +27,7 @@
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/record/lifecycle.h"
 #include "libgpuwatch/record/phases.h"
+#include "libgpuwatch/record/regions.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/report/file.h"
@@ -79,6 +80,8 @@ struct ReportContext {
   const TraceSnapshot* trace = nullptr;
   // Null or empty: no "phases" section, and leak sites name no phase.
   const PhasesSnapshot* phases = nullptr;
+  // Null or empty: no "regions" section (no pool declared regions).
+  const RegionsSnapshot* regions = nullptr;
   // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
   // put in built-in categories either way.
   const Suppressions* suppressions = nullptr;

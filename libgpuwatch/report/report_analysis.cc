@@ -102,6 +102,10 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
   if (context.phases != nullptr) {
     for (const PhaseStats::Row& r : context.phases->rows) ids.push_back(r.peak_site);
   }
+  if (context.regions != nullptr) {
+    for (const PoolRegion& r : context.regions->live) ids.push_back(r.stack_id);
+    for (const PoolHeap& h : context.regions->heaps) ids.push_back(h.stack_id);
+  }
   sites->Prepare(std::move(ids));
   ReportAnalysis analysis;
   analysis.device_live = GroupLive(snap.live, true, sites);

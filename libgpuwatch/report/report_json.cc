@@ -236,6 +236,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   if (context.phases != nullptr && !context.phases->empty()) {
     report[key::kPhases] = PhasesSection(*context.phases, snap, sites);
   }
+  if (context.regions != nullptr && !context.regions->empty()) {
+    report[key::kRegions] = RegionsSection(*context.regions, snap, context.phases, sites);
+  }
   if (context.trace != nullptr) {
     report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites, context.phases);
   }

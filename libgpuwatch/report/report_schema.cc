@@ -33,6 +33,9 @@ void ForEachReportSite(json* doc, const std::function<void(json&)>& fn) {
     for (auto& [kind, section] : leaks->items()) each_in(section, key::kSites);
   }
   each_in(*doc, key::kSites);
+  if (const auto regions = doc->find(key::kRegions); regions != doc->end()) {
+    for (const char* list : {key::kSites, key::kSegments, key::kHeaps}) each_in(*regions, list);
+  }
   if (const auto oom = doc->find(key::kOom); oom != doc->end() && oom->is_object()) fn(*oom);
 }
 

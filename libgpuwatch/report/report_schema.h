@@ -53,6 +53,9 @@ inline constexpr char kTransfers[] = "transfers";
 inline constexpr char kKernels[] = "kernels";
 inline constexpr char kLifecycle[] = "lifecycle";
 inline constexpr char kPhases[] = "phases";
+inline constexpr char kRegions[] = "regions";
+inline constexpr char kSegments[] = "segments";  // regions.segments
+inline constexpr char kHeaps[] = "heaps";        // regions.heaps
 inline constexpr char kTrace[] = "trace";
 inline constexpr char kOom[] = "oom";
 inline constexpr char kFrameTable[] = "frame_table";
@@ -88,7 +91,8 @@ inline constexpr char kInlined[] = "inlined";
 
 // Calls `fn` on every site object of a report that may carry a stack: the
 // site lists of leaks.*, peak, sites, growth (suspects), transfers and
-// timeline, and the oom request. Entries that are not objects are skipped.
+// timeline, regions (sites, segments, heaps), and the oom request. Entries that are not objects are
+// skipped.
 void ForEachReportSite(nlohmann::json* doc, const std::function<void(nlohmann::json&)>& fn);
 
 // The report's `frame_table` from the frames a SiteResolver indexed.

@@ -49,6 +49,12 @@ nlohmann::json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& sna
                              SiteResolver* sites);
 std::string PhaseSummary(const PhasesSnapshot& p);
 
+// report_regions.cc: the `regions` section (pool regions still registered)
+// and the summary's line about them ("" when none is).
+nlohmann::json RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
+                              const PhasesSnapshot* phases, SiteResolver* sites);
+std::string RegionSummary(const RegionsSnapshot& r, SiteResolver* sites);
+
 }  // namespace gpuwatch
 
 #endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_

@@ -69,6 +69,7 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     out += GrowthSummary(analysis, context.suppressions, sites);
   }
   if (context.phases != nullptr) out += PhaseSummary(*context.phases);
+  if (context.regions != nullptr) out += RegionSummary(*context.regions, sites);
   if (context.transfers != nullptr) out += TransferSummary(*context.transfers, analysis, sites);
   if (context.kernels != nullptr && !context.kernels->empty()) {
     const KernelStats& top = context.kernels->front();

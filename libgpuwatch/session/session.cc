@@ -88,6 +88,7 @@ void Session::LockForFork() {
   r.timeline.LockForFork();
   r.transfers.LockForFork();
   r.kernels.LockForFork();
+  r.regions.LockForFork();
   graphs_.LockForFork();
   // A phase table given to the session is its owner's to lock (the
   // interposition layer's fork handlers take it).
@@ -98,6 +99,7 @@ void Session::UnlockAfterFork() {
   Recording& r = recording();
   if (own_phases_ != nullptr) own_phases_->UnlockAfterFork();
   graphs_.UnlockAfterFork();
+  r.regions.UnlockAfterFork();
   r.kernels.UnlockAfterFork();
   r.transfers.UnlockAfterFork();
   r.timeline.UnlockAfterFork();
@@ -136,6 +138,8 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   context_.timeline = &timeline_;
   phases_ = SnapshotPhases(session.phases(), r.phases);
   context_.phases = &phases_;
+  regions_ = r.regions.Snapshot();
+  context_.regions = &regions_;
   context_.lifecycle = LifecycleFiguresOf(r.lifecycle);
   context_.suppressions = session.suppressions();
   context_.depth = config.depth;

@@ -26,6 +26,7 @@
 #include "libgpuwatch/record/graphs.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/record/lifecycle.h"
+#include "libgpuwatch/record/regions.h"
 #include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
@@ -51,6 +52,7 @@ struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at 
   KernelTable kernels;
   Lifecycle lifecycle;
   PhaseStats phases;             // what happened in each phase (the session's PhaseTable)
+  RegionTable regions;           // pool regions declared through NVTX's memory extension
   std::unique_ptr<Trace> trace;  // GPUWATCH_TRACE_EVENTS; null: no event trace
   // Activity records (copies, kernels) go into the trace: CUPTI's clock
   // offset from the tracker's is known (Session::SetGpuClock).
@@ -157,6 +159,7 @@ class SessionReport {
   TimelineSnapshot timeline_;
   TraceSnapshot trace_;
   PhasesSnapshot phases_;
+  RegionsSnapshot regions_;
   SiteResolver sites_;
   ReportAnalysis analysis_;
   std::string json_;

@@ -544,7 +544,11 @@ bool IsCudaInternalFrame(const Frame& frame) {
   // cudaXxx / cuXxx API entry points (static cudart lives in the user's
   // executable, so its module says nothing).
   const auto upper_at = [&fn](size_t i) { return fn.size() > i && fn[i] >= 'A' && fn[i] <= 'Z'; };
-  return (StartsWith(fn, "cuda") && upper_at(4)) || (StartsWith(fn, "cu") && upper_at(2));
+  if ((StartsWith(fn, "cuda") && upper_at(4)) || (StartsWith(fn, "cu") && upper_at(2))) return true;
+  // NVTX's functions (nvtxRangePushA, nvtxMemRegionsRegister, its loader's
+  // nvtxExt...): header-only, so they live in the user's module, above the
+  // line that called them.
+  return (StartsWith(fn, "nvtx") && upper_at(4)) || StartsWith(fn, "nvtx3::");
 }
 
 bool IsToolFrame(const Frame& frame) {

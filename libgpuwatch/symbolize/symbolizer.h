@@ -141,7 +141,9 @@ bool IsGpuwatchFrame(const Frame& frame);
 // cudart::*, __cudart*, or a CUDA API name (cuda or cu followed by an upper
 // case letter, e.g. cudaMalloc, cuMemAlloc_v2). A user function named that
 // way at the very top of a stack is dropped too; that is the price of
-// recognising static cudart.
+// recognising static cudart. NVTX's functions (nvtx and an upper case
+// letter, nvtx3::*) count too: NVTX is header-only, so they sit in the
+// user's module above the line that called them.
 bool IsCudaInternalFrame(const Frame& frame);
 
 // IsGpuwatchFrame || IsCudaInternalFrame: the default trimming predicate.

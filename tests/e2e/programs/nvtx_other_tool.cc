@@ -3,9 +3,12 @@
 // the default and registered domains, domain creation and registered strings
 // with handles of its own, counts what it sees, checks that every handle it
 // is given is one it made, and writes its counts at exit to the file
-// NVTX_OTHER_TOOL_OUT names.
+// NVTX_OTHER_TOOL_OUT names. It takes NVTX's memory extension too (heaps and
+// regions, with handles of its own; tests/e2e/regions_test.cc), and writes
+// a second line of counts when a program used it.
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtMem.h>
 
 #include <atomic>
 #include <cstdio>
@@ -67,6 +70,47 @@ void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, Fn fn) {
   }
 }
 
+// The memory extension.
+std::atomic<bool> g_mem_used{false};
+std::atomic<int> g_heaps{0};
+std::atomic<int> g_heap_unregisters{0};
+std::atomic<int> g_heap_resets{0};
+std::atomic<int> g_regions{0};
+std::atomic<int> g_region_unregisters{0};
+
+nvtxMemHeapHandle_t HeapRegister(nvtxDomainHandle_t domain, const nvtxMemHeapDesc_t*) {
+  CheckOwn(domain);
+  g_mem_used = true;
+  ++g_heaps;
+  return static_cast<nvtxMemHeapHandle_t>(const_cast<void*>(Make("heap")));
+}
+void HeapUnregister(nvtxDomainHandle_t domain, nvtxMemHeapHandle_t heap) {
+  CheckOwn(domain);
+  CheckOwn(heap);
+  ++g_heap_unregisters;
+}
+void HeapReset(nvtxDomainHandle_t domain, nvtxMemHeapHandle_t heap) {
+  CheckOwn(domain);
+  CheckOwn(heap);
+  ++g_heap_resets;
+}
+void RegionsRegister(nvtxDomainHandle_t domain, const nvtxMemRegionsRegisterBatch_t* b) {
+  CheckOwn(domain);
+  CheckOwn(b->heap);
+  g_regions += static_cast<int>(b->regionCount);
+  for (size_t i = 0; b->regionHandleElementsOut != nullptr && i < b->regionCount; ++i) {
+    b->regionHandleElementsOut[i] =
+        static_cast<nvtxMemRegionHandle_t>(const_cast<void*>(Make("region")));
+  }
+}
+void RegionsUnregister(nvtxDomainHandle_t domain, const nvtxMemRegionsUnregisterBatch_t* b) {
+  CheckOwn(domain);
+  for (size_t i = 0; i < b->refCount; ++i) {
+    if (b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE) CheckOwn(b->refElements[i].handle);
+    ++g_region_unregisters;
+  }
+}
+
 struct Report {
   ~Report() {
     const char* path = std::getenv("NVTX_OTHER_TOOL_OUT");
@@ -76,6 +120,11 @@ struct Report {
     std::fprintf(f, "pushes %d pops %d domain_pushes %d domain_pops %d handles %zu foreign %d\n",
                  g_pushes.load(), g_pops.load(), g_domain_pushes.load(), g_domain_pops.load(),
                  g_handles.size(), g_foreign.load());
+    if (g_mem_used) {
+      std::fprintf(f, "heaps %d heap_unregisters %d heap_resets %d regions %d unregisters %d\n",
+                   g_heaps.load(), g_heap_unregisters.load(), g_heap_resets.load(),
+                   g_regions.load(), g_region_unregisters.load());
+    }
     std::fclose(f);
   }
 } g_report;
@@ -101,5 +150,20 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
   Set(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, &DomainPop);
   Set(core2, core2_size, NVTX_CBID_CORE2_DomainCreateA, &CreateA);
   Set(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA, &RegisterA);
+  return 1;
+}
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(
+    nvtxExtModuleInfo_t* info) {
+  if (info == nullptr || info->moduleId != NVTX_EXT_MODULEID_MEM || info->segmentsCount == 0) {
+    return 0;
+  }
+  intptr_t* slots = info->segments[0].functionSlots;
+  if (info->segments[0].slotCount <= NVTX3EXT_CBID_nvtxMemRegionsUnregister) return 0;
+  slots[NVTX3EXT_CBID_nvtxMemHeapRegister] = reinterpret_cast<intptr_t>(&HeapRegister);
+  slots[NVTX3EXT_CBID_nvtxMemHeapUnregister] = reinterpret_cast<intptr_t>(&HeapUnregister);
+  slots[NVTX3EXT_CBID_nvtxMemHeapReset] = reinterpret_cast<intptr_t>(&HeapReset);
+  slots[NVTX3EXT_CBID_nvtxMemRegionsRegister] = reinterpret_cast<intptr_t>(&RegionsRegister);
+  slots[NVTX3EXT_CBID_nvtxMemRegionsUnregister] = reinterpret_cast<intptr_t>(&RegionsUnregister);
   return 1;
 }

@@ -1,0 +1,230 @@
+// The `regions` section: pool regions still registered through NVTX's memory
+// extension (record/regions.h), each shown inside the allocation that holds
+// it and named by the stack that registered it.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "libgpuwatch/report/report_sections.h"
+
+namespace gpuwatch {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string Hex(uint64_t address) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%" PRIx64, address);
+  return text;
+}
+
+// The live allocations by address, to find the one that holds an address.
+class Holders {
+ public:
+  explicit Holders(const std::vector<LiveAlloc>& live) : live_(live) {
+    order_.reserve(live.size());
+    for (size_t i = 0; i < live.size(); ++i) order_.push_back(i);
+    std::sort(order_.begin(), order_.end(),
+              [&live](size_t a, size_t b) { return live[a].address < live[b].address; });
+  }
+  // The allocation [address, address + size) lies in, when it was made no
+  // later than the region (an older region at a reused address lies in
+  // none); null: none.
+  const LiveAlloc* Of(const PoolRegion& r) const {
+    auto it = std::upper_bound(order_.begin(), order_.end(), r.address,
+                               [this](uint64_t a, size_t i) { return a < live_[i].address; });
+    if (it == order_.begin()) return nullptr;
+    const LiveAlloc& a = live_[*(it - 1)];
+    const bool inside =
+        r.address - a.address < a.size && r.size <= a.size - (r.address - a.address);
+    return inside && a.time_ms <= r.time_ms ? &a : nullptr;
+  }
+
+ private:
+  const std::vector<LiveAlloc>& live_;
+  std::vector<size_t> order_;
+};
+
+struct SiteRegions {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  uint32_t oldest_ms = UINT32_MAX;
+  uint64_t outside_count = 0;  // in no live allocation
+  uint64_t outside_bytes = 0;
+  std::map<uint32_t, uint64_t> phase_bytes;    // phase -> bytes
+  std::map<uint32_t, uint64_t> segment_bytes;  // holder's canonical site -> bytes
+};
+
+struct Holding {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+// The key with the most bytes (the lowest of equals); 0 when empty.
+uint32_t Largest(const std::map<uint32_t, uint64_t>& bytes) {
+  uint32_t best = 0;
+  uint64_t most = 0;
+  for (const auto& [key, b] : bytes) {
+    if (b > most) {
+      most = b;
+      best = key;
+    }
+  }
+  return best;
+}
+
+json SiteRef(uint32_t site, SiteResolver* sites) {
+  return {{"site", site}, {"location", sites->LocationOf(site)}, {"stack", sites->StackOf(site)}};
+}
+
+template <typename Row>
+void SortByBytes(std::vector<Row>* rows) {
+  std::sort(rows->begin(), rows->end(), [](const Row& a, const Row& b) {
+    return a.second.bytes != b.second.bytes ? a.second.bytes > b.second.bytes : a.first < b.first;
+  });
+}
+
+}  // namespace
+
+json RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
+                    const PhasesSnapshot* phases, SiteResolver* sites) {
+  const Holders holders(snap.live);
+  std::unordered_map<uint32_t, SiteRegions> by_site;
+  std::map<uint64_t, Holding> by_holder;  // holder's address
+  std::map<uint64_t, Holding> by_heap;    // heap's handle
+  std::map<uint64_t, const LiveAlloc*> holder_of;
+  uint64_t live_bytes = 0;
+  uint64_t outside_count = 0;
+  uint64_t outside_bytes = 0;
+  for (const PoolRegion& region : r.live) {
+    live_bytes += region.size;
+    SiteRegions& s = by_site[sites->Canonical(region.stack_id)];
+    ++s.count;
+    s.bytes += region.size;
+    s.oldest_ms = std::min(s.oldest_ms, region.time_ms);
+    if (region.phase != 0) s.phase_bytes[region.phase] += region.size;
+    Holding& heap = by_heap[region.heap];
+    ++heap.count;
+    heap.bytes += region.size;
+    const LiveAlloc* holder = holders.Of(region);
+    if (holder == nullptr) {
+      ++s.outside_count;
+      s.outside_bytes += region.size;
+      ++outside_count;
+      outside_bytes += region.size;
+      continue;
+    }
+    s.segment_bytes[sites->Canonical(holder->stack_id)] += region.size;
+    Holding& h = by_holder[holder->address];
+    ++h.count;
+    h.bytes += region.size;
+    holder_of[holder->address] = holder;
+  }
+
+  std::vector<std::pair<uint32_t, SiteRegions>> site_rows(by_site.begin(), by_site.end());
+  SortByBytes(&site_rows);
+  json site_list = json::array();
+  uint64_t omitted_sites = 0;
+  uint64_t omitted_bytes = 0;
+  for (size_t i = 0; i < site_rows.size(); ++i) {
+    const auto& [site, s] = site_rows[i];
+    if (i >= kMaxSitesPerSection) {
+      ++omitted_sites;
+      omitted_bytes += s.bytes;
+      continue;
+    }
+    json e = SiteRef(site, sites);
+    if (std::string caller = sites->CallerOf(site); !caller.empty())
+      e["caller"] = std::move(caller);
+    e["count"] = s.count;
+    e["bytes"] = s.bytes;
+    e["oldest_ns"] = uint64_t{s.oldest_ms} * 1000000;
+    e["outside_count"] = s.outside_count;
+    e["outside_bytes"] = s.outside_bytes;
+    const int p = phases != nullptr ? phases->IndexOf(Largest(s.phase_bytes)) : -1;
+    if (p >= 0) e["phase"] = phases->paths[p];
+    if (!s.segment_bytes.empty()) {
+      const uint32_t segment = Largest(s.segment_bytes);
+      e["segment"] = {{"site", segment}, {"location", sites->LocationOf(segment)}};
+    }
+    site_list.push_back(std::move(e));
+  }
+
+  std::vector<std::pair<uint64_t, Holding>> holder_rows(by_holder.begin(), by_holder.end());
+  SortByBytes(&holder_rows);
+  json segments = json::array();
+  for (size_t i = 0; i < holder_rows.size() && i < kMaxSitesPerSection; ++i) {
+    const LiveAlloc& a = *holder_of[holder_rows[i].first];
+    json e = SiteRef(sites->Canonical(a.stack_id), sites);
+    e["address"] = Hex(a.address);
+    e["size"] = a.size;
+    e["kind"] = MemKindName(a.kind);
+    e["region_count"] = holder_rows[i].second.count;
+    e["region_bytes"] = holder_rows[i].second.bytes;
+    segments.push_back(std::move(e));
+  }
+
+  json heaps = json::array();
+  for (size_t i = 0; i < r.heaps.size() && i < kMaxSitesPerSection; ++i) {
+    const PoolHeap& h = r.heaps[i];
+    json e = SiteRef(sites->Canonical(h.stack_id), sites);
+    e["address"] = Hex(h.address);
+    e["size"] = h.size;
+    const auto it = by_heap.find(h.handle);
+    e["region_count"] = it != by_heap.end() ? it->second.count : 0;
+    e["region_bytes"] = it != by_heap.end() ? it->second.bytes : 0;
+    heaps.push_back(std::move(e));
+  }
+
+  const RegionCounters& c = r.counters;
+  return {{"live_count", r.live.size()},
+          {"live_bytes", live_bytes},
+          {"outside_count", outside_count},
+          {"outside_bytes", outside_bytes},
+          {"sites", std::move(site_list)},
+          {"omitted_sites", omitted_sites},
+          {"omitted_bytes", omitted_bytes},
+          {"segments", std::move(segments)},
+          {"heaps", std::move(heaps)},
+          {"counters",
+           {{"registered", c.registered},
+            {"unregistered", c.unregistered},
+            {"resized", c.resized},
+            {"released_by_reset", c.released_by_reset},
+            {"replaced", c.replaced},
+            {"unknown_unregisters", c.unknown_unregisters},
+            {"unknown_resizes", c.unknown_resizes},
+            {"unknown_heaps", c.unknown_heaps},
+            {"dropped", c.dropped},
+            {"heaps_registered", c.heaps_registered},
+            {"heaps_unregistered", c.heaps_unregistered},
+            {"heaps_reset", c.heaps_reset},
+            {"heaps_dropped", c.heaps_dropped}}}};
+}
+
+std::string RegionSummary(const RegionsSnapshot& r, SiteResolver* sites) {
+  if (r.live.empty()) return "";
+  std::unordered_map<uint32_t, uint64_t> bytes;
+  uint64_t total = 0;
+  for (const PoolRegion& region : r.live) {
+    bytes[sites->Canonical(region.stack_id)] += region.size;
+    total += region.size;
+  }
+  std::pair<uint32_t, uint64_t> top{0, 0};
+  for (const auto& [site, b] : bytes) {
+    if (b > top.second || (b == top.second && site < top.first)) top = {site, b};
+  }
+  const std::string caller = sites->CallerOf(top.first);
+  return "gpuwatch: pool regions still registered: " + FormatBytes(total) + " in " +
+         CountOf(r.live.size(), "region", "regions") + "; largest " + FormatBytes(top.second) +
+         " registered at " + sites->LocationOf(top.first) +
+         (caller.empty() ? "" : " from " + caller) + "\n";
+}
+
+}  // namespace gpuwatch
