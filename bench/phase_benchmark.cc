@@ -103,6 +103,56 @@ void BM_PhasePart_CurrentPhase(benchmark::State& state) {
 }
 BENCHMARK(BM_PhasePart_CurrentPhase);
 
+// A device allocation and its free in the tracker, made in a phase
+// (state.range(0) 1: counted in its path, and its (path, site) live bytes
+// kept for the site that held the most at the path's peak) or outside every
+// phase (0). The peak is reached once: this is the steady state.
+void BM_PhaseAllocFree(benchmark::State& state) {
+  Counting& c = Counted();
+  gpuwatch::PushPhase("alloc");
+  const uint32_t phase = state.range(0) != 0 ? gpuwatch::CurrentPhase() : 0;
+  gpuwatch::AllocEvent e;
+  e.stack_id = 3;
+  e.phase = phase;
+  e.size = 4096;
+  uint64_t address = 0x100000000;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    e.address = address;
+    c.tracker.OnAlloc(e);
+    c.tracker.OnFree(address);
+    address += 0x1000;
+  }
+  gpuwatch::PopPhase();
+}
+BENCHMARK(BM_PhaseAllocFree)->Arg(0)->Arg(1);
+
+// An allocation in a phase that raises the phase's peak by more than 1/64,
+// so that the site holding the most is found again: one pass over the
+// (path, site) cells, of which state.range(0) are in use.
+void BM_PhaseTopSiteCapture(benchmark::State& state) {
+  gpuwatch::Tracker tracker;
+  gpuwatch::PhaseStats stats(&gpuwatch::ProcessPhases(), &tracker);
+  tracker.SetPhases(&stats);
+  gpuwatch::PushPhase("capture");
+  gpuwatch::AllocEvent e;
+  e.phase = gpuwatch::CurrentPhase();
+  e.size = 1;
+  uint64_t address = 0x100000000;
+  for (int64_t i = 0; i < state.range(0); ++i) {  // the cells in use, 1 byte each
+    e.address = address++;
+    e.stack_id = static_cast<uint32_t>(i + 1);
+    tracker.OnAlloc(e);
+  }
+  e.stack_id = 1;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    e.address = address++;
+    e.size = tracker.DeviceCurrentBytes() / 32 + 1;  // +3%: a new capture each time
+    tracker.OnAlloc(e);
+  }
+  gpuwatch::PopPhase();
+}
+BENCHMARK(BM_PhaseTopSiteCapture)->Arg(10)->Arg(1000)->Arg(10000)->Iterations(300);
+
 }  // namespace
 
 BENCHMARK_MAIN();

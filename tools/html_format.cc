@@ -16,9 +16,10 @@ constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true
 
 // The sections the page shows. The others (allocation sites, kernels, the
 // trace) can be large and would only make the file bigger.
-constexpr const char* kSections[] = {
-    "schema", "version", "trigger", "label",    "gpuwatch",  "process", "processes",   "totals",
-    "leaks",  "peak",    "growth",  "timeline", "transfers", "oom",     "merged_from", "phases"};
+constexpr const char* kSections[] = {"schema",  "version",   "trigger",   "label", "gpuwatch",
+                                     "process", "processes", "totals",    "leaks", "peak",
+                                     "growth",  "timeline",  "transfers", "oom",   "merged_from",
+                                     "phases",  "regions"};
 
 // Ranges drawn under the chart at most: the newest.
 constexpr size_t kMaxPhaseSpans = 5000;

@@ -382,9 +382,15 @@ void PrintPhases(const json& doc, Printer* p) {
                        Printer::Pad(FormatBytes(copied), 10) + "  " +
                        std::string(2 * (depth - 1), ' ') +
                        (slash == std::string::npos ? path : path.substr(slash + 1));
+    std::string peak;
     if (const json& site = Sub(e, "peak_site"); site.is_object()) {
-      line += "  (peak at " + Str(site, "location") + ")";
+      peak = "peak at " + Str(site, "location");
     }
+    if (const json& top = Sub(e, "peak_top_site"); top.is_object()) {
+      peak += std::string(peak.empty() ? "" : "; ") + "most held by " + Str(top, "location") +
+              ", " + FormatBytes(U64(top, "bytes"));
+    }
+    if (!peak.empty()) line += "  (" + peak + ")";
     p->Line(line);
   }
   p->More(shown, paths.size(), "phases");

@@ -120,9 +120,14 @@ void ValidatePhases(ReportFieldReader* r, const json& phases) {
       r->CountAt(*site, at + ".peak_site", "site");
       r->TextAt(*site, at + ".peak_site", "location");
     }
+    if (const json* site = r->ObjectAt(e, at, "peak_top_site")) {
+      for (const char* key : {"site", "bytes"}) r->CountAt(*site, at + ".peak_top_site", key);
+      r->TextAt(*site, at + ".peak_top_site", "location");
+    }
   });
-  for (const char* key : {"names_dropped", "paths_dropped", "too_deep", "unbalanced_pops",
-                          "open_at_thread_exit", "ranges_not_tracked", "unmatched_ends"}) {
+  for (const char* key :
+       {"names_dropped", "paths_dropped", "too_deep", "unbalanced_pops", "open_at_thread_exit",
+        "ranges_not_tracked", "unmatched_ends", "peak_sites_untracked"}) {
     r->CountAt(phases, section, key);
   }
 }

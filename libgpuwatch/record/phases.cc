@@ -241,14 +241,80 @@ struct PhaseStats::Counters {
   std::atomic<uint32_t> peak_site{0};
   std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_count{};
   std::array<std::atomic<uint64_t>, kNumCopyKinds> copy_bytes{};
+  std::atomic<uint32_t> top_site{0};
+  std::atomic<uint32_t> top_cell{0};  // its cell's index + 1 (0: none)
+  std::atomic<uint64_t> top_bytes{0};
+  std::atomic<uint64_t> top_peak{0};  // the peak when top_site was captured
 };
 
 PhaseStats::PhaseStats(const PhaseTable* table, const Tracker* tracker)
     : table_(table), tracker_(tracker) {
-  bytes_ = (size_t{kMaxPhasePaths} + 1) * sizeof(Counters);
+  const size_t counters_bytes = (size_t{kMaxPhasePaths} + 1) * sizeof(Counters);
+  bytes_ = counters_bytes + kCells * sizeof(Cell);
   void* mem = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mem != MAP_FAILED) counters_ = static_cast<Counters*>(mem);  // else nothing is counted
+  if (mem == MAP_FAILED) return;  // nothing is counted
+  counters_ = static_cast<Counters*>(mem);
+  cells_ = reinterpret_cast<Cell*>(static_cast<char*>(mem) + counters_bytes);
+}
+
+PhaseStats::Cell* PhaseStats::CellOf(uint32_t path, uint32_t stack_id, bool make) {
+  const uint64_t key = uint64_t{path} << 32 | stack_id;
+  size_t i = static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 50) % kCells;
+  for (size_t n = 0; n < kCells; ++n, i = (i + 1) % kCells) {
+    uint64_t seen = cells_[i].key.load(std::memory_order_acquire);
+    if (seen == key) return &cells_[i];
+    if (seen != 0) continue;
+    if (!make) return nullptr;
+    if (cells_[i].key.compare_exchange_strong(seen, key, std::memory_order_acq_rel) ||
+        seen == key) {
+      return &cells_[i];
+    }
+  }
+  if (make) cells_dropped_.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+void PhaseStats::OnFree(uint32_t path, uint64_t size, uint32_t stack_id) {
+  if (cells_ == nullptr || path == 0 || path > kMaxPhasePaths) return;
+  if (Cell* cell = CellOf(path, stack_id, false)) {
+    cell->bytes.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
+  }
+}
+
+void PhaseStats::TopAtPeak(const uint32_t* paths, const uint64_t* peaks, int n) {
+  bool idle = false;
+  if (!capturing_.compare_exchange_strong(idle, true, std::memory_order_acquire)) return;
+  struct Best {
+    uint32_t site = 0;
+    int64_t bytes = 0;
+    uint32_t cell = 0;  // index + 1
+  };
+  std::array<Best, kMaxPhaseDepth + 1> best{};
+  for (size_t i = 0; i < kCells; ++i) {
+    const uint64_t key = cells_[i].key.load(std::memory_order_acquire);
+    if (key == 0) continue;
+    const int64_t bytes = cells_[i].bytes.load(std::memory_order_relaxed);
+    if (bytes <= 0) continue;
+    // Counts for each path of `paths` it is in or nested in.
+    int depth = 0;
+    for (auto p = static_cast<uint32_t>(key >> 32); p != 0 && depth <= kMaxPhaseDepth;
+         p = table_->Parent(p), ++depth) {
+      for (int j = 0; j < n; ++j) {
+        if (paths[j] == p && bytes > best[j].bytes) {
+          best[j] = {static_cast<uint32_t>(key), bytes, static_cast<uint32_t>(i + 1)};
+        }
+      }
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    Counters& c = counters_[paths[j]];
+    c.top_site.store(best[j].site, std::memory_order_relaxed);
+    c.top_cell.store(best[j].cell, std::memory_order_relaxed);
+    c.top_bytes.store(static_cast<uint64_t>(best[j].bytes), std::memory_order_relaxed);
+    c.top_peak.store(peaks[j], std::memory_order_relaxed);
+  }
+  capturing_.store(false, std::memory_order_release);
 }
 
 PhaseStats::~PhaseStats() {
@@ -258,15 +324,32 @@ PhaseStats::~PhaseStats() {
 void PhaseStats::RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id) {
   // The path and the paths it is nested in, innermost first; a parent's peak
   // is at least its child's, so the walk stops at the first one not raised.
-  for (uint32_t p = path; p != 0; p = table_->Parent(p)) {
+  // A path whose peak rose by 1/64 or more since its top site was captured
+  // is captured again (TopAtPeak): a bounded number of times per path, as
+  // the tracker's own peak capture.
+  std::array<uint32_t, kMaxPhaseDepth + 1> capture{};
+  std::array<uint64_t, kMaxPhaseDepth + 1> peaks{};
+  int n = 0;
+  for (uint32_t p = path; p != 0 && n <= kMaxPhaseDepth; p = table_->Parent(p)) {
     Counters& c = counters_[p];
     uint64_t seen = c.peak_bytes.load(std::memory_order_relaxed);
-    if (device_bytes <= seen) return;
+    if (device_bytes <= seen) break;
     while (device_bytes > seen &&
            !c.peak_bytes.compare_exchange_weak(seen, device_bytes, std::memory_order_relaxed)) {
     }
-    if (device_bytes > seen) c.peak_site.store(stack_id, std::memory_order_relaxed);
+    if (device_bytes <= seen) break;
+    c.peak_site.store(stack_id, std::memory_order_relaxed);
+    const uint64_t captured = c.top_peak.load(std::memory_order_relaxed);
+    if (stack_id != 0 && device_bytes - captured >= captured / 64 + 1) {
+      capture[n] = p;
+      peaks[n++] = device_bytes;
+    } else if (const uint32_t cell = c.top_cell.load(std::memory_order_relaxed); cell != 0) {
+      // Between captures, the site captured last: what it holds at this peak.
+      const int64_t held = cells_[cell - 1].bytes.load(std::memory_order_relaxed);
+      c.top_bytes.store(held > 0 ? static_cast<uint64_t>(held) : 0, std::memory_order_relaxed);
+    }
   }
+  if (n > 0) TopAtPeak(capture.data(), peaks.data(), n);
 }
 
 uint64_t PhaseStats::OnOpen(uint32_t path) {
@@ -302,6 +385,9 @@ void PhaseStats::OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t de
   if (IsDeviceKind(kind)) {
     c.allocs.fetch_add(1, std::memory_order_relaxed);
     c.alloc_bytes.fetch_add(size, std::memory_order_relaxed);
+    if (Cell* cell = CellOf(path, stack_id, true)) {
+      cell->bytes.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed);
+    }
     RaisePeak(path, device_bytes, stack_id);
     RaiseOpenRanges(device_bytes, stack_id);
   } else {
@@ -347,6 +433,8 @@ std::vector<PhaseStats::Row> PhaseStats::Rows() const {
     r.alloc_bytes = c.alloc_bytes.load(std::memory_order_relaxed);
     r.host_alloc_bytes = c.host_alloc_bytes.load(std::memory_order_relaxed);
     r.peak_site = c.peak_site.load(std::memory_order_relaxed);
+    r.top_site = c.top_site.load(std::memory_order_relaxed);
+    r.top_bytes = c.top_bytes.load(std::memory_order_relaxed);
     rows.push_back(r);
   }
   return rows;
@@ -377,6 +465,7 @@ PhasesSnapshot SnapshotPhases(const PhaseTable& table, const PhaseStats& stats) 
     s.depths.push_back(depth);
   }
   s.counters = table.counters();
+  s.cells_dropped = stats.cells_dropped();
   return s;
 }
 

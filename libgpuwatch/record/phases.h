@@ -195,6 +195,8 @@ class PhaseStats {
   // device total after it (0 for host kinds: no peak).
   void OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
                uint32_t stack_id);
+  // A device allocation made in `path` (not 0) at `stack_id` departed.
+  void OnFree(uint32_t path, uint64_t size, uint32_t stack_id);
   void OnCopy(uint32_t path, CopyKind kind, uint64_t bytes);
   void OnLaunch(uint32_t path);
   // A range of `path` opened: counted, and its peak raised to the memory
@@ -217,16 +219,37 @@ class PhaseStats {
     uint64_t host_alloc_bytes = 0;
     uint64_t peak_bytes = 0;
     uint32_t peak_site = 0;  // the stack id of the allocation that reached the peak (0: none)
+    // The site whose device allocations made in the path (or nested in it)
+    // held the most bytes at the peak (within 1/64 of it: see TopAtPeak), and
+    // those bytes; 0: none held any.
+    uint32_t top_site = 0;
+    uint64_t top_bytes = 0;
     std::array<uint64_t, kNumCopyKinds> copy_count{};
     std::array<uint64_t, kNumCopyKinds> copy_bytes{};
     uint64_t launches = 0;
   };
   // A row for every path that has been opened, in id order.
   std::vector<Row> Rows() const;
+  // (path, site) pairs not followed for top_site: their table was full.
+  uint64_t cells_dropped() const { return cells_dropped_.load(std::memory_order_relaxed); }
+
+  // Live device bytes per (path, site), for top_site: kCells cells, then
+  // counted in cells_dropped.
+  static constexpr size_t kCells = 16384;
 
  private:
   struct Counters;
+  struct Cell {
+    std::atomic<uint64_t> key{0};  // path << 32 | stack id; 0: empty
+    std::atomic<int64_t> bytes{0};
+  };
+  // The cell of (path, stack_id); made when `make` (null when the table is full).
+  Cell* CellOf(uint32_t path, uint32_t stack_id, bool make);
   void RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id);
+  // For each path of `paths` (a peak just raised by 1/64 or more since its
+  // last capture): the cell of its own or a nested path holding the most
+  // bytes now. One pass over the cells; skipped when another thread is in it.
+  void TopAtPeak(const uint32_t* paths, const uint64_t* peaks, int n);
   // Every open start/end range's peak.
   void RaiseOpenRanges(uint64_t device_bytes, uint32_t stack_id);
 
@@ -235,6 +258,9 @@ class PhaseStats {
   Trace* trace_ = nullptr;
   Counters* counters_ = nullptr;  // kMaxPhasePaths + 1, mmap'ed zeroes
   size_t bytes_ = 0;
+  Cell* cells_ = nullptr;  // kCells, in the same mapping
+  std::atomic<uint64_t> cells_dropped_{0};
+  std::atomic<bool> capturing_{false};
 };
 
 // The phases of a report: every path used, with its text.
@@ -243,6 +269,7 @@ struct PhasesSnapshot {
   std::vector<std::string> paths;     // rows[i]'s path, "a/b/c"
   std::vector<uint32_t> depths;       // rows[i]'s ranges (a name may hold '/' itself)
   PhaseTable::Counters counters;
+  uint64_t cells_dropped = 0;  // PhaseStats::cells_dropped()
 
   bool empty() const;
   // rows' index of path id `path`; -1 when none.

@@ -232,6 +232,8 @@ bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
 void Tracker::ReleaseLive(const LiveAlloc& alloc) {
   if (IsDeviceKind(alloc.kind)) {
     SiteFor(alloc.stack_id).live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
+    if (phases_ != nullptr && alloc.phase != 0)
+      phases_->OnFree(alloc.phase, alloc.size, alloc.stack_id);
   } else {
     RemoveHostRange(alloc.address);
   }

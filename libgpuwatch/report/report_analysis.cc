@@ -100,7 +100,10 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
     for (const uint32_t id : TraceSiteIds(*context.trace)) ids.push_back(id);
   }
   if (context.phases != nullptr) {
-    for (const PhaseStats::Row& r : context.phases->rows) ids.push_back(r.peak_site);
+    for (const PhaseStats::Row& r : context.phases->rows) {
+      ids.push_back(r.peak_site);
+      ids.push_back(r.top_site);
+    }
   }
   if (context.regions != nullptr) {
     for (const PoolRegion& r : context.regions->live) ids.push_back(r.stack_id);

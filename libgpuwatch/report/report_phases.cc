@@ -62,6 +62,11 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
       const uint32_t site = sites->Canonical(r.peak_site);
       e["peak_site"] = {{"site", site}, {"location", sites->LocationOf(site)}};
     }
+    if (r.top_site != 0) {
+      const uint32_t site = sites->Canonical(r.top_site);
+      e["peak_top_site"] = {
+          {"site", site}, {"location", sites->LocationOf(site)}, {"bytes", r.top_bytes}};
+    }
     json copies = json::object();
     for (int k = 0; k < kNumCopyKinds; ++k) {
       if (r.copy_count[k] == 0) continue;
@@ -79,7 +84,8 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
           {"unbalanced_pops", c.unbalanced_pops},
           {"open_at_thread_exit", c.open_at_thread_exit},
           {"ranges_not_tracked", c.ranges_not_tracked},
-          {"unmatched_ends", c.unmatched_ends}};
+          {"unmatched_ends", c.unmatched_ends},
+          {"peak_sites_untracked", p.cells_dropped}};
 }
 
 std::string PhaseSummary(const PhasesSnapshot& p) {

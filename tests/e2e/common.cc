@@ -293,6 +293,33 @@ void RunPreloaded(const ScopedTempDir& dir, const std::vector<std::string>& argv
   ASSERT_TRUE(report->is_object()) << r.err;
 }
 
+nlohmann::json RunProgramReport(const std::string& program, const std::vector<std::string>& prefix,
+                                std::map<std::string, std::string> env, ProcessResult* process) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  std::vector<std::string> argv = prefix;
+  if (!prefix.empty()) argv.insert(argv.end(), {"-o", out, "--"});
+  argv.push_back(kPrograms + "/" + program);
+  if (prefix.empty()) env["GPUWATCH_OUTPUT"] = out;
+  *process = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(process->exit_code, 0) << process->err;
+  EXPECT_EQ(process->out, program + ": done\n");
+  return ReadReport(out);
+}
+
+std::string ChainedToolAloneCounts(const std::string& program) {
+  ScopedTempDir dir;
+  std::map<std::string, std::string> env = SimEnv();
+  env["NVTX_INJECTION64_PATH"] = kLib;
+  env["GPUWATCH_NVTX_CHAIN"] = kPrograms + "/nvtx_other_tool.so";
+  env["GPUWATCH_DISABLE"] = "1";
+  env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
+  const ProcessResult r = RunProcess({kPrograms + "/" + program}, env, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  return ReadFile(dir.path() + "/other.txt");
+}
+
 nlohmann::json SiteAt(const nlohmann::json& section, const std::string& location) {
   for (const nlohmann::json& site : section["sites"]) {
     if (site["location"] == location) return site;

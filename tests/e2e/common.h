@@ -119,6 +119,19 @@ nlohmann::json ReadJson(const std::string& path);
 // ReadJson(path) of a report that must exist: a failure when there is none.
 nlohmann::json ReadReport(const std::string& path);
 
+// Runs tests/programs/PROGRAM, which prints "PROGRAM: done", with `prefix`
+// before it (`gpuwatch run`, whose `-o` this adds; none: `env` attaches
+// gpuwatch, and GPUWATCH_OUTPUT is set), in a directory of its own; its
+// report, and how it ran in `process`.
+nlohmann::json RunProgramReport(const std::string& program, const std::vector<std::string>& prefix,
+                                std::map<std::string, std::string> env, ProcessResult* process);
+
+// Runs tests/programs/PROGRAM with gpuwatch disabled (GPUWATCH_DISABLE=1)
+// but named by NVTX_INJECTION64_PATH, chained to tests/programs/
+// nvtx_other_tool.so: what that tool counted (its NVTX_OTHER_TOOL_OUT file).
+// A failure when the program fails or gpuwatch says anything.
+std::string ChainedToolAloneCounts(const std::string& program);
+
 // The site of `section` (an object with "sites") whose location is
 // `location`, or null.
 nlohmann::json SiteAt(const nlohmann::json& section, const std::string& location);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -20,20 +21,9 @@ using nlohmann::json;
 
 std::string At(const std::string& name) { return ProgramLine("nvtx_phases.cu", "// AT:" + name); }
 
-// Runs nvtx_phases with `prefix` before it (`gpuwatch run`; none: the
-// environment attaches gpuwatch); its report, and how it ran in `process`.
 json RunPhases(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
                ProcessResult* process) {
-  ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  std::vector<std::string> argv = prefix;
-  if (!prefix.empty()) argv.insert(argv.end(), {"-o", out, "--"});
-  argv.push_back(kPrograms + "/nvtx_phases");
-  if (prefix.empty()) env["GPUWATCH_OUTPUT"] = out;
-  *process = RunProcess(argv, env, dir.path());
-  EXPECT_EQ(process->exit_code, 0) << process->err;
-  EXPECT_EQ(process->out, "nvtx_phases: done\n");
-  return ReadReport(out);
+  return RunProgramReport("nvtx_phases", prefix, std::move(env), process);
 }
 
 json UnderGpuwatchRun(ProcessResult* process,
@@ -60,30 +50,37 @@ struct Expected {
   uint64_t peak_bytes;
   const char* peak_at;  // the AT: marker of the allocation that reached the peak; "": none
   uint64_t launches;
+  // The AT: marker of the site whose allocations made in the path (or
+  // nested in it) held the most at the peak, and their bytes; "": none.
+  const char* top_at = "";
+  uint64_t top_bytes = 0;
 };
 
 const std::vector<Expected>& ExpectedPaths() {
   static const std::vector<Expected> paths = {
-      {"setup", 1, 8 * kMiB, 8 * kMiB, 8 * kMiB, "setup", 0},
-      // A step's peak: the 8 MiB of setup, 4 of forward and 2 of backward.
-      {"step", 0, 0, 0, 14 * kMiB, "backward", 0},
-      {"step/forward", 3, 12 * kMiB, 0, 12 * kMiB, "forward", 3},
-      {"step/backward", 3, 6 * kMiB, 0, 14 * kMiB, "backward", 0},
+      {"setup", 1, 8 * kMiB, 8 * kMiB, 8 * kMiB, "setup", 0, "setup", 8 * kMiB},
+      // A step's peak: the 8 MiB of setup, 4 of forward and 2 of backward;
+      // of what the step allocated, forward's 4 MiB held the most (setup's
+      // 8 MiB was allocated before it opened).
+      {"step", 0, 0, 0, 14 * kMiB, "backward", 0, "forward", 4 * kMiB},
+      {"step/forward", 3, 12 * kMiB, 0, 12 * kMiB, "forward", 3, "forward", 4 * kMiB},
+      {"step/backward", 3, 6 * kMiB, 0, 14 * kMiB, "backward", 0, "backward", 2 * kMiB},
       // Opened with the 8 MiB of setup live.
       {"io", 0, 0, 0, 8 * kMiB, "", 0},
-      {"loader:batch", 1, 3 * kMiB, 3 * kMiB, 11 * kMiB, "batch", 0},
-      {"worker", 1, kMiB, kMiB, 12 * kMiB, "worker", 0},
+      {"loader:batch", 1, 3 * kMiB, 3 * kMiB, 11 * kMiB, "batch", 0, "batch", 3 * kMiB},
+      {"worker", 1, kMiB, kMiB, 12 * kMiB, "worker", 0, "worker", kMiB},
       {"outer", 0, 0, 0, 12 * kMiB, "", 0},
       {"outer/loader:inner", 0, 0, 0, 12 * kMiB, "", 0},
       // Reopened as a path of its own when "outer" closed under it.
-      {"loader:inner", 1, kMiB / 2, kMiB / 2, 12 * kMiB + kMiB / 2, "inner", 0},
-      {"api", 1, kMiB / 4, kMiB / 4, 12 * kMiB + 3 * kMiB / 4, "api", 0},
+      {"loader:inner", 1, kMiB / 2, kMiB / 2, 12 * kMiB + kMiB / 2, "inner", 0, "inner", kMiB / 2},
+      {"api", 1, kMiB / 4, kMiB / 4, 12 * kMiB + 3 * kMiB / 4, "api", 0, "api", kMiB / 4},
       // Start/end ranges: the whole run up to "api", and "load", from before
       // the worker starts to after its 3 MiB (all threads' allocations count).
       {"run", 0, 0, 0, 14 * kMiB, "backward", 0},
       {"load", 0, 0, 0, 11 * kMiB, "batch", 0},
       // 128 KiB kept at each of six marks.
-      {"grow", 6, 6 * kMiB / 8, 6 * kMiB / 8, 13 * kMiB + kMiB / 2, "grow", 0},
+      {"grow", 6, 6 * kMiB / 8, 6 * kMiB / 8, 13 * kMiB + kMiB / 2, "grow", 0, "grow",
+       6 * kMiB / 8},
   };
   return paths;
 }
@@ -110,6 +107,12 @@ void ExpectPaths(const json& report, bool with_api) {
     } else {
       EXPECT_FALSE(p.contains("peak_site")) << p.dump();
     }
+    if (*e.top_at != '\0') {
+      EXPECT_EQ(p["peak_top_site"]["location"], At(e.top_at));
+      EXPECT_EQ(p["peak_top_site"]["bytes"], e.top_bytes);
+    } else {
+      EXPECT_FALSE(p.contains("peak_top_site")) << p.dump();
+    }
     if (std::string(e.path) != "io") {
       EXPECT_EQ(p["copies"], json::object());
     }
@@ -126,6 +129,7 @@ void ExpectPaths(const json& report, bool with_api) {
   EXPECT_EQ(phases["unmatched_ends"], 1);
   EXPECT_EQ(phases["ranges_not_tracked"], 0);
   EXPECT_EQ(phases["paths_dropped"], 0);
+  EXPECT_EQ(phases["peak_sites_untracked"], 0);
   // Every leak site names the phase that allocated it.
   std::map<std::string, std::string> leak_phases;
   for (const json& site : report["leaks"]["device"]["sites"]) {
@@ -230,16 +234,7 @@ TEST(Phases, ChainsToAnotherNvtxTool) {
 // GPUWATCH_DISABLE=1 with NVTX_INJECTION64_PATH naming gpuwatch: the tool it
 // would chain to still gets every range.
 TEST(Phases, ADisabledGpuwatchStillHandsRangesToTheChainedTool) {
-  ScopedTempDir dir;
-  std::map<std::string, std::string> env = SimEnv();
-  env["NVTX_INJECTION64_PATH"] = kLib;
-  env["GPUWATCH_NVTX_CHAIN"] = kPrograms + "/nvtx_other_tool.so";
-  env["GPUWATCH_DISABLE"] = "1";
-  env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
-  const ProcessResult r = RunProcess({kPrograms + "/nvtx_phases"}, env, dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err, "");
-  EXPECT_EQ(ReadFile(dir.path() + "/other.txt"),
+  EXPECT_EQ(ChainedToolAloneCounts("nvtx_phases"),
             "pushes 13 pops 14 domain_pushes 2 domain_pops 2 handles 2 foreign 0\n");
 }
 
@@ -290,11 +285,11 @@ TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
   const std::vector<std::string> rows = {
       "     8.0 MiB         0 B       0         0 B     3.0 MiB  io",
       "    14.0 MiB         0 B       0         0 B         0 B  step  (peak at " + At("backward") +
-          ")",
+          "; most held by " + At("forward") + ", 4.0 MiB)",
       "    14.0 MiB     6.0 MiB       3         0 B         0 B    backward  (peak at " +
-          At("backward") + ")",
+          At("backward") + "; most held by " + At("backward") + ", 2.0 MiB)",
       "    12.0 MiB    12.0 MiB       3         0 B         0 B    forward  (peak at " +
-          At("forward") + ")",
+          At("forward") + "; most held by " + At("forward") + ", 4.0 MiB)",
       "  2 pops with no range open",
       "  1 range left open when a thread ended"};
   size_t from = 0;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -19,24 +20,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kKiB = 1024;
-
 std::string At(const std::string& name) { return ProgramLine("nvtx_pool.cu", "// AT:" + name); }
 
-// Runs nvtx_pool with `prefix` before it (`gpuwatch run`; none: the
-// environment attaches gpuwatch); its report, and how it ran in `process`.
 json RunPool(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
              ProcessResult* process) {
-  ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  std::vector<std::string> argv = prefix;
-  if (!prefix.empty()) argv.insert(argv.end(), {"-o", out, "--"});
-  argv.push_back(kPrograms + "/nvtx_pool");
-  if (prefix.empty()) env["GPUWATCH_OUTPUT"] = out;
-  *process = RunProcess(argv, env, dir.path());
-  EXPECT_EQ(process->exit_code, 0) << process->err;
-  EXPECT_EQ(process->out, "nvtx_pool: done\n");
-  return ReadReport(out);
+  return RunProgramReport("nvtx_pool", prefix, std::move(env), process);
 }
 
 std::string FrameLocation(const json& frame) {
@@ -70,11 +58,12 @@ void ExpectRegions(const json& report) {
     const json& s = r["sites"][i];
     EXPECT_EQ(s["bytes"], expected[i].bytes);
     EXPECT_EQ(s["count"], 1);
-    // The pool's registering line, then the user's line that asked for it.
+    // The pool's registering line; the user's line that asked for the
+    // block, past the pool's two frames (Register, Allocate).
     EXPECT_EQ(s["location"], At("register"));
     EXPECT_EQ(s["caller"], At(expected[i].caller));
-    ASSERT_GE(s["frames"].size(), 2u);
-    EXPECT_EQ(FrameLocation(s["frames"][1]), At(expected[i].caller));
+    ASSERT_GE(s["frames"].size(), 3u);
+    EXPECT_EQ(FrameLocation(s["frames"][2]), At(expected[i].caller));
     EXPECT_EQ(s.value("phase", ""), expected[i].phase);
     const bool inside = *expected[i].segment != '\0';
     EXPECT_EQ(s.contains("segment"), inside);
@@ -88,7 +77,7 @@ void ExpectRegions(const json& report) {
   ASSERT_EQ(r["segments"].size(), 1u);
   const json& segment = r["segments"][0];
   EXPECT_EQ(segment["location"], At("segment"));
-  EXPECT_EQ(segment["size"], 8 * 1024 * kKiB);
+  EXPECT_EQ(segment["size"], 8 * kMiB);
   EXPECT_EQ(segment["kind"], "device");
   EXPECT_EQ(segment["region_count"], 2);
   EXPECT_EQ(segment["region_bytes"], 640 * kKiB);
@@ -97,7 +86,7 @@ void ExpectRegions(const json& report) {
   const json& heap = r["heaps"][0];
   EXPECT_EQ(heap["location"], At("heap"));
   EXPECT_EQ(heap["address"], segment["address"]);
-  EXPECT_EQ(heap["size"], 8 * 1024 * kKiB);
+  EXPECT_EQ(heap["size"], 8 * kMiB);
   EXPECT_EQ(heap["region_count"], 2);
   EXPECT_EQ(heap["region_bytes"], 640 * kKiB);
   // 1 + 1 + 1 + 1 + 2 (a batch) in the main pool, 3 in the arena, 1 in the
@@ -113,7 +102,7 @@ void ExpectRegions(const json& report) {
   // The leaked segment itself is the pool's, as before.
   const json leak = SiteAt(report["leaks"]["device"], At("segment"));
   ASSERT_TRUE(leak.is_object());
-  EXPECT_EQ(leak["bytes"], 8 * 1024 * kKiB);
+  EXPECT_EQ(leak["bytes"], 8 * kMiB);
 }
 
 const char kSummary[] = "gpuwatch: pool regions still registered: 704.0 KiB in 3 regions; ";
@@ -166,16 +155,7 @@ TEST(Regions, ChainsTheMemoryExtensionToAnotherNvtxTool) {
 }
 
 TEST(Regions, ADisabledGpuwatchStillHandsTheExtensionToTheChainedTool) {
-  ScopedTempDir dir;
-  std::map<std::string, std::string> env = SimEnv();
-  env["NVTX_INJECTION64_PATH"] = kLib;
-  env["GPUWATCH_NVTX_CHAIN"] = kPrograms + "/nvtx_other_tool.so";
-  env["GPUWATCH_DISABLE"] = "1";
-  env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
-  const ProcessResult r = RunProcess({kPrograms + "/nvtx_pool"}, env, dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err, "");
-  EXPECT_EQ(ReadFile(dir.path() + "/other.txt"),
+  EXPECT_EQ(ChainedToolAloneCounts("nvtx_pool"),
             "pushes 1 pops 1 domain_pushes 0 domain_pops 0 handles 6 foreign 0\n"
             "heaps 3 heap_unregisters 2 heap_resets 1 regions 10 unregisters 5\n");
 }

@@ -388,7 +388,27 @@ def check_vmm_striped(c, report, ctx):
          [(0, 2 * MiB), (1, 2 * MiB)])
 
 
+def check_nvtx_pool(c, report, ctx):
+    # NVTX's memory extension (tests/e2e/regions_test.cc, ExpectRegions): with
+    # the real driver's addresses, the regions still registered lie in the
+    # pool's segment. NVTX finds gpuwatch through the preload constructor's
+    # NVTX_INJECTION64_PATH; under CUDA_INJECTION64_PATH alone it does not.
+    regions = get(report, "regions")
+    if ctx["attach"] != "preload" and regions is None:
+        return
+    c.eq("regions.live_bytes", get(regions, "live_bytes"), 704 * KiB)
+    c.eq("regions.outside_bytes", get(regions, "outside_bytes"), 64 * KiB)
+    sites = get(regions, "sites", default=[]) or []
+    c.eq("region callers", [s.get("caller") for s in sites],
+         [at(ctx, "nvtx_pool.cu", "AT:" + m) for m in ("leaked", "shrunk", "torn_down")])
+    c.eq("region segments", [get(s, "segment", "location") for s in sites],
+         [at(ctx, "nvtx_pool.cu", "AT:segment")] * 2 + [None])
+    c.eq("segment region bytes", get(regions, "segments", 0, "region_bytes"), 640 * KiB)
+    c.eq("registered", get(regions, "counters", "registered"), 10)
+
+
 CHECKS = {
+    "nvtx_pool": check_nvtx_pool,
     "reuse_race": check_reuse_race,
     "zero_copy": check_zero_copy,
     "copy_findings": check_copy_findings,

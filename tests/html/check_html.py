@@ -14,6 +14,9 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
   - the report of tests/programs/nvtx_phases (NVTX ranges) draws one bar per
     range under the chart, a row per phase in tree order, and tags each leak
     with its phase;
+  - the report of tests/programs/nvtx_pool (NVTX's memory extension) has a
+    row per site of pool regions, with its caller and the allocation that
+    holds it;
   - a report whose strings are markup (a hostile function name, location,
     mark label and command) shows them as text: no element is injected and
     the page still runs to its end.
@@ -131,7 +134,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--examples", required=True)
-    ap.add_argument("--programs", required=True, help="the e2e test programs (nvtx_phases)")
+    ap.add_argument("--programs", required=True, help="the e2e test programs (nvtx_phases, nvtx_pool)")
     ap.add_argument("--keep", help="copy the pages and the screenshot to this directory")
     args = ap.parse_args()
     for name in ("cli", "lib", "sim_dir", "examples", "programs"):
@@ -287,9 +290,27 @@ def main():
         if tags[:2] != ["setup", "loader:batch"]:
             fail("leak phase tags %s, expected setup and loader:batch first" % tags)
 
+        # Pool regions: a row per site that registered live regions, in the
+        # report's order, with the line that asked the pool and the
+        # allocation that holds them.
+        pool_json = traced("pool", "nvtx_pool", where=args.programs)
+        pool_report = json.load(open(pool_json))
+        pool_page = render(pool_json, "pool")
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + pool_page)
+        check_page_ran(dom, log, "nvtx_pool")
+        callers = re.findall(r'class="gw-region-row" data-caller="([^"]*)"', dom)
+        want_callers = [site["caller"] for site in pool_report["regions"]["sites"]]
+        if callers != want_callers or len(callers) != 3:
+            fail("region rows %s, expected %s" % (callers, want_callers))
+        inside = re.findall(r'gw-region-segment">([^<]*)<', dom)
+        want_inside = [site.get("segment", {}).get("location", "(none live)")
+                       for site in pool_report["regions"]["sites"]]
+        if inside != want_inside or inside[-1] != "(none live)":
+            fail("region segments %s, expected %s" % (inside, want_inside))
+
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
-            for f in (leaky, oom, hostile, shot, phases_page):
+            for f in (leaky, oom, hostile, shot, phases_page, pool_page):
                 shutil.copy(f, args.keep)
     print("PASS: the HTML report renders in %s" % os.path.basename(browser))
     return 0

@@ -197,6 +197,52 @@ TEST_F(PhasesTest, AllocationsPeaksAndCopiesPerPath) {
   EXPECT_EQ(live, (std::vector<std::pair<uint64_t, uint16_t>>{{0x1000, 0}, {0x3000, b->path}}));
 }
 
+// The site that held the most at a path's peak, of what was allocated in it
+// or nested in it, is not always the one whose allocation reached the peak;
+// what was freed before the peak does not count.
+TEST_F(PhasesTest, TheSiteThatHeldTheMostAtThePeak) {
+  PhaseStack s;
+  Alloc(0x1000, 5000, 0, 1);  // before the step: not the step's
+  Push(&s, "step");
+  Push(&s, "forward");
+  Alloc(0x2000, 3000, s.current(), 7);
+  Alloc(0x3000, 500, s.current(), 8);
+  tracker_.OnFree(0x3000);  // site 8 holds nothing at the step's peak
+  EXPECT_TRUE(table_.Pop(&s, 0));
+  Push(&s, "backward");
+  Alloc(0x4000, 1000, s.current(), 9);
+  Alloc(0x5000, 1000, s.current(), 9);  // the peak: 5000 + 3000 + 2000
+  EXPECT_TRUE(table_.Pop(&s, 0));
+
+  const std::optional<PhaseStats::Row> st = RowOf("step");
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->peak_bytes, 10000u);
+  EXPECT_EQ(st->peak_site, 9u);  // reached it
+  EXPECT_EQ(st->top_site, 7u);   // held the most of the step's own
+  EXPECT_EQ(st->top_bytes, 3000u);
+  const std::optional<PhaseStats::Row> b = RowOf("step/backward");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->top_site, 9u);  // 2000 bytes after its second allocation
+  EXPECT_EQ(b->top_bytes, 2000u);
+  const std::optional<PhaseStats::Row> f = RowOf("step/forward");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->peak_bytes, 8500u);  // 5000 + 3000 + 500, before the free
+  EXPECT_EQ(f->top_site, 7u);
+  EXPECT_EQ(f->top_bytes, 3000u);
+  EXPECT_EQ(snapshot_.cells_dropped, 0u);
+}
+
+// Past PhaseStats::kCells (path, site) pairs, the rest are counted, not followed.
+TEST_F(PhasesTest, SitesPastTheCellTableAreCounted) {
+  PhaseStack s;
+  Push(&s, "many");
+  for (uint32_t i = 0; i < PhaseStats::kCells + 5; ++i) {
+    Alloc(0x100000 + uint64_t{i} * 16, 1, s.current(), i + 1);
+  }
+  ASSERT_TRUE(RowOf("many").has_value());
+  EXPECT_EQ(snapshot_.cells_dropped, 5u);
+}
+
 TEST_F(PhasesTest, StartEndRangesSeeEveryThreadsAllocations) {
   const uint64_t epoch = table_.Start(table_.InternName("epoch"));
   ASSERT_NE(epoch, 0u);

@@ -111,6 +111,7 @@ TEST(RegionTable, ThreadsRegisterAndUnregisterConcurrently) {
   constexpr int kThreads = 4;
   constexpr uint64_t kEach = 20000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int th = 0; th < kThreads; ++th) {
     threads.emplace_back([&t, th] {
       const uint64_t base = (uint64_t{1} << 40) * (th + 1);

@@ -53,33 +53,15 @@ class Pool {
 
   // A bump allocator: blocks are never reused, so addresses are distinct.
   __attribute__((noinline)) void* Allocate(size_t bytes) {
-    void* block = Take(bytes);
-    nvtxMemVirtualRangeDesc_t region = {bytes, block};
-    nvtxMemRegionsRegisterBatch_t batch = {};
-    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-    batch.structSize = sizeof(batch);
-    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-    batch.heap = heap_;
-    batch.regionCount = 1;
-    batch.regionDescElementSize = sizeof(region);
-    batch.regionDescElements = &region;
-    nvtxMemRegionsRegister(Domain(), &batch);  // AT:register
-    return block;
+    nvtxMemVirtualRangeDesc_t region = {bytes, Take(bytes)};
+    Register(&region, 1, nullptr);
+    return const_cast<void*>(region.ptr);
   }
 
   // Two blocks in one batch; their handles in `handles`.
   __attribute__((noinline)) void AllocatePair(size_t bytes, nvtxMemRegionHandle_t handles[2]) {
     nvtxMemVirtualRangeDesc_t regions[2] = {{bytes, Take(bytes)}, {bytes, Take(bytes)}};
-    nvtxMemRegionsRegisterBatch_t batch = {};
-    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-    batch.structSize = sizeof(batch);
-    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-    batch.heap = heap_;
-    batch.regionCount = 2;
-    batch.regionDescElementSize = sizeof(regions[0]);
-    batch.regionDescElements = regions;
-    batch.regionHandleElementsOut = handles;
-    nvtxMemRegionsRegister(Domain(), &batch);
+    Register(regions, 2, handles);
   }
 
   static void Resize(void* block, size_t bytes) {
@@ -115,6 +97,23 @@ class Pool {
     void* block = static_cast<char*>(base_) + used_;
     used_ += bytes;
     return block;
+  }
+
+  // Registers `n` regions of this pool's heap in one batch; `handles`, when
+  // given, receives theirs. Two of the pool's frames then stand between the
+  // registration and the line that asked for the block.
+  __attribute__((noinline)) void Register(const nvtxMemVirtualRangeDesc_t* regions, size_t n,
+                                          nvtxMemRegionHandle_t* handles) {
+    nvtxMemRegionsRegisterBatch_t batch = {};
+    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
+    batch.structSize = sizeof(batch);
+    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+    batch.heap = heap_;
+    batch.regionCount = n;
+    batch.regionDescElementSize = sizeof(regions[0]);
+    batch.regionDescElements = regions;
+    batch.regionHandleElementsOut = handles;
+    nvtxMemRegionsRegister(Domain(), &batch);  // AT:register
   }
 
   static void Unregister(uint32_t type, const void* ref) {
