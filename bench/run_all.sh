@@ -3,8 +3,9 @@
 #
 #   bench/run_all.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, bench-results)
 #
-# Build first:  ninja -C BUILD_DIR stack_benchmark hook_benchmark report_benchmark bench_overhead_deps
-# Takes about 25 minutes on a 2-core machine; run it on an otherwise idle machine
+# Build first:  ninja -C BUILD_DIR stack_benchmark hook_benchmark report_benchmark bench_overhead_deps \
+#                 bench_live_deps live_benchmark
+# Takes about 33 minutes on a 2-core machine; run it on an otherwise idle machine
 # (wall-clock figures are medians, but a busy machine inflates them all).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -45,5 +46,12 @@ run_gbench report "$bench/report_benchmark" '.'
 echo "== overhead"
 python3 "$here/overhead.py" --build "$build" --events 200000 --repeat 7 --scaling \
   --callgrind --json "$out/overhead.json" | tee "$out/overhead.md"
+# The live view (gpuwatch top): the background thread's CPU idle and polled,
+# 100,000 live allocations over 10,000 sites (about 7 minutes), and its parts.
+echo "== live"
+python3 "$here/live_poll.py" --build "$build" --seconds 20 --repeat 3 \
+  --json "$out/live.json" | tee "$out/live.md"
+run_gbench live_core "$bench/live_benchmark" '.' --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 echo "results in $out"

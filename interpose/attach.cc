@@ -37,6 +37,7 @@
 #include "interpose/fatal_signals.h"
 #include "interpose/fork.h"
 #include "interpose/guard.h"
+#include "interpose/live.h"
 #include "interpose/nvtx.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/log.h"
@@ -237,6 +238,7 @@ void DoAttach(const char* mode) {
     Warn("cannot create a pipe (%s); out-of-memory and context reports are written at exit",
          std::strerror(errno));
   }
+  OpenLiveSocket(s);  // before the background thread, which serves it
   InstallSnapshotSignal(s);
   if (s.signal_pipe[0] < 0) StartBackgroundThread(s);  // the rest without snapshots
 }

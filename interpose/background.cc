@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "interpose/fatal_signals.h"
+#include "interpose/live.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/log.h"
@@ -38,28 +39,32 @@ void* BackgroundThread(void*) {
   s.bg_started.notify_all();
   SetFatalSignalServerThread();
   // An fd of -1 is ignored by poll.
-  pollfd fds[3] = {{FatalSignalRequestFd(), POLLIN, 0},
+  pollfd fds[4] = {{FatalSignalRequestFd(), POLLIN, 0},
                    {s.signal_pipe[0], POLLIN, 0},
-                   {s.wake_pipe[0], POLLIN, 0}};
+                   {s.wake_pipe[0], POLLIN, 0},
+                   {LiveSocketFd(), POLLIN, 0}};
+  const bool live = fds[3].fd >= 0;
   const uint64_t interval_ns = static_cast<uint64_t>(s.config().sample_ms) * 1000000ULL;
   constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
   const bool checkpoints = s.config().checkpoint_seconds != 0;
   Checkpoints checkpoint;
   uint64_t next = MonotonicNs() + interval_ns;
   uint64_t next_checkpoint = MonotonicNs() + kCheckpointTickNs;
+  uint64_t next_live = MonotonicNs();  // the first sample at once
   for (;;) {
     const uint64_t now = MonotonicNs();
     uint64_t due = UINT64_MAX;
     if (interval_ns != 0) due = next;
     if (checkpoints) due = std::min(due, next_checkpoint);
+    if (live) due = std::min(due, next_live);
     int timeout_ms = -1;
     if (due != UINT64_MAX) {
       timeout_ms = now >= due ? 0 : static_cast<int>((due - now + 999999) / 1000000);
-    } else if (fds[0].fd < 0 && fds[1].fd < 0 && fds[2].fd < 0) {
+    } else if (fds[0].fd < 0 && fds[1].fd < 0 && fds[2].fd < 0 && fds[3].fd < 0) {
       return nullptr;
     }
     working.unlock();
-    const int n = poll(fds, 3, timeout_ms);
+    const int n = poll(fds, 4, timeout_ms);
     if (n < 0 && errno != EINTR) return nullptr;
     // Before bg_mu: the signal may have interrupted ForkPrepare, which holds it.
     if (n > 0 && fds[0].revents != 0) ServeFatalSignalRequest();  // first: a handler waits
@@ -92,6 +97,14 @@ void* BackgroundThread(void*) {
         next = std::max(next + interval_ns, t);  // a late tick is not made up twice
       }
     }
+    if (live) {
+      const uint64_t t = MonotonicNs();
+      if (t >= next_live) {
+        LiveTick(s);
+        next_live = std::max(next_live + kLiveTickNs, t);
+      }
+      if (n > 0 && fds[3].revents != 0) ServeLiveReaders(s);
+    }
     if (checkpoints) {
       const uint64_t t = MonotonicNs();
       if (t >= next_checkpoint) {
@@ -123,7 +136,7 @@ bool MakeWakePipe(Agent& s) { return MakeNonBlockingPipe(s.wake_pipe); }
 // threads, as they would without gpuwatch.
 bool StartBackgroundThread(Agent& s) {
   if (s.signal_pipe[0] < 0 && s.wake_pipe[0] < 0 && s.config().sample_ms == 0 &&
-      FatalSignalRequestFd() < 0 && s.config().checkpoint_seconds == 0) {
+      FatalSignalRequestFd() < 0 && s.config().checkpoint_seconds == 0 && LiveSocketFd() < 0) {
     return true;
   }
   sigset_t all;

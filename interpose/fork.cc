@@ -13,6 +13,7 @@
 #include "interpose/background.h"
 #include "interpose/callbacks.h"
 #include "interpose/fatal_signals.h"
+#include "interpose/live.h"
 #include "interpose/reports.h"
 
 namespace gpuwatch {
@@ -95,6 +96,7 @@ void ForkChild() {
   s.output_path = ForkOutputPath(s, getpid());
   RenewPipe(s.signal_pipe);
   RenewPipe(s.wake_pipe);
+  LiveAfterFork(s);
   StartBackgroundThread(s);
 }
 

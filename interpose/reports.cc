@@ -16,6 +16,7 @@
 #include "interpose/activity.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/guard.h"
+#include "interpose/live.h"
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -61,8 +62,9 @@ int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
   return 1;  // every entry carries the same count
 }
 
-// The symbolizer that reports share; the caller holds report_mu.
-Symbolizer* ReportSymbolizer(Agent& s) {
+}  // namespace
+
+Symbolizer* SharedSymbolizer(Agent& s) {
   unsigned long long unloads = 0;
   dl_iterate_phdr(&CountUnloads, &unloads);
   if (s.symbolizer == nullptr || unloads != s.symbolizer_unloads) {
@@ -71,6 +73,8 @@ Symbolizer* ReportSymbolizer(Agent& s) {
   }
   return s.symbolizer.get();
 }
+
+namespace {
 
 // Writes one report; the caller holds report_mu. With `summary`, also prints
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
@@ -84,7 +88,7 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
   request.context.oom = oom;
   request.context.oom_count = s.ooms.load();
   request.captured = captured;
-  request.symbolizer = s.session->stacks() != nullptr ? ReportSymbolizer(s) : nullptr;
+  request.symbolizer = s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr;
   SessionReport report(*s.session, std::move(request));
   report.Build();
   if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
@@ -187,6 +191,7 @@ std::atomic<bool> g_exit_handler{false};
 void OnExit(int status, void*) {
   Agent& s = GetAgent();
   if (s.session == nullptr) return;  // never attached: nothing to report
+  CloseLiveSocket();                 // the process is ending: readers see it gone
   s.recording().lifecycle.exit_status.store(status);
   WriteExitReport();
   s.exit_report_done_ns.store(s.recording().tracker.NowNs());
@@ -354,6 +359,7 @@ void WritePendingReports() {
 // report that takes too long.
 void WriteSignalReport(int sig, bool final) {
   Agent& s = GetAgent();
+  if (final) CloseLiveSocket();  // the process ends with this signal
   // Only a process that made CUDA calls (of its own, after a fork) reports.
   if (!s.active.load() || !ExitHandlerRegistered()) return;
   if (s.fork_child && s.recording().tracker.EventCount() == 0) return;
@@ -401,7 +407,7 @@ std::string LiveSince(Tracker::Point point) {
   const std::string mode =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
   return LiveSinceJson(*s.session, point,
-                       s.session->stacks() != nullptr ? ReportSymbolizer(s) : nullptr,
+                       s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr,
                        PytorchAllocatesPerTensor(mode));
 }
 

@@ -19,6 +19,10 @@ namespace gpuwatch {
 
 std::string HostName();
 
+// The symbolizer that reports (and the live state) share, kept from one to
+// the next; the caller holds report_mu.
+Symbolizer* SharedSymbolizer(Agent& s);
+
 // Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
 // one line "TRIGGER<TAB>PATH<TAB>PID", appended with one write(2); trigger
 // "cuda" (no path) when a process makes its first CUDA call.

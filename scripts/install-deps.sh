@@ -9,9 +9,12 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3
   python3-pip python3-setuptools  # tests/e2e/python_test.cc: pip install ./python
   python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
+  tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
   libunwind-dev libdw-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
+  prometheus-cpp-dev  # gpuwatch exporter (tools/exporter_command.cc)
+  prometheus          # its tests: the server and promtool (tests/e2e/exporter_test.cc)
   clang-format clang-tidy
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with the libFuzzer runtime
 )

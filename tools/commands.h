@@ -48,6 +48,21 @@ struct MergeOptions {
 };
 int MergeCommand(const MergeOptions& options, FILE* out);
 
+// `gpuwatch exporter` (tools/exporter_command.cc): serves the live state of
+// the processes under gpuwatch as Prometheus metrics until SIGINT or SIGTERM
+// (exit 0), or writes them to TEXTFILE/gpuwatch.prom; 2 on a bad --listen, a
+// port it cannot listen on, an unsafe live directory or an unwritable
+// --textfile directory.
+struct ExporterOptions {
+  std::string listen = "127.0.0.1:9468";  // HOST:PORT; port 0 = any free port
+  std::string dir;                        // live directory; "" = the environment's
+  int top = 20;                           // sites per process
+  std::string textfile;                   // write DIR/gpuwatch.prom instead of serving
+  int interval = 15;                      // seconds between --textfile writes
+  bool once = false;                      // --textfile: write once and exit
+};
+int ExporterCommand(const ExporterOptions& options);
+
 }  // namespace gpuwatch::tools
 
 #endif  // GPUWATCH_TOOLS_COMMANDS_H_

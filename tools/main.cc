@@ -9,6 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "tools/commands.h"
 #include "tools/run_command.h"
+#include "tools/top_command.h"
 
 namespace {
 
@@ -100,6 +101,45 @@ int Main(int argc, char** argv) {
   merge_cmd->add_option("files", merge.files, "Report files")->required();
   merge_cmd->add_option("-o,--output", merge.output, "Merged report to write")->required();
 
+  gpuwatch::tools::TopOptions top;
+  CLI::App* top_cmd = app.add_subcommand(
+      "top", "Watch the processes under gpuwatch on this machine: device memory, growth, sites");
+  top_cmd->add_flag("--once", top.once, "Print one frame as plain text and exit");
+  top_cmd->add_option("--dir", top.dir,
+                      "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
+  top_cmd->add_option("--pid", top.pid, "Select this process (default: the first listed)");
+  top_cmd->add_option("--sites", top.sites, "Sites listed for the selected process (--once)")
+      ->check(CLI::Range(1, 1000));
+  top_cmd->add_option("--sort", top.sort, "Sort processes and sites by: live, growth, peak, pid")
+      ->check(CLI::IsMember({"live", "growth", "peak", "pid"}));
+  top_cmd->add_option("--width", top.width, "Columns of a --once frame (default 80)")
+      ->check(CLI::Range(60, 1000));
+
+  gpuwatch::tools::ExporterOptions exporter;
+  CLI::App* exporter_cmd = app.add_subcommand(
+      "exporter", "Serve the processes under gpuwatch on this machine as Prometheus metrics");
+  CLI::Option* listen_opt =
+      exporter_cmd->add_option("--listen", exporter.listen,
+                               "HOST:PORT to serve /metrics on (default 127.0.0.1:9468; port 0: "
+                               "any free port)");
+  exporter_cmd->add_option("--dir", exporter.dir,
+                           "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
+  exporter_cmd->add_option("--top", exporter.top, "Sites per process (default 20)")
+      ->check(CLI::Range(1, 1000));
+  CLI::Option* textfile_opt =
+      exporter_cmd
+          ->add_option("--textfile", exporter.textfile,
+                       "Write DIR/gpuwatch.prom for node_exporter's textfile collector instead "
+                       "of serving")
+          ->excludes(listen_opt);
+  exporter_cmd
+      ->add_option("--interval", exporter.interval,
+                   "Seconds between --textfile writes (default 15)")
+      ->check(CLI::Range(1, 86400))
+      ->needs(textfile_opt);
+  exporter_cmd->add_flag("--once", exporter.once, "Write the --textfile once and exit")
+      ->needs(textfile_opt);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -111,6 +151,8 @@ int Main(int argc, char** argv) {
   if (diff_cmd->parsed()) return gpuwatch::tools::DiffCommand(diff, stdout);
   if (check_cmd->parsed()) return gpuwatch::tools::CheckCommand(check, stdout);
   if (merge_cmd->parsed()) return gpuwatch::tools::MergeCommand(merge, stdout);
+  if (top_cmd->parsed()) return gpuwatch::tools::TopCommand(top, stdout);
+  if (exporter_cmd->parsed()) return gpuwatch::tools::ExporterCommand(exporter);
   return 2;
 }
 

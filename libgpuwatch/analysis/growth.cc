@@ -32,6 +32,15 @@ std::vector<GrowthSample> SampleSeries::Samples() const {
   return out;
 }
 
+std::vector<GrowthSample> SampleSeries::Last(size_t n) const {
+  std::vector<GrowthSample> out;
+  const size_t from_newest = newest_.has_value() ? 1 : 0;
+  const size_t from_kept = std::min(kept_.size(), n - std::min(n, from_newest));
+  for (size_t i = kept_.size() - from_kept; i < kept_.size(); ++i) out.push_back(kept_[i].second);
+  if (newest_.has_value() && n > 0) out.push_back(*newest_);
+  return out;
+}
+
 Timeline::Timeline(uint64_t interval_ms, size_t capacity, size_t max_sites)
     : interval_ms_(interval_ms),
       capacity_(capacity),
@@ -82,6 +91,11 @@ TimelineSnapshot Timeline::Snapshot() const {
   snap.marks_total = marks_.total();
   snap.periodic_total = periodic_.total();
   return snap;
+}
+
+std::vector<GrowthSample> Timeline::LastMarks() const {
+  std::lock_guard<Mutex> lock(mu_);
+  return marks_.Last(2);
 }
 
 const char* GrowthUnitName(GrowthUnit unit) {

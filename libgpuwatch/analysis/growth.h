@@ -49,6 +49,8 @@ class SampleSeries {
   void Add(GrowthSample sample);
   // The kept samples and the newest, oldest first.
   std::vector<GrowthSample> Samples() const;
+  // The last `n` of Samples() at most, oldest first, without copying the rest.
+  std::vector<GrowthSample> Last(size_t n) const;
   // Samples ever added.
   uint64_t total() const { return total_; }
 
@@ -86,6 +88,9 @@ class Timeline {
                    std::vector<std::pair<uint32_t, uint64_t>> sites);
 
   TimelineSnapshot Snapshot() const;
+  // The newest two marks kept at most (the series is thinned: they may be
+  // more than one mark apart), oldest first.
+  std::vector<GrowthSample> LastMarks() const;
 
   // For pthread_atfork, like Tracker's.
   void LockForFork() { mu_.lock(); }

@@ -25,7 +25,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_SAMPLE_MS",
     "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
-    "GPUWATCH_UNWIND",
+    "GPUWATCH_UNWIND",        "GPUWATCH_LIVE",         "GPUWATCH_LIVE_DIR",
 };
 
 bool ParseBool(std::string_view text, bool* out) {
@@ -221,6 +221,14 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
            "expected a number of events from 0 (off) to 1048576", &config.trace_events);
   read_int("GPUWATCH_CHECKPOINT_SECONDS", 0, 86400, "expected seconds from 0 (off) to 86400",
            &config.checkpoint_seconds);
+  read_bool("GPUWATCH_LIVE", &config.live);
+  if (const char* v = lookup("GPUWATCH_LIVE_DIR")) {
+    if (*v == '\0') {
+      warn("GPUWATCH_LIVE_DIR", v, "empty path", "the per-user default");
+    } else {
+      config.live_dir = v;
+    }
+  }
   if (const char* v = lookup("GPUWATCH_RUN_LOG")) config.run_log = v;
 
   for (const std::string& name : env_names) {

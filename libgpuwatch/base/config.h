@@ -46,6 +46,11 @@ struct Config {
   // GPUWATCH_CHECKPOINT_SECONDS: the main report is refreshed this often
   // (and at a new device peak) while the process runs; 0 = never.
   int checkpoint_seconds = 5;
+  // GPUWATCH_LIVE: serve the live state (live_dir.h) to `gpuwatch top` and
+  // `gpuwatch exporter` on a Unix socket while the process runs.
+  bool live = true;
+  // GPUWATCH_LIVE_DIR: where the socket goes; "" = DefaultLiveDir().
+  std::string live_dir;
   // GPUWATCH_RUN_LOG: set by `gpuwatch run`; each report written is appended
   // there as "TRIGGER<TAB>PATH" and not announced on stderr.
   std::string run_log;

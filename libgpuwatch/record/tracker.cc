@@ -482,6 +482,48 @@ std::vector<Tracker::SiteRows> Tracker::LiveSince(Point point,
   return out;
 }
 
+TrackerSnapshot Tracker::Totals() const {
+  TrackerSnapshot snap;
+  snap.time_ns = NowNs();
+  for (int i = 0; i < kShards; ++i) AddShardCounts(shards_[i], &snap);
+  FillCounters(&snap);
+  return snap;
+}
+
+void Tracker::AddShardCounts(const Shard& shard, TrackerSnapshot* snap) {
+  for (int kind = 0; kind < kNumMemKinds; ++kind) {
+    const KindCounts& k = shard.Counts(kind);
+    KindTotals& t = snap->kinds[kind];
+    const uint64_t allocs = k.allocs.load(std::memory_order_relaxed);
+    const uint64_t frees = k.frees.load(std::memory_order_relaxed);
+    t.allocs += allocs;
+    t.alloc_bytes += k.alloc_bytes.load(std::memory_order_relaxed);
+    t.frees += frees;
+    t.current_count += allocs - frees;
+  }
+}
+
+void Tracker::FillCounters(TrackerSnapshot* out) const {
+  TrackerSnapshot& snap = *out;
+  for (int i = 0; i < kNumMemKinds; ++i) {
+    snap.kinds[i].current_bytes = kinds_[i].current_bytes.load(std::memory_order_relaxed);
+    snap.kinds[i].peak_bytes = kinds_[i].peak_bytes.load(std::memory_order_relaxed);
+  }
+  for (int i = 0; i < kNumCopyKinds; ++i) {
+    snap.copies[i].count = copy_count_[i].load(std::memory_order_relaxed);
+    snap.copies[i].bytes = copy_bytes_[i].load(std::memory_order_relaxed);
+  }
+  snap.launches = launches_.load(std::memory_order_relaxed);
+  snap.unknown_frees = unknown_frees_.load(std::memory_order_relaxed);
+  snap.dropped_allocs = dropped_allocs_.load(std::memory_order_relaxed);
+  snap.device_current_bytes = device_current_.load(std::memory_order_relaxed);
+  snap.device_peak_bytes = device_peak_.load(std::memory_order_relaxed);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    snap.device_bytes_by_device[d] = device_live_[d].load(std::memory_order_relaxed);
+    snap.device_peak_bytes_by_device[d] = device_live_peak_[d].load(std::memory_order_relaxed);
+  }
+}
+
 TrackerSnapshot Tracker::Snapshot() const {
   TrackerSnapshot snap;
   snap.time_ns = NowNs();
@@ -502,34 +544,9 @@ TrackerSnapshot Tracker::Snapshot() const {
     shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
       snap.live.push_back(AllocOf(address, record));
     });
-    for (int kind = 0; kind < kNumMemKinds; ++kind) {
-      const KindCounts& k = shard.Counts(kind);
-      KindTotals& t = snap.kinds[kind];
-      const uint64_t allocs = k.allocs.load(std::memory_order_relaxed);
-      const uint64_t frees = k.frees.load(std::memory_order_relaxed);
-      t.allocs += allocs;
-      t.alloc_bytes += k.alloc_bytes.load(std::memory_order_relaxed);
-      t.frees += frees;
-      t.current_count += allocs - frees;
-    }
+    AddShardCounts(shard, &snap);
   }
-  for (int i = 0; i < kNumMemKinds; ++i) {
-    snap.kinds[i].current_bytes = kinds_[i].current_bytes.load(std::memory_order_relaxed);
-    snap.kinds[i].peak_bytes = kinds_[i].peak_bytes.load(std::memory_order_relaxed);
-  }
-  for (int i = 0; i < kNumCopyKinds; ++i) {
-    snap.copies[i].count = copy_count_[i].load(std::memory_order_relaxed);
-    snap.copies[i].bytes = copy_bytes_[i].load(std::memory_order_relaxed);
-  }
-  snap.launches = launches_.load(std::memory_order_relaxed);
-  snap.unknown_frees = unknown_frees_.load(std::memory_order_relaxed);
-  snap.dropped_allocs = dropped_allocs_.load(std::memory_order_relaxed);
-  snap.device_current_bytes = device_current_.load(std::memory_order_relaxed);
-  snap.device_peak_bytes = device_peak_.load(std::memory_order_relaxed);
-  for (int d = 0; d < kMaxDevices; ++d) {
-    snap.device_bytes_by_device[d] = device_live_[d].load(std::memory_order_relaxed);
-    snap.device_peak_bytes_by_device[d] = device_live_peak_[d].load(std::memory_order_relaxed);
-  }
+  FillCounters(&snap);
   const uint32_t used = std::min(sites_used_.load(std::memory_order_acquire), max_sites_ + 1);
   // Device allocations live per site, from the table just copied.
   std::vector<uint64_t> live_count(used, 0);

@@ -141,6 +141,9 @@ class Tracker {
   uint64_t NowNs() const;
 
   TrackerSnapshot Snapshot() const;
+  // The snapshot's totals alone (kinds, copies, launches, devices): no live
+  // table, no sites, no lock. For the live state served each second.
+  TrackerSnapshot Totals() const;
 
   // For pthread_atfork: LockForFork() (prepare) takes every lock so that no
   // update is in flight across fork(); UnlockAfterFork() (parent and child)
@@ -246,6 +249,11 @@ class Tracker {
   template <typename Fn>
   void ForEachLive(Fn fn) const;
   void MaybeCapturePeak(uint64_t device_bytes);
+  // A snapshot's process-wide counters (everything but the live table,
+  // the per-kind counts of the shards and the sites).
+  void FillCounters(TrackerSnapshot* snap) const;
+  // A shard's per-kind counts (allocs, bytes, frees, live count) added in.
+  static void AddShardCounts(const Shard& shard, TrackerSnapshot* snap);
   // The process-wide accounting of an allocation (sites, current bytes and
   // peaks, devices); counts per kind are kept by the shard, under its lock.
   void AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns);

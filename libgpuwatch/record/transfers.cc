@@ -252,6 +252,15 @@ std::vector<TransferFinding> FindTransferIssues(
   return out;
 }
 
+TransfersSnapshot Transfers::Totals() const {
+  std::lock_guard<Mutex> lock(mu_);
+  TransfersSnapshot snap = totals_;
+  SiteMap unused;
+  pending_.ForEach(
+      [&](uint64_t /*key*/, const CopyCall& call) { AggregateUntimed(call, &snap, &unused); });
+  return snap;
+}
+
 TransfersSnapshot Transfers::Snapshot() const {
   std::lock_guard<Mutex> lock(mu_);
   TransfersSnapshot snap = totals_;

@@ -159,6 +159,9 @@ class Transfers {
   void Settle();
   // Includes the calls still waiting for a record, counted as Settle() would.
   TransfersSnapshot Snapshot() const;
+  // Snapshot() without the sites: the totals, with the calls still waiting
+  // for a record counted from what they say. For the live state.
+  TransfersSnapshot Totals() const;
   // For pthread_atfork (prepare; parent and child).
   void LockForFork() { mu_.lock(); }
   void UnlockAfterFork() { mu_.unlock(); }

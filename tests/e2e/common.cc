@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -135,6 +136,14 @@ RunningProcess StartProcess(const std::vector<std::string>& argv,
   child.out = out_pipe[0];
   child.err = err_pipe[0];
   return child;
+}
+
+bool WaitForOutput(RunningProcess& child, const std::string& text, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (child.out_text.find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline || !ReadAvailable(child, 100)) return false;
+  }
+  return true;
 }
 
 bool ReadAvailable(RunningProcess& child, int timeout_ms) {
@@ -340,6 +349,45 @@ std::string ProgramLine(const std::string& file, const std::string& marker) {
   const int line = LineOf(kSourceDir + "/tests/e2e/programs/" + file, marker);
   EXPECT_GT(line, 0) << marker << " not found in " << file;
   return file + ":" + std::to_string(line);
+}
+
+LiveSteps::LiveSteps(const ScopedTempDir& dir, const std::string& live_dir, const std::string& name,
+                     const std::map<std::string, std::string>& extra,
+                     const std::vector<std::string>& args) {
+  std::map<std::string, std::string> env =
+      PreloadEnv(dir.path() + "/" + name + ".json", {{"GPUWATCH_LIVE_DIR", live_dir}});
+  for (const auto& [k, v] : extra) env[k] = v;
+  std::vector<std::string> argv = {kPrograms + "/live_steps"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  child_ = StartProcess(argv, env, dir.path(), {.stdin_pipe = true, .no_core_dumps = true});
+  ready_ = WaitForOutput(child_, "live_steps: ready\n");
+}
+
+LiveSteps::~LiveSteps() {
+  if (child_.pid > 0) FinishProcess(child_, 60000);
+}
+
+bool LiveSteps::Step(int n) {
+  steps_ += n;
+  return Send("step " + std::to_string(n), "live_steps: steps " + std::to_string(steps_) + "\n");
+}
+
+bool LiveSteps::Send(const std::string& command, const std::string& answer) {
+  const std::string line = command + "\n";
+  if (write(child_.in, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return false;
+  return WaitForOutput(child_, answer);
+}
+
+ProcessResult LiveSteps::Finish() {
+  ProcessResult r = FinishProcess(child_, 60000);
+  child_.pid = -1;
+  return r;
+}
+
+void LiveSteps::Kill() {
+  kill(child_.pid, SIGKILL);
+  FinishProcess(child_, 60000);
+  child_.pid = -1;
 }
 
 }  // namespace gpuwatch::testing

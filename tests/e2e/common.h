@@ -86,10 +86,48 @@ RunningProcess StartProcess(const std::vector<std::string>& argv,
 // something comes). False once both its stdout and stderr are closed.
 bool ReadAvailable(RunningProcess& child, int timeout_ms);
 
+// Reads until the child has printed `text` on stdout; false when it has not
+// within `timeout_ms` (or closed its output first).
+bool WaitForOutput(RunningProcess& child, const std::string& text, int timeout_ms = 120000);
+
 // Closes the child's stdin, reads everything it writes and reaps it. With
 // `timeout_ms` >= 0 the child is killed (SIGKILL) when it has not closed its
 // output by then, and `*timed_out` says so.
 ProcessResult FinishProcess(RunningProcess& child, int timeout_ms = -1, bool* timed_out = nullptr);
+
+class ScopedTempDir;
+
+// tests/programs/live_steps (a training loop that steps when told) under
+// gpuwatch, preloaded, serving its live state in `live_dir`, driven through
+// its stdin; its report is DIR/NAME.json.
+class LiveSteps {
+ public:
+  LiveSteps(const ScopedTempDir& dir, const std::string& live_dir,
+            const std::string& name = "steps", const std::map<std::string, std::string>& extra = {},
+            const std::vector<std::string>& args = {});
+  ~LiveSteps();
+  LiveSteps(const LiveSteps&) = delete;
+  LiveSteps& operator=(const LiveSteps&) = delete;
+
+  bool ready() const { return ready_; }  // it said "live_steps: ready"
+  pid_t pid() const { return child_.pid; }
+  const std::string& out() const { return child_.out_text; }
+  const std::string& err() const { return child_.err_text; }
+  int steps() const { return steps_; }
+  // `n` more steps; true once the program says it made them.
+  bool Step(int n);
+  // A command; true once the program printed `answer`.
+  bool Send(const std::string& command, const std::string& answer);
+  // Closes its stdin and reaps it.
+  ProcessResult Finish();
+  // SIGKILL, and reaps it.
+  void Kill();
+
+ private:
+  RunningProcess child_;
+  bool ready_ = false;
+  int steps_ = 0;
+};
 
 // --- Environments -------------------------------------------------------------
 

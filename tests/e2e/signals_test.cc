@@ -45,15 +45,6 @@ RunningProcess Spawn(const std::vector<std::string>& argv,
       {.stdin_pipe = true, .no_core_dumps = true, .ignore_sigterm = ignore_sigterm});
 }
 
-// Waits until the child has printed `text` on stdout.
-bool WaitForOutput(RunningProcess& c, const std::string& text) {
-  const int64_t deadline = NowMs() + kTimeoutMs;
-  while (c.out_text.find(text) == std::string::npos) {
-    if (NowMs() >= deadline || !ReadAvailable(c, 100)) return false;
-  }
-  return true;
-}
-
 // Closes stdin, reads everything and reaps the child (SIGKILL after the hang
 // guard, which then fails the test).
 ProcessResult Finish(RunningProcess& c) {

@@ -3,7 +3,7 @@
 #
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
-#       questions, torch_leak, torch_pytest, torch_phases, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
+#       questions, live, torch_leak, torch_pytest, torch_phases, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.
 #   tests/gpu/run.sh --sim [--build DIR] ...
@@ -73,7 +73,9 @@ make_bundle() {
   done
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
   for p in api_mix exit_with leak_sites threads snapshot_signal transfers reuse_race zero_copy \
-           copy_findings arrays graphs default_copies vmm_striped; do copy "tests/programs/$p"; done
+           copy_findings arrays graphs default_copies vmm_striped nvtx_pool live_steps; do
+    copy "tests/programs/$p"
+  done
   for p in leaky_loop oom pool_and_driver api_mix leak_sites transfers; do copy "tests/gpu/static/$p"; done
   copy tests/gpu/libgwgpu_recorder.so strip
   copy tests/sim/test/nvcc_program
@@ -99,12 +101,22 @@ make_bundle() {
     path=$(ldconfig -p | awk -v s="$soname" '$1 == s && /x86-64/ {print $NF; exit}')
     if [[ -n "$path" ]]; then cp -L "$path" "$to/deps/$soname"; else echo "run.sh: $soname not found here; not carried" >&2; fi
   done
+  # The gpuwatch command's own libraries (protobuf, prometheus-cpp, civetweb):
+  # the GPU machine has none of Debian's; validate.py puts deps/cli on its path.
+  mkdir -p "$to/deps/cli"
+  ldd "$from/bin/gpuwatch" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+    while read -r soname path; do
+      case "$soname" in
+        libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|librt.so*) ;;
+        *) cp -L "$path" "$to/deps/cli/$soname" ;;
+      esac
+    done
   {
     echo "gpuwatch GPU bundle"
     echo "made: $(date -u +%Y-%m-%dT%H:%M:%SZ) from $from"
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with local changes)')"
     echo "deps needed by the carried libraries:"
-    for f in "$to"/deps/*; do echo "  $(basename "$f"): $(readelf -d "$f" | awk '/NEEDED/ {gsub(/[][]/, "", $5); printf "%s ", $5}')"; done
+    for f in "$to"/deps/*.so*; do echo "  $(basename "$f"): $(readelf -d "$f" | awk '/NEEDED/ {gsub(/[][]/, "", $5); printf "%s ", $5}')"; done
   } > "$to/MANIFEST"
   echo "bundle: $to ($(du -sh "$to" | cut -f1)), $missing file(s) missing"
   echo "carry it to the GPU machine and run: tests/gpu/run.sh --build $(basename "$to")"

@@ -49,7 +49,7 @@ import compare_sequences  # noqa: E402
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
-PARTS = ["env", "programs", "questions", "sequences", "torch_leak", "torch_pytest", "torch_phases",
+PARTS = ["env", "programs", "questions", "live", "sequences", "torch_leak", "torch_pytest", "torch_phases",
          "torch_step", "overhead", "launches", "sanitizer"]
 
 SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
@@ -602,6 +602,71 @@ class Validator:
                 self.record("SKIP", f"program {name}", "needs two devices")
                 continue
             self.run_program(name, directory, args, expect, False, "preload")
+
+    # --- live -------------------------------------------------------------------
+
+    def part_live(self):
+        """Issue 18's live view on the real driver (and under gVisor): the
+        socket a process serves (Unix sockets, SO_PEERCRED), exact bytes of a
+        loop leaking 1 MiB per step, the device's memory from cuDeviceTotalMem
+        called on gpuwatch's thread without a context (a question the simulator
+        answers as documented), and `gpuwatch top --once` when the command's
+        libraries are here (deps/cli in a bundle)."""
+        if not self.have_time("live", 30) or self.args.dry_run:
+            return
+        import socket
+        live = self.out_path("live", "dir", "x").rsplit("/", 1)[0]
+        env = self.gpuwatch_env("preload", self.out_path("live", "report.json"))
+        env["GPUWATCH_LIVE_DIR"] = live
+        prog = self.program_path("live_steps", "tests/programs", False)
+        p = subprocess.Popen([prog], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            ok = p.stdout.readline() == "live_steps: ready\n"
+            p.stdin.write("step 3\n")
+            p.stdin.flush()
+            ok = ok and p.stdout.readline() == "live_steps: steps 3\n"
+            state = None
+            if ok:
+                with socket.socket(socket.AF_UNIX) as sock:
+                    sock.settimeout(10)
+                    sock.connect(os.path.join(live, f"{p.pid}.sock"))
+                    sock.sendall(b"top 50\n")
+                    data = b""
+                    while chunk := sock.recv(65536):
+                        data += chunk
+                state = json.loads(data)
+            mib = 1 << 20
+            leak = next((x for x in (state or {}).get("sites", [])
+                         if "live_steps.cu" in x.get("location", "") and
+                         x.get("live_bytes") == 3 * mib), None)
+            device = (state or {}).get("device", {})
+            good = (state is not None and device.get("live_bytes") == 3 * mib + 256 * 1024 and
+                    leak is not None and leak.get("growth_per_mark") == mib)
+            self.record("PASS" if good else "FAIL", "live state over the socket",
+                        f"device {device}; leak site {leak}" if state else "no state read")
+            totals = [d.get("total_bytes") for d in (state or {}).get("devices", [])]
+            self.record("INFO", "question cuDeviceTotalMem from gpuwatch's thread",
+                        f"devices' total_bytes {totals} (null: the driver did not answer "
+                        "without a context on that thread)")
+            cli = os.path.join(self.build, "bin", "gpuwatch")
+            cli_env = self.base_env()
+            cli_deps = os.path.join(self.build, "deps", "cli")
+            if os.path.isdir(cli_deps):
+                cli_env["LD_LIBRARY_PATH"] = ":".join(
+                    [cli_deps] + [x for x in [cli_env.get("LD_LIBRARY_PATH")] if x])
+            code, out, err, _ = self.run([cli, "top", "--once", "--dir", live], cli_env, 30,
+                                         label="live top")
+            shown = f"{p.pid} " in out and "live_steps.cu" in out
+            self.record("PASS" if code == 0 and shown else "INFO", "live gpuwatch top --once",
+                        f"exit {code}; " + (out.splitlines()[2] if shown and len(
+                            out.splitlines()) > 2 else (err.strip()[:200] or out[:200])))
+        finally:
+            p.stdin.close()
+            p.wait(timeout=60)
+        gone = not os.path.exists(os.path.join(live, f"{p.pid}.sock"))
+        self.record("PASS" if gone else "FAIL", "live entry removed at exit",
+                    "the socket's name went with the process" if gone else "it stayed")
 
     # --- torch_leak --------------------------------------------------------------
 

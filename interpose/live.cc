@@ -1,0 +1,236 @@
+#include "interpose/live.h"
+
+#include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include "interpose/reports.h"
+#include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/live_dir.h"
+#include "libgpuwatch/base/log.h"
+#include "libgpuwatch/report/live_state.h"
+
+namespace gpuwatch {
+namespace {
+
+using DeviceTotalMemFn = int (*)(size_t* bytes, int device);
+
+// The background thread's alone once the socket is open (attach and fork run
+// before it starts).
+struct Live {
+  int fd = -1;
+  std::string path;
+  std::string dir;
+  uint64_t started_unix_ms = 0;
+  LiveHistory history;
+  // cuDeviceTotalMem_v2 per device, asked once (0: not yet, or unknown).
+  std::array<uint64_t, kMaxTrackedDevices> device_total{};
+  DeviceTotalMemFn device_total_mem = nullptr;
+  bool driver_looked_up = false;
+};
+
+Live& State() {
+  static Live* live = new Live;  // never destroyed: exit handlers may run after statics'
+  return *live;
+}
+
+// The path's name in this process, so that CloseLiveSocket needs no string.
+char g_unlink_path[sizeof(sockaddr_un::sun_path)] = {};
+
+uint64_t UnixMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+bool Bind(Live& live, pid_t pid) {
+  std::string problem;
+  if (!PrepareLiveDir(live.dir, /*create=*/true, &problem)) {
+    Warn("no live view (gpuwatch top, gpuwatch exporter): %s", problem.c_str());
+    return false;
+  }
+  const std::string path = LiveSocketPath(live.dir, pid);
+  if (path.empty()) {
+    Warn("no live view: the socket path in %s would be too long (set GPUWATCH_LIVE_DIR)",
+         live.dir.c_str());
+    return false;
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    Warn("no live view: socket: %s", std::strerror(errno));
+    return false;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A name with this pid is a leftover of this pid's last life (a process
+  // that exec'ed, or an earlier process with the same pid killed with -9).
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(fd, 64) != 0) {
+    Warn("no live view: cannot listen on %s: %s", path.c_str(), std::strerror(errno));
+    close(fd);
+    return false;
+  }
+  live.fd = fd;
+  live.path = path;
+  std::memcpy(g_unlink_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+// The device's capacity, asked of the driver once per device (without a
+// context: cuDeviceTotalMem needs none).
+uint64_t DeviceTotal(Live& live, int device) {
+  if (!live.driver_looked_up) {
+    live.driver_looked_up = true;
+    if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+      live.device_total_mem =
+          reinterpret_cast<DeviceTotalMemFn>(dlsym(driver, "cuDeviceTotalMem_v2"));
+    }
+  }
+  if (live.device_total[device] == 0 && live.device_total_mem != nullptr) {
+    size_t bytes = 0;
+    if (live.device_total_mem(&bytes, device) == 0) live.device_total[device] = bytes;
+  }
+  return live.device_total[device];
+}
+
+std::string BuildState(Agent& s, Live& live, size_t top) {
+  LiveInputs in;
+  in.pid = getpid();
+  in.host = HostName();
+  in.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  in.command = s.command;
+  in.started_unix_ms = live.started_unix_ms;
+  in.now_unix_ms = UnixMs();
+  in.ooms = s.ooms.load();
+  const TrackerSnapshot totals = s.recording().tracker.Totals();
+  const TransfersSnapshot transfers = s.recording().transfers.Totals();
+  in.totals = &totals;
+  in.transfers = &transfers;
+  in.sites = s.recording().tracker.LiveDeviceBytesBySite();
+  in.last_marks = s.recording().timeline.LastMarks();
+  in.history = &live.history;
+  in.top = top;
+  for (int d = 0; d < kMaxTrackedDevices; ++d) {
+    if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
+  }
+  std::lock_guard<Mutex> lock(s.report_mu);  // the reports' symbolizer
+  SiteResolver resolver(s.session->stacks(),
+                        s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr);
+  return BuildLiveState(in, &resolver);
+}
+
+// The request: "top N\n" (the sites to list), or nothing.
+size_t ReadRequest(int fd) {
+  char buf[64];
+  size_t used = 0;
+  while (used < sizeof(buf) - 1) {
+    const ssize_t n = recv(fd, buf + used, sizeof(buf) - 1 - used, 0);
+    if (n <= 0) break;
+    used += static_cast<size_t>(n);
+    if (std::memchr(buf, '\n', used) != nullptr) break;
+  }
+  buf[used] = '\0';
+  size_t top = kLiveDefaultTop;
+  if (std::strncmp(buf, "top ", 4) == 0) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(buf + 4, &end, 10);
+    if (end != buf + 4 && n > 0) top = n < kLiveMaxTop ? n : kLiveMaxTop;
+  }
+  return top;
+}
+
+void Serve(Agent& s, Live& live, int fd) {
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != geteuid()) {
+    return;  // another user's: nothing is said
+  }
+  // A reader that stalls costs the thread this much at most.
+  timeval receive{0, 200000};
+  timeval send_limit{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receive, sizeof(receive));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof(send_limit));
+  const size_t top = ReadRequest(fd);
+  std::string state;
+  try {
+    state = BuildState(s, live, top);
+  } catch (...) {
+    // Out of memory, most likely: the reader says so; the process goes on.
+    state = "{\"error\":\"the live state could not be built\"}\n";
+  }
+  size_t sent = 0;
+  while (sent < state.size()) {
+    const ssize_t n = send(fd, state.data() + sent, state.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void OpenLiveSocket(Agent& s) {
+  if (!s.config().live) return;
+  Live& live = State();
+  live.dir = !s.config().live_dir.empty()
+                 ? s.config().live_dir
+                 : LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  live.started_unix_ms = UnixMs();
+  if (!Bind(live, getpid())) return;
+  // Removed at exit even when no CUDA call registers the exit report's handler.
+  std::atexit(CloseLiveSocket);
+}
+
+int LiveSocketFd() { return State().fd; }
+
+void LiveTick(Agent& s) {
+  Live& live = State();
+  if (live.fd < 0) return;
+  const TrackerSnapshot totals = s.recording().tracker.Totals();
+  live.history.Add(totals.time_ns, totals.device_current_bytes,
+                   totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
+                   totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
+                   s.recording().tracker.LiveDeviceBytesBySite());
+}
+
+void ServeLiveReaders(Agent& s) {
+  Live& live = State();
+  // A burst of readers is answered in turns of this many, so that the
+  // thread's other work waits for no more.
+  for (int i = 0; i < 16; ++i) {
+    const int fd = accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    Serve(s, live, fd);
+    close(fd);
+  }
+}
+
+void CloseLiveSocket() {
+  if (g_unlink_path[0] != '\0') unlink(g_unlink_path);
+  g_unlink_path[0] = '\0';
+}
+
+void LiveAfterFork(Agent& s) {
+  Live& live = State();
+  if (live.fd < 0) return;
+  close(live.fd);  // the parent's: its name stays
+  live.fd = -1;
+  g_unlink_path[0] = '\0';
+  live.history = LiveHistory();
+  live.started_unix_ms = UnixMs();
+  Bind(live, getpid());
+}
+
+}  // namespace gpuwatch

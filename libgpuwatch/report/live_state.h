@@ -1,0 +1,80 @@
+// The live state of a running process, as `gpuwatch top` and `gpuwatch
+// exporter` read it from its socket (interpose/live.cc; docs/live.md has the
+// format): device memory live and peak per device and kind, the sites that
+// hold the most with their growth per minute and per mark and their recent
+// history, the allocation, free and OOM counters, transfers per direction
+// and host kind, kernel launches, and who the process is.
+//
+// Built on gpuwatch's background thread when a reader connects, from
+// counters that take no lock (Tracker::Totals, the per-site live bytes) and
+// the history the thread keeps (LiveHistory): never from the live table.
+#ifndef GPUWATCH_LIBGPUWATCH_REPORT_LIVE_STATE_H_
+#define GPUWATCH_LIBGPUWATCH_REPORT_LIVE_STATE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+
+namespace gpuwatch {
+
+inline constexpr char kLiveSchema[] = "gpuwatch-live";
+inline constexpr int kLiveVersion = 1;
+// Sites listed when a reader asks for none, and at most.
+inline constexpr size_t kLiveDefaultTop = 50;
+inline constexpr size_t kLiveMaxTop = 1000;
+
+// One sample a second of what the live state shows over time: the last
+// minute (kSamples), each with the sites that held the most (kSitesPerSample).
+class LiveHistory {
+ public:
+  static constexpr size_t kSamples = 61;
+  static constexpr size_t kSitesPerSample = 256;
+  struct Sample {
+    uint64_t time_ns = 0;  // the tracker's clock
+    uint64_t device_bytes = 0;
+    uint64_t h2d_bytes = 0;  // copies so far, all host kinds
+    uint64_t d2h_bytes = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> sites;  // sorted by id
+  };
+  // `sites` as from Tracker::LiveDeviceBytesBySite (sorted by id).
+  void Add(uint64_t time_ns, uint64_t device_bytes, uint64_t h2d_bytes, uint64_t d2h_bytes,
+           std::vector<std::pair<uint32_t, uint64_t>> sites);
+  const std::deque<Sample>& samples() const { return samples_; }
+
+ private:
+  std::deque<Sample> samples_;
+};
+
+struct LiveInputs {
+  long pid = 0;
+  std::string host;
+  std::string rank;
+  std::vector<std::string> command;
+  uint64_t started_unix_ms = 0;
+  uint64_t now_unix_ms = 0;
+  uint64_t ooms = 0;
+  const TrackerSnapshot* totals = nullptr;           // Tracker::Totals
+  const TransfersSnapshot* transfers = nullptr;      // null: no transfers
+  std::vector<std::pair<uint32_t, uint64_t>> sites;  // live device bytes by site now
+  std::vector<GrowthSample> last_marks;              // the newest two marks at most, oldest first
+  const LiveHistory* history = nullptr;
+  size_t top = kLiveDefaultTop;  // sites listed; the rest in "other_sites"
+  // Each device's memory (cuDeviceTotalMem); 0 = unknown.
+  std::array<uint64_t, kMaxTrackedDevices> device_total_bytes{};
+};
+
+// The live state as JSON text (one line, ends with a newline).
+std::string BuildLiveState(const LiveInputs& in, SiteResolver* sites);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_LIBGPUWATCH_REPORT_LIVE_STATE_H_

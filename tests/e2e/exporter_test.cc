@@ -1,0 +1,489 @@
+// End-to-end tests of `gpuwatch exporter` (tools/exporter_command.cc): a
+// training loop that leaks 1 MiB per step runs under gpuwatch, the exporter
+// serves its live state, and a real Prometheus server (Debian's
+// /usr/bin/prometheus) scrapes it every second: the leaking site's exact
+// bytes, its growth, and its series going stale when the program ends. Also
+// the textfile mode, read by promtool, and the exit status 2 of a bad
+// --listen or a port in use. Skipped when prometheus or promtool is missing
+// (scripts/install-deps.sh installs them).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
+
+namespace gpuwatch::testing {
+namespace {
+
+using json = nlohmann::json;
+
+const std::string kPrometheus = "/usr/bin/prometheus";
+const std::string kPromtool = "/usr/bin/promtool";
+
+bool Installed(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
+
+#define SKIP_WITHOUT(tool) \
+  if (!Installed(tool)) GTEST_SKIP() << (tool) << " is not installed (scripts/install-deps.sh)"
+
+// A loopback port nobody listens on now (bound to port 0, then let go).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// Calls `done` until it is true or `timeout_ms` passed, `poll_ms` apart.
+bool PollUntil(const std::function<bool()>& done, int timeout_ms, int poll_ms = 200) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  }
+}
+
+struct HttpResponse {
+  int status = 0;  // 0: no answer
+  std::string body;
+};
+
+// GET http://127.0.0.1:PORT/TARGET over HTTP/1.0 (the server closes the
+// connection after its answer), waiting `timeout_ms` at most.
+HttpResponse HttpGet(int port, const std::string& target, int timeout_ms = 5000) {
+  HttpResponse r;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return r;
+  }
+  const std::string request = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return r;
+  }
+  std::string answer;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    char buf[65536];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) {
+      if (n == 0) {
+        const size_t header_end = answer.find("\r\n\r\n");
+        if (answer.rfind("HTTP/1.", 0) == 0 && header_end != std::string::npos) {
+          r.status = std::atoi(answer.c_str() + answer.find(' ') + 1);
+          r.body = answer.substr(header_end + 4);
+        }
+      }
+      break;
+    }
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return r;
+}
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+using Stepper = LiveSteps;
+
+// `gpuwatch exporter --listen 127.0.0.1:0 --dir LIVE`, on the port it says
+// in its first line; stopped with SIGTERM.
+class Exporter {
+ public:
+  explicit Exporter(const std::string& live_dir) {
+    child_ = StartProcess({kCli, "exporter", "--listen", "127.0.0.1:0", "--dir", live_dir}, {}, "");
+    const std::string prefix = "gpuwatch exporter: serving /metrics on http://127.0.0.1:";
+    PollUntil(
+        [&] {
+          ReadAvailable(child_, 100);
+          return child_.err_text.find('\n') != std::string::npos || child_.err < 0;
+        },
+        30000, 0);
+    first_line_ = child_.err_text.substr(0, child_.err_text.find('\n'));
+    if (first_line_.rfind(prefix, 0) == 0) port_ = std::atoi(first_line_.c_str() + prefix.size());
+  }
+  ~Exporter() {
+    if (child_.pid > 0) Stop();
+  }
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  int port() const { return port_; }
+  const std::string& first_line() const { return first_line_; }
+  ProcessResult Stop() {
+    kill(child_.pid, SIGTERM);
+    ProcessResult r = FinishProcess(child_, 30000);
+    child_.pid = -1;
+    return r;
+  }
+
+ private:
+  RunningProcess child_;
+  std::string first_line_;
+  int port_ = 0;
+};
+
+// A Prometheus server of its own (storage in `dir`) that scrapes the
+// exporter on `target_port` every second and loads the example rules.
+class Prometheus {
+ public:
+  Prometheus(const ScopedTempDir& dir, int target_port) {
+    const std::string config = dir.path() + "/prometheus.yml";
+    WriteFile(config,
+              "global:\n"
+              "  scrape_interval: 1s\n"
+              "  scrape_timeout: 1s\n"
+              "  evaluation_interval: 1s\n"
+              "rule_files:\n"
+              "  - " +
+                  kSourceDir +
+                  "/examples/prometheus/gpuwatch-rules.yml\n"
+                  "scrape_configs:\n"
+                  "  - job_name: gpuwatch\n"
+                  "    static_configs:\n"
+                  "      - targets: ['127.0.0.1:" +
+                  std::to_string(target_port) + "']\n");
+    // The port is free when chosen; another process may take it before
+    // Prometheus does: then it exits, and another port is tried.
+    for (int attempt = 0; attempt < 3 && port_ == 0; ++attempt) {
+      const int port = FreePort();
+      child_ = StartProcess(
+          {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir.path() + "/tsdb",
+           "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"},
+          {}, dir.path());
+      bool exited = false;
+      const bool ready = PollUntil(
+          [&] {
+            if (!ReadAvailable(child_, 0)) {
+              exited = true;
+              return true;
+            }
+            return HttpGet(port, "/-/ready", 2000).status == 200;
+          },
+          90000);
+      if (ready && !exited) {
+        port_ = port;
+      } else {
+        log_ += FinishProcess(child_, 10000).err;
+        child_.pid = -1;
+      }
+    }
+  }
+  ~Prometheus() {
+    if (child_.pid > 0) {
+      kill(child_.pid, SIGTERM);
+      FinishProcess(child_, 30000);
+    }
+  }
+  Prometheus(const Prometheus&) = delete;
+  Prometheus& operator=(const Prometheus&) = delete;
+
+  bool ready() const { return port_ != 0; }
+  std::string log() {
+    if (child_.pid > 0) ReadAvailable(child_, 0);
+    return log_ + child_.err_text;
+  }
+
+  // The result of an instant query: an array of {"metric", "value"}, or
+  // null when the query failed.
+  json Query(const std::string& promql) {
+    ReadAvailable(child_, 0);  // its log, so that it never blocks on a full pipe
+    const HttpResponse r = HttpGet(port_, "/api/v1/query?query=" + UrlEncode(promql));
+    const json doc = json::parse(r.body, nullptr, false);
+    if (r.status != 200 || !doc.is_object() || doc.value("status", "") != "success") return nullptr;
+    return doc["data"]["result"];
+  }
+
+  json Get(const std::string& target) {
+    const HttpResponse r = HttpGet(port_, target);
+    return json::parse(r.body, nullptr, false);
+  }
+
+ private:
+  RunningProcess child_;
+  int port_ = 0;
+  std::string log_;
+};
+
+// The value of a query's only series, or -1.
+double OnlyValue(const json& result) {
+  if (!result.is_array() || result.size() != 1) return -1;
+  return std::stod(result[0]["value"][1].get<std::string>());
+}
+
+std::string LeakSite() { return ProgramLine("live_steps.cu", "LIVE:leak") + " (main)"; }
+
+TEST(Exporter, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
+  SKIP_WITHOUT(kPrometheus);
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  Stepper steps(dir, live);
+  ASSERT_TRUE(steps.ready()) << steps.err();
+  Exporter exporter(live);
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  EXPECT_EQ(exporter.first_line(), "gpuwatch exporter: serving /metrics on http://127.0.0.1:" +
+                                       std::to_string(exporter.port()) + " for the processes in " +
+                                       live);
+  Prometheus prom(dir, exporter.port());
+  ASSERT_TRUE(prom.ready()) << prom.log();
+
+  // The example rules load in a real server.
+  const json rules = prom.Get("/api/v1/rules");
+  std::vector<std::string> alerts;
+  for (const json& group : rules["data"]["groups"]) {
+    for (const json& rule : group["rules"]) alerts.push_back(rule["name"]);
+  }
+  EXPECT_EQ(alerts,
+            (std::vector<std::string>{"GpuwatchSiteMemoryGrowing", "GpuwatchDeviceMemoryNearlyFull",
+                                      "GpuwatchPageableCopiesDominate"}))
+      << rules.dump();
+
+  const std::string pid = std::to_string(steps.pid());
+  const std::string site =
+      "gpuwatch_site_live_bytes{pid=\"" + pid + "\",site=\"" + LeakSite() + "\"}";
+  ASSERT_TRUE(steps.Step(3));
+  EXPECT_TRUE(PollUntil([&] { return OnlyValue(prom.Query(site)) == 3.0 * kMiB; }, 60000))
+      << prom.Query(site).dump() << prom.log();
+  // The rest of the process, as Prometheus stored it: the 256 KiB staging
+  // buffer, three pageable copies of 256 KiB, three marks.
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_device_memory_live_bytes{pid=\"" + pid + "\"}")),
+            3.0 * kMiB + 256.0 * kKiB);
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_transfer_bytes_total{pid=\"" + pid +
+                                 "\",direction=\"h2d\",host_memory=\"pageable\"}")),
+            3.0 * 256 * kKiB);
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_marks_total{pid=\"" + pid + "\"}")), 3.0);
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_site_live_bytes{pid=\"" + pid + "\",site=\"other\"}")),
+            0.0);
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_exporter_scrape_problems")), 0.0);
+  EXPECT_EQ(OnlyValue(prom.Query("up{job=\"gpuwatch\"}")), 1.0);
+  const json labels = prom.Query(site)[0]["metric"];
+  EXPECT_EQ(labels["command"], "live_steps") << labels.dump();
+  EXPECT_EQ(labels["host"].get<std::string>().empty(), false) << labels.dump();
+
+  // Two more steps: the series rises, and its derivative is positive.
+  ASSERT_TRUE(steps.Step(2));
+  const std::string growth = "deriv(" + site + "[30s])";
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return OnlyValue(prom.Query(site)) == 5.0 * kMiB && OnlyValue(prom.Query(growth)) > 0;
+      },
+      60000))
+      << prom.Query(growth).dump();
+
+  // The program ends: its series go stale, the exporter's stay.
+  const ProcessResult r = steps.Finish();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        const json now = prom.Query("gpuwatch_site_live_bytes{pid=\"" + pid + "\"}");
+        return now.is_array() && now.empty();
+      },
+      60000))
+      << prom.Query(site).dump();
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_exporter_processes")), 0.0);
+
+  const ProcessResult stopped = exporter.Stop();
+  EXPECT_FALSE(stopped.signaled) << stopped.signal;
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+}
+
+TEST(Exporter, TheTextfileIsWholeAndPromtoolReadsIt) {
+  SKIP_WITHOUT(kPromtool);
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  Stepper steps(dir, live);
+  ASSERT_TRUE(steps.ready()) << steps.err();
+  ASSERT_TRUE(steps.Step(4));
+  const std::string out = dir.path() + "/textfile";
+  ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
+  const ProcessResult r =
+      RunProcess({kCli, "exporter", "--textfile", out, "--once", "--dir", live}, {}, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  // Only the file: the temporary one was renamed over it.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    names.push_back(e.path().filename());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"gpuwatch.prom"});
+  const std::string file = out + "/gpuwatch.prom";
+  const std::string text = ReadFile(file);
+  const ProcessResult check =
+      RunProcess({"/bin/sh", "-c", kPromtool + " check metrics < '" + file + "'"}, {}, "");
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << text;
+  const std::string series = "gpuwatch_site_live_bytes{pid=\"" + std::to_string(steps.pid()) +
+                             "\",command=\"live_steps\",rank=\"\",host=\"";
+  const std::string line = LineWith(text, {series, "site=\"" + LeakSite() + "\"}"});
+  ASSERT_FALSE(line.empty()) << text;
+  EXPECT_EQ(line.substr(line.rfind(' ') + 1), std::to_string(4 * kMiB)) << line;
+  EXPECT_NE(text.find("# HELP gpuwatch_site_live_bytes "), std::string::npos);
+  EXPECT_NE(text.find("# TYPE gpuwatch_transfer_bytes_total counter"), std::string::npos);
+  EXPECT_NE(text.find("\ngpuwatch_exporter_scrape_problems 0\n"), std::string::npos) << text;
+
+  // A directory that is not there: one line, status 2.
+  const ProcessResult missing = RunProcess(
+      {kCli, "exporter", "--textfile", dir.path() + "/none", "--once", "--dir", live}, {}, "");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err, "gpuwatch exporter: cannot write " + dir.path() +
+                             "/none/gpuwatch.prom: No such file or directory\n");
+}
+
+ProcessResult RunExporter(const std::string& listen, const std::string& live_dir) {
+  return RunProcess({kCli, "exporter", "--listen", listen, "--dir", live_dir}, {}, "");
+}
+
+TEST(Exporter, ABadListenValueIsOneLineAndStatus2) {
+  ScopedTempDir dir;
+  const std::map<std::string, std::string> cases = {
+      {"127.0.0.1", "no port (expected HOST:PORT, e.g. 127.0.0.1:9468)"},
+      {"127.0.0.1:", "the port is not a number from 0 to 65535"},
+      {"127.0.0.1:http", "the port is not a number from 0 to 65535"},
+      {"127.0.0.1:65536", "the port is not a number from 0 to 65535"},
+      {"127.0.0.1:-1", "the port is not a number from 0 to 65535"},
+      {":9468", "no host (expected HOST:PORT, e.g. 127.0.0.1:9468)"},
+  };
+  for (const auto& [value, reason] : cases) {
+    const ProcessResult r = RunExporter(value, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << value;
+    std::string expected = "gpuwatch exporter: bad --listen '" + value + "': ";
+    expected += reason;
+    expected += "\n";
+    EXPECT_EQ(r.err, expected);
+  }
+}
+
+TEST(Exporter, APortInUseIsOneLineAndStatus2) {
+  ScopedTempDir dir;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string value = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  const ProcessResult r = RunExporter(value, dir.path());
+  close(fd);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "gpuwatch exporter: cannot listen on '" + value + "': Address already in use\n");
+}
+
+TEST(Exporter, AnUnsafeLiveDirectoryIsOneLineAndStatus2) {
+  ScopedTempDir dir;
+  const std::string link = dir.path() + "/link";
+  ASSERT_EQ(symlink(dir.path().c_str(), link.c_str()), 0);
+  const ProcessResult r = RunExporter("127.0.0.1:0", link);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("gpuwatch exporter: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(link), std::string::npos) << r.err;
+}
+
+// A process that stops answering (SIGSTOP) costs a scrape 1 s, not a hang:
+// it is counted as a problem, and the others are served.
+TEST(Exporter, AProcessThatStopsAnsweringIsAProblemNotAHang) {
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  Stepper stopped(dir, live);
+  ScopedTempDir other_dir;
+  Stepper healthy(other_dir, live);
+  ASSERT_TRUE(stopped.ready() && healthy.ready()) << stopped.err() << healthy.err();
+  ASSERT_TRUE(healthy.Step(2));
+  Exporter exporter(live);
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  ASSERT_EQ(kill(stopped.pid(), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResponse r = HttpGet(exporter.port(), "/metrics", 30000);
+  const auto took = std::chrono::steady_clock::now() - start;
+  kill(stopped.pid(), SIGCONT);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_NE(r.body.find("\ngpuwatch_exporter_scrape_problems 1\n"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\ngpuwatch_exporter_processes 1\n"), std::string::npos) << r.body;
+  const std::string line =
+      LineWith(r.body, {"gpuwatch_site_live_bytes{pid=\"" + std::to_string(healthy.pid()) + "\"",
+                        "site=\"" + LeakSite() + "\"}"});
+  EXPECT_EQ(line.substr(line.rfind(' ') + 1), std::to_string(2 * kMiB)) << r.body;
+  EXPECT_EQ(r.body.find("pid=\"" + std::to_string(stopped.pid()) + "\""), std::string::npos);
+}
+
+TEST(Exporter, SigintStopsItWithStatus0) {
+  ScopedTempDir dir;
+  RunningProcess child =
+      StartProcess({kCli, "exporter", "--listen", "127.0.0.1:0", "--dir", dir.path()}, {}, "");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        ReadAvailable(child, 100);
+        return child.err_text.find('\n') != std::string::npos || child.err < 0;
+      },
+      30000, 0));
+  // It serves: an empty directory is no process and no problem.
+  const std::string prefix = "gpuwatch exporter: serving /metrics on http://127.0.0.1:";
+  ASSERT_EQ(child.err_text.rfind(prefix, 0), 0u) << child.err_text;
+  const HttpResponse metrics =
+      HttpGet(std::atoi(child.err_text.c_str() + prefix.size()), "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("\ngpuwatch_exporter_processes 0\n"), std::string::npos)
+      << metrics.body;
+  kill(child.pid, SIGINT);
+  const ProcessResult r = FinishProcess(child, 30000);
+  EXPECT_FALSE(r.signaled) << r.signal;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing

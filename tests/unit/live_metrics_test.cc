@@ -1,0 +1,174 @@
+// tools/live_metrics.cc: live states (the JSON interpose/live.cc serves) as
+// Prometheus metric families, and their text exposition.
+#include "tools/live_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "prometheus/text_serializer.h"
+
+namespace gpuwatch::tools {
+namespace {
+
+using json = nlohmann::json;
+
+json State() {
+  return json::parse(R"({
+    "schema":"gpuwatch-live","version":1,"pid":42,"host":"node1","rank":"3",
+    "command":["/opt/bin/train","--epochs","10"],
+    "started_unix_ms":1700000000500,"now_unix_ms":1700000060000,"uptime_ns":59500000000,
+    "device":{"live_bytes":3407872,"peak_bytes":6553600,"live_count":4},
+    "devices":[{"device":0,"live_bytes":3407872,"peak_bytes":6553600,"total_bytes":17179869184},
+               {"device":1,"live_bytes":0,"peak_bytes":4096,"total_bytes":null}],
+    "kinds":{"device":{"live_bytes":3407872,"peak_bytes":6553600,"live_count":4,"allocs":7,
+                       "alloc_bytes":15990784,"frees":3},
+             "pinned_host":{"live_bytes":8192,"peak_bytes":8192,"live_count":1,"allocs":1,
+                            "alloc_bytes":8192,"frees":0}},
+    "counters":{"allocs":8,"frees":3,"ooms":1,"kernel_launches":12,"unknown_frees":0},
+    "transfers":[{"direction":"h2d","host":"pageable","count":3,"bytes":786432,
+                  "timed_count":2,"duration_ns":1500000}],
+    "rates":{"window_ns":0,"device_bytes_per_min":null,"h2d_bytes_per_s":null,"d2h_bytes_per_s":null},
+    "history":{"interval_ms":1000,"device_bytes":[]},"marks":3,
+    "sites":[{"site":3,"location":"train.cu:52","function":"main","live_bytes":3145728},
+             {"site":4,"location":"train.cu:40","function":"main","live_bytes":196608},
+             {"site":9,"location":"lib.cu:7","live_bytes":65536},
+             {"site":5,"location":"train.cu:40","function":"main","live_bytes":4096}],
+    "other_sites":{"count":2,"live_bytes":1000}})");
+}
+
+const prometheus::MetricFamily* Family(const std::vector<prometheus::MetricFamily>& families,
+                                       const std::string& name) {
+  for (const auto& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string Label(const prometheus::ClientMetric& m, const std::string& name) {
+  for (const auto& l : m.label) {
+    if (l.name == name) return l.value;
+  }
+  return "<none>";
+}
+
+TEST(LiveMetrics, EveryFamilyHasHelpAndTheStatesNumbers) {
+  LiveScan scan;
+  scan.processes.push_back({42, State()});
+  scan.problems.push_back("pid 7: no answer within 1000 ms");
+  const auto families = LiveMetrics(scan, {.top = 20});
+  for (const auto& f : families) {
+    EXPECT_EQ(f.name.rfind("gpuwatch_", 0), 0u) << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    const bool counter = f.type == prometheus::MetricType::Counter;
+    EXPECT_EQ(counter, f.name.size() > 6 && f.name.substr(f.name.size() - 6) == "_total") << f.name;
+  }
+  const auto* start = Family(families, "gpuwatch_process_start_time_seconds");
+  ASSERT_NE(start, nullptr);
+  ASSERT_EQ(start->metric.size(), 1u);
+  EXPECT_DOUBLE_EQ(start->metric[0].gauge.value, 1700000000.5);
+  EXPECT_EQ(Label(start->metric[0], "pid"), "42");
+  EXPECT_EQ(Label(start->metric[0], "command"), "train --epochs 10");
+  EXPECT_EQ(Label(start->metric[0], "rank"), "3");
+  EXPECT_EQ(Label(start->metric[0], "host"), "node1");
+
+  const auto* live = Family(families, "gpuwatch_device_memory_live_bytes");
+  ASSERT_NE(live, nullptr);
+  ASSERT_EQ(live->metric.size(), 2u);
+  EXPECT_EQ(Label(live->metric[0], "device"), "0");
+  EXPECT_EQ(live->metric[0].gauge.value, 3407872);
+  // The total of device 1 is not known: no series.
+  const auto* total = Family(families, "gpuwatch_device_memory_total_bytes");
+  ASSERT_NE(total, nullptr);
+  ASSERT_EQ(total->metric.size(), 1u);
+  EXPECT_EQ(total->metric[0].gauge.value, 17179869184.0);
+
+  const auto* allocs = Family(families, "gpuwatch_allocations_total");
+  ASSERT_NE(allocs, nullptr);
+  ASSERT_EQ(allocs->metric.size(), 2u);
+  EXPECT_EQ(Label(allocs->metric[1], "kind"), "pinned_host");
+  EXPECT_EQ(allocs->metric[1].counter.value, 1);
+
+  const auto* seconds = Family(families, "gpuwatch_transfer_seconds_total");
+  ASSERT_NE(seconds, nullptr);
+  ASSERT_EQ(seconds->metric.size(), 1u);
+  EXPECT_DOUBLE_EQ(seconds->metric[0].counter.value, 0.0015);
+  EXPECT_EQ(Label(seconds->metric[0], "direction"), "h2d");
+  EXPECT_EQ(Label(seconds->metric[0], "host_memory"), "pageable");
+  EXPECT_EQ(Family(families, "gpuwatch_out_of_memory_total")->metric[0].counter.value, 1);
+  EXPECT_EQ(Family(families, "gpuwatch_marks_total")->metric[0].counter.value, 3);
+  EXPECT_EQ(Family(families, "gpuwatch_exporter_scrape_problems")->metric[0].gauge.value, 1);
+  EXPECT_EQ(Family(families, "gpuwatch_exporter_processes")->metric[0].gauge.value, 1);
+}
+
+TEST(LiveMetrics, SitesThatReadTheSameAreOneSeriesAndTheRestIsOther) {
+  LiveScan scan;
+  scan.processes.push_back({42, State()});
+  const auto all = LiveMetrics(scan, {.top = 20});
+  const auto* sites = Family(all, "gpuwatch_site_live_bytes");
+  ASSERT_NE(sites, nullptr);
+  ASSERT_EQ(sites->metric.size(), 4u);
+  EXPECT_EQ(Label(sites->metric[0], "site"), "train.cu:52 (main)");
+  EXPECT_EQ(sites->metric[0].gauge.value, 3145728);
+  EXPECT_EQ(Label(sites->metric[1], "site"), "train.cu:40 (main)");
+  EXPECT_EQ(sites->metric[1].gauge.value, 196608 + 4096);
+  EXPECT_EQ(Label(sites->metric[2], "site"), "lib.cu:7");
+  EXPECT_EQ(Label(sites->metric[3], "site"), "other");
+  EXPECT_EQ(sites->metric[3].gauge.value, 1000);
+
+  // One site: the others join "other".
+  const auto families = LiveMetrics(scan, {.top = 1});
+  const auto* one = Family(families, "gpuwatch_site_live_bytes");
+  ASSERT_EQ(one->metric.size(), 2u);
+  EXPECT_EQ(Label(one->metric[1], "site"), "other");
+  EXPECT_EQ(one->metric[1].gauge.value, 1000 + 196608 + 4096 + 65536);
+}
+
+TEST(LiveMetrics, NoProcessesIsTheExportersOwnMetricsOnly) {
+  LiveScan scan;
+  const auto families = LiveMetrics(scan, {});
+  ASSERT_EQ(families.size(), 2u);
+  EXPECT_EQ(prometheus::TextSerializer().Serialize(families),
+            "# HELP gpuwatch_exporter_processes Processes under gpuwatch that answered this "
+            "scrape.\n"
+            "# TYPE gpuwatch_exporter_processes gauge\n"
+            "gpuwatch_exporter_processes 0\n"
+            "# HELP gpuwatch_exporter_scrape_problems Processes in the live directory that did "
+            "not answer this scrape properly.\n"
+            "# TYPE gpuwatch_exporter_scrape_problems gauge\n"
+            "gpuwatch_exporter_scrape_problems 0\n");
+}
+
+TEST(LiveMetrics, AStateWithMissingFieldsGivesWhatItHas) {
+  LiveScan scan;
+  scan.processes.push_back({7, json::parse(R"({"schema":"gpuwatch-live","pid":7})")});
+  const auto families = LiveMetrics(scan, {});
+  const auto* sites = Family(families, "gpuwatch_site_live_bytes");
+  ASSERT_NE(sites, nullptr);
+  ASSERT_EQ(sites->metric.size(), 1u);
+  EXPECT_EQ(Label(sites->metric[0], "site"), "other");
+  EXPECT_EQ(Label(sites->metric[0], "command"), "");
+  EXPECT_EQ(Family(families, "gpuwatch_device_memory_live_bytes"), nullptr);
+}
+
+TEST(LiveMetrics, LabelsAreShortened) {
+  EXPECT_EQ(CommandLabel(json::array({"/usr/bin/python3", "train.py"})), "python3 train.py");
+  const std::string long_arg(100, 'x');
+  const std::string label = CommandLabel(json::array({"python", long_arg}));
+  EXPECT_EQ(label.size(), 60u);
+  EXPECT_EQ(label, "python " + std::string(50, 'x') + "...");
+  // Never half a UTF-8 character: "é" is two bytes.
+  std::string accents;
+  for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";
+  const std::string cut = CommandLabel(json::array({"p", accents}));
+  EXPECT_EQ(cut, "p " + accents.substr(0, 54) + "...");
+  EXPECT_EQ(SiteLabel(json{{"location", "a.cu:1"}, {"function", "f"}}), "a.cu:1 (f)");
+  EXPECT_EQ(SiteLabel(json{{"location", "a.cu:1"}}), "a.cu:1");
+  const std::string site =
+      SiteLabel(json{{"location", "a.cu:1"}, {"function", std::string(300, 'T')}});
+  EXPECT_EQ(site, "a.cu:1 (" + std::string(77, 'T') + "...)");
+}
+
+}  // namespace
+}  // namespace gpuwatch::tools

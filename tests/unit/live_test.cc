@@ -1,0 +1,234 @@
+// The live view's parts that need no process: the live directory's name and
+// entries (libgpuwatch/base/live_dir.h), the live state built from given
+// figures (libgpuwatch/report/live_state.h: rates, growth, history, the top
+// sites and the rest) and `gpuwatch top`'s frame (tools/top_command.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/base/live_dir.h"
+#include "libgpuwatch/report/live_state.h"
+#include "nlohmann/json.hpp"
+#include "tools/top_command.h"
+
+namespace gpuwatch {
+namespace {
+
+using nlohmann::json;
+
+EnvLookup Env(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(LiveDir, FromTheEnvironment) {
+  EXPECT_EQ(LiveDirFromEnvironment(
+                Env({{"GPUWATCH_LIVE_DIR", "/x/live"}, {"XDG_RUNTIME_DIR", "/run/user/7"}})),
+            "/x/live");
+  EXPECT_EQ(
+      LiveDirFromEnvironment(Env({{"GPUWATCH_LIVE_DIR", ""}, {"XDG_RUNTIME_DIR", "/run/user/7"}})),
+      "/run/user/7/gpuwatch");
+  // A relative XDG_RUNTIME_DIR is invalid by its specification: not used.
+  EXPECT_EQ(LiveDirFromEnvironment(Env({{"XDG_RUNTIME_DIR", "run"}})),
+            "/tmp/gpuwatch-" + std::to_string(geteuid()));
+  EXPECT_EQ(LiveDirFromEnvironment(Env({})), "/tmp/gpuwatch-" + std::to_string(geteuid()));
+}
+
+TEST(LiveDir, SocketPathsAndEntries) {
+  EXPECT_EQ(LiveSocketPath("/run/g", 1234), "/run/g/1234.sock");
+  EXPECT_EQ(LiveSocketPath(std::string(100, 'd'), 1234), "");  // past sun_path's 108 bytes
+  char tmpl[] = "/tmp/gw-live-unit-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  for (const char* name : {"12.sock", "345.sock", "12.sock.tmp", "x12.sock", ".sock", "7"}) {
+    std::ofstream(dir + "/" + name) << "";
+  }
+  std::vector<pid_t> pids = ListLiveSockets(dir);
+  std::sort(pids.begin(), pids.end());
+  EXPECT_EQ(pids, (std::vector<pid_t>{12, 345}));
+  std::string problem;
+  EXPECT_FALSE(PrepareLiveDir(dir + "/12.sock", false, &problem));
+  EXPECT_EQ(problem, dir + "/12.sock is not a directory");
+  EXPECT_FALSE(PrepareLiveDir(dir + "/none", false, &problem));
+  EXPECT_EQ(problem, dir + "/none: No such file or directory");
+  ASSERT_TRUE(PrepareLiveDir(dir + "/made", true, &problem)) << problem;
+  struct stat st {};
+  ASSERT_EQ(stat((dir + "/made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::system(("rm -rf " + dir).c_str());  // NOLINT(cert-env33-c): the test's own directory
+}
+
+constexpr uint64_t kSecond = 1000000000ULL;
+constexpr uint64_t kMiB = 1 << 20;
+
+// A state from figures: 60 s in, 10 MiB live of which site 1 holds 8 MiB
+// (2 MiB a minute ago) and site 2 2 MiB (unchanged); 6 GiB copied to the
+// device in the last minute.
+struct Figures {
+  TrackerSnapshot totals;
+  TransfersSnapshot transfers;
+  LiveHistory history;
+  LiveInputs in;
+  Figures() {
+    totals.time_ns = 61 * kSecond;
+    totals.device_current_bytes = 10 * kMiB;
+    totals.device_peak_bytes = 12 * kMiB;
+    totals.device_bytes_by_device[1] = 10 * kMiB;
+    totals.device_peak_bytes_by_device[1] = 12 * kMiB;
+    KindTotals& device = totals.kinds[static_cast<int>(MemKind::kDevice)];
+    device = {10 * kMiB, 12 * kMiB, 2, 5, 14 * kMiB, 3};
+    totals.copies[static_cast<int>(CopyKind::kHostToDevice)] = {100, 7ULL << 30};
+    totals.launches = 42;
+    TransferStats& pageable = transfers.totals[static_cast<int>(CopyKind::kHostToDevice)]
+                                              [static_cast<int>(HostKind::kPageable)];
+    pageable.count = 100;
+    pageable.bytes = 7ULL << 30;
+    history.Add(1 * kSecond, 4 * kMiB, 1ULL << 30, 0, {{1, 2 * kMiB}, {2, 2 * kMiB}});
+    history.Add(31 * kSecond, 7 * kMiB, 4ULL << 30, 0, {{1, 5 * kMiB}, {2, 2 * kMiB}});
+    in.pid = 77;
+    in.host = "node3";
+    in.rank = "5";
+    in.command = {"/usr/bin/python3", "train.py"};
+    in.totals = &totals;
+    in.transfers = &transfers;
+    in.sites = {{1, 8 * kMiB}, {2, 2 * kMiB}};
+    in.last_marks = {
+        GrowthSample{10 * kSecond, 4, "step", 4 * kMiB, {{1, 2 * kMiB}, {2, 2 * kMiB}}},
+        GrowthSample{50 * kSecond, 6, "step", 9 * kMiB, {{1, 7 * kMiB}, {2, 2 * kMiB}}}};
+    in.history = &history;
+    in.device_total_bytes[1] = 80ULL << 30;
+  }
+};
+
+TEST(LiveState, RatesGrowthAndHistoryAreExact) {
+  Figures f;
+  SiteResolver sites(nullptr);
+  const json st = json::parse(BuildLiveState(f.in, &sites));
+  EXPECT_EQ(st["schema"], "gpuwatch-live");
+  EXPECT_EQ(st["pid"], 77);
+  EXPECT_EQ(st["rank"], "5");
+  EXPECT_EQ(st["uptime_ns"], 61 * kSecond);
+  EXPECT_EQ(st["device"],
+            json({{"live_bytes", 10 * kMiB}, {"peak_bytes", 12 * kMiB}, {"live_count", 2}}));
+  ASSERT_EQ(st["devices"].size(), 1u);
+  EXPECT_EQ(st["devices"][0]["device"], 1);
+  EXPECT_EQ(st["devices"][0]["total_bytes"], 80ULL << 30);
+  EXPECT_EQ(st["kinds"]["device"]["alloc_bytes"], 14 * kMiB);
+  EXPECT_EQ(st["counters"]["kernel_launches"], 42);
+  EXPECT_EQ(st["counters"]["allocs"], 5);
+  ASSERT_EQ(st["transfers"].size(), 1u);
+  EXPECT_EQ(st["transfers"][0]["host"], "pageable");
+  EXPECT_EQ(st["transfers"][0]["bytes"], 7ULL << 30);
+  // From the oldest sample (1 s) to now (61 s): 60 s.
+  EXPECT_EQ(st["rates"]["window_ns"], 60 * kSecond);
+  EXPECT_EQ(st["rates"]["device_bytes_per_min"], 6 * kMiB);
+  EXPECT_EQ(st["rates"]["h2d_bytes_per_s"], (6ULL << 30) / 60);
+  EXPECT_EQ(st["rates"]["d2h_bytes_per_s"], 0);
+  EXPECT_EQ(st["history"]["device_bytes"], json({4 * kMiB, 7 * kMiB}));
+  EXPECT_EQ(st["marks"], 6);
+  ASSERT_EQ(st["sites"].size(), 2u);
+  const json& grows = st["sites"][0];
+  EXPECT_EQ(grows["site"], 1);
+  EXPECT_EQ(grows["live_bytes"], 8 * kMiB);
+  EXPECT_EQ(grows["growth_per_min"], 6 * kMiB);
+  EXPECT_EQ(grows["growth_per_mark"], 5 * kMiB / 2);  // marks 4 to 6
+  EXPECT_EQ(grows["history"], json({2 * kMiB, 5 * kMiB}));
+  EXPECT_EQ(st["sites"][1]["growth_per_min"], 0);
+  EXPECT_EQ(st["sites"][1]["growth_per_mark"], 0);
+  EXPECT_EQ(st["other_sites"], json({{"count", 0}, {"live_bytes", 0}}));
+}
+
+TEST(LiveState, TheRestIsCountedAndTrimmedSamplesAreUnknown) {
+  Figures f;
+  f.in.top = 1;
+  // A sample trimmed to its largest sites that does not hold site 1: its
+  // bytes there are unknown, not 0.
+  std::vector<std::pair<uint32_t, uint64_t>> many;
+  for (uint32_t id = 100; id < 100 + LiveHistory::kSitesPerSample + 10; ++id) {
+    many.emplace_back(id, 16 * kMiB);
+  }
+  f.history.Add(41 * kSecond, 9 * kMiB, 5ULL << 30, 0, many);
+  SiteResolver sites(nullptr);
+  const json st = json::parse(BuildLiveState(f.in, &sites));
+  ASSERT_EQ(st["sites"].size(), 1u);
+  EXPECT_EQ(st["sites"][0]["site"], 1);
+  EXPECT_EQ(st["sites"][0]["history"], json({2 * kMiB, 5 * kMiB, nullptr}));
+  EXPECT_EQ(st["other_sites"], json({{"count", 1}, {"live_bytes", 2 * kMiB}}));
+  // Too short a window for a rate: none rather than a wild one.
+  Figures young;
+  young.totals.time_ns = 4 * kSecond;
+  const json early = json::parse(BuildLiveState(young.in, &sites));
+  EXPECT_TRUE(early["rates"]["device_bytes_per_min"].is_null());
+  EXPECT_TRUE(early["sites"][0]["growth_per_min"].is_null());
+}
+
+tools::LiveProcess Process(pid_t pid, uint64_t live, int sites) {
+  json st = {{"schema", "gpuwatch-live"},
+             {"pid", pid},
+             {"rank", ""},
+             {"command", {"/bin/app" + std::to_string(pid)}},
+             {"device", {{"live_bytes", live}, {"peak_bytes", live}, {"live_count", sites}}},
+             {"rates", {{"device_bytes_per_min", nullptr}}},
+             {"other_sites", {{"count", 0}, {"live_bytes", 0}}}};
+  json list = json::array();
+  for (int i = 0; i < sites; ++i) {
+    list.push_back({{"site", i},
+                    {"location", "app.cc:" + std::to_string(100 + i)},
+                    {"function", "f" + std::to_string(i)},
+                    {"live_bytes", kMiB * (sites - i)},
+                    {"history", {0, kMiB}}});
+  }
+  st["sites"] = list;
+  return {pid, st};
+}
+
+TEST(TopFrame, FitsTheTerminalAndKeepsTheSelectionInView) {
+  tools::LiveScan scan;
+  for (int i = 0; i < 30; ++i) scan.processes.push_back(Process(1000 + i, kMiB * (i + 1), 25));
+  tools::TopView view;
+  view.width = 80;
+  view.height = 24;
+  view.selected = 1003;  // fourth from the bottom of 30, by live bytes
+  view.clock = "10:00:00";
+  view.dir = "/run/user/1000/gpuwatch";
+  const std::vector<std::string> lines = tools::RenderTopFrame(scan, view);
+  ASSERT_EQ(lines.size(), 24u);
+  for (const std::string& l : lines) EXPECT_LE(l.size(), 80u) << l;
+  EXPECT_EQ(lines[0].substr(0, 46), "gpuwatch top  10:00:00  30 processes  sort: li");
+  int marked = 0;
+  for (const std::string& l : lines) {
+    if (l[0] == '>') {
+      ++marked;
+      EXPECT_NE(l.find(" 1003 "), std::string::npos) << l;
+    }
+  }
+  EXPECT_EQ(marked, 1);
+  // The selected process's sites, the largest first, then how many more.
+  const auto at = [&](const std::string& text) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find(text) != std::string::npos) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  ASSERT_GE(at("app.cc:100 (f0)"), 0);
+  EXPECT_LT(at("app.cc:100 (f0)"), at("app.cc:101 (f1)"));
+  const int more = at("more sites");
+  ASSERT_GT(more, 0);
+  // 12 rows for sites at 24 lines: 11 listed, 14 more holding 14 + 13 + ... + 1 MiB.
+  EXPECT_EQ(lines[static_cast<size_t>(more)], "     105M in 14 more sites");
+  EXPECT_EQ(more - at("app.cc:100 (f0)"), 11);
+  EXPECT_EQ(lines.back().substr(0, 14), "up/down select");
+}
+
+}  // namespace
+}  // namespace gpuwatch

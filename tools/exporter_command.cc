@@ -1,0 +1,289 @@
+// `gpuwatch exporter`: the live state of every process under gpuwatch on this
+// machine (tools/live_client.h), read at each scrape, as Prometheus metrics
+// (tools/live_metrics.h) on /metrics, or written to a file for
+// node_exporter's textfile collector. docs/prometheus.md describes it.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+#include "prometheus/text_serializer.h"
+#include "tools/commands.h"
+#include "tools/live_client.h"
+#include "tools/live_metrics.h"
+
+namespace gpuwatch::tools {
+namespace {
+
+// How long a scrape waits for the processes' answers: one that stopped
+// answering costs this much, and is counted in
+// gpuwatch_exporter_scrape_problems.
+constexpr int kScanTimeoutMs = 1000;
+
+class LiveCollectable : public prometheus::Collectable {
+ public:
+  LiveCollectable(std::string dir, size_t top) : dir_(std::move(dir)), top_(top) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return LiveMetrics(ScanLive(dir_, top_, kScanTimeoutMs), {.top = top_});
+  }
+
+ private:
+  std::string dir_;
+  size_t top_;
+};
+
+// HOST:PORT as civetweb takes it: a numeric address (a name is resolved,
+// IPv4 first), IPv6 in brackets. False with *problem when it is not one.
+bool ParseListen(const std::string& value, std::string* bind, std::string* shown_host, int* port,
+                 std::string* problem) {
+  const size_t colon = value.rfind(':');
+  if (colon == std::string::npos) {
+    *problem = "no port (expected HOST:PORT, e.g. 127.0.0.1:9468)";
+    return false;
+  }
+  std::string host = value.substr(0, colon);
+  const std::string port_text = value.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port_text) > 65535) {
+    *problem = "the port is not a number from 0 to 65535";
+    return false;
+  }
+  *port = std::stoi(port_text);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty()) {
+    *problem = "no host (expected HOST:PORT, e.g. 127.0.0.1:9468)";
+    return false;
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  std::string numeric;
+  bool ipv6 = false;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    numeric = host;
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    numeric = host;
+    ipv6 = true;
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (rc != 0 || found == nullptr) {
+      *problem = std::string("cannot resolve the host: ") + gai_strerror(rc);
+      return false;
+    }
+    const addrinfo* pick = found;
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      if (a->ai_family == AF_INET) {
+        pick = a;
+        break;
+      }
+    }
+    char text[INET6_ADDRSTRLEN] = "";
+    if (pick->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(pick->ai_addr)->sin_addr, text,
+                sizeof(text));
+    } else {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(pick->ai_addr)->sin6_addr, text,
+                sizeof(text));
+      ipv6 = true;
+    }
+    freeaddrinfo(found);
+    numeric = text;
+  }
+  const std::string bracketed = ipv6 ? "[" + numeric + "]" : numeric;
+  *bind = bracketed + ":" + std::to_string(*port);
+  *shown_host = ipv6 ? "[" + host + "]" : host;
+  return true;
+}
+
+// Why civetweb could not listen on `bind` (it says only that it could not):
+// the error of binding a socket there ourselves.
+std::string ListenProblem(const std::string& bind, int port) {
+  const bool ipv6 = !bind.empty() && bind.front() == '[';
+  const std::string host =
+      ipv6 ? bind.substr(1, bind.find(']') - 1) : bind.substr(0, bind.rfind(':'));
+  const int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int rc = 0;
+  if (ipv6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET6, host.c_str(), &a.sin6_addr);
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+  }
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return std::strerror(err);
+  // Debian's civetweb, for one, is built without IPv6.
+  return ipv6 ? "the HTTP server (civetweb) cannot listen on IPv6 here; use an IPv4 address"
+              : "the HTTP server did not start";
+}
+
+// Writes the metrics to DIR/gpuwatch.prom at once: a temporary file in DIR,
+// renamed over it, so that node_exporter never reads half a file.
+bool WriteTextfile(const std::string& dir, const std::vector<prometheus::MetricFamily>& families,
+                   std::string* problem) {
+  const std::string path = dir + "/gpuwatch.prom";
+  std::string temp = dir + "/.gpuwatch.prom.XXXXXX";
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    *problem = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  const std::string text = prometheus::TextSerializer().Serialize(families);
+  size_t done = 0;
+  bool ok = fchmod(fd, 0644) == 0;
+  while (ok && done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ok = ok && fsync(fd) == 0;
+  const int err = errno;
+  ok = close(fd) == 0 && ok;
+  if (ok && rename(temp.c_str(), path.c_str()) == 0) return true;
+  *problem = "cannot write " + path + ": " + std::strerror(ok ? errno : err);
+  unlink(temp.c_str());
+  return false;
+}
+
+// SIGINT and SIGTERM, blocked in every thread (the HTTP server's inherit the
+// mask) and taken by WaitForStop.
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// True when a stop signal came within `seconds` (< 0: wait for one).
+bool WaitForStop(const sigset_t& set, int seconds) {
+  if (seconds < 0) {
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    return true;
+  }
+  timespec left{seconds, 0};
+  timespec end{};
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  end.tv_sec += seconds;
+  for (;;) {
+    if (sigtimedwait(&set, nullptr, &left) > 0) return true;
+    if (errno != EINTR) return false;  // EAGAIN: the time is up
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const long long ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
+    if (ns <= 0) return false;
+    left = {static_cast<time_t>(ns / 1000000000LL), static_cast<long>(ns % 1000000000LL)};
+  }
+}
+
+int Textfile(const ExporterOptions& options, const std::string& dir, const sigset_t& stop) {
+  const auto top = static_cast<size_t>(options.top);
+  bool first = true;
+  for (;;) {
+    const LiveScan scan = ScanLive(dir, top, kScanTimeoutMs);
+    if (options.once) {
+      for (const std::string& p : scan.problems) {
+        std::fprintf(stderr, "gpuwatch exporter: %s\n", p.c_str());
+      }
+    }
+    std::string problem;
+    if (!WriteTextfile(options.textfile, LiveMetrics(scan, {.top = top}), &problem)) {
+      std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
+      if (first) return 2;  // a wrong directory; later, a passing problem
+    }
+    if (options.once) return 0;
+    if (first) {
+      std::fprintf(stderr,
+                   "gpuwatch exporter: writing %s/gpuwatch.prom every %d s for the processes in "
+                   "%s\n",
+                   options.textfile.c_str(), options.interval, dir.c_str());
+    }
+    first = false;
+    if (WaitForStop(stop, options.interval)) return 0;
+  }
+}
+
+}  // namespace
+
+int ExporterCommand(const ExporterOptions& options) {
+  std::string dir;
+  std::string problem;
+  if (!ResolveLiveDir(options.dir, &dir, &problem)) {
+    std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
+    return 2;
+  }
+  const sigset_t stop = StopSignals();
+  // An ignored signal is discarded, not waited for: a shell starts a
+  // background job with SIGINT ignored.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  if (!options.textfile.empty()) return Textfile(options, dir, stop);
+
+  std::string bind;
+  std::string host;
+  int port = 0;
+  if (!ParseListen(options.listen, &bind, &host, &port, &problem)) {
+    std::fprintf(stderr, "gpuwatch exporter: bad --listen '%s': %s\n", options.listen.c_str(),
+                 problem.c_str());
+    return 2;
+  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(bind, 2);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "gpuwatch exporter: cannot listen on '%s': %s\n", options.listen.c_str(),
+                 ListenProblem(bind, port).c_str());
+    return 2;
+  }
+  const auto collectable = std::make_shared<LiveCollectable>(dir, static_cast<size_t>(options.top));
+  exposer->RegisterCollectable(collectable);
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (!ports.empty()) port = ports.front();
+  std::fprintf(stderr,
+               "gpuwatch exporter: serving /metrics on http://%s:%d for the processes in %s\n",
+               host.c_str(), port, dir.c_str());
+  WaitForStop(stop, -1);
+  exposer.reset();
+  return 0;
+}
+
+}  // namespace gpuwatch::tools

@@ -1,0 +1,480 @@
+#include "tools/top_command.h"
+
+#include <langinfo.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <clocale>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <limits>
+
+namespace gpuwatch::tools {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kScanTimeoutMs = 500;
+constexpr size_t kLiveTopSites = 50;  // asked of each process
+constexpr int kRefreshMs = 1000;
+
+// Columns a UTF-8 string takes (each code point one column).
+size_t Columns(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+// `s` cut to `width` columns (never inside a code point), or padded to it.
+std::string Fit(const std::string& s, size_t width, bool pad = true) {
+  std::string out;
+  size_t cols = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80) {
+      if (cols == width) break;
+      ++cols;
+    }
+    out += s[i];
+  }
+  if (pad && cols < width) out.append(width - cols, ' ');
+  return out;
+}
+
+std::string Right(const std::string& s, size_t width) {
+  const size_t cols = Columns(s);
+  return cols >= width ? s : std::string(width - cols, ' ') + s;
+}
+
+// Bytes in top's short form: "512", "3.2K", "6.2M", "1.5G" (powers of 1024).
+std::string Short(double bytes) {
+  const char* units = "BKMGTP";
+  const bool negative = bytes < 0;
+  double v = std::fabs(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%s%.0f", negative ? "-" : "", v);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%s%.*f%c", negative ? "-" : "", v < 10 ? 1 : 0, v, units[u]);
+  }
+  return buf;
+}
+
+std::string Signed(const json& v) {
+  if (!v.is_number()) return "-";
+  const double d = v.get<double>();
+  if (d == 0) return "0";
+  return (d > 0 ? "+" : "") + Short(d);
+}
+
+std::string Rate(const json& v) { return v.is_number() ? Short(v.get<double>()) + "/s" : "-"; }
+
+uint64_t U64(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+
+double Number(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// The program's name and arguments, shortest first: "train.py --lr 3" for
+// "python3 /x/train.py --lr 3" reads better than the interpreter.
+std::string CommandOf(const json& state) {
+  std::string out;
+  const json& argv = state.contains("command") ? state["command"] : json::array();
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (!argv[i].is_string()) continue;
+    std::string a = argv[i].get<std::string>();
+    if (i == 0) a = a.substr(a.rfind('/') + 1);
+    if (!out.empty()) out += ' ';
+    out += a;
+  }
+  return out.empty() ? "?" : out;
+}
+
+std::string Uptime(uint64_t ns) {
+  const uint64_t s = ns / 1000000000ULL;
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%lluh%02llum", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s / 60 % 60));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llum%02llus", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  }
+  return buf;
+}
+
+// `values` (null: unknown) as `width` characters, oldest left, scaled to the
+// largest; each character the largest of the samples it covers.
+std::string Sparkline(const json& values, size_t width, bool utf8) {
+  static const char* const kBlocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+  static const char kAscii[] = "_.-:=+*#";
+  if (!values.is_array() || values.empty()) return std::string(width, ' ');
+  const size_t n = values.size();
+  double top = 0;
+  for (const json& v : values) {
+    if (v.is_number()) top = std::max(top, v.get<double>());
+  }
+  std::string out;
+  // The newest samples at the right edge; fewer samples than columns: padded left.
+  const size_t per = (n + width - 1) / width;
+  const size_t used = (n + per - 1) / per;
+  out.append(width - std::min(width, used), ' ');
+  for (size_t c = 0; c < used; ++c) {
+    double m = -1;
+    for (size_t i = c * per; i < std::min(n, (c + 1) * per); ++i) {
+      if (values[i].is_number()) m = std::max(m, values[i].get<double>());
+    }
+    if (m < 0) {
+      out += '?';
+      continue;
+    }
+    const int level = top <= 0 ? 0 : std::min(7, static_cast<int>(std::lround(m / top * 7.0)));
+    if (utf8) {
+      out += kBlocks[level];
+    } else {
+      out += kAscii[level];
+    }
+  }
+  return out;
+}
+
+double SortKey(const json& state, const std::string& sort) {
+  if (sort == "growth") {
+    const json& rates = state.contains("rates") ? state["rates"] : json::object();
+    return Number(rates, "device_bytes_per_min");
+  }
+  const json& device = state.contains("device") ? state["device"] : json::object();
+  if (sort == "peak") return static_cast<double>(U64(device, "peak_bytes"));
+  return static_cast<double>(U64(device, "live_bytes"));
+}
+
+double SiteKey(const json& site, const std::string& sort) {
+  if (sort == "growth") return Number(site, "growth_per_min");
+  return static_cast<double>(U64(site, "live_bytes"));
+}
+
+// A sample list's columns: live, growth/min, growth/mark, history, site.
+constexpr size_t kSparkWidth = 20;
+
+}  // namespace
+
+std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std::string& sort) {
+  std::vector<const LiveProcess*> list;
+  for (const LiveProcess& p : scan.processes) list.push_back(&p);
+  std::stable_sort(list.begin(), list.end(), [&sort](const LiveProcess* a, const LiveProcess* b) {
+    if (sort == "pid") return a->pid < b->pid;
+    const double ka = SortKey(a->state, sort);
+    const double kb = SortKey(b->state, sort);
+    return ka != kb ? ka > kb : a->pid < b->pid;
+  });
+  return list;
+}
+
+std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& view) {
+  const size_t width = static_cast<size_t>(std::max(view.width, 60));
+  std::vector<std::string> lines;
+  const std::vector<const LiveProcess*> procs = SortedProcesses(scan, view.sort);
+  const LiveProcess* selected = procs.empty() ? nullptr : procs.front();
+  for (const LiveProcess* p : procs) {
+    if (p->pid == view.selected) selected = p;
+  }
+
+  // How many lines each part gets: with a height, the processes take up to a
+  // third, the selected process's sites the rest but the last line (keys).
+  size_t process_rows = procs.size();
+  size_t site_rows = static_cast<size_t>(std::max(view.sites, 0));
+  if (view.height > 0) {
+    const size_t h = static_cast<size_t>(std::max(view.height, 10));
+    process_rows = std::min(procs.size(), std::max<size_t>(3, (h - 6) / 3));
+    site_rows = h - 6 - process_rows;  // header, 2 column heads, blank, process line, keys
+  }
+
+  char head[256];
+  std::snprintf(head, sizeof(head), "gpuwatch top  %s  %zu process%s  sort: %s", view.clock.c_str(),
+                procs.size(), procs.size() == 1 ? "" : "es", view.sort.c_str());
+  std::string first = head;
+  if (Columns(first) + 2 + Columns(view.dir) <= width) {
+    first = Fit(first, width - Columns(view.dir)) + view.dir;
+  }
+  lines.push_back(Fit(first, width, false));
+
+  // PID RANK COMMAND... LIVE PEAK GROW/MIN H2D/s D2H/s
+  const size_t fixed = 1 + 7 + 1 + 4 + 1 + 1 + 7 + 1 + 7 + 1 + 8 + 1 + 8 + 1 + 8;
+  const size_t command_width = width - fixed;
+  lines.push_back(" " + Right("PID", 7) + " " + Fit("RANK", 4) + " " +
+                  Fit("COMMAND", command_width) + " " + Right("LIVE", 7) + " " + Right("PEAK", 7) +
+                  " " + Right("GROW/MIN", 8) + " " + Right("H2D/s", 8) + " " + Right("D2H/s", 8));
+  // The window of rows keeps the selected process in view.
+  size_t first_row = 0;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (procs[i] == selected && i >= process_rows) first_row = i + 1 - process_rows;
+  }
+  for (size_t i = first_row; i < procs.size() && i < first_row + process_rows; ++i) {
+    const json& st = procs[i]->state;
+    const json& device = st.contains("device") ? st["device"] : json::object();
+    const json& rates = st.contains("rates") ? st["rates"] : json::object();
+    std::string rank = st.value("rank", "");
+    if (rank.empty()) rank = "-";
+    lines.push_back(std::string(procs[i] == selected ? ">" : " ") +
+                    Right(std::to_string(procs[i]->pid), 7) + " " + Fit(rank, 4) + " " +
+                    Fit(CommandOf(st), command_width) + " " +
+                    Right(Short(static_cast<double>(U64(device, "live_bytes"))), 7) + " " +
+                    Right(Short(static_cast<double>(U64(device, "peak_bytes"))), 7) + " " +
+                    Right(Signed(rates.value("device_bytes_per_min", json())), 8) + " " +
+                    Right(Rate(rates.value("h2d_bytes_per_s", json())), 8) + " " +
+                    Right(Rate(rates.value("d2h_bytes_per_s", json())), 8));
+  }
+  if (procs.empty()) lines.push_back(" (no process under gpuwatch here)");
+  lines.emplace_back();
+
+  if (selected != nullptr) {
+    const json& st = selected->state;
+    const json& device = st.contains("device") ? st["device"] : json::object();
+    const json& counters = st.contains("counters") ? st["counters"] : json::object();
+    std::string line = "pid " + std::to_string(selected->pid) + "  " +
+                       Short(static_cast<double>(U64(device, "live_bytes"))) + " live in " +
+                       std::to_string(U64(device, "live_count")) + ", peak " +
+                       Short(static_cast<double>(U64(device, "peak_bytes"))) + "  " +
+                       std::to_string(U64(counters, "allocs")) + " allocs  " +
+                       std::to_string(U64(counters, "ooms")) + " OOMs  " +
+                       std::to_string(U64(st, "marks")) + " marks  up " +
+                       Uptime(U64(st, "uptime_ns"));
+    lines.push_back(Fit(line, width, false));
+    const size_t site_width = width - (2 + 7 + 1 + 8 + 1 + 8 + 2 + kSparkWidth + 2);
+    lines.push_back("  " + Right("LIVE", 7) + " " + Right("GROW/MIN", 8) + " " + Right("/MARK", 8) +
+                    "  " + Fit("LAST 60 s", kSparkWidth) + "  " + Fit("SITE", site_width, false));
+    std::vector<const json*> sites;
+    if (st.contains("sites") && st["sites"].is_array()) {
+      for (const json& s : st["sites"]) sites.push_back(&s);
+    }
+    std::stable_sort(sites.begin(), sites.end(), [&view](const json* a, const json* b) {
+      return SiteKey(*a, view.sort) > SiteKey(*b, view.sort);
+    });
+    const json& other = st.contains("other_sites") ? st["other_sites"] : json::object();
+    const uint64_t other_count = U64(other, "count");
+    // When not all fit, the last row says how many more there are.
+    const bool all_fit = sites.size() + (other_count > 0 ? 1 : 0) <= site_rows;
+    const size_t listed =
+        all_fit ? sites.size() : std::min(sites.size(), site_rows - std::min<size_t>(site_rows, 1));
+    size_t shown = 0;
+    for (const json* s : sites) {
+      if (shown == listed) break;
+      std::string where = s->value("location", "?");
+      if (const std::string fn = s->value("function", ""); !fn.empty()) where += " (" + fn + ")";
+      lines.push_back("  " + Right(Short(static_cast<double>(U64(*s, "live_bytes"))), 7) + " " +
+                      Right(Signed(s->value("growth_per_min", json())), 8) + " " +
+                      Right(Signed(s->value("growth_per_mark", json())), 8) + "  " +
+                      Sparkline(s->value("history", json()), kSparkWidth, view.utf8) + "  " +
+                      Fit(where, site_width, false));
+      ++shown;
+    }
+    const size_t more = sites.size() - shown + other_count;
+    if (more > 0 && site_rows > 0) {
+      uint64_t more_bytes = U64(other, "live_bytes");
+      for (size_t i = shown; i < sites.size(); ++i) more_bytes += U64(*sites[i], "live_bytes");
+      lines.push_back("  " + Right(Short(static_cast<double>(more_bytes)), 7) + " in " +
+                      std::to_string(more) + " more site" + (more == 1 ? "" : "s"));
+    }
+    if (sites.empty() && other_count == 0) lines.emplace_back("  (no device memory live)");
+  }
+  for (const std::string& problem : scan.problems) lines.push_back(Fit(problem, width, false));
+  if (view.height > 0) {
+    const size_t h = static_cast<size_t>(view.height);
+    if (lines.size() > h - 1) lines.resize(h - 1);
+    while (lines.size() < h - 1) lines.emplace_back();
+    lines.push_back(Fit("up/down select  s sort (live, growth, peak, pid)  q quit", width, false));
+  }
+  for (std::string& l : lines) l = Fit(l, width, false);
+  return lines;
+}
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_resized{false};
+
+void OnStop(int) { g_stop.store(true); }
+void OnResize(int) { g_resized.store(true); }
+
+std::string Clock() {
+  const time_t now = time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%H:%M:%S", &local);
+  return buf;
+}
+
+bool Utf8Locale() {
+  std::setlocale(LC_CTYPE, "");
+  const char* codeset = nl_langinfo(CODESET);
+  return codeset != nullptr && std::strcmp(codeset, "UTF-8") == 0;
+}
+
+// The terminal in raw mode for the view's life, restored however it ends.
+class RawTerminal {
+ public:
+  explicit RawTerminal(int fd) : fd_(fd) {
+    if (tcgetattr(fd_, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    ok_ = tcsetattr(fd_, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (ok_) tcsetattr(fd_, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_;
+  termios saved_{};
+  bool ok_ = false;
+};
+
+void WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Keys read since the last frame; true when the view must quit.
+bool HandleKeys(const std::string& keys, const LiveScan& scan, TopView* view) {
+  static const char* const kSorts[] = {"live", "growth", "peak", "pid"};
+  const std::vector<const LiveProcess*> procs = SortedProcesses(scan, view->sort);
+  auto index_of_selected = [&]() -> size_t {
+    for (size_t i = 0; i < procs.size(); ++i) {
+      if (procs[i]->pid == view->selected) return i;
+    }
+    return 0;
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const char c = keys[i];
+    int move = 0;
+    if (c == 'q' || c == 'Q' || c == 3 /* Ctrl-C */) return true;
+    if (c == 'j') move = 1;
+    if (c == 'k') move = -1;
+    if (c == 0x1b && i + 2 < keys.size() && keys[i + 1] == '[') {
+      if (keys[i + 2] == 'B') move = 1;
+      if (keys[i + 2] == 'A') move = -1;
+      i += 2;
+    }
+    if (c == 's') {
+      size_t k = 0;
+      while (k < 4 && view->sort != kSorts[k]) ++k;
+      view->sort = kSorts[(k + 1) % 4];
+    }
+    if (move != 0 && !procs.empty()) {
+      const size_t at = index_of_selected();
+      const size_t next = move > 0 ? std::min(at + 1, procs.size() - 1) : (at == 0 ? 0 : at - 1);
+      view->selected = procs[next]->pid;
+    }
+  }
+  return false;
+}
+
+int Interactive(const std::string& dir, TopView view) {
+  if (isatty(STDIN_FILENO) == 0 || isatty(STDOUT_FILENO) == 0) {
+    std::fprintf(stderr, "gpuwatch top: not a terminal; use --once for one frame as text\n");
+    return 2;
+  }
+  RawTerminal terminal(STDIN_FILENO);
+  if (!terminal.ok()) {
+    std::fprintf(stderr, "gpuwatch top: cannot set the terminal's mode: %s\n",
+                 std::strerror(errno));
+    return 2;
+  }
+  struct sigaction action {};
+  action.sa_handler = OnStop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);
+  action.sa_handler = OnResize;
+  sigaction(SIGWINCH, &action, nullptr);
+  WriteAll(STDOUT_FILENO, "\x1b[?1049h\x1b[?25l");  // the alternate screen, no cursor
+  LiveScan scan;
+  bool rescan = true;
+  while (!g_stop.load()) {
+    winsize ws{};
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+      view.width = std::max<int>(ws.ws_col, 60);
+      view.height = std::max<int>(ws.ws_row, 10);
+    } else {
+      view.width = 80;
+      view.height = 24;
+    }
+    if (rescan) scan = ScanLive(dir, kLiveTopSites, kScanTimeoutMs);
+    view.clock = Clock();
+    std::string frame = "\x1b[H";
+    for (const std::string& line : RenderTopFrame(scan, view)) frame += line + "\x1b[K\r\n";
+    frame.resize(frame.size() - 2);  // no scroll past the last line
+    frame += "\x1b[J";
+    WriteAll(STDOUT_FILENO, frame);
+    // Until the next refresh, a key or a resize.
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    const int n = poll(&in, 1, kRefreshMs);
+    rescan = n == 0;
+    if (n > 0) {
+      char buf[64];
+      const ssize_t r = read(STDIN_FILENO, buf, sizeof(buf));
+      if (r == 0) break;  // the terminal is gone
+      if (r > 0 && HandleKeys(std::string(buf, static_cast<size_t>(r)), scan, &view)) break;
+    }
+    if (g_resized.exchange(false)) rescan = false;
+  }
+  WriteAll(STDOUT_FILENO, "\x1b[?25h\x1b[?1049l");
+  return 0;
+}
+
+}  // namespace
+
+int TopCommand(const TopOptions& options, FILE* out) {
+  std::string dir;
+  std::string problem;
+  if (!ResolveLiveDir(options.dir, &dir, &problem)) {
+    std::fprintf(stderr, "gpuwatch top: %s\n", problem.c_str());
+    return 2;
+  }
+  TopView view;
+  view.sort = options.sort;
+  view.selected = options.pid;
+  view.sites = options.sites;
+  view.width = options.width;
+  view.dir = dir;
+  view.utf8 = Utf8Locale();
+  if (!options.once) return Interactive(dir, view);
+  const LiveScan scan = ScanLive(
+      dir, std::max<size_t>(kLiveTopSites, static_cast<size_t>(options.sites)), kScanTimeoutMs * 4);
+  view.clock = Clock();
+  for (const std::string& line : RenderTopFrame(scan, view))
+    std::fprintf(out, "%s\n", line.c_str());
+  return 0;
+}
+
+}  // namespace gpuwatch::tools
