@@ -19,6 +19,8 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "prometheus/collectable.h"
@@ -40,8 +42,27 @@ class LiveCollectable : public prometheus::Collectable {
  public:
   LiveCollectable(std::string dir, size_t top) : dir_(std::move(dir)), top_(top) {}
 
+  // civetweb answers on worker threads with 100 KiB stacks (Debian's build);
+  // parsing the processes' answers needs more (a sanitizer build overflowed
+  // it), so a scrape runs on a thread with the default stack, or here where
+  // no thread can be started.
   std::vector<prometheus::MetricFamily> Collect() const override {
-    return LiveMetrics(ScanLive(dir_, top_, kScanTimeoutMs), {.top = top_});
+    std::vector<prometheus::MetricFamily> families;
+    std::exception_ptr failure;
+    const auto collect = [&] {
+      try {
+        families = LiveMetrics(ScanLive(dir_, top_, kScanTimeoutMs), {.top = top_});
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    };
+    try {
+      std::thread(collect).join();
+    } catch (const std::system_error&) {
+      collect();
+    }
+    if (failure) std::rethrow_exception(failure);
+    return families;
   }
 
  private:

@@ -450,7 +450,7 @@ TEST(Exporter, AProcessThatStopsAnsweringIsAProblemNotAHang) {
   const HttpResponse r = HttpGet(exporter.port(), "/metrics", 30000);
   const auto took = std::chrono::steady_clock::now() - start;
   kill(stopped.pid(), SIGCONT);
-  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(r.status, 200) << exporter.Stop().err;
   EXPECT_LT(took, std::chrono::seconds(5));
   EXPECT_NE(r.body.find("\ngpuwatch_exporter_scrape_problems 1\n"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\ngpuwatch_exporter_processes 1\n"), std::string::npos) << r.body;

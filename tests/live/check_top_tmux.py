@@ -26,11 +26,15 @@ def start_loop(args, live_dir, out_dir, name, steps):
     env.update({"LD_LIBRARY_PATH": args.sim_dir, "LD_PRELOAD": args.lib,
                 "GPUWATCH_LIVE_DIR": live_dir,
                 "GPUWATCH_OUTPUT": os.path.join(out_dir, name + ".json")})
-    p = subprocess.Popen([os.path.join(args.programs, "live_steps")], env=env,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True)
+    err_path = os.path.join(out_dir, name + ".stderr")
+    with open(err_path, "w") as err:
+        p = subprocess.Popen([os.path.join(args.programs, "live_steps")], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=err, text=True)
     if p.stdout.readline() != "live_steps: ready\n":
-        raise Failure(f"{name}: live_steps did not start")
+        p.wait()
+        with open(err_path) as err:
+            raise Failure(f"{name}: live_steps did not start; its stderr:\n{err.read()}")
     p.stdin.write(f"step {steps}\n")
     p.stdin.flush()
     if p.stdout.readline() != f"live_steps: steps {steps}\n":
