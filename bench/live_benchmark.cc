@@ -66,15 +66,27 @@ void BM_LiveSitesScan(benchmark::State& state) {
 }
 BENCHMARK(BM_LiveSitesScan)->Unit(benchmark::kMicrosecond);
 
+// The scan into a buffer reused from call to call, as gpuwatch's thread does.
+void BM_LiveSitesScanReused(benchmark::State& state) {
+  const Tracker& tracker = LoadedTracker();
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
+  for (auto _ : state) {  // NOLINT: the idiom
+    tracker.LiveDeviceBytesBySite(&scan);
+    benchmark::DoNotOptimize(scan.data());
+  }
+}
+BENCHMARK(BM_LiveSitesScanReused)->Unit(benchmark::kMicrosecond);
+
 void BM_LiveTick(benchmark::State& state) {
   const Tracker& tracker = LoadedTracker();
   LiveHistory history;
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
   for (auto _ : state) {  // NOLINT: the idiom
     const TrackerSnapshot totals = tracker.Totals();
+    tracker.LiveDeviceBytesBySite(&scan);
     history.Add(totals.time_ns, totals.device_current_bytes,
                 totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
-                totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
-                tracker.LiveDeviceBytesBySite());
+                totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes, &scan);
   }
 }
 BENCHMARK(BM_LiveTick)->Unit(benchmark::kMicrosecond);
@@ -82,20 +94,38 @@ BENCHMARK(BM_LiveTick)->Unit(benchmark::kMicrosecond);
 void BM_TimelineSample(benchmark::State& state) {
   const Tracker& tracker = LoadedTracker();
   Timeline timeline(1000);
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
   for (auto _ : state) {  // NOLINT: the idiom
-    timeline.AddPeriodic(tracker.NowNs(), tracker.DeviceCurrentBytes(),
-                         tracker.LiveDeviceBytesBySite());
+    tracker.LiveDeviceBytesBySite(&scan);
+    timeline.AddPeriodic(tracker.NowNs(), tracker.DeviceCurrentBytes(), &scan);
   }
 }
 BENCHMARK(BM_TimelineSample)->Unit(benchmark::kMicrosecond);
 
+// gpuwatch_mark()'s sample: a scan (fresh, or into a buffer reused from mark
+// to mark) and Timeline::AddMark.
+void BM_MarkSample(benchmark::State& state) {
+  const Tracker& tracker = LoadedTracker();
+  Timeline timeline(1000);
+  const bool reused = state.range(0) != 0;
+  std::vector<std::pair<uint32_t, uint64_t>> kept_scan;
+  for (auto _ : state) {  // NOLINT: the idiom
+    std::vector<std::pair<uint32_t, uint64_t>> fresh;
+    auto* scan = reused ? &kept_scan : &fresh;
+    tracker.LiveDeviceBytesBySite(scan);
+    timeline.AddMark(tracker.NowNs(), "step", tracker.DeviceCurrentBytes(), scan);
+  }
+}
+BENCHMARK(BM_MarkSample)->ArgName("reused")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
 void BM_BuildLiveState(benchmark::State& state) {
   const Tracker& tracker = LoadedTracker();
   LiveHistory history;
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
   for (size_t i = 0; i < LiveHistory::kSamples; ++i) {
     const TrackerSnapshot totals = tracker.Totals();
-    history.Add(totals.time_ns + i * 1000000000ULL, totals.device_current_bytes, 0, 0,
-                tracker.LiveDeviceBytesBySite());
+    tracker.LiveDeviceBytesBySite(&scan);
+    history.Add(totals.time_ns + i * 1000000000ULL, totals.device_current_bytes, 0, 0, &scan);
   }
   SiteResolver resolver(nullptr);
   size_t bytes = 0;

@@ -192,9 +192,10 @@ struct Fixture {
     }
     // A timeline of 16 samples, each of every site's live bytes (the
     // timeline keeps the largest 1,024 per sample).
+    std::vector<std::pair<uint32_t, uint64_t>> scan;
     for (int t = 0; t < 16; ++t) {
-      timeline.AddPeriodic(1000000000ULL * t, tracker.DeviceCurrentBytes(),
-                           tracker.LiveDeviceBytesBySite());
+      tracker.LiveDeviceBytesBySite(&scan);
+      timeline.AddPeriodic(1000000000ULL * t, tracker.DeviceCurrentBytes(), &scan);
     }
     ok = true;
   }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "interpose/callbacks.h"
@@ -97,6 +98,15 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // Device bytes the exit report counted as leaked (GPUWATCH_EXITCODE).
   std::atomic<uint64_t> exit_leaked_bytes{0};
   std::atomic<bool> exit_leak_known{false};
+  // The background thread's per-site scan (timeline samples, the live
+  // view's history), reused from second to second.
+  std::vector<std::pair<uint32_t, uint64_t>> site_scan;
+  // gpuwatch_mark()'s, reused from mark to mark (a loop marks every step; a
+  // fresh scan of 10,000 sites is 160 KB of new pages each time). Taken with
+  // try_lock: a mark that finds it busy (another thread marking, or a fork
+  // child of a process that was) scans into a fresh one.
+  std::mutex mark_scan_mu;
+  std::vector<std::pair<uint32_t, uint64_t>> mark_scan;  // guarded by mark_scan_mu
 };
 
 Agent& GetAgent();

@@ -341,9 +341,15 @@ int gpuwatch_mark(const char* label) {
   const gpuwatch::ScopedInsideGpuwatch inside;
   gpuwatch::Recording& r = s.recording();
   const uint64_t now = r.tracker.NowNs();
-  const uint64_t ordinal =
-      r.timeline.AddMark(now, label != nullptr ? label : "", r.tracker.DeviceCurrentBytes(),
-                         r.tracker.LiveDeviceBytesBySite());
+  uint64_t ordinal = 0;
+  {
+    const std::unique_lock<std::mutex> kept(s.mark_scan_mu, std::try_to_lock);
+    std::vector<std::pair<uint32_t, uint64_t>> fresh;
+    auto* scan = kept.owns_lock() ? &s.mark_scan : &fresh;
+    r.tracker.LiveDeviceBytesBySite(scan);
+    ordinal = r.timeline.AddMark(now, label != nullptr ? label : "", r.tracker.DeviceCurrentBytes(),
+                                 scan);
+  }
   if (r.trace != nullptr) r.trace->Mark(now, ordinal, label);
   return 0;
 }

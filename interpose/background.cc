@@ -22,9 +22,9 @@ namespace {
 
 // One timeline sample of what each site holds now.
 void SamplePeriodic(Agent& s) {
+  s.recording().tracker.LiveDeviceBytesBySite(&s.site_scan);
   s.recording().timeline.AddPeriodic(s.recording().tracker.NowNs(),
-                                     s.recording().tracker.DeviceCurrentBytes(),
-                                     s.recording().tracker.LiveDeviceBytesBySite());
+                                     s.recording().tracker.DeviceCurrentBytes(), &s.site_scan);
 }
 
 // gpuwatch's background thread: the reports callbacks captured, reports for

@@ -199,10 +199,10 @@ void LiveTick(Agent& s) {
   Live& live = State();
   if (live.fd < 0) return;
   const TrackerSnapshot totals = s.recording().tracker.Totals();
+  s.recording().tracker.LiveDeviceBytesBySite(&s.site_scan);
   live.history.Add(totals.time_ns, totals.device_current_bytes,
                    totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
-                   totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
-                   s.recording().tracker.LiveDeviceBytesBySite());
+                   totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes, &s.site_scan);
 }
 
 void ServeLiveReaders(Agent& s) {

@@ -41,6 +41,13 @@ std::vector<GrowthSample> SampleSeries::Last(size_t n) const {
   return out;
 }
 
+size_t SampleSeries::SiteBytesHeld() const {
+  const auto held = [](const GrowthSample& s) { return s.sites.capacity() * sizeof(s.sites[0]); };
+  size_t bytes = newest_.has_value() ? held(*newest_) : 0;
+  for (const auto& [index, sample] : kept_) bytes += held(sample);
+  return bytes;
+}
+
 Timeline::Timeline(uint64_t interval_ms, size_t capacity, size_t max_sites)
     : interval_ms_(interval_ms),
       capacity_(capacity),
@@ -48,24 +55,31 @@ Timeline::Timeline(uint64_t interval_ms, size_t capacity, size_t max_sites)
       marks_(capacity),
       periodic_(capacity) {}
 
-GrowthSample Timeline::MakeSample(uint64_t time_ns, uint64_t device_bytes,
-                                  std::vector<std::pair<uint32_t, uint64_t>> sites) const {
-  if (sites.size() > max_sites_) {
-    std::nth_element(sites.begin(), sites.begin() + static_cast<ptrdiff_t>(max_sites_), sites.end(),
+std::vector<std::pair<uint32_t, uint64_t>> LargestSites(
+    std::vector<std::pair<uint32_t, uint64_t>>* sites, size_t max) {
+  auto end = sites->end();
+  if (sites->size() > max) {
+    end = sites->begin() + static_cast<ptrdiff_t>(max);
+    std::nth_element(sites->begin(), end, sites->end(),
                      [](const auto& a, const auto& b) { return a.second > b.second; });
-    sites.resize(max_sites_);
   }
-  std::sort(sites.begin(), sites.end());
+  std::vector<std::pair<uint32_t, uint64_t>> kept(sites->begin(), end);
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+GrowthSample Timeline::MakeSample(uint64_t time_ns, uint64_t device_bytes,
+                                  std::vector<std::pair<uint32_t, uint64_t>>* sites) const {
   GrowthSample sample;
   sample.time_ns = time_ns;
   sample.device_bytes = device_bytes;
-  sample.sites = std::move(sites);
+  sample.sites = LargestSites(sites, max_sites_);
   return sample;
 }
 
 uint64_t Timeline::AddMark(uint64_t time_ns, std::string label, uint64_t device_bytes,
-                           std::vector<std::pair<uint32_t, uint64_t>> sites) {
-  GrowthSample sample = MakeSample(time_ns, device_bytes, std::move(sites));
+                           std::vector<std::pair<uint32_t, uint64_t>>* sites) {
+  GrowthSample sample = MakeSample(time_ns, device_bytes, sites);
   sample.label = std::move(label);
   std::lock_guard<Mutex> lock(mu_);
   sample.mark = marks_.total() + 1;
@@ -75,8 +89,8 @@ uint64_t Timeline::AddMark(uint64_t time_ns, std::string label, uint64_t device_
 }
 
 void Timeline::AddPeriodic(uint64_t time_ns, uint64_t device_bytes,
-                           std::vector<std::pair<uint32_t, uint64_t>> sites) {
-  GrowthSample sample = MakeSample(time_ns, device_bytes, std::move(sites));
+                           std::vector<std::pair<uint32_t, uint64_t>>* sites) {
+  GrowthSample sample = MakeSample(time_ns, device_bytes, sites);
   std::lock_guard<Mutex> lock(mu_);
   periodic_.Add(std::move(sample));
 }
@@ -91,6 +105,11 @@ TimelineSnapshot Timeline::Snapshot() const {
   snap.marks_total = marks_.total();
   snap.periodic_total = periodic_.total();
   return snap;
+}
+
+size_t Timeline::SiteBytesHeld() const {
+  std::lock_guard<Mutex> lock(mu_);
+  return marks_.SiteBytesHeld() + periodic_.SiteBytesHeld();
 }
 
 std::vector<GrowthSample> Timeline::LastMarks() const {

@@ -53,6 +53,8 @@ class SampleSeries {
   std::vector<GrowthSample> Last(size_t n) const;
   // Samples ever added.
   uint64_t total() const { return total_; }
+  // Bytes the kept samples' site lists hold (their capacity).
+  size_t SiteBytesHeld() const;
 
  private:
   size_t capacity_;
@@ -80,14 +82,17 @@ class Timeline {
   explicit Timeline(uint64_t interval_ms, size_t capacity = kDefaultCapacity,
                     size_t max_sites = kDefaultMaxSites);
 
-  // Records a mark; returns its 1-based ordinal. `sites` as from
-  // Tracker::LiveDeviceBytesBySite (any order; trimmed to the largest).
+  // Records a mark; returns its 1-based ordinal. `*sites` as from
+  // Tracker::LiveDeviceBytesBySite, a scan the caller may reuse (reordered
+  // here); the sample keeps the largest.
   uint64_t AddMark(uint64_t time_ns, std::string label, uint64_t device_bytes,
-                   std::vector<std::pair<uint32_t, uint64_t>> sites);
+                   std::vector<std::pair<uint32_t, uint64_t>>* sites);
   void AddPeriodic(uint64_t time_ns, uint64_t device_bytes,
-                   std::vector<std::pair<uint32_t, uint64_t>> sites);
+                   std::vector<std::pair<uint32_t, uint64_t>>* sites);
 
   TimelineSnapshot Snapshot() const;
+  // Bytes the samples' site lists hold, both series: the bound above caps it.
+  size_t SiteBytesHeld() const;
   // The newest two marks kept at most (the series is thinned: they may be
   // more than one mark apart), oldest first.
   std::vector<GrowthSample> LastMarks() const;
@@ -98,7 +103,7 @@ class Timeline {
 
  private:
   GrowthSample MakeSample(uint64_t time_ns, uint64_t device_bytes,
-                          std::vector<std::pair<uint32_t, uint64_t>> sites) const;
+                          std::vector<std::pair<uint32_t, uint64_t>>* sites) const;
 
   const uint64_t interval_ms_;
   const size_t capacity_;
@@ -107,6 +112,12 @@ class Timeline {
   SampleSeries marks_;     // guarded by mu_
   SampleSeries periodic_;  // guarded by mu_
 };
+
+// The largest `max` of *sites (a per-site scan in any order; reordered here)
+// in increasing id order, in a vector of their size: what a sample keeps is
+// then all it holds, whatever the scan's capacity.
+std::vector<std::pair<uint32_t, uint64_t>> LargestSites(
+    std::vector<std::pair<uint32_t, uint64_t>>* sites, size_t max);
 
 enum class GrowthUnit { kMark, kSecond };
 

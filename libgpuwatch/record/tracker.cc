@@ -401,12 +401,17 @@ uint64_t Tracker::EventCount() const {
 
 std::vector<std::pair<uint32_t, uint64_t>> Tracker::LiveDeviceBytesBySite() const {
   std::vector<std::pair<uint32_t, uint64_t>> out;
+  LiveDeviceBytesBySite(&out);
+  return out;
+}
+
+void Tracker::LiveDeviceBytesBySite(std::vector<std::pair<uint32_t, uint64_t>>* out) const {
+  out->clear();
   const uint32_t used = sites_used_.load(std::memory_order_acquire);
   for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
     const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
-    if (live != 0) out.emplace_back(id, live);
+    if (live != 0) out->emplace_back(id, live);
   }
-  return out;
 }
 
 template <typename Fn>

@@ -136,6 +136,10 @@ class Tracker {
   // increasing id order. Reads the per-site counters only (no shard lock), so
   // it is cheap enough for every gpuwatch_mark(). Thread-safe.
   std::vector<std::pair<uint32_t, uint64_t>> LiveDeviceBytesBySite() const;
+  // The same into *out (replaced), whose buffer a caller scanning every
+  // second reuses: a fresh one of 10,000 sites is 160 KB, past malloc's mmap
+  // threshold, and page faults each time.
+  void LiveDeviceBytesBySite(std::vector<std::pair<uint32_t, uint64_t>>* out) const;
 
   // Nanoseconds since this tracker was constructed (CLOCK_MONOTONIC).
   uint64_t NowNs() const;

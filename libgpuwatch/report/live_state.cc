@@ -11,16 +11,10 @@ namespace gpuwatch {
 using json = nlohmann::json;
 
 void LiveHistory::Add(uint64_t time_ns, uint64_t device_bytes, uint64_t h2d_bytes,
-                      uint64_t d2h_bytes, std::vector<std::pair<uint32_t, uint64_t>> sites) {
-  if (sites.size() > kSitesPerSample) {
-    // The largest, back in id order.
-    std::nth_element(sites.begin(), sites.begin() + kSitesPerSample, sites.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
-    sites.resize(kSitesPerSample);
-    std::sort(sites.begin(), sites.end());
-  }
+                      uint64_t d2h_bytes, std::vector<std::pair<uint32_t, uint64_t>>* sites) {
   if (samples_.size() == kSamples) samples_.pop_front();
-  samples_.push_back({time_ns, device_bytes, h2d_bytes, d2h_bytes, std::move(sites)});
+  samples_.push_back(
+      {time_ns, device_bytes, h2d_bytes, d2h_bytes, LargestSites(sites, kSitesPerSample)});
 }
 
 namespace {

@@ -45,9 +45,10 @@ class LiveHistory {
     uint64_t d2h_bytes = 0;
     std::vector<std::pair<uint32_t, uint64_t>> sites;  // sorted by id
   };
-  // `sites` as from Tracker::LiveDeviceBytesBySite (sorted by id).
+  // `*sites` as from Tracker::LiveDeviceBytesBySite: a scan the caller
+  // reuses, reordered here.
   void Add(uint64_t time_ns, uint64_t device_bytes, uint64_t h2d_bytes, uint64_t d2h_bytes,
-           std::vector<std::pair<uint32_t, uint64_t>> sites);
+           std::vector<std::pair<uint32_t, uint64_t>>* sites);
   const std::deque<Sample>& samples() const { return samples_; }
 
  private:

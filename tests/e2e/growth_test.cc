@@ -106,6 +106,30 @@ TEST(Growth, TimelineStaysBoundedOverAThousandMarks) {
   EXPECT_EQ(g["last_bytes"], 1000 * 4 * kKiB);
 }
 
+// Four threads mark their steps at once (gpuwatch_mark's kept scan is
+// taken by one, the others scan afresh): every mark is counted, each sample
+// is whole, and the leak is exact.
+TEST(Growth, MarksFromManyThreadsAtOnceAreEachCounted) {
+  ScopedTempDir dir;
+  const json report = RunGrowthLoop(dir, {"200", std::to_string(4 * kKiB), "threads"});
+  ASSERT_TRUE(report.is_object());
+  const json& marks = report["timeline"]["marks"];
+  EXPECT_EQ(marks["total"], 4 * 200);
+  EXPECT_EQ(marks["samples"].back()["mark"], 4 * 200);
+  const uint64_t kept = 4 * kKiB * 4 * 200;  // 4 KiB per step, 4 threads of 200 steps
+  EXPECT_EQ(report["leaks"]["device"]["bytes"], kept);
+  uint64_t previous = 0;
+  for (const json& sample : marks["samples"]) {
+    EXPECT_GT(sample["mark"].get<uint64_t>(), previous);
+    previous = sample["mark"];
+    EXPECT_EQ(sample["label"], "step");
+    // At most 4 scratch buffers of 1 MiB besides what was kept so far.
+    EXPECT_LE(sample["device_bytes"].get<uint64_t>(), 4 * kMiB + kept);
+  }
+  ASSERT_EQ(report["growth"]["suspects"].size(), 1u) << report["growth"].dump(1);
+  EXPECT_EQ(report["growth"]["suspects"][0]["location"], GrowthAt("GROWTH:leak"));
+}
+
 TEST(Growth, WithoutMarksPeriodicSamplesGiveARatePerSecond) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";

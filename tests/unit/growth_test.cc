@@ -134,9 +134,12 @@ TEST(SampleSeries, KeepsEvenlyThinnedSamplesAndTheNewest) {
 
 TEST(Timeline, NumbersMarksAndKeepsTheLargestSites) {
   Timeline timeline(/*interval_ms=*/250, /*capacity=*/16, /*max_sites=*/2);
-  EXPECT_EQ(timeline.AddMark(10, "a", 600, {{1, 100}, {2, 300}, {3, 200}}), 1u);
-  EXPECT_EQ(timeline.AddMark(20, "b", 0, {}), 2u);
-  timeline.AddPeriodic(15, 600, {{3, 200}});
+  std::vector<std::pair<uint32_t, uint64_t>> scan = {{1, 100}, {2, 300}, {3, 200}};
+  EXPECT_EQ(timeline.AddMark(10, "a", 600, &scan), 1u);
+  scan.clear();
+  EXPECT_EQ(timeline.AddMark(20, "b", 0, &scan), 2u);
+  scan = {{3, 200}};
+  timeline.AddPeriodic(15, 600, &scan);
   const TimelineSnapshot snap = timeline.Snapshot();
   ASSERT_EQ(snap.marks.size(), 2u);
   EXPECT_EQ(snap.marks_total, 2u);
@@ -148,6 +151,56 @@ TEST(Timeline, NumbersMarksAndKeepsTheLargestSites) {
   // The two largest sites, sorted by id.
   EXPECT_EQ(snap.marks[0].sites, (std::vector<std::pair<uint32_t, uint64_t>>{{2, 300}, {3, 200}}));
   EXPECT_EQ(snap.periodic[0].mark, 0u);
+}
+
+// A scan of many sites, as Tracker::LiveDeviceBytesBySite gives it (id
+// order): site i holds i bytes.
+std::vector<std::pair<uint32_t, uint64_t>> Scan(uint32_t sites) {
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
+  for (uint32_t id = 1; id <= sites; ++id) scan.emplace_back(id, id);
+  return scan;
+}
+
+TEST(Timeline, HoldsOnlyTheSitesItKeepsWhateverTheScan) {
+  constexpr size_t kMaxSites = 4;
+  Timeline timeline(/*interval_ms=*/1000, /*capacity=*/8, kMaxSites);
+  // gpuwatch's thread reuses one scan of 10,000 sites every second; marks
+  // come with a fresh one each.
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
+  for (int t = 0; t < 40; ++t) {
+    scan = Scan(10000);
+    timeline.AddPeriodic(t, 0, &scan);
+    if (t % 10 == 0) {
+      std::vector<std::pair<uint32_t, uint64_t>> fresh = Scan(10000);
+      timeline.AddMark(t, "m", 0, &fresh);
+    }
+  }
+  EXPECT_GE(scan.capacity(), 10000u);  // the caller's buffer is left to it
+  const TimelineSnapshot snap = timeline.Snapshot();
+  const std::vector<std::pair<uint32_t, uint64_t>> largest = {
+      {9997, 9997}, {9998, 9998}, {9999, 9999}, {10000, 10000}};
+  for (const GrowthSample& s : snap.periodic) EXPECT_EQ(s.sites, largest);
+  for (const GrowthSample& s : snap.marks) EXPECT_EQ(s.sites, largest);
+  // Each kept sample holds its 4 sites, not the scan's 10,000: the bound in
+  // growth.h (2 x capacity x max_sites entries) holds.
+  // Periodic: 0, 8, 16, 24, 32 kept (thinned at 8, 16 and 32) and the
+  // newest, 39; marks: all 4.
+  ASSERT_EQ(snap.periodic.size(), 6u);
+  ASSERT_EQ(snap.marks.size(), 4u);
+  const size_t samples = snap.periodic.size() + snap.marks.size();
+  EXPECT_EQ(timeline.SiteBytesHeld(), samples * kMaxSites * sizeof(largest[0]));
+}
+
+TEST(LargestSites, KeepsTheLargestInIdOrderOrAllWhenFewer) {
+  std::vector<std::pair<uint32_t, uint64_t>> scan = {{1, 50}, {2, 10}, {3, 70}, {4, 60}, {5, 5}};
+  EXPECT_EQ(LargestSites(&scan, 3),
+            (std::vector<std::pair<uint32_t, uint64_t>>{{1, 50}, {3, 70}, {4, 60}}));
+  scan = {{4, 1}, {2, 2}};
+  const auto all = LargestSites(&scan, 3);
+  EXPECT_EQ(all, (std::vector<std::pair<uint32_t, uint64_t>>{{2, 2}, {4, 1}}));
+  EXPECT_EQ(all.capacity(), 2u);
+  scan.clear();
+  EXPECT_TRUE(LargestSites(&scan, 3).empty());
 }
 
 }  // namespace

@@ -93,8 +93,10 @@ struct Figures {
                                               [static_cast<int>(HostKind::kPageable)];
     pageable.count = 100;
     pageable.bytes = 7ULL << 30;
-    history.Add(1 * kSecond, 4 * kMiB, 1ULL << 30, 0, {{1, 2 * kMiB}, {2, 2 * kMiB}});
-    history.Add(31 * kSecond, 7 * kMiB, 4ULL << 30, 0, {{1, 5 * kMiB}, {2, 2 * kMiB}});
+    std::vector<std::pair<uint32_t, uint64_t>> scan = {{1, 2 * kMiB}, {2, 2 * kMiB}};
+    history.Add(1 * kSecond, 4 * kMiB, 1ULL << 30, 0, &scan);
+    scan = {{1, 5 * kMiB}, {2, 2 * kMiB}};
+    history.Add(31 * kSecond, 7 * kMiB, 4ULL << 30, 0, &scan);
     in.pid = 77;
     in.host = "node3";
     in.rank = "5";
@@ -157,7 +159,7 @@ TEST(LiveState, TheRestIsCountedAndTrimmedSamplesAreUnknown) {
   for (uint32_t id = 100; id < 100 + LiveHistory::kSitesPerSample + 10; ++id) {
     many.emplace_back(id, 16 * kMiB);
   }
-  f.history.Add(41 * kSecond, 9 * kMiB, 5ULL << 30, 0, many);
+  f.history.Add(41 * kSecond, 9 * kMiB, 5ULL << 30, 0, &many);
   SiteResolver sites(nullptr);
   const json st = json::parse(BuildLiveState(f.in, &sites));
   ASSERT_EQ(st["sites"].size(), 1u);
@@ -190,6 +192,27 @@ tools::LiveProcess Process(pid_t pid, uint64_t live, int sites) {
   }
   st["sites"] = list;
   return {pid, st};
+}
+
+// gpuwatch's thread hands the history one scan buffer every second: each
+// sample keeps only its largest sites, and holds no more than them.
+TEST(LiveHistory, SamplesHoldOnlyTheSitesTheyKeep) {
+  LiveHistory history;
+  std::vector<std::pair<uint32_t, uint64_t>> scan;
+  for (size_t t = 0; t < LiveHistory::kSamples + 5; ++t) {
+    scan.clear();
+    for (uint32_t id = 1; id <= 10000; ++id) scan.emplace_back(id, id + t);
+    history.Add(t * kSecond, 0, 0, 0, &scan);
+  }
+  EXPECT_GE(scan.capacity(), 10000u);
+  ASSERT_EQ(history.samples().size(), LiveHistory::kSamples);
+  for (const LiveHistory::Sample& s : history.samples()) {
+    ASSERT_EQ(s.sites.size(), LiveHistory::kSitesPerSample);
+    EXPECT_EQ(s.sites.capacity(), LiveHistory::kSitesPerSample);
+    EXPECT_EQ(s.sites.front().first, 10000u - LiveHistory::kSitesPerSample + 1);
+    EXPECT_EQ(s.sites.back().first, 10000u);
+  }
+  EXPECT_EQ(history.samples().back().sites.back().second, 10000u + LiveHistory::kSamples + 4);
 }
 
 TEST(TopFrame, FitsTheTerminalAndKeepsTheSelectionInView) {

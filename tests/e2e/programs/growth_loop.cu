@@ -2,12 +2,13 @@
 // allocates and frees a scratch buffer (balanced), keeps LEAK_BYTES more
 // (the growth), and calls gpuwatch_mark("step") when gpuwatch is loaded.
 //
-// Usage: growth_loop ITERATIONS [LEAK_BYTES (default 256 KiB)] [free-at-end|pause|timed]
+// Usage: growth_loop ITERATIONS [LEAK_BYTES (default 256 KiB)] [free-at-end|pause|timed|threads]
 //   free-at-end: free what was kept before exiting (growth without a leak)
 //   timed:       no marks; each iteration lasts at least 2 ms (steady growth
 //                over time, for periodic sampling)
 //   pause:       in the first iteration, recording is paused while the
 //                scratch buffer is freed and 4 MiB more are allocated and kept
+//   threads:     the loop runs on 4 threads at once, each marking its steps
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -36,16 +38,11 @@ Fn Api(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? std::atoi(argv[1]) : 10;
-  const size_t leak = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : size_t{256} << 10;
-  const char* mode = argc > 3 ? argv[3] : "";
+// ITERATIONS steps; what is kept goes into *kept.
+void Loop(int iterations, size_t leak, const char* mode, std::vector<void*>* kept) {
   const auto mark = Api<MarkFn>("gpuwatch_mark");
   const auto pause = Api<PauseFn>("gpuwatch_pause");
   const auto resume = Api<PauseFn>("gpuwatch_resume");
-  std::vector<void*> kept;
   for (int i = 0; i < iterations; ++i) {
     const bool paused = i == 0 && std::strcmp(mode, "pause") == 0 && pause && resume;
     void* scratch = nullptr;
@@ -60,7 +57,7 @@ int main(int argc, char** argv) {
     if (leak > 0) {
       void* p = nullptr;
       Check(cudaMalloc(&p, leak), "cudaMalloc(kept)");  // GROWTH:leak
-      kept.push_back(p);
+      kept->push_back(p);
     }
     if (std::strcmp(mode, "timed") == 0) {
       // Busy, not asleep: the iteration's length is the workload here.
@@ -71,8 +68,25 @@ int main(int argc, char** argv) {
       mark("step");
     }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iterations = argc > 1 ? std::atoi(argv[1]) : 10;
+  const size_t leak = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : size_t{256} << 10;
+  const char* mode = argc > 3 ? argv[3] : "";
+  std::vector<std::vector<void*>> kept(1);
+  if (std::strcmp(mode, "threads") == 0) {
+    kept.resize(4);
+    std::vector<std::thread> threads;
+    for (auto& k : kept) threads.emplace_back(Loop, iterations, leak, mode, &k);
+    for (auto& t : threads) t.join();
+  } else {
+    Loop(iterations, leak, mode, &kept[0]);
+  }
   if (std::strcmp(mode, "free-at-end") == 0) {
-    for (void* p : kept) Check(cudaFree(p), "cudaFree(kept)");
+    for (void* p : kept[0]) Check(cudaFree(p), "cudaFree(kept)");
   }
   std::printf("growth_loop: %d iterations, %zu bytes kept per iteration\n", iterations, leak);
   return 0;
