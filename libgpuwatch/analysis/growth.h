@@ -12,8 +12,9 @@
 // Bounds. Each series keeps at most `capacity` samples spread evenly over the
 // run (when full, every other one is dropped and from then on only every
 // second new one is kept, and so on) plus the newest. Each sample keeps at
-// most `max_sites` sites, the largest. So the memory is capped at about
-// 2 * capacity * max_sites * 12 bytes however long the program runs.
+// most `max_sites` sites, the largest, in a list of their size. So the memory
+// is capped at about 2 * (capacity + 1) * max_sites * 16 bytes (8.4 MB with
+// the defaults) however long the program runs and however many sites it has.
 //
 // Nothing here runs in a CUDA callback: samples are taken by gpuwatch_mark()
 // on the caller's thread and by gpuwatch's background thread.
