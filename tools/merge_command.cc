@@ -1,9 +1,10 @@
 // `gpuwatch merge FILE... -o OUT`: one report from the reports of many
 // processes (DataLoader workers, ranks of a distributed job). The result is a
 // gpuwatch report itself (trigger "merge"), so `report`, `check` and `diff`
-// read it: totals summed, a per-process table ("processes"), and sites summed
-// across processes, matched by their stacks (site ids are renumbered). It is
-// written in the schema's current version, with a frame table.
+// read it: totals summed, a per-process table ("processes"), sites summed
+// across processes, matched by their stacks (site ids are renumbered), and
+// phases by path. It is written in the schema's current version, with a frame
+// table.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -145,6 +146,98 @@ json MergeTransfers(const std::vector<Report>& reports) {
   return {{"totals", list}, {"sites", json::array()}, {"findings", json::array()}};
 }
 
+// The sites of one report by id, for the site references of its phases
+// section (a phase's peak site need not be in any list: then it is matched
+// by its location alone).
+class SiteRefs {
+ public:
+  explicit SiteRefs(const ReportModel& m) {
+    for (const ReportSite& s : m.sites) Add(s);
+    for (const ReportSite& s : m.peak.sites) Add(s);
+    for (const ReportSite& s : m.leaks_device.sites) Add(s);
+    for (const ReportSite& s : m.leaks_host.sites) Add(s);
+    if (m.growth.has_value()) {
+      for (const ReportSite& s : m.growth->suspects) Add(s);
+    }
+  }
+
+  // `ref` ({"site", "location", ...}) with the merged report's site id.
+  json Merged(const json& ref, SiteIds* ids) const {
+    json out = ref;
+    const auto it = by_id_.find(U64(ref, "site"));
+    if (it != by_id_.end()) {
+      out["site"] = ids->IdOf(*it->second);
+    } else {
+      ReportSite site;
+      site.location = Str(ref, "location");
+      out["site"] = ids->IdOf(site);
+    }
+    return out;
+  }
+
+ private:
+  void Add(const ReportSite& s) { by_id_.emplace(s.site, &s); }
+  std::map<uint64_t, const ReportSite*> by_id_;
+};
+
+// The phases sections by path. Counts are summed. A phase's peak is the
+// highest any one process reached while it was open (each process's own
+// device memory: a sum of peaks reached at different times on different
+// devices would be no process's), with that process's pid, rank and sites.
+json MergePhases(const std::vector<Report>& reports, SiteIds* ids) {
+  struct PathBefore {
+    bool operator()(const std::string& a, const std::string& b) const {
+      return PhasePathBefore(a, b);
+    }
+  };
+  std::map<std::string, json, PathBefore> paths;
+  json merged = json::object();
+  for (const Report& r : reports) {
+    const json& phases = Sub(r.doc, report_key::kPhases);
+    if (!phases.is_object()) continue;
+    const SiteRefs refs(r.model);
+    for (const auto& [key, value] : phases.items()) {
+      if (value.is_number_unsigned()) {
+        merged[key] = U64(merged, key.c_str()) + value.get<uint64_t>();
+      }
+    }
+    for (const json& e : Sub(phases, "paths")) {
+      json& m = paths[Str(e, "path")];
+      if (m.is_null()) {
+        m = {{"path", Str(e, "path")}, {"depth", U64(e, "depth")}, {"copies", json::object()}};
+      }
+      m["processes"] = U64(m, "processes") + 1;
+      for (const char* key :
+           {"opens", "allocs", "alloc_bytes", "host_allocs", "host_alloc_bytes", "live_bytes",
+            "live_count", "host_live_bytes", "host_live_count", "launches"}) {
+        m[key] = U64(m, key) + U64(e, key);
+      }
+      if (const json& copies = Sub(e, "copies"); copies.is_object()) {
+        for (const auto& [direction, c] : copies.items()) {
+          json& into = m["copies"][direction];
+          into["count"] = U64(into, "count") + U64(c, "count");
+          into["bytes"] = U64(into, "bytes") + U64(c, "bytes");
+        }
+      }
+      if (m.contains("peak_pid") && U64(e, "peak_bytes") <= U64(m, "peak_bytes")) continue;
+      const ReportProcess& process = r.model.process;
+      m["peak_bytes"] = U64(e, "peak_bytes");
+      m["peak_pid"] = process.pid;
+      m.erase("peak_rank");
+      if (!process.rank.empty()) m["peak_rank"] = process.rank;
+      for (const char* key : {"peak_site", "peak_top_site"}) {
+        m.erase(key);
+        if (const json& ref = Sub(e, key); ref.is_object()) m[key] = refs.Merged(ref, ids);
+      }
+    }
+  }
+  if (paths.empty()) return nullptr;
+  json list = json::array();
+  for (auto& [path, entry] : paths) list.push_back(std::move(entry));
+  merged["paths"] = std::move(list);
+  return merged;
+}
+
 }  // namespace
 
 int MergeCommand(const MergeOptions& options, FILE* out) {
@@ -236,6 +329,8 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   json doc = json::object();
   json transfers = MergeTransfers(reports);
   if (!transfers.is_null()) doc[report_key::kTransfers] = std::move(transfers);
+  json phases = MergePhases(reports, &ids);
+  if (!phases.is_null()) doc[report_key::kPhases] = std::move(phases);
   merged.BuildFrameTable();
   merged.ToJson(&doc);
   std::string error;

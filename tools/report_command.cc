@@ -362,8 +362,13 @@ void PrintPhases(const json& doc, Printer* p) {
   const json& paths = Sub(phases, "paths");
   if (!paths.is_array() || paths.empty()) return;
   p->Blank();
-  p->Line("Memory by phase (peak: device memory while open, nested phases included; allocated,");
-  p->Line("live and copied: in the phase itself):");
+  if (Str(doc, "trigger") == "merge") {
+    p->Line("Memory by phase (peak: the highest of any one process, device memory while open,");
+    p->Line("nested phases included; allocated, live and copied: in the phase itself, summed):");
+  } else {
+    p->Line("Memory by phase (peak: device memory while open, nested phases included; allocated,");
+    p->Line("live and copied: in the phase itself):");
+  }
   p->Line("        peak   allocated  allocs        live      copied  phase");
   const size_t shown = std::min(paths.size(), 3 * p->top());
   for (size_t i = 0; i < shown; ++i) {
@@ -385,6 +390,9 @@ void PrintPhases(const json& doc, Printer* p) {
     std::string peak;
     if (const json& site = Sub(e, "peak_site"); site.is_object()) {
       peak = "peak at " + Str(site, "location");
+    }
+    if (const std::string process = PhasePeakProcess(e); !process.empty()) {
+      peak += std::string(peak.empty() ? "peak" : "") + " in " + process;
     }
     if (const json& top = Sub(e, "peak_top_site"); top.is_object()) {
       peak += std::string(peak.empty() ? "" : "; ") + "most held by " + Str(top, "location") +

@@ -157,6 +157,12 @@ std::string CommandLine(const json& doc) {
   return command;
 }
 
+std::string PhasePeakProcess(const json& path) {
+  if (!path.contains("peak_pid")) return "";
+  if (const std::string rank = Str(path, "peak_rank"); !rank.empty()) return "rank " + rank;
+  return "pid " + std::to_string(U64(path, "peak_pid"));
+}
+
 bool IsHostKind(std::string_view kind) {
   return kind == "pinned_host" || kind == "registered_host";
 }

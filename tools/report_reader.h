@@ -49,6 +49,11 @@ const json& Sub(const json& j, const char* key);  // a null json when missing
 // joined by spaces (other values skipped), or "".
 std::string CommandLine(const json& doc);
 
+// In a merged report, the process whose peak a phase's `peak_bytes` is:
+// "rank R" (its rank when it had one) or "pid P"; "" in a process's own
+// report.
+std::string PhasePeakProcess(const json& path);
+
 // Whether a key of totals.kinds names host memory (pinned_host,
 // registered_host); every other kind is device memory.
 bool IsHostKind(std::string_view kind);

@@ -105,6 +105,10 @@ void ValidatePhases(ReportFieldReader* r, const json& phases) {
                             "host_live_count", "peak_bytes", "launches"}) {
       r->CountAt(e, at, key);
     }
+    // Merged reports: how many processes had the path, and whose peak it is.
+    r->CountAt(e, at, "processes");
+    r->CountAt(e, at, "peak_pid");
+    r->OptionalTextAt(e, at, "peak_rank");
     if (const json* copies = r->ObjectAt(e, at, "copies")) {
       for (const auto& [direction, c] : copies->items()) {
         const std::string path = ReportFieldReader::Join(at + ".copies", direction.c_str());

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "libgpuwatch/report/report_schema.h"
 #include "libgpuwatch/report/report_sections.h"
 
 namespace gpuwatch {
@@ -35,13 +36,8 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
   // Paths in text order: each one after the path it is nested in.
   std::vector<size_t> order(p.rows.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::lexicographical_compare(p.paths[a].begin(), p.paths[a].end(), p.paths[b].begin(),
-                                        p.paths[b].end(), [](char x, char y) {
-                                          // '/' first: "a/b" before "a b"
-                                          return (x == '/' ? '\0' : x) < (y == '/' ? '\0' : y);
-                                        });
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return PhasePathBefore(p.paths[a], p.paths[b]); });
   json paths = json::array();
   for (const size_t i : order) {
     const PhaseStats::Row& r = p.rows[i];

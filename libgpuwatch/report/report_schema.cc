@@ -1,5 +1,6 @@
 #include "libgpuwatch/report/report_schema.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -12,6 +13,12 @@ namespace gpuwatch {
 
 using nlohmann::json;
 namespace key = report_key;
+
+bool PhasePathBefore(std::string_view a, std::string_view b) {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return (x == '/' ? '\0' : x) < (y == '/' ? '\0' : y);
+  });
+}
 
 void ForEachReportSite(json* doc, const std::function<void(json&)>& fn) {
   if (!doc->is_object()) return;

@@ -89,6 +89,11 @@ inline constexpr char kModule[] = "module";
 inline constexpr char kInlined[] = "inlined";
 }  // namespace report_key
 
+// The order of the phases section's paths: by text, '/' before any other
+// character, so that each path comes right after the one it is nested in
+// ("a", "a/b", "a b").
+bool PhasePathBefore(std::string_view a, std::string_view b);
+
 // Calls `fn` on every site object of a report that may carry a stack: the
 // site lists of leaks.*, peak, sites, growth (suspects), transfers and
 // timeline, regions (sites, segments, heaps), and the oom request. Entries that are not objects are

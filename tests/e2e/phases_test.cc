@@ -152,11 +152,15 @@ void ExpectPaths(const json& report, bool with_api) {
   }
 }
 
-// Runs nvtx_phases under `gpuwatch run` in `dir`; the report's path.
-std::string ReportIn(const ScopedTempDir& dir, ProcessResult* result) {
-  std::string out = dir.path() + "/report.json";
-  *result =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, SimEnv(), dir.path());
+// Runs nvtx_phases under `gpuwatch run` in `dir` (with `extra` in its
+// environment); the report's path.
+std::string ReportIn(const ScopedTempDir& dir, ProcessResult* result,
+                     const std::string& name = "report.json",
+                     const std::map<std::string, std::string>& extra = {}) {
+  std::string out = dir.path() + "/" + name;
+  std::map<std::string, std::string> env = SimEnv();
+  for (const auto& [k, v] : extra) env[k] = v;
+  *result = RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, env, dir.path());
   return out;
 }
 
@@ -389,6 +393,109 @@ TEST(Phases, DiffShowsWhatChangedPerPhase) {
       << diff.out;
   EXPECT_NE(diff.out.find("\nNo site changed (phases did: above).\n"), std::string::npos)
       << diff.out;
+}
+
+TEST(Phases, MergeSumsEachPhaseAndKeepsTheHighestPeakOfAnyRank) {
+  ScopedTempDir dir;
+  std::vector<std::string> inputs;
+  std::vector<json> reports;
+  for (const char* rank : {"0", "1"}) {
+    ProcessResult r;
+    inputs.push_back(ReportIn(dir, &r, std::string("rank") + rank + ".json", {{"RANK", rank}}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    reports.push_back(ReadJson(inputs.back()));
+  }
+  // Rank 1's forward peaks 6 MiB higher, at its backward line (as a rank
+  // with a larger batch might): its report edited.
+  const json backward_peak_site = Paths(reports[1])["step/backward"]["peak_site"];
+  for (json& p : reports[1]["phases"]["paths"]) {
+    if (p["path"] != "step/forward") continue;
+    p["peak_bytes"] = 18 * kMiB;
+    p["peak_site"] = backward_peak_site;
+  }
+  inputs[1] = WriteReport(dir, "rank1-edited.json", reports[1]);
+  const std::string out = dir.path() + "/merged.json";
+  const ProcessResult merge =
+      RunProcess({kCli, "merge", inputs[0], inputs[1], "-o", out}, {}, dir.path());
+  ASSERT_EQ(merge.exit_code, 0) << merge.err;
+  const json merged = ReadJson(out);
+  const std::map<std::string, json> paths = Paths(merged);
+  const std::map<std::string, json> one = Paths(reports[0]);
+  ASSERT_EQ(paths.size(), one.size()) << merged["phases"].dump(1);
+  // Every path once, in the order of a process's own report.
+  std::vector<std::string> order;
+  std::vector<std::string> one_order;
+  for (const json& p : merged["phases"]["paths"]) order.push_back(p["path"]);
+  for (const json& p : reports[0]["phases"]["paths"]) one_order.push_back(p["path"]);
+  EXPECT_EQ(order, one_order);
+  const uint64_t pid_0 = reports[0]["process"]["pid"];
+  const uint64_t pid_1 = reports[1]["process"]["pid"];
+  std::map<uint64_t, std::string> merged_sites;
+  for (const json& s : merged["sites"]) merged_sites[s["site"]] = s["location"];
+  for (const Expected& e : ExpectedPaths()) {
+    SCOPED_TRACE(e.path);
+    ASSERT_EQ(paths.count(e.path), 1u);
+    const json& p = paths.at(e.path);
+    // Counts: both processes' (the same program twice).
+    EXPECT_EQ(p["processes"], 2);
+    EXPECT_EQ(p["allocs"], 2 * e.allocs);
+    EXPECT_EQ(p["alloc_bytes"], 2 * e.alloc_bytes);
+    EXPECT_EQ(p["live_bytes"], 2 * e.live_bytes);
+    EXPECT_EQ(p["live_count"], e.live_bytes != 0 ? 2 * e.allocs : 0);
+    EXPECT_EQ(p["launches"], 2 * e.launches);
+    EXPECT_EQ(p["opens"], 2 * one.at(e.path)["opens"].get<uint64_t>());
+    // The peak: the higher process's, with its sites; the first on a tie.
+    const bool edited = std::string(e.path) == "step/forward";
+    EXPECT_EQ(p["peak_bytes"], edited ? 18 * kMiB : e.peak_bytes);
+    EXPECT_EQ(p["peak_pid"], edited ? pid_1 : pid_0);
+    EXPECT_EQ(p["peak_rank"], edited ? "1" : "0");
+    const char* peak_at = edited ? "backward" : e.peak_at;
+    if (*peak_at == '\0') {
+      EXPECT_FALSE(p.contains("peak_site")) << p.dump();
+      continue;
+    }
+    EXPECT_EQ(p["peak_site"]["location"], At(peak_at));
+    // Its site id is the merged report's, as its site lists number it.
+    EXPECT_EQ(merged_sites[p["peak_site"]["site"]], At(peak_at)) << p.dump();
+    if (*e.top_at != '\0') {
+      EXPECT_EQ(p["peak_top_site"]["location"], At(e.top_at));
+      EXPECT_EQ(p["peak_top_site"]["bytes"], e.top_bytes);
+    }
+  }
+  EXPECT_EQ(paths.at("io")["copies"], json::parse(R"({"h2d": {"count": 4, "bytes": 4194304},
+                            "d2h": {"count": 2, "bytes": 2097152}})"));
+  EXPECT_EQ(merged["phases"]["unbalanced_pops"], 4);
+  EXPECT_EQ(merged["phases"]["open_at_thread_exit"], 2);
+  EXPECT_EQ(merged["phases"]["unmatched_ends"], 2);
+  EXPECT_EQ(merged["phases"]["too_deep"], 0);
+  // The tools read it: the text report and check name the rank.
+  const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Memory by phase (peak: the highest of any one process, device memory "
+                          "while open,\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(
+      text.out.find("    18.0 MiB    24.0 MiB       6         0 B         0 B    forward  "
+                    "(peak at " +
+                    At("backward") + " in rank 1; most held by " + At("forward") + ", 4.0 MiB)\n"),
+      std::string::npos)
+      << text.out;
+  const ProcessResult fail =
+      RunProcess({kCli, "check", out, "--max-leak", "1GiB", "--max-phase-peak", "forward=17MiB"},
+                 {}, dir.path());
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("  FAIL  phase peak forward: 18.0 MiB while step/forward was open "
+                          "(limit 17.0 MiB)\n"
+                          "          18.0 MiB in step/forward, reached at " +
+                          At("backward") + " in rank 1\n"),
+            std::string::npos)
+      << fail.out;
+  EXPECT_EQ(
+      RunProcess({kCli, "check", out, "--max-leak", "1GiB", "--max-phase-peak", "forward=18MiB"},
+                 {}, dir.path())
+          .exit_code,
+      0);
 }
 
 TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
