@@ -40,6 +40,7 @@
 #include "interpose/live.h"
 #include "interpose/nvtx.h"
 #include "interpose/reports.h"
+#include "libgpuwatch/base/config.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/version.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
@@ -258,6 +259,13 @@ bool EnvIsTrue(const char* name) {
                           std::strcmp(v, "yes") == 0 || std::strcmp(v, "on") == 0);
 }
 
+// NVTX's entry points hand NVTX to the chained tool alone: gpuwatch is
+// disabled or GPUWATCH_NVTX=0.
+bool NvtxLeftToOthers() {
+  return EnvIsTrue("GPUWATCH_DISABLE") ||
+         NvtxSwitchedOff(std::getenv("GPUWATCH_NVTX"));  // NOLINT(concurrency-mt-unsafe)
+}
+
 // True when this library came in through LD_PRELOAD rather than a dlopen
 // (the driver's injection, or a program loading it to call the API).
 bool LoadedByPreload(const std::string& self) {
@@ -278,7 +286,8 @@ __attribute__((constructor)) void PreloadConstructor() {
   if (exitcode != nullptr && *exitcode != '\0' && std::strcmp(exitcode, "0") != 0) {
     RegisterExitStatusHandler();
   }
-  PointNvtxAtSelf(self);  // NVTX ranges as phases
+  // NVTX ranges as phases, unless GPUWATCH_NVTX=0.
+  if (!NvtxSwitchedOff(std::getenv("GPUWATCH_NVTX"))) PointNvtxAtSelf(self);  // NOLINT
   if (CudaAlreadyLoaded()) {
     Attach("preload");
     return;
@@ -304,11 +313,11 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
 }
 
 // Called by each NVTX instance on its first NVTX call when
-// NVTX_INJECTION64_PATH names this library (interpose/nvtx.h).
+// NVTX_INJECTION64_PATH names this library (interpose/nvtx.h). Disabled, or
+// with GPUWATCH_NVTX=0, only the tool it chains to is initialized.
 __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     const void* (*get_export_table)(uint32_t)) {
-  if (gpuwatch::EnvIsTrue("GPUWATCH_DISABLE"))
-    return gpuwatch::InitializeNvtxChainOnly(get_export_table);
+  if (gpuwatch::NvtxLeftToOthers()) return gpuwatch::InitializeNvtxChainOnly(get_export_table);
   return gpuwatch::InitializeNvtx(get_export_table);
 }
 
@@ -316,9 +325,7 @@ __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
 // (the memory extension: nvtx_mem.cc), from the library NVTX_INJECTION64_PATH
 // names.
 __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(void* module_info) {
-  if (gpuwatch::EnvIsTrue("GPUWATCH_DISABLE")) {
-    return gpuwatch::InitializeNvtxExtensionChainOnly(module_info);
-  }
+  if (gpuwatch::NvtxLeftToOthers()) return gpuwatch::InitializeNvtxExtensionChainOnly(module_info);
   return gpuwatch::InitializeNvtxExtension(module_info);
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "libgpuwatch/base/config.h"
 #include "libgpuwatch/report/format.h"
 #include "tools/report_reader.h"
 
@@ -236,11 +237,13 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
     SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
   // NVTX ranges as phases: NVTX loads its tool from this variable only.
   // Another tool's (Nsight Systems sets it) is chained: gpuwatch calls it
-  // (interpose/nvtx.h); one that cannot be read is left as it is.
-  const char* nvtx = std::getenv("NVTX_INJECTION64_PATH");  // NOLINT
-  if (nvtx == nullptr || *nvtx == '\0') {
+  // (interpose/nvtx.h); one that cannot be read is left as it is, and so is
+  // the variable with GPUWATCH_NVTX=0.
+  const char* nvtx = std::getenv("NVTX_INJECTION64_PATH");              // NOLINT
+  const bool nvtx_on = !NvtxSwitchedOff(std::getenv("GPUWATCH_NVTX"));  // NOLINT
+  if (nvtx_on && (nvtx == nullptr || *nvtx == '\0')) {
     SetEnv("NVTX_INJECTION64_PATH", library);
-  } else if (nvtx != library && access(nvtx, R_OK) == 0) {
+  } else if (nvtx_on && nvtx != library && access(nvtx, R_OK) == 0) {
     SetEnv("GPUWATCH_NVTX_CHAIN", nvtx);
     SetEnv("NVTX_INJECTION64_PATH", library);
   }

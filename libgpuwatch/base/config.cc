@@ -26,6 +26,8 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
     "GPUWATCH_UNWIND",        "GPUWATCH_LIVE",         "GPUWATCH_LIVE_DIR",
+    "GPUWATCH_NVTX",
+    "GPUWATCH_NVTX_CHAIN",  // set for the NVTX tool gpuwatch chains to (interpose/nvtx.h)
 };
 
 bool ParseBool(std::string_view text, bool* out) {
@@ -63,6 +65,11 @@ constexpr SignalName kSignals[] = {
 };
 
 }  // namespace
+
+bool NvtxSwitchedOff(const char* value) {
+  bool on = true;
+  return value != nullptr && ParseBool(value, &on) && !on;
+}
 
 int ParseSignal(const std::string& text) {
   if (text == "0" || text == "off" || text == "none") return 0;
@@ -222,6 +229,7 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
   read_int("GPUWATCH_CHECKPOINT_SECONDS", 0, 86400, "expected seconds from 0 (off) to 86400",
            &config.checkpoint_seconds);
   read_bool("GPUWATCH_LIVE", &config.live);
+  read_bool("GPUWATCH_NVTX", &config.nvtx);
   if (const char* v = lookup("GPUWATCH_LIVE_DIR")) {
     if (*v == '\0') {
       warn("GPUWATCH_LIVE_DIR", v, "empty path", "the per-user default");

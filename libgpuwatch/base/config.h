@@ -51,6 +51,10 @@ struct Config {
   bool live = true;
   // GPUWATCH_LIVE_DIR: where the socket goes; "" = DefaultLiveDir().
   std::string live_dir;
+  // GPUWATCH_NVTX: take NVTX ranges and the memory extension (phases, pool
+  // regions). Read where NVTX_INJECTION64_PATH is set and where NVTX calls
+  // in (NvtxSwitchedOff), before the configuration; here its value is checked.
+  bool nvtx = true;
   // GPUWATCH_RUN_LOG: set by `gpuwatch run`; each report written is appended
   // there as "TRIGGER<TAB>PATH" and not announced on stderr.
   std::string run_log;
@@ -86,6 +90,10 @@ std::string RankFromEnvironment(const EnvLookup& lookup);
 // PyTorch). In the first two every tensor is an allocation of its own.
 std::string PytorchAllocatorMode(const EnvLookup& lookup);
 bool PytorchAllocatesPerTensor(const std::string& mode);
+
+// Whether GPUWATCH_NVTX turns NVTX off: "0", "false", "no" or "off" (any
+// other value leaves it on; ParseConfig says which are not booleans).
+bool NvtxSwitchedOff(const char* value);
 
 // Parses a signal given as a number ("12") or a name ("SIGUSR2", "USR2").
 // Returns -1 when it is neither. "0", "off" and "none" give 0.

@@ -209,6 +209,36 @@ TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
   EXPECT_EQ(Paths(report).at("setup")["opens"], 0);
 }
 
+// What the stand-in NVTX tool counts of nvtx_phases with gpuwatch preloaded:
+// 19 pushes of the default domain and 20 pops (two with nothing open;
+// "worker" is never popped; six "grow" ranges, opened when gpuwatch_mark is
+// there), the loader's two ranges, its domain and string handles, and no
+// handle it did not make.
+constexpr char kOtherToolSawEverything[] =
+    "pushes 19 pops 20 domain_pushes 2 domain_pops 2 handles 2 foreign 0\n";
+
+// Runs nvtx_phases under `gpuwatch run` or with LD_PRELOAD alone, with `env`
+// and, when `other_tool`, NVTX_INJECTION64_PATH naming the stand-in tool
+// (which writes its counts to dir/other.txt).
+json RunNextToAnotherTool(const ScopedTempDir& dir, bool under_run, bool other_tool,
+                          std::map<std::string, std::string> env, ProcessResult* process) {
+  if (other_tool) {
+    env["NVTX_INJECTION64_PATH"] = kPrograms + "/nvtx_other_tool.so";
+    env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
+  }
+  if (!under_run) env["LD_PRELOAD"] = kLib;
+  return RunPhases(under_run ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{},
+                   std::move(env), process);
+}
+
+// Only gpuwatch_phase_push reached gpuwatch: its one phase, "api".
+void ExpectOnlyTheApiPhase(const json& report) {
+  const std::map<std::string, json> paths = Paths(report);
+  ASSERT_EQ(paths.size(), 1u) << report["phases"].dump(1);
+  EXPECT_EQ(paths.begin()->first, "api");
+  EXPECT_EQ(paths.begin()->second["live_bytes"], kMiB / 4);
+}
+
 // NVTX_INJECTION64_PATH naming another tool (as Nsight Systems sets it):
 // gpuwatch takes the variable and calls that tool first, so both see every
 // range, and the handles the program gets are the other tool's.
@@ -216,22 +246,37 @@ TEST(Phases, ChainsToAnotherNvtxTool) {
   for (const bool under_run : {true, false}) {
     SCOPED_TRACE(under_run ? "gpuwatch run" : "LD_PRELOAD");
     ScopedTempDir dir;
-    std::map<std::string, std::string> env = SimEnv();
-    env["NVTX_INJECTION64_PATH"] = kPrograms + "/nvtx_other_tool.so";
-    env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
-    if (!under_run) env["LD_PRELOAD"] = kLib;
     ProcessResult process;
-    const json report =
-        RunPhases(under_run ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{},
-                  env, &process);
+    const json report = RunNextToAnotherTool(dir, under_run, true, SimEnv(), &process);
     ASSERT_TRUE(report.is_object()) << process.err;
     ExpectPaths(report, true);
     EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: cannot chain"), std::vector<std::string>{});
-    // The other tool: 19 pushes of the default domain and 20 pops (two with
-    // nothing open; "worker" is never popped), the loader's two ranges, its
-    // domain and string handles, and no handle it did not make.
-    EXPECT_EQ(ReadFile(dir.path() + "/other.txt"),
-              "pushes 19 pops 20 domain_pushes 2 domain_pops 2 handles 2 foreign 0\n");
+    // GPUWATCH_NVTX_CHAIN, which gpuwatch sets for itself, is not a stranger.
+    EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: unknown"), std::vector<std::string>{});
+    EXPECT_EQ(ReadFile(dir.path() + "/other.txt"), kOtherToolSawEverything);
+  }
+}
+
+// GPUWATCH_NVTX=0: gpuwatch neither sets NVTX_INJECTION64_PATH nor takes it
+// from another tool, which gets every range from NVTX itself; only
+// gpuwatch_phase_push phases are reported.
+TEST(Phases, GpuwatchNvtxOffLeavesNvtxAlone) {
+  for (const bool under_run : {true, false}) {
+    for (const bool other_tool : {false, true}) {
+      SCOPED_TRACE(std::string(under_run ? "gpuwatch run" : "LD_PRELOAD") +
+                   (other_tool ? ", another tool" : ", no other tool"));
+      ScopedTempDir dir;
+      std::map<std::string, std::string> env = SimEnv();
+      env["GPUWATCH_NVTX"] = "0";
+      ProcessResult process;
+      const json report = RunNextToAnotherTool(dir, under_run, other_tool, env, &process);
+      ASSERT_TRUE(report.is_object()) << process.err;
+      ExpectOnlyTheApiPhase(report);
+      EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: NVTX"), std::vector<std::string>{});
+      EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: ignoring"), std::vector<std::string>{});
+      // The other tool, loaded by NVTX itself, sees what it sees when chained.
+      if (other_tool) EXPECT_EQ(ReadFile(dir.path() + "/other.txt"), kOtherToolSawEverything);
+    }
   }
 }
 
@@ -267,11 +312,7 @@ TEST(Phases, AnUnreadableNvtxToolIsLeftAloneAndSaidSo) {
             std::vector<std::string>{"gpuwatch: NVTX_INJECTION64_PATH names " + other +
                                      ", which cannot be read: NVTX ranges are left to it, and "
                                      "this report has no NVTX phases"});
-  // Only gpuwatch's own API reached gpuwatch.
-  const std::map<std::string, json> paths = Paths(report);
-  ASSERT_EQ(paths.size(), 1u) << report["phases"].dump(1);
-  EXPECT_EQ(paths.begin()->first, "api");
-  EXPECT_EQ(paths.begin()->second["live_bytes"], kMiB / 4);
+  ExpectOnlyTheApiPhase(report);
 }
 
 TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {

@@ -122,6 +122,21 @@ TEST(Config, PythonFramesAreOnByDefaultAndCanBeTurnedOff) {
   EXPECT_EQ(warnings[0], "ignoring GPUWATCH_PYTHON=\"native\" (expected 0 or 1); using 1");
 }
 
+TEST(Config, NvtxIsOnUnlessSwitchedOff) {
+  for (const char* off : {"0", "false", "no", "off"}) EXPECT_TRUE(NvtxSwitchedOff(off)) << off;
+  for (const char* on : {"1", "on", "", "maybe"}) EXPECT_FALSE(NvtxSwitchedOff(on)) << on;
+  EXPECT_FALSE(NvtxSwitchedOff(nullptr));
+  std::vector<std::string> warnings;
+  // The variable gpuwatch sets for the NVTX tool it chains to is its own.
+  const Config off = Parse(
+      Env{{{"GPUWATCH_NVTX", "0"}, {"GPUWATCH_NVTX_CHAIN", "/opt/nsight/libtool.so"}}}, &warnings);
+  EXPECT_FALSE(off.nvtx);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_TRUE(Parse(Env{{{"GPUWATCH_NVTX", "maybe"}}}, &warnings).nvtx);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "ignoring GPUWATCH_NVTX=\"maybe\" (expected 0 or 1); using 1");
+}
+
 TEST(Config, UnwindPicksTheCfiWalkerOrLibunwind) {
   std::vector<std::string> warnings;
   EXPECT_TRUE(Parse(Env{}, &warnings).cfi_unwind);
