@@ -242,8 +242,9 @@ Rule PhasePeakRule(const nlohmann::json& doc, const PhaseLimit& limit) {
     if (const std::string at = Str(Sub(*p, "peak_site"), "location"); !at.empty()) {
       line += ", reached at " + at;
     }
-    if (const std::string process = PhasePeakProcess(*p); !process.empty())
+    if (const std::string process = PhasePeakProcess(*p); !process.empty()) {
       line += " in " + process;
+    }
     rule.sites.push_back(line);
   }
   return rule;
