@@ -99,7 +99,8 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::atomic<uint64_t> exit_leaked_bytes{0};
   std::atomic<bool> exit_leak_known{false};
   // The background thread's per-site scan (timeline samples, the live
-  // view's history), reused from second to second.
+  // view's history), reused from second to second; only that thread touches
+  // it (SamplePeriodic and LiveTick each scan into it when due).
   std::vector<std::pair<uint32_t, uint64_t>> site_scan;
   // gpuwatch_mark()'s, reused from mark to mark (a loop marks every step; a
   // fresh scan of 10,000 sites is 160 KB of new pages each time). Taken with
