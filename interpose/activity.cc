@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <initializer_list>
 
+#include "interpose/cupti_mux.h"
 #include "interpose/guard.h"
 #include "libgpuwatch/session/session.h"
 
@@ -111,6 +112,8 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   Recording& tables = session->recording();
   Trace* trace = tables.trace_gpu ? tables.trace.get() : nullptr;
   while (g_next_record != nullptr && g_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+    // Kinds another CUPTI client enabled share the buffer (cupti_mux.h).
+    if (!mux::SelfWantsKind(record->kind)) continue;
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);

@@ -34,6 +34,7 @@
 #include "interpose/callbacks.h"
 #include "interpose/calls.h"
 #include "interpose/cupti_loader.h"
+#include "interpose/cupti_mux.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/fork.h"
 #include "interpose/guard.h"
@@ -118,10 +119,14 @@ void DoAttach(const char* mode) {
   if (config.disabled) return;
 
   std::string error;
-  if (!LoadCupti(config.cupti_library, &s.cupti, &error)) {
+  // The process's CUPTI (cupti_mux.h): loaded already if another CUPTI client
+  // used it through gpuwatch first. gpuwatch's own view shares it with them.
+  const CuptiApi* real = mux::Real(config.cupti_library, &error);
+  if (real == nullptr) {
     Warn("%s; profiling is off for this process", error.c_str());
     return;
   }
+  s.cupti = mux::SelfView(*real);
 
   CUptiResult r = CUPTI_SUCCESS;
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};

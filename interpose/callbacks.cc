@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "interpose/callback_state.h"
+#include "interpose/cupti_mux.h"
 #include "interpose/guard.h"
 #include "interpose/nvtx.h"
 #include "libgpuwatch/base/mutex.h"
@@ -466,6 +467,15 @@ uint32_t CaptureSiteNow() {
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
+  // Another CUPTI client shares the subscription: it decides who gets what.
+  if (mux::Active()) {
+    mux::Dispatch(domain, cbid, data);
+    return;
+  }
+  GpuwatchCallback(domain, cbid, data);
+}
+
+void GpuwatchCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (switchboard::g_hooks.session == nullptr || data == nullptr) return;
   // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
   if (InsideGpuwatch()) return;

@@ -69,9 +69,13 @@ void SetCallbackHooks(const CallbackHooks& hooks);
 // without stacks.
 uint32_t CaptureSiteNow();
 
-// The function registered with cuptiSubscribe.
+// The function registered with cuptiSubscribe: gpuwatch's callback, or the
+// multiplexer's dispatch while another CUPTI client shares it (cupti_mux.h).
 void CUPTIAPI OnCuptiCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void* data);
+
+// gpuwatch's own handling of one callback.
+void GpuwatchCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 
 }  // namespace gpuwatch
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -37,11 +38,26 @@ std::vector<std::string> LoadedObjectDirs(const char* needle) {
 
 template <typename T>
 bool Resolve(void* handle, const char* name, T* out) {
-  *out = reinterpret_cast<T>(dlsym(handle, name));
+  *out = reinterpret_cast<T>(RealDlsym(handle, name));
   return *out != nullptr;
 }
 
 }  // namespace
+
+void* RealDlsym(void* handle, const char* name) {
+  using Dlsym = void* (*)(void*, const char*);
+  static std::atomic<Dlsym> real{nullptr};
+  Dlsym fn = real.load(std::memory_order_acquire);
+  if (fn == nullptr) {
+    // dlvsym is not interposed: the next dlsym after gpuwatch's.
+    void* found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (found == nullptr) found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    fn = reinterpret_cast<Dlsym>(found);
+    if (fn == nullptr) return nullptr;
+    real.store(fn, std::memory_order_release);
+  }
+  return fn(handle, name);
+}
 
 std::vector<std::string> CuptiSearchList(const std::string& explicit_path) {
   // A library the user named is the only one tried: silently profiling with
@@ -94,6 +110,10 @@ bool LoadCupti(const std::string& explicit_path, CuptiApi* api, std::string* err
     Resolve(handle, "cuptiActivityEnable", &found.ActivityEnable);
     Resolve(handle, "cuptiActivityFlushAll", &found.ActivityFlushAll);
     Resolve(handle, "cuptiActivityGetNextRecord", &found.ActivityGetNextRecord);
+    Resolve(handle, "cuptiActivityDisable", &found.ActivityDisable);
+    Resolve(handle, "cuptiActivityGetNumDroppedRecords", &found.ActivityGetNumDroppedRecords);
+    Resolve(handle, "cuptiActivityGetAttribute", &found.ActivityGetAttribute);
+    Resolve(handle, "cuptiActivitySetAttribute", &found.ActivitySetAttribute);
     Resolve(handle, "cuptiGetTimestamp", &found.GetTimestamp);
     Resolve(handle, "cuptiGetDeviceId", &found.GetDeviceId);
     Resolve(handle, "cuptiGetGraphNodeId", &found.GetGraphNodeId);

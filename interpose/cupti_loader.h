@@ -28,6 +28,11 @@ struct CuptiApi {
   decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
   decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
   decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
+  // May stay null; used only for other CUPTI clients' views (cupti_mux.h).
+  decltype(&cuptiActivityDisable) ActivityDisable = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) ActivityGetNumDroppedRecords = nullptr;
+  decltype(&cuptiActivityGetAttribute) ActivityGetAttribute = nullptr;
+  decltype(&cuptiActivitySetAttribute) ActivitySetAttribute = nullptr;
   // May stay null: then the event trace has no GPU slices (GetTimestamp) and
   // every allocation is put on device 0 (GetDeviceId).
   decltype(&cuptiGetTimestamp) GetTimestamp = nullptr;
@@ -45,6 +50,12 @@ struct CuptiApi {
 // (lib64 and extras/CUPTI/lib64); the nvidia CUPTI wheels next to a running
 // CPython's site-packages.
 std::vector<std::string> CuptiSearchList(const std::string& explicit_path);
+
+// The dlsym of the C library (or of a tool preloaded after gpuwatch), not
+// gpuwatch's own exported one (dlsym_hook.cc), which hands out gpuwatch's
+// CUPTI entry points for a libcupti handle: CUPTI's own functions are
+// resolved with this one.
+void* RealDlsym(void* handle, const char* name);
 
 // Loads the first library in the search list that has the needed symbols.
 // On failure returns false with a one-line reason in `error`.

@@ -26,7 +26,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
     "GPUWATCH_UNWIND",        "GPUWATCH_LIVE",         "GPUWATCH_LIVE_DIR",
-    "GPUWATCH_NVTX",
+    "GPUWATCH_NVTX",          "GPUWATCH_SHARE_CUPTI",
     "GPUWATCH_NVTX_CHAIN",  // set for the NVTX tool gpuwatch chains to (interpose/nvtx.h)
 };
 
@@ -69,6 +69,13 @@ constexpr SignalName kSignals[] = {
 bool NvtxSwitchedOff(const char* value) {
   bool on = true;
   return value != nullptr && ParseBool(value, &on) && !on;
+}
+
+bool SharedCuptiOff(const char* share_cupti, const char* disable) {
+  bool on = true;
+  bool disabled = false;
+  return (share_cupti != nullptr && ParseBool(share_cupti, &on) && !on) ||
+         (disable != nullptr && ParseBool(disable, &disabled) && disabled);
 }
 
 int ParseSignal(const std::string& text) {
@@ -186,6 +193,7 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
   };
 
   read_bool("GPUWATCH_DISABLE", &config.disabled);
+  read_bool("GPUWATCH_SHARE_CUPTI", &config.share_cupti);
   // In a job with ranks, the default name carries the rank, so that the
   // reports of one job sort together (and `gpuwatch merge` globs them).
   if (!RankFromEnvironment(lookup).empty()) config.output = "gpuwatch.rank%r.%p.json";

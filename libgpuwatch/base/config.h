@@ -55,6 +55,11 @@ struct Config {
   // regions). Read where NVTX_INJECTION64_PATH is set and where NVTX calls
   // in (NvtxSwitchedOff), before the configuration; here its value is checked.
   bool nvtx = true;
+  // GPUWATCH_SHARE_CUPTI: give other CUPTI clients of the process (PyTorch's
+  // profiler, XLA's tracer) a CUPTI of their own beside gpuwatch's. Read
+  // where they call CUPTI (SharedCuptiOff), before the configuration; here
+  // its value is checked.
+  bool share_cupti = true;
   // GPUWATCH_RUN_LOG: set by `gpuwatch run`; each report written is appended
   // there as "TRIGGER<TAB>PATH" and not announced on stderr.
   std::string run_log;
@@ -94,6 +99,9 @@ bool PytorchAllocatesPerTensor(const std::string& mode);
 // Whether GPUWATCH_NVTX turns NVTX off: "0", "false", "no" or "off" (any
 // other value leaves it on; ParseConfig says which are not booleans).
 bool NvtxSwitchedOff(const char* value);
+// Whether the other CUPTI clients get CUPTI as it is, not a view of their
+// own: GPUWATCH_SHARE_CUPTI=0, or gpuwatch disabled (GPUWATCH_DISABLE=1).
+bool SharedCuptiOff(const char* share_cupti, const char* disable);
 
 // Parses a signal given as a number ("12") or a name ("SIGUSR2", "USR2").
 // Returns -1 when it is neither. "0", "off" and "none" give 0.

@@ -169,17 +169,60 @@ void ExpectGivesWay(const std::map<std::string, std::string>& attach) {
   EXPECT_TRUE(dir.List().empty()) << "a report was written although profiling is off";
 }
 
-TEST(HostCuda, HostSubscribedFirstUnderPreload) { ExpectGivesWay({{"LD_PRELOAD", kLib}}); }
+// Preloaded, gpuwatch shares CUPTI (interpose/cupti_mux.h): the host that
+// subscribed before its first CUDA call keeps every callback it had alone,
+// and gpuwatch, attaching at that call, records the program as usual.
+void ExpectShares(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
+                  const std::string& report) {
+  ScopedTempDir dir;
+  const std::vector<std::string> program = {kPrograms + "/own_cupti", "first", kCudart, kCupti};
+  const ProcessResult plain = RunProcess(program, SimEnv(), dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  std::vector<std::string> argv = prefix;
+  argv.insert(argv.end(), program.begin(), program.end());
+  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, plain.out);
+  EXPECT_NE(traced.out.find("own callbacks: cudaMalloc enter 3 exit 3, cudaFree enter 2 exit 2\n"),
+            std::string::npos)
+      << traced.out;
+  EXPECT_TRUE(LinesStartingWith(traced.err, "gpuwatch: profiling is off").empty()) << traced.err;
+  const json r = ReadReport(report);
+  ASSERT_TRUE(r.is_object());
+  const json& device = r["totals"]["kinds"]["device"];
+  EXPECT_EQ(device["allocs"], 3);
+  EXPECT_EQ(device["frees"], 2);
+  EXPECT_EQ(device["current_bytes"], 256 * kKiB);
+}
+
+TEST(HostCuda, HostSubscribedFirstUnderPreloadSharesCupti) {
+  ScopedTempDir out;
+  auto env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  env["GPUWATCH_OUTPUT"] = out.path() + "/r.json";
+  ExpectShares({}, env, out.path() + "/r.json");
+}
+
+TEST(HostCuda, HostSubscribedFirstUnderRunSharesCupti) {
+  ScopedTempDir out;
+  ExpectShares({kCli, "run", "-o", out.path() + "/r.json", "--"}, SimEnv(), out.path() + "/r.json");
+}
+
+// With GPUWATCH_SHARE_CUPTI=0 CUPTI is as it is: the host holds it, and
+// gpuwatch gives way.
+TEST(HostCuda, HostSubscribedFirstUnderPreloadWithSharingOff) {
+  ExpectGivesWay({{"LD_PRELOAD", kLib}, {"GPUWATCH_SHARE_CUPTI", "0"}});
+}
 
 TEST(HostCuda, HostSubscribedFirstUnderInjection) {
   ExpectGivesWay({{"CUDA_INJECTION64_PATH", kLib}});
 }
 
-// gpuwatch subscribes first (the host initialised CUDA before subscribing):
-// the host's cuptiSubscribe fails exactly as it does under any other
-// subscriber (here the simulator's minimal injected profiler), the host goes
-// on, and gpuwatch keeps counting.
-TEST(HostCuda, GpuwatchSubscribedFirstHostSeesTheUsualError) {
+// gpuwatch subscribes first (the host initialised CUDA before subscribing),
+// loaded by the driver alone, so it cannot share: the host's cuptiSubscribe
+// fails exactly as it does under any other subscriber (here the simulator's
+// minimal injected profiler), the host goes on, and gpuwatch keeps counting.
+TEST(HostCuda, GpuwatchInjectedFirstHostSeesTheUsualError) {
   ScopedTempDir dir;
   const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second", kCudart, kCupti};
   auto other = SimEnv();
@@ -191,7 +234,7 @@ TEST(HostCuda, GpuwatchSubscribedFirstHostSeesTheUsualError) {
       std::string::npos)
       << under_other.out;
   auto env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
+  env["CUDA_INJECTION64_PATH"] = kLib;
   env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
   const ProcessResult traced = RunProcess(argv, env, dir.path());
   EXPECT_EQ(traced.exit_code, 0) << traced.err;
@@ -209,17 +252,41 @@ TEST(HostCuda, GpuwatchSubscribedFirstHostSeesTheUsualError) {
   EXPECT_EQ(sites[0]["location"], ProgramLine("own_cupti.cc", "cuda_malloc(&p[i], size)"));
 }
 
+// Preloaded, gpuwatch that subscribed first still gives the host a working
+// CUPTI: its subscribe succeeds and its callbacks come, beside gpuwatch's.
+TEST(HostCuda, GpuwatchPreloadedFirstHostStillSubscribes) {
+  ScopedTempDir dir;
+  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second-v2", kCudart, kCupti};
+  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("cuptiSubscribe: 0 CUPTI_SUCCESS\n"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("own callbacks: cudaMalloc enter 2 exit 2, cudaFree enter 1 exit 1\n"),
+            std::string::npos)
+      << plain.out;
+  auto env = SimEnv();
+  env["LD_PRELOAD"] = kLib;
+  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
+  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, plain.out);
+  const json r = ReadReport(dir.path() + "/r.json");
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["totals"]["kinds"]["device"]["allocs"], 2);
+  EXPECT_EQ(r["totals"]["kinds"]["device"]["current_bytes"], 1 * kMiB);
+}
+
 // A host that subscribes through cuptiSubscribe_v2, as current Kineto does,
-// learns from CUPTI itself who holds the subscription: gpuwatch names itself
-// when it subscribes, so the host's own error message can say "gpuwatch".
-TEST(HostCuda, GpuwatchSubscribedFirstHostUsingV2IsToldItIsGpuwatch) {
+// learns from CUPTI itself who holds the subscription when gpuwatch cannot
+// share it (loaded by the driver alone): gpuwatch names itself when it
+// subscribes, so the host's own error message can say "gpuwatch".
+TEST(HostCuda, GpuwatchInjectedFirstHostUsingV2IsToldItIsGpuwatch) {
   ScopedTempDir dir;
   const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second-v2", kCudart, kCupti};
   const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("cuptiSubscribe: 0 CUPTI_SUCCESS\n"), std::string::npos) << plain.out;
   auto env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
+  env["CUDA_INJECTION64_PATH"] = kLib;
   env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
   const ProcessResult traced = RunProcess(argv, env, dir.path());
   EXPECT_EQ(traced.exit_code, 0) << traced.err;
