@@ -188,11 +188,14 @@ std::atomic<bool> g_exit_handler{false};
 
 // The exit report's handler: registered at attach, so it runs before the CUDA
 // runtime's own teardown (registered earlier) in programs linked with cudart.
+// The status an at_quick_exit handler reports (it is not told one).
+constexpr int kExitStatusUnknown = INT_MIN;
+
 void OnExit(int status, void*) {
   Agent& s = GetAgent();
   if (s.session == nullptr) return;  // never attached: nothing to report
   CloseLiveSocket();                 // the process is ending: readers see it gone
-  s.recording().lifecycle.exit_status.store(status);
+  if (status != kExitStatusUnknown) s.recording().lifecycle.exit_status.store(status);
   WriteExitReport();
   s.exit_report_done_ns.store(s.recording().tracker.NowNs());
 }
@@ -264,6 +267,8 @@ void DeviceMemoryInfo(const Agent& s, uint64_t* free_bytes, uint64_t* total_byte
 void RegisterExitHandler() {
   if (g_exit_handler.exchange(true)) return;
   on_exit(OnExit, nullptr);
+  // quick_exit() runs at_quick_exit handlers only, and tells them no status.
+  at_quick_exit([] { OnExit(kExitStatusUnknown, nullptr); });
 }
 
 bool ExitHandlerRegistered() { return g_exit_handler.load(); }

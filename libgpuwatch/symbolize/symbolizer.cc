@@ -528,6 +528,15 @@ std::string_view Basename(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
+bool InSourceFile(const Frame& frame) {
+  const std::string_view file = Basename(frame.file);
+  const size_t dot = file.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view ext = file.substr(dot);
+  return ext == ".cu" || ext == ".cc" || ext == ".cpp" || ext == ".cxx" || ext == ".c" ||
+         ext == ".C";
+}
+
 bool IsGpuwatchFrame(const Frame& frame) {
   return StartsWith(Basename(frame.module), "libgpuwatch.so") ||
          StartsWith(frame.function, "gpuwatch::");
@@ -542,9 +551,15 @@ bool IsCudaInternalFrame(const Frame& frame) {
   const std::string_view fn = frame.function;
   if (StartsWith(fn, "cudart::") || StartsWith(fn, "__cudart")) return true;
   // cudaXxx / cuXxx API entry points (static cudart lives in the user's
-  // executable, so its module says nothing).
+  // executable, so its module says nothing), unless defined in a source file:
+  // NVIDIA's runtime has no line tables, and its inline wrappers live in
+  // headers, so a function of that name in a .cu/.cc file is the program's
+  // own (the CUDA samples' cudaGraphsManual).
   const auto upper_at = [&fn](size_t i) { return fn.size() > i && fn[i] >= 'A' && fn[i] <= 'Z'; };
-  if ((StartsWith(fn, "cuda") && upper_at(4)) || (StartsWith(fn, "cu") && upper_at(2))) return true;
+  if (((StartsWith(fn, "cuda") && upper_at(4)) || (StartsWith(fn, "cu") && upper_at(2))) &&
+      !InSourceFile(frame)) {
+    return true;
+  }
   // NVTX's functions (nvtxRangePushA, nvtxMemRegionsRegister, its loader's
   // nvtxExt...): header-only, so they live in the user's module, above the
   // line that called them.

@@ -139,12 +139,17 @@ bool IsGpuwatchFrame(const Frame& frame);
 // libcuda.so*, libcudart.so*, and, for a statically linked cudart (nvcc's
 // default, whose code lives in the user's executable), functions named
 // cudart::*, __cudart*, or a CUDA API name (cuda or cu followed by an upper
-// case letter, e.g. cudaMalloc, cuMemAlloc_v2). A user function named that
-// way at the very top of a stack is dropped too; that is the price of
-// recognising static cudart. NVTX's functions (nvtx and an upper case
+// case letter, e.g. cudaMalloc, cuMemAlloc_v2) not defined in a source file
+// (InSourceFile: NVIDIA's runtime has no line tables and its inline
+// wrappers are in headers, so the program's own cudaGraphsManual() in a .cu
+// file stays). NVTX's functions (nvtx and an upper case
 // letter, nvtx3::*) count too: NVTX is header-only, so they sit in the
 // user's module above the line that called them.
 bool IsCudaInternalFrame(const Frame& frame);
+
+// True when the frame's file is a source file (.cu, .cc, .cpp, .cxx, .c, .C),
+// not a header.
+bool InSourceFile(const Frame& frame);
 
 // IsGpuwatchFrame || IsCudaInternalFrame: the default trimming predicate.
 bool IsToolFrame(const Frame& frame);

@@ -166,6 +166,23 @@ TEST(Attach, RunCommandPassesExitStatusAndOutputThrough) {
   EXPECT_EQ(report["lifecycle"]["exit_status"], 3);
 }
 
+// quick_exit() runs at_quick_exit handlers only: the exit report is written
+// from one, with the leak; the status is not told to such handlers.
+TEST(Attach, QuickExitWritesTheExitReport) {
+  ScopedTempDir dir;
+  const ProcessResult traced = RunProcess(
+      {kCli, "run", "-o", dir.path() + "/r.json", "--", kPrograms + "/exit_with", "4", "quick"},
+      SimEnv(), dir.path());
+  EXPECT_EQ(traced.exit_code, 4) << traced.err;
+  EXPECT_EQ(traced.out, "exit_with: cudaMalloc -> cudaSuccess\n");
+  EXPECT_EQ(traced.err.find("without running exit handlers"), std::string::npos) << traced.err;
+  const json report = ReadReport(dir.path() + "/r.json");
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["trigger"], "exit");
+  EXPECT_EQ(report["leaks"]["device"]["bytes"], 1 * kMiB);
+  EXPECT_TRUE(report["lifecycle"]["exit_status"].is_null()) << report["lifecycle"].dump();
+}
+
 TEST(Attach, RunCommandReportsSignalLikeAShell) {
   ScopedTempDir dir;
   const ProcessResult r =

@@ -410,5 +410,20 @@ TEST(Fidelity, GraphCopiesAndMemoryHappenAtEachLaunch) {
   ExpectGraphs(untimed, "no activity");
 }
 
+// The program's own functions named as CUDA's are (the CUDA graphs sample's
+// cudaGraphsManual) are its sites, not frames of the runtime to skip: the
+// allocation and the copy name their own lines.
+TEST(Fidelity, OwnFunctionsNamedLikeCudaKeepTheirLines) {
+  ScopedTempDir dir;
+  const json r = RunUnder(dir, "cuda_named");
+  const json& sites = r["leaks"]["device"]["sites"];
+  ASSERT_EQ(sites.size(), 1u) << sites.dump();
+  EXPECT_EQ(sites[0]["location"], At("cuda_named.cu", "AT:manual"));
+  EXPECT_EQ(sites[0]["frames"][0]["function"], "cudaGraphsManual(char**)");
+  const json copy = SiteAt(r["transfers"], At("cuda_named.cu", "AT:capture"));
+  ASSERT_TRUE(copy.is_object()) << r["transfers"].dump();
+  EXPECT_EQ(copy["bytes"], 1 * kMiB);
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

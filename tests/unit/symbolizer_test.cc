@@ -266,6 +266,28 @@ TEST(TrimTest, StaticCudartStack) {
   EXPECT_EQ(Functions(frames), (std::vector<std::string>{"cudaish_helper()", "cudaMalloc"}));
 }
 
+// The CUDA samples name their own functions cudaGraphsManual and the like:
+// defined in a source file, they are the program's, not the runtime's.
+TEST(TrimTest, KeepsTheProgramsOwnCudaNamedFunctions) {
+  Frame runtime = MakeFrame("cudaMemcpyAsync", "/home/u/simpleCudaGraphs");  // no line table
+  Frame wrapper =
+      MakeFrame("cudaError cudaMalloc<float>(float**, unsigned long)", "/home/u/simpleCudaGraphs");
+  wrapper.file = "/usr/local/cuda/include/cuda_runtime.h";  // an inline wrapper
+  Frame own =
+      MakeFrame("cudaGraphsManual(float*, float*, float*, int)", "/home/u/simpleCudaGraphs");
+  own.file = "/home/u/samples/simpleCudaGraphs.cu";
+  Frame driver_named = MakeFrame("cuBlasHelper()", "/home/u/app");
+  driver_named.file = "helpers.cpp";
+  EXPECT_TRUE(IsCudaInternalFrame(runtime));
+  EXPECT_TRUE(IsCudaInternalFrame(wrapper));
+  EXPECT_FALSE(IsCudaInternalFrame(own));
+  EXPECT_FALSE(IsCudaInternalFrame(driver_named));
+  std::vector<Frame> frames = {MakeFrame("", "/usr/local/cuda/lib64/libcupti.so.13"), runtime, own,
+                               MakeFrame("main", "/home/u/simpleCudaGraphs")};
+  EXPECT_EQ(TrimTop(&frames, IsToolFrame), 2u);
+  EXPECT_EQ(frames[0].function, own.function);
+}
+
 TEST(TrimTest, KeepsTheLastFrame) {
   std::vector<Frame> frames = {MakeFrame("gpuwatch::Foo()", ""), MakeFrame("cudaFree", "")};
   EXPECT_EQ(TrimTop(&frames, IsToolFrame), 1u);
