@@ -61,6 +61,8 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::string attach_mode;
   std::vector<std::string> command;
   std::atomic<bool> active{false};
+  // When CUPTI was found detached under gpuwatch (tracker clock), 0 while not.
+  std::atomic<uint64_t> detached_ns{0};
   std::atomic<int> snapshots{0};
   std::atomic<uint64_t> ooms{0};
   std::atomic<int> context_reports{0};

@@ -39,6 +39,7 @@
 #include "interpose/fork.h"
 #include "interpose/guard.h"
 #include "interpose/live.h"
+#include "interpose/not_recording.h"
 #include "interpose/nvtx.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/config.h"
@@ -116,7 +117,10 @@ void DoAttach(const char* mode) {
   std::vector<std::string> warnings;
   Config config = ConfigFromEnvironment(&warnings);
   for (const std::string& w : warnings) Warn("%s", w.c_str());
-  if (config.disabled) return;
+  if (config.disabled) {
+    MarkNotRecording("gpuwatch is disabled (GPUWATCH_DISABLE=1)", config.run_log);
+    return;
+  }
 
   std::string error;
   // The process's CUPTI (cupti_mux.h): loaded already if another CUPTI client
@@ -124,6 +128,7 @@ void DoAttach(const char* mode) {
   const CuptiApi* real = mux::Real(config.cupti_library, &error);
   if (real == nullptr) {
     Warn("%s; profiling is off for this process", error.c_str());
+    MarkNotRecording(error, config.run_log);
     return;
   }
   s.cupti = mux::SelfView(*real);
@@ -145,15 +150,20 @@ void DoAttach(const char* mode) {
   if (r != CUPTI_SUCCESS) {
     const char* text = nullptr;
     s.cupti.GetResultString(r, &text);
+    const std::string code = "CUPTI error " + std::to_string(static_cast<int>(r)) + ": " +
+                             (text != nullptr ? text : "?");
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-      Warn("profiling is off: %s (%s) (CUPTI error %d: %s)", SubscribeErrorHint(r),
-           holder[0] != '\0' ? holder
-                             : "unnamed; e.g. Nsight Systems, compute-sanitizer or the "
-                               "PyTorch profiler",
-           static_cast<int>(r), text != nullptr ? text : "?");
+      const std::string who = holder[0] != '\0' ? holder
+                                                : "unnamed; e.g. Nsight Systems, compute-sanitizer "
+                                                  "or the PyTorch profiler";
+      Warn("profiling is off: %s (%s) (%s)", SubscribeErrorHint(r), who.c_str(), code.c_str());
+      MarkNotRecording("CUPTI is held by " + who + " (" + code + ")", config.run_log);
     } else {
-      Warn("profiling is off: %s (cuptiSubscribe returned CUPTI error %d: %s)",
-           SubscribeErrorHint(r), static_cast<int>(r), text != nullptr ? text : "?");
+      Warn("profiling is off: %s (cuptiSubscribe returned %s)", SubscribeErrorHint(r),
+           code.c_str());
+      MarkNotRecording(
+          std::string(SubscribeErrorHint(r)) + " (cuptiSubscribe returned " + code + ")",
+          config.run_log);
     }
     return;
   }
@@ -222,6 +232,7 @@ void DoAttach(const char* mode) {
   SetCallbackHooks(hooks);
   if (!EnableCallbacks(s.cupti, s.subscriber, &error)) {
     Warn("profiling is off: %s", error.c_str());
+    MarkNotRecording(error, s.config().run_log);
     s.cupti.Unsubscribe(s.subscriber);
     return;
   }
@@ -346,6 +357,15 @@ int gpuwatch_phase_push(const char* name) {
 int gpuwatch_phase_pop(void) { return gpuwatch::PopPhase() ? 0 : -1; }
 
 int gpuwatch_is_active(void) { return gpuwatch::GetAgent().active.load() ? 1 : 0; }
+
+int gpuwatch_not_recording(char* why, size_t size) {
+  gpuwatch::Agent& s = gpuwatch::GetAgent();
+  if (s.active.load()) {
+    const gpuwatch::ScopedInsideGpuwatch inside;
+    gpuwatch::NoticeDetach(s);
+  }
+  return gpuwatch::NotRecordingReason(why, size) ? 1 : 0;
+}
 
 int gpuwatch_mark(const char* label) {
   gpuwatch::Agent& s = gpuwatch::GetAgent();

@@ -106,6 +106,7 @@ bool LoadCupti(const std::string& explicit_path, CuptiApi* api, std::string* err
                     Resolve(handle, "cuptiEnableDomain", &found.EnableDomain) &&
                     Resolve(handle, "cuptiGetResultString", &found.GetResultString);
     Resolve(handle, "cuptiSubscribe_v2", &found.SubscribeV2);
+    Resolve(handle, "cuptiGetCallbackState", &found.GetCallbackState);
     Resolve(handle, "cuptiActivityRegisterCallbacks", &found.ActivityRegisterCallbacks);
     Resolve(handle, "cuptiActivityEnable", &found.ActivityEnable);
     Resolve(handle, "cuptiActivityFlushAll", &found.ActivityFlushAll);

@@ -22,6 +22,8 @@ struct CuptiApi {
   decltype(&cuptiUnsubscribe) Unsubscribe = nullptr;
   decltype(&cuptiEnableCallback) EnableCallback = nullptr;
   decltype(&cuptiEnableDomain) EnableDomain = nullptr;
+  // May stay null: then a detach under gpuwatch is not noticed.
+  decltype(&cuptiGetCallbackState) GetCallbackState = nullptr;
   decltype(&cuptiGetResultString) GetResultString = nullptr;
   // Activity API; null when this CUPTI lacks it (then no timing or host kinds).
   decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;

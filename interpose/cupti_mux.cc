@@ -75,6 +75,9 @@ struct State {
   bool self_subscribed = false;                      // guarded by mu
   Enables self;
   Enables real_on;  // what the real subscription has enabled; guarded by mu
+  // One id gpuwatch enabled, to ask CUPTI whether it still is (SelfDetached).
+  CUpti_CallbackDomain probe_domain = CUPTI_CB_DOMAIN_INVALID;  // guarded by mu
+  CUpti_CallbackId probe_id = 0;
   Client clients[kMaxClients];
 };
 
@@ -223,7 +226,12 @@ CUptiResult CUPTIAPI SelfEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   State& s = S();
   std::lock_guard<Mutex> lock(s.mu);
-  return SetEnable(s, s.self, enable, domain, cbid);
+  const CUptiResult r = SetEnable(s, s.self, enable, domain, cbid);
+  if (r == CUPTI_SUCCESS && enable != 0 && s.probe_domain == CUPTI_CB_DOMAIN_INVALID) {
+    s.probe_domain = domain;
+    s.probe_id = cbid;
+  }
+  return r;
 }
 
 CUptiResult CUPTIAPI SelfEnableDomain(uint32_t enable, CUpti_SubscriberHandle,
@@ -284,6 +292,29 @@ void Dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
     const Target* t = c.target.load(std::memory_order_acquire);
     if (t != nullptr && c.enabled.Get(domain, cbid)) t->callback(t->userdata, domain, cbid, data);
   }
+}
+
+bool SelfDetached() {
+  State& s = S();
+  std::lock_guard<Mutex> lock(s.mu);
+  if (!s.self_subscribed || s.real_subscriber == nullptr || s.real->GetCallbackState == nullptr ||
+      s.probe_domain == CUPTI_CB_DOMAIN_INVALID) {
+    return false;
+  }
+  uint32_t on = 0;
+  const CUptiResult r =
+      s.real->GetCallbackState(&on, s.real_subscriber, s.probe_domain, s.probe_id);
+  return r != CUPTI_SUCCESS || on == 0;
+}
+
+void LockForFork() {
+  S().mu.lock();
+  internal::LockActivityForFork();
+}
+
+void UnlockAfterFork() {
+  internal::UnlockActivityAfterFork();
+  S().mu.unlock();
 }
 
 // --- The other clients -------------------------------------------------------

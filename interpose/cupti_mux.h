@@ -52,6 +52,12 @@ inline bool Active() { return g_active.load(std::memory_order_relaxed); }
 // that enabled it.
 void Dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 
+// True when gpuwatch's subscription was taken from under it (another client
+// called CUPTI's own cuptiFinalize or cuptiUnsubscribe, as one can where
+// gpuwatch was loaded by the driver alone): CUPTI no longer has the ids it
+// enabled on. One CUPTI call; not for the callback path.
+bool SelfDetached();
+
 // Whether gpuwatch enabled activity records of `kind` (CUPTI_ACTIVITY_KIND_*):
 // a buffer may hold kinds only another client asked for.
 bool SelfWantsKind(uint32_t kind);
@@ -82,12 +88,19 @@ CUptiResult ClientActivitySetAttribute(CUpti_ActivityAttribute attribute, size_t
 CUptiResult ClientActivityGetAttribute(CUpti_ActivityAttribute attribute, size_t* value_size,
                                        void* value);
 
+// fork(): the multiplexer's locks (subscription and activity state) are
+// taken around it, after gpuwatch's background lock and before report_mu.
+void LockForFork();
+void UnlockAfterFork();
+
 // --- Shared by the two halves (cupti_mux.cc, cupti_mux_activity.cc) --------
 namespace internal {
 // Flushes CUPTI's activity buffers (no mux lock may be held).
 void FlushReal(uint32_t flag);
 // The clients' activity view is reset (cuptiFinalize).
 void FinalizeClientActivity();
+void LockActivityForFork();
+void UnlockActivityAfterFork();
 }  // namespace internal
 
 }  // namespace gpuwatch::mux

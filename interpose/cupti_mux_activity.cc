@@ -275,6 +275,12 @@ void FinalizeClientActivity() {
   for (Attribute& attribute : a->attributes) attribute = Attribute{};
 }
 
+// The routing lock is not taken: a client's buffer callback may block for
+// long, and in the child a routing lock left held costs that client its
+// records after a bounded wait (RouteToClients), nothing more.
+void LockActivityForFork() { A().mu.lock(); }
+void UnlockActivityAfterFork() { A().mu.unlock(); }
+
 }  // namespace internal
 
 bool SelfWantsKind(uint32_t kind) { return A().self.Get(kind); }

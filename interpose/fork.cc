@@ -12,6 +12,7 @@
 #include "interpose/agent.h"
 #include "interpose/background.h"
 #include "interpose/callbacks.h"
+#include "interpose/cupti_mux.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/live.h"
 #include "interpose/reports.h"
@@ -33,6 +34,7 @@ void ForkPrepare() {
   std::unique_lock<std::mutex> background(s.bg_mu);
   s.bg_started.wait(background, [&s] { return !s.bg_starting; });
   background.release();  // held until ForkRelease
+  mux::LockForFork();
   s.report_mu.lock();
   s.session->LockForFork();
 }
@@ -42,6 +44,7 @@ void ForkRelease() {
   if (!s.active.load()) return;
   s.session->UnlockAfterFork();
   s.report_mu.unlock();
+  mux::UnlockAfterFork();
   s.bg_mu.unlock();
 }
 

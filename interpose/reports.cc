@@ -14,9 +14,11 @@
 #include <utility>
 
 #include "interpose/activity.h"
+#include "interpose/cupti_mux.h"
 #include "interpose/fatal_signals.h"
 #include "interpose/guard.h"
 #include "interpose/live.h"
+#include "interpose/not_recording.h"
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -41,6 +43,10 @@ void LogReport(const Agent& s, const char* trigger, const std::string& path) {
 
 namespace {
 
+constexpr const char* kDetachedWhy =
+    "CUPTI was detached from gpuwatch (another CUPTI client called cuptiFinalize or "
+    "unsubscribed it): nothing after that was recorded";
+
 ReportContext MakeContext(const Agent& s, const char* trigger, const char* label) {
   ReportContext context;
   context.trigger = trigger;
@@ -54,6 +60,10 @@ ReportContext MakeContext(const Agent& s, const char* trigger, const char* label
   // Read now, not at attach: PyTorch reads these when it first allocates.
   context.pytorch_allocator =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
+  if (const uint64_t at = s.detached_ns.load(); at != 0) {
+    context.recording_stopped = kDetachedWhy;
+    context.recording_stopped_ns = at;
+  }
   return context;
 }
 
@@ -63,6 +73,19 @@ int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
 }
 
 }  // namespace
+
+bool NoticeDetach(Agent& s) {
+  if (s.detached_ns.load() != 0) return true;
+  if (!s.active.load() || !mux::SelfDetached()) return false;
+  uint64_t expected = 0;
+  if (!s.detached_ns.compare_exchange_strong(expected, s.recording().tracker.NowNs())) return true;
+  const double at = static_cast<double>(s.detached_ns.load()) / 1e9;
+  char why[256];
+  std::snprintf(why, sizeof(why), "%s (found %.1f s after attach)", kDetachedWhy, at);
+  Warn("%s; the reports say so, and no gate passes them", why);
+  MarkNotRecording(why, s.config().run_log);
+  return true;
+}
 
 Symbolizer* SharedSymbolizer(Agent& s) {
   unsigned long long unloads = 0;
@@ -83,6 +106,7 @@ namespace {
 bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, const char* label,
                         const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes,
                         const TrackerSnapshot* captured) {
+  NoticeDetach(s);
   ReportRequest request;
   request.context = MakeContext(s, trigger, label);
   request.context.oom = oom;
@@ -233,6 +257,12 @@ void OnTeardownDone(int, void*) {
 void OnExitStatus(int status, void*) {
   Agent& s = GetAgent();
   if (!s.active.load() || s.config().exitcode == 0 || status != 0) return;
+  if (s.detached_ns.load() != 0) {  // not recorded to the end: no leak count can be trusted
+    Warn("exit status 0 changed to %d: the run was not recorded to its end (GPUWATCH_EXITCODE)",
+         s.config().exitcode);
+    std::fflush(nullptr);
+    _exit(s.config().exitcode);
+  }
   if (!s.exit_leak_known.load() || s.exit_leaked_bytes.load() == 0) return;
   Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
        s.config().exitcode, FormatBytes(s.exit_leaked_bytes.load()).c_str());

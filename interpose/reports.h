@@ -28,6 +28,13 @@ Symbolizer* SharedSymbolizer(Agent& s);
 // "cuda" (no path) when a process makes its first CUDA call.
 void LogReport(const Agent& s, const char* trigger, const std::string& path);
 
+// Notices, once, that CUPTI was detached from under gpuwatch (mux::
+// SelfDetached: another client's cuptiFinalize where gpuwatch could not share
+// CUPTI): says so on stderr, marks gpuwatch as not recording (gates refuse to
+// vouch) and every report from then on says since when. True once detached.
+// Not for the callback path.
+bool NoticeDetach(Agent& s);
+
 // Callback hooks (callbacks.h): run inside the failing or destroying call.
 void OnOutOfMemory(const OomEvent& event);
 void OnContextDestroy();

@@ -303,6 +303,16 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   std::vector<Rule> rules;
   std::vector<std::string> notes;
   const ReportModel& m = report.model;
+  if (!m.recording_stopped.empty()) {  // what followed was not recorded: nothing to vouch for
+    Rule rule;
+    rule.name = "recorded";
+    rule.broken = true;
+    char at[32];
+    std::snprintf(at, sizeof(at), "%.1f s", static_cast<double>(m.recording_stopped_ns) / 1e9);
+    rule.summary = "not recorded to its end: " + m.recording_stopped + " (found " + at +
+                   " after attach); no limit can be judged";
+    rules.push_back(std::move(rule));
+  }
   const LeakSplit split = SplitLeaks(m.leaks_device, extra, options.include_categories);
   rules.push_back(LeakRule(split, max_leak, top));
   std::map<std::string, uint64_t> by_rule;

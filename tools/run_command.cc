@@ -57,6 +57,7 @@ struct ProcessLog {
   bool cuda = false;
   bool final_report = false;  // an exit or signal report
   std::string last_checkpoint;
+  std::string off;  // why gpuwatch did not record it, when it did not
 };
 
 // "<N> B of device memory live in <M> allocations, most at FILE:LINE (FN)",
@@ -126,8 +127,9 @@ void ExplainMissingReport(const std::string& command, long pid, long child, int 
 
 // Prints where the reports listed in `log` went, then removes it. Reports of
 // an out-of-memory failure were announced when they were written. A process
-// that used CUDA but left no exit or signal report is explained.
-void AnnounceReports(const std::string& log, const std::string& command, long child, int status,
+// that used CUDA but left no exit or signal report is explained, and so is
+// one gpuwatch did not record. Returns whether any process went unrecorded.
+bool AnnounceReports(const std::string& log, const std::string& command, long child, int status,
                      bool exec_failed) {
   std::ifstream in(log);
   std::string line;
@@ -142,6 +144,10 @@ void AnnounceReports(const std::string& log, const std::string& command, long ch
         line.substr(tab + 1, tab2 == std::string::npos ? std::string::npos : tab2 - tab - 1);
     const long pid = tab2 == std::string::npos ? child : std::atol(line.c_str() + tab2 + 1);
     ProcessLog& p = processes[pid];
+    if (trigger == "off") {
+      p.off = path;  // the reason
+      continue;
+    }
     if (trigger == "cuda") {
       p.cuda = true;
       continue;
@@ -161,15 +167,25 @@ void AnnounceReports(const std::string& log, const std::string& command, long ch
   }
   unlink(log.c_str());
   bool any_cuda = false;
+  bool any_off = false;
   for (const auto& [pid, p] : processes) {
     any_cuda = any_cuda || p.cuda;
+    if (!p.off.empty()) {
+      any_off = true;
+      const std::string who =
+          pid == child ? command : command + " (process " + std::to_string(pid) + ")";
+      std::fprintf(stderr, "gpuwatch: nothing was recorded in %s: %s\n", who.c_str(),
+                   p.off.c_str());
+      continue;
+    }
     if (p.cuda && !p.final_report) ExplainMissingReport(command, pid, child, status, p);
   }
-  if (reports == 0 && !any_cuda && !exec_failed && WIFEXITED(status)) {
+  if (reports == 0 && !any_cuda && !any_off && !exec_failed && WIFEXITED(status)) {
     std::fprintf(stderr,
                  "gpuwatch: no report was written (the command did not use CUDA, or gpuwatch "
                  "could not attach)\n");
   }
+  return any_off;
 }
 
 }  // namespace
@@ -325,7 +341,14 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
-  if (!run_log.empty()) AnnounceReports(run_log, argv[0], pid, status, exec_failed);
+  const bool unrecorded =
+      !run_log.empty() && AnnounceReports(run_log, argv[0], pid, status, exec_failed);
+  // --exitcode is a gate: a run gpuwatch did not record passes none.
+  if (unrecorded && options.exitcode > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    std::fprintf(stderr, "gpuwatch run: exit status 0 changed to %d: not recorded (--exitcode)\n",
+                 options.exitcode);
+    return options.exitcode;
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

@@ -35,6 +35,16 @@ GPUWATCH_API const char* gpuwatch_version(void);
 GPUWATCH_API int gpuwatch_is_active(void);
 
 /*
+ * 1 when gpuwatch is loaded but does not record this process (it tried to
+ * attach and could not: CUPTI held by another tool such as Nsight Systems, no
+ * usable driver, GPUWATCH_DISABLE=1; or CUPTI was detached under it), with
+ * the reason copied into `why` (NUL-terminated, cut to `size`; may be NULL).
+ * 0 while it records, and before the process's first CUDA call. A gate
+ * (a per-test leak check, a CI job) must not pass what was not recorded.
+ */
+GPUWATCH_API int gpuwatch_not_recording(char* why, size_t size);
+
+/*
  * Writes a snapshot report now, next to the main report with the suffix
  * ".snapshot-N" (see docs/report-format.md). `label` (may be NULL) is stored in
  * the report. Returns 0 on success, -1 when gpuwatch is inactive or the file

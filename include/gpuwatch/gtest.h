@@ -188,6 +188,7 @@ inline std::string FormatBytes(uint64_t bytes) {
 struct Api {
   uint64_t (*point)() = nullptr;
   long (*live_since)(uint64_t, char*, size_t) = nullptr;  // NOLINT(google-runtime-int): the C API's
+  int (*not_recording)(char*, size_t) = nullptr;          // null in a gpuwatch before it
 
   // With LD_PRELOAD (gpuwatch run) gpuwatch is in the global scope; with
   // CUDA_INJECTION64_PATH alone the driver loads it, once CUDA has started.
@@ -205,7 +206,15 @@ struct Api {
     point = reinterpret_cast<uint64_t (*)()>(p);
     live_since =
         reinterpret_cast<long (*)(uint64_t, char*, size_t)>(q);  // NOLINT(google-runtime-int)
+    not_recording =
+        reinterpret_cast<int (*)(char*, size_t)>(dlsym(handle, "gpuwatch_not_recording"));
     return true;
+  }
+
+  // Why gpuwatch, loaded, does not record this process; "" while it records.
+  std::string NotRecording() const {
+    char why[512] = {};
+    return not_recording != nullptr && not_recording(why, sizeof(why)) == 1 ? why : "";
   }
 
   // What was allocated after `since` and is live, parsed; false when
@@ -237,12 +246,16 @@ struct Api {
 
 // Fails a test that leaves more than `max_leak_bytes` of device memory live
 // (outside memory kept on purpose, unless `include_kept`), naming the sites.
+// When gpuwatch is loaded but does not record the process (CUPTI held by
+// another profiler), each test fails saying so, since nothing was measured;
+// `allow_off` makes that one line on stderr instead.
 class LeakListener : public ::testing::EmptyTestEventListener {
  public:
   static constexpr uint64_t kStartPoint = 1;  // gpuwatch_point()'s start (gpuwatch.h)
 
-  explicit LeakListener(uint64_t max_leak_bytes = 0, bool include_kept = false)
-      : max_leak_bytes_(max_leak_bytes), include_kept_(include_kept) {}
+  explicit LeakListener(uint64_t max_leak_bytes = 0, bool include_kept = false,
+                        bool allow_off = false)
+      : max_leak_bytes_(max_leak_bytes), include_kept_(include_kept), allow_off_(allow_off) {}
 
   void OnTestStart(const ::testing::TestInfo& /*info*/) override {
     if (api_.Find()) {
@@ -261,6 +274,17 @@ class LeakListener : public ::testing::EmptyTestEventListener {
     const ::testing::TestResult* result = info.result();
     if (start == 0 || result == nullptr || result->Failed() || result->Skipped()) return;
     if (!api_.Find()) return;
+    if (const std::string off = api_.NotRecording(); !off.empty()) {
+      if (!allow_off_) {
+        ADD_FAILURE_AT(info.file() != nullptr ? info.file() : "", info.line())
+            << "gpuwatch is loaded but not recording: " << off << "; no test is judged";
+      } else if (!said_off_) {
+        said_off_ = true;
+        std::fprintf(stderr, "gpuwatch: loaded but not recording: %s (nothing is measured)\n",
+                     off.c_str());
+      }
+      return;
+    }
     gtest_detail::Json since;
     if (!api_.LiveSince(start, &since)) return;
     const gtest_detail::Json& device = since["device"];
@@ -306,14 +330,17 @@ class LeakListener : public ::testing::EmptyTestEventListener {
   gtest_detail::Api api_;
   uint64_t max_leak_bytes_;
   bool include_kept_;
+  bool allow_off_;
+  bool said_off_ = false;
   uint64_t start_ = 0;
 };
 
 // Adds a LeakListener to GoogleTest's listeners: the one line for main(),
 // after ::testing::InitGoogleTest(). GoogleTest owns and deletes it.
-inline void AddLeakListener(uint64_t max_leak_bytes = 0, bool include_kept = false) {
+inline void AddLeakListener(uint64_t max_leak_bytes = 0, bool include_kept = false,
+                            bool allow_off = false) {
   ::testing::UnitTest::GetInstance()->listeners().Append(
-      new LeakListener(max_leak_bytes, include_kept));
+      new LeakListener(max_leak_bytes, include_kept, allow_off));
 }
 
 }  // namespace gpuwatch

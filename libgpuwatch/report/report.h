@@ -58,10 +58,14 @@ struct ReportContext {
   long pid = 0;
   std::string host;
   std::string rank;
-  std::vector<std::string> command;              // argv of the process
-  std::string attach_mode;                       // "preload" or "injection"
-  std::string cupti_path;                        // the libcupti that was loaded
-  std::string pytorch_allocator;                 // PytorchAllocatorMode() of the process
+  std::vector<std::string> command;  // argv of the process
+  std::string attach_mode;           // "preload" or "injection"
+  std::string cupti_path;            // the libcupti that was loaded
+  std::string pytorch_allocator;     // PytorchAllocatorMode() of the process
+  // Why recording stopped before this report (CUPTI detached under
+  // gpuwatch), and when (ns since attach); "" when it did not.
+  std::string recording_stopped;
+  uint64_t recording_stopped_ns = 0;
   const OomInfo* oom = nullptr;                  // set for trigger "oom"
   uint64_t oom_count = 0;                        // out-of-memory failures seen so far
   uint64_t stacks_dropped = 0;                   // stacks not interned: the table was full

@@ -170,6 +170,8 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   m.label = context.label;
   m.gpuwatch_version = kGpuwatchVersion;
   m.attach = context.attach_mode;
+  m.recording_stopped = context.recording_stopped;
+  m.recording_stopped_ns = context.recording_stopped_ns;
   m.cupti = context.cupti_path;
   m.process.pid = static_cast<uint64_t>(context.pid);
   m.process.host = context.host;

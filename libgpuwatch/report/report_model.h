@@ -242,6 +242,11 @@ struct ReportModel {
   std::string gpuwatch_version;
   std::string attach;  // "preload", "injection", "merge"
   std::string cupti;
+  // Why gpuwatch stopped recording before this report (CUPTI detached under
+  // it) and when (ns since attach): what followed was not recorded, so no
+  // gate may pass it. "" when it recorded to the end.
+  std::string recording_stopped;
+  uint64_t recording_stopped_ns = 0;
   ReportProcess process;
   ReportTotals totals;
   int64_t stack_depth = 0;

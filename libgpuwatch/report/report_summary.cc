@@ -36,6 +36,14 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
                 device_allocs, host, Copies(copies).c_str(), snap.launches,
                 FormatBytes(snap.device_peak_bytes).c_str());
   out += line;
+  if (!context.recording_stopped.empty()) {
+    std::snprintf(line, sizeof(line),
+                  "gpuwatch: recording had stopped by %.1f s after attach: %s; what is live "
+                  "below was live then, not known to leak\n",
+                  static_cast<double>(context.recording_stopped_ns) / 1e9,
+                  context.recording_stopped.c_str());
+    out += line;
+  }
   for (const bool device : {true, false}) {
     const std::vector<LeakGroup>& groups = device ? analysis.device_live : analysis.host_live;
     if (groups.empty()) continue;

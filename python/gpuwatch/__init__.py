@@ -40,7 +40,7 @@ import threading
 
 __version__ = "0.1.0"  # the version of libgpuwatch this package comes with
 
-__all__ = ["attached", "version", "mark", "snapshot", "pause", "resume", "paused", "phase", "live",
+__all__ = ["attached", "loaded", "recording", "not_recording", "version", "mark", "snapshot", "pause", "resume", "paused", "phase", "live",
            "Live", "point", "live_since"]
 
 # Memory live now: bytes and number of allocations (live()).
@@ -71,6 +71,9 @@ def _bind(lib):
         lib.gpuwatch_phase_push.argtypes = [ctypes.c_char_p]
         lib.gpuwatch_phase_pop.restype = ctypes.c_int
         lib.gpuwatch_phase_pop.argtypes = []
+    if hasattr(lib, "gpuwatch_not_recording"):
+        lib.gpuwatch_not_recording.restype = ctypes.c_int
+        lib.gpuwatch_not_recording.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     if hasattr(lib, "gpuwatch_point"):
         lib.gpuwatch_point.restype = ctypes.c_uint64
         lib.gpuwatch_point.argtypes = []
@@ -114,6 +117,31 @@ def attached():
     """True when gpuwatch is loaded in this process and recording."""
     api = _find()
     return api is not None and api.gpuwatch_is_active() == 1
+
+
+def loaded():
+    """True when gpuwatch is loaded in this process, recording or not."""
+    return _find() is not None
+
+
+def recording():
+    """True when gpuwatch records this process (the same as attached())."""
+    return attached()
+
+
+def not_recording():
+    """Why gpuwatch, loaded in this process, does not record it: CUPTI held
+    by another tool (Nsight Systems, ...), no usable driver, GPUWATCH_DISABLE=1,
+    or CUPTI detached under it. None while it records, before the process's
+    first CUDA call, and when it is not loaded. A gate must not pass what was
+    not recorded."""
+    api = _find()
+    if api is None or not hasattr(api, "gpuwatch_not_recording"):
+        return None
+    why = ctypes.create_string_buffer(512)
+    if api.gpuwatch_not_recording(why, len(why)) != 1:
+        return None
+    return why.value.decode("utf-8", "replace")
 
 
 def version():

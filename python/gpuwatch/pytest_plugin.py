@@ -9,6 +9,9 @@ pip-installed or `-p gpuwatch.pytest_plugin`):
     --gpuwatch-max-leak=BYTES    fail every test that leaves more than BYTES of
                                  device memory live (0, 512KiB, 1.5MiB, 2GiB)
     --gpuwatch-include-kept      count memory kept on purpose as leaked too
+    --gpuwatch-allow-off         when gpuwatch is loaded but does not record
+                                 (CUPTI held by another tool), warn instead of
+                                 failing the tests it was asked to judge
 
     @pytest.mark.gpuwatch(max_leak="1MiB", max_peak="4GiB", include_kept=False)
                                  limits for one test (or a class or module
@@ -31,7 +34,11 @@ its call started, from then to the end of its teardown. Memory is all device mem
 every thread's: work a background thread does during a test counts for it.
 
 Without gpuwatch the options warn once that nothing is measured, and the
-suite runs as it would.
+suite runs as it would. With gpuwatch loaded but not recording (CUPTI held by
+Nsight Systems or another profiler, no usable driver, CUPTI detached under
+it) every test it was asked to judge fails with "gpuwatch is loaded but not
+recording: WHY", so that a gate never passes what was not measured, unless
+--gpuwatch-allow-off turns that into one warning.
 """
 
 import gc
@@ -103,6 +110,9 @@ def pytest_addoption(parser):
     group.addoption("--gpuwatch-include-kept", action="store_true", default=False,
                     help="count memory kept on purpose (gpuwatch's built-in categories, the "
                          "suppressions file) as leaked too")
+    group.addoption("--gpuwatch-allow-off", action="store_true", default=False,
+                    help="when gpuwatch is loaded but does not record (CUPTI held by another "
+                         "tool), warn instead of failing the tests it was asked to judge")
 
 
 def pytest_configure(config):
@@ -204,6 +214,7 @@ class _Gate:
         self._setup_of = None  # the _Test whose setup runs
         self._rows = []  # (left, kept, peak, nodeid, note) for the summary
         self._found = gpuwatch._find() is not None
+        self._warned_off = False
         # With CUDA_INJECTION64_PATH alone, the driver loads gpuwatch when
         # CUDA starts: it may be found later.
         self._may_come = not self._found and bool(os.environ.get("CUDA_INJECTION64_PATH"))
@@ -285,6 +296,10 @@ class _Gate:
         if not test.ran or not report.passed:
             report.gpuwatch = {"failed": False}
             return
+        off = gpuwatch.not_recording()
+        if off is not None:
+            self._not_recorded(item, report, off)
+            return
         left, kept, sites, window_peak = self._left_live(test)
         limits = test.limits
         if limits.max_leak is not None and left > limits.max_leak:
@@ -303,6 +318,25 @@ class _Gate:
             report.outcome = "failed"
             report.longrepr = _Failure(item, "\n".join(text for text, _ in failures),
                                        "; ".join(message for _, message in failures))
+
+    def _not_recorded(self, item, report, why):
+        """gpuwatch is loaded and does not record: nothing was measured, and
+        the test fails unless --gpuwatch-allow-off says to warn."""
+        text = "gpuwatch is loaded but not recording: %s" % why
+        if self._config.getoption("gpuwatch_allow_off"):
+            report.gpuwatch = {"failed": False}
+            if not self._warned_off:
+                self._warned_off = True
+                reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None:
+                    reporter.write_line("%s (nothing is measured: --gpuwatch-allow-off)" %
+                                        text, yellow=True)
+            return
+        report.gpuwatch = {"failed": True}
+        report.outcome = "failed"
+        report.longrepr = _Failure(item, "gpuwatch: %s: %s; no test is judged (run it without "
+                                         "the other profiler, or pass --gpuwatch-allow-off)" %
+                                   (item.nodeid, text), "gpuwatch: " + text)
 
     def _left_live(self, test):
         """Device bytes allocated during the test and live now, outside the
@@ -427,6 +461,10 @@ class _Gate:
         tr.write_sep("=", "gpuwatch: device memory per test")
         if not self._attached():
             tr.write_line("gpuwatch is not attached to this process: nothing was measured")
+            return
+        off = gpuwatch.not_recording()
+        if off is not None:
+            tr.write_line("gpuwatch is loaded but not recording: %s: nothing was measured" % off)
             return
         judged = [r for r in self._rows if r[0] is not None]
         shown = [r for r in self._rows if (r[0] or 0) > 0 or r[1] > 0 or r[2] > 0]

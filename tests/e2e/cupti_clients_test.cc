@@ -10,6 +10,7 @@
 // report is the one it writes when the client uses no CUPTI at all.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 #include <tuple>
@@ -211,6 +212,41 @@ TEST(CuptiClients, InjectionAloneGivesWayToAClientThatCameFirst) {
   const auto lines = LinesStartingWith(with.process.err, "gpuwatch: profiling is off");
   ASSERT_EQ(lines.size(), 1u) << with.process.err;
   EXPECT_NE(lines[0].find("CUPTI for cupti_client"), std::string::npos) << lines[0];
+}
+
+// Loaded by the driver alone, gpuwatch cannot keep a client from calling
+// CUPTI's own cuptiFinalize: it notices the detach, says so, the report says
+// recording stopped, and no gate vouches for it (check fails, and
+// GPUWATCH_EXITCODE turns the status 0 into its own).
+TEST(CuptiClients, InjectionAloneADetachIsNoticedAndNoGatePassesIt) {
+  ScopedTempDir dir;
+  const ClientRun with =
+      RunClient("cupti_client", "finalize", true, Attach::kInjection, {{"GPUWATCH_EXITCODE", "5"}});
+  EXPECT_EQ(with.process.exit_code, 5) << with.process.err;
+  EXPECT_NE(with.process.out.find("subscribe: 39\n"), std::string::npos) << with.process.out;
+  EXPECT_EQ(
+      LinesStartingWith(with.process.err, "gpuwatch: CUPTI was detached from gpuwatch").size(), 1u)
+      << with.process.err;
+  EXPECT_EQ(LinesStartingWith(with.process.err, "gpuwatch: recording had stopped by ").size(), 1u)
+      << with.process.err;
+  EXPECT_NE(
+      with.process.err.find("exit status 0 changed to 5: the run was not recorded to its end"),
+      std::string::npos)
+      << with.process.err;
+  ASSERT_TRUE(with.report.is_object()) << with.process.err;
+  const json& stopped = with.report["gpuwatch"]["recording_stopped"];
+  ASSERT_TRUE(stopped.is_object()) << with.report["gpuwatch"].dump();
+  EXPECT_NE(stopped["why"].get<std::string>().find("cuptiFinalize"), std::string::npos);
+  // Only what came before the detach: FirstWork's 3 allocations and 1 free.
+  EXPECT_EQ(with.report["totals"]["kinds"]["device"]["allocs"], 3);
+  const std::string path = dir.path() + "/r.json";
+  std::ofstream(path) << with.report.dump();
+  const ProcessResult check =
+      RunProcess({kCli, "check", path, "--max-leak", "1GiB"}, SimEnv(), dir.path());
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+  EXPECT_NE(check.out.find("FAIL  recorded: not recorded to its end: CUPTI was detached"),
+            std::string::npos)
+      << check.out;
 }
 
 }  // namespace

@@ -284,6 +284,65 @@ TEST_F(PytestPlugin, WithoutGpuwatchWarnsOnceAndMeasuresNothing) {
   EXPECT_EQ(Outcome(r.out), "1 failed, 13 passed, 1 warning, 1 error");
 }
 
+// gpuwatch loaded but not recording (another profiler holds CUPTI, as
+// Nsight Systems does): every test the plugin was asked to judge fails
+// saying so, the summary says nothing was measured, and `gpuwatch run` says
+// why on stderr; --gpuwatch-allow-off makes it one line instead.
+TEST_F(PytestPlugin, NotRecordingFailsTheTestsItWouldJudge) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const std::string why =
+      "gpuwatch is loaded but not recording: CUPTI is held by Nsight Systems (CUPTI error 39: "
+      "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)";
+  const std::map<std::string, std::string> held = {{"GWSIM_FAIL", "other-subscriber"}};
+  const ProcessResult r = UnderGpuwatch(
+      {"--gpuwatch", "--gpuwatch-max-leak=0", "-k", "test_clean or test_leaks"}, held);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(LinesStartingWith(r.out, "FAILED"),
+            (std::vector<std::string>{"FAILED test_suite.py::test_clean - gpuwatch: " + why,
+                                      "FAILED test_suite.py::test_leaks - gpuwatch: " + why}))
+      << r.out;
+  EXPECT_EQ(Between(r.out, "gpuwatch: device memory per test", "="),
+            why + ": nothing was measured\n");
+  EXPECT_NE(r.err.find("gpuwatch: nothing was recorded in " + kPython +
+                       ": CUPTI is held by Nsight Systems"),
+            std::string::npos)
+      << r.err;
+  const ProcessResult allowed = UnderGpuwatch(
+      {"--gpuwatch-max-leak=0", "--gpuwatch-allow-off", "-k", "test_clean or test_leaks"}, held);
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.out << allowed.err;
+  EXPECT_EQ(LinesStartingWith(allowed.out, why),
+            std::vector<std::string>{why + " (nothing is measured: --gpuwatch-allow-off)"})
+      << allowed.out;
+}
+
+// The Python API tells loaded from recording, and says why it does not record.
+TEST_F(PytestPlugin, PythonApiTellsLoadedFromRecording) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const std::string script =
+      "import ctypes, gpuwatch\n"
+      "print(gpuwatch.loaded(), gpuwatch.recording(), gpuwatch.not_recording())\n"
+      "cudart = ctypes.CDLL('libcudart.so.13')\n"
+      "assert cudart.cudaFree(None) == 0\n"
+      "print(gpuwatch.loaded(), gpuwatch.recording(), gpuwatch.not_recording())\n";
+  const std::vector<std::string> argv = {kCli, "run", "--no-summary", "--", kPython, "-c", script};
+  const ProcessResult held = RunProcess(
+      argv,
+      [&] {
+        auto env = Env();
+        env["GWSIM_FAIL"] = "other-subscriber";
+        return env;
+      }(),
+      dir_.path());
+  EXPECT_EQ(held.exit_code, 0) << held.err;
+  EXPECT_EQ(held.out,
+            "True False None\n"
+            "True False CUPTI is held by Nsight Systems (CUPTI error 39: "
+            "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)\n");
+  const ProcessResult recorded = RunProcess(argv, Env(), dir_.path());
+  EXPECT_EQ(recorded.exit_code, 0) << recorded.err;
+  EXPECT_EQ(recorded.out, "True False None\nTrue True None\n");
+}
+
 // pip-installed, pytest finds the plugin through its pytest11 entry point:
 // with LD_PRELOAD alone, and under `gpuwatch run`, which also names it in
 // PYTEST_PLUGINS (registered once).
@@ -470,6 +529,46 @@ TEST_F(GtestListener, AttachedByTheDriverTheTestThatStartsCudaIsJudged) {
       RunProcess({kGtestProgram, "--gtest_filter=Model.*"}, env, dir_.path());
   EXPECT_EQ(model.exit_code, 0) << model.out << model.err;
   EXPECT_TRUE(Has(model.out, "[  PASSED  ] 2 tests."));
+}
+
+// gpuwatch loaded but not recording (another profiler holds CUPTI): each
+// test fails saying so, since nothing was measured; with allow_off, one line.
+TEST_F(GtestListener, NotRecordingFailsEachTest) {
+  const ProcessResult r = UnderGpuwatch("", {{"GWSIM_FAIL", "other-subscriber"}});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::vector<std::string> failed = FailedTests(r.out);
+  EXPECT_EQ(failed.size(), 7u)
+      << r.out;  // every test: the 6 that pass alone, and the one that fails
+  EXPECT_NE(r.out.find("gpuwatch is loaded but not recording: CUPTI is held by Nsight Systems"),
+            std::string::npos)
+      << r.out;
+  const ProcessResult allowed =
+      UnderGpuwatch("", {{"GWSIM_FAIL", "other-subscriber"}, {"GWTEST_ALLOW_OFF", "1"}});
+  EXPECT_EQ(allowed.exit_code, 1) << allowed.out << allowed.err;
+  EXPECT_NE(
+      allowed.out.find("[  FAILED  ] 1 test, listed below:\n[  FAILED  ] Leaks.FailsAndLeaks\n"),
+      std::string::npos)
+      << allowed.out;
+  EXPECT_EQ(LinesStartingWith(allowed.err, "gpuwatch: loaded but not recording").size(), 1u)
+      << allowed.err;
+}
+
+// `gpuwatch run --exitcode N` is a gate: a run it did not record fails it.
+TEST(GpuwatchRun, ExitcodeFailsARunThatWasNotRecorded) {
+  ScopedTempDir dir;
+  auto env = SimEnv();
+  env["GWSIM_FAIL"] = "other-subscriber";
+  const ProcessResult r = RunProcess(
+      {kCli, "run", "--exitcode", "3", "--", kPrograms + "/exit_with", "0"}, env, dir.path());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("gpuwatch: nothing was recorded in " + kPrograms +
+                       "/exit_with: CUPTI is held by Nsight Systems"),
+            std::string::npos)
+      << r.err;
+  const ProcessResult plain =
+      RunProcess({kCli, "run", "--", kPrograms + "/exit_with", "0"}, env, dir.path());
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.err.find("gpuwatch: nothing was recorded in"), std::string::npos) << plain.err;
 }
 
 // Without gpuwatch the listener does nothing: the same binary passes.

@@ -1,0 +1,24 @@
+// Whether gpuwatch records this process, and when it does not, why. The
+// per-test gates, `gpuwatch run` and the Python API ask, so that none of them
+// vouches for a process gpuwatch did not record (CUPTI held by Nsight, no
+// driver, CUPTI detached by another client).
+#ifndef GPUWATCH_INTERPOSE_NOT_RECORDING_H_
+#define GPUWATCH_INTERPOSE_NOT_RECORDING_H_
+
+#include <cstddef>
+#include <string>
+
+namespace gpuwatch {
+
+// Notes that gpuwatch is not recording, for `why` (the first reason is
+// kept), and tells `gpuwatch run` through its log ("off<TAB>WHY<TAB>PID")
+// when `run_log` is set. The caller says it on stderr.
+void MarkNotRecording(const std::string& why, const std::string& run_log);
+
+// Copies the reason, NUL-terminated and cut to `size`, into `why` (may be
+// null); false while nothing has been marked. Async-signal-safe.
+bool NotRecordingReason(char* why, size_t size);
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_INTERPOSE_NOT_RECORDING_H_
