@@ -3,7 +3,8 @@
 #
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
-#       questions, live, torch_leak, torch_pytest, torch_phases, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
+#       questions, cupti_clients, live, torch_leak, torch_pytest, torch_phases, torch_profiler,
+#       sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.
 #   tests/gpu/run.sh --sim [--build DIR] ...
@@ -73,7 +74,8 @@ make_bundle() {
   done
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
   for p in api_mix exit_with leak_sites threads snapshot_signal transfers reuse_race zero_copy \
-           copy_findings arrays graphs default_copies vmm_striped nvtx_pool live_steps; do
+           copy_findings arrays graphs default_copies vmm_striped nvtx_pool live_steps \
+           cupti_client cupti_client_dlsym; do
     copy "tests/programs/$p"
   done
   for p in leaky_loop oom pool_and_driver api_mix leak_sites transfers; do copy "tests/gpu/static/$p"; done

@@ -49,8 +49,9 @@ import compare_sequences  # noqa: E402
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
-PARTS = ["env", "programs", "questions", "live", "sequences", "torch_leak", "torch_pytest", "torch_phases",
-         "torch_step", "overhead", "launches", "sanitizer"]
+PARTS = ["env", "programs", "questions", "cupti_clients", "live", "sequences", "torch_leak",
+         "torch_pytest", "torch_phases", "torch_profiler", "torch_step", "overhead", "launches",
+         "sanitizer"]
 
 SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
     ("leaky_loop", "examples", [], 0),
@@ -837,6 +838,85 @@ class Validator:
                                       "live, backward 24 MiB allocated and none live"))
             else:  # segments: what the caching allocator's requests look like per phase
                 self.record("INFO", f"torch_phases {mode}", detail)
+
+    # --- other CUPTI clients beside gpuwatch -------------------------------------
+
+    def part_cupti_clients(self):
+        """The real question of sharing CUPTI (interpose/cupti_mux.h): does a
+        client linked against libcupti, and one that dlsyms it, see under
+        gpuwatch (preload) exactly what it sees alone, on the real CUPTI?"""
+        for program in ("cupti_client", "cupti_client_dlsym"):
+            exe = self.program_path(program, "tests/programs", False)
+            if not self.args.dry_run and not os.path.exists(exe):
+                self.record("FAIL", f"cupti_clients {program}", f"{exe} is missing")
+                continue
+            for mode in ("callbacks", "activity", "both", "finalize"):
+                if not self.have_time(f"cupti_clients {program} {mode}", 20):
+                    return
+                name = f"cupti_clients {program} {mode}"
+                env = self.base_env(self.args.sim)
+                code, alone, err, _ = self.run([exe, mode, "late"], env, 60, label=name + " alone")
+                report = self.out_path("cupti_clients", f"{program}.{mode}.json")
+                code2, shared, err2, _ = self.run([exe, mode, "late"],
+                                                  self.gpuwatch_env("preload", report, self.args.sim),
+                                                  60, label=name + " under gpuwatch")
+                if self.args.dry_run:
+                    continue
+                with open(self.out_path("cupti_clients", f"{program}.{mode}.txt"), "w") as f:
+                    f.write(alone + "\n--- under gpuwatch ---\n" + shared + "\n--- stderr ---\n" + err2)
+                same = code == 0 and code2 == 0 and alone == shared
+                saw = "subscribe: 0" in alone or "records of kind" in alone
+                self.record("PASS" if same and saw else "FAIL", name,
+                            f"exit {code}/{code2}; client output {'the same' if alone == shared else 'differs'}"
+                            f" under gpuwatch; {len(alone.splitlines())} lines"
+                            + ("" if saw else "; the client saw nothing of CUPTI even alone"))
+
+    def part_torch_profiler(self):
+        """torch.profiler (Kineto, a second CUPTI client) beside gpuwatch: its
+        CUDA kernels and copies are there, the same as without gpuwatch, and
+        gpuwatch's report is the same with and without the profiler window."""
+        script = os.path.join(HERE, "torch_profiler.py")
+        if self.args.sim or not self.torch_ok():
+            self.record("SKIP", "torch_profiler", "needs PyTorch with CUDA on a GPU")
+            return
+        if not self.have_time("torch_profiler", 90):
+            return
+        env = self.base_env(False)
+        code, alone, err, _ = self.run(["python3", script, "--profile"], env, 180,
+                                       label="torch_profiler alone")
+        runs = {}
+        for profile in (True, False):
+            tag = "profiled" if profile else "plain"
+            report = self.out_path("torch_profiler", f"{tag}.json")
+            argv = ["python3", script] + (["--profile"] if profile else [])
+            runs[tag] = self.run(argv, self.gpuwatch_env("preload", report), 180,
+                                 label=f"torch_profiler {tag} under gpuwatch") + (report,)
+        if self.args.dry_run:
+            return
+
+        def last_json(text):
+            for line in reversed(text.splitlines()):
+                if line.startswith("{"):
+                    return json.loads(line)
+            return {}
+
+        base = last_json(alone)
+        shared = last_json(runs["profiled"][1])
+        ok = (code == 0 and runs["profiled"][0] == 0 and base.get("gpu_kernels", 0) > 0 and
+              base.get("gpu_kernels") == shared.get("gpu_kernels") and
+              base.get("gpu_copies") == shared.get("gpu_copies"))
+        self.record("PASS" if ok else "FAIL", "torch_profiler sees its CUDA events",
+                    f"alone {base}; under gpuwatch {shared}")
+        plain = checks.load(runs["plain"][4])
+        profiled = checks.load(runs["profiled"][4])
+        keys = ("allocs", "alloc_bytes", "frees", "current_bytes")
+        a = {k: checks.get(plain, "totals", "kinds", "device", k) for k in keys}
+        b = {k: checks.get(profiled, "totals", "kinds", "device", k) for k in keys}
+        la = checks.get(plain, "totals", "kernel_launches")
+        lb = checks.get(profiled, "totals", "kernel_launches")
+        self.record("PASS" if a == b and la == lb else "FAIL",
+                    "torch_profiler gpuwatch report unchanged by the window",
+                    f"device {a} / {b}; launches {la} / {lb}")
 
     # --- sanitizer ------------------------------------------------------------
 
