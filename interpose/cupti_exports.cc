@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <link.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -204,16 +203,31 @@ bool IsCuptiHandle(void* handle) {
 }
 
 }  // namespace
+
+// A CUPTI function looked up on a libcupti handle: gpuwatch's entry point
+// when it has one and sharing is on (and the library has the function).
+bool RouteCuptiLookup(void* handle, const char* name, void** answer) {
+  if (!Shared()) return false;
+  void* ours = ExportNamed(name);
+  if (ours == nullptr || !IsCuptiHandle(handle) || RealDlsym(handle, name) == nullptr) {
+    return false;
+  }
+  *answer = ours;
+  return true;
+}
+
 }  // namespace gpuwatch
 
 // Decides one dlsym call for the stub below: returns the real dlsym for the
-// stub to jump to, or null with the answer in `*answer`.
-extern "C" __attribute__((visibility("hidden"))) void* gpuwatch_dlsym_route(void* handle,
-                                                                            const char* name,
-                                                                            void** answer) {
-  using gpuwatch::RealDlsym;
-  static std::atomic<void*> next{nullptr};  // the dlsym after gpuwatch's
-  void* real_dlsym = next.load(std::memory_order_relaxed);
+// stub to jump to, or null with the answer in `*answer`. A sanitizer's
+// runtime looks its interceptors up through dlsym before its shadow memory
+// exists: the common path touches no instrumented code and calls nothing
+// but dlvsym once.
+extern "C"
+    __attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread"))) void*
+    gpuwatch_dlsym_route(void* handle, const char* name, void** answer) {
+  static void* next = nullptr;  // the dlsym after gpuwatch's
+  void* real_dlsym = __atomic_load_n(&next, __ATOMIC_RELAXED);
   if (real_dlsym == nullptr) {
     real_dlsym = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (real_dlsym == nullptr) real_dlsym = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -221,19 +235,12 @@ extern "C" __attribute__((visibility("hidden"))) void* gpuwatch_dlsym_route(void
       *answer = nullptr;
       return nullptr;
     }
-    next.store(real_dlsym, std::memory_order_relaxed);
+    __atomic_store_n(&next, real_dlsym, __ATOMIC_RELAXED);
   }
-  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || name == nullptr ||
-      std::strncmp(name, "cupti", 5) != 0 || !gpuwatch::Shared()) {
-    return real_dlsym;
-  }
-  void* ours = gpuwatch::ExportNamed(name);
-  // A libcupti without the function keeps lacking it.
-  if (ours == nullptr || !gpuwatch::IsCuptiHandle(handle) || RealDlsym(handle, name) == nullptr) {
-    return real_dlsym;
-  }
-  *answer = ours;
-  return nullptr;
+  const bool cupti = name != nullptr && name[0] == 'c' && name[1] == 'u' && name[2] == 'p' &&
+                     name[3] == 't' && name[4] == 'i';
+  if (!cupti || handle == RTLD_DEFAULT || handle == RTLD_NEXT) return real_dlsym;
+  return gpuwatch::RouteCuptiLookup(handle, name, answer) ? nullptr : real_dlsym;
 }
 
 #if defined(__x86_64__)

@@ -5,6 +5,8 @@
 // destroyed. The rules of callbacks.h hold here too.
 #include <pthread.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "interpose/callback_state.h"
@@ -123,6 +125,36 @@ void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
   g_hooks.session->graphs().OnNodeCreated(id, Addr(g->graph), work);
 }
 
+// Contexts alive per device, as CUPTI reported their creation (a context
+// made before gpuwatch attached is not counted: 0 reads as one).
+std::atomic<int>& ContextsOn(int32_t device) {
+  static std::atomic<int> counts[kMaxTrackedDevices];
+  return counts[std::clamp<int32_t>(device, 0, kMaxTrackedDevices - 1)];
+}
+
+// What a context's destroy frees (cuda_runtime_api.h, cudaDeviceReset: the
+// allocations of cudaMalloc, cudaMallocPitch, cudaMallocHost, cudaMallocManaged
+// and CUDA arrays; not those of cudaMallocAsync/cudaMallocFromPoolAsync),
+// removed from the live table. The live table does not say which context
+// made an allocation: when another context shares the device, nothing is
+// removed, and that is counted.
+void ContextDestroyed(int32_t device) {
+  constexpr uint32_t kFreedWithContext =
+      1u << static_cast<int>(MemKind::kDevice) | 1u << static_cast<int>(MemKind::kManaged) |
+      1u << static_cast<int>(MemKind::kPinnedHost) | 1u << static_cast<int>(MemKind::kArray);
+  Lifecycle& lifecycle = Tables().lifecycle;
+  lifecycle.contexts_destroyed.fetch_add(1, std::memory_order_relaxed);
+  const int before = ContextsOn(device).fetch_sub(1, std::memory_order_relaxed);
+  if (before > 1) {
+    lifecycle.context_destroys_kept.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (before <= 0) ContextsOn(device).store(0, std::memory_order_relaxed);
+  const Tracker::Freed freed = Tables().tracker.OnContextDestroyed(device, kFreedWithContext);
+  lifecycle.context_freed_count.fetch_add(freed.count, std::memory_order_relaxed);
+  lifecycle.context_freed_bytes.fetch_add(freed.bytes, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
@@ -132,9 +164,13 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
       // loaded after gpuwatch attached, or loaded again after a dlclose).
       if (g_hooks.session->stacks() != nullptr) RefreshToolModules();
       Tables().lifecycle.ContextReady(Tables().tracker.NowNs());  // rare
+      ContextsOn(DeviceOfContext(r->context, 0)).fetch_add(1, std::memory_order_relaxed);
       return;
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      // The context report captures what it holds first; then its memory
+      // leaves the live table, as the driver frees it.
       if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();
+      ContextDestroyed(DeviceOfContext(r->context, 0));
       return;
     default:
       break;

@@ -24,6 +24,14 @@ struct Lifecycle {
   std::array<std::atomic<uint64_t>, kNumSyncKinds> sync_ns{};
   std::array<std::atomic<uint64_t>, kNumSyncKinds> sync_count{};
   std::atomic<int> exit_status{-1};  // set by the exit handler
+  // Contexts destroyed while the process ran (cudaDeviceReset, ...), and the
+  // allocations the driver freed with them; destroys whose memory was kept
+  // live because other contexts shared the device (gpuwatch cannot tell
+  // which context made an allocation).
+  std::atomic<uint64_t> contexts_destroyed{0};
+  std::atomic<uint64_t> context_freed_count{0};
+  std::atomic<uint64_t> context_freed_bytes{0};
+  std::atomic<uint64_t> context_destroys_kept{0};
 
   // Records `now` as the first call if none was recorded yet.
   void FirstCall(uint64_t now) {
@@ -49,6 +57,10 @@ struct LifecycleFigures {
   std::array<uint64_t, kNumSyncKinds> sync_count{};
   int64_t teardown_ns = -1;  // -1: not measured (the report was written before teardown)
   int exit_status = -1;      // -1: unknown or not exited yet
+  uint64_t contexts_destroyed = 0;
+  uint64_t context_freed_count = 0;
+  uint64_t context_freed_bytes = 0;
+  uint64_t context_destroys_kept = 0;
 };
 
 inline LifecycleFigures LifecycleFiguresOf(const Lifecycle& l) {
@@ -61,6 +73,10 @@ inline LifecycleFigures LifecycleFiguresOf(const Lifecycle& l) {
     f.sync_count[i] = l.sync_count[i].load(std::memory_order_relaxed);
   }
   f.exit_status = l.exit_status.load(std::memory_order_relaxed);
+  f.contexts_destroyed = l.contexts_destroyed.load(std::memory_order_relaxed);
+  f.context_freed_count = l.context_freed_count.load(std::memory_order_relaxed);
+  f.context_freed_bytes = l.context_freed_bytes.load(std::memory_order_relaxed);
+  f.context_destroys_kept = l.context_destroys_kept.load(std::memory_order_relaxed);
   return f;
 }
 

@@ -359,6 +359,23 @@ void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
   for (const uint64_t start : starts) OnFree(start);
 }
 
+Tracker::Freed Tracker::OnContextDestroyed(int device, uint32_t kinds) {
+  std::vector<uint64_t> addresses;
+  ForEachLive([&](const LiveAlloc& a, uint32_t /*time_ms*/) {
+    if (a.device == device && (kinds >> static_cast<int>(a.kind) & 1u) != 0) {
+      addresses.push_back(a.address);
+    }
+  });
+  Freed freed;
+  for (const uint64_t address : addresses) {
+    LiveAlloc removed;
+    if (!BeginFree(address, &removed)) continue;  // freed meanwhile by its owner
+    ++freed.count;
+    freed.bytes += removed.size;
+  }
+  return freed;
+}
+
 void Tracker::OnCopy(const CopyEvent& event) {
   if (paused()) return;
   const int k = static_cast<int>(event.kind);

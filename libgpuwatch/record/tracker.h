@@ -121,6 +121,16 @@ class Tracker {
   // cuMemUnmap: frees every VMM mapping inside [address, address + size).
   void OnUnmapRange(uint64_t address, uint64_t size);
 
+  // A context of `device` is being destroyed (cudaDeviceReset,
+  // cuDevicePrimaryCtxReset, cuCtxDestroy): the driver frees the live
+  // allocations of the kinds in `kinds` (a mask of 1 << MemKind) on that
+  // device. They are removed as frees; returns how many and their bytes.
+  struct Freed {
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+  };
+  Freed OnContextDestroyed(int device, uint32_t kinds);
+
   void OnCopy(const CopyEvent& event);
   // A kernel launch made in `phase` (0: none).
   void OnLaunch(uint32_t phase = 0);

@@ -157,6 +157,10 @@ json LifecycleSection(const LifecycleFigures& l) {
                              : json(nullptr);
   j["teardown_ns"] = l.teardown_ns >= 0 ? json(l.teardown_ns) : json(nullptr);
   j["exit_status"] = l.exit_status >= 0 ? json(l.exit_status) : json(nullptr);
+  j["contexts"] = {{"destroyed", l.contexts_destroyed},
+                   {"freed_count", l.context_freed_count},
+                   {"freed_bytes", l.context_freed_bytes},
+                   {"destroys_kept", l.context_destroys_kept}};
   return j;
 }
 

@@ -44,6 +44,14 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
                   context.recording_stopped.c_str());
     out += line;
   }
+  if (const LifecycleFigures& l = context.lifecycle; l.context_freed_count != 0) {
+    std::snprintf(line, sizeof(line),
+                  "gpuwatch: freed by a context reset: %s of device and pinned memory in %s "
+                  "(cudaDeviceReset, cuCtxDestroy; in the context reports, not live at exit)\n",
+                  FormatBytes(l.context_freed_bytes).c_str(),
+                  CountOf(l.context_freed_count, "allocation", "allocations").c_str());
+    out += line;
+  }
   for (const bool device : {true, false}) {
     const std::vector<LeakGroup>& groups = device ? analysis.device_live : analysis.host_live;
     if (groups.empty()) continue;

@@ -425,5 +425,45 @@ TEST(Fidelity, OwnFunctionsNamedLikeCudaKeepTheirLines) {
   EXPECT_EQ(copy["bytes"], 1 * kMiB);
 }
 
+// cudaDeviceReset with memory live: what the driver frees with the context
+// (device, pinned, managed and pitched memory) is reported live at the
+// destroy in the context report, then leaves the live table: the exit report
+// counts it as freed by a context reset, never as live, and the device peak
+// never counts memory the device did not hold at one moment (11 MiB: the
+// 3 MiB stream-ordered block that survives plus the 8 MiB allocated after;
+// 18 MiB if the freed memory stayed).
+TEST(Fidelity, DeviceResetFreesWhatTheDriverFreesAndKeepsStreamOrderedMemory) {
+  ScopedTempDir dir;
+  ProcessResult run;
+  const json r = RunUnder(dir, "device_reset", {}, &run);
+  ASSERT_NE(run.out.find("device_reset: pitch 1024\n"), std::string::npos) << run.out;
+  const json& totals = r["totals"];
+  EXPECT_EQ(totals["device_current_bytes"], 8 * kMiB);
+  EXPECT_EQ(totals["device_peak_bytes"], 11 * kMiB);
+  EXPECT_EQ(totals["host_current_bytes"], 0);
+  EXPECT_EQ(totals["kinds"]["pool"]["frees"], 1);  // by the program, after the reset
+  EXPECT_EQ(totals["kinds"]["managed"]["current_bytes"], 0);
+  const json& contexts = r["lifecycle"]["contexts"];
+  EXPECT_EQ(contexts["destroyed"], 1);
+  EXPECT_EQ(contexts["freed_count"], 4);
+  EXPECT_EQ(contexts["freed_bytes"], (4 + 2 + 1 + 2) * kMiB);
+  const json& sites = r["leaks"]["device"]["sites"];
+  ASSERT_EQ(sites.size(), 1u) << sites.dump();
+  EXPECT_EQ(sites[0]["location"], At("device_reset.cu", "AT:after"));
+  EXPECT_NE(run.err.find("gpuwatch: freed by a context reset: 9.0 MiB of device and pinned "
+                         "memory in 4 allocations"),
+            std::string::npos)
+      << run.err;
+  // The context report: everything live at the destroy, the surviving block included.
+  const json c = ReadReport(dir.path() + "/device_reset.json.context-1");
+  EXPECT_EQ(c["trigger"], "context_destroy");
+  EXPECT_EQ(c["totals"]["device_current_bytes"], 10 * kMiB);
+  EXPECT_EQ(c["leaks"]["host"]["bytes"], 2 * kMiB);
+  const json& live = c["leaks"]["device"]["sites"];
+  ASSERT_EQ(live.size(), 4u) << live.dump();
+  EXPECT_EQ(live[0]["location"], At("device_reset.cu", "AT:device"));
+  EXPECT_EQ(live[1]["location"], At("device_reset.cu", "AT:ordered"));
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

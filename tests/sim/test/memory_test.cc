@@ -79,6 +79,32 @@ TEST(Memory, CapacityIsEnforcedAndReported) {
   EXPECT_EQ(free_now, free_before);
 }
 
+// cudaDeviceReset destroys what cudaMalloc, cudaMallocHost, cudaMallocManaged
+// and cudaMallocPitch allocated, and "will not destroy memory allocations by
+// cudaMallocAsync() and cudaMallocFromPoolAsync()" (cuda_runtime_api.h).
+TEST(Memory, DeviceResetKeepsStreamOrderedMemory) {
+  InitCuda();
+  size_t free_before = 0;
+  size_t total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  void* device = nullptr;
+  void* ordered = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 4 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&ordered, 3 << 20, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  InitCuda();
+  size_t free_after = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_after, free_before - (3 << 20));      // the stream-ordered block survived
+  EXPECT_EQ(cudaFree(device), cudaErrorInvalidValue);  // destroyed with the context
+  cudaGetLastError();
+  EXPECT_EQ(cudaFreeAsync(ordered, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_after, free_before);
+}
+
 TEST(Memory, FreeingTwiceOrTheWrongKindFails) {
   InitCuda();
   void* d = nullptr;

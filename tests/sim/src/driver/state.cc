@@ -351,9 +351,12 @@ std::vector<Allocation> MemoryTable::RemoveContext(CUctx_st* ctx) {
   std::vector<Allocation> removed;
   std::unique_lock lock(mu_);
   for (auto it = map_.begin(); it != map_.end();) {
-    // Registered host memory belongs to its owner; VMM mappings to their handles.
-    if (it->second.ctx == ctx && it->second.origin != Origin::kRegistered &&
-        it->second.origin != Origin::kVmm) {
+    // Registered host memory belongs to its owner; VMM mappings to their
+    // handles; stream-ordered and graph memory to their pools, which
+    // cudaDeviceReset "will not destroy" (cuda_runtime_api.h).
+    const Origin origin = it->second.origin;
+    if (it->second.ctx == ctx && origin != Origin::kRegistered && origin != Origin::kVmm &&
+        origin != Origin::kAsync && origin != Origin::kGraph) {
       removed.push_back(it->second);
       it = map_.erase(it);
     } else {
