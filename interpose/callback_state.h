@@ -32,6 +32,7 @@ struct CallInProgress {
   uint64_t node = 0;
   bool freed = false;  // kFree: the allocation was removed at ENTER
   LiveAlloc removed;
+  const char* symbol = nullptr;  // kLaunch: the kernel's name (CUPTI's symbolName)
 };
 // initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.
@@ -45,8 +46,9 @@ inline Recording& Tables() { return g_hooks.session->recording(); }
 
 inline bool IsRecording() { return !Tables().tracker.paused(); }
 
-// The name a graph launch counts under among the kernels.
-inline constexpr char kGraphLaunch[] = "(graph launch)";
+// The name a kernel node added to a graph explicitly counts under at each
+// launch (CUPTI names the kernel of a captured launch only).
+inline constexpr char kGraphKernelNode[] = "(graph kernel node)";
 
 // callbacks.cc.
 // The stack of the call in progress, captured once per call.

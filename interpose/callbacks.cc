@@ -244,6 +244,7 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   c.made_node = false;
   c.node = 0;
   c.freed = false;
+  c.symbol = d->symbolName;
   if (!ParseCall(spec, d, /*succeeded=*/false, &c.call)) {
     c.spec = nullptr;  // nothing to record (an empty batch, a node of another type)
     t_in_call = true;

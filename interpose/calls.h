@@ -61,6 +61,10 @@ struct ParsedCall {
   uint64_t dst = 0;
   SyncKind sync = SyncKind::kDevice;  // kSync
   const void* graph_exec = nullptr;   // kGraphLaunch
+  // kLaunch of a kernel node added to a graph: its function, a runtime
+  // function (cudaFuncGetName) or, when `kernel_func_driver`, a CUfunction.
+  const void* kernel_func = nullptr;
+  bool kernel_func_driver = false;
   // Adds a node to a graph and does nothing now (cudaGraphAddMemcpyNode,
   // cudaGraphAddMemAllocNode, ...); its work happens at each launch.
   bool node_only = false;

@@ -144,6 +144,24 @@ inline bool NodeOnly(ParsedCall* c, bool parsed) {
   return parsed;
 }
 
+// A kernel node added to a graph (cudaGraphAddKernelNode, cuGraphAddKernelNode
+// and their generic forms): no launch now; the kernel runs at each launch of
+// the graph's instances.
+template <typename P>
+bool ReadGraphKernelNode(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+  c->role = Role::kLaunch;
+  if (d != nullptr && d->functionParams != nullptr) {
+    const auto& p = Params<P>(d);
+    if constexpr (requires { p.pNodeParams; }) {
+      if (p.pNodeParams != nullptr) c->kernel_func = p.pNodeParams->func;
+    } else if constexpr (requires { p.nodeParams->func; }) {
+      if (p.nodeParams != nullptr) c->kernel_func = p.nodeParams->func;
+      c->kernel_func_driver = true;
+    }
+  }
+  return NodeOnly(c, true);
+}
+
 template <typename P>
 bool ReadGraphMemcpyNode(const CUpti_CallbackData* d, bool, ParsedCall* c) {
   const cudaMemcpy3DParms* p = Params<P>(d).pCopyParams;
@@ -216,6 +234,10 @@ bool ReadGraphAddNodeRuntime(const CUpti_CallbackData* d, bool ok, ParsedCall* c
       return SetGraphAlloc(c, &p->alloc, ok);
     case cudaGraphNodeTypeMemFree:
       return NodeOnly(c, SetFree(c, Addr(p->free.dptr)));
+    case cudaGraphNodeTypeKernel:
+      c->role = Role::kLaunch;
+      c->kernel_func = p->kernel.func;
+      return NodeOnly(c, true);
     default:
       return false;
   }
@@ -236,6 +258,11 @@ bool ReadGraphAddNodeDriver(const CUpti_CallbackData* d, bool ok, ParsedCall* c)
       return SetGraphAlloc(c, &p->alloc, ok);
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       return NodeOnly(c, SetFree(c, p->free.dptr));
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      c->role = Role::kLaunch;
+      c->kernel_func = p->kernel.func;
+      c->kernel_func_driver = true;
+      return NodeOnly(c, true);
     default:
       return false;
   }

@@ -3,6 +3,7 @@
 // are made (explicitly, or captured from a stream) and replayed at each
 // launch of an instance; the resource domain also marks contexts made and
 // destroyed. The rules of callbacks.h hold here too.
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -73,9 +74,13 @@ void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeede
       case GraphWork::Type::kFree:
         if (succeeded && work.address != 0) Tables().tracker.OnFree(work.address);
         break;
+      case GraphWork::Type::kKernel:  // each kernel node runs once per launch
+        if (succeeded) {
+          Launch(work.kernel != nullptr && *work.kernel != '\0' ? work.kernel : kGraphKernelNode);
+        }
+        break;
     }
   }
-  if (succeeded) Launch(kGraphLaunch);
 }
 
 namespace {
@@ -84,6 +89,28 @@ uint64_t NodeId(CUgraphNode node) {
   uint64_t id = 0;
   if (node == nullptr || g_hooks.get_graph_node_id(node, &id) != CUPTI_SUCCESS) return 0;
   return id;
+}
+
+// The name of a kernel node's function, as the driver keeps it (the same
+// storage as a launch's symbolName): cudaFuncGetName of the process's
+// runtime, or cuFuncGetName of its driver, looked up once. Null when
+// neither can tell (a static runtime, a driver before CUDA 12.3). A CUDA
+// call inside the callback: gpuwatch's guard keeps its own callbacks out.
+const char* KernelNameOf(const ParsedCall& call) {
+  using RuntimeName = int (*)(const char**, const void*);
+  using DriverName = int (*)(const char**, const void*);
+  static const auto runtime_name =
+      reinterpret_cast<RuntimeName>(dlsym(RTLD_DEFAULT, "cudaFuncGetName"));
+  static const auto driver_name = [] {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    return driver != nullptr ? reinterpret_cast<DriverName>(dlsym(driver, "cuFuncGetName"))
+                             : nullptr;
+  }();
+  const char* name = nullptr;
+  if (call.kernel_func == nullptr) return nullptr;
+  const auto get = call.kernel_func_driver ? driver_name : runtime_name;
+  if (get == nullptr || get(&name, call.kernel_func) != 0) return nullptr;
+  return name;
 }
 
 // A node made inside the tracked call in progress on this thread.
@@ -115,8 +142,12 @@ void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
       work.type = GraphWork::Type::kFree;
       work.address = call.address;
       break;
+    case Role::kLaunch:  // a captured launch, or a kernel node added
+      work.type = GraphWork::Type::kKernel;
+      work.kernel = call.node_only ? KernelNameOf(call) : c.symbol;
+      break;
     default:
-      return;  // kernels and the rest: the graph launch counts them
+      return;  // the rest do no work gpuwatch counts
   }
   const uint64_t id = NodeId(g->node);
   if (id == 0) return;

@@ -28,7 +28,7 @@
 namespace gpuwatch {
 
 struct GraphWork {
-  enum class Type : uint8_t { kCopy, kAlloc, kFree };
+  enum class Type : uint8_t { kCopy, kAlloc, kFree, kKernel };
   Type type = Type::kCopy;
   uint32_t stack_id = 0;  // the site of the call that made the node
   // kCopy
@@ -40,6 +40,9 @@ struct GraphWork {
   uint64_t address = 0;
   uint64_t size = 0;
   int32_t device = 0;
+  // kKernel: the kernel's name as CUPTI gave it when a launch was captured
+  // into the graph (static storage); null for a node added explicitly.
+  const char* kernel = nullptr;
 };
 
 class GraphTable {

@@ -379,8 +379,16 @@ void ExpectGraphs(const json& report, const std::string& mode) {
   EXPECT_EQ(site("AT:captured_in")["hosts"]["pinned"]["count"], kLaunches) << mode;
   EXPECT_EQ(site("AT:captured_out")["count"], kLaunches) << mode;
   EXPECT_EQ(site("AT:node_copy")["count"], 1) << mode;
-  EXPECT_EQ(report["kernels"]["kernels"][0]["name"], "(graph launch)") << mode;
+  // Kernels run in graphs count per kernel node per launch, named: the
+  // captured Scale launch (3 launches of its graph) and the Scale node added
+  // explicitly to the built graph (1 launch). A graph launch itself is no
+  // kernel.
+  const json& kernels = report["kernels"]["kernels"];
+  ASSERT_EQ(kernels.size(), 1u) << kernels.dump() << mode;
+  EXPECT_EQ(kernels[0]["name"], "(anonymous namespace)::Scale(float*, unsigned long)") << mode;
+  EXPECT_EQ(kernels[0]["launches"], kLaunches + 1) << mode;
   EXPECT_EQ(report["kernels"]["launches"], kLaunches + 1) << mode;
+  EXPECT_EQ(report["totals"]["kernel_launches"], kLaunches + 1) << mode;
   // Graph memory: the scratch buffer lived during each launch (the peak
   // saw it), the allocation node's 4 MiB stays live.
   const json& graph = report["totals"]["kinds"]["graph"];
@@ -408,6 +416,14 @@ TEST(Fidelity, GraphCopiesAndMemoryHappenAtEachLaunch) {
   const json untimed = RunUnder(dir2, "graphs", {{"GWSIM_CUPTI_VERSION", "120000"}});
   ASSERT_TRUE(untimed.is_object());
   ExpectGraphs(untimed, "no activity");
+  // With kernel timing, each launch of a graph kernel node is timed once:
+  // never more timed launches than launches, one kernel.
+  ScopedTempDir dir3;
+  const json timed = RunUnder(dir3, "graphs", {{"GPUWATCH_KERNEL_TIMING", "1"}});
+  ASSERT_TRUE(timed.is_object());
+  ExpectGraphs(timed, "kernel timing");
+  const json& kernel = timed["kernels"]["kernels"][0];
+  EXPECT_EQ(kernel["timed"], kernel["launches"]) << kernel.dump();
 }
 
 // The program's own functions named as CUDA's are (the CUDA graphs sample's

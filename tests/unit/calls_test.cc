@@ -379,13 +379,23 @@ TEST(Parse, GraphNodesAreNodeOnly) {
   EXPECT_EQ(c.copy.bytes, 200u);
   EXPECT_EQ(c.copy.kind, CopyKind::kDeviceToHost);
 
-  generic.type = cudaGraphNodeTypeKernel;  // not followed
+  // A kernel node: a launch at each launch of the graph, with its function.
+  generic.type = cudaGraphNodeTypeKernel;
+  int function = 0;
+  generic.kernel.func = &function;
+  const ParsedCall kernel = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddNode_v12030, Data(add));
+  EXPECT_EQ(kernel.role, Role::kLaunch);
+  EXPECT_TRUE(kernel.node_only);
+  EXPECT_EQ(kernel.kernel_func, &function);
+  EXPECT_FALSE(kernel.kernel_func_driver);
+
+  generic.type = cudaGraphNodeTypeHost;  // not followed
   const CallbackSpec* spec =
       FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddNode_v12030);
   ASSERT_NE(spec, nullptr);
   const CUpti_CallbackData d = Data(add);
-  ParsedCall kernel;
-  EXPECT_FALSE(ParseCall(*spec, &d, true, &kernel));
+  ParsedCall host;
+  EXPECT_FALSE(ParseCall(*spec, &d, true, &host));
 }
 
 TEST(Parse, NullParamsAreRefusedNotRead) {

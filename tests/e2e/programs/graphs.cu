@@ -73,6 +73,16 @@ int main() {
   cudaGraphNode_t alloc_node = nullptr;
   Check(cudaGraphAddMemAllocNode(&alloc_node, built, &copy_node, 1, &alloc),  // LEAK:graph
         "alloc node");
+  // A kernel node added explicitly: it runs once per launch of the graph.
+  cudaKernelNodeParams kernel{};
+  size_t count = node_bytes / sizeof(float);
+  void* args[] = {&device, &count};
+  kernel.func = reinterpret_cast<void*>(&Scale);
+  kernel.gridDim = dim3(1);
+  kernel.blockDim = dim3(256);
+  kernel.kernelParams = args;
+  cudaGraphNode_t kernel_node = nullptr;
+  Check(cudaGraphAddKernelNode(&kernel_node, built, &copy_node, 1, &kernel), "kernel node");
   cudaGraphExec_t built_exec = nullptr;
   Check(cudaGraphInstantiate(&built_exec, built, 0), "instantiate built");
   Check(cudaGraphLaunch(built_exec, stream), "launch built");
