@@ -32,6 +32,8 @@ struct CallInProgress {
   uint64_t node = 0;
   bool freed = false;  // kFree: the allocation was removed at ENTER
   LiveAlloc removed;
+  bool vmm_released = false;  // kVmmRelease: the handle was released at ENTER
+  Tracker::VmmRelease vmm_release;
 };
 // initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.
