@@ -356,9 +356,9 @@ bool ReadMemHostRegister(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
   return SetAlloc(c, ok ? Addr(p.p) : 0, p.bytesize, MemKind::kRegisteredHost);
 }
 
-// VMM: a physical handle (cuMemCreate) is not memory the program can reach
-// until it is mapped; the mapping is what counts. A failed cuMemCreate is the
-// VMM out-of-memory.
+// VMM: the memory is the physical handle's (cuMemCreate), as the driver
+// counts it; a mapping (cuMemMap) adds none. A failed cuMemCreate is the VMM
+// out-of-memory.
 template <typename P>
 bool ReadMemCreate(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
   const auto& p = Params<P>(d);
@@ -392,10 +392,25 @@ bool ReadMemRelease(const CUpti_CallbackData* d, bool, ParsedCall* c) {
 }
 
 template <typename P>
-bool ReadMemMap(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
+bool ReadMemMap(const CUpti_CallbackData* d, bool, ParsedCall* c) {
   const auto& p = Params<P>(d);
+  c->role = Role::kVmmMap;
+  c->kind = MemKind::kVmm;
   c->handle = p.handle;
-  return SetAlloc(c, ok ? p.ptr : 0, p.size, MemKind::kVmm);
+  c->address = p.ptr;
+  c->size = p.size;
+  return true;
+}
+
+// Another process's memory (an exported handle): counted apart, never this
+// process's allocation.
+template <typename P>
+bool ReadMemImport(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
+  const auto& p = Params<P>(d);
+  c->role = Role::kVmmImport;
+  c->kind = MemKind::kVmmImported;
+  c->handle = ok && p.handle != nullptr ? *p.handle : 0;
+  return true;
 }
 
 template <typename P>

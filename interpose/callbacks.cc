@@ -4,14 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
 
 #include "interpose/callback_state.h"
 #include "interpose/cupti_mux.h"
 #include "interpose/guard.h"
 #include "interpose/nvtx.h"
-#include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/session/session.h"
 #include "libgpuwatch/stacks/python_stack.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -87,30 +84,6 @@ namespace {
 
 int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
 
-// VMM physical handles (cuMemCreate) and where they live, until released:
-// a mapping's memory is on the handle's device, not the calling context's.
-struct VmmHandle {
-  int32_t device = -1;
-  MemKind kind = MemKind::kVmm;
-};
-
-struct VmmHandles {
-  Mutex mu;
-  std::unordered_map<uint64_t, VmmHandle> handles;  // guarded by mu
-};
-
-VmmHandles& Handles() {
-  static auto* handles = new VmmHandles();  // never destroyed: callbacks come during exit
-  return *handles;
-}
-
-VmmHandle HandleOf(uint64_t handle) {
-  VmmHandles& h = Handles();
-  std::lock_guard<Mutex> lock(h.mu);
-  const auto it = h.handles.find(handle);
-  return it != h.handles.end() ? it->second : VmmHandle{};
-}
-
 void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   Tracker& tracker = Tables().tracker;
   if (call.address == 0 || tracker.paused()) return;  // paused: no stack either
@@ -119,16 +92,34 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   e.size = call.size;
   e.kind = call.kind;
   e.device = call.device >= 0 ? call.device : DeviceOf(d);
-  if (call.handle != 0) {  // a cuMemMap: where the handle's memory lives
-    const VmmHandle h = HandleOf(call.handle);
-    e.kind = h.kind;
-    if (h.device >= 0) e.device = h.device;
-  }
   e.stream = Addr(call.stream);
   e.stack_id = CallSite();
   e.phase = CurrentPhase();
   tracker.OnAlloc(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
+}
+
+// A VMM handle's memory (cuMemCreate's, or a handle first seen mapped: made
+// before attach), at the calling site; while paused known but not counted,
+// and no stack captured.
+void VmmCreate(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  AllocEvent e;
+  e.size = call.size;
+  e.kind = call.kind;
+  e.device = call.device >= 0 ? call.device : DeviceOf(d);
+  if (!tracker.paused()) {
+    e.stack_id = CallSite();
+    e.phase = CurrentPhase();
+  }
+  tracker.OnVmmCreate(call.handle, e);
+}
+
+void VmmMap(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  if (tracker.OnVmmMap(call.handle, call.address, call.size)) return;
+  VmmCreate(call, d);  // made before gpuwatch attached: counted from here, this size
+  tracker.OnVmmMap(call.handle, call.address, call.size);
 }
 
 void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
@@ -165,8 +156,8 @@ void ClassifyCopy(const ParsedCall& parsed, CopyCall* call) {
     const bool src_known = Tables().tracker.Classify(parsed.src, &src, &src_device_id);
     const bool dst_known = Tables().tracker.Classify(parsed.dst, &dst, &dst_device_id);
     if (src_known && dst_known) {
-      const bool src_device = IsDeviceKind(src);
-      const bool dst_device = IsDeviceKind(dst);
+      const bool src_device = !IsHostKind(src);
+      const bool dst_device = !IsHostKind(dst);
       if (src_device && dst_device) {
         call->kind = src_device_id == dst_device_id ? CopyKind::kDeviceToDevice : CopyKind::kPeer;
       } else {
@@ -245,6 +236,7 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   c.node = 0;
   c.freed = false;
   c.symbol = d->symbolName;
+  c.vmm_released = false;
   if (!ParseCall(spec, d, /*succeeded=*/false, &c.call)) {
     c.spec = nullptr;  // nothing to record (an empty batch, a node of another type)
     t_in_call = true;
@@ -267,6 +259,10 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
       if (!call.node_only && call.address != 0) {
         c.freed = Tables().tracker.BeginFree(call.address, &c.removed);
       }
+      break;
+    case Role::kVmmRelease:
+      // Before the driver can give the handle's value to another thread.
+      c.vmm_released = Tables().tracker.BeginVmmRelease(call.handle, &c.vmm_release);
       break;
     case Role::kSync:
       BlockEnter();
@@ -357,23 +353,27 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       ParsedCall out;
       if (!ParseCall(*c.spec, d, succeeded, &out)) break;
       if (succeeded && out.handle != 0) {
-        VmmHandles& h = Handles();
-        std::lock_guard<Mutex> lock(h.mu);
-        h.handles[out.handle] = VmmHandle{out.device, out.kind};
+        VmmCreate(out, d);
       } else if (oom) {
         OutOfMemory(out, d, static_cast<int>(*ret));
       }
       break;
     }
-    case Role::kVmmRelease:
-      if (succeeded) {
-        VmmHandles& h = Handles();
-        std::lock_guard<Mutex> lock(h.mu);
-        h.handles.erase(entered.handle);
+    case Role::kVmmImport: {
+      ParsedCall out;
+      if (succeeded && ParseCall(*c.spec, d, true, &out) && out.handle != 0) {
+        Tables().tracker.OnVmmImport(out.handle);
       }
       break;
+    }
+    case Role::kVmmMap:
+      if (succeeded) VmmMap(entered, d);
+      break;
+    case Role::kVmmRelease:
+      if (!succeeded && c.vmm_released) Tables().tracker.UndoVmmRelease(c.vmm_release);
+      break;
     case Role::kVmmUnmap:
-      if (succeeded) Tables().tracker.OnUnmapRange(entered.address, entered.size);
+      if (succeeded) Tables().tracker.OnVmmUnmap(entered.address, entered.size);
       break;
     case Role::kInstantiate:
     case Role::kGraphNode:

@@ -14,9 +14,10 @@
 namespace gpuwatch {
 
 const char* RoleName(Role role) {
-  static constexpr const char* kNames[] = {
-      "alloc",      "free",        "copy",      "launch",      "graph_launch", "sync",
-      "vmm_create", "vmm_release", "vmm_unmap", "instantiate", "graph_node"};
+  static constexpr const char* kNames[] = {"alloc",        "free",    "copy",       "launch",
+                                           "graph_launch", "sync",    "vmm_create", "vmm_release",
+                                           "vmm_unmap",    "vmm_map", "vmm_import", "instantiate",
+                                           "graph_node"};
   static_assert(std::size(kNames) == static_cast<size_t>(Role::kGraphNode) + 1);
   return EnumName(role, kNames, "?");
 }
@@ -185,7 +186,8 @@ constexpr CallbackSpec kRegistry[] = {
     DRV(cuMipmappedArrayCreate, kAlloc, ReadMipmappedArrayCreate),
     DRV(cuMemCreate, kVmmCreate, ReadMemCreate),
     DRV(cuMemRelease, kVmmRelease, ReadMemRelease),
-    DRV(cuMemMap, kAlloc, ReadMemMap),
+    DRV(cuMemMap, kVmmMap, ReadMemMap),
+    DRV(cuMemImportFromShareableHandle, kVmmImport, ReadMemImport),
     DRV(cuMemUnmap, kVmmUnmap, ReadMemUnmap),
     // Driver: frees.
     DRV(cuMemFree_v2, kFree, ReadFree),

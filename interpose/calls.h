@@ -31,7 +31,9 @@ enum class Role : uint8_t {
   kSync,         // the host waits for the device
   kVmmCreate,    // cuMemCreate: physical memory on a device or host location
   kVmmRelease,   // cuMemRelease: a physical handle released
-  kVmmUnmap,     // cuMemUnmap: every mapping inside a range freed
+  kVmmUnmap,     // cuMemUnmap: every mapping inside a range ended
+  kVmmMap,       // cuMemMap: a handle mapped at an address (no memory of its own)
+  kVmmImport,    // cuMemImportFromShareableHandle: another process's memory
   kInstantiate,  // a graph instantiated: the nodes cloned inside it are the exec's
   kGraphNode,    // a graph node of any type (cudaGraphAddNode): parsed as its node's role
 };
@@ -41,7 +43,8 @@ const char* RoleName(Role role);
 struct ParsedCall {
   Role role = Role::kAlloc;
   // kAlloc: what and where. `address` is valid only after a successful EXIT;
-  // kFree and kVmmUnmap: the address freed (and kVmmUnmap's size).
+  // kFree and kVmmUnmap: the address freed (and kVmmUnmap's size); kVmmMap:
+  // the range mapped.
   MemKind kind = MemKind::kDevice;
   uint64_t address = 0;
   uint64_t size = 0;
@@ -49,8 +52,8 @@ struct ParsedCall {
   // node's pool); -1: the device of the calling context.
   int32_t device = -1;
   const void* stream = nullptr;
-  // VMM: the physical handle (kVmmCreate at a successful EXIT, kVmmRelease,
-  // and a cuMemMap kAlloc).
+  // VMM: the physical handle (kVmmCreate and kVmmImport at a successful
+  // EXIT, kVmmRelease, kVmmMap).
   uint64_t handle = 0;
   // A CUDA array's element size in bytes (array allocations).
   uint32_t array_element_bytes = 0;

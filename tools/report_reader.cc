@@ -170,7 +170,8 @@ bool IsHostKind(std::string_view kind) {
 KindSums SumKinds(const ReportTotals& totals, bool host) {
   KindSums sums;
   for (const auto& [name, k] : totals.kinds) {
-    if (IsHostKind(name) != host) continue;
+    // Imported VMM memory is another process's: neither this process's device nor host memory.
+    if (IsHostKind(name) != host || name == "vmm_imported") continue;
     sums.allocs += k.allocs;
     sums.alloc_bytes += k.alloc_bytes;
     sums.frees += k.frees;

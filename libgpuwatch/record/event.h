@@ -10,33 +10,39 @@
 namespace gpuwatch {
 
 // What kind of memory an allocation is. The device kinds add up to "device
-// bytes"; the host kinds are pinned host memory and never count as device.
+// bytes"; the host kinds are pinned host memory and never count as device;
+// imported VMM memory is another process's and counts as neither.
 enum class MemKind : uint8_t {
   kDevice = 0,      // cudaMalloc, cuMemAlloc, pitched and 3D allocations
   kPool,            // stream-ordered: cudaMallocAsync, cuMemAllocFromPoolAsync, ...
   kManaged,         // cudaMallocManaged, cuMemAllocManaged
-  kVmm,             // cuMemMap of a cuMemCreate handle (PyTorch expandable segments)
+  kVmm,             // a cuMemCreate handle's memory (PyTorch expandable segments)
   kPinnedHost,      // cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cuMemHostAlloc
   kRegisteredHost,  // cudaHostRegister, cuMemHostRegister
   kArray,           // CUDA arrays: cudaMallocArray, cudaMalloc3DArray, cuArrayCreate, ...
   kGraph,           // graph memory nodes, allocated when their graph is launched
+  kVmmImported,     // cuMemImportFromShareableHandle: another process's VMM memory
 };
-inline constexpr int kNumMemKinds = 8;
+inline constexpr int kNumMemKinds = 9;
 
+constexpr bool IsHostKind(MemKind kind) {
+  return kind == MemKind::kPinnedHost || kind == MemKind::kRegisteredHost;
+}
 constexpr bool IsDeviceKind(MemKind kind) {
-  return kind != MemKind::kPinnedHost && kind != MemKind::kRegisteredHost;
+  return !IsHostKind(kind) && kind != MemKind::kVmmImported;
 }
 
 // Masks of memory kinds, a bit per MemKind: the device kinds, the host kinds.
-constexpr uint32_t DeviceKindMask() {
+template <bool (*Is)(MemKind)>
+constexpr uint32_t KindMask() {
   uint32_t mask = 0;
   for (int k = 0; k < kNumMemKinds; ++k) {
-    if (IsDeviceKind(static_cast<MemKind>(k))) mask |= 1u << k;
+    if (Is(static_cast<MemKind>(k))) mask |= 1u << k;
   }
   return mask;
 }
-inline constexpr uint32_t kDeviceKinds = DeviceKindMask();
-inline constexpr uint32_t kHostKinds = ((1u << kNumMemKinds) - 1) & ~kDeviceKinds;
+inline constexpr uint32_t kDeviceKinds = KindMask<IsDeviceKind>();
+inline constexpr uint32_t kHostKinds = KindMask<IsHostKind>();
 
 // Stable names used in reports (docs/report-format.md).
 const char* MemKindName(MemKind kind);

@@ -171,7 +171,7 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
   while (next > used && alloc.stack_id <= max_sites_ &&
          !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
   }
-  if (!IsDeviceKind(alloc.kind)) AddHostRange(alloc);
+  if (IsHostKind(alloc.kind) && !IsVmmKey(alloc.address)) AddHostRange(alloc);
   Counters& c = kinds_[static_cast<int>(alloc.kind)];
   RaiseTo(c.peak_bytes,
           c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
@@ -219,14 +219,17 @@ bool Tracker::ClassifyHost(uint64_t address, MemKind* kind) const {
 bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
   if (address == 0) return false;
   if (ClassifyHost(address, kind)) return true;
-  Shard& shard = ShardFor(address);
-  std::lock_guard<Mutex> lock(shard.mu);
-  const LiveRecord* record = shard.live.Find(address);
-  if (record == nullptr) return false;
-  const LiveAlloc alloc = AllocOf(address, *record);
-  *kind = alloc.kind;
-  if (device != nullptr) *device = alloc.device;
-  return true;
+  {
+    Shard& shard = ShardFor(address);
+    std::lock_guard<Mutex> lock(shard.mu);
+    if (const LiveRecord* record = shard.live.Find(address); record != nullptr) {
+      const LiveAlloc alloc = AllocOf(address, *record);
+      *kind = alloc.kind;
+      if (device != nullptr) *device = alloc.device;
+      return true;
+    }
+  }
+  return ClassifyVmm(address, kind, device);  // inside a mapping (no other lock held)
 }
 
 void Tracker::ReleaseLive(const LiveAlloc& alloc) {
@@ -281,10 +284,6 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   }
   if (had_old) ReleaseLive(replaced);  // a free we never saw
   AccountAlloc(alloc, now_ns);
-  if (event.kind == MemKind::kVmm) {
-    std::lock_guard<Mutex> lock(vmm_mu_);
-    vmm_ranges_[event.address] = event.size;
-  }
 }
 
 bool Tracker::OnFree(uint64_t address) {
@@ -328,7 +327,7 @@ void Tracker::UndoFree(const LiveAlloc& removed) {
   // Back as it was: live bytes per kind, device and site; no new allocation.
   if (IsDeviceKind(removed.kind)) {
     SiteFor(removed.stack_id).live_bytes.fetch_add(removed.size, std::memory_order_relaxed);
-  } else {
+  } else if (!IsVmmKey(removed.address)) {
     AddHostRange(removed);
   }
   kinds_[static_cast<int>(removed.kind)].current_bytes.fetch_add(removed.size,
@@ -342,21 +341,23 @@ void Tracker::UndoFree(const LiveAlloc& removed) {
   }
 }
 
-void Tracker::OnUnmapRange(uint64_t address, uint64_t size) {
-  std::vector<uint64_t> starts;
+void Tracker::CountImported(const VmmMemory& memory, int allocs, int frees, int64_t bytes) {
   {
-    std::lock_guard<Mutex> lock(vmm_mu_);
-    auto it = vmm_ranges_.lower_bound(address);
-    while (it != vmm_ranges_.end() && it->first < address + size) {
-      starts.push_back(it->first);
-      it = vmm_ranges_.erase(it);
-    }
+    Shard& shard = ShardFor(memory.key);
+    std::lock_guard<Mutex> lock(shard.mu);
+    KindCounts& k = shard.Counts(MemKind::kVmmImported);
+    if (allocs != 0) Add(k.allocs, static_cast<uint64_t>(allocs));
+    if (frees > 0) Add(k.frees, static_cast<uint64_t>(frees));
+    if (frees < 0) Sub(k.frees, static_cast<uint64_t>(-frees));
+    if (bytes > 0 && frees == 0) Add(k.alloc_bytes, static_cast<uint64_t>(bytes));
   }
-  if (starts.empty()) {
-    unknown_frees_.fetch_add(1, std::memory_order_relaxed);
-    return;
+  Counters& c = kinds_[static_cast<int>(MemKind::kVmmImported)];
+  if (bytes > 0) {
+    const auto b = static_cast<uint64_t>(bytes);
+    RaiseTo(c.peak_bytes, c.current_bytes.fetch_add(b, std::memory_order_relaxed) + b);
+  } else if (bytes < 0) {
+    c.current_bytes.fetch_sub(static_cast<uint64_t>(-bytes), std::memory_order_relaxed);
   }
-  for (const uint64_t start : starts) OnFree(start);
 }
 
 Tracker::Freed Tracker::OnContextDestroyed(int device, uint32_t kinds) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "libgpuwatch/base/mutex.h"
@@ -118,8 +119,53 @@ class Tracker {
   // A free of an address that was not live (counted in unknown_frees).
   void CountUnknownFree() { unknown_frees_.fetch_add(1, std::memory_order_relaxed); }
 
-  // cuMemUnmap: frees every VMM mapping inside [address, address + size).
-  void OnUnmapRange(uint64_t address, uint64_t size);
+  // VMM memory, counted per physical handle as the driver counts it: a
+  // handle's memory is allocated by cuMemCreate and freed once every mapping
+  // of it is unmapped and the handle is released, in either order (cuda.h).
+  // A second mapping of a handle adds no memory. A handle's live entry is
+  // keyed by a key of the tracker's own (IsVmmKey), never by an address.
+  //
+  // cuMemCreate: `event` without its address (kind kVmm, or kPinnedHost for
+  // host memory). While paused the handle is known, not counted.
+  void OnVmmCreate(uint64_t handle, const AllocEvent& event);
+  // cuMemImportFromShareableHandle: another process's memory, of kind
+  // kVmmImported: counted apart (allocs, frees, bytes), neither device nor
+  // host memory, never live. Its bytes are those of its first mapping (an
+  // import does not say its size).
+  void OnVmmImport(uint64_t handle);
+  // cuMemMap of the handle at [address, address + size). False, doing
+  // nothing, when the handle is unknown (made before attach): the caller then
+  // makes it known with OnVmmCreate (the mapping's size, at its site) first.
+  bool OnVmmMap(uint64_t handle, uint64_t address, uint64_t size);
+  // cuMemUnmap: every mapping inside [address, address + size) is gone; an
+  // unmap that ends none is counted in unknown_frees.
+  void OnVmmUnmap(uint64_t address, uint64_t size);
+  // cuMemRelease, in two steps like a free: at the call's ENTER the handle's
+  // value is forgotten (the driver may give it to another thread's
+  // cuMemCreate at once) and its memory freed when no mapping is left;
+  // UndoVmmRelease puts both back when the call failed. False: the handle
+  // is unknown (nothing to undo).
+  struct VmmMemory {
+    uint64_t key = 0;   // its live entry's key
+    uint64_t size = 0;  // imported: its first mapping's, 0 until then
+    uint32_t maps = 0;
+    bool released = false;
+    bool counted = false;  // made while not paused: live (kVmm) or counted (kVmmImported)
+    MemKind kind = MemKind::kVmm;
+    int32_t device = 0;
+  };
+  struct VmmRelease {
+    uint64_t handle = 0;
+    bool freed = false;  // its memory too: `memory` and `removed` hold it
+    VmmMemory memory;
+    LiveAlloc removed;
+  };
+  bool BeginVmmRelease(uint64_t handle, VmmRelease* release);
+  void UndoVmmRelease(const VmmRelease& release);
+  // Whether a live entry's address is a VMM handle's key: above every
+  // address a process or a device can have.
+  static constexpr uint64_t kVmmKeyBase = 0xffffff0000000000;
+  static constexpr bool IsVmmKey(uint64_t address) { return address >= kVmmKeyBase; }
 
   // A context of `device` is being destroyed (cudaDeviceReset,
   // cuDevicePrimaryCtxReset, cuCtxDestroy): the driver frees the live
@@ -305,9 +351,25 @@ class Tracker {
   std::atomic<uint64_t> peak_captured_bytes_{0};
   uint64_t peak_captured_time_ns_ = 0;  // guarded by peak_mu_
 
-  // VMM mappings, ordered so that an unmap can find every mapping in its range.
+  // VMM (tracker_vmm.cc): handles' memory by key, the handles' values until
+  // released, and the mappings, ordered so that an unmap finds every mapping
+  // in its range. All guarded by vmm_mu_, never held with another lock.
+  struct VmmMapping {
+    uint64_t size = 0;
+    uint64_t key = 0;
+  };
+  // Frees a handle's memory (live entry, or imported counts) that left the
+  // tables; `removed` (may be null) receives the live entry.
+  void FreeVmm(const VmmMemory& memory, LiveAlloc* removed);
+  // The counts of imported memory, in the shard of its key.
+  void CountImported(const VmmMemory& memory, int allocs, int frees, int64_t bytes);
+  bool ClassifyVmm(uint64_t address, MemKind* kind, int* device) const;
   mutable Mutex vmm_mu_;
-  std::map<uint64_t, uint64_t> vmm_ranges_;  // address -> size; guarded by vmm_mu_
+  std::unordered_map<uint64_t, uint64_t> vmm_handles_;  // handle value -> key
+  std::unordered_map<uint64_t, VmmMemory> vmm_memory_;  // key -> memory, until freed
+  std::map<uint64_t, VmmMapping> vmm_mappings_;         // address -> mapping
+  uint64_t vmm_next_key_ = kVmmKeyBase;
+  std::atomic<uint64_t> vmm_mapping_count_{0};
 
   // Live pinned and registered host ranges, for Classify. Few and large.
   struct HostRange {

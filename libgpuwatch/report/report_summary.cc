@@ -22,7 +22,9 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
   uint64_t host_allocs = 0;
   uint64_t copies = 0;
   for (int k = 0; k < kNumMemKinds; ++k) {
-    (IsDeviceKind(static_cast<MemKind>(k)) ? device_allocs : host_allocs) += snap.kinds[k].allocs;
+    const auto kind = static_cast<MemKind>(k);
+    if (IsDeviceKind(kind)) device_allocs += snap.kinds[k].allocs;
+    if (IsHostKind(kind)) host_allocs += snap.kinds[k].allocs;
   }
   for (int k = 0; k < kNumCopyKinds; ++k)
     copies += CopiesOf(snap, context, static_cast<CopyKind>(k)).count;

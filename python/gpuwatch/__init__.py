@@ -182,7 +182,7 @@ def resume():
 def live(kind=None, device=-1):
     """Memory live now, as gpuwatch recorded it: Live(bytes, count) of `kind`
     ("device", "pool", "managed", "vmm", "array", "graph", "pinned_host",
-    "registered_host"; "host" for both host kinds; None for every device
+    "registered_host", "vmm_imported"; "host" for both host kinds; None for every device
     kind) on `device` (an ordinal; -1 for every device). None when gpuwatch
     is not attached; ValueError for an unknown kind."""
     api = _find()

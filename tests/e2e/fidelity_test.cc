@@ -178,6 +178,70 @@ TEST(Fidelity, VmmMemoryIsOnTheDeviceItWasCreatedOn) {
   }
 }
 
+// VMM memory is counted per physical handle, as the driver counts it
+// (vmm_handles.cc has the sequence): from cuMemCreate, once however many
+// mappings it has, until the last mapping is gone and the handle released,
+// in either order; leaked at cuMemCreate's line; an imported handle is
+// another process's memory, shown apart and never leaked.
+// Bug: each cuMemMap was counted as an allocation and each cuMemUnmap as a
+// free (peak 24 MiB; the imported mapping leaked; the two leaks missed).
+TEST(Fidelity, VmmMemoryIsCountedPerHandleAsTheDriverCountsIt) {
+  ScopedTempDir dir;
+  const json report = RunUnder(dir, "vmm_handles");
+  ASSERT_TRUE(report.is_object());
+  const json& totals = report["totals"];
+  EXPECT_EQ(totals["device_peak_bytes"], 12 * kMiB) << "one handle mapped twice counts once";
+  EXPECT_EQ(totals["device_current_bytes"], 8 * kMiB);
+  EXPECT_EQ(totals["unknown_frees"], 0);
+  const json& vmm = totals["kinds"]["vmm"];
+  EXPECT_EQ(vmm["allocs"], 5);
+  EXPECT_EQ(vmm["alloc_bytes"], 26 * kMiB);
+  EXPECT_EQ(vmm["frees"], 3);
+  EXPECT_EQ(vmm["current_bytes"], 8 * kMiB);
+  EXPECT_EQ(vmm["current_count"], 2);
+  EXPECT_EQ(vmm["peak_bytes"], 12 * kMiB);
+  const json& imported = totals["kinds"]["vmm_imported"];
+  EXPECT_EQ(imported["allocs"], 1);
+  EXPECT_EQ(imported["alloc_bytes"], 2 * kMiB);
+  EXPECT_EQ(imported["current_bytes"], 2 * kMiB);
+  EXPECT_EQ(imported["current_count"], 1);
+  EXPECT_EQ(imported["frees"], 0);
+  EXPECT_EQ(report["peak"]["kinds"]["vmm"], 12 * kMiB);
+  // Device bytes after each change: the 4 MiB handle released while mapped
+  // is freed at its unmap (6 -> 2), after the 2 MiB handle was made (4 -> 6).
+  std::vector<uint64_t> device_bytes;
+  for (const json& e : report["trace"]["events"]) {
+    if (e[0] == "mem" && e[2] == 0) device_bytes.push_back(e[3].get<uint64_t>() / kMiB);
+  }
+  EXPECT_EQ(device_bytes, (std::vector<uint64_t>{12, 0, 4, 6, 2, 8, 10, 8}));
+  // The leaks: the handle never released and the one never mapped, each at
+  // its cuMemCreate; nothing imported among them.
+  const json& leaks = report["leaks"]["device"];
+  EXPECT_EQ(leaks["bytes"], 8 * kMiB);
+  EXPECT_EQ(leaks["count"], 2);
+  ASSERT_EQ(leaks["sites"].size(), 2u) << leaks.dump(1);
+  const std::pair<const char*, uint64_t> expected[] = {{"LEAK:vmm_unreleased", 2 * kMiB},
+                                                       {"LEAK:vmm_unmapped", 6 * kMiB}};
+  for (const auto& [marker, bytes] : expected) {
+    const json site = SiteAt(leaks, At("vmm_handles.cc", marker));
+    ASSERT_FALSE(site.is_null()) << marker << "\n" << leaks.dump(1);
+    EXPECT_EQ(site["bytes"], bytes) << marker;
+    EXPECT_EQ(site["count"], 1) << marker;
+    EXPECT_EQ(site["kinds"]["vmm"], bytes) << marker;
+  }
+  EXPECT_EQ(report["leaks"]["host"]["bytes"], 0);
+  // The sites: the shared handle allocated once, at cuMemCreate.
+  bool shared_seen = false;
+  for (const json& site : report["sites"]) {
+    if (site["location"] != At("vmm_handles.cc", "VMM:shared")) continue;
+    shared_seen = true;
+    EXPECT_EQ(site["allocs"], 1);
+    EXPECT_EQ(site["alloc_bytes"], 12 * kMiB);
+    EXPECT_EQ(site["live_device_bytes"], 0);
+  }
+  EXPECT_TRUE(shared_seen) << report["sites"].dump(1);
+}
+
 // Bug: totals.copies said "unknown" for cudaMemcpyDefault copies while
 // transfers.totals resolved them.
 TEST(Fidelity, DefaultCopiesHaveOneResolvedDirectionEverywhere) {

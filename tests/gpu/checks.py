@@ -388,6 +388,21 @@ def check_vmm_striped(c, report, ctx):
          [(0, 2 * MiB), (1, 2 * MiB)])
 
 
+def check_vmm_handles(c, report, ctx):
+    # VMM per physical handle (tests/e2e/fidelity_test.cc,
+    # Fidelity.VmmMemoryIsCountedPerHandleAsTheDriverCountsIt).
+    totals = get(report, "totals", default={})
+    c.eq("device_peak_bytes", get(totals, "device_peak_bytes"), 12 * MiB)
+    c.eq("vmm current_bytes", get(totals, "kinds", "vmm", "current_bytes"), 8 * MiB)
+    c.eq("vmm allocs", get(totals, "kinds", "vmm", "allocs"), 5)
+    c.eq("vmm_imported current_bytes", get(totals, "kinds", "vmm_imported", "current_bytes"),
+         2 * MiB)
+    leaks = get(report, "leaks", "device", default={})
+    c.eq("leak sites", sorted((s.get("location"), s.get("bytes")) for s in leaks.get("sites", [])),
+         sorted([(at(ctx, "vmm_handles.cc", "LEAK:vmm_unreleased"), 2 * MiB),
+                 (at(ctx, "vmm_handles.cc", "LEAK:vmm_unmapped"), 6 * MiB)]))
+
+
 def check_nvtx_pool(c, report, ctx):
     # NVTX's memory extension (tests/e2e/regions_test.cc, ExpectRegions): with
     # the real driver's addresses, the regions still registered lie in the
@@ -416,6 +431,7 @@ CHECKS = {
     "graphs": check_graphs,
     "default_copies": check_default_copies,
     "vmm_striped": check_vmm_striped,
+    "vmm_handles": check_vmm_handles,
     "leaky_loop": check_leaky_loop,
     "api_mix": check_api_mix,
     "leak_sites": check_leak_sites,

@@ -107,7 +107,8 @@ TEST(Registry, EveryVariantOfEveryFollowedApiIsSubscribed) {
        "cudaEventSynchronize|cudaThreadSynchronize)"},
       {"cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", CUPTI_CB_DOMAIN_DRIVER_API,
        "^(cuMemAlloc|cuMemFree|cuMemcpy|cuMemHostAlloc|cuMemHostRegister|cuMemHostUnregister|"
-       "cuMemCreate|cuMemRelease|cuMemMap_|cuMemMap$|cuMemUnmap|cuArrayCreate|cuArray3DCreate|"
+       "cuMemCreate|cuMemRelease|cuMemMap_|cuMemMap$|cuMemUnmap|cuMemImportFromShareableHandle|"
+       "cuArrayCreate|cuArray3DCreate|"
        "cuArrayDestroy|cuMipmappedArrayCreate|cuMipmappedArrayDestroy|cuLaunchKernel|"
        "cuLaunchCooperativeKernel|cuGraphLaunch|cuGraphAddMemcpyNode|cuGraphAddMemAllocNode|"
        "cuGraphAddMemFreeNode|cuGraphAddNode|cuGraphInstantiate|cuCtxSynchronize|"
@@ -347,10 +348,13 @@ TEST(Parse, VmmHandlesKnowTheirLocation) {
   EXPECT_EQ(c.handle, 42u);
   cuMemMap_params map{0x200000, 2 << 20, 0, 42, 0};
   const ParsedCall m = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemMap, Data(map));
-  EXPECT_EQ(m.role, Role::kAlloc);
-  EXPECT_EQ(m.kind, MemKind::kVmm);
+  EXPECT_EQ(m.role, Role::kVmmMap);
   EXPECT_EQ(m.handle, 42u);
   EXPECT_EQ(m.address, 0x200000u);
+  cuMemImportFromShareableHandle_params import{&handle, nullptr, CU_MEM_HANDLE_TYPE_NONE};
+  const ParsedCall i = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, Data(import));
+  EXPECT_EQ(i.role, Role::kVmmImport);
+  EXPECT_EQ(i.handle, 42u);
 }
 
 TEST(Parse, GraphNodesAreNodeOnly) {
@@ -712,8 +716,10 @@ TEST_F(Switchboard, GraphMemoryIsLiveFromItsLaunchUntilItsFree) {
   EXPECT_EQ(s.kinds[static_cast<int>(MemKind::kGraph)].allocs, 1u);
 }
 
-// VMM: a mapping's memory is on the device its handle was created on.
-TEST_F(Switchboard, VmmMappingsAreOnTheirHandlesDevice) {
+// VMM: the memory is the handle's, on the device it was created on, from
+// cuMemCreate; a second mapping adds none; a release is recorded at ENTER and
+// undone when it fails; an imported handle is no device memory.
+TEST_F(Switchboard, VmmMemoryIsTheHandlesOnItsDevice) {
   CUmemGenericAllocationHandle handle = 77;
   CUmemAllocationProp prop{};
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -721,14 +727,34 @@ TEST_F(Switchboard, VmmMappingsAreOnTheirHandlesDevice) {
   const cuMemCreate_params create{&handle, 2 << 20, &prop, 0};
   DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
   DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, 1, create);
-  const cuMemMap_params map{0x40000000, 2 << 20, 0, 77, 0};
-  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
-  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
-  const TrackerSnapshot s = tracker_.Snapshot();
+  for (const CUdeviceptr at : {0x40000000ull, 0x50000000ull}) {
+    const cuMemMap_params map{at, 2 << 20, 0, 77, 0};
+    DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
+    DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemMap, 2, map);
+  }
+  TrackerSnapshot s = tracker_.Snapshot();
   ASSERT_EQ(s.live.size(), 1u);
   EXPECT_EQ(s.live[0].device, 1);
   EXPECT_EQ(s.device_bytes_by_device[1], 2u << 20);
   EXPECT_EQ(s.device_bytes_by_device[0], 0u);
+  const cuMemRelease_params release{77};
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, 3, release);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, 3, release, CUDA_ERROR_INVALID_VALUE);
+  const cuMemUnmap_params unmap{0x40000000, 0x10000000 + (2 << 20)};
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, 4, unmap);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, 4, unmap);
+  EXPECT_EQ(Live(), 1u) << "unmapped, the release failed: still allocated";
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, 5, release);
+  EXPECT_EQ(Live(), 0u) << "released before the call runs";
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, 5, release);
+  const cuMemImportFromShareableHandle_params import{&handle, nullptr, CU_MEM_HANDLE_TYPE_NONE};
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, 6, import);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, 6, import);
+  s = tracker_.Snapshot();
+  EXPECT_EQ(s.kinds[static_cast<int>(MemKind::kVmmImported)].allocs, 1u);
+  EXPECT_EQ(s.kinds[static_cast<int>(MemKind::kVmm)].frees, 1u);
+  EXPECT_EQ(s.device_current_bytes, 0u);
+  EXPECT_EQ(s.device_peak_bytes, 2u << 20);
 }
 
 }  // namespace

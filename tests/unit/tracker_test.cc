@@ -270,20 +270,6 @@ TEST(Tracker, SitesSplitHostFromDeviceAllocations) {
   EXPECT_EQ(s.device_current_bytes, 150u);
 }
 
-TEST(Tracker, UnmapRangeFreesEveryMappingInside) {
-  Tracker t;
-  // Three adjacent mappings of 4 KiB; the range unmapped covers the first two.
-  for (uint64_t address = 0x100000; address <= 0x102000; address += 0x1000) {
-    t.OnAlloc(Event(address, 0x1000, MemKind::kVmm));
-  }
-  t.OnUnmapRange(0x100000, 0x2000);
-  const TrackerSnapshot s = t.Snapshot();
-  EXPECT_EQ(Kind(s, MemKind::kVmm).current_bytes, 0x1000u);
-  EXPECT_EQ(Kind(s, MemKind::kVmm).frees, 2u);
-  ASSERT_EQ(s.live.size(), 1u);
-  EXPECT_EQ(s.live[0].address, 0x102000u);
-}
-
 TEST(Tracker, ConcurrentAllocAndFreeGiveExactTotals) {
   Tracker t;
   constexpr int kThreads = 4;

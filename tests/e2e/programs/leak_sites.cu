@@ -55,8 +55,8 @@ __attribute__((noinline)) void LeakVmm() {
   CUdeviceptr base = 0;
   Drv(cuMemAddressReserve(&base, size, 0, 0, 0));
   CUmemGenericAllocationHandle handle;
-  Drv(cuMemCreate(&handle, size, &prop, 0));
-  Drv(cuMemMap(base, size, 0, handle, 0));  // LEAK:vmm
+  Drv(cuMemCreate(&handle, size, &prop, 0));  // LEAK:vmm
+  Drv(cuMemMap(base, size, 0, handle, 0));
 }
 
 __attribute__((noinline)) void* LeakPinned() {

@@ -4,26 +4,13 @@
 #include <cuda.h>
 
 #include <cstdio>
-#include <cstdlib>
 
-namespace {
+#include "driver_program.h"
 
-void Check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "vmm_striped: %s failed (%d)\n", what, static_cast<int>(r));
-    std::exit(1);
-  }
-}
-
-}  // namespace
+using driver_program::Check;
 
 int main() {
-  Check(cuInit(0), "cuInit");
-  CUdevice dev0 = 0;
-  Check(cuDeviceGet(&dev0, 0), "cuDeviceGet");
-  CUcontext ctx = nullptr;
-  Check(cuDevicePrimaryCtxRetain(&ctx, dev0), "cuDevicePrimaryCtxRetain");
-  Check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");  // every call below runs on device 0's context
+  driver_program::UsePrimaryContext(0);  // every call below runs on device 0's context
   constexpr size_t kStripe = 2 << 20;
   CUdeviceptr base = 0;
   Check(cuMemAddressReserve(&base, 2 * kStripe, 0, 0, 0), "cuMemAddressReserve");

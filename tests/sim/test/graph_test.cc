@@ -171,13 +171,6 @@ uint32_t GraphId(CUgraph graph) {
   return id;
 }
 
-size_t FreeMemory() {
-  size_t free = 0;
-  size_t total = 0;
-  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  return free;
-}
-
 unsigned long long StreamId(cudaStream_t stream) {
   unsigned long long id = 0;
   EXPECT_EQ(cudaStreamGetId(stream, &id), cudaSuccess);

@@ -219,6 +219,13 @@ Model ReadModel() {
 
 void InitCuda() { ASSERT_EQ(cudaFree(nullptr), cudaSuccess); }
 
+size_t FreeMemory() {
+  size_t free = 0;
+  size_t total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return free;
+}
+
 void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id) {
   ASSERT_EQ(cudaStreamCreate(stream), cudaSuccess);
   ASSERT_EQ(cudaStreamGetId(*stream, id), cudaSuccess);

@@ -127,6 +127,8 @@ Model ReadModel();
 
 // Forces context creation (cudaFree(0)) and fails the test on error.
 void InitCuda();
+// The current device's free memory (cudaMemGetInfo).
+size_t FreeMemory();
 
 // Creates a stream (cudaStreamCreate) and reads its id; fails the test on error.
 void CreateStreamWithId(cudaStream_t* stream, unsigned long long* id);

@@ -354,6 +354,23 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
                      [&] { return SetAccess(ptr, size, desc, count); });
 }
 
+GWSIM_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
+                                                           CUmemGenericAllocationHandle handle,
+                                                           CUmemAllocationHandleType handleType,
+                                                           unsigned long long flags) {
+  return TraceDriver(
+      GWSIM_DRV(cuMemExportToShareableHandle),
+      cuMemExportToShareableHandle_params{shareableHandle, handle, handleType, flags},
+      [&] { return ExportPhysical(shareableHandle, handle, handleType, flags); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(
+    CUmemGenericAllocationHandle* handle, void* osHandle, CUmemAllocationHandleType shHandleType) {
+  return TraceDriver(GWSIM_DRV(cuMemImportFromShareableHandle),
+                     cuMemImportFromShareableHandle_params{handle, osHandle, shHandleType},
+                     [&] { return ImportPhysical(handle, osHandle, shHandleType); });
+}
+
 GWSIM_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(
     size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags option) {
   return TraceDriver(GWSIM_DRV(cuMemGetAllocationGranularity),

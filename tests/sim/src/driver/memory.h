@@ -59,7 +59,7 @@ PointerClass Classify(uintptr_t p);
 CUresult GetPointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr,
                              bool strict);
 
-// Virtual memory management.
+// Virtual memory management (vmm.cc).
 CUresult AddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment);
 CUresult AddressFree(CUdeviceptr ptr, size_t size);
 CUresult CreatePhysical(CUmemGenericAllocationHandle* handle, size_t size,
@@ -68,6 +68,12 @@ CUresult ReleasePhysical(CUmemGenericAllocationHandle handle);
 CUresult Map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle);
 CUresult Unmap(CUdeviceptr ptr, size_t size);
 CUresult SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count);
+// Sharing (POSIX file descriptors only): the memfd behind a handle, and a handle to the memory
+// behind such an fd (this process's, or another's).
+CUresult ExportPhysical(void* shareable, CUmemGenericAllocationHandle handle,
+                        CUmemAllocationHandleType type, unsigned long long flags);
+CUresult ImportPhysical(CUmemGenericAllocationHandle* handle, void* os_handle,
+                        CUmemAllocationHandleType type);
 
 }  // namespace gwsim::drv
 

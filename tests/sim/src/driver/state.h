@@ -132,13 +132,22 @@ struct DeviceState {
   std::atomic<CUmemPoolHandle_st*> current_pool{nullptr};
 };
 
-// Virtual memory management (cuMemCreate & co.).
-struct Physical {
+// Virtual memory management (cuMemCreate & co., vmm.cc). A handle refers to physical memory (a
+// memfd); a handle imported from an exported one refers to the same memory.
+struct PhysicalMemory {
   int fd = -1;
   size_t size = 0;
   int device = 0;
+  bool charged = false;  // made in this process (another process's import is not)
+  int handles = 0;       // handles that refer to it and are not gone yet
+  uint64_t inode = 0;    // the memfd's (st_dev, st_ino), to recognise its exported fds
+  uint64_t file_device = 0;
+};
+struct Physical {
+  uint64_t memory = 0;  // key in Driver::physical_memory
   int maps = 0;
   bool released = false;
+  unsigned handle_types = 0;  // what it may be exported as (CUmemAllocationHandleType bits)
 };
 struct Mapping {
   size_t size = 0;
@@ -175,6 +184,8 @@ class Driver {
   std::mutex vmm_mu;
   std::map<uintptr_t, size_t> reservations;  // base -> size
   std::unordered_map<CUmemGenericAllocationHandle, Physical> physicals;
+  std::unordered_map<uint64_t, PhysicalMemory> physical_memory;
+  uint64_t next_physical_memory = 1;
   std::map<uintptr_t, Mapping> mappings;
   CUmemGenericAllocationHandle next_physical = 1;
 
