@@ -33,7 +33,7 @@ struct CallInProgress {
   bool freed = false;  // kFree: the allocation was removed at ENTER
   LiveAlloc removed;
   const char* symbol = nullptr;  // kLaunch: the kernel's name (CUPTI's symbolName)
-  bool vmm_released = false;  // kVmmRelease: the handle was released at ENTER
+  bool vmm_released = false;     // kVmmRelease: the handle was released at ENTER
   Tracker::VmmRelease vmm_release;
 };
 // initial-exec TLS: reading it never allocates, even when the driver
