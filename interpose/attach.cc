@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -112,6 +113,10 @@ const char* SubscribeErrorHint(CUptiResult r) {
   }
 }
 
+// Set by the preload constructor: gpuwatch comes before libcupti in the
+// process's symbol lookup, so other CUPTI clients share CUPTI through it.
+std::atomic<bool> g_preloaded{false};
+
 void DoAttach(const char* mode) {
   Agent& s = GetAgent();
   std::vector<std::string> warnings;
@@ -123,6 +128,10 @@ void DoAttach(const char* mode) {
   }
 
   std::string error;
+  // Loaded by the driver alone, with a libcupti in the process already: a
+  // CUPTI client (a profiler) may be here that gpuwatch cannot share with.
+  const bool foreign_cupti =
+      !g_preloaded.load() && dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD) != nullptr;
   // The process's CUPTI (cupti_mux.h): loaded already if another CUPTI client
   // used it through gpuwatch first. gpuwatch's own view shares it with them.
   const CuptiApi* real = mux::Real(config.cupti_library, &error);
@@ -168,6 +177,13 @@ void DoAttach(const char* mode) {
     return;
   }
 
+  if (foreign_cupti) {
+    Warn(
+        "libcupti was loaded before gpuwatch, which the CUDA driver loaded alone "
+        "(CUDA_INJECTION64_PATH): if a profiler in this process uses CUPTI's activity records, "
+        "its records or gpuwatch's copy timings may be lost; under `gpuwatch run` or "
+        "LD_PRELOAD both work");
+  }
   // The tables: up to kMaxStacks distinct stacks in at most kMaxStackBytes.
   // Leaked on purpose, as the agent is.
   if (config.depth > 0) {
@@ -296,6 +312,7 @@ __attribute__((constructor)) void PreloadConstructor() {
   if (EnvIsTrue("GPUWATCH_DISABLE")) return;
   const std::string self = OwnPath();
   if (!LoadedByPreload(self)) return;  // the driver calls InitializeInjection
+  g_preloaded.store(true);
 
   // As early as possible: see OnExitStatus. The value is validated at attach.
   const char* exitcode = std::getenv("GPUWATCH_EXITCODE");  // NOLINT(concurrency-mt-unsafe)

@@ -142,6 +142,9 @@ void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
     const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
     if (live != 0) peak_sites_.emplace_back(id, live);
   }
+  for (int k = 0; k < kNumMemKinds; ++k) {
+    peak_kinds_[k] = kinds_[k].current_bytes.load(std::memory_order_relaxed);
+  }
   peak_captured_time_ns_ = NowNs();
   peak_captured_bytes_.store(device_bytes, std::memory_order_relaxed);
   if (trace_ != nullptr) trace_->Peak(peak_captured_time_ns_, device_bytes);
@@ -594,6 +597,7 @@ TrackerSnapshot Tracker::Snapshot() const {
   {
     std::lock_guard<Mutex> lock(peak_mu_);
     snap.peak_sites = peak_sites_;
+    snap.peak_kinds = peak_kinds_;
     snap.peak_sites_device_bytes = peak_captured_bytes_.load(std::memory_order_relaxed);
     snap.peak_sites_time_ns = peak_captured_time_ns_;
   }

@@ -88,6 +88,9 @@ struct TrackerSnapshot {
   std::vector<std::pair<uint32_t, uint64_t>> peak_sites;
   uint64_t peak_sites_device_bytes = 0;
   uint64_t peak_sites_time_ns = 0;
+  // Bytes of each kind live when the peak's sites were captured: the
+  // breakdown of peak_sites_device_bytes (the device kinds add up to it).
+  std::array<uint64_t, kNumMemKinds> peak_kinds{};
   // Device bytes (device kinds) live now and at their peak, per device ordinal.
   std::array<uint64_t, kMaxTrackedDevices> device_bytes_by_device{};
   std::array<uint64_t, kMaxTrackedDevices> device_peak_bytes_by_device{};
@@ -349,7 +352,8 @@ class Tracker {
   mutable Mutex peak_mu_;                                  // serialises peak captures
   std::vector<std::pair<uint32_t, uint64_t>> peak_sites_;  // guarded by peak_mu_
   std::atomic<uint64_t> peak_captured_bytes_{0};
-  uint64_t peak_captured_time_ns_ = 0;  // guarded by peak_mu_
+  uint64_t peak_captured_time_ns_ = 0;               // guarded by peak_mu_
+  std::array<uint64_t, kNumMemKinds> peak_kinds_{};  // bytes per kind then; guarded by peak_mu_
 
   // VMM (tracker_vmm.cc): handles' memory by key, the handles' values until
   // released, and the mappings, ordered so that an unmap finds every mapping

@@ -87,7 +87,7 @@ ReportPeak PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
     site.bytes = peak[i].second;
   }
   for (int k = 0; k < kNumMemKinds; ++k) {
-    out.kinds[MemKindName(static_cast<MemKind>(k))] = snap.kinds[k].peak_bytes;
+    out.kinds[MemKindName(static_cast<MemKind>(k))] = snap.peak_kinds[k];
   }
   out.device_bytes = snap.device_peak_bytes;
   out.sites_at_device_bytes = snap.peak_sites_device_bytes;

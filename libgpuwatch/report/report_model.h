@@ -195,7 +195,10 @@ struct ReportTotals {
 // clang-format on
 struct ReportPeak {
   GPUWATCH_COUNTS(ReportPeak, GPUWATCH_PEAK_COUNTS)
-  CountMap kinds;  // peak bytes per memory kind
+  // Bytes of each memory kind live at the device peak (when its sites were
+  // captured: sites_at_device_bytes, which the device kinds add up to); each
+  // kind's own high-water mark is totals.kinds.KIND.peak_bytes.
+  CountMap kinds;
   std::vector<PeakSite> sites;
 };
 

@@ -103,6 +103,8 @@ TEST_P(CuptiClient, SeesWhatItSeesAloneAndGpuwatchRecordsTheSame) {
     EXPECT_EQ(with.process.out, alone.process.out);
     EXPECT_TRUE(LinesStartingWith(with.process.err, "gpuwatch: profiling is off").empty())
         << with.process.err;
+    EXPECT_TRUE(LinesStartingWith(with.process.err, "gpuwatch: libcupti was loaded").empty())
+        << with.process.err;
     const ClientRun baseline = RunClient(program, "none", late, attach);
     ASSERT_TRUE(baseline.report.is_object()) << baseline.process.err;
     ASSERT_TRUE(with.report.is_object()) << with.process.err;
@@ -212,6 +214,45 @@ TEST(CuptiClients, InjectionAloneGivesWayToAClientThatCameFirst) {
   const auto lines = LinesStartingWith(with.process.err, "gpuwatch: profiling is off");
   ASSERT_EQ(lines.size(), 1u) << with.process.err;
   EXPECT_NE(lines[0].find("CUPTI for cupti_client"), std::string::npos) << lines[0];
+}
+
+// A ctypes client (cupti-python, small tools): libcupti dlopened by Python,
+// every function looked up with dlsym on the handle, under `gpuwatch run`.
+TEST(CuptiClients, PythonCtypesClientSeesWhatItSeesAlone) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const std::string python = "/usr/bin/python3";
+  if (RunProcess({python, "-c", "import ctypes"}, {}, "/").exit_code != 0) {
+    GTEST_SKIP() << "no " << python;
+  }
+  ScopedTempDir dir;
+  const std::string script = kSourceDir + "/tests/e2e/programs/ctypes_client.py";
+  const ProcessResult alone = RunProcess({python, script}, SimEnv(), dir.path());
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(alone.out,
+            "subscribe: 0\nenable 20 0\nenable 22 0\n"
+            "callback 2 20 enter 3\ncallback 2 20 exit 3\n"
+            "callback 2 22 enter 3\ncallback 2 22 exit 3\nunsubscribe: 0\n");
+  const ProcessResult with = RunProcess(
+      {kCli, "run", "-o", dir.path() + "/r.json", "--", python, script}, SimEnv(), dir.path());
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_EQ(with.out, alone.out);
+  const json r = ReadReport(dir.path() + "/r.json");
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["totals"]["kinds"]["device"]["allocs"], 3);
+  EXPECT_EQ(r["totals"]["kinds"]["device"]["frees"], 3);
+}
+
+// Loaded by the driver alone into a process that has libcupti already (an
+// activity-only client: no subscription to collide on), gpuwatch records but
+// says in one line that it cannot share CUPTI there, and what would.
+TEST(CuptiClients, InjectionAloneSaysItCannotShare) {
+  const ClientRun with = RunClient("cupti_client", "activity", true, Attach::kInjection);
+  EXPECT_EQ(with.process.exit_code, 0) << with.process.err;
+  const auto lines = LinesStartingWith(with.process.err, "gpuwatch: libcupti was loaded before");
+  ASSERT_EQ(lines.size(), 1u) << with.process.err;
+  EXPECT_NE(lines[0].find("under `gpuwatch run` or LD_PRELOAD both work"), std::string::npos);
+  ASSERT_TRUE(with.report.is_object()) << with.process.err;
+  EXPECT_EQ(with.report["totals"]["kinds"]["device"]["allocs"], 4);
 }
 
 // Loaded by the driver alone, gpuwatch cannot keep a client from calling

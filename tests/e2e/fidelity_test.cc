@@ -523,6 +523,14 @@ TEST(Fidelity, DeviceResetFreesWhatTheDriverFreesAndKeepsStreamOrderedMemory) {
   EXPECT_EQ(totals["host_current_bytes"], 0);
   EXPECT_EQ(totals["kinds"]["pool"]["frees"], 1);  // by the program, after the reset
   EXPECT_EQ(totals["kinds"]["managed"]["current_bytes"], 0);
+  // peak.kinds is the breakdown at the device peak: what was live then, not
+  // each kind's own high-water mark (managed memory peaked at 1 MiB before
+  // the reset, and held nothing at the device peak).
+  const json& at_peak = r["peak"]["kinds"];
+  EXPECT_EQ(at_peak["pool"], 3 * kMiB) << at_peak.dump();
+  EXPECT_EQ(at_peak["device"], 8 * kMiB) << at_peak.dump();
+  EXPECT_EQ(at_peak["managed"], 0) << at_peak.dump();
+  EXPECT_EQ(totals["kinds"]["managed"]["peak_bytes"], 1 * kMiB);
   const json& contexts = r["lifecycle"]["contexts"];
   EXPECT_EQ(contexts["destroyed"], 1);
   EXPECT_EQ(contexts["freed_count"], 4);
