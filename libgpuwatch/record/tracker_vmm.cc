@@ -6,8 +6,11 @@
 #include <array>
 
 #include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/tracker_shard.h"
 
 namespace gpuwatch {
+
+using namespace tracker_internal;  // NOLINT(google-build-using-namespace): the tracker's own
 
 namespace {
 
@@ -15,6 +18,25 @@ namespace {
 constexpr size_t kUnmapBatch = 16;
 
 }  // namespace
+
+void Tracker::CountImported(const VmmMemory& memory, int allocs, int frees, int64_t bytes) {
+  {
+    Shard& shard = ShardFor(memory.key);
+    std::lock_guard<Mutex> lock(shard.mu);
+    KindCounts& k = shard.Counts(MemKind::kVmmImported);
+    if (allocs != 0) Add(k.allocs, static_cast<uint64_t>(allocs));
+    if (frees > 0) Add(k.frees, static_cast<uint64_t>(frees));
+    if (frees < 0) Sub(k.frees, static_cast<uint64_t>(-frees));
+    if (bytes > 0 && frees == 0) Add(k.alloc_bytes, static_cast<uint64_t>(bytes));
+  }
+  Counters& c = kinds_[static_cast<int>(MemKind::kVmmImported)];
+  if (bytes > 0) {
+    const auto b = static_cast<uint64_t>(bytes);
+    RaiseTo(c.peak_bytes, c.current_bytes.fetch_add(b, std::memory_order_relaxed) + b);
+  } else if (bytes < 0) {
+    c.current_bytes.fetch_sub(static_cast<uint64_t>(-bytes), std::memory_order_relaxed);
+  }
+}
 
 void Tracker::FreeVmm(const VmmMemory& memory, LiveAlloc* removed) {
   if (!memory.counted) return;
