@@ -2,6 +2,8 @@
 // subscription, gpuwatch's own view of it and the other clients'.
 #include "interpose/cupti_mux.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -279,6 +281,70 @@ CuptiApi SelfView(const CuptiApi& real) {
   return view;
 }
 
+namespace {
+
+// CUpti_CallbackData::correlationData is one 64-bit slot per subscriber and
+// API call, from ENTER to EXIT: each client gets its own. Per thread, a
+// stack of the calls in flight (nesting: a runtime call's driver call),
+// keyed by CUPTI's slot for the call. Made on the thread's first API
+// callback that reaches a client, freed with the thread.
+struct CorrelationSlots {
+  static constexpr int kDepth = 16;
+  struct Call {
+    const uint64_t* key = nullptr;
+    uint64_t slot[kMaxClients] = {};
+  };
+  Call calls[kDepth];
+  int depth = 0;
+  Call spare;  // an EXIT whose ENTER was not seen, or nesting past kDepth
+};
+thread_local CorrelationSlots* t_slots __attribute__((tls_model("initial-exec"))) = nullptr;
+
+CorrelationSlots* Slots() {
+  if (t_slots != nullptr) return t_slots;
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    pthread_key_create(&k, [](void* slots) {
+      t_slots = nullptr;
+      delete static_cast<CorrelationSlots*>(slots);
+    });
+    return k;
+  }();
+  t_slots = new CorrelationSlots();
+  pthread_setspecific(key, t_slots);
+  return t_slots;
+}
+
+// The slots of one API call for the clients: pushed at ENTER; found at EXIT
+// (calls above it whose EXIT never came are dropped), and popped once every
+// client had its EXIT (EndCall): a client's callback may make CUDA calls.
+CorrelationSlots::Call& CallSlots(const CUpti_CallbackData* d, int* index) {
+  CorrelationSlots& s = *Slots();
+  *index = -1;
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    if (s.depth == CorrelationSlots::kDepth) return s.spare;
+    *index = s.depth++;
+    CorrelationSlots::Call& call = s.calls[*index];
+    call = CorrelationSlots::Call{};
+    call.key = d->correlationData;
+    return call;
+  }
+  for (int k = s.depth - 1; k >= 0; --k) {
+    if (s.calls[k].key == d->correlationData) {
+      *index = k;
+      return s.calls[k];
+    }
+  }
+  s.spare = CorrelationSlots::Call{};
+  return s.spare;
+}
+
+void EndCall(const CUpti_CallbackData* d, int index) {
+  if (d->callbackSite == CUPTI_API_EXIT && index >= 0) t_slots->depth = index;
+}
+
+}  // namespace
+
 void Dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   // What gpuwatch's own work causes is nobody's (guard.h): a client alone
   // would never have seen it.
@@ -288,10 +354,24 @@ void Dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* da
   }
   State& s = S();
   if (s.self.Get(domain, cbid)) GpuwatchCallback(domain, cbid, data);
-  for (const Client& c : s.clients) {
+  const bool api = domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API;
+  CorrelationSlots::Call* slots = nullptr;
+  int index = -1;
+  const auto* d = static_cast<const CUpti_CallbackData*>(data);
+  for (int i = 0; i < kMaxClients; ++i) {
+    const Client& c = s.clients[i];
     const Target* t = c.target.load(std::memory_order_acquire);
-    if (t != nullptr && c.enabled.Get(domain, cbid)) t->callback(t->userdata, domain, cbid, data);
+    if (t == nullptr || !c.enabled.Get(domain, cbid)) continue;
+    if (!api || data == nullptr) {
+      t->callback(t->userdata, domain, cbid, data);
+      continue;
+    }
+    if (slots == nullptr) slots = &CallSlots(d, &index);
+    CUpti_CallbackData own = *d;
+    own.correlationData = &slots->slot[i];
+    t->callback(t->userdata, domain, cbid, &own);
   }
+  if (slots != nullptr) EndCall(d, index);
 }
 
 bool SelfDetached() {

@@ -242,6 +242,27 @@ TEST(CuptiClients, PythonCtypesClientSeesWhatItSeesAlone) {
   EXPECT_EQ(r["totals"]["kinds"]["device"]["frees"], 3);
 }
 
+// Two subscribers in one process: CUPTI alone refuses the second; beside
+// gpuwatch both work, each with a correlationData of its own per call (the
+// first marks it with 0xc11e..., the second with 0xb0b0..., and each finds
+// its own at EXIT).
+TEST(CuptiClients, TwoSubscribersEachKeepTheirOwnCorrelationData) {
+  const ClientRun alone = RunClient("cupti_client", "two", false, Attach::kNone);
+  EXPECT_NE(alone.process.out.find("second subscribe: 39\n"), std::string::npos)
+      << alone.process.out;
+  for (const Attach attach : {Attach::kPreload, Attach::kRun}) {
+    const ClientRun with = RunClient("cupti_client", "two", false, attach);
+    EXPECT_EQ(with.process.exit_code, 0) << with.process.err;
+    const std::string& out = with.process.out;
+    EXPECT_NE(out.find("second subscribe: 0\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("correlationData mismatches: 0\n"), std::string::npos) << out;
+    // 4 cudaMalloc and 3 cudaFree ENTERs.
+    EXPECT_NE(out.find("second: 7 calls, 0 correlationData mismatches\n"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("callback runtime cudaMalloc enter: 4\n"), std::string::npos) << out;
+  }
+}
+
 // Loaded by the driver alone into a process that has libcupti already (an
 // activity-only client: no subscription to collide on), gpuwatch records but
 // says in one line that it cannot share CUPTI there, and what would.

@@ -12,6 +12,8 @@
 //              records, then disabled before more work that it must not see
 //   both       callbacks and activity, as Kineto does
 //   finalize   both, then cuptiFinalize() in the middle of the CUDA work
+//   two        callbacks, and a second subscriber of its own (CUPTI alone
+//              refuses it; beside gpuwatch each keeps its correlationData)
 // `late`: CUDA is initialised (cudaFree(NULL)) before CUPTI is touched;
 // otherwise CUPTI comes first.
 //
@@ -143,6 +145,39 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 }
 
 CUpti_SubscriberHandle g_subscriber = nullptr;
+
+// A second subscriber ("two"): marks correlationData its own way.
+int g_second_calls = 0;
+int g_second_mismatches = 0;
+
+void CUPTIAPI OnSecondCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                               const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  const uint64_t mark = 0xb0b00000ull + cbid;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    *cb->correlationData = mark;
+    ++g_second_calls;
+  } else if (*cb->correlationData != mark) {
+    ++g_second_mismatches;
+  }
+}
+
+void StartSecond() {
+  CUpti_SubscriberHandle second = nullptr;
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "cupti_client second";
+  const CUptiResult r = g_cupti.subscribe_v2(
+      &second, reinterpret_cast<CUpti_CallbackFunc>(OnSecondCallback), nullptr, &params);
+  std::printf("second subscribe: %d\n", static_cast<int>(r));
+  if (r != CUPTI_SUCCESS) return;
+  for (const CUpti_CallbackId id :
+       {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020}) {
+    Check("second enable", g_cupti.enable_callback(1, second, CUPTI_CB_DOMAIN_RUNTIME_API, id));
+  }
+}
 
 void StartCallbacks() {
   CUpti_SubscriberParams params{};
@@ -313,15 +348,17 @@ void SecondWork(char* later) {
 int main(int argc, char** argv) {
   const std::string mode = argc >= 2 ? argv[1] : "";
   const bool late = argc >= 3 && std::strcmp(argv[2], "late") == 0;
-  const bool callbacks = mode == "callbacks" || mode == "both" || mode == "finalize";
+  const bool callbacks =
+      mode == "callbacks" || mode == "both" || mode == "finalize" || mode == "two";
   const bool activity = mode == "activity" || mode == "both" || mode == "finalize";
   if (!callbacks && !activity && mode != "none") {
-    std::fprintf(stderr, "usage: cupti_client none|callbacks|activity|both|finalize [late]\n");
+    std::fprintf(stderr, "usage: cupti_client none|callbacks|activity|both|finalize|two [late]\n");
     return 2;
   }
   if (!Load(&g_cupti)) return 2;
   if (late) Rt(cudaFree(nullptr));
   if (callbacks) StartCallbacks();
+  if (mode == "two") StartSecond();
   if (activity) StartActivity();
   char* keep = nullptr;
   char* later = nullptr;
@@ -337,6 +374,10 @@ int main(int argc, char** argv) {
   if (activity && mode != "finalize")
     Check("flush", g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   if (callbacks) PrintCallbacks();
+  if (mode == "two") {
+    std::printf("second: %d calls, %d correlationData mismatches\n", g_second_calls,
+                g_second_mismatches);
+  }
   if (activity) PrintActivity();
   if (callbacks && mode != "finalize") Check("unsubscribe", g_cupti.unsubscribe(g_subscriber));
   std::printf("cupti_client: done (%d failures)\n", g_failures);
