@@ -63,9 +63,10 @@ struct Attribute {
 };
 
 struct ActivityState {
-  Mutex mu;  // registration and enabling
-  const CuptiApi* real = nullptr;
-  bool registered = false;  // the real buffer callbacks; guarded by mu
+  Mutex mu;                                    // registration and enabling
+  std::atomic<const CuptiApi*> real{nullptr};  // set once (Ready)
+  std::atomic<bool> registered{false};         // the real buffer callbacks; set under mu
+  const CuptiApi* api() const { return real.load(std::memory_order_acquire); }
   std::atomic<CUpti_BuffersCallbackRequestFunc> self_request{nullptr};
   std::atomic<CUpti_BuffersCallbackCompleteFunc> self_complete{nullptr};
   KindSet self;
@@ -143,10 +144,10 @@ void RouteToClients(ActivityState& a, uint8_t* buffer, size_t valid) {
   }
   if (a.complete == nullptr) return;
   CUpti_Activity* record = nullptr;
-  if (a.real->ActivityGetNextRecord(buffer, valid, &record) != CUPTI_SUCCESS) return;
+  if (a.api()->ActivityGetNextRecord(buffer, valid, &record) != CUPTI_SUCCESS) return;
   while (record != nullptr) {
     CUpti_Activity* next = record;
-    const bool more = a.real->ActivityGetNextRecord(buffer, valid, &next) == CUPTI_SUCCESS;
+    const bool more = a.api()->ActivityGetNextRecord(buffer, valid, &next) == CUPTI_SUCCESS;
     const auto* begin = reinterpret_cast<const uint8_t*>(record);
     const uint8_t* end = more ? reinterpret_cast<const uint8_t*>(next) : buffer + valid;
     if (a.clients.Get(record->kind) && end > begin) {
@@ -182,8 +183,8 @@ void CUPTIAPI MuxComplete(CUcontext context, uint32_t stream, uint8_t* buffer, s
 // The real buffer callbacks, registered once. Under mu.
 CUptiResult RegisterReal(ActivityState& a) {
   if (a.registered) return CUPTI_SUCCESS;
-  const CUptiResult r = a.real->ActivityRegisterCallbacks(MuxRequest, MuxComplete);
-  a.registered = r == CUPTI_SUCCESS;
+  const CUptiResult r = a.api()->ActivityRegisterCallbacks(MuxRequest, MuxComplete);
+  a.registered.store(r == CUPTI_SUCCESS);
   return r;
 }
 
@@ -191,19 +192,19 @@ CUptiResult RegisterReal(ActivityState& a) {
 CUptiResult SyncKind(ActivityState& a, CUpti_ActivityKind kind, bool was_on) {
   const bool want = a.self.Get(kind) || a.clients.Get(kind);
   if (want == was_on) return CUPTI_SUCCESS;
-  if (want) return a.real->ActivityEnable(kind);
-  return a.real->ActivityDisable != nullptr ? a.real->ActivityDisable(kind) : CUPTI_SUCCESS;
+  if (want) return a.api()->ActivityEnable(kind);
+  return a.api()->ActivityDisable != nullptr ? a.api()->ActivityDisable(kind) : CUPTI_SUCCESS;
 }
 
 ActivityState* Ready() {
   ActivityState& a = A();
-  if (a.real == nullptr) {
+  if (a.api() == nullptr) {
     const char* path = std::getenv("GPUWATCH_CUPTI_LIBRARY");  // NOLINT(concurrency-mt-unsafe)
-    a.real = Real(path != nullptr ? path : "", nullptr);
+    a.real.store(Real(path != nullptr ? path : "", nullptr), std::memory_order_release);
   }
-  if (a.real == nullptr || a.real->ActivityRegisterCallbacks == nullptr ||
-      a.real->ActivityEnable == nullptr || a.real->ActivityGetNextRecord == nullptr ||
-      a.real->ActivityFlushAll == nullptr) {
+  if (a.api() == nullptr || a.api()->ActivityRegisterCallbacks == nullptr ||
+      a.api()->ActivityEnable == nullptr || a.api()->ActivityGetNextRecord == nullptr ||
+      a.api()->ActivityFlushAll == nullptr) {
     return nullptr;
   }
   return &a;
@@ -229,7 +230,7 @@ namespace internal {
 
 void FlushReal(uint32_t flag) {
   ActivityState* a = Ready();
-  if (a != nullptr && a->registered) a->real->ActivityFlushAll(flag);
+  if (a != nullptr && a->registered) a->api()->ActivityFlushAll(flag);
 }
 
 CUptiResult CUPTIAPI SelfActivityRegister(CUpti_BuffersCallbackRequestFunc request,
@@ -323,7 +324,7 @@ CUptiResult ClientActivityEnable(CUpti_ActivityKind kind, bool enable) {
 CUptiResult ClientActivityFlushAll(uint32_t flag) {
   ActivityState* a = Ready();
   if (a == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
-  return a->registered ? a->real->ActivityFlushAll(flag) : CUPTI_SUCCESS;
+  return a->registered ? a->api()->ActivityFlushAll(flag) : CUPTI_SUCCESS;
 }
 
 CUptiResult ClientActivityGetNextRecord(uint8_t* buffer, size_t valid_size,
@@ -333,7 +334,7 @@ CUptiResult ClientActivityGetNextRecord(uint8_t* buffer, size_t valid_size,
   if (valid_size >= kHeader) std::memcpy(&magic, buffer, sizeof(magic));
   if (magic != kMagic) {  // one of CUPTI's own buffers
     ActivityState* a = Ready();
-    return a != nullptr ? a->real->ActivityGetNextRecord(buffer, valid_size, record)
+    return a != nullptr ? a->api()->ActivityGetNextRecord(buffer, valid_size, record)
                         : CUPTI_ERROR_NOT_INITIALIZED;
   }
   const uint8_t* next = buffer + kHeader;
@@ -356,8 +357,8 @@ CUptiResult ClientActivityGetNumDroppedRecords(CUcontext context, uint32_t strea
   if (dropped == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   ActivityState* a = Ready();
   *dropped = 0;
-  if (a != nullptr && a->real->ActivityGetNumDroppedRecords != nullptr) {
-    a->real->ActivityGetNumDroppedRecords(context, stream_id, dropped);
+  if (a != nullptr && a->api()->ActivityGetNumDroppedRecords != nullptr) {
+    a->api()->ActivityGetNumDroppedRecords(context, stream_id, dropped);
   }
   if (a != nullptr) *dropped += a->dropped.exchange(0, std::memory_order_relaxed);
   return CUPTI_SUCCESS;
@@ -375,16 +376,16 @@ CUptiResult ClientActivitySetAttribute(CUpti_ActivityAttribute attribute, size_t
       static_cast<size_t>(attribute) >= std::size(a->attributes)) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
-  if (SizeAttribute(attribute) && a->real->ActivityGetAttribute != nullptr &&
-      a->real->ActivitySetAttribute != nullptr && *value_size == sizeof(size_t)) {
+  if (SizeAttribute(attribute) && a->api()->ActivityGetAttribute != nullptr &&
+      a->api()->ActivitySetAttribute != nullptr && *value_size == sizeof(size_t)) {
     size_t current = 0;
     size_t current_size = sizeof(current);
-    const CUptiResult r = a->real->ActivityGetAttribute(attribute, &current_size, &current);
+    const CUptiResult r = a->api()->ActivityGetAttribute(attribute, &current_size, &current);
     size_t wanted = 0;
     std::memcpy(&wanted, value, sizeof(wanted));
     if (r == CUPTI_SUCCESS && wanted > current) {
       size_t n = sizeof(wanted);
-      if (const CUptiResult s = a->real->ActivitySetAttribute(attribute, &n, &wanted);
+      if (const CUptiResult s = a->api()->ActivitySetAttribute(attribute, &n, &wanted);
           s != CUPTI_SUCCESS) {
         return s;
       }
@@ -414,8 +415,8 @@ CUptiResult ClientActivityGetAttribute(CUpti_ActivityAttribute attribute, size_t
       return CUPTI_SUCCESS;
     }
   }
-  return a->real->ActivityGetAttribute != nullptr
-             ? a->real->ActivityGetAttribute(attribute, value_size, value)
+  return a->api()->ActivityGetAttribute != nullptr
+             ? a->api()->ActivityGetAttribute(attribute, value_size, value)
              : CUPTI_ERROR_NOT_SUPPORTED;
 }
 
