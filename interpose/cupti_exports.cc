@@ -34,8 +34,7 @@ bool Shared() {
 // CUPTI's own function `name`, for the pass-through.
 template <typename Fn>
 Fn RealFn(const char* name) {
-  const char* path = std::getenv("GPUWATCH_CUPTI_LIBRARY");  // NOLINT(concurrency-mt-unsafe)
-  const CuptiApi* api = mux::Real(path != nullptr ? path : "", nullptr);
+  const CuptiApi* api = mux::RealForClients();
   return api != nullptr ? reinterpret_cast<Fn>(RealDlsym(api->handle, name)) : nullptr;
 }
 

@@ -399,17 +399,15 @@ void UnlockAfterFork() {
 
 // --- The other clients -------------------------------------------------------
 
-namespace {
-const CuptiApi* RealForClient() {
+const CuptiApi* RealForClients() {
   const char* path = std::getenv("GPUWATCH_CUPTI_LIBRARY");  // NOLINT(concurrency-mt-unsafe)
   return Real(path != nullptr ? path : "", nullptr);
 }
-}  // namespace
 
 CUptiResult ClientSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                             void* userdata, CUpti_SubscriberParams* params) {
   if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (RealForClient() == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  if (RealForClients() == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
   State& s = S();
   std::lock_guard<Mutex> lock(s.mu);
   if (const CUptiResult r = SubscribeReal(s, params); r != CUPTI_SUCCESS) return r;
@@ -482,7 +480,7 @@ CUptiResult ClientGetCallbackState(uint32_t* enable, CUpti_SubscriberHandle subs
 }
 
 CUptiResult ClientFinalize() {
-  if (RealForClient() == nullptr) return CUPTI_SUCCESS;
+  if (RealForClients() == nullptr) return CUPTI_SUCCESS;
   {
     State& s = S();
     std::lock_guard<Mutex> lock(s.mu);

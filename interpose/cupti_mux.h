@@ -43,6 +43,10 @@ const CuptiApi* Real(const std::string& explicit_path, std::string* error);
 // activity registration and enabling routed through the multiplexer.
 CuptiApi SelfView(const CuptiApi& real);
 
+// Real() for a call of another client, which may come before gpuwatch's
+// attach read its configuration: GPUWATCH_CUPTI_LIBRARY from the environment.
+const CuptiApi* RealForClients();
+
 // True while another client is subscribed: callbacks then go through
 // Dispatch() instead of straight to gpuwatch.
 extern std::atomic<bool> g_active;

@@ -198,10 +198,7 @@ CUptiResult SyncKind(ActivityState& a, CUpti_ActivityKind kind, bool was_on) {
 
 ActivityState* Ready() {
   ActivityState& a = A();
-  if (a.api() == nullptr) {
-    const char* path = std::getenv("GPUWATCH_CUPTI_LIBRARY");  // NOLINT(concurrency-mt-unsafe)
-    a.real.store(Real(path != nullptr ? path : "", nullptr), std::memory_order_release);
-  }
+  if (a.api() == nullptr) a.real.store(RealForClients(), std::memory_order_release);
   if (a.api() == nullptr || a.api()->ActivityRegisterCallbacks == nullptr ||
       a.api()->ActivityEnable == nullptr || a.api()->ActivityGetNextRecord == nullptr ||
       a.api()->ActivityFlushAll == nullptr) {

@@ -106,8 +106,8 @@ const char* KernelNameOf(const ParsedCall& call) {
     return driver != nullptr ? reinterpret_cast<DriverName>(dlsym(driver, "cuFuncGetName"))
                              : nullptr;
   }();
-  const char* name = nullptr;
   if (call.kernel_func == nullptr) return nullptr;
+  const char* name = nullptr;
   const auto get = call.kernel_func_driver ? driver_name : runtime_name;
   if (get == nullptr || get(&name, call.kernel_func) != 0) return nullptr;
   return name;
