@@ -46,6 +46,14 @@ struct PendingReport {
 };
 
 using MemGetInfoFn = int (*)(size_t* free_bytes, size_t* total_bytes);
+using GraphMemAttributeFn = int (*)(int device, int attribute, void* value);
+
+// What an out-of-memory report asks the driver in the process, resolved at
+// the first CUDA call (the references are kept: the functions stay valid).
+struct DriverQueries {
+  std::atomic<MemGetInfoFn> mem_get_info{nullptr};                // cuMemGetInfo_v2
+  std::atomic<GraphMemAttributeFn> graph_mem_attribute{nullptr};  // cuDeviceGetGraphMemAttribute
+};
 
 struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // Made at attach once CUPTI took the subscription; null before (and when
@@ -73,8 +81,7 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   int wake_pipe[2] = {-1, -1};
   Mutex pending_mu;  // guards pending
   std::vector<PendingReport> pending;
-  // cuMemGetInfo_v2 of the driver in the process, resolved at the first CUDA call.
-  std::atomic<MemGetInfoFn> mem_get_info{nullptr};
+  DriverQueries driver;
   // The background thread holds bg_mu except in poll() and while it writes a
   // fatal signal's report, and bg_starting is set from pthread_create until
   // the thread first takes it (a thread allocates as it starts): see ForkPrepare.

@@ -15,7 +15,9 @@
 #include "interpose/live.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/own_stack.h"
 
 namespace gpuwatch {
 namespace {
@@ -74,7 +76,7 @@ void* BackgroundThread(void*) {
       // snapshot, not one each: a burst of signals cannot queue work.
       char bytes[256];
       const ssize_t r = read(fds[1].fd, bytes, sizeof(bytes));
-      if (r > 0) {
+      if (r > 0 && std::memchr(bytes, 's', static_cast<size_t>(r)) != nullptr) {
         WriteSnapshot("signal");
       } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
         fds[1].fd = -1;  // the pipe is gone: keep the rest
@@ -84,7 +86,7 @@ void* BackgroundThread(void*) {
       // Every report queued so far is written: the bytes are only wake-ups.
       char bytes[256];
       const ssize_t r = read(fds[2].fd, bytes, sizeof(bytes));
-      if (r > 0) {
+      if (r > 0 && std::memchr(bytes, 'r', static_cast<size_t>(r)) != nullptr) {
         WritePendingReports();
       } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
         fds[2].fd = -1;
@@ -123,7 +125,7 @@ void OnSnapshotSignal(int) {
 }
 
 bool MakeNonBlockingPipe(int fds[2]) {
-  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  if (!PipeAboveStdio(fds, O_CLOEXEC)) return false;
   fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
   return true;
 }
@@ -148,7 +150,13 @@ bool StartBackgroundThread(Agent& s) {
     std::lock_guard<std::mutex> lock(s.bg_mu);
     s.bg_starting = true;
   }
-  const int rc = pthread_create(&thread, nullptr, BackgroundThread, nullptr);
+  // A stack of gpuwatch's size, not RLIMIT_STACK's: reports are written here.
+  pthread_attr_t attr;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    rc = SetWorkStack(&attr) ? pthread_create(&thread, &attr, BackgroundThread, nullptr) : EINVAL;
+    pthread_attr_destroy(&attr);
+  }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     {

@@ -5,13 +5,16 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
@@ -132,7 +135,7 @@ void OnFatalSignal(int sig, siginfo_t* info, void* context) {
 
 bool MakePipe() {
   int fds[2] = {-1, -1};
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  if (!PipeAboveStdio(fds, O_CLOEXEC | O_NONBLOCK)) return false;
   g_request[0] = fds[0];
   g_request[1] = fds[1];
   return true;
@@ -188,7 +191,12 @@ void ServeFatalSignalRequest() {
   unsigned char byte = 0;
   const ssize_t n = read(g_request[0], &byte, 1);
   if (n != 1) return;
+  // Only what a handler sent: one of the signals it handles, with a request
+  // pending.
   const int sig = byte & ~kFinalBit;
+  const bool handled = std::any_of(std::begin(g_slots), std::end(g_slots),
+                                   [sig](const Slot& s) { return s.sig == sig && s.installed; });
+  if (!handled || !g_busy.load()) return;
   if (g_report != nullptr) g_report(sig, (byte & kFinalBit) != 0);
   g_busy.store(false);
 }

@@ -16,6 +16,7 @@
 #include "interpose/fatal_signals.h"
 #include "interpose/live.h"
 #include "interpose/reports.h"
+#include "libgpuwatch/base/fds.h"
 
 namespace gpuwatch {
 namespace {
@@ -64,7 +65,8 @@ std::string ForkOutputPath(const Agent& s, long pid) {
 void RenewPipe(int fds[2]) {
   if (fds[0] < 0) return;
   int fresh[2] = {-1, -1};
-  if (pipe2(fresh, O_CLOEXEC) == 0) fcntl(fresh[1], F_SETFL, fcntl(fresh[1], F_GETFL) | O_NONBLOCK);
+  if (PipeAboveStdio(fresh, O_CLOEXEC))
+    fcntl(fresh[1], F_SETFL, fcntl(fresh[1], F_GETFL) | O_NONBLOCK);
   close(fds[0]);
   close(fds[1]);
   fds[0] = fresh[0];

@@ -17,6 +17,7 @@
 #include "interpose/reports.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/live_dir.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/report/live_state.h"
@@ -66,7 +67,7 @@ bool Bind(Live& live, pid_t pid) {
          live.dir.c_str());
     return false;
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = AboveStdio(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd < 0) {
     Warn("no live view: socket: %s", std::strerror(errno));
     return false;
@@ -210,7 +211,7 @@ void ServeLiveReaders(Agent& s) {
   // A burst of readers is answered in turns of this many, so that the
   // thread's other work waits for no more.
   for (int i = 0; i < 16; ++i) {
-    const int fd = accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    const int fd = AboveStdio(accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC));
     if (fd < 0) return;
     Serve(s, live, fd);
     close(fd);

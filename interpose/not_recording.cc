@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "libgpuwatch/base/fds.h"
+
 namespace gpuwatch {
 namespace {
 
@@ -24,7 +26,7 @@ void MarkNotRecording(const std::string& why, const std::string& run_log) {
   g_why[n] = '\0';
   g_marked.store(true, std::memory_order_release);
   if (run_log.empty()) return;
-  const int fd = open(run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = AboveStdio(open(run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
   if (fd < 0) return;
   std::string text = why;
   for (char& c : text) {

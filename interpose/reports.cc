@@ -20,7 +20,9 @@
 #include "interpose/live.h"
 #include "interpose/not_recording.h"
 #include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/own_stack.h"
 #include "libgpuwatch/stacks/unwind.h"
 
 namespace gpuwatch {
@@ -33,7 +35,8 @@ std::string HostName() {
 
 void LogReport(const Agent& s, const char* trigger, const std::string& path) {
   if (s.config().run_log.empty()) return;
-  const int fd = open(s.config().run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  const int fd =
+      AboveStdio(open(s.config().run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
   if (fd < 0) return;
   const std::string line =
       std::string(trigger) + "\t" + path + "\t" + std::to_string(getpid()) + "\n";
@@ -130,20 +133,34 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
   return ok;
 }
 
+// The stack a report needs, with a wide margin (libdw's line tables take
+// ~160 KiB): a thread with less left writes it on a thread of gpuwatch's.
+constexpr size_t kReportStackBytes = size_t{512} << 10;
+
 // WriteReportOrThrow, for code that runs inside the host: whatever fails
-// while the report is built (memory, a value JSON cannot hold) costs the
-// report and one line, never the program.
+// while the report is built (memory, a value JSON cannot hold, a thread
+// whose stack is too small) costs the report and one line, never the program.
 bool WriteReport(Agent& s, const std::string& path, const char* trigger, const char* label,
                  const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
                  const TrackerSnapshot* captured = nullptr) {
-  try {
-    return WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, captured);
-  } catch (const std::exception& e) {
-    Warn("could not write the %s report: %s", trigger, e.what());
-  } catch (...) {
-    Warn("could not write the %s report: unknown error", trigger);
+  bool ok = false;
+  const auto write = [&] {
+    const ScopedInsideGpuwatch inside;  // on whichever thread writes it
+    try {
+      ok = WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, captured);
+    } catch (const std::exception& e) {
+      Warn("could not write the %s report: %s", trigger, e.what());
+    } catch (...) {
+      Warn("could not write the %s report: unknown error", trigger);
+    }
+  };
+  if (!RunWithStack(write, kReportStackBytes)) {
+    Warn(
+        "could not write the %s report: this thread's stack is too small and no thread with "
+        "a larger one could be started",
+        trigger);
   }
-  return false;
+  return ok;
 }
 
 // The reports callbacks queued, written now; the caller holds report_mu.
@@ -272,17 +289,24 @@ void OnExitStatus(int status, void*) {
 
 std::atomic<bool> g_exit_status_handler{false};
 
-// Device free/total from the driver in the process (resolved at the first
-// CUDA call), or zeros.
-void DeviceMemoryInfo(const Agent& s, uint64_t* free_bytes, uint64_t* total_bytes) {
-  *free_bytes = 0;
-  *total_bytes = 0;
-  const MemGetInfoFn fn = s.mem_get_info.load();
+// What the driver in the process says of the memory at an out-of-memory
+// failure: the device's free and total memory, and the graph memory it keeps
+// for reuse that no graph holds (freed by graphs, returned to the device only
+// by cudaDeviceGraphMemTrim). Zeros where it cannot tell.
+void DeviceMemoryInfo(const Agent& s, OomInfo* oom) {
   size_t f = 0;
   size_t t = 0;
-  if (fn != nullptr && fn(&f, &t) == 0) {
-    *free_bytes = f;
-    *total_bytes = t;
+  if (const MemGetInfoFn fn = s.driver.mem_get_info.load(); fn != nullptr && fn(&f, &t) == 0) {
+    oom->device_free = f;
+    oom->device_total = t;
+  }
+  cuuint64_t reserved = 0;
+  cuuint64_t used = 0;
+  const GraphMemAttributeFn attr = s.driver.graph_mem_attribute.load();
+  if (attr != nullptr &&
+      attr(oom->device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0 &&
+      attr(oom->device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == 0 && reserved > used) {
+    oom->graph_pool_idle = reserved - used;
   }
 }
 
@@ -317,10 +341,12 @@ void OnFirstCall() {
   LogReport(s, "cuda", "");
   // The runtime may have been loaded after attach (dlopen, import torch).
   if (s.session->stacks() != nullptr) RefreshToolModules();
-  // For the free memory an out-of-memory report gives. The reference is kept,
-  // so that the function stays valid as long as gpuwatch may call it.
+  // For what an out-of-memory report asks the driver. The reference is
+  // kept, so that the functions stay valid as long as gpuwatch may call them.
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
-    s.mem_get_info.store(reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
+    s.driver.mem_get_info.store(reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
+    s.driver.graph_mem_attribute.store(
+        reinterpret_cast<GraphMemAttributeFn>(dlsym(driver, "cuDeviceGetGraphMemAttribute")));
   }
 }
 
@@ -355,7 +381,7 @@ void OnOutOfMemory(const OomEvent& event) {
   report.oom.error = event.error;
   report.oom.stack_id = event.stack_id;
   report.oom.device = event.device;
-  DeviceMemoryInfo(s, &report.oom.device_free, &report.oom.device_total);
+  DeviceMemoryInfo(s, &report.oom);
   report.snapshot = s.recording().tracker.Snapshot();
   QueueReport(s, std::move(report));
 }

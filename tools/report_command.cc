@@ -519,6 +519,11 @@ void PrintOom(const ReportModel& m, Printer* p) {
   p->Line("Out of memory: " + oom.api + " of " + FormatBytes(oom.size) + " failed at " +
           Describe(oom) + " (device free " + FormatBytes(oom.device_free_bytes) + " of " +
           FormatBytes(oom.device_total_bytes) + ")");
+  if (oom.graph_pool_idle_bytes != 0) {
+    p->Line("  graph memory the driver kept for reuse, held by no graph: " +
+            FormatBytes(oom.graph_pool_idle_bytes) +
+            " (cudaDeviceGraphMemTrim returns it to the device)");
+  }
 }
 
 int Text(const Report& r, int top, FILE* out) {

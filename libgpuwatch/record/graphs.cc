@@ -6,7 +6,8 @@ namespace gpuwatch {
 
 void GraphTable::OnNodeCreated(uint64_t node_id, uintptr_t graph, const GraphWork& work) {
   std::lock_guard<Mutex> lock(mu_);
-  nodes_[node_id] = work;
+  GraphWork& kept = nodes_[node_id] = work;
+  kept.made = ++made_;
   if (graph != 0) graphs_[graph].push_back(node_id);
 }
 
@@ -39,6 +40,12 @@ void GraphTable::OnExecCreated(uintptr_t exec, uintptr_t graph, uintptr_t thread
   } else if (auto g = graphs_.find(graph); g != graphs_.end()) {
     kept = g->second;
   }
+  const auto made = [this](uint64_t id) {
+    const auto it = nodes_.find(id);
+    return it != nodes_.end() ? it->second.made : 0;
+  };
+  std::stable_sort(kept.begin(), kept.end(),
+                   [&made](uint64_t a, uint64_t b) { return made(a) < made(b); });
   execs_[exec] = std::move(kept);
 }
 

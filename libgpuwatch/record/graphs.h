@@ -43,6 +43,8 @@ struct GraphWork {
   // kKernel: the kernel's name as CUPTI gave it when a launch was captured
   // into the graph (static storage); null for a node added explicitly.
   const char* kernel = nullptr;
+  // Set by the table: when the node (or the node a clone copies) was made.
+  uint64_t made = 0;
 };
 
 class GraphTable {
@@ -66,7 +68,13 @@ class GraphTable {
   void OnGraphDestroyed(uintptr_t graph);
   void OnExecDestroyed(uintptr_t exec);
 
-  // The work of one launch of `exec`, in node order, with each node's id.
+  // The work of one launch of `exec`, with each node's id, in the order the
+  // nodes (or those they copy) were made. That order is a topological one: a
+  // node can only depend on nodes made before it, and the driver may give an
+  // allocation node the address of an allocation freed before it in the
+  // graph (alloc, free, alloc at one address in one launch). The order of
+  // an instantiation's clone callbacks is not documented.
+
   std::vector<std::pair<uint64_t, GraphWork>> WorkOf(uintptr_t exec) const;
   // A node's work; false when the node is not kept.
   bool Find(uint64_t node_id, GraphWork* out) const;
@@ -83,6 +91,7 @@ class GraphTable {
   void ForgetLocked(NodeLists& owners, uintptr_t owner, const NodeLists& others);
 
   mutable Mutex mu_;
+  uint64_t made_ = 0;                              // nodes made so far; guarded by mu_
   std::unordered_map<uint64_t, GraphWork> nodes_;  // guarded by mu_
   NodeLists graphs_;                               // graph -> its kept nodes
   NodeLists execs_;                                // exec -> its kept nodes

@@ -49,6 +49,9 @@ struct OomInfo {
   int32_t device = 0;
   uint64_t device_free = 0;  // from cuMemGetInfo; 0 when unknown
   uint64_t device_total = 0;
+  // Graph memory the driver keeps for reuse that no graph holds (reserved
+  // minus used, cuDeviceGetGraphMemAttribute); 0 when none or unknown.
+  uint64_t graph_pool_idle = 0;
 };
 
 // Facts about the process and the reason the report is written.

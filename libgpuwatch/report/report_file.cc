@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/report/report.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "nlohmann/json.hpp"
@@ -69,7 +70,8 @@ bool WriteFileAtomically(const std::string& path, const std::string& contents, s
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), ".tmp.%08x%08x", rd(), rd());
   const std::string tmp = path + suffix;
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int fd =
+      AboveStdio(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd < 0) {
     *error = "cannot create a file in " + dir + ": " + std::strerror(errno);
     return false;
@@ -105,7 +107,7 @@ bool WriteFileAtomically(const std::string& path, const std::string& contents, s
 bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::string* error) {
   std::string text;
   {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    const int fd = AboveStdio(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (fd < 0) {
       *error = "cannot open " + path + ": " + std::strerror(errno);
       return false;

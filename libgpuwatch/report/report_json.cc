@@ -224,6 +224,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     o.device = oom.device;
     o.device_free_bytes = oom.device_free;
     o.device_total_bytes = oom.device_total;
+    o.graph_pool_idle_bytes = oom.graph_pool_idle;
   }
   // The sections the model does not type.
   json report = json::object();

@@ -132,9 +132,12 @@ struct GrowthSite : ReportSite {
 
 // oom: the request that failed.
 // device_*: cuMemGetInfo's at the failure, 0 when unknown.
+// graph_pool_idle_bytes: graph memory the driver kept for reuse and no graph
+// held (cudaDeviceGraphMemTrim returns it to the device), 0 when none.
 // clang-format off
 #define GPUWATCH_OOM_SITE_COUNTS(X)                                    \
-  X(size, kSum) X(device_free_bytes, kSum) X(device_total_bytes, kSum)
+  X(size, kSum) X(device_free_bytes, kSum) X(device_total_bytes, kSum) \
+  X(graph_pool_idle_bytes, kSum)
 // clang-format on
 struct OomSite : ReportSite {
   GPUWATCH_COUNTS(OomSite, GPUWATCH_OOM_SITE_COUNTS)

@@ -553,5 +553,43 @@ TEST(Fidelity, DeviceResetFreesWhatTheDriverFreesAndKeepsStreamOrderedMemory) {
   EXPECT_EQ(live[1]["location"], At("device_reset.cu", "AT:ordered"));
 }
 
+// Graph memory the driver may place at one address for two allocation nodes
+// whose lifetimes do not overlap (the programming guide allows it), with the
+// instantiation's clone callbacks in creation order or reversed (undocumented):
+// the 3 MiB is transient in each launch, the 1 MiB of the second launch is the
+// one leak, and the device peak is the 3 MiB alone (4 MiB if the second
+// allocation were counted before the first one's free).
+TEST(Fidelity, GraphAllocationsSharingAnAddressInOneLaunch) {
+  for (const std::string reuse : {"1", "0"}) {
+    for (const std::string order : {"creation", "reverse"}) {
+      const std::string mode = "reuse " + reuse + ", clones in " + order + " order";
+      ScopedTempDir dir;
+      ProcessResult run;
+      const json r = RunUnder(
+          dir, "graph_reuse",
+          {{"GWSIM_GRAPH_ADDRESS_REUSE", reuse}, {"GWSIM_GRAPH_CLONE_ORDER", order}}, &run);
+      EXPECT_NE(run.out.find(reuse == "1" ? "addresses shared" : "addresses distinct"),
+                std::string::npos)
+          << mode << run.out;
+      const json& graph = r["totals"]["kinds"]["graph"];
+      EXPECT_EQ(graph["allocs"], 4) << mode;
+      EXPECT_EQ(graph["frees"], 3) << mode;
+      EXPECT_EQ(graph["current_bytes"], kMiB) << mode;
+      EXPECT_EQ(r["totals"]["device_peak_bytes"], 3 * kMiB) << mode;
+      EXPECT_EQ(r["totals"]["unknown_frees"], 0) << mode;
+      const json& sites = r["leaks"]["device"]["sites"];
+      ASSERT_EQ(sites.size(), 1u) << mode << sites.dump();
+      EXPECT_EQ(sites[0]["location"], At("graph_reuse.cu", "LEAK:second")) << mode;
+      EXPECT_EQ(sites[0]["count"], 1) << mode;
+      EXPECT_EQ(sites[0]["bytes"], kMiB) << mode;
+      // The failed cudaMalloc: the graph memory the driver kept for reuse
+      // (3 MiB, or 4 MiB with no reuse) less the 1 MiB live.
+      const json oom = ReadReport(dir.path() + "/graph_reuse.json.oom-1");
+      EXPECT_EQ(oom["oom"]["location"], At("graph_reuse.cu", "AT:oom")) << mode;
+      EXPECT_EQ(oom["oom"]["graph_pool_idle_bytes"], (reuse == "1" ? 2 : 3) * kMiB) << mode;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

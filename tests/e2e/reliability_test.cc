@@ -110,5 +110,56 @@ TEST(Reliability, ArgumentsThatAreNotUtf8AreWrittenAsReplacementCharacters) {
   EXPECT_EQ(report["leaks"]["device"]["count"], 2);
 }
 
+// Small stacks: the exit report runs on whichever thread calls exit(), and
+// writing one takes far more stack than a host thread may have. A thread of
+// 128 KiB that calls exit(8), and a main thread under `ulimit -s 128`: the
+// host ends with its own status and the report names its leak.
+TEST(Reliability, ReportsAreWrittenFromThreadsWithSmallStacks) {
+  const struct {
+    std::string mode;
+    std::vector<std::string> argv;
+    int status;
+  } cases[] = {
+      {"thread", {kPrograms + "/small_stack", "thread"}, 8},
+      {"main", {"/bin/sh", "-c", "ulimit -s 128 && exec \"$0\"", kPrograms + "/small_stack"}, 0},
+  };
+  for (const auto& c : cases) {
+    ScopedTempDir dir;
+    const std::string out = dir.path() + "/report.json";
+    const ProcessResult r = RunProcess(c.argv, LeakyLoopEnv(out), dir.path());
+    EXPECT_EQ(r.exit_code, c.status) << c.mode << r.err;
+    EXPECT_NE(r.out.find(c.mode == "thread" ? "thread exits" : "main returns"), std::string::npos)
+        << c.mode << r.out;
+    const json report = ReadJson(out);
+    ASSERT_TRUE(report.is_object()) << c.mode << r.err;
+    const json& sites = report["leaks"]["device"]["sites"];
+    ASSERT_EQ(sites.size(), 1u) << c.mode << sites.dump();
+    EXPECT_EQ(sites[0]["location"], ProgramLine("small_stack.cu", "LEAK:" + c.mode)) << c.mode;
+    EXPECT_EQ(sites[0]["bytes"], 1 << 20) << c.mode;
+  }
+}
+
+// A daemon started with stdin, stdout and stderr closed: gpuwatch's pipes
+// would be the next descriptors, 0 and 1, and the host's writes to them
+// would reach gpuwatch (bytes the background thread took for signal
+// requests: reports that nobody asked for). They stay closed (the program's
+// exit status is the mask of those something opened); what the host writes
+// there goes where it would without gpuwatch (nowhere), and the one report
+// is the exit report.
+TEST(Reliability, StandardDescriptorsClosedAtStartStayTheHosts) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({"/bin/sh", "-c", "exec \"$0\" <&- >&- 2>&-", kPrograms + "/closed_stdio"},
+                 LeakyLoopEnv(out), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << "descriptors among 0-2 opened (mask)";
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(dir.List(), std::vector<std::string>{"report.json"});
+  const json report = ReadJson(out);
+  EXPECT_EQ(report["trigger"], "exit");
+  EXPECT_EQ(report["leaks"]["device"]["bytes"], 1 << 20) << report["leaks"].dump();
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

@@ -375,6 +375,29 @@ def check_graphs(c, report, ctx):
     c.eq("transfers.unmatched_records", get(report, "transfers", "unmatched_records"), 0)
 
 
+def check_graph_reuse(c, report, ctx):
+    # Graph memory as the driver hands it out (tests/e2e/fidelity_test.cc,
+    # Fidelity.GraphAllocationsSharingAnAddressInOneLaunch). The questions:
+    # does the driver give the 1 MiB allocation the freed 3 MiB's address
+    # (GWSIM_GRAPH_ADDRESS_REUSE), and does it keep freed graph memory until
+    # cudaDeviceGraphMemTrim (oom.graph_pool_idle_bytes)? Whatever the answers,
+    # gpuwatch's counts must hold.
+    shared = "addresses shared" in ctx["stdout"]
+    c.true(f"driver answer: addresses {'shared' if shared else 'distinct'} "
+           f"(GWSIM_GRAPH_ADDRESS_REUSE={1 if shared else 0} matches)", True)
+    graph = get(report, "totals", "kinds", "graph", default={})
+    c.eq("graph allocs", graph.get("allocs"), 4)
+    c.eq("graph frees", graph.get("frees"), 3)
+    c.eq("graph live bytes", graph.get("current_bytes"), 1 * MiB)
+    c.eq("device peak", get(report, "totals", "device_peak_bytes"), 3 * MiB)
+    c.eq("leak site", get(report, "leaks", "device", "sites", 0, "location"),
+         at(ctx, "graph_reuse.cu", "LEAK:second"))
+    oom = load(ctx["report_path"] + ".oom-1")
+    idle = get(oom, "oom", "graph_pool_idle_bytes")
+    c.true(f"driver answer: graph memory idle in the pool at the OOM: {idle} bytes "
+           f"(the simulator: {2 * MiB if shared else 3 * MiB})", oom is not None)
+
+
 def check_default_copies(c, report, ctx):
     c.eq("no unknown direction", get(report, "totals", "copies", "unknown"), None)
     c.eq("h2d copies", copies(report, "h2d"), 2)
@@ -429,6 +452,7 @@ CHECKS = {
     "copy_findings": check_copy_findings,
     "arrays": check_arrays,
     "graphs": check_graphs,
+    "graph_reuse": check_graph_reuse,
     "default_copies": check_default_copies,
     "vmm_striped": check_vmm_striped,
     "vmm_handles": check_vmm_handles,

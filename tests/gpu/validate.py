@@ -69,6 +69,7 @@ SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit sta
     ("copy_findings", "tests/programs", [], 0),
     ("arrays", "tests/programs", [], 0),
     ("graphs", "tests/programs", [], 0),
+    ("graph_reuse", "tests/programs", [], 0),
     # Issue 29: VMM per physical handle, an imported handle.
     ("vmm_handles", "tests/programs", [], 0),
     # Issue 20: pool regions through NVTX's memory extension.

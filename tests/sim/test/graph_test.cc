@@ -192,6 +192,12 @@ cudaMemAllocNodeParams AllocParams(size_t bytes) {
   return p;
 }
 
+uint64_t GraphMem(cudaGraphMemAttributeType attr) {
+  cuuint64_t value = 0;
+  EXPECT_EQ(cudaDeviceGetGraphMemAttribute(0, attr, &value), cudaSuccess);
+  return value;
+}
+
 std::vector<unsigned char> DeviceBytes(const void* dev, size_t n) {
   std::vector<unsigned char> out(n);
   EXPECT_EQ(cudaMemcpy(out.data(), dev, n, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -732,10 +738,14 @@ TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
 
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x5A));  // the memory was usable in between
-  EXPECT_EQ(FreeMemory(), free0);                             // and released by the free node
+  // Released by the free node into the device's graph pool, which keeps it.
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrUsedMemCurrent), 0u);
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemCurrent), kBytes);
+  EXPECT_EQ(FreeMemory(), free0 - kBytes);
   host.assign(kBytes, 0);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);  // again: nothing was left allocated
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x5A));
+  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // taken from the pool, nothing more charged
   const auto events = log.Take();
   const Activity a = collector.Collect();
   ASSERT_EQ(a.memory.size(), 4u);
@@ -766,7 +776,12 @@ TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
   ASSERT_EQ(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &used), cudaSuccess);
   EXPECT_EQ(used, 0u);
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemHigh), kBytes);
+  // Trimming returns what no launch holds to the device.
   ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemCurrent), 0u);
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemHigh), kBytes);
+  EXPECT_EQ(FreeMemory(), free0);
 
   // Freed in its own graph: not outside it. A graph with memory nodes: one exec at a time, no
   // clones, no child graph nodes.
@@ -817,11 +832,13 @@ TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaErrorInvalidValue);
   EXPECT_EQ(FreeMemory(), free0 - kBytes);
   ASSERT_EQ(cudaFree(p.dptr), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // back in the graph pool
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrUsedMemCurrent), 0u);
   EXPECT_EQ(cudaFree(p.dptr), cudaErrorInvalidValue);  // once
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   EXPECT_EQ(FreeMemory(), free0 - kBytes);
   ASSERT_EQ(cudaFreeAsync(p.dptr, stream), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
   EXPECT_EQ(FreeMemory(), free0);
 
   auto events = log.Take();
@@ -858,7 +875,7 @@ TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   EXPECT_EQ(cudaGraphLaunch(freeing_exec, stream), cudaErrorInvalidValue);  // nothing to free
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(freeing_exec, stream), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrUsedMemCurrent), 0u);
 
   // Instantiated to free on relaunch: each launch frees what the last one left.
   ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
@@ -875,6 +892,7 @@ TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   EXPECT_EQ(a.memory[2].memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION);
   EXPECT_EQ(a.memory[1].correlationId, a.memory[2].correlationId);
   ASSERT_EQ(cudaFree(p.dptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
   EXPECT_EQ(FreeMemory(), free0);
 
   // A graph whose memory does not fit fails its launch and does nothing.
@@ -894,6 +912,80 @@ TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   ASSERT_EQ(cudaGraphExecDestroy(freeing_exec), cudaSuccess);
   ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   for (cudaGraph_t g : {huge, third, freeing, graph}) ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// The programming guide lets a graph give allocations whose lifetimes do not overlap the same
+// address (and memory): an allocation node ordered after an earlier allocation's free node.
+TEST(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
+  InitCuda();
+  constexpr size_t kBytes = 1 << 20;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMORY2});
+  const size_t free0 = FreeMemory();
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
+  cudaMemAllocNodeParams first = AllocParams(3 * kBytes);
+  cudaGraphNode_t first_alloc = nullptr;
+  ASSERT_EQ(cudaGraphAddMemAllocNode(&first_alloc, graph, nullptr, 0, &first), cudaSuccess);
+  cudaGraphNode_t first_free = nullptr;
+  ASSERT_EQ(cudaGraphAddMemFreeNode(&first_free, graph, &first_alloc, 1, first.dptr), cudaSuccess);
+  // Ordered after the free: the same address. Unordered with it: an address of its own.
+  cudaMemAllocNodeParams second = AllocParams(kBytes);
+  cudaGraphNode_t second_alloc = nullptr;
+  ASSERT_EQ(cudaGraphAddMemAllocNode(&second_alloc, graph, &first_free, 1, &second), cudaSuccess);
+  EXPECT_EQ(second.dptr, first.dptr);
+  cudaMemAllocNodeParams apart = AllocParams(kBytes);
+  cudaGraphNode_t apart_alloc = nullptr;
+  ASSERT_EQ(cudaGraphAddMemAllocNode(&apart_alloc, graph, nullptr, 0, &apart), cudaSuccess);
+  EXPECT_NE(apart.dptr, first.dptr);
+  // Larger than the range: an address of its own, even after the free.
+  cudaMemAllocNodeParams larger = AllocParams(4 * kBytes);
+  cudaGraphNode_t larger_alloc = nullptr;
+  ASSERT_EQ(cudaGraphAddMemAllocNode(&larger_alloc, graph, &first_free, 1, &larger), cudaSuccess);
+  EXPECT_NE(larger.dptr, first.dptr);
+  // The address's free node now frees the second allocation, once.
+  cudaMemsetParams m{second.dptr, 0, 0x3C, 1, kBytes, 1};
+  cudaGraphNode_t memset = nullptr;
+  ASSERT_EQ(cudaGraphAddMemsetNode(&memset, graph, &second_alloc, 1, &m), cudaSuccess);
+  std::vector<unsigned char> host(kBytes, 0);
+  cudaGraphNode_t copy = nullptr;
+  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&copy, graph, &memset, 1, host.data(), second.dptr, kBytes,
+                                     cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  cudaGraphNode_t second_free = nullptr;
+  ASSERT_EQ(cudaGraphAddMemFreeNode(&second_free, graph, &copy, 1, second.dptr), cudaSuccess);
+  cudaGraphNode_t bad = nullptr;
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, graph, &second_free, 1, first.dptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x3C));
+  // At one address: allocation, release, allocation, release, in that order.
+  std::vector<CUpti_ActivityMemoryOperationType> at_first;
+  for (const auto& r : collector.Collect().memory) {
+    if (r.address == reinterpret_cast<uint64_t>(first.dptr)) {
+      at_first.push_back(r.memoryOperationType);
+      EXPECT_EQ(r.bytes, at_first.size() <= 2 ? 3 * kBytes : kBytes);
+    }
+  }
+  const auto made = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  const auto released = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  EXPECT_EQ(at_first,
+            (std::vector<CUpti_ActivityMemoryOperationType>{made, released, made, released}));
+  // The shared range holds 3 MiB of the pool, the others their own: 3 + 1 + 4 MiB, not 9.
+  EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemCurrent), 8 * kBytes);
+  EXPECT_EQ(FreeMemory(), free0 - 8 * kBytes);
+  ASSERT_EQ(cudaFree(apart.dptr), cudaSuccess);
+  ASSERT_EQ(cudaFree(larger.dptr), cudaSuccess);
+  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0);
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
@@ -939,6 +1031,8 @@ TEST(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x6B));
+  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // kept in the graph pool until trimmed
+  ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
   EXPECT_EQ(FreeMemory(), free0);
   const Activity a = collector.Collect();
   ASSERT_EQ(a.memory.size(), 2u);

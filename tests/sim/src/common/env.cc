@@ -79,6 +79,17 @@ void Warn(const char* name, const char* value, const char* expected) {
                expected);
 }
 
+// A 1-or-0 setting.
+void ReadFlag(const char* name, bool* field) {
+  if (const char* v = std::getenv(name)) {
+    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
+      *field = v[0] == '1';
+    } else {
+      Warn(name, v, "1 or 0");
+    }
+  }
+}
+
 }  // namespace
 
 SimConfig ReadSimConfig() {
@@ -127,18 +138,14 @@ SimConfig ReadSimConfig() {
       Warn("GWSIM_FAIL", v, "no-driver, other-subscriber or none");
     }
   }
-  if (const char* v = std::getenv("GWSIM_NESTED_DRIVER_CALLBACKS")) {
-    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
-      config.nested_driver_callbacks = v[0] == '1';
+  ReadFlag("GWSIM_NESTED_DRIVER_CALLBACKS", &config.nested_driver_callbacks);
+  ReadFlag("GWSIM_EXIT_CONTEXT_DESTROY", &config.exit_context_destroy);
+  ReadFlag("GWSIM_GRAPH_ADDRESS_REUSE", &config.graph_address_reuse);
+  if (const char* v = std::getenv("GWSIM_GRAPH_CLONE_ORDER")) {
+    if (std::strcmp(v, "reverse") == 0 || std::strcmp(v, "creation") == 0) {
+      config.graph_clones_reversed = v[0] == 'r';
     } else {
-      Warn("GWSIM_NESTED_DRIVER_CALLBACKS", v, "1 or 0");
-    }
-  }
-  if (const char* v = std::getenv("GWSIM_EXIT_CONTEXT_DESTROY")) {
-    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
-      config.exit_context_destroy = v[0] == '1';
-    } else {
-      Warn("GWSIM_EXIT_CONTEXT_DESTROY", v, "1 or 0");
+      Warn("GWSIM_GRAPH_CLONE_ORDER", v, "creation or reverse");
     }
   }
   if (const char* v = std::getenv("GWSIM_CORRELATION")) {

@@ -21,6 +21,8 @@ struct SimConfig {
   uint32_t correlation = 0;              // GWSIM_CORRELATION, a Correlation
   uint64_t cupti_version = 0;            // GWSIM_CUPTI_VERSION; 0: the headers' CUPTI_API_VERSION
   bool exit_context_destroy = false;     // GWSIM_EXIT_CONTEXT_DESTROY
+  bool graph_address_reuse = true;       // GWSIM_GRAPH_ADDRESS_REUSE
+  bool graph_clones_reversed = false;    // GWSIM_GRAPH_CLONE_ORDER=reverse
 };
 
 // GWSIM_CORRELATION: how correlation ids tie API calls and activity records together.

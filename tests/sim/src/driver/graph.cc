@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "driver/graph_internal.h"
 #include "driver/trace.h"
@@ -17,8 +19,9 @@ std::atomic<int> g_graph_allocs{0};
 GraphState& Graphs() {
   static auto* const state = [] {
     auto* s = new GraphState();  // never destroyed, like the rest of the driver's state
-    s->used.assign(D().devices.size(), 0);
-    s->high.assign(D().devices.size(), 0);
+    for (auto* per_device : {&s->used, &s->high, &s->reserved, &s->reserved_high, &s->committed}) {
+      per_device->assign(D().devices.size(), 0);
+    }
     return s;
   }();
   return *state;
@@ -112,14 +115,52 @@ CUresult ValidateCopyDescriptorLocked(const CUDA_MEMCPY3D& c) {
   return CUDA_SUCCESS;
 }
 
-// Reserves the fixed address range of an allocation node: nothing is charged and touching it
-// faults until a launch maps it.
-CUresult ReserveGraphAllocLocked(GraphAlloc* a) {
+// The allocation of graph g whose address range a new allocation node ordered after `deps` may
+// reuse: one freed by a free node among the node's ancestors, the last to use its range, on the
+// same device and at least as large. The programming guide allows a graph to give allocations
+// whose lifetimes do not overlap the same address; GWSIM_GRAPH_ADDRESS_REUSE=0 never does.
+GraphAlloc* ReusableLocked(CUgraph_st* g, const std::vector<CUgraphNode_st*>& deps,
+                           const GraphAlloc& a) {
+  if (!D().config.graph_address_reuse) return nullptr;
+  std::vector<CUgraphNode_st*> todo(deps);
+  std::unordered_set<CUgraphNode_st*> seen;
+  while (!todo.empty()) {
+    CUgraphNode_st* n = todo.back();
+    todo.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->data.type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+      GraphAlloc* freed = n->data.alloc;
+      const GraphAlloc* range = freed->range_owner != nullptr ? freed->range_owner : freed;
+      const auto it = Graphs().allocs.find(freed->base);
+      if (freed->owner == g && it != Graphs().allocs.end() && it->second == freed &&
+          freed->device == a.device && a.size <= range->size) {
+        return freed;
+      }
+    }
+    todo.insert(todo.end(), n->deps.begin(), n->deps.end());
+  }
+  return nullptr;
+}
+
+// Reserves the fixed address range of an allocation node of g (or reuses one, see
+// ReusableLocked): nothing is charged and touching it faults until a launch maps it.
+CUresult ReserveGraphAllocLocked(GraphAlloc* a, CUgraph_st* g,
+                                 const std::vector<CUgraphNode_st*>& deps) {
   if (a->size == 0) return CUDA_ERROR_INVALID_VALUE;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (a->size > SIZE_MAX - page) return CUDA_ERROR_OUT_OF_MEMORY;
-  a->reserved = (a->size + page - 1) / page * page;
   a->charge = (a->size + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
+  if (GraphAlloc* earlier = ReusableLocked(g, deps, *a)) {
+    GraphAlloc* range = earlier->range_owner != nullptr ? earlier->range_owner : earlier;
+    a->range_owner = range;
+    a->base = range->base;
+    a->reserved = range->reserved;
+    range->sharers.push_back(a);
+    Graphs().allocs[a->base] = a;  // the address's latest allocation
+    return CUDA_SUCCESS;
+  }
+  a->reserved = (a->size + page - 1) / page * page;
+  a->sharers.push_back(a);
   void* p =
       mmap(nullptr, a->reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -232,7 +273,8 @@ CUresult AddNodeLocked(CUgraph_st* g, const CUgraphNode* deps, size_t count, Nod
       case CU_GRAPH_NODE_TYPE_EMPTY:
         break;
       case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-        r = data.alloc != nullptr ? ReserveGraphAllocLocked(data.alloc) : CUDA_ERROR_INVALID_VALUE;
+        r = data.alloc != nullptr ? ReserveGraphAllocLocked(data.alloc, g, dep_list)
+                                  : CUDA_ERROR_INVALID_VALUE;
         break;
       case CU_GRAPH_NODE_TYPE_MEM_FREE: {
         // The base address of a graph allocation, not freed by a node of any graph yet.

@@ -86,7 +86,7 @@ CUresult MapGraphAlloc(GraphAlloc* a, CUstream_st* stream) {
     al.memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     al.device = a->device;
     al.ctx = AllocContext(a, stream);
-    al.charged = a->charge;
+    al.charged = 0;  // the device's graph pool holds the charge
     al.stream_id = stream->id;
     al.buffer_id = D().next_buffer_id.fetch_add(1);
     if (!D().memory.Insert(al)) return CUDA_ERROR_INVALID_VALUE;
@@ -149,11 +149,39 @@ CUresult RunNodes(const std::vector<CUgraphNode_st*>& nodes, const LaunchEnv& en
   return CUDA_SUCCESS;
 }
 
-// Uncharges the allocations a launch charged and did not reach.
+GraphAlloc* RangeOf(GraphAlloc* a) { return a->range_owner != nullptr ? a->range_owner : a; }
+
+// A launch holds a's memory: the first holder of its range takes the range's memory from the
+// device's graph pool, which grows (charging the device) only by what it lacks.
+bool HoldLocked(GraphAlloc* a) {
+  GraphState& s = Graphs();
+  GraphAlloc* range = RangeOf(a);
+  if (range->held++ > 0) return true;
+  const int d = range->device;
+  const uint64_t need = s.committed[d] + range->charge;
+  if (need > s.reserved[d]) {
+    if (!Charge(d, need - s.reserved[d])) {
+      --range->held;
+      return false;
+    }
+    s.reserved[d] = need;
+    s.reserved_high[d] = std::max(s.reserved_high[d], need);
+  }
+  s.committed[d] = need;
+  return true;
+}
+
+// A launch no longer holds a's memory: the last holder returns it to the pool (not the device).
+void LetGoLocked(GraphAlloc* a) {
+  GraphAlloc* range = RangeOf(a);
+  if (--range->held == 0) Graphs().committed[range->device] -= range->charge;
+}
+
+// Lets go of the allocations a launch held and did not reach.
 void DropPendingLocked(const std::vector<GraphAlloc*>& allocs) {
   for (GraphAlloc* a : allocs) {
     if (a->state != GraphAlloc::kPending) continue;
-    Uncharge(a->device, a->charge);
+    LetGoLocked(a);
     a->state = GraphAlloc::kIdle;
   }
 }
@@ -210,7 +238,10 @@ CUresult GraphInstantiate(CUgraphExec* out, CUgraph graph, unsigned long long fl
     exec->graph = graph;
     exec->graph_id = graph->id;
     exec->flags = flags;
+    const size_t first_clone = events->size();
     CloneIntoExecLocked(graph, exec, &exec->nodes, events);
+    // The order of the clones' callbacks is not documented: GWSIM_GRAPH_CLONE_ORDER.
+    if (D().config.graph_clones_reversed) events->ReverseFrom(first_clone);
     s.execs.insert(exec);
     ++graph->execs;
     CUpti_GraphData created{};
@@ -287,8 +318,8 @@ CUresult GraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   for (GraphAlloc* a : to_free) {
     if (CUresult r = ReleaseGraphAlloc(a, true, s->id); r != CUDA_SUCCESS) return r;
   }
-  // The memory of every allocation node is charged before any node runs: a graph that does
-  // not fit fails with out-of-memory and does nothing.
+  // The memory of every allocation node is held before any node runs: a graph that does not
+  // fit fails with out-of-memory and does nothing.
   {
     std::lock_guard lock(g.mu);
     for (GraphAlloc* a : allocs) {
@@ -296,7 +327,7 @@ CUresult GraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
         DropPendingLocked(allocs);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      if (!Charge(a->device, a->charge)) {
+      if (!HoldLocked(a)) {
         DropPendingLocked(allocs);
         return CUDA_ERROR_OUT_OF_MEMORY;
       }
@@ -330,7 +361,7 @@ CUresult ReleaseGraphAlloc(GraphAlloc* a, bool is_async, uint32_t stream_id) {
     if (a->state != GraphAlloc::kLive) return CUDA_ERROR_INVALID_VALUE;
     a->state = GraphAlloc::kReleasing;
     s.used[a->device] -= a->charge;
-    // Gone already if its context was destroyed (which uncharged it).
+    LetGoLocked(a);
     removed = D().memory.RemoveIf(a->base,
                                   [](const Allocation& x) { return x.origin == Origin::kGraph; });
   }
@@ -340,7 +371,6 @@ CUresult ReleaseGraphAlloc(GraphAlloc* a, bool is_async, uint32_t stream_id) {
   void* p = reinterpret_cast<void*>(a->base);
   mprotect(p, a->reserved, PROT_NONE);
   madvise(p, a->reserved, MADV_DONTNEED);
-  if (removed) Uncharge(removed->device, removed->charged);
   std::lock_guard lock(s.mu);
   a->state = GraphAlloc::kIdle;
   MaybeDropGraphAllocLocked(a);
@@ -350,30 +380,51 @@ CUresult ReleaseGraphAlloc(GraphAlloc* a, bool is_async, uint32_t stream_id) {
 void MaybeDropGraphAllocLocked(GraphAlloc* a) {
   GraphState& s = Graphs();
   if (a->refs > 0 || a->state != GraphAlloc::kIdle) return;
-  auto it = s.allocs.find(a->base);
-  if (it == s.allocs.end() || it->second != a) return;
-  munmap(reinterpret_cast<void*>(a->base), a->reserved);
-  s.allocs.erase(it);
-  g_graph_allocs.fetch_sub(1, std::memory_order_release);
+  GraphAlloc* range = RangeOf(a);
+  auto& sharers = range->sharers;
+  const auto pos = std::find(sharers.begin(), sharers.end(), a);
+  if (pos == sharers.end()) return;  // dropped already
+  sharers.erase(pos);
+  // The address now belongs to the range's latest remaining allocation, or to none.
+  if (auto it = s.allocs.find(a->base); it != s.allocs.end() && it->second == a) {
+    if (!sharers.empty()) {
+      it->second = sharers.back();
+    } else {
+      s.allocs.erase(it);
+      g_graph_allocs.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  if (sharers.empty()) munmap(reinterpret_cast<void*>(range->base), range->reserved);
   s.retired.push_back(a);
 }
 
-CUresult GraphMemTrim(CUdevice device) { return CheckDevice(device); }
+CUresult GraphMemTrim(CUdevice device) {
+  if (CUresult r = CheckDevice(device); r != CUDA_SUCCESS) return r;
+  GraphState& s = Graphs();
+  std::lock_guard lock(s.mu);
+  // What no launch holds (pending or live) goes back to the device.
+  Uncharge(device, s.reserved[device] - s.committed[device]);
+  s.reserved[device] = s.committed[device];
+  return CUDA_SUCCESS;
+}
 
 CUresult GraphMemGetAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
   if (CUresult r = CheckDevice(device); r != CUDA_SUCCESS) return r;
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   GraphState& s = Graphs();
   std::lock_guard lock(s.mu);
-  // Nothing is cached: what is reserved for graphs is what they use.
   switch (attr) {
     case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
       *static_cast<cuuint64_t*>(value) = s.used[device];
       return CUDA_SUCCESS;
     case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
       *static_cast<cuuint64_t*>(value) = s.high[device];
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      *static_cast<cuuint64_t*>(value) = s.reserved[device];
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      *static_cast<cuuint64_t*>(value) = s.reserved_high[device];
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -390,7 +441,12 @@ CUresult GraphMemSetAttribute(CUdevice device, CUgraphMem_attribute attr, void* 
   }
   GraphState& s = Graphs();
   std::lock_guard lock(s.mu);
-  s.high[device] = 0;
+  // Reset to the current value (cuda.h: "reset the high watermark").
+  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) {
+    s.high[device] = s.used[device];
+  } else {
+    s.reserved_high[device] = s.reserved[device];
+  }
   return CUDA_SUCCESS;
 }
 

@@ -9,6 +9,7 @@
 #ifndef GWSIM_DRIVER_GRAPH_INTERNAL_H_
 #define GWSIM_DRIVER_GRAPH_INTERNAL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,15 @@ struct GraphAlloc {
   CUgraph_st* freed_by = nullptr;  // the one graph with a free node for it
   State state = kIdle;
   int refs = 0;  // the allocation node, if not destroyed, and each exec holding a clone of it
+  // Address reuse: an allocation node ordered after the free of an earlier allocation of its
+  // graph may get that allocation's address range (and physical memory). The range belongs to
+  // the allocation that reserved it; the others point to it.
+  GraphAlloc* range_owner = nullptr;  // null: this allocation reserved its range
+  // On the range's owner: the allocations using the range (itself included) until dropped, and
+  // how many of them a launch holds (pending or live): the range's memory is taken from the
+  // device's graph pool while any is held.
+  std::vector<GraphAlloc*> sharers;
+  int held = 0;
 };
 
 struct MemsetParams {
@@ -145,9 +155,15 @@ struct GraphState {
   std::vector<void*> retired;               // destroyed objects, kept (stale handles stay readable)
   uint32_t next_graph_id = 1;               // graphs and execs share the id space
   uint64_t next_node_id = 1;
-  // Graph memory per device (cuDeviceGetGraphMemAttribute).
+  // Graph memory per device (cuDeviceGetGraphMemAttribute). The driver keeps a pool per device:
+  // `reserved` is charged to the device, `committed` is what launches hold of it (pending and
+  // live ranges); a free returns memory to the pool, cuDeviceGraphMemTrim returns the part no
+  // launch holds to the device.
   std::vector<uint64_t> used;
   std::vector<uint64_t> high;
+  std::vector<uint64_t> reserved;
+  std::vector<uint64_t> reserved_high;
+  std::vector<uint64_t> committed;
   // Stream capture.
   std::vector<Capture*> captures;  // not ended
   std::unordered_map<CUstream_st*, StreamCapture> streams;
@@ -165,6 +181,11 @@ extern std::atomic<int> g_graph_allocs;     // entries of GraphState::allocs
 class GraphEvents {
  public:
   void Add(CUpti_CallbackId cbid, const CUpti_GraphData& data) { events_.emplace_back(cbid, data); }
+  size_t size() const { return events_.size(); }
+  // Reverses the order of the events added since size() was `first`.
+  void ReverseFrom(size_t first) {
+    std::reverse(events_.begin() + static_cast<std::ptrdiff_t>(first), events_.end());
+  }
   // Delivers them in order. No lock may be held.
   void Emit();
 
