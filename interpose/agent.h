@@ -95,7 +95,8 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // its cached pcs may then name another. Guarded by report_mu.
   std::unique_ptr<Symbolizer> symbolizer;
   unsigned long long symbolizer_unloads = 0;
-  std::string exit_report_path;  // set once the exit report is on disk
+  bool warned_low_memory = false;  // guarded by report_mu (WriteReportOrThrow)
+  std::string exit_report_path;    // set once the exit report is on disk
   std::atomic<uint64_t> exit_report_done_ns{0};
   std::atomic<bool> exiting{false};  // the exit report has begun
   std::atomic<bool> teardown_handler{false};

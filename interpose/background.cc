@@ -10,6 +10,8 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
+#include <exception>
+#include <utility>
 
 #include "interpose/fatal_signals.h"
 #include "interpose/live.h"
@@ -53,6 +55,7 @@ void* BackgroundThread(void*) {
   uint64_t next = MonotonicNs() + interval_ns;
   uint64_t next_checkpoint = MonotonicNs() + kCheckpointTickNs;
   uint64_t next_live = MonotonicNs();  // the first sample at once
+  bool warned = false;
   for (;;) {
     const uint64_t now = MonotonicNs();
     uint64_t due = UINT64_MAX;
@@ -71,48 +74,55 @@ void* BackgroundThread(void*) {
     // Before bg_mu: the signal may have interrupted ForkPrepare, which holds it.
     if (n > 0 && fds[0].revents != 0) ServeFatalSignalRequest();  // first: a handler waits
     working.lock();
-    if (n > 0 && fds[1].revents != 0) {
-      // Signals that came while the last snapshot was written make one more
-      // snapshot, not one each: a burst of signals cannot queue work.
-      char bytes[256];
-      const ssize_t r = read(fds[1].fd, bytes, sizeof(bytes));
-      if (r > 0 && std::memchr(bytes, 's', static_cast<size_t>(r)) != nullptr) {
-        WriteSnapshot("signal");
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        fds[1].fd = -1;  // the pipe is gone: keep the rest
+    // Out of memory near the host's limit (samples, the live view): this
+    // round's work is dropped, the thread goes on.
+    try {
+      if (n > 0 && fds[1].revents != 0) {
+        // Signals that came while the last snapshot was written make one more
+        // snapshot, not one each: a burst of signals cannot queue work.
+        char bytes[256];
+        const ssize_t r = read(fds[1].fd, bytes, sizeof(bytes));
+        if (r > 0) {
+          // Only the handler's byte asks for one.
+          if (std::memchr(bytes, 's', static_cast<size_t>(r)) != nullptr) WriteSnapshot("signal");
+        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+          fds[1].fd = -1;  // the pipe is gone: keep the rest
+        }
       }
-    }
-    if (n > 0 && fds[2].revents != 0) {
-      // Every report queued so far is written: the bytes are only wake-ups.
-      char bytes[256];
-      const ssize_t r = read(fds[2].fd, bytes, sizeof(bytes));
-      if (r > 0 && std::memchr(bytes, 'r', static_cast<size_t>(r)) != nullptr) {
-        WritePendingReports();
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        fds[2].fd = -1;
+      if (n > 0 && fds[2].revents != 0) {
+        // Every report queued so far is written: the bytes are only wake-ups.
+        char bytes[256];
+        const ssize_t r = read(fds[2].fd, bytes, sizeof(bytes));
+        if (r > 0) {
+          if (std::memchr(bytes, 'r', static_cast<size_t>(r)) != nullptr) WritePendingReports();
+        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+          fds[2].fd = -1;
+        }
       }
-    }
-    if (interval_ns != 0) {
-      const uint64_t t = MonotonicNs();
-      if (t >= next) {
-        SamplePeriodic(s);
-        next = std::max(next + interval_ns, t);  // a late tick is not made up twice
+      if (interval_ns != 0) {
+        const uint64_t t = MonotonicNs();
+        if (t >= next) {
+          SamplePeriodic(s);
+          next = std::max(next + interval_ns, t);  // a late tick is not made up twice
+        }
       }
-    }
-    if (live) {
-      const uint64_t t = MonotonicNs();
-      if (t >= next_live) {
-        LiveTick(s);
-        next_live = std::max(next_live + kLiveTickNs, t);
+      if (live) {
+        const uint64_t t = MonotonicNs();
+        if (t >= next_live) {
+          LiveTick(s);
+          next_live = std::max(next_live + kLiveTickNs, t);
+        }
+        if (n > 0 && fds[3].revents != 0) ServeLiveReaders(s);
       }
-      if (n > 0 && fds[3].revents != 0) ServeLiveReaders(s);
-    }
-    if (checkpoints) {
-      const uint64_t t = MonotonicNs();
-      if (t >= next_checkpoint) {
-        MaybeCheckpoint(s, checkpoint, t);
-        next_checkpoint = t + kCheckpointTickNs;
+      if (checkpoints) {
+        const uint64_t t = MonotonicNs();
+        if (t >= next_checkpoint) {
+          MaybeCheckpoint(s, checkpoint, t);
+          next_checkpoint = t + kCheckpointTickNs;
+        }
       }
+    } catch (const std::exception& e) {
+      if (!std::exchange(warned, true)) Warn("gpuwatch's thread skipped work: %s", e.what());
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/memory_reserve.h"
 #include "libgpuwatch/base/own_stack.h"
 #include "libgpuwatch/stacks/unwind.h"
 
@@ -90,6 +91,9 @@ bool NoticeDetach(Agent& s) {
   return true;
 }
 
+// Free memory below which a report does not ask libdw for file:line.
+constexpr size_t kLibdwHeadroomBytes = size_t{64} << 20;
+
 Symbolizer* SharedSymbolizer(Agent& s) {
   unsigned long long unloads = 0;
   dl_iterate_phdr(&CountUnloads, &unloads);
@@ -116,8 +120,20 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
   request.context.oom_count = s.ooms.load();
   request.captured = captured;
   request.symbolizer = s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr;
+  if (request.symbolizer != nullptr) {
+    // libdw ends the process when it runs out of memory: near the host's
+    // limit, this report gets names and modules without file:line.
+    const bool room = CanAllocate(kLibdwHeadroomBytes);
+    if (!room && !std::exchange(s.warned_low_memory, true)) {
+      Warn(
+          "the process is close to its memory limit: reports show functions and modules "
+          "without file:line while it is");
+    }
+    request.symbolizer->set_libdw_allowed(room);
+  }
   SessionReport report(*s.session, std::move(request));
   report.Build();
+  ThrowIfOutOfMemory();
   if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
   std::string error;
   const bool ok = WriteFileAtomically(path, report.json(), &error);
@@ -136,6 +152,11 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
 // The stack a report needs, with a wide margin (libdw's line tables take
 // ~160 KiB): a thread with less left writes it on a thread of gpuwatch's.
 constexpr size_t kReportStackBytes = size_t{512} << 10;
+// Set aside while a report is built, given back chunk by chunk to
+// allocations that fail (libgpuwatch/base/memory_reserve.h): what the report
+// needs to reach its next safe point and unwind from there.
+constexpr int kReportReserveChunks = 16;
+constexpr size_t kReportReserveChunkBytes = size_t{1} << 20;
 
 // WriteReportOrThrow, for code that runs inside the host: whatever fails
 // while the report is built (memory, a value JSON cannot hold, a thread
@@ -146,6 +167,11 @@ bool WriteReport(Agent& s, const std::string& path, const char* trigger, const c
   bool ok = false;
   const auto write = [&] {
     const ScopedInsideGpuwatch inside;  // on whichever thread writes it
+    const MemoryReserve reserve(kReportReserveChunks, kReportReserveChunkBytes);
+    if (!reserve.held()) {
+      Warn("could not write the %s report: not enough memory", trigger);
+      return;
+    }
     try {
       ok = WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, captured);
     } catch (const std::exception& e) {

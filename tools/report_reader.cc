@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "libgpuwatch/base/read_file.h"
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
@@ -17,20 +17,31 @@ namespace gpuwatch::tools {
 
 namespace {
 
+// The largest report the tools read: GPUWATCH_REPORT_MAX_BYTES (a size such
+// as 4GiB), else 1 GiB. A report of a million live allocations over ten
+// thousand sites is tens of MiB.
+uint64_t MaxReportBytes() {
+  constexpr uint64_t kDefault = uint64_t{1} << 30;
+  const char* text = std::getenv("GPUWATCH_REPORT_MAX_BYTES");  // NOLINT(concurrency-mt-unsafe)
+  if (text == nullptr || *text == '\0') return kDefault;
+  uint64_t bytes = 0;
+  if (ParseBytes(text, &bytes) && bytes > 0) return bytes;
+  std::fprintf(stderr,
+               "gpuwatch: ignoring GPUWATCH_REPORT_MAX_BYTES='%s' (expected a size such as "
+               "4GiB); using 1 GiB\n",
+               text);
+  return kDefault;
+}
+
 bool ReadWholeFile(const std::string& path, std::string* text, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = path + ": cannot read: " + std::strerror(errno);
-    return false;
+  const uint64_t limit = MaxReportBytes();
+  std::string why;
+  if (ReadRegularFile(path, limit, text, &why)) return true;
+  *error = path + ": cannot read: " + why;
+  if (why.find("over the limit") != std::string::npos) {
+    *error += " (GPUWATCH_REPORT_MAX_BYTES raises it)";
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) {
-    *error = path + ": cannot read: " + std::strerror(errno);
-    return false;
-  }
-  *text = buf.str();
-  return true;
+  return false;
 }
 
 }  // namespace

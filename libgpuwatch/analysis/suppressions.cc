@@ -1,7 +1,6 @@
 #include "libgpuwatch/analysis/suppressions.h"
 
-#include <fstream>
-#include <sstream>
+#include "libgpuwatch/base/read_file.h"
 
 namespace gpuwatch {
 
@@ -158,14 +157,13 @@ bool Suppressions::Parse(std::string_view text, const std::string& origin, std::
 }
 
 bool Suppressions::LoadFile(const std::string& path, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot read suppressions file " + path;
+  std::string text;
+  std::string why;
+  if (!ReadRegularFile(path, kMaxFileBytes, &text, &why)) {
+    *error = "cannot read suppressions file " + path + ": " + why;
     return false;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return Parse(text.str(), path, error);
+  return Parse(text, path, error);
 }
 
 const Suppression* Suppressions::Match(SuppressionKind kind,

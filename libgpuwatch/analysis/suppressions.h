@@ -24,6 +24,7 @@
 #ifndef GPUWATCH_LIBGPUWATCH_ANALYSIS_SUPPRESSIONS_H_
 #define GPUWATCH_LIBGPUWATCH_ANALYSIS_SUPPRESSIONS_H_
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,7 +65,10 @@ class Suppressions {
   // kept.
   bool Parse(std::string_view text, const std::string& origin, std::string* error);
 
-  // Parse() of a file's contents. A file that cannot be read is an error.
+  // Parse() of a file's contents. A file that cannot be read, is not a
+  // regular file (a directory, a FIFO, /dev/zero) or is larger than
+  // kMaxFileBytes is an error.
+  static constexpr uint64_t kMaxFileBytes = uint64_t{1} << 20;
   bool LoadFile(const std::string& path, std::string* error);
 
   // The first rule of `kind` that matches a field of any frame, or nullptr.

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "libgpuwatch/base/memory_reserve.h"
 #include "libgpuwatch/base/version.h"
 #include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
@@ -210,9 +211,13 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   m.unwind = ReportUnwind{static_cast<uint64_t>(std::max(context.tool_frames, 0)), context.unwinder,
                           context.unwind_fallbacks};
   m.leaks_device = LeakSection(analysis.device_live, context.suppressions, context.phases, sites);
+  ThrowIfOutOfMemory();
   m.leaks_host = LeakSection(analysis.host_live, context.suppressions, context.phases, sites);
+  ThrowIfOutOfMemory();
   m.peak = PeakSection(snap, sites);
+  ThrowIfOutOfMemory();
   m.sites = SitesSection(snap, sites);
+  ThrowIfOutOfMemory();
   if (context.oom != nullptr) {
     const OomInfo& oom = *context.oom;
     OomSite& o = m.oom.emplace();
@@ -232,26 +237,34 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     m.growth =
         GrowthSection(*context.timeline, analysis, context.suppressions, context.phases, sites);
     report[key::kTimeline] = TimelineSection(*context.timeline, sites);
+    ThrowIfOutOfMemory();
   }
   if (context.transfers != nullptr) {
     report[key::kTransfers] = TransfersSection(*context.transfers, analysis, sites);
+    ThrowIfOutOfMemory();
   }
   if (context.kernels != nullptr) {
     report[key::kKernels] = KernelsSection(*context.kernels, context.kernel_timing);
+    ThrowIfOutOfMemory();
   }
   report[key::kLifecycle] = LifecycleSection(context.lifecycle);
+  ThrowIfOutOfMemory();
   if (context.phases != nullptr && !context.phases->empty()) {
     report[key::kPhases] = PhasesSection(*context.phases, snap, sites);
+    ThrowIfOutOfMemory();
   }
   if (context.regions != nullptr && !context.regions->empty()) {
     report[key::kRegions] = RegionsSection(*context.regions, snap, context.phases, sites);
+    ThrowIfOutOfMemory();
   }
   if (context.trace != nullptr) {
     report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites, context.phases);
+    ThrowIfOutOfMemory();
   }
   // Last: every section above has named its frames.
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));
   m.ToJson(&report);
+  ThrowIfOutOfMemory();
   return DumpReport(std::move(report));  // the trace's events compact
 }
 

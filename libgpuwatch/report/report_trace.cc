@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/base/memory_reserve.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/report/trace_json.h"
 #include "nlohmann/json.hpp"
@@ -34,6 +35,7 @@ nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapsho
   std::map<uint64_t, size_t> phase_index;
   json phase_names = json::array();
   for (const TraceEvent& e : trace.events) {
+    ThrowIfOutOfMemory();  // near the memory limit: give up here, not in a destructor
     switch (e.kind) {
       case TraceKind::kMemory:
         devices[e.device] = true;

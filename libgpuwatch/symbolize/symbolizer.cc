@@ -249,7 +249,9 @@ std::vector<Frame> Symbolizer::SymbolizeStack(std::span<const uintptr_t> pcs) {
 
 std::vector<Frame> Symbolizer::Resolve(uintptr_t pc, uintptr_t lookup) {
   std::vector<Frame> frames;
-  if (backend_ == SymbolizerBackend::kLibdw) frames = ResolveWithLibdw(pc, lookup);
+  if (backend_ == SymbolizerBackend::kLibdw && libdw_allowed_) {
+    frames = ResolveWithLibdw(pc, lookup);
+  }
   // dladdr also covers what dwfl cannot place (e.g. a module it failed to
   // open): a name and a module beat nothing.
   if (frames.empty() || frames.front().module.empty()) frames = ResolveWithDladdr(pc, lookup);

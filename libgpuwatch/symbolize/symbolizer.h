@@ -87,6 +87,11 @@ class Symbolizer {
 
   SymbolizerBackend backend() const { return backend_; }
 
+  // Whether new pcs may be resolved with libdw (default true). elfutils
+  // ends the process (exit 1) when it runs out of memory, so a host near
+  // its memory limit gets names and modules without file:line instead.
+  void set_libdw_allowed(bool allowed) { libdw_allowed_ = allowed; }
+
   // The frames of one pc, innermost first: inlined functions (inlined =
   // true) and then the function that contains the pc. Never empty. The span
   // stays valid for the life of the Symbolizer.
@@ -114,6 +119,7 @@ class Symbolizer {
 
   SymbolizerOptions options_;
   SymbolizerBackend backend_ = SymbolizerBackend::kNone;
+  bool libdw_allowed_ = true;
   const internal::LibdwApi* api_ = nullptr;
   struct Session;  // the dwfl session and its callbacks
   std::unique_ptr<Session> session_;

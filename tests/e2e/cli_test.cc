@@ -3,6 +3,7 @@
 // check (leaks, suppressions, peak, growth, baselines), merge, and the exit
 // status 2 with a clear message for input that is not a readable report.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <set>
@@ -435,6 +436,66 @@ TEST(BadInput, HostileReportsGiveExitTwoAndNameTheField) {
        "not a gpuwatch report: a number is out of range (number overflow parsing '1e999')"},
   };
   ExpectEveryCommandRefuses(dir, good, cases, /*nothing_else=*/true);
+}
+
+// What is not a regular file (a directory, /dev/zero, a FIFO nobody writes
+// to), or is larger than the limit, is refused before it is read: a report
+// and a suppressions file alike, exit 2 and one line saying what it is.
+// (/dev/zero used to grow the tool to gigabytes, a FIFO hung it, a directory
+// was an "empty file" or, as suppressions, passed as if empty.)
+TEST(BadInput, WhatIsNotARegularFileOrIsTooLargeIsRefusedUnread) {
+  ScopedTempDir dir;
+  const std::string good = Traced(dir, "good", {kExamples + "/leaky_loop"});
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const struct {
+    std::string path;
+    std::string what;
+  } cases[] = {{dir.path(), "a directory, not a file"},
+               {"/dev/zero", "a device, not a regular file"},
+               {fifo, "a FIFO, not a regular file"}};
+  for (const auto& c : cases) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"report", c.path}, {"check", good, "--suppressions", c.path}}) {
+      const ProcessResult r = Cli(dir, args);
+      EXPECT_EQ(r.exit_code, 2) << c.path << " " << args[0];
+      EXPECT_TRUE(Contains(r.err, c.path + ": cannot read: " + c.what) ||
+                  Contains(r.err, "cannot read suppressions file " + c.path + ": " + c.what))
+          << r.err;
+    }
+  }
+  const ProcessResult big =
+      RunProcess({kCli, "report", good}, {{"GPUWATCH_REPORT_MAX_BYTES", "100"}}, dir.path());
+  EXPECT_EQ(big.exit_code, 2);
+  EXPECT_TRUE(Contains(big.err, good + ": cannot read: " + std::to_string(ReadFile(good).size()) +
+                                    " bytes, over the limit of 100 (GPUWATCH_REPORT_MAX_BYTES "
+                                    "raises it)"))
+      << big.err;
+  const std::string supp = dir.path() + "/big.supp";
+  std::ofstream(supp) << std::string((1 << 20) + 1, '#');
+  const ProcessResult r = Cli(dir, {"check", good, "--suppressions", supp});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "over the limit of 1048576")) << r.err;
+}
+
+// GPUWATCH_SUPPRESSIONS naming what is not a regular file: one line, nothing
+// suppressed, the host runs as without it (/dev/zero used to exhaust memory
+// before main, a FIFO to hang the host, a directory to be ignored silently).
+TEST(BadInput, SuppressionsThatAreNotAFileCostOneLine) {
+  ScopedTempDir dir;
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& supp : {dir.path(), std::string("/dev/zero"), fifo}) {
+    const std::string out = dir.path() + "/report.json";
+    const ProcessResult r =
+        RunProcess({kExamples + "/leaky_loop"}, PreloadEnv(out, {{"GPUWATCH_SUPPRESSIONS", supp}}),
+                   dir.path());
+    EXPECT_EQ(r.exit_code, 0) << supp << r.err;
+    EXPECT_EQ(r.out, "leaky_loop: 8 steps done, 8 history buffers kept\n") << supp;
+    EXPECT_TRUE(Contains(r.err, "cannot read suppressions file " + supp + ": ")) << r.err;
+    EXPECT_TRUE(Contains(r.err, "; nothing is suppressed")) << r.err;
+    EXPECT_EQ(ReadJson(out)["leaks"]["device"]["sites"].size(), 1u) << supp;
+  }
 }
 
 TEST(BadInput, WrongArgumentsGiveExitTwo) {

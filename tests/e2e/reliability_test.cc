@@ -161,5 +161,32 @@ TEST(Reliability, StandardDescriptorsClosedAtStartStayTheHosts) {
   EXPECT_EQ(report["leaks"]["device"]["bytes"], 1 << 20) << report["leaks"].dump();
 }
 
+// A host that ends close to its memory limit (RLIMIT_AS lowered to what it
+// maps plus 0 to 32 MiB): the exit report either is written whole or is
+// given up with one line, and the host ends with its own status. Before,
+// an allocation failing while the report was built unwound through JSON
+// destructors that allocate (std::terminate: status 134), and libdw, out of
+// memory, ended the process with status 1.
+TEST(Reliability, AHostAtItsMemoryLimitKeepsItsStatus) {
+  int written = 0;
+  for (int headroom_kib = 0; headroom_kib <= 32 << 10; headroom_kib += 1 << 10) {
+    const std::string mode = std::to_string(headroom_kib) + " KiB left";
+    ScopedTempDir dir;
+    const std::string out = dir.path() + "/report.json";
+    const ProcessResult r = RunProcess({kPrograms + "/tight_memory", std::to_string(headroom_kib)},
+                                       LeakyLoopEnv(out), dir.path());
+    EXPECT_EQ(r.exit_code, 0) << mode << r.err;
+    EXPECT_EQ(r.out, "tight_memory: limited\n") << mode;
+    const json report = ReadJson(out);
+    if (report.is_object()) {
+      ++written;
+      EXPECT_EQ(report["leaks"]["device"]["count"], 2000) << mode;
+    } else {
+      EXPECT_EQ(LinesWith(r.err, "could not write the exit report").size(), 1u) << mode << r.err;
+    }
+  }
+  EXPECT_GT(written, 0) << "no headroom up to 32 MiB was enough for a report";
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

@@ -3,6 +3,7 @@
 // runs tests/e2e/programs/signal_wait on the simulator, once without gpuwatch
 // where the outcome is compared, and with it: the process must end the same
 // way, with the same output, and leave a complete report.
+#include <poll.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -287,6 +288,19 @@ TEST(Signals, ThousandSnapshotSignalsDuringABusyLoop) {
   RunningProcess c = Spawn({kProgram, "busy"}, Preload(out), dir.path());
   ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(kill(c.pid, SIGUSR2), 0) << i;
+  // The loop stops once a snapshot is on disk: on a loaded machine gpuwatch's
+  // thread may not have run yet when the signals are all sent.
+  const auto snapshot_written = [&dir] {
+    for (const std::string& name : dir.List()) {
+      if (name.find(".snapshot-") != std::string::npos && name.find(".tmp.") == std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (int waited_ms = 0; !snapshot_written() && waited_ms < 120000; waited_ms += 10) {
+    poll(nullptr, 0, 10);
+  }
   ASSERT_EQ(write(c.in, "stop\n", 5), 5);
   const ProcessResult r = Finish(c);
   ASSERT_FALSE(r.signaled) << "signal " << r.signal << "\n" << r.err;

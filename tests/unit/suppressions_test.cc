@@ -75,7 +75,8 @@ TEST(Suppressions, ErrorsNameTheFileLineAndProblem) {
   EXPECT_EQ(error, "ci.supp:1: empty pattern");
   Suppressions d;
   EXPECT_FALSE(d.LoadFile("/nonexistent/gpuwatch.supp", &error));
-  EXPECT_EQ(error, "cannot read suppressions file /nonexistent/gpuwatch.supp");
+  EXPECT_EQ(error,
+            "cannot read suppressions file /nonexistent/gpuwatch.supp: No such file or directory");
 }
 
 TEST(Suppressions, LoadsAFile) {
