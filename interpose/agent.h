@@ -76,9 +76,11 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::atomic<int> context_reports{0};
   std::atomic<int> oom_reports{0};
   std::atomic<uint64_t> last_oom_report_ns{0};
-  int signal_pipe[2] = {-1, -1};
-  // Wakes the background thread for reports a callback captured (reports.h).
-  int wake_pipe[2] = {-1, -1};
+  // Requests to the background thread, one byte each: 's' a snapshot (the
+  // snapshot signal's handler), 'r' reports a callback captured (reports.h),
+  // anything else a fatal signal's report (fatal_signals.h). One pipe for
+  // all: gpuwatch keeps as few of the host's descriptors as it can.
+  int request_pipe[2] = {-1, -1};
   Mutex pending_mu;  // guards pending
   std::vector<PendingReport> pending;
   DriverQueries driver;

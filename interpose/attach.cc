@@ -261,19 +261,17 @@ void DoAttach(const char* mode) {
   // call's ENTER (if any: a program may call cuInit itself, which has none)
   // does not run it again. The preload constructor waits for that call.
   if (std::strcmp(mode, "injection") == 0) OnFirstCall();
-  // Before the snapshot signal, which may start the background thread: that
-  // thread polls the request pipe made here.
-  if (!InstallFatalSignalHandlers(s.config().snapshot_signal, &WriteSignalReport)) {
-    Warn("cannot create a pipe (%s); no report is written when a signal ends the process",
-         std::strerror(errno));
+  // The background thread polls the request pipe and the live socket.
+  if (!MakeRequestPipe(s)) {
+    Warn(
+        "cannot create a pipe (%s); no report is written when a signal ends the process, "
+        "snapshots on a signal are off, and out-of-memory and context reports are written at "
+        "exit",
+        std::strerror(errno));
   }
-  if (!MakeWakePipe(s)) {
-    Warn("cannot create a pipe (%s); out-of-memory and context reports are written at exit",
-         std::strerror(errno));
-  }
-  OpenLiveSocket(s);  // before the background thread, which serves it
-  InstallSnapshotSignal(s);
-  if (s.signal_pipe[0] < 0) StartBackgroundThread(s);  // the rest without snapshots
+  InstallFatalSignalHandlers(s.config().snapshot_signal, &WriteSignalReport, s.request_pipe[1]);
+  OpenLiveSocket(s);
+  if (StartBackgroundThread(s)) InstallSnapshotSignal(s);
 }
 
 // Attaches once, whichever entry point comes first; the first caller's mode

@@ -31,6 +31,33 @@ void SamplePeriodic(Agent& s) {
                                      s.recording().tracker.DeviceCurrentBytes(), &s.site_scan);
 }
 
+// What the request pipe asked for since the last round.
+struct Requests {
+  bool snapshot = false;  // 's'
+  bool reports = false;   // 'r'
+};
+
+// Drains the request pipe (non-blocking): notes snapshots and queued
+// reports, and serves each fatal signal's request at once (its handler
+// waits). False when the pipe is gone.
+bool ReadRequests(int fd, Requests* out) {
+  for (;;) {
+    unsigned char bytes[256];
+    const ssize_t r = read(fd, bytes, sizeof(bytes));
+    if (r < 0) return errno == EINTR || errno == EAGAIN;
+    if (r == 0) return false;
+    for (ssize_t i = 0; i < r; ++i) {
+      if (bytes[i] == 's') {
+        out->snapshot = true;
+      } else if (bytes[i] == 'r') {
+        out->reports = true;
+      } else {
+        ServeFatalSignalRequest(bytes[i]);
+      }
+    }
+  }
+}
+
 // gpuwatch's background thread: the reports callbacks captured, reports for
 // the signals that end the process, snapshots on a signal (the handlers only write a byte to a
 // pipe: no CUDA, lock or allocation in them), periodic timeline samples (GPUWATCH_SAMPLE_MS) and
@@ -43,11 +70,8 @@ void* BackgroundThread(void*) {
   s.bg_started.notify_all();
   SetFatalSignalServerThread();
   // An fd of -1 is ignored by poll.
-  pollfd fds[4] = {{FatalSignalRequestFd(), POLLIN, 0},
-                   {s.signal_pipe[0], POLLIN, 0},
-                   {s.wake_pipe[0], POLLIN, 0},
-                   {LiveSocketFd(), POLLIN, 0}};
-  const bool live = fds[3].fd >= 0;
+  pollfd fds[2] = {{s.request_pipe[0], POLLIN, 0}, {LiveSocketFd(), POLLIN, 0}};
+  const bool live = fds[1].fd >= 0;
   const uint64_t interval_ns = static_cast<uint64_t>(s.config().sample_ms) * 1000000ULL;
   constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
   const bool checkpoints = s.config().checkpoint_seconds != 0;
@@ -65,40 +89,27 @@ void* BackgroundThread(void*) {
     int timeout_ms = -1;
     if (due != UINT64_MAX) {
       timeout_ms = now >= due ? 0 : static_cast<int>((due - now + 999999) / 1000000);
-    } else if (fds[0].fd < 0 && fds[1].fd < 0 && fds[2].fd < 0 && fds[3].fd < 0) {
+    } else if (fds[0].fd < 0 && fds[1].fd < 0) {
       return nullptr;
     }
     working.unlock();
-    const int n = poll(fds, 4, timeout_ms);
+    const int n = poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) return nullptr;
-    // Before bg_mu: the signal may have interrupted ForkPrepare, which holds it.
-    if (n > 0 && fds[0].revents != 0) ServeFatalSignalRequest();  // first: a handler waits
+    // Before bg_mu: a fatal signal's handler waits for its report, and the
+    // signal may have interrupted ForkPrepare, which holds bg_mu.
+    Requests requests;
+    if (n > 0 && fds[0].revents != 0 && !ReadRequests(fds[0].fd, &requests)) {
+      fds[0].fd = -1;  // the pipe is gone: keep the rest
+    }
     working.lock();
     // Out of memory near the host's limit (samples, the live view): this
     // round's work is dropped, the thread goes on.
     try {
-      if (n > 0 && fds[1].revents != 0) {
-        // Signals that came while the last snapshot was written make one more
-        // snapshot, not one each: a burst of signals cannot queue work.
-        char bytes[256];
-        const ssize_t r = read(fds[1].fd, bytes, sizeof(bytes));
-        if (r > 0) {
-          // Only the handler's byte asks for one.
-          if (std::memchr(bytes, 's', static_cast<size_t>(r)) != nullptr) WriteSnapshot("signal");
-        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-          fds[1].fd = -1;  // the pipe is gone: keep the rest
-        }
-      }
-      if (n > 0 && fds[2].revents != 0) {
-        // Every report queued so far is written: the bytes are only wake-ups.
-        char bytes[256];
-        const ssize_t r = read(fds[2].fd, bytes, sizeof(bytes));
-        if (r > 0) {
-          if (std::memchr(bytes, 'r', static_cast<size_t>(r)) != nullptr) WritePendingReports();
-        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-          fds[2].fd = -1;
-        }
-      }
+      // Signals that came while the last snapshot was written make one more
+      // snapshot, not one each: a burst of signals cannot queue work.
+      if (requests.snapshot) WriteSnapshot("signal");
+      // Every report queued so far is written: the bytes are only wake-ups.
+      if (requests.reports) WritePendingReports();
       if (interval_ns != 0) {
         const uint64_t t = MonotonicNs();
         if (t >= next) {
@@ -112,7 +123,7 @@ void* BackgroundThread(void*) {
           LiveTick(s);
           next_live = std::max(next_live + kLiveTickNs, t);
         }
-        if (n > 0 && fds[3].revents != 0) ServeLiveReaders(s);
+        if (n > 0 && fds[1].revents != 0) ServeLiveReaders(s);
       }
       if (checkpoints) {
         const uint64_t t = MonotonicNs();
@@ -130,25 +141,21 @@ void* BackgroundThread(void*) {
 void OnSnapshotSignal(int) {
   const int saved_errno = errno;
   const char byte = 's';
-  (void)!write(GetAgent().signal_pipe[1], &byte, 1);  // non-blocking: a full pipe drops it
+  (void)!write(GetAgent().request_pipe[1], &byte, 1);  // non-blocking: a full pipe drops it
   errno = saved_errno;
-}
-
-bool MakeNonBlockingPipe(int fds[2]) {
-  if (!PipeAboveStdio(fds, O_CLOEXEC)) return false;
-  fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
-  return true;
 }
 
 }  // namespace
 
-bool MakeWakePipe(Agent& s) { return MakeNonBlockingPipe(s.wake_pipe); }
+// Both ends non-blocking: a handler never waits on a full pipe, and the
+// thread drains it without blocking.
+bool MakeRequestPipe(Agent& s) { return PipeAboveStdio(s.request_pipe, O_CLOEXEC | O_NONBLOCK); }
 
 // The thread blocks every signal so that the host's signals go to its own
 // threads, as they would without gpuwatch.
 bool StartBackgroundThread(Agent& s) {
-  if (s.signal_pipe[0] < 0 && s.wake_pipe[0] < 0 && s.config().sample_ms == 0 &&
-      FatalSignalRequestFd() < 0 && s.config().checkpoint_seconds == 0 && LiveSocketFd() < 0) {
+  if (s.request_pipe[0] < 0 && s.config().sample_ms == 0 && s.config().checkpoint_seconds == 0 &&
+      LiveSocketFd() < 0) {
     return true;
   }
   sigset_t all;
@@ -198,13 +205,7 @@ void InstallSnapshotSignal(Agent& s) {
         sig);
     return;
   }
-  if (!MakeNonBlockingPipe(s.signal_pipe)) return;
-  if (!StartBackgroundThread(s)) {
-    close(s.signal_pipe[0]);
-    close(s.signal_pipe[1]);
-    s.signal_pipe[0] = s.signal_pipe[1] = -1;
-    return;
-  }
+  if (s.request_pipe[1] < 0) return;
   struct sigaction action {};
   action.sa_handler = OnSnapshotSignal;
   sigemptyset(&action.sa_mask);

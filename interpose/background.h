@@ -8,16 +8,17 @@
 
 namespace gpuwatch {
 
-// Starts the thread (after MakeWakePipe, InstallFatalSignalHandlers and the
-// snapshot signal's pipe, whose ends it polls). Returns false when it could
-// not start, with one line saying what is off.
+// Starts the thread (after MakeRequestPipe and the live socket, which it
+// polls). Returns false when it could not start, with one line saying what
+// is off.
 bool StartBackgroundThread(Agent& s);
 
-// The pipe callbacks wake the thread through (Agent::wake_pipe); false when
-// none could be made.
-bool MakeWakePipe(Agent& s);
+// Agent::request_pipe, through which signal handlers and callbacks ask the
+// thread for work; false when none could be made.
+bool MakeRequestPipe(Agent& s);
 
-// Installs the snapshot signal's handler (GPUWATCH_SIGNAL) and its pipe.
+// Installs the snapshot signal's handler (GPUWATCH_SIGNAL), once the thread
+// runs: it writes 's' to the request pipe.
 void InstallSnapshotSignal(Agent& s);
 
 }  // namespace gpuwatch

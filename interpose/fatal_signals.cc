@@ -35,7 +35,7 @@ Slot g_slots[] = {{SIGTERM, false, {}}, {SIGINT, false, {}},  {SIGHUP, false, {}
                   {SIGABRT, false, {}}, {SIGSEGV, false, {}}, {SIGBUS, false, {}},
                   {SIGFPE, false, {}},  {SIGILL, false, {}}};
 SignalReportFn g_report = nullptr;
-int g_request[2] = {-1, -1};  // handler -> background thread: one byte per request
+int g_request_fd = -1;  // handler -> background thread: one byte per request
 // A request is queued or being served. Set by the handler that sends it,
 // cleared by the background thread when the report is done.
 std::atomic<bool> g_busy{false};
@@ -73,7 +73,7 @@ void RequestReportAndWait(int sig, bool final) {
   bool expected = false;
   if (g_busy.compare_exchange_strong(expected, true)) {
     const unsigned char byte = static_cast<unsigned char>(sig) | (final ? kFinalBit : 0);
-    if (write(g_request[1], &byte, 1) != 1) {
+    if (write(g_request_fd, &byte, 1) != 1) {
       g_busy.store(false);
       return;
     }
@@ -133,20 +133,13 @@ void OnFatalSignal(int sig, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
-bool MakePipe() {
-  int fds[2] = {-1, -1};
-  if (!PipeAboveStdio(fds, O_CLOEXEC | O_NONBLOCK)) return false;
-  g_request[0] = fds[0];
-  g_request[1] = fds[1];
-  return true;
-}
-
 }  // namespace
 
-bool InstallFatalSignalHandlers(int skip, SignalReportFn report) {
-  if (g_request[0] >= 0) return true;  // once
+bool InstallFatalSignalHandlers(int skip, SignalReportFn report, int request_fd) {
+  if (g_request_fd >= 0) return true;  // once
+  if (request_fd < 0) return false;
   g_report = report;
-  if (!MakePipe()) return false;
+  g_request_fd = request_fd;
   for (Slot& slot : g_slots) {
     if (slot.sig == skip) continue;
     struct sigaction previous {};
@@ -181,16 +174,11 @@ bool InstallFatalSignalHandlers(int skip, SignalReportFn report) {
   return true;
 }
 
-int FatalSignalRequestFd() { return g_request[0]; }
-
 void FatalSignalServerCreated() { g_server_created.store(true); }
 
 void SetFatalSignalServerThread() { g_server_tid.store(gettid()); }
 
-void ServeFatalSignalRequest() {
-  unsigned char byte = 0;
-  const ssize_t n = read(g_request[0], &byte, 1);
-  if (n != 1) return;
+void ServeFatalSignalRequest(unsigned char byte) {
   // Only what a handler sent: one of the signals it handles, with a request
   // pending.
   const int sig = byte & ~kFinalBit;
@@ -201,21 +189,14 @@ void ServeFatalSignalRequest() {
   g_busy.store(false);
 }
 
-void FatalSignalsAfterFork() {
+void FatalSignalsAfterFork(int request_fd) {
   g_server_created.store(false);
   g_server_tid.store(0);
   g_busy.store(false);
   g_stuck.store(false);
-  if (g_request[0] < 0) return;
   // The parent's pipe is shared: a request written to it would reach the
-  // parent's thread.
-  const int old_read = g_request[0];
-  const int old_write = g_request[1];
-  if (!MakePipe()) {
-    g_request[0] = g_request[1] = -1;  // handlers then skip the report
-  }
-  close(old_read);
-  close(old_write);
+  // parent's thread. -1 (no pipe of its own): handlers skip the report.
+  if (g_request_fd >= 0) g_request_fd = request_fd;
 }
 
 const char* FatalSignalName(int sig, char* buf, int size) {

@@ -24,12 +24,10 @@ using SignalReportFn = void (*)(int sig, bool final);
 // is the default action, and chains to a handler the program installed
 // before attach for SIGTERM, SIGINT, SIGHUP and SIGABRT. Ignored signals,
 // `skip` (the snapshot signal) and program handlers of the fault signals are
-// left alone. Returns false (nothing installed) when no pipe could be made.
-bool InstallFatalSignalHandlers(int skip, SignalReportFn report);
-
-// The read end of the request pipe for the background thread's poll(); -1
-// when the handlers are not installed.
-int FatalSignalRequestFd();
+// left alone. A handler asks the background thread for the report with one
+// byte written to `request_fd` (Agent::request_pipe). Returns false (nothing
+// installed) when there is no such descriptor.
+bool InstallFatalSignalHandlers(int skip, SignalReportFn report, int request_fd);
 
 // Called when the background thread was created: handlers hand their
 // signals to it from then on, even before it runs.
@@ -39,13 +37,15 @@ void FatalSignalServerCreated();
 // itself does not wait for a report that thread would have to write.
 void SetFatalSignalServerThread();
 
-// The background thread saw FatalSignalRequestFd() readable: writes the
-// report and releases the waiting handler.
-void ServeFatalSignalRequest();
+// The background thread read `byte` from the request pipe, neither 's' nor
+// 'r': when it is a handler's request (one of the signals handled, with a
+// handler waiting), writes the report and releases the handler; any other
+// byte is ignored.
+void ServeFatalSignalRequest(unsigned char byte);
 
-// In the child of fork(): a pipe of its own, nothing pending, no server
-// until its background thread starts again.
-void FatalSignalsAfterFork();
+// In the child of fork(): requests go to `request_fd` (the child's own
+// pipe), nothing pending, no server until its background thread starts.
+void FatalSignalsAfterFork(int request_fd);
 
 // "SIGTERM", ...; "signal N" for one without a name.
 const char* FatalSignalName(int sig, char* buf, int size);

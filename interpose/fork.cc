@@ -97,10 +97,9 @@ void ForkChild() {
     std::lock_guard<Mutex> lock(s.pending_mu);
     s.pending.clear();  // the parent's: it writes them
   }
-  FatalSignalsAfterFork();  // before the background thread starts: it polls the new pipe
   s.output_path = ForkOutputPath(s, getpid());
-  RenewPipe(s.signal_pipe);
-  RenewPipe(s.wake_pipe);
+  RenewPipe(s.request_pipe);
+  FatalSignalsAfterFork(s.request_pipe[1]);  // before the background thread starts
   LiveAfterFork(s);
   StartBackgroundThread(s);
 }

@@ -106,13 +106,23 @@ Symbolizer* SharedSymbolizer(Agent& s) {
 
 namespace {
 
+// A report could not be written: one line, or, with `failure`, the reason
+// there for the caller to say.
+void Failed(const char* trigger, const std::string& why, std::string* failure) {
+  if (failure != nullptr) {
+    *failure = why;
+  } else {
+    Warn("could not write the %s report: %s", trigger, why.c_str());
+  }
+}
+
 // Writes one report; the caller holds report_mu. With `summary`, also prints
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes). `captured`: the live
 // memory as a callback saw it (else the tracker's now).
 bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, const char* label,
                         const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes,
-                        const TrackerSnapshot* captured) {
+                        const TrackerSnapshot* captured, std::string* failure) {
   NoticeDetach(s);
   ReportRequest request;
   request.context = MakeContext(s, trigger, label);
@@ -137,7 +147,7 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
   if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
   std::string error;
   const bool ok = WriteFileAtomically(path, report.json(), &error);
-  if (!ok) Warn("could not write the %s report: %s", trigger, error.c_str());
+  if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(s, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.
   const bool announce = ok && s.config().run_log.empty();
@@ -160,31 +170,32 @@ constexpr size_t kReportReserveChunkBytes = size_t{1} << 20;
 
 // WriteReportOrThrow, for code that runs inside the host: whatever fails
 // while the report is built (memory, a value JSON cannot hold, a thread
-// whose stack is too small) costs the report and one line, never the program.
+// whose stack is too small) costs the report and one line, never the
+// program. With `failure`, that line is left to the caller: *failure says why.
 bool WriteReport(Agent& s, const std::string& path, const char* trigger, const char* label,
                  const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
-                 const TrackerSnapshot* captured = nullptr) {
+                 const TrackerSnapshot* captured = nullptr, std::string* failure = nullptr) {
   bool ok = false;
   const auto write = [&] {
     const ScopedInsideGpuwatch inside;  // on whichever thread writes it
     const MemoryReserve reserve(kReportReserveChunks, kReportReserveChunkBytes);
     if (!reserve.held()) {
-      Warn("could not write the %s report: not enough memory", trigger);
+      Failed(trigger, "not enough memory", failure);
       return;
     }
     try {
-      ok = WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, captured);
+      ok = WriteReportOrThrow(s, path, trigger, label, oom, summary, leaked_device_bytes, captured,
+                              failure);
     } catch (const std::exception& e) {
-      Warn("could not write the %s report: %s", trigger, e.what());
+      Failed(trigger, e.what(), failure);
     } catch (...) {
-      Warn("could not write the %s report: unknown error", trigger);
+      Failed(trigger, "unknown error", failure);
     }
   };
   if (!RunWithStack(write, kReportStackBytes)) {
-    Warn(
-        "could not write the %s report: this thread's stack is too small and no thread with "
-        "a larger one could be started",
-        trigger);
+    Failed(trigger,
+           "this thread's stack is too small and no thread with a larger one could be started",
+           failure);
   }
   return ok;
 }
@@ -210,9 +221,9 @@ void QueueReport(Agent& s, PendingReport&& report) {
     std::lock_guard<Mutex> lock(s.pending_mu);
     s.pending.push_back(std::move(report));
   }
-  if (s.wake_pipe[1] >= 0) {
+  if (s.request_pipe[1] >= 0) {
     const char byte = 'r';
-    (void)!write(s.wake_pipe[1], &byte, 1);
+    (void)!write(s.request_pipe[1], &byte, 1);
   }
 }
 
@@ -473,7 +484,7 @@ void WriteSignalReport(int sig, bool final) {
 // changed, and at a new device peak, never at more than 5% of a core
 // (libgpuwatch/report/checkpoint.h); looked at once a second.
 void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now) {
-  if (c.failed || !ExitHandlerRegistered()) return;  // no CUDA call yet
+  if (!ExitHandlerRegistered()) return;  // no CUDA call yet
   const uint64_t events = s.recording().tracker.EventCount();
   const uint64_t peak = s.recording().tracker.DevicePeakBytes();
   const uint64_t interval_ns = static_cast<uint64_t>(s.config().checkpoint_seconds) * 1000000000ULL;
@@ -481,7 +492,23 @@ void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now) {
   std::lock_guard<Mutex> lock(s.report_mu);
   if (s.exit_report_written || s.final_report) return;  // the final report stands
   const uint64_t cpu_before = ThreadCpuNs();
-  c.failed = !WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr);
+  std::string failure;
+  if (!WriteReport(s, s.output_path, "checkpoint", nullptr, nullptr, false, nullptr, nullptr,
+                   &failure)) {
+    // Said once; tried again, less and less often (a disk full for a moment).
+    if (c.last.failures == 0) {
+      Warn(
+          "could not write the checkpoint report: %s; checkpoints are tried again, at most a "
+          "minute apart, until one is written",
+          failure.c_str());
+    }
+    CheckpointFailed(&c.last, now);
+    return;
+  }
+  if (c.last.failures > 0) {
+    Warn("checkpoints are written again (after %u failed tries)", c.last.failures);
+    c.last.failures = 0;
+  }
   c.last.last_cost_ns = ThreadCpuNs() - cpu_before;
   c.last.last_ns = now;
   c.last.events = events;

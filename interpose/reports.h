@@ -56,7 +56,6 @@ void WriteSignalReport(int sig, bool final);
 // thread once a second.
 struct Checkpoints {
   CheckpointState last;
-  bool failed = false;  // one warning, then no more tries
 };
 void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now);
 

@@ -1,6 +1,7 @@
 // Reliability under load: many threads allocating while snapshots are taken.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
@@ -186,6 +187,25 @@ TEST(Reliability, AHostAtItsMemoryLimitKeepsItsStatus) {
     }
   }
   EXPECT_GT(written, 0) << "no headroom up to 32 MiB was enough for a report";
+}
+
+// gpuwatch keeps 3 of the host's descriptors for the whole run: the two ends
+// of the one pipe its signal handlers and callbacks wake its thread through,
+// and the live view's socket (it kept 7: three pipes and the socket). Report
+// files are open only while they are written.
+TEST(Reliability, GpuwatchKeepsThreeDescriptors) {
+  ScopedTempDir dir;
+  const auto count = [](const ProcessResult& r) {
+    int n = -1;
+    EXPECT_EQ(std::sscanf(r.out.c_str(), "fds %d", &n), 1) << r.out << r.err;
+    return n;
+  };
+  const ProcessResult without = RunProcess({kPrograms + "/count_fds"}, SimEnv(), dir.path());
+  const ProcessResult with =
+      RunProcess({kPrograms + "/count_fds"}, LeakyLoopEnv(dir.path() + "/report.json"), dir.path());
+  EXPECT_EQ(without.exit_code, 0);
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_EQ(count(with) - count(without), 3) << without.out << with.out;
 }
 
 }  // namespace

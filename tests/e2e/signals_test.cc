@@ -4,6 +4,7 @@
 // where the outcome is compared, and with it: the process must end the same
 // way, with the same output, and leave a complete report.
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -330,6 +331,46 @@ TEST(Signals, ThousandSnapshotSignalsDuringABusyLoop) {
     ++snapshots;
   }
   EXPECT_GE(snapshots, 1);
+}
+
+// One failed checkpoint does not turn checkpoints off: the output directory
+// is missing at first (the write fails, as on a full disk), then made; a
+// checkpoint follows, and SIGKILL leaves it. One line says checkpoints fail,
+// one that they are written again. (Before, the first failure ended them:
+// the SIGKILL left nothing.)
+TEST(Signals, CheckpointsComeBackAfterAFailure) {
+  ScopedTempDir dir;
+  const std::string later = dir.path() + "/later";
+  const std::string out = later + "/report.json";
+  auto env = Preload(out);
+  env["GPUWATCH_CHECKPOINT_SECONDS"] = "1";
+  RunningProcess c = Spawn({kProgram, "wait"}, env, dir.path());
+  ASSERT_TRUE(WaitForOutput(c, "ready\n")) << c.err_text;
+  const int64_t deadline = NowMs() + kTimeoutMs;
+  while (c.err_text.find("could not write the checkpoint report") == std::string::npos &&
+         NowMs() < deadline) {
+    ReadAvailable(c, 20);
+  }
+  ASSERT_NE(c.err_text.find("could not write the checkpoint report"), std::string::npos)
+      << c.err_text;
+  ASSERT_EQ(mkdir(later.c_str(), 0700), 0);
+  json checkpoint;
+  while (!(checkpoint = ReadJson(out)).is_object() && NowMs() < deadline) ReadAvailable(c, 20);
+  ASSERT_TRUE(checkpoint.is_object()) << c.err_text;
+  while (c.err_text.find("checkpoints are written again") == std::string::npos &&
+         NowMs() < deadline) {
+    ReadAvailable(c, 20);
+  }
+  ASSERT_EQ(kill(c.pid, SIGKILL), 0);
+  const ProcessResult r = Finish(c);
+  ASSERT_TRUE(r.signaled);
+  ExpectReportOfTheLeak(out, "checkpoint");
+  size_t failing = 0;
+  for (size_t at = 0; (at = r.err.find("could not write", at)) != std::string::npos; ++at) {
+    ++failing;
+  }
+  EXPECT_EQ(failing, 1u) << r.err;
+  EXPECT_NE(r.err.find("checkpoints are written again (after "), std::string::npos) << r.err;
 }
 
 }  // namespace

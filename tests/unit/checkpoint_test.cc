@@ -51,5 +51,22 @@ TEST(Checkpoint, ExpensiveCheckpointsAreSpacedByTheirCost) {
   EXPECT_TRUE(CheckpointDue(last, 10 * kSecond + budget, 200, 4096, kInterval));
 }
 
+// A failed write is tried again 1 s later, then 2, 4, ... s, at most a
+// minute apart, whether or not anything changed; a write that works ends it.
+TEST(Checkpoint, FailedWritesAreTriedAgainLessAndLessOften) {
+  CheckpointState s;
+  s.last_ns = 1 * kSecond;
+  s.events = 10;
+  uint64_t now = 100 * kSecond;
+  const uint64_t waits[] = {1, 2, 4, 8, 16, 32, 60, 60};
+  for (const uint64_t wait : waits) {
+    CheckpointFailed(&s, now);
+    EXPECT_FALSE(CheckpointDue(s, now + wait * kSecond - 1, 10, 0, kInterval)) << wait;
+    EXPECT_TRUE(CheckpointDue(s, now + wait * kSecond, 10, 0, kInterval)) << wait;
+    now += wait * kSecond;
+  }
+  EXPECT_EQ(s.failures, 8u);
+}
+
 }  // namespace
 }  // namespace gpuwatch
