@@ -311,6 +311,11 @@ __attribute__((constructor)) void PreloadConstructor() {
   const std::string self = OwnPath();
   if (!LoadedByPreload(self)) return;  // the driver calls InitializeInjection
   g_preloaded.store(true);
+  // Under `gpuwatch run`: a process image began (after an exec, the pid's
+  // earlier image is gone, and with it any report it had not written).
+  if (const char* log = std::getenv("GPUWATCH_RUN_LOG")) {  // NOLINT(concurrency-mt-unsafe)
+    AppendRunLog(log, "start", "");
+  }
 
   // As early as possible: see OnExitStatus. The value is validated at attach.
   const char* exitcode = std::getenv("GPUWATCH_EXITCODE");  // NOLINT(concurrency-mt-unsafe)

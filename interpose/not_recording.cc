@@ -25,15 +25,20 @@ void MarkNotRecording(const std::string& why, const std::string& run_log) {
   std::memcpy(g_why, why.data(), n);
   g_why[n] = '\0';
   g_marked.store(true, std::memory_order_release);
+  AppendRunLog(run_log, "off", why);
+}
+
+void AppendRunLog(const std::string& run_log, const char* kind, const std::string& text) {
   if (run_log.empty()) return;
   const int fd = AboveStdio(open(run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
   if (fd < 0) return;
-  std::string text = why;
-  for (char& c : text) {
+  std::string clean = text;
+  for (char& c : clean) {
     if (c == '\t' || c == '\n') c = ' ';  // the log's separators
   }
-  const std::string line = "off\t" + text + "\t" + std::to_string(getpid()) + "\n";
-  (void)!write(fd, line.data(), line.size());
+  const std::string line =
+      std::string(kind) + "\t" + clean + "\t" + std::to_string(getpid()) + "\n";
+  (void)!write(fd, line.data(), line.size());  // O_APPEND: one write, one line
   close(fd);
 }
 

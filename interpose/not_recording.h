@@ -15,6 +15,12 @@ namespace gpuwatch {
 // when `run_log` is set. The caller says it on stderr.
 void MarkNotRecording(const std::string& why, const std::string& run_log);
 
+// Appends "KIND<TAB>TEXT<TAB>PID" to `gpuwatch run`'s log (GPUWATCH_RUN_LOG):
+// a report written ("exit", "checkpoint", ...), "cuda" (the first CUDA call),
+// "start" (a process image began: a new process, or an exec), "off". Tabs and
+// newlines in `text` become spaces. Nothing when `run_log` is empty.
+void AppendRunLog(const std::string& run_log, const char* kind, const std::string& text);
+
 // Copies the reason, NUL-terminated and cut to `size`, into `why` (may be
 // null); false while nothing has been marked. Async-signal-safe.
 bool NotRecordingReason(char* why, size_t size);

@@ -35,14 +35,7 @@ std::string HostName() {
 }
 
 void LogReport(const Agent& s, const char* trigger, const std::string& path) {
-  if (s.config().run_log.empty()) return;
-  const int fd =
-      AboveStdio(open(s.config().run_log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
-  if (fd < 0) return;
-  const std::string line =
-      std::string(trigger) + "\t" + path + "\t" + std::to_string(getpid()) + "\n";
-  (void)!write(fd, line.data(), line.size());
-  close(fd);
+  AppendRunLog(s.config().run_log, trigger, path);
 }
 
 namespace {

@@ -5,6 +5,8 @@
 // across processes, matched by their stacks (site ids are renumbered), and
 // phases by path. It is written in the schema's current version, with a frame
 // table.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -248,6 +250,21 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   if (options.output.empty()) {
     std::fprintf(stderr, "gpuwatch merge: no output file given (-o OUT)\n");
     return 2;
+  }
+  // Never over one of its inputs (the same file, by any path).
+  struct stat written {};
+  if (stat(options.output.c_str(), &written) == 0) {
+    for (const std::string& file : options.files) {
+      struct stat input {};
+      if (stat(file.c_str(), &input) == 0 && input.st_dev == written.st_dev &&
+          input.st_ino == written.st_ino) {
+        std::fprintf(stderr,
+                     "gpuwatch merge: the output %s is the input %s; write the merged report "
+                     "elsewhere\n",
+                     options.output.c_str(), file.c_str());
+        return 2;
+      }
+    }
   }
   std::vector<Report> reports(options.files.size());
   std::map<std::pair<std::string, uint64_t>, std::string> seen;  // (host, pid) -> file

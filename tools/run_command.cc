@@ -56,6 +56,10 @@ std::string MakeRunLog() {
 struct ProcessLog {
   bool cuda = false;
   bool final_report = false;  // an exit or signal report
+  // It used CUDA and then exec'd before writing its exit report; the last
+  // checkpoint of that image, unless the new one wrote to the same path.
+  bool replaced_by_exec = false;
+  std::string checkpoint_before_exec;
   std::string last_checkpoint;
   std::string off;  // why gpuwatch did not record it, when it did not
 };
@@ -97,6 +101,22 @@ void ExplainMissingReport(const std::string& command, long pid, long child, int 
                           const ProcessLog& p) {
   const std::string who =
       pid == child ? command : command + " (process " + std::to_string(pid) + ")";
+  if (p.replaced_by_exec) {
+    std::fprintf(stderr,
+                 "gpuwatch: %s used CUDA, then ran another program in its place (exec) before "
+                 "gpuwatch could write its exit report (a report cannot outlive the program "
+                 "image that records it)\n",
+                 who.c_str());
+    // The new image writes to the same path: its reports are not this one's.
+    const bool overwritten = p.final_report || !p.last_checkpoint.empty();
+    const std::string held =
+        p.checkpoint_before_exec.empty() || overwritten ? "" : WhatItHeld(p.checkpoint_before_exec);
+    if (!held.empty()) {
+      std::fprintf(stderr, "gpuwatch: what is known is its last checkpoint, %s: %s\n",
+                   p.checkpoint_before_exec.c_str(), held.c_str());
+    }
+    if (!p.cuda || p.final_report) return;  // the new image needs no word of its own
+  }
   std::string why;
   if (pid == child && WIFEXITED(status) &&
       (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126)) {
@@ -152,6 +172,17 @@ bool AnnounceReports(const std::string& log, const std::string& command, long ch
       p.cuda = true;
       continue;
     }
+    if (trigger == "start") {
+      // A new image in this process: after an exec, the one before it is gone.
+      if (p.cuda && !p.final_report) {
+        p.replaced_by_exec = true;
+        p.checkpoint_before_exec = p.last_checkpoint;
+      }
+      p.cuda = false;
+      p.final_report = false;
+      p.last_checkpoint.clear();
+      continue;
+    }
     if (trigger == "checkpoint") {
       p.last_checkpoint = path;
       continue;
@@ -178,7 +209,9 @@ bool AnnounceReports(const std::string& log, const std::string& command, long ch
                    p.off.c_str());
       continue;
     }
-    if (p.cuda && !p.final_report) ExplainMissingReport(command, pid, child, status, p);
+    if (p.replaced_by_exec || (p.cuda && !p.final_report)) {
+      ExplainMissingReport(command, pid, child, status, p);
+    }
   }
   if (reports == 0 && !any_cuda && !any_off && !exec_failed && WIFEXITED(status)) {
     std::fprintf(stderr,

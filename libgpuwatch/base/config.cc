@@ -1,8 +1,10 @@
 #include "libgpuwatch/base/config.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -82,12 +84,11 @@ int ParseSignal(const std::string& text) {
   if (text == "0" || text == "off" || text == "none") return 0;
   long number = 0;
   if (ParseInt(text, 1, SIGRTMAX, &number)) {
-    // Signals whose default action must stay intact for the host's sake.
-    if (number == SIGKILL || number == SIGSTOP || number == SIGSEGV || number == SIGBUS ||
-        number == SIGFPE || number == SIGILL || number == SIGABRT) {
-      return -1;
-    }
-    return static_cast<int>(number);
+    // The signals a name may give, and the real-time ones: never one whose
+    // action the host relies on (SIGTERM, SIGINT, SIGKILL, SIGSEGV, ...).
+    const bool named = std::any_of(std::begin(kSignals), std::end(kSignals),
+                                   [number](const SignalName& s) { return s.number == number; });
+    return named || (number >= SIGRTMIN && number <= SIGRTMAX) ? static_cast<int>(number) : -1;
   }
   std::string_view name = text;
   if (name.substr(0, 3) == "SIG") name.remove_prefix(3);

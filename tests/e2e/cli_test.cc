@@ -89,6 +89,33 @@ TEST(Run, SaysWhenNoReportWasWritten) {
   EXPECT_TRUE(dir.List().empty());
 }
 
+// A program that used CUDA and then ran another in its place (exec): the
+// command says so, not that it ended without running exit handlers; a
+// second exec'd image that uses CUDA gets its own report.
+TEST(Run, SaysWhenAProgramReplacedItselfByExec) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/r.json";
+  const ProcessResult r = RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/exit_with", "0",
+                                      "exec", "/bin/sh", "-c", "exit 5"},
+                                     SimEnv(), dir.path());
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: " + kPrograms +
+                                         "/exit_with used CUDA, then ran another program in its "
+                                         "place (exec) before gpuwatch could write its exit "
+                                         "report")
+                .size(),
+            1u)
+      << r.err;
+  EXPECT_FALSE(Contains(r.err, "without running exit handlers")) << r.err;
+  const ProcessResult twice = RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/exit_with",
+                                          "0", "exec", kPrograms + "/exit_with", "4"},
+                                         SimEnv(), dir.path());
+  EXPECT_EQ(twice.exit_code, 4) << twice.err;
+  EXPECT_TRUE(Contains(twice.err, "ran another program in its place (exec)")) << twice.err;
+  EXPECT_EQ(LinesStartingWith(twice.err, "gpuwatch: report written to " + out).size(), 1u)
+      << twice.err;
+}
+
 TEST(Run, ForkedChildReportIsListedToo) {
   ScopedTempDir dir;
   const ProcessResult r =
@@ -496,6 +523,20 @@ TEST(BadInput, SuppressionsThatAreNotAFileCostOneLine) {
     EXPECT_TRUE(Contains(r.err, "; nothing is suppressed")) << r.err;
     EXPECT_EQ(ReadJson(out)["leaks"]["device"]["sites"].size(), 1u) << supp;
   }
+}
+
+// merge never writes over one of its inputs, by the same path or another.
+TEST(BadInput, MergeRefusesToOverwriteAnInput) {
+  ScopedTempDir dir;
+  const std::string a = Traced(dir, "a", {kExamples + "/leaky_loop"});
+  const std::string b = Traced(dir, "b", {kExamples + "/leaky_loop"});
+  const std::string before = ReadFile(a);
+  for (const std::string& output : {a, dir.path() + "/./a.json"}) {
+    const ProcessResult r = Cli(dir, {"merge", a, b, "-o", output});
+    EXPECT_EQ(r.exit_code, 2) << output;
+    EXPECT_TRUE(Contains(r.err, "is the input " + a)) << r.err;
+  }
+  EXPECT_EQ(ReadFile(a), before);
 }
 
 TEST(BadInput, WrongArgumentsGiveExitTwo) {

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <map>
+#include <string>
 
 namespace gpuwatch {
 namespace {
@@ -85,6 +86,11 @@ TEST(Config, SignalsByNameAndNumber) {
   EXPECT_EQ(ParseSignal("off"), 0);
   EXPECT_EQ(ParseSignal("SIGKILL"), -1);
   EXPECT_EQ(ParseSignal("9"), -1);
+  // By number as by name: SIGTERM and SIGINT are the host's.
+  EXPECT_EQ(ParseSignal("15"), -1);
+  EXPECT_EQ(ParseSignal("SIGTERM"), -1);
+  EXPECT_EQ(ParseSignal("2"), -1);
+  EXPECT_EQ(ParseSignal(std::to_string(SIGRTMIN + 1)), SIGRTMIN + 1);
   EXPECT_EQ(ParseSignal("bogus"), -1);
   EXPECT_EQ(ParseSignal(""), -1);
 }
