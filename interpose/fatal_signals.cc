@@ -16,6 +16,7 @@
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/report/file.h"
 
 namespace gpuwatch {
 namespace {
@@ -116,6 +117,9 @@ void OnFatalSignal(int sig, siginfo_t* info, void* context) {
     }
     return;
   }
+  // The process ends here: a report this thread was writing when the signal
+  // came is not finished; its temporary file goes.
+  RemoveFileInFlight();
   // The default action: restore it and let the signal take effect. A fault
   // raised by the instruction repeats when the handler returns (its core dump
   // then shows the faulting instruction); anything sent is sent again.

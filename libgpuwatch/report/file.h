@@ -14,6 +14,11 @@ namespace gpuwatch {
 // left as it was.
 bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error);
 
+// Removes the temporary file a WriteFileAtomically in progress has made, for
+// a signal that ends the process before it is renamed (no `.tmp.` file is
+// left beside the report). Async-signal-safe (unlink).
+void RemoveFileInFlight();
+
 // Sets lifecycle.teardown_ns in the report at `path` (read, update, atomic
 // rewrite). Used once, from the library destructor, after CUDA's teardown.
 bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::string* error);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -61,7 +62,38 @@ class FileSizeSignalGuard {
   bool blocked_ = false;
 };
 
+// The temporary file a write has made and not yet renamed or removed, for a
+// signal that ends the process midway (RemoveFileInFlight). One at a time:
+// a second concurrent write is not registered.
+std::atomic<bool> g_in_flight_claimed{false};
+std::atomic<bool> g_in_flight{false};
+char g_in_flight_path[4096];
+
+class InFlight {
+ public:
+  explicit InFlight(const std::string& tmp) {
+    if (tmp.size() >= sizeof(g_in_flight_path) || g_in_flight_claimed.exchange(true)) return;
+    std::memcpy(g_in_flight_path, tmp.c_str(), tmp.size() + 1);
+    g_in_flight.store(true);
+    mine_ = true;
+  }
+  ~InFlight() {
+    if (!mine_) return;
+    g_in_flight.store(false);
+    g_in_flight_claimed.store(false);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  bool mine_ = false;
+};
+
 }  // namespace
+
+void RemoveFileInFlight() {
+  if (g_in_flight.load()) unlink(g_in_flight_path);
+}
 
 bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {
   const FileSizeSignalGuard no_sigxfsz;
@@ -76,6 +108,7 @@ bool WriteFileAtomically(const std::string& path, const std::string& contents, s
     *error = "cannot create a file in " + dir + ": " + std::strerror(errno);
     return false;
   }
+  const InFlight in_flight(tmp);
   const char* data = contents.data();
   size_t left = contents.size();
   while (left > 0) {

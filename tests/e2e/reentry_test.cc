@@ -179,5 +179,20 @@ TEST(Reentry, ASignalThatInterruptsGpuwatchOutsideItsLocksStillGetsItsReports) {
   }
 }
 
+// A stop signal that ends the process while a report is being written (here
+// a snapshot, its temporary file written, not yet renamed) leaves no
+// `.tmp.` file beside the report.
+TEST(Reentry, AStopSignalDuringAReportLeavesNoTemporaryFile) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kPrograms + "/reentry", "snapshot_term"}, Preloaded(out), dir.path());
+  ASSERT_TRUE(r.signaled) << r.err;
+  EXPECT_EQ(r.signal, SIGTERM);
+  for (const std::string& name : dir.List()) {
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+  }
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

@@ -8,6 +8,11 @@
 //                   in the second cudaMalloc, while it holds its lock after
 //                   SKIP others, or right after it released one
 //                   (thread_probe.c raises it)
+//   reentry snapshot_term
+//                   takes a snapshot (gpuwatch_snapshot) on its main thread;
+//                   SIGTERM, with its default action, arrives once the
+//                   report's temporary file is written, before its rename
+//                   (thread_probe.c raises it)
 // After the failure or the reset, the program waits until the report the
 // call caused is on disk (GPUWATCH_OUTPUT.oom-1 or .context-1), so that it is
 // not written by the exit instead: the test sees which thread wrote it.
@@ -84,12 +89,28 @@ int Signal(const char* when, const char* skip) {
   return 4;
 }
 
+int SnapshotTerm() {
+  void* kept = nullptr;
+  if (cudaMalloc(&kept, 1 << 20) != cudaSuccess) return 1;
+  auto* interrupt = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gwtest_interrupt_rename"));
+  auto* snapshot = reinterpret_cast<int (*)(const char*)>(dlsym(RTLD_DEFAULT, "gpuwatch_snapshot"));
+  if (interrupt == nullptr || snapshot == nullptr) {
+    std::fprintf(stderr, "reentry: thread_probe or gpuwatch is not preloaded\n");
+    return 2;
+  }
+  interrupt();
+  snapshot("interrupted");  // SIGTERM before its rename: the process ends there
+  std::fprintf(stderr, "reentry: SIGTERM was not raised inside the snapshot\n");
+  return 4;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   if (std::strcmp(argv[1], "oom") == 0) return Oom();
   if (std::strcmp(argv[1], "reset") == 0) return Reset();
+  if (std::strcmp(argv[1], "snapshot_term") == 0) return SnapshotTerm();
   if (std::strcmp(argv[1], "signal") == 0 && argc >= 3) {
     return Signal(argv[2], argc >= 4 ? argv[3] : nullptr);
   }

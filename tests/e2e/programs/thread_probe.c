@@ -10,6 +10,9 @@
 // - clock_gettime(): after gwtest_interrupt_unlocked(), the next call from
 //   libgpuwatch.so on the calling thread raises SIGTERM (gpuwatch reads the
 //   clock inside its callback while it holds none of its locks).
+// - rename(): after gwtest_interrupt_rename(), the next rename from
+//   libgpuwatch.so on the calling thread raises SIGTERM first (a report's
+//   temporary file is written and not yet renamed).
 // As a signal from outside could arrive at those moments.
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -29,6 +32,10 @@ static __thread int t_unlocked;
 __attribute__((visibility("default"))) void gwtest_interrupt_locked(int skip) { t_locked = skip; }
 
 __attribute__((visibility("default"))) void gwtest_interrupt_unlocked(void) { t_unlocked = 1; }
+
+static __thread int t_rename;
+
+__attribute__((visibility("default"))) void gwtest_interrupt_rename(void) { t_rename = 1; }
 
 static int FromGpuwatch(const void* caller) {
   Dl_info info;
@@ -60,6 +67,10 @@ __attribute__((visibility("default"))) int clock_gettime(clockid_t clock, struct
 __attribute__((visibility("default"))) int rename(const char* from, const char* to) {
   static int (*real)(const char*, const char*);
   if (real == NULL) real = (int (*)(const char*, const char*))dlsym(RTLD_NEXT, "rename");
+  if (t_rename && FromGpuwatch(__builtin_return_address(0))) {
+    t_rename = 0;
+    raise(SIGTERM);
+  }
   const int rc = real(from, to);
   const char* log = getenv("GWTEST_RENAME_LOG");
   if (rc == 0 && log != NULL) {
