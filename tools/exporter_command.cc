@@ -35,6 +35,13 @@
 namespace gpuwatch::tools {
 namespace {
 
+// The HTTP server's worker threads, and how long one waits for a client's
+// request: a client that sends its headers a byte at a time holds a worker
+// that long at most, and a scrape still finds a free one while fewer than
+// kHttpThreads such clients are connected (civetweb's default is 30 s).
+constexpr int kHttpThreads = 16;
+constexpr int kHttpRequestTimeoutMs = 5000;
+
 // Each problem line once, on stderr, when it first appears (a process that
 // stays stopped is one line, not one a scrape). Scrapes run on several
 // threads at once.
@@ -319,7 +326,9 @@ int ExporterCommand(const ExporterOptions& options) {
   }
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(bind, 2);
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", bind, "num_threads", std::to_string(kHttpThreads), "request_timeout_ms",
+        std::to_string(kHttpRequestTimeoutMs)});
   } catch (const std::exception&) {
     std::fprintf(stderr, "gpuwatch exporter: cannot listen on '%s': %s\n", options.listen.c_str(),
                  ListenProblem(bind, port).c_str());
