@@ -184,10 +184,15 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     if (!Ask(p, top)) {
       // Nobody listens. A dead process's entry is removed, and so is one
       // nobody has listened on for long; a live process may be between
-      // binding and listening.
-      const bool refused = errno == ECONNREFUSED;
-      if ((ProcessGone(pid) || (refused && Stale(p.path))) && unlink(p.path.c_str()) == 0) {
-        ++scan.cleaned;
+      // binding and listening. One that listens but takes no one (its
+      // backlog full) is a problem.
+      const int err = errno;
+      const bool refused = err == ECONNREFUSED;
+      if (ProcessGone(pid) || (refused && Stale(p.path))) {
+        if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
+      } else if (!refused && err != ENOENT) {
+        scan.problems.push_back("pid " + std::to_string(pid) +
+                                ": cannot connect: " + std::strerror(err));
       }
       continue;
     }

@@ -242,6 +242,38 @@ TEST(LivePeers, AnEntryNobodyListensOnIsRemovedOnceStale) {
   Reap(young);
 }
 
+// A process that listens but takes no one, its backlog full, is one problem
+// line, not left out without a word.
+TEST(LivePeers, AProcessWhoseBacklogIsFullIsAProblem) {
+  ScopedTempDir dir;
+  const std::string live = MakeLiveDir(dir);
+  const pid_t waiter = Waiter();
+  const int fd = ListenUnix(LiveSocketPath(live, waiter));
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(listen(fd, 0), 0);
+  std::vector<int> held;
+  for (int i = 0; i < 64; ++i) {
+    const int c = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, LiveSocketPath(live, waiter).c_str());
+    if (connect(c, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(c);
+      break;
+    }
+    held.push_back(c);
+  }
+  ASSERT_LT(held.size(), 64u);
+  const LiveScan scan = ScanLive(live, 50, kGuardMs);
+  for (const int c : held) close(c);
+  close(fd);
+  Reap(waiter);
+  EXPECT_TRUE(scan.processes.empty());
+  EXPECT_EQ(scan.problems, std::vector<std::string>{"pid " + std::to_string(waiter) +
+                                                    ": cannot connect: Resource temporarily "
+                                                    "unavailable"});
+}
+
 // "0<pid>.sock", a link to a process's socket, is not a second process of
 // that pid: Prometheus would refuse the scrape that exposes one label set
 // twice.
