@@ -94,8 +94,9 @@ int ConnectTcp(int port) {
 }
 
 // GET http://127.0.0.1:PORT/TARGET over HTTP/1.0 (the server closes the
-// connection after its answer), waiting `timeout_ms` at most.
-HttpResponse HttpGet(int port, const std::string& target, int timeout_ms = 5000) {
+// connection after its answer), waiting `timeout_ms` at most: a hang guard,
+// by default 30 s, which a busy machine does not come near.
+HttpResponse HttpGet(int port, const std::string& target, int timeout_ms = 30000) {
   HttpResponse r;
   const int fd = ConnectTcp(port);
   if (fd < 0) return r;
