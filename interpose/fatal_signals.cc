@@ -193,6 +193,8 @@ void ServeFatalSignalRequest(unsigned char byte) {
   g_busy.store(false);
 }
 
+bool FatalSignalWaiting() { return g_busy.load(); }
+
 void FatalSignalsAfterFork(int request_fd) {
   g_server_created.store(false);
   g_server_tid.store(0);

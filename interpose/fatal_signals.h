@@ -43,6 +43,10 @@ void SetFatalSignalServerThread();
 // byte is ignored.
 void ServeFatalSignalRequest(unsigned char byte);
 
+// Whether a fatal signal's handler has asked for its report and waits (the
+// background thread should leave what it is doing for it).
+bool FatalSignalWaiting();
+
 // In the child of fork(): requests go to `request_fd` (the child's own
 // pipe), nothing pending, no server until its background thread starts.
 void FatalSignalsAfterFork(int request_fd);

@@ -1,11 +1,12 @@
 #include "interpose/live.h"
 
 #include <dlfcn.h>
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "interpose/fatal_signals.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/base/clock.h"
@@ -133,12 +135,40 @@ std::string BuildState(Agent& s, Live& live, size_t top) {
   return BuildLiveState(in, &resolver);
 }
 
-// The request: "top N\n" (the sites to list), or nothing.
-size_t ReadRequest(int fd) {
+// Each reader's time is bounded by deadlines, not by its progress: a reader
+// that sends or takes a byte at a time gets no more than one that sends
+// nothing (docs/reliability.md).
+constexpr uint64_t kRequestNs = 200000000ULL;  // its request, from its accept
+constexpr uint64_t kAnswerNs = 1000000000ULL;  // the answer, from the end of the request
+constexpr uint64_t kTurnNs = 500000000ULL;     // no more readers accepted in a turn after this
+
+// How often a wait for a reader looks whether a fatal signal's handler waits.
+constexpr int kSignalCheckMs = 10;
+
+// Waits until `fd` is ready for `events`; false when `deadline` (monotonic)
+// passed first, or when a signal that ends the process waits for the
+// background thread's report (the thread leaves the reader for it).
+bool WaitFor(int fd, short events, uint64_t deadline) {
+  for (;;) {
+    if (FatalSignalWaiting()) return false;
+    const uint64_t now = MonotonicNs();
+    if (now >= deadline) return false;
+    const int left_ms = static_cast<int>((deadline - now + 999999) / 1000000);
+    pollfd ready{fd, events, 0};
+    const int n = poll(&ready, 1, std::min(left_ms, kSignalCheckMs));
+    if (n < 0 && errno != EINTR) return false;
+    if (n > 0) return true;  // ready, or an error or hang-up the next call sees
+  }
+}
+
+// The request: "top N\n" (the sites to list), or what came of it by
+// `deadline`, or nothing.
+size_t ReadRequest(int fd, uint64_t deadline) {
   char buf[64];
   size_t used = 0;
-  while (used < sizeof(buf) - 1) {
-    const ssize_t n = recv(fd, buf + used, sizeof(buf) - 1 - used, 0);
+  while (used < sizeof(buf) - 1 && WaitFor(fd, POLLIN, deadline)) {
+    const ssize_t n = recv(fd, buf + used, sizeof(buf) - 1 - used, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) break;
     used += static_cast<size_t>(n);
     if (std::memchr(buf, '\n', used) != nullptr) break;
@@ -159,12 +189,8 @@ void Serve(Agent& s, Live& live, int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != geteuid()) {
     return;  // another user's: nothing is said
   }
-  // A reader that stalls costs the thread this much at most.
-  timeval receive{0, 200000};
-  timeval send_limit{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receive, sizeof(receive));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof(send_limit));
-  const size_t top = ReadRequest(fd);
+  const size_t top = ReadRequest(fd, MonotonicNs() + kRequestNs);
+  if (FatalSignalWaiting()) return;
   std::string state;
   try {
     state = BuildState(s, live, top);
@@ -172,9 +198,12 @@ void Serve(Agent& s, Live& live, int fd) {
     // Out of memory, most likely: the reader says so; the process goes on.
     state = "{\"error\":\"the live state could not be built\"}\n";
   }
+  const uint64_t deadline = MonotonicNs() + kAnswerNs;
   size_t sent = 0;
-  while (sent < state.size()) {
-    const ssize_t n = send(fd, state.data() + sent, state.size() - sent, MSG_NOSIGNAL);
+  while (sent < state.size() && WaitFor(fd, POLLOUT, deadline)) {
+    const ssize_t n =
+        send(fd, state.data() + sent, state.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }
@@ -208,10 +237,12 @@ void LiveTick(Agent& s) {
 
 void ServeLiveReaders(Agent& s) {
   Live& live = State();
-  // A burst of readers is answered in turns of this many, so that the
-  // thread's other work waits for no more.
-  for (int i = 0; i < 16; ++i) {
-    const int fd = AboveStdio(accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC));
+  // A burst of readers is answered in turns of at most this many, and of
+  // kTurnNs (and the last reader's deadlines), so that the thread's other
+  // work waits for no more.
+  const uint64_t turn_end = MonotonicNs() + kTurnNs;
+  for (int i = 0; i < 16 && MonotonicNs() < turn_end && !FatalSignalWaiting(); ++i) {
+    const int fd = AboveStdio(accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (fd < 0) return;
     Serve(s, live, fd);
     close(fd);

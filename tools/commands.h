@@ -60,6 +60,7 @@ struct ExporterOptions {
   std::string textfile;                   // write DIR/gpuwatch.prom instead of serving
   int interval = 15;                      // seconds between --textfile writes
   bool once = false;                      // --textfile: write once and exit
+  int timeout_ms = 1000;                  // how long a scrape waits for the processes
 };
 int ExporterCommand(const ExporterOptions& options);
 

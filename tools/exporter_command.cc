@@ -18,6 +18,8 @@
 #include <ctime>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -33,14 +35,48 @@
 namespace gpuwatch::tools {
 namespace {
 
-// How long a scrape waits for the processes' answers: one that stopped
-// answering costs this much, and is counted in
-// gpuwatch_exporter_scrape_problems.
-constexpr int kScanTimeoutMs = 1000;
+// The HTTP server's worker threads, and how long one waits for a client's
+// request: a client that sends its headers a byte at a time holds a worker
+// that long at most, and a scrape still finds a free one while fewer than
+// kHttpThreads such clients are connected (civetweb's default is 30 s).
+constexpr int kHttpThreads = 16;
+constexpr int kHttpRequestTimeoutMs = 5000;
+
+// Each problem line once, on stderr, when it first appears (a process that
+// stays stopped is one line, not one a scrape). Scrapes run on several
+// threads at once.
+class ProblemLog {
+ public:
+  void Note(const std::vector<std::string>& problems) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<std::string> now(problems.begin(), problems.end());
+    for (const std::string& p : now) {
+      if (last_.count(p) == 0) std::fprintf(stderr, "gpuwatch exporter: %s\n", p.c_str());
+    }
+    last_ = std::move(now);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> last_;
+};
+
+// A scan; whatever it throws (out of memory) is one problem of the scrape,
+// never the exporter's end.
+LiveScan SafeScan(const std::string& dir, size_t top, int timeout_ms) {
+  try {
+    return ScanLive(dir, top, timeout_ms);
+  } catch (const std::exception& e) {
+    LiveScan failed;
+    failed.problems.push_back(std::string("the scan failed: ") + e.what());
+    return failed;
+  }
+}
 
 class LiveCollectable : public prometheus::Collectable {
  public:
-  LiveCollectable(std::string dir, size_t top) : dir_(std::move(dir)), top_(top) {}
+  LiveCollectable(std::string dir, size_t top, int timeout_ms)
+      : dir_(std::move(dir)), top_(top), timeout_ms_(timeout_ms) {}
 
   // civetweb answers on worker threads with 100 KiB stacks (Debian's build);
   // parsing the processes' answers needs more (a sanitizer build overflowed
@@ -48,12 +84,15 @@ class LiveCollectable : public prometheus::Collectable {
   // no thread can be started.
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families;
-    std::exception_ptr failure;
     const auto collect = [&] {
+      const LiveScan scan = SafeScan(dir_, top_, timeout_ms_);
+      log_.Note(scan.problems);
       try {
-        families = LiveMetrics(ScanLive(dir_, top_, kScanTimeoutMs), {.top = top_});
-      } catch (...) {
-        failure = std::current_exception();
+        families = LiveMetrics(scan, {.top = top_});
+      } catch (const std::exception& e) {
+        LiveScan failed;
+        failed.problems.push_back(e.what());
+        families = LiveMetrics(failed, {});
       }
     };
     try {
@@ -61,13 +100,14 @@ class LiveCollectable : public prometheus::Collectable {
     } catch (const std::system_error&) {
       collect();
     }
-    if (failure) std::rethrow_exception(failure);
     return families;
   }
 
  private:
   std::string dir_;
   size_t top_;
+  int timeout_ms_;
+  mutable ProblemLog log_;
 };
 
 // HOST:PORT as civetweb takes it: a numeric address (a name is resolved,
@@ -238,13 +278,10 @@ bool WaitForStop(const sigset_t& set, int seconds) {
 int Textfile(const ExporterOptions& options, const std::string& dir, const sigset_t& stop) {
   const auto top = static_cast<size_t>(options.top);
   bool first = true;
+  ProblemLog log;
   for (;;) {
-    const LiveScan scan = ScanLive(dir, top, kScanTimeoutMs);
-    if (options.once) {
-      for (const std::string& p : scan.problems) {
-        std::fprintf(stderr, "gpuwatch exporter: %s\n", p.c_str());
-      }
-    }
+    const LiveScan scan = SafeScan(dir, top, options.timeout_ms);
+    log.Note(scan.problems);
     std::string problem;
     if (!WriteTextfile(options.textfile, LiveMetrics(scan, {.top = top}), &problem)) {
       std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
@@ -289,13 +326,16 @@ int ExporterCommand(const ExporterOptions& options) {
   }
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(bind, 2);
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", bind, "num_threads", std::to_string(kHttpThreads), "request_timeout_ms",
+        std::to_string(kHttpRequestTimeoutMs)});
   } catch (const std::exception&) {
     std::fprintf(stderr, "gpuwatch exporter: cannot listen on '%s': %s\n", options.listen.c_str(),
                  ListenProblem(bind, port).c_str());
     return 2;
   }
-  const auto collectable = std::make_shared<LiveCollectable>(dir, static_cast<size_t>(options.top));
+  const auto collectable =
+      std::make_shared<LiveCollectable>(dir, static_cast<size_t>(options.top), options.timeout_ms);
   exposer->RegisterCollectable(collectable);
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (!ports.empty()) port = ports.front();

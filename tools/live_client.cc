@@ -1,5 +1,7 @@
 #include "tools/live_client.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -18,14 +21,66 @@
 namespace gpuwatch::tools {
 namespace {
 
-using json = nlohmann::json;
+// A task (/proc/.../stat) that is a zombie or exiting (PF_EXITING).
+bool TaskEnding(const std::string& stat_path) {
+  const int fd = open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;  // reaped meanwhile
+  char buf[512];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may
+  // hold anything, so the fields are counted from its last parenthesis.
+  const char* fields = std::strrchr(buf, ')');
+  char state = 0;
+  unsigned long flags = 0;
+  if (fields == nullptr ||
+      std::sscanf(fields + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) {
+    return false;
+  }
+  constexpr unsigned long kExiting = 0x4;  // PF_EXITING
+  return state == 'Z' || state == 'X' || (flags & kExiting) != 0;
+}
 
-bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+// Gone, or going: a process that no longer exists, or whose every thread is
+// a zombie or exiting. A process's sockets close while it exits, a moment
+// before it is a zombie: a reader that found its socket closed must not
+// find it still there. (A main thread that ended alone leaves a zombie
+// leader beside threads that run on: that process is not gone.)
+bool ProcessGone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = opendir(dir.c_str());
+  if (tasks == nullptr) return false;
+  bool ending = true;
+  size_t seen = 0;
+  while (const dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    ++seen;
+    if (!TaskEnding(dir + "/" + e->d_name + "/stat")) {
+      ending = false;
+      break;
+    }
+  }
+  closedir(tasks);
+  if (seen == 0) return kill(pid, 0) != 0 && errno == ESRCH;  // reaped meanwhile
+  return ending;
+}
 
 uint64_t NowMs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+// A name nobody listens on that has been there kStaleEntrySeconds or more.
+bool Stale(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return false;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now.tv_sec - st.st_mtim.tv_sec >= kStaleEntrySeconds;
 }
 
 struct Pending {
@@ -34,9 +89,11 @@ struct Pending {
   int fd = -1;
   std::string answer;
   bool done = false;
+  bool too_long = false;
 };
 
-// Connects and sends the request; false when nobody listens (fd closed).
+// Connects and sends the request; false when nobody listens (fd closed,
+// errno from connect).
 bool Ask(Pending& p, size_t top) {
   p.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (p.fd < 0) return false;
@@ -44,8 +101,10 @@ bool Ask(Pending& p, size_t top) {
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, p.path.c_str(), p.path.size() + 1);
   if (connect(p.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
     close(p.fd);
     p.fd = -1;
+    errno = err;
     return false;
   }
   const std::string request = "top " + std::to_string(top) + "\n";
@@ -53,36 +112,19 @@ bool Ask(Pending& p, size_t top) {
   return true;
 }
 
-}  // namespace
-
-bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem) {
-  *resolved = !dir.empty() ? dir : LiveDirFromEnvironment([](const char* n) {
-    return std::getenv(n);  // NOLINT(concurrency-mt-unsafe): read before any thread
-  });
-  struct stat st {};
-  if (lstat(resolved->c_str(), &st) != 0 && errno == ENOENT) return true;
-  return PrepareLiveDir(*resolved, /*create=*/false, problem);
+// The uid of the process that made the socket `fd` is connected to; ours
+// when the kernel cannot say.
+uid_t ServerUid(int fd) {
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return geteuid();
+  return peer.uid;
 }
 
-LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
-  LiveScan scan;
-  std::vector<pid_t> pids = ListLiveSockets(dir);
-  std::sort(pids.begin(), pids.end());
-  std::vector<Pending> pending;
-  for (pid_t pid : pids) {
-    Pending p;
-    p.pid = pid;
-    p.path = LiveSocketPath(dir, pid);
-    if (p.path.empty()) continue;
-    if (!Ask(p, top)) {
-      // Nobody listens. A dead process's entry is removed; a live one may be
-      // between binding and listening, or not gpuwatch's any more: left.
-      if (ProcessGone(pid) && unlink(p.path.c_str()) == 0) ++scan.cleaned;
-      continue;
-    }
-    pending.push_back(std::move(p));
-  }
-  const uint64_t deadline = NowMs() + static_cast<uint64_t>(std::max(timeout_ms, 0));
+// Reads what the processes answer until each has closed its end, or sent
+// more than any answer can be, or `deadline` (NowMs) passed.
+void ReadAnswers(std::vector<Pending>& pending, uint64_t deadline) {
+  std::vector<char> buf(65536);
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<size_t> which;
@@ -98,24 +140,84 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     for (size_t k = 0; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
       Pending& p = pending[which[k]];
-      char buf[65536];
-      const ssize_t r = recv(p.fd, buf, sizeof(buf), 0);
+      const ssize_t r = recv(p.fd, buf.data(), buf.size(), 0);
       if (r > 0) {
-        p.answer.append(buf, static_cast<size_t>(r));
+        p.answer.append(buf.data(), static_cast<size_t>(r));
+        if (p.answer.size() > kMaxLiveAnswerBytes) p.done = p.too_long = true;
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         p.done = true;  // the whole answer, or the process died while answering
       }
     }
   }
-  for (Pending& p : pending) {
-    close(p.fd);
-    if (!p.done) {
-      scan.problems.push_back("pid " + std::to_string(p.pid) + ": no answer within " +
-                              std::to_string(timeout_ms) + " ms");
+}
+
+}  // namespace
+
+bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem) {
+  *resolved = !dir.empty() ? dir : LiveDirFromEnvironment([](const char* n) {
+    return std::getenv(n);  // NOLINT(concurrency-mt-unsafe): read before any thread
+  });
+  struct stat st {};
+  if (lstat(resolved->c_str(), &st) != 0 && errno == ENOENT) return true;
+  return PrepareLiveDir(*resolved, /*create=*/false, problem);
+}
+
+LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
+  LiveScan scan;
+  // Again at each scan: the directory may have been made since the reader
+  // started, by anyone.
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 && errno == ENOENT) return scan;
+  if (std::string problem; !PrepareLiveDir(dir, /*create=*/false, &problem)) {
+    scan.problems.push_back(Printable(problem));
+    return scan;
+  }
+  std::vector<pid_t> pids = ListLiveSockets(dir);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  std::vector<Pending> pending;
+  for (pid_t pid : pids) {
+    Pending p;
+    p.pid = pid;
+    p.path = LiveSocketPath(dir, pid);
+    if (p.path.empty()) continue;
+    if (!Ask(p, top)) {
+      // Nobody listens. A dead process's entry is removed, and so is one
+      // nobody has listened on for long; a live process may be between
+      // binding and listening. One that listens but takes no one (its
+      // backlog full) is a problem.
+      const int err = errno;
+      const bool refused = err == ECONNREFUSED;
+      if (ProcessGone(pid) || (refused && Stale(p.path))) {
+        if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
+      } else if (!refused && err != ENOENT) {
+        scan.problems.push_back("pid " + std::to_string(pid) +
+                                ": cannot connect: " + std::strerror(err));
+      }
       continue;
     }
-    json state = json::parse(p.answer, nullptr, /*allow_exceptions=*/false);
-    if (state.is_object() && state.value("schema", "") == "gpuwatch-live") {
+    if (const uid_t uid = ServerUid(p.fd); uid != geteuid()) {
+      scan.problems.push_back("pid " + std::to_string(pid) + ": served by uid " +
+                              std::to_string(uid) + ", not by this user (uid " +
+                              std::to_string(geteuid()) + "): not read");
+      close(p.fd);
+      continue;
+    }
+    pending.push_back(std::move(p));
+  }
+  ReadAnswers(pending, NowMs() + static_cast<uint64_t>(std::max(timeout_ms, 0)));
+  for (Pending& p : pending) {
+    close(p.fd);
+    const std::string who = "pid " + std::to_string(p.pid) + ": ";
+    if (!p.done) {
+      scan.problems.push_back(who + "no answer within " + std::to_string(timeout_ms) + " ms");
+      continue;
+    }
+    std::string problem;
+    LiveState state;
+    if (p.too_long) {
+      problem = "an answer of more than " + std::to_string(kMaxLiveAnswerBytes >> 20) + " MiB";
+    } else if (ParseLiveAnswer(p.answer, &state, &problem)) {
       scan.processes.push_back({p.pid, std::move(state)});
       continue;
     }
@@ -124,10 +226,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
       if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
       continue;
     }
-    std::string what = "not a gpuwatch live state";
-    if (state.is_object() && state.contains("error")) what = state["error"].dump();
-    scan.problems.push_back("pid " + std::to_string(p.pid) + ": " + what + " (" +
-                            std::to_string(p.answer.size()) + " bytes)");
+    scan.problems.push_back(who + problem);
   }
   return scan;
 }

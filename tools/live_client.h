@@ -10,23 +10,31 @@
 #include <string>
 #include <vector>
 
-#include "nlohmann/json.hpp"
+#include "tools/live_answer.h"
 
 namespace gpuwatch::tools {
 
 struct LiveProcess {
-  pid_t pid = 0;
-  nlohmann::json state;  // schema "gpuwatch-live"
+  pid_t pid = 0;  // the entry's name: "<pid>.sock"
+  LiveState state;
 };
 
 struct LiveScan {
   std::vector<LiveProcess> processes;  // by pid
   // One line per entry that answered badly (a process that stopped answering,
-  // a state that is not JSON): the rest are still read.
+  // an answer that is not a live state, one served by another user), or the
+  // one line that says why the directory was not read: the rest are still
+  // read. Printable (live_answer.h): no terminal control in them.
   std::vector<std::string> problems;
-  // Entries of processes that no longer exist, removed from the directory.
+  // Entries removed from the directory: of processes that no longer exist,
+  // and names nobody has listened on for kStaleEntrySeconds.
   size_t cleaned = 0;
 };
+
+// An entry nobody listens on, of a pid that exists (a process that exec'ed
+// into a program without gpuwatch, a file that is not a socket), is removed
+// once its name is this old: a process binds and listens at once.
+inline constexpr int kStaleEntrySeconds = 10;
 
 // The live directory to read: `dir` when not empty, else the environment's
 // (LiveDirFromEnvironment). False with *problem when it cannot be read
@@ -35,7 +43,12 @@ struct LiveScan {
 bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem);
 
 // Asks every process in `dir` at once for its state with `top` sites, and
-// waits `timeout_ms` at most for all of them.
+// waits `timeout_ms` at most for all of them. The directory is checked again
+// at each scan (PrepareLiveDir: no symlink, this user's, private): one that
+// is unsafe now is one problem and no process; one that does not exist, none.
+// A process whose socket was made by another uid (SO_PEERCRED) is a problem,
+// not read. Each answer is read into a LiveState (ParseLiveAnswer) on its
+// own: a bad one is one problem and hides no other.
 LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms);
 
 }  // namespace gpuwatch::tools

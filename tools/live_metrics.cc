@@ -1,13 +1,13 @@
 #include "tools/live_metrics.h"
 
 #include <algorithm>
-#include <optional>
+#include <map>
+#include <set>
 #include <utility>
 
 namespace gpuwatch::tools {
 namespace {
 
-using json = nlohmann::json;
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
@@ -69,12 +69,22 @@ class Builder {
       f.type = s.type;
       families_.push_back(std::move(f));
     }
+    seen_.resize(families_.size());
   }
 
+  // A series; none when the family already has one with the same labels.
   void Add(const char* name, std::vector<ClientMetric::Label> labels, double value) {
     auto it = std::find_if(families_.begin(), families_.end(),
                            [name](const MetricFamily& f) { return f.name == name; });
     if (it == families_.end()) return;
+    std::string key;
+    for (const ClientMetric::Label& l : labels) {
+      key += l.name;
+      key += '\0';
+      key += l.value;
+      key += '\0';
+    }
+    if (!seen_[static_cast<size_t>(it - families_.begin())].insert(std::move(key)).second) return;
     ClientMetric m;
     m.label = std::move(labels);
     if (it->type == MetricType::Counter) {
@@ -97,23 +107,8 @@ class Builder {
 
  private:
   std::vector<MetricFamily> families_;
+  std::vector<std::set<std::string>> seen_;  // per family, its label sets
 };
-
-std::optional<double> Number(const json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-
-std::string String(const json& object, const char* key) {
-  if (!object.is_object()) return "";
-  const auto it = object.find(key);
-  if (it == object.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number()) return it->dump();
-  return "";
-}
 
 std::vector<ClientMetric::Label> With(std::vector<ClientMetric::Label> labels,
                                       const std::string& name, const std::string& value) {
@@ -121,89 +116,76 @@ std::vector<ClientMetric::Label> With(std::vector<ClientMetric::Label> labels,
   return labels;
 }
 
-const json& Array(const json& object, const char* key) {
-  static const json kEmpty = json::array();
-  if (!object.is_object()) return kEmpty;
-  const auto it = object.find(key);
-  return it != object.end() && it->is_array() ? *it : kEmpty;
-}
+constexpr char kOtherSite[] = "other";
 
-void AddSites(Builder& b, const json& state, const std::vector<ClientMetric::Label>& labels,
+void AddSites(Builder& b, const LiveState& state, const std::vector<ClientMetric::Label>& labels,
               size_t top) {
-  // Sites that read the same are one series (a label set may appear once).
+  // Sites that read the same are one series (a label set may appear once);
+  // one that reads "other" is counted in "other".
   std::vector<std::pair<std::string, double>> sites;
-  for (const json& s : Array(state, "sites")) {
-    const auto bytes = Number(s, "live_bytes");
-    if (!bytes.has_value()) continue;
-    const std::string label = SiteLabel(s);
-    auto it = std::find_if(sites.begin(), sites.end(),
-                           [&label](const auto& e) { return e.first == label; });
-    if (it == sites.end()) {
-      sites.emplace_back(label, *bytes);
+  std::map<std::string, size_t> index;
+  double other = static_cast<double>(state.other_bytes);
+  for (const LiveSite& s : state.sites) {
+    const auto bytes = static_cast<double>(s.live_bytes);
+    std::string label = SiteLabel(s);
+    if (label == kOtherSite) {
+      other += bytes;
+      continue;
+    }
+    const auto [it, added] = index.emplace(std::move(label), sites.size());
+    if (added) {
+      sites.emplace_back(it->first, bytes);
     } else {
-      it->second += *bytes;
+      sites[it->second].second += bytes;
     }
   }
   std::stable_sort(sites.begin(), sites.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  double other = 0;
-  if (state.contains("other_sites")) other = Number(state["other_sites"], "live_bytes").value_or(0);
   for (size_t i = top; i < sites.size(); ++i) other += sites[i].second;
   if (sites.size() > top) sites.resize(top);
   for (const auto& [site, bytes] : sites) {
     b.Add("gpuwatch_site_live_bytes", With(labels, "site", site), bytes);
   }
-  b.Add("gpuwatch_site_live_bytes", With(labels, "site", "other"), other);
+  b.Add("gpuwatch_site_live_bytes", With(labels, "site", kOtherSite), other);
 }
 
 void AddProcess(Builder& b, const LiveProcess& p, const LiveMetricsOptions& options) {
-  const json& st = p.state;
-  const std::vector<ClientMetric::Label> labels = {
-      {"pid", std::to_string(p.pid)},
-      {"command", CommandLabel(st.is_object() ? st.value("command", json()) : json())},
-      {"rank", String(st, "rank")},
-      {"host", String(st, "host")}};
-  if (const auto ms = Number(st, "started_unix_ms")) {
-    b.Add("gpuwatch_process_start_time_seconds", labels, *ms / 1000.0);
+  const LiveState& st = p.state;
+  const std::vector<ClientMetric::Label> labels = {{"pid", std::to_string(p.pid)},
+                                                   {"command", CommandLabel(st.command)},
+                                                   {"rank", st.rank},
+                                                   {"host", st.host}};
+  const auto n = [](uint64_t v) { return static_cast<double>(v); };
+  if (st.started_unix_ms.has_value()) {
+    b.Add("gpuwatch_process_start_time_seconds", labels, n(*st.started_unix_ms) / 1000.0);
   }
-  for (const json& d : Array(st, "devices")) {
-    const std::vector<ClientMetric::Label> dl = With(labels, "device", String(d, "device"));
-    if (const auto v = Number(d, "live_bytes")) b.Add("gpuwatch_device_memory_live_bytes", dl, *v);
-    if (const auto v = Number(d, "peak_bytes")) b.Add("gpuwatch_device_memory_peak_bytes", dl, *v);
-    if (const auto v = Number(d, "total_bytes")) {
-      b.Add("gpuwatch_device_memory_total_bytes", dl, *v);
-    }
+  for (const LiveDevice& d : st.devices) {
+    const std::vector<ClientMetric::Label> dl = With(labels, "device", std::to_string(d.device));
+    b.Add("gpuwatch_device_memory_live_bytes", dl, n(d.live_bytes));
+    b.Add("gpuwatch_device_memory_peak_bytes", dl, n(d.peak_bytes));
+    if (d.total_bytes.has_value())
+      b.Add("gpuwatch_device_memory_total_bytes", dl, n(*d.total_bytes));
   }
-  if (st.contains("kinds") && st["kinds"].is_object()) {
-    for (const auto& [kind, k] : st["kinds"].items()) {
-      const std::vector<ClientMetric::Label> kl = With(labels, "kind", kind);
-      if (const auto v = Number(k, "live_bytes")) b.Add("gpuwatch_memory_live_bytes", kl, *v);
-      if (const auto v = Number(k, "peak_bytes")) b.Add("gpuwatch_memory_peak_bytes", kl, *v);
-      if (const auto v = Number(k, "allocs")) b.Add("gpuwatch_allocations_total", kl, *v);
-      if (const auto v = Number(k, "alloc_bytes")) b.Add("gpuwatch_allocated_bytes_total", kl, *v);
-      if (const auto v = Number(k, "frees")) b.Add("gpuwatch_frees_total", kl, *v);
-    }
+  for (const LiveKind& k : st.kinds) {
+    const std::vector<ClientMetric::Label> kl = With(labels, "kind", k.name);
+    b.Add("gpuwatch_memory_live_bytes", kl, n(k.live_bytes));
+    b.Add("gpuwatch_memory_peak_bytes", kl, n(k.peak_bytes));
+    b.Add("gpuwatch_allocations_total", kl, n(k.allocs));
+    b.Add("gpuwatch_allocated_bytes_total", kl, n(k.alloc_bytes));
+    b.Add("gpuwatch_frees_total", kl, n(k.frees));
   }
-  if (st.contains("counters")) {
-    const json& c = st["counters"];
-    if (const auto v = Number(c, "ooms")) b.Add("gpuwatch_out_of_memory_total", labels, *v);
-    if (const auto v = Number(c, "kernel_launches")) {
-      b.Add("gpuwatch_kernel_launches_total", labels, *v);
-    }
-    if (const auto v = Number(c, "unknown_frees"))
-      b.Add("gpuwatch_unknown_frees_total", labels, *v);
-  }
-  for (const json& t : Array(st, "transfers")) {
+  b.Add("gpuwatch_out_of_memory_total", labels, n(st.ooms));
+  b.Add("gpuwatch_kernel_launches_total", labels, n(st.kernel_launches));
+  b.Add("gpuwatch_unknown_frees_total", labels, n(st.unknown_frees));
+  for (const LiveTransfer& t : st.transfers) {
     const std::vector<ClientMetric::Label> tl =
-        With(With(labels, "direction", String(t, "direction")), "host_memory", String(t, "host"));
-    if (const auto v = Number(t, "count")) b.Add("gpuwatch_transfers_total", tl, *v);
-    if (const auto v = Number(t, "bytes")) b.Add("gpuwatch_transfer_bytes_total", tl, *v);
-    if (const auto v = Number(t, "timed_count")) b.Add("gpuwatch_timed_transfers_total", tl, *v);
-    if (const auto v = Number(t, "duration_ns")) {
-      b.Add("gpuwatch_transfer_seconds_total", tl, *v / 1e9);
-    }
+        With(With(labels, "direction", t.direction), "host_memory", t.host);
+    b.Add("gpuwatch_transfers_total", tl, n(t.count));
+    b.Add("gpuwatch_transfer_bytes_total", tl, n(t.bytes));
+    b.Add("gpuwatch_timed_transfers_total", tl, n(t.timed_count));
+    b.Add("gpuwatch_transfer_seconds_total", tl, n(t.duration_ns) / 1e9);
   }
-  if (const auto v = Number(st, "marks")) b.Add("gpuwatch_marks_total", labels, *v);
+  b.Add("gpuwatch_marks_total", labels, n(st.marks));
   AddSites(b, st, labels, options.top);
 }
 
@@ -216,32 +198,26 @@ std::string Cut(const std::string& s, size_t max_bytes) {
 
 }  // namespace
 
-std::string CommandLabel(const json& command, size_t max_bytes) {
+std::string CommandLabel(const std::vector<std::string>& command, size_t max_bytes) {
   std::string text;
-  if (command.is_array()) {
-    for (const json& arg : command) {
-      if (!arg.is_string()) continue;
-      std::string a = arg.get<std::string>();
-      if (text.empty()) {
-        const size_t slash = a.find_last_of('/');
-        if (slash != std::string::npos && slash + 1 < a.size()) a = a.substr(slash + 1);
-        text = a;
-      } else {
-        text += " " + a;
-      }
+  for (std::string a : command) {
+    if (text.empty()) {
+      const size_t slash = a.find_last_of('/');
+      if (slash != std::string::npos && slash + 1 < a.size()) a = a.substr(slash + 1);
+      text = a;
+    } else {
+      text += " " + a;
     }
-  } else if (command.is_string()) {
-    text = command.get<std::string>();
   }
   if (text.size() <= max_bytes) return text;
   const std::string dots = "...";
   return Cut(text, max_bytes > dots.size() ? max_bytes - dots.size() : 0) + dots;
 }
 
-std::string SiteLabel(const json& site) {
-  std::string location = String(site, "location");
+std::string SiteLabel(const LiveSite& site) {
+  std::string location = site.location;
   if (location.empty()) location = "(unknown)";
-  std::string function = String(site, "function");
+  std::string function = site.function;
   if (function.empty()) return location;
   // A template's name can run to kilobytes; a label is read by people.
   constexpr size_t kMaxFunction = 80;

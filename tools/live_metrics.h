@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "nlohmann/json.hpp"
 #include "prometheus/metric_family.h"
 #include "tools/live_client.h"
 
@@ -23,17 +22,18 @@ struct LiveMetricsOptions {
 // Every metric family, in a fixed order, each with its HELP text; a family
 // with no series is left out (Prometheus wants none empty), except
 // gpuwatch_exporter_scrape_problems and gpuwatch_exporter_processes, always
-// there.
+// there. No family holds one label set twice (Prometheus refuses the whole
+// scrape then): of series that would, the first is kept.
 std::vector<prometheus::MetricFamily> LiveMetrics(const LiveScan& scan,
                                                   const LiveMetricsOptions& options);
 
 // The `command` label of a process: its program's base name and its
 // arguments, joined by spaces, cut to at most `max_bytes` bytes (whole UTF-8
 // characters) ending in "...".
-std::string CommandLabel(const nlohmann::json& command, size_t max_bytes = 60);
+std::string CommandLabel(const std::vector<std::string>& command, size_t max_bytes = 60);
 
 // The `site` label: "file:line (function)", or the location alone.
-std::string SiteLabel(const nlohmann::json& site);
+std::string SiteLabel(const LiveSite& site);
 
 }  // namespace gpuwatch::tools
 

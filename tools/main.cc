@@ -114,6 +114,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"live", "growth", "peak", "pid"}));
   top_cmd->add_option("--width", top.width, "Columns of a --once frame (default 80)")
       ->check(CLI::Range(60, 1000));
+  top_cmd
+      ->add_option("--timeout-ms", top.timeout_ms,
+                   "How long to wait for the processes' answers (default 500, 2000 with --once)")
+      ->check(CLI::Range(1, 600000));
 
   gpuwatch::tools::ExporterOptions exporter;
   CLI::App* exporter_cmd = app.add_subcommand(
@@ -126,6 +130,10 @@ int Main(int argc, char** argv) {
                            "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
   exporter_cmd->add_option("--top", exporter.top, "Sites per process (default 20)")
       ->check(CLI::Range(1, 1000));
+  exporter_cmd
+      ->add_option("--timeout-ms", exporter.timeout_ms,
+                   "How long a scrape waits for the processes' answers (default 1000)")
+      ->check(CLI::Range(1, 600000));
   CLI::Option* textfile_opt =
       exporter_cmd
           ->add_option("--textfile", exporter.textfile,

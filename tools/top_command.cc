@@ -20,8 +20,6 @@
 namespace gpuwatch::tools {
 namespace {
 
-using json = nlohmann::json;
-
 constexpr int kScanTimeoutMs = 500;
 constexpr size_t kLiveTopSites = 50;  // asked of each process
 constexpr int kRefreshMs = 1000;
@@ -73,36 +71,26 @@ std::string Short(double bytes) {
   return buf;
 }
 
-std::string Signed(const json& v) {
-  if (!v.is_number()) return "-";
-  const double d = v.get<double>();
-  if (d == 0) return "0";
-  return (d > 0 ? "+" : "") + Short(d);
+std::string Signed(const std::optional<double>& v) {
+  if (!v.has_value()) return "-";
+  if (*v == 0) return "0";
+  return (*v > 0 ? "+" : "") + Short(*v);
 }
 
-std::string Rate(const json& v) { return v.is_number() ? Short(v.get<double>()) + "/s" : "-"; }
+std::string Rate(const std::optional<double>& v) { return v.has_value() ? Short(*v) + "/s" : "-"; }
 
-uint64_t U64(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
-}
-
-double Number(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0;
-}
+double Bytes(uint64_t v) { return static_cast<double>(v); }
 
 // The program's name and arguments, shortest first: "train.py --lr 3" for
-// "python3 /x/train.py --lr 3" reads better than the interpreter.
-std::string CommandOf(const json& state) {
+// "python3 /x/train.py --lr 3" reads better than the interpreter. What a
+// terminal would act on (an escape, a newline) is shown, not sent.
+std::string CommandOf(const LiveState& state) {
   std::string out;
-  const json& argv = state.contains("command") ? state["command"] : json::array();
-  for (size_t i = 0; i < argv.size(); ++i) {
-    if (!argv[i].is_string()) continue;
-    std::string a = argv[i].get<std::string>();
+  for (size_t i = 0; i < state.command.size(); ++i) {
+    std::string a = state.command[i];
     if (i == 0) a = a.substr(a.rfind('/') + 1);
     if (!out.empty()) out += ' ';
-    out += a;
+    out += Printable(a);
   }
   return out.empty() ? "?" : out;
 }
@@ -122,15 +110,15 @@ std::string Uptime(uint64_t ns) {
 
 // `values` (null: unknown) as `width` characters, oldest left, scaled to the
 // largest; each character the largest of the samples it covers.
-std::string Sparkline(const json& values, size_t width, bool utf8) {
+std::string Sparkline(const std::vector<std::optional<uint64_t>>& values, size_t width, bool utf8) {
   static const char* const kBlocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
                                         "\u2585", "\u2586", "\u2587", "\u2588"};
   static const char kAscii[] = "_.-:=+*#";
-  if (!values.is_array() || values.empty()) return std::string(width, ' ');
+  if (values.empty()) return std::string(width, ' ');
   const size_t n = values.size();
   double top = 0;
-  for (const json& v : values) {
-    if (v.is_number()) top = std::max(top, v.get<double>());
+  for (const std::optional<uint64_t>& v : values) {
+    if (v.has_value()) top = std::max(top, Bytes(*v));
   }
   std::string out;
   // The newest samples at the right edge; fewer samples than columns: padded left.
@@ -140,7 +128,7 @@ std::string Sparkline(const json& values, size_t width, bool utf8) {
   for (size_t c = 0; c < used; ++c) {
     double m = -1;
     for (size_t i = c * per; i < std::min(n, (c + 1) * per); ++i) {
-      if (values[i].is_number()) m = std::max(m, values[i].get<double>());
+      if (values[i].has_value()) m = std::max(m, Bytes(*values[i]));
     }
     if (m < 0) {
       out += '?';
@@ -156,19 +144,15 @@ std::string Sparkline(const json& values, size_t width, bool utf8) {
   return out;
 }
 
-double SortKey(const json& state, const std::string& sort) {
-  if (sort == "growth") {
-    const json& rates = state.contains("rates") ? state["rates"] : json::object();
-    return Number(rates, "device_bytes_per_min");
-  }
-  const json& device = state.contains("device") ? state["device"] : json::object();
-  if (sort == "peak") return static_cast<double>(U64(device, "peak_bytes"));
-  return static_cast<double>(U64(device, "live_bytes"));
+double SortKey(const LiveState& state, const std::string& sort) {
+  if (sort == "growth") return state.device_bytes_per_min.value_or(0);
+  if (sort == "peak") return Bytes(state.peak_bytes);
+  return Bytes(state.live_bytes);
 }
 
-double SiteKey(const json& site, const std::string& sort) {
-  if (sort == "growth") return Number(site, "growth_per_min");
-  return static_cast<double>(U64(site, "live_bytes"));
+double SiteKey(const LiveSite& site, const std::string& sort) {
+  if (sort == "growth") return site.growth_per_min.value_or(0);
+  return Bytes(site.live_bytes);
 }
 
 // A sample list's columns: live, growth/min, growth/mark, history, site.
@@ -211,9 +195,8 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
   std::snprintf(head, sizeof(head), "gpuwatch top  %s  %zu process%s  sort: %s", view.clock.c_str(),
                 procs.size(), procs.size() == 1 ? "" : "es", view.sort.c_str());
   std::string first = head;
-  if (Columns(first) + 2 + Columns(view.dir) <= width) {
-    first = Fit(first, width - Columns(view.dir)) + view.dir;
-  }
+  const std::string dir = Printable(view.dir);
+  if (Columns(first) + 2 + Columns(dir) <= width) first = Fit(first, width - Columns(dir)) + dir;
   lines.push_back(Fit(first, width, false));
 
   // PID RANK COMMAND... LIVE PEAK GROW/MIN H2D/s D2H/s
@@ -228,74 +211,62 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
     if (procs[i] == selected && i >= process_rows) first_row = i + 1 - process_rows;
   }
   for (size_t i = first_row; i < procs.size() && i < first_row + process_rows; ++i) {
-    const json& st = procs[i]->state;
-    const json& device = st.contains("device") ? st["device"] : json::object();
-    const json& rates = st.contains("rates") ? st["rates"] : json::object();
-    std::string rank = st.value("rank", "");
-    if (rank.empty()) rank = "-";
-    lines.push_back(std::string(procs[i] == selected ? ">" : " ") +
-                    Right(std::to_string(procs[i]->pid), 7) + " " + Fit(rank, 4) + " " +
-                    Fit(CommandOf(st), command_width) + " " +
-                    Right(Short(static_cast<double>(U64(device, "live_bytes"))), 7) + " " +
-                    Right(Short(static_cast<double>(U64(device, "peak_bytes"))), 7) + " " +
-                    Right(Signed(rates.value("device_bytes_per_min", json())), 8) + " " +
-                    Right(Rate(rates.value("h2d_bytes_per_s", json())), 8) + " " +
-                    Right(Rate(rates.value("d2h_bytes_per_s", json())), 8));
+    const LiveState& st = procs[i]->state;
+    const std::string rank = st.rank.empty() ? "-" : Printable(st.rank);
+    lines.push_back(
+        std::string(procs[i] == selected ? ">" : " ") + Right(std::to_string(procs[i]->pid), 7) +
+        " " + Fit(rank, 4) + " " + Fit(CommandOf(st), command_width) + " " +
+        Right(Short(Bytes(st.live_bytes)), 7) + " " + Right(Short(Bytes(st.peak_bytes)), 7) + " " +
+        Right(Signed(st.device_bytes_per_min), 8) + " " + Right(Rate(st.h2d_bytes_per_s), 8) + " " +
+        Right(Rate(st.d2h_bytes_per_s), 8));
   }
   if (procs.empty()) lines.push_back(" (no process under gpuwatch here)");
   lines.emplace_back();
 
   if (selected != nullptr) {
-    const json& st = selected->state;
-    const json& device = st.contains("device") ? st["device"] : json::object();
-    const json& counters = st.contains("counters") ? st["counters"] : json::object();
-    std::string line = "pid " + std::to_string(selected->pid) + "  " +
-                       Short(static_cast<double>(U64(device, "live_bytes"))) + " live in " +
-                       std::to_string(U64(device, "live_count")) + ", peak " +
-                       Short(static_cast<double>(U64(device, "peak_bytes"))) + "  " +
-                       std::to_string(U64(counters, "allocs")) + " allocs  " +
-                       std::to_string(U64(counters, "ooms")) + " OOMs  " +
-                       std::to_string(U64(st, "marks")) + " marks  up " +
-                       Uptime(U64(st, "uptime_ns"));
+    const LiveState& st = selected->state;
+    std::string line = "pid " + std::to_string(selected->pid) + "  " + Short(Bytes(st.live_bytes)) +
+                       " live in " + std::to_string(st.live_count) + ", peak " +
+                       Short(Bytes(st.peak_bytes)) + "  " + std::to_string(st.allocs) +
+                       " allocs  " + std::to_string(st.ooms) + " OOMs  " +
+                       std::to_string(st.marks) + " marks  up " + Uptime(st.uptime_ns);
     lines.push_back(Fit(line, width, false));
     const size_t site_width = width - (2 + 7 + 1 + 8 + 1 + 8 + 2 + kSparkWidth + 2);
     lines.push_back("  " + Right("LIVE", 7) + " " + Right("GROW/MIN", 8) + " " + Right("/MARK", 8) +
                     "  " + Fit("LAST 60 s", kSparkWidth) + "  " + Fit("SITE", site_width, false));
-    std::vector<const json*> sites;
-    if (st.contains("sites") && st["sites"].is_array()) {
-      for (const json& s : st["sites"]) sites.push_back(&s);
-    }
-    std::stable_sort(sites.begin(), sites.end(), [&view](const json* a, const json* b) {
+    std::vector<const LiveSite*> sites;
+    for (const LiveSite& s : st.sites) sites.push_back(&s);
+    std::stable_sort(sites.begin(), sites.end(), [&view](const LiveSite* a, const LiveSite* b) {
       return SiteKey(*a, view.sort) > SiteKey(*b, view.sort);
     });
-    const json& other = st.contains("other_sites") ? st["other_sites"] : json::object();
-    const uint64_t other_count = U64(other, "count");
+    const uint64_t other_count = st.other_count;
     // When not all fit, the last row says how many more there are.
     const bool all_fit = sites.size() + (other_count > 0 ? 1 : 0) <= site_rows;
     const size_t listed =
         all_fit ? sites.size() : std::min(sites.size(), site_rows - std::min<size_t>(site_rows, 1));
     size_t shown = 0;
-    for (const json* s : sites) {
+    for (const LiveSite* s : sites) {
       if (shown == listed) break;
-      std::string where = s->value("location", "?");
-      if (const std::string fn = s->value("function", ""); !fn.empty()) where += " (" + fn + ")";
-      lines.push_back("  " + Right(Short(static_cast<double>(U64(*s, "live_bytes"))), 7) + " " +
-                      Right(Signed(s->value("growth_per_min", json())), 8) + " " +
-                      Right(Signed(s->value("growth_per_mark", json())), 8) + "  " +
-                      Sparkline(s->value("history", json()), kSparkWidth, view.utf8) + "  " +
-                      Fit(where, site_width, false));
+      std::string where = s->location.empty() ? "?" : Printable(s->location);
+      if (!s->function.empty()) where += " (" + Printable(s->function) + ")";
+      lines.push_back(
+          "  " + Right(Short(Bytes(s->live_bytes)), 7) + " " + Right(Signed(s->growth_per_min), 8) +
+          " " + Right(Signed(s->growth_per_mark), 8) + "  " +
+          Sparkline(s->history, kSparkWidth, view.utf8) + "  " + Fit(where, site_width, false));
       ++shown;
     }
     const size_t more = sites.size() - shown + other_count;
     if (more > 0 && site_rows > 0) {
-      uint64_t more_bytes = U64(other, "live_bytes");
-      for (size_t i = shown; i < sites.size(); ++i) more_bytes += U64(*sites[i], "live_bytes");
-      lines.push_back("  " + Right(Short(static_cast<double>(more_bytes)), 7) + " in " +
-                      std::to_string(more) + " more site" + (more == 1 ? "" : "s"));
+      uint64_t more_bytes = st.other_bytes;
+      for (size_t i = shown; i < sites.size(); ++i) more_bytes += sites[i]->live_bytes;
+      lines.push_back("  " + Right(Short(Bytes(more_bytes)), 7) + " in " + std::to_string(more) +
+                      " more site" + (more == 1 ? "" : "s"));
     }
     if (sites.empty() && other_count == 0) lines.emplace_back("  (no device memory live)");
   }
-  for (const std::string& problem : scan.problems) lines.push_back(Fit(problem, width, false));
+  for (const std::string& problem : scan.problems) {
+    lines.push_back(Fit(Printable(problem), width, false));
+  }
   if (view.height > 0) {
     const size_t h = static_cast<size_t>(view.height);
     if (lines.size() > h - 1) lines.resize(h - 1);
@@ -398,7 +369,7 @@ bool HandleKeys(const std::string& keys, const LiveScan& scan, TopView* view) {
   return false;
 }
 
-int Interactive(const std::string& dir, TopView view) {
+int Interactive(const std::string& dir, TopView view, int timeout_ms) {
   if (isatty(STDIN_FILENO) == 0 || isatty(STDOUT_FILENO) == 0) {
     std::fprintf(stderr, "gpuwatch top: not a terminal; use --once for one frame as text\n");
     return 2;
@@ -429,7 +400,7 @@ int Interactive(const std::string& dir, TopView view) {
       view.width = 80;
       view.height = 24;
     }
-    if (rescan) scan = ScanLive(dir, kLiveTopSites, kScanTimeoutMs);
+    if (rescan) scan = ScanLive(dir, kLiveTopSites, timeout_ms);
     view.clock = Clock();
     std::string frame = "\x1b[H";
     for (const std::string& line : RenderTopFrame(scan, view)) frame += line + "\x1b[K\r\n";
@@ -468,9 +439,12 @@ int TopCommand(const TopOptions& options, FILE* out) {
   view.width = options.width;
   view.dir = dir;
   view.utf8 = Utf8Locale();
-  if (!options.once) return Interactive(dir, view);
-  const LiveScan scan = ScanLive(
-      dir, std::max<size_t>(kLiveTopSites, static_cast<size_t>(options.sites)), kScanTimeoutMs * 4);
+  if (!options.once) {
+    return Interactive(dir, view, options.timeout_ms > 0 ? options.timeout_ms : kScanTimeoutMs);
+  }
+  const LiveScan scan =
+      ScanLive(dir, std::max<size_t>(kLiveTopSites, static_cast<size_t>(options.sites)),
+               options.timeout_ms > 0 ? options.timeout_ms : kScanTimeoutMs * 4);
   view.clock = Clock();
   for (const std::string& line : RenderTopFrame(scan, view))
     std::fprintf(out, "%s\n", line.c_str());

@@ -21,6 +21,9 @@ struct TopOptions {
   int sites = 10;             // --once: sites of the selected process
   std::string sort = "live";  // live | growth | peak | pid
   int width = 80;             // --once
+  // How long a scan waits for the processes' answers; 0: 500 ms, 2 s with
+  // --once.
+  int timeout_ms = 0;
 };
 
 // Returns 0, or 2 with one line on stderr when the live directory cannot be

@@ -68,7 +68,11 @@ std::vector<pid_t> ListLiveSockets(const std::string& dir) {
     const char* name = e->d_name;
     size_t digits = 0;
     while (name[digits] >= '0' && name[digits] <= '9') ++digits;
-    if (digits == 0 || digits > 9 || std::strcmp(name + digits, ".sock") != 0) continue;
+    // Only the name LiveSocketPath gives a pid: "0123.sock" would be a second
+    // entry of pid 123.
+    if (digits == 0 || digits > 9 || name[0] == '0' || std::strcmp(name + digits, ".sock") != 0) {
+      continue;
+    }
     pids.push_back(static_cast<pid_t>(std::strtol(name, nullptr, 10)));
   }
   closedir(d);

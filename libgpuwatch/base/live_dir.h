@@ -33,7 +33,8 @@ bool PrepareLiveDir(const std::string& dir, bool create, std::string* problem);
 // (107 bytes).
 std::string LiveSocketPath(const std::string& dir, pid_t pid);
 
-// The pids of the sockets in `dir` (any order): names "<digits>.sock".
+// The pids of the sockets in `dir` (any order): names "<digits>.sock", the
+// digits without a leading zero.
 std::vector<pid_t> ListLiveSockets(const std::string& dir);
 
 }  // namespace gpuwatch

@@ -14,8 +14,15 @@ namespace {
 
 using json = nlohmann::json;
 
-json State() {
-  return json::parse(R"({
+LiveState Typed(const json& doc) {
+  LiveState state;
+  std::string problem;
+  EXPECT_TRUE(ReadLiveState(doc, &state, &problem)) << problem;
+  return state;
+}
+
+LiveState State() {
+  return Typed(json::parse(R"({
     "schema":"gpuwatch-live","version":1,"pid":42,"host":"node1","rank":"3",
     "command":["/opt/bin/train","--epochs","10"],
     "started_unix_ms":1700000000500,"now_unix_ms":1700000060000,"uptime_ns":59500000000,
@@ -35,7 +42,7 @@ json State() {
              {"site":4,"location":"train.cu:40","function":"main","live_bytes":196608},
              {"site":9,"location":"lib.cu:7","live_bytes":65536},
              {"site":5,"location":"train.cu:40","function":"main","live_bytes":4096}],
-    "other_sites":{"count":2,"live_bytes":1000}})");
+    "other_sites":{"count":2,"live_bytes":1000}})"));
 }
 
 const prometheus::MetricFamily* Family(const std::vector<prometheus::MetricFamily>& families,
@@ -142,7 +149,7 @@ TEST(LiveMetrics, NoProcessesIsTheExportersOwnMetricsOnly) {
 
 TEST(LiveMetrics, AStateWithMissingFieldsGivesWhatItHas) {
   LiveScan scan;
-  scan.processes.push_back({7, json::parse(R"({"schema":"gpuwatch-live","pid":7})")});
+  scan.processes.push_back({7, Typed(json::parse(R"({"schema":"gpuwatch-live","pid":7})"))});
   const auto families = LiveMetrics(scan, {});
   const auto* sites = Family(families, "gpuwatch_site_live_bytes");
   ASSERT_NE(sites, nullptr);
@@ -153,20 +160,19 @@ TEST(LiveMetrics, AStateWithMissingFieldsGivesWhatItHas) {
 }
 
 TEST(LiveMetrics, LabelsAreShortened) {
-  EXPECT_EQ(CommandLabel(json::array({"/usr/bin/python3", "train.py"})), "python3 train.py");
+  EXPECT_EQ(CommandLabel({"/usr/bin/python3", "train.py"}), "python3 train.py");
   const std::string long_arg(100, 'x');
-  const std::string label = CommandLabel(json::array({"python", long_arg}));
+  const std::string label = CommandLabel({"python", long_arg});
   EXPECT_EQ(label.size(), 60u);
   EXPECT_EQ(label, "python " + std::string(50, 'x') + "...");
   // Never half a UTF-8 character: "é" is two bytes.
   std::string accents;
   for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";
-  const std::string cut = CommandLabel(json::array({"p", accents}));
+  const std::string cut = CommandLabel({"p", accents});
   EXPECT_EQ(cut, "p " + accents.substr(0, 54) + "...");
-  EXPECT_EQ(SiteLabel(json{{"location", "a.cu:1"}, {"function", "f"}}), "a.cu:1 (f)");
-  EXPECT_EQ(SiteLabel(json{{"location", "a.cu:1"}}), "a.cu:1");
-  const std::string site =
-      SiteLabel(json{{"location", "a.cu:1"}, {"function", std::string(300, 'T')}});
+  EXPECT_EQ(SiteLabel({.location = "a.cu:1", .function = "f"}), "a.cu:1 (f)");
+  EXPECT_EQ(SiteLabel({.location = "a.cu:1"}), "a.cu:1");
+  const std::string site = SiteLabel({.location = "a.cu:1", .function = std::string(300, 'T')});
   EXPECT_EQ(site, "a.cu:1 (" + std::string(77, 'T') + "...)");
 }
 

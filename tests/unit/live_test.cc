@@ -50,7 +50,8 @@ TEST(LiveDir, SocketPathsAndEntries) {
   char tmpl[] = "/tmp/gw-live-unit-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
-  for (const char* name : {"12.sock", "345.sock", "12.sock.tmp", "x12.sock", ".sock", "7"}) {
+  for (const char* name :
+       {"12.sock", "345.sock", "012.sock", "12.sock.tmp", "x12.sock", ".sock", "7"}) {
     std::ofstream(dir + "/" + name) << "";
   }
   std::vector<pid_t> pids = ListLiveSockets(dir);
@@ -191,7 +192,10 @@ tools::LiveProcess Process(pid_t pid, uint64_t live, int sites) {
                     {"history", {0, kMiB}}});
   }
   st["sites"] = list;
-  return {pid, st};
+  tools::LiveProcess p{pid, {}};
+  std::string problem;
+  EXPECT_TRUE(tools::ReadLiveState(st, &p.state, &problem)) << problem;
+  return p;
 }
 
 // gpuwatch's thread hands the history one scan buffer every second: each

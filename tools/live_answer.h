@@ -1,0 +1,91 @@
+// One process's answer on its live socket (interpose/live.cc serves it;
+// docs/live.md has the protocol), read into typed values for `gpuwatch top`
+// and `gpuwatch exporter`, within limits that no answer, broken or hostile,
+// can pass: at most kMaxLiveAnswerBytes, nested no deeper than
+// kMaxReportDepth (checked on the text, before parsing), every field of the
+// type the protocol gives it. A missing field reads as 0, "" or unknown; a
+// field of the wrong type or out of range refuses the whole answer, with one
+// line naming the field. Nothing here throws on any input but bad_alloc.
+#ifndef GPUWATCH_TOOLS_LIVE_ANSWER_H_
+#define GPUWATCH_TOOLS_LIVE_ANSWER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace gpuwatch::tools {
+
+// The longest answer read (1,000 sites with long template names come to a few
+// MiB); a longer one is refused unread past this.
+inline constexpr size_t kMaxLiveAnswerBytes = size_t{16} << 20;
+
+struct LiveSite {
+  uint64_t site = 0;
+  std::string location;
+  std::string function;  // "" when unknown
+  uint64_t live_bytes = 0;
+  std::optional<double> growth_per_min;          // unknown before 5 s of history
+  std::optional<double> growth_per_mark;         // unknown with fewer than two marks
+  std::vector<std::optional<uint64_t>> history;  // unknown where not sampled
+};
+
+// The fields below are the protocol's (docs/live.md), by the same names.
+struct LiveDevice {
+  uint64_t device = 0, live_bytes = 0, peak_bytes = 0;
+  std::optional<uint64_t> total_bytes;
+};
+
+struct LiveKind {
+  std::string name;  // device, pinned_host, ...
+  uint64_t live_bytes = 0, peak_bytes = 0, live_count = 0;
+  uint64_t allocs = 0, alloc_bytes = 0, frees = 0;
+};
+
+struct LiveTransfer {
+  std::string direction;  // h2d, d2h, ...
+  std::string host;       // pageable, pinned, ...
+  uint64_t count = 0, bytes = 0, timed_count = 0, duration_ns = 0;
+};
+
+// The live state of schema "gpuwatch-live", version 1.
+struct LiveState {
+  std::string host;
+  std::string rank;  // "" when none
+  std::vector<std::string> command;
+  std::optional<uint64_t> started_unix_ms;
+  uint64_t uptime_ns = 0;
+  uint64_t live_bytes = 0, peak_bytes = 0, live_count = 0;  // "device": every device kind
+  std::vector<LiveDevice> devices;
+  std::vector<LiveKind> kinds;
+  uint64_t allocs = 0, frees = 0, ooms = 0, kernel_launches = 0, unknown_frees = 0;  // "counters"
+  std::vector<LiveTransfer> transfers;
+  // "rates": unknown before 5 s of history
+  std::optional<double> device_bytes_per_min, h2d_bytes_per_s, d2h_bytes_per_s;
+  uint64_t marks = 0;
+  std::vector<LiveSite> sites;
+  uint64_t other_count = 0, other_bytes = 0;  // "other_sites"
+};
+
+// Reads an answer's text. False with *problem, one line without the pid
+// ("not a gpuwatch live state (32 bytes)", "counters.ooms is \"x\", expected
+// a count (an integer)", "nested deeper than 64 levels (at byte 64)"), when
+// it is not a live state this build reads.
+bool ParseLiveAnswer(std::string_view text, LiveState* out, std::string* problem);
+
+// The same from a parsed document (the tests build states as JSON).
+bool ReadLiveState(const nlohmann::json& doc, LiveState* out, std::string* problem);
+
+// `text` with what a terminal would act on made visible: C0 controls, DEL
+// and C1 controls as \xNN (ESC as \x1b, a newline as \x0a), bidirectional
+// overrides as \u202e and the like, and bytes that are not UTF-8 as \xNN;
+// cut to at most `max_bytes` bytes (whole escapes and characters).
+std::string Printable(std::string_view text, size_t max_bytes = SIZE_MAX);
+
+}  // namespace gpuwatch::tools
+
+#endif  // GPUWATCH_TOOLS_LIVE_ANSWER_H_
