@@ -72,7 +72,12 @@ uint64_t ReportFieldReader::CountAt(const json& obj, const std::string& path, co
 int64_t ReportFieldReader::IntegerAt(const json& obj, const std::string& path, const char* key) {
   const json* v = Member(obj, key);
   if (v == nullptr || failed()) return 0;
-  if (v->is_number_integer() && std::llabs(v->get<int64_t>()) <= static_cast<int64_t>(kMaxCount)) {
+  // An unsigned value of 2^63 or more would wrap to a negative int64_t (and
+  // llabs of INT64_MIN is undefined): each sign is checked in its own type.
+  const auto limit = static_cast<int64_t>(kMaxCount);
+  if (v->is_number_unsigned() && v->get<uint64_t>() <= kMaxCount) return v->get<int64_t>();
+  if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() >= -limit &&
+      v->get<int64_t>() <= limit) {
     return v->get<int64_t>();
   }
   Expected(Join(path, key), *v, "an integer");

@@ -247,3 +247,25 @@ TEST(ReportModel, MissingFieldsReadAsZeroAndAMistypedOneIsNamed) {
 
 }  // namespace
 }  // namespace gpuwatch
+
+namespace gpuwatch {
+namespace {
+
+// A signed field (oom.error, oom.device) is an integer within +-2^53; an
+// unsigned 2^63 (INT64_MIN once wrapped) is refused, not passed to llabs.
+TEST(ReportFieldReader, IntegersBeyondTheLimitAreRefusedWhateverTheirSign) {
+  const nlohmann::json oom = nlohmann::json::parse(
+      R"({"ok": -7, "max": 9007199254740992, "wrapped": 9223372036854775808, "low": -9007199254740993})");
+  ReportFieldReader r;
+  EXPECT_EQ(r.IntegerAt(oom, "oom", "ok"), -7);
+  EXPECT_EQ(r.IntegerAt(oom, "oom", "max"), 9007199254740992);
+  EXPECT_FALSE(r.failed());
+  EXPECT_EQ(r.IntegerAt(oom, "oom", "wrapped"), 0);
+  EXPECT_EQ(r.problem(), "oom.wrapped is 9223372036854775808, expected an integer");
+  ReportFieldReader low;
+  EXPECT_EQ(low.IntegerAt(oom, "oom", "low"), 0);
+  EXPECT_TRUE(low.failed());
+}
+
+}  // namespace
+}  // namespace gpuwatch
