@@ -79,6 +79,17 @@ void Warn(const char* name, const char* value, const char* expected) {
                expected);
 }
 
+// A variable that is 1 or 0.
+void ReadSwitch(const char* name, bool* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return;
+  if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
+    *out = v[0] == '1';
+  } else {
+    Warn(name, v, "1 or 0");
+  }
+}
+
 }  // namespace
 
 SimConfig ReadSimConfig() {
@@ -127,20 +138,9 @@ SimConfig ReadSimConfig() {
       Warn("GWSIM_FAIL", v, "no-driver, other-subscriber or none");
     }
   }
-  if (const char* v = std::getenv("GWSIM_NESTED_DRIVER_CALLBACKS")) {
-    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
-      config.nested_driver_callbacks = v[0] == '1';
-    } else {
-      Warn("GWSIM_NESTED_DRIVER_CALLBACKS", v, "1 or 0");
-    }
-  }
-  if (const char* v = std::getenv("GWSIM_EXIT_CONTEXT_DESTROY")) {
-    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0) {
-      config.exit_context_destroy = v[0] == '1';
-    } else {
-      Warn("GWSIM_EXIT_CONTEXT_DESTROY", v, "1 or 0");
-    }
-  }
+  ReadSwitch("GWSIM_NESTED_DRIVER_CALLBACKS", &config.nested_driver_callbacks);
+  ReadSwitch("GWSIM_EXIT_CONTEXT_DESTROY", &config.exit_context_destroy);
+  ReadSwitch("GWSIM_IPC_MEMORY_RECORDS", &config.ipc_memory_records);
   if (const char* v = std::getenv("GWSIM_CORRELATION")) {
     if (std::strcmp(v, "shared") == 0) {
       config.correlation = kCorrelationShared;

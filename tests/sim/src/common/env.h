@@ -21,6 +21,7 @@ struct SimConfig {
   uint32_t correlation = 0;              // GWSIM_CORRELATION, a Correlation
   uint64_t cupti_version = 0;            // GWSIM_CUPTI_VERSION; 0: the headers' CUPTI_API_VERSION
   bool exit_context_destroy = false;     // GWSIM_EXIT_CONTEXT_DESTROY
+  bool ipc_memory_records = false;       // GWSIM_IPC_MEMORY_RECORDS
 };
 
 // GWSIM_CORRELATION: how correlation ids tie API calls and activity records together.
