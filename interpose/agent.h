@@ -46,6 +46,8 @@ struct PendingReport {
 };
 
 using MemGetInfoFn = int (*)(size_t* free_bytes, size_t* total_bytes);
+using MemGetAddressRangeFn = int (*)(unsigned long long* base, size_t* size,
+                                     unsigned long long address);
 
 struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // Made at attach once CUPTI took the subscription; null before (and when
@@ -73,8 +75,10 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   int wake_pipe[2] = {-1, -1};
   Mutex pending_mu;  // guards pending
   std::vector<PendingReport> pending;
-  // cuMemGetInfo_v2 of the driver in the process, resolved at the first CUDA call.
+  // cuMemGetInfo_v2 and cuMemGetAddressRange_v2 of the driver in the process,
+  // resolved at the first CUDA call.
   std::atomic<MemGetInfoFn> mem_get_info{nullptr};
+  std::atomic<MemGetAddressRangeFn> mem_get_address_range{nullptr};
   // The background thread holds bg_mu except in poll() and while it writes a
   // fatal signal's report, and bg_starting is set from pthread_create until
   // the thread first takes it (a thread allocates as it starts): see ForkPrepare.

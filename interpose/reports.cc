@@ -317,11 +317,22 @@ void OnFirstCall() {
   LogReport(s, "cuda", "");
   // The runtime may have been loaded after attach (dlopen, import torch).
   if (s.session->stacks() != nullptr) RefreshToolModules();
-  // For the free memory an out-of-memory report gives. The reference is kept,
-  // so that the function stays valid as long as gpuwatch may call it.
+  // For the free memory an out-of-memory report gives, and the size of memory
+  // opened through CUDA IPC. The reference is kept, so that the functions
+  // stay valid as long as gpuwatch may call them.
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
     s.mem_get_info.store(reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
+    s.mem_get_address_range.store(
+        reinterpret_cast<MemGetAddressRangeFn>(dlsym(driver, "cuMemGetAddressRange_v2")));
   }
+}
+
+uint64_t MappedSize(uint64_t address) {
+  const MemGetAddressRangeFn fn = GetAgent().mem_get_address_range.load();
+  unsigned long long base = 0;
+  size_t size = 0;
+  if (fn == nullptr || fn(&base, &size, address) != 0) return 0;
+  return size;
 }
 
 // An allocation failed for lack of memory. What only this moment knows is
