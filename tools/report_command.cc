@@ -261,19 +261,14 @@ void PrintRegions(const json& doc, bool at_exit, Printer* p) {
   }
   if (sites.is_array()) p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
   const json& c = Sub(regions, "counters");
-  std::vector<std::string> notes;
-  if (const uint64_t n = U64(c, "released_by_reset"); n != 0) {
-    notes.push_back(CountOf(n, "region", "regions") + " ended by a heap reset");
-  }
-  if (const uint64_t n = U64(c, "unknown_unregisters"); n != 0) {
-    notes.push_back(CountOf(n, "unregistration", "unregistrations") + " of no registered region");
-  }
-  if (const uint64_t n = U64(c, "replaced"); n != 0) {
-    notes.push_back(CountOf(n, "region", "regions") + " registered over a live one");
-  }
-  if (const uint64_t n = U64(c, "dropped") + U64(c, "heaps_dropped"); n != 0) {
-    notes.push_back(CountOf(n, "registration", "registrations") + " not recorded (tables full)");
-  }
+  static constexpr CounterNote kNotes[] = {
+      {"released_by_reset", nullptr, "region", "regions", " ended by a heap reset"},
+      {"unknown_unregisters", nullptr, "unregistration", "unregistrations",
+       " of no registered region"},
+      {"replaced", nullptr, "region", "regions", " registered over a live one"},
+      {"dropped", "heaps_dropped", "registration", "registrations", " not recorded (tables full)"},
+  };
+  std::vector<std::string> notes = CounterNotes(c, kNotes);
   notes.push_back(CountOf(U64(c, "registered"), "region", "regions") + " registered in " +
                   CountOf(U64(c, "heaps_registered"), "heap", "heaps") + ", " +
                   std::to_string(U64(c, "unregistered")) + " unregistered");

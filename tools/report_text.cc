@@ -32,6 +32,16 @@ bool IsStartupFrame(const ReportFrame& f) {
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
 }
 
+std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes) {
+  std::vector<std::string> out;
+  for (const CounterNote& note : notes) {
+    const uint64_t n =
+        U64(counters, note.key) + (note.second != nullptr ? U64(counters, note.second) : 0);
+    if (n != 0) out.push_back(CountOf(n, note.one, note.many) + note.says);
+  }
+  return out;
+}
+
 void PrintTransfers(const json& doc, Printer* p) {
   const json& transfers = Sub(doc, "transfers");
   p->Blank();
@@ -165,27 +175,16 @@ void PrintPhases(const json& doc, Printer* p) {
     p->Line(line);
   }
   p->More(shown, paths.size(), "phases");
-  std::vector<std::string> notes;
-  if (const uint64_t n = U64(phases, "unbalanced_pops"); n != 0) {
-    notes.push_back(CountOf(n, "pop", "pops") + " with no range open");
-  }
-  if (const uint64_t n = U64(phases, "open_at_thread_exit"); n != 0) {
-    notes.push_back(CountOf(n, "range", "ranges") + " left open when a thread ended");
-  }
-  if (const uint64_t n = U64(phases, "unmatched_ends"); n != 0) {
-    notes.push_back(CountOf(n, "range end", "range ends") + " of no open start/end range");
-  }
-  if (const uint64_t n = U64(phases, "ranges_not_tracked"); n != 0) {
-    notes.push_back(CountOf(n, "start/end range", "start/end ranges") +
-                    " past 64 open at once, not tracked");
-  }
-  if (const uint64_t n = U64(phases, "too_deep"); n != 0) {
-    notes.push_back(CountOf(n, "range", "ranges") + " nested too deep (counted in the one above)");
-  }
-  if (const uint64_t n = U64(phases, "names_dropped") + U64(phases, "paths_dropped"); n != 0) {
-    notes.push_back(CountOf(n, "range", "ranges") + " past the limits, under \"(other)\"");
-  }
-  for (const std::string& note : notes) p->Line("  " + note);
+  static constexpr CounterNote kNotes[] = {
+      {"unbalanced_pops", nullptr, "pop", "pops", " with no range open"},
+      {"open_at_thread_exit", nullptr, "range", "ranges", " left open when a thread ended"},
+      {"unmatched_ends", nullptr, "range end", "range ends", " of no open start/end range"},
+      {"ranges_not_tracked", nullptr, "start/end range", "start/end ranges",
+       " past 64 open at once, not tracked"},
+      {"too_deep", nullptr, "range", "ranges", " nested too deep (counted in the one above)"},
+      {"names_dropped", "paths_dropped", "range", "ranges", " past the limits, under \"(other)\""},
+  };
+  for (const std::string& note : CounterNotes(phases, kNotes)) p->Line("  " + note);
 }
 
 }  // namespace gpuwatch::tools

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,17 @@ class Printer {
   FILE* out_;
   size_t top_;
 };
+
+// Notes on a section's counters: "N <one or many><says>" for each that is not
+// 0, `second` (when not null) counted with `key`.
+struct CounterNote {
+  const char* key;
+  const char* second;
+  const char* one;
+  const char* many;
+  const char* says;
+};
+std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes);
 
 // Copies by direction, host memory and site, and the findings.
 void PrintTransfers(const json& doc, Printer* p);
