@@ -46,13 +46,18 @@ struct PendingReport {
 };
 
 using MemGetInfoFn = int (*)(size_t* free_bytes, size_t* total_bytes);
+using MemGetAddressRangeFn = int (*)(unsigned long long* base, size_t* size,
+                                     unsigned long long address);
 using GraphMemAttributeFn = int (*)(int device, int attribute, void* value);
 
-// What an out-of-memory report asks the driver in the process, resolved at
-// the first CUDA call (the references are kept: the functions stay valid).
+// What gpuwatch asks the driver in the process (an out-of-memory report's
+// free memory and graph pool; the size of memory opened through CUDA IPC),
+// resolved at the first CUDA call (the references are kept: the functions
+// stay valid).
 struct DriverQueries {
-  std::atomic<MemGetInfoFn> mem_get_info{nullptr};                // cuMemGetInfo_v2
-  std::atomic<GraphMemAttributeFn> graph_mem_attribute{nullptr};  // cuDeviceGetGraphMemAttribute
+  std::atomic<MemGetInfoFn> mem_get_info{nullptr};                   // cuMemGetInfo_v2
+  std::atomic<GraphMemAttributeFn> graph_mem_attribute{nullptr};     // cuDeviceGetGraphMemAttribute
+  std::atomic<MemGetAddressRangeFn> mem_get_address_range{nullptr};  // cuMemGetAddressRange_v2
 };
 
 struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked

@@ -237,6 +237,7 @@ void DoAttach(const char* mode) {
   hooks.on_oom = &OnOutOfMemory;
   hooks.on_context_destroy = &OnContextDestroy;
   hooks.on_first_call = &OnFirstCall;
+  hooks.mapped_size = &MappedSize;
   hooks.get_device_id = s.cupti.GetDeviceId;
   hooks.get_graph_node_id = s.cupti.GetGraphNodeId;
   // Activity first, so that no copy is registered waiting for a record that

@@ -413,6 +413,34 @@ bool ReadMemImport(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
   return true;
 }
 
+// CUDA IPC: another process's cudaMalloc memory mapped here, counted apart
+// and never this process's allocation. The open says the address (at a
+// successful EXIT), not the size; the close names the mapping.
+template <typename P>
+bool ReadIpcOpen(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
+  const auto& p = Params<P>(d);
+  c->role = Role::kIpcOpen;
+  c->kind = MemKind::kIpcImported;
+  if constexpr (requires { p.pdptr; }) {
+    c->address = ok && p.pdptr != nullptr ? *p.pdptr : 0;  // cuIpcOpenMemHandle(_v2)
+  } else {
+    c->address = ok && p.devPtr != nullptr ? Addr(*p.devPtr) : 0;  // cudaIpcOpenMemHandle
+  }
+  return true;
+}
+
+template <typename P>
+bool ReadIpcClose(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+  const auto& p = Params<P>(d);
+  c->role = Role::kIpcClose;
+  if constexpr (requires { p.dptr; }) {
+    c->address = Addr(p.dptr);  // cuIpcCloseMemHandle
+  } else {
+    c->address = Addr(p.devPtr);  // cudaIpcCloseMemHandle
+  }
+  return true;
+}
+
 template <typename P>
 bool ReadMemUnmap(const CUpti_CallbackData* d, bool, ParsedCall* c) {
   const auto& p = Params<P>(d);

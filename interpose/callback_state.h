@@ -35,6 +35,8 @@ struct CallInProgress {
   const char* symbol = nullptr;  // kLaunch: the kernel's name (CUPTI's symbolName)
   bool vmm_released = false;     // kVmmRelease: the handle was released at ENTER
   Tracker::VmmRelease vmm_release;
+  bool ipc_closed = false;  // kIpcClose: a reference to the mapping was dropped at ENTER
+  Tracker::IpcClose ipc_close;
 };
 // initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.

@@ -122,6 +122,23 @@ void VmmMap(const ParsedCall& call, const CUpti_CallbackData* d) {
   tracker.OnVmmMap(call.handle, call.address, call.size);
 }
 
+// Another process's memory opened through CUDA IPC, at the calling site. The
+// call does not say its size: the driver does (asked only for a mapping not
+// live yet; while paused nothing is asked or captured).
+void IpcOpen(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  AllocEvent e;
+  e.address = call.address;
+  e.kind = MemKind::kIpcImported;
+  e.device = DeviceOf(d);
+  if (!tracker.paused()) {
+    e.size = g_hooks.mapped_size != nullptr ? g_hooks.mapped_size(call.address) : 0;
+    e.stack_id = CallSite();
+    e.phase = CurrentPhase();
+  }
+  tracker.OnIpcOpen(e);
+}
+
 void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
   if (g_hooks.on_oom == nullptr) return;
   OomEvent e;
@@ -237,6 +254,7 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   c.freed = false;
   c.symbol = d->symbolName;
   c.vmm_released = false;
+  c.ipc_closed = false;
   if (!ParseCall(spec, d, /*succeeded=*/false, &c.call)) {
     c.spec = nullptr;  // nothing to record (an empty batch, a node of another type)
     t_in_call = true;
@@ -263,6 +281,10 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
     case Role::kVmmRelease:
       // Before the driver can give the handle's value to another thread.
       c.vmm_released = Tables().tracker.BeginVmmRelease(call.handle, &c.vmm_release);
+      break;
+    case Role::kIpcClose:
+      // Before the driver can map something else at the address.
+      c.ipc_closed = Tables().tracker.BeginIpcClose(call.address, &c.ipc_close);
       break;
     case Role::kSync:
       BlockEnter();
@@ -368,6 +390,15 @@ void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     }
     case Role::kVmmMap:
       if (succeeded) VmmMap(entered, d);
+      break;
+    case Role::kIpcOpen: {
+      ParsedCall out;
+      if (succeeded && ParseCall(*c.spec, d, true, &out) && out.address != 0) IpcOpen(out, d);
+      break;
+    }
+    case Role::kIpcClose:
+      if (!succeeded && c.ipc_closed) Tables().tracker.UndoIpcClose(c.ipc_close);
+      if (succeeded && !c.ipc_closed) Tables().tracker.CountUnknownFree();
       break;
     case Role::kVmmRelease:
       if (!succeeded && c.vmm_released) Tables().tracker.UndoVmmRelease(c.vmm_release);

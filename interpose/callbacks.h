@@ -52,6 +52,11 @@ struct CallbackHooks {
   decltype(&cuptiGetDeviceId) get_device_id = nullptr;
   // cuptiGetGraphNodeId. Null: graph nodes are not followed.
   decltype(&cuptiGetGraphNodeId) get_graph_node_id = nullptr;
+  // The size of the allocation mapped at `address` (the driver's
+  // cuMemGetAddressRange), for another process's memory opened through CUDA
+  // IPC, whose call does not say it; 0 when unknown. Called inside the
+  // callback, with no gpuwatch lock held. May be null.
+  uint64_t (*mapped_size)(uint64_t address) = nullptr;
   // Called once, on the first CUDA API call seen (not in injection mode, where
   // attach itself happens inside the first call). May be null.
   void (*on_first_call)() = nullptr;

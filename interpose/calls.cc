@@ -14,10 +14,10 @@
 namespace gpuwatch {
 
 const char* RoleName(Role role) {
-  static constexpr const char* kNames[] = {"alloc",        "free",    "copy",       "launch",
-                                           "graph_launch", "sync",    "vmm_create", "vmm_release",
-                                           "vmm_unmap",    "vmm_map", "vmm_import", "instantiate",
-                                           "graph_node"};
+  static constexpr const char* kNames[] = {
+      "alloc",      "free",       "copy",        "launch",      "graph_launch",
+      "sync",       "vmm_create", "vmm_release", "vmm_unmap",   "vmm_map",
+      "vmm_import", "ipc_open",   "ipc_close",   "instantiate", "graph_node"};
   static_assert(std::size(kNames) == static_cast<size_t>(Role::kGraphNode) + 1);
   return EnumName(role, kNames, "?");
 }
@@ -87,6 +87,9 @@ constexpr CallbackSpec kRegistry[] = {
     RT(cudaHostUnregister_v4000, kFree, ReadFree),
     RT(cudaFreeArray_v3020, kFree, ReadFree),
     RT(cudaFreeMipmappedArray_v5000, kFree, ReadFree),
+    // Runtime: CUDA IPC, another process's memory (exporting a handle changes nothing).
+    RT(cudaIpcOpenMemHandle_v4010, kIpcOpen, ReadIpcOpen),
+    RT(cudaIpcCloseMemHandle_v4010, kIpcClose, ReadIpcClose),
     // Runtime: copies.
     RTA(cudaMemcpy_v3020, kCopy, ReadMemcpy, kSync),
     RTA(cudaMemcpy_ptds_v7000, kCopy, ReadMemcpy, kSync),
@@ -189,6 +192,9 @@ constexpr CallbackSpec kRegistry[] = {
     DRV(cuMemMap, kVmmMap, ReadMemMap),
     DRV(cuMemImportFromShareableHandle, kVmmImport, ReadMemImport),
     DRV(cuMemUnmap, kVmmUnmap, ReadMemUnmap),
+    DRV(cuIpcOpenMemHandle, kIpcOpen, ReadIpcOpen),
+    DRV(cuIpcOpenMemHandle_v2, kIpcOpen, ReadIpcOpen),
+    DRV(cuIpcCloseMemHandle, kIpcClose, ReadIpcClose),
     // Driver: frees.
     DRV(cuMemFree_v2, kFree, ReadFree),
     DRV(cuMemFreeAsync, kFree, ReadFree),

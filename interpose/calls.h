@@ -34,6 +34,8 @@ enum class Role : uint8_t {
   kVmmUnmap,     // cuMemUnmap: every mapping inside a range ended
   kVmmMap,       // cuMemMap: a handle mapped at an address (no memory of its own)
   kVmmImport,    // cuMemImportFromShareableHandle: another process's memory
+  kIpcOpen,      // cuIpcOpenMemHandle: another process's memory mapped here (address at EXIT)
+  kIpcClose,     // cuIpcCloseMemHandle: a reference to such a mapping dropped (address at ENTER)
   kInstantiate,  // a graph instantiated: the nodes cloned inside it are the exec's
   kGraphNode,    // a graph node of any type (cudaGraphAddNode): parsed as its node's role
 };
@@ -42,9 +44,9 @@ const char* RoleName(Role role);
 // A call as read from its params struct.
 struct ParsedCall {
   Role role = Role::kAlloc;
-  // kAlloc: what and where. `address` is valid only after a successful EXIT;
-  // kFree and kVmmUnmap: the address freed (and kVmmUnmap's size); kVmmMap:
-  // the range mapped.
+  // kAlloc and kIpcOpen: what and where. `address` is valid only after a
+  // successful EXIT; kFree, kIpcClose and kVmmUnmap: the address freed (and
+  // kVmmUnmap's size); kVmmMap: the range mapped.
   MemKind kind = MemKind::kDevice;
   uint64_t address = 0;
   uint64_t size = 0;

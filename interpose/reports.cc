@@ -371,13 +371,25 @@ void OnFirstCall() {
   LogReport(s, "cuda", "");
   // The runtime may have been loaded after attach (dlopen, import torch).
   if (s.session->stacks() != nullptr) RefreshToolModules();
-  // For what an out-of-memory report asks the driver. The reference is
-  // kept, so that the functions stay valid as long as gpuwatch may call them.
+  // For what gpuwatch asks the driver: an out-of-memory report's free memory
+  // and graph pool, the size of memory opened through CUDA IPC. The reference
+  // is kept, so that the functions stay valid as long as gpuwatch may call
+  // them.
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
     s.driver.mem_get_info.store(reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
     s.driver.graph_mem_attribute.store(
         reinterpret_cast<GraphMemAttributeFn>(dlsym(driver, "cuDeviceGetGraphMemAttribute")));
+    s.driver.mem_get_address_range.store(
+        reinterpret_cast<MemGetAddressRangeFn>(dlsym(driver, "cuMemGetAddressRange_v2")));
   }
+}
+
+uint64_t MappedSize(uint64_t address) {
+  const MemGetAddressRangeFn fn = GetAgent().driver.mem_get_address_range.load();
+  unsigned long long base = 0;
+  size_t size = 0;
+  if (fn == nullptr || fn(&base, &size, address) != 0) return 0;
+  return size;
 }
 
 // An allocation failed for lack of memory. What only this moment knows is

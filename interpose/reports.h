@@ -39,6 +39,9 @@ bool NoticeDetach(Agent& s);
 void OnOutOfMemory(const OomEvent& event);
 void OnContextDestroy();
 void OnFirstCall();
+// CallbackHooks::mapped_size: the driver's cuMemGetAddressRange (resolved at
+// the first CUDA call) of `address`; 0 when unknown.
+uint64_t MappedSize(uint64_t address);
 
 // Writes the reports callbacks queued; the background thread, on its wake pipe.
 void WritePendingReports();

@@ -158,6 +158,7 @@ class SiteRefs {
     for (const ReportSite& s : m.peak.sites) Add(s);
     for (const ReportSite& s : m.leaks_device.sites) Add(s);
     for (const ReportSite& s : m.leaks_host.sites) Add(s);
+    for (const ReportSite& s : m.leaks_ipc_imported.sites) Add(s);
     if (m.growth.has_value()) {
       for (const ReportSite& s : m.growth->suspects) Add(s);
     }
@@ -336,6 +337,7 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   merged.peak.sites_time_ns = 0;  // a sum of times means nothing
   merged.leaks_device = MergeLeakList(reports, &ReportModel::leaks_device, &ids);
   merged.leaks_host = MergeLeakList(reports, &ReportModel::leaks_host, &ids);
+  merged.leaks_ipc_imported = MergeLeakList(reports, &ReportModel::leaks_ipc_imported, &ids);
   merged.peak.sites = peak_sites.Sorted(&PeakSite::bytes);
   merged.sites = all_sites.Sorted(&AllocSite::alloc_bytes);
   growth.basis = bases.empty() ? "none" : bases.size() == 1 ? *bases.begin() : "mixed";

@@ -20,69 +20,11 @@
 #include "tools/perfetto_format.h"
 #include "tools/pprof_format.h"
 #include "tools/report_reader.h"
+#include "tools/report_text.h"
 
 namespace gpuwatch::tools {
 
 namespace {
-
-// "function (file:line)", "function (module)" or "module".
-std::string FrameText(const ReportFrame& f) {
-  const std::string& function = f.function;
-  std::string where;
-  if (!f.file.empty() && f.line != 0) {
-    where = std::string(Basename(f.file)) + ":" + std::to_string(f.line);
-  } else {
-    where = std::string(Basename(f.module));
-  }
-  if (function.empty()) return where.empty() ? "??" : where;
-  return where.empty() ? function : function + " (" + where + ")";
-}
-
-// libc's frames below main: never worth a line.
-bool IsStartupFrame(const ReportFrame& f) {
-  const std::string& function = f.function;
-  return function.rfind("__libc_start", 0) == 0 || function == "_start";
-}
-
-class Printer {
- public:
-  Printer(FILE* out, int top) : out_(out), top_(static_cast<size_t>(std::max(top, 1))) {}
-
-  void Line(const std::string& text) { std::fprintf(out_, "%s\n", text.c_str()); }
-  void Blank() { std::fputc('\n', out_); }
-  size_t top() const { return top_; }
-
-  // "   2.0 MiB       8  leaky_loop.cu:37  AllocateHistory()" and, below it,
-  // up to two callers.
-  void Site(const std::string& bytes, const std::string& count, const ReportSite& site,
-            const std::string& tag = "") {
-    std::string text = "  " + Pad(bytes, 10) + "  " + Pad(count, 7) + "  ";
-    if (!tag.empty()) text += "[" + tag + "] ";
-    text += Describe(site);
-    Line(text);
-    const std::vector<ReportFrame>& frames = site.frames;
-    for (size_t i = 1, shown = 0; i < frames.size() && shown < 2; ++i) {
-      if (IsStartupFrame(frames[i])) break;
-      Line(std::string(25, ' ') + "<- " + FrameText(frames[i]));
-      ++shown;
-    }
-  }
-
-  void More(size_t shown, size_t total, const char* what) {
-    if (total > shown) {
-      Line("  ... and " + std::to_string(total - shown) + " more " + what +
-           " (--top to show more)");
-    }
-  }
-
-  static std::string Pad(const std::string& s, size_t width) {
-    return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
-  }
-
- private:
-  FILE* out_;
-  size_t top_;
-};
 
 std::string Seconds(uint64_t ns) {
   char buf[32];
@@ -208,6 +150,22 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit,
   }
 }
 
+// Another process's memory opened through CUDA IPC and not closed: not this
+// process's leak, shown apart.
+void PrintImported(const LeakList& section, bool at_exit, Printer* p) {
+  if (section.bytes == 0) return;
+  p->Blank();
+  p->Line(std::string(at_exit ? "Open at exit" : "Open") +
+          ", another process's memory (CUDA IPC; not a leak of this process): " +
+          FormatBytes(section.bytes) + " in " + CountOf(section.count, "mapping", "mappings") +
+          " from " + CountOf(section.sites.size(), "site", "sites"));
+  for (size_t i = 0; i < section.sites.size() && i < p->top(); ++i) {
+    const LeakSite& site = section.sites[i];
+    p->Site(FormatBytes(site.bytes), std::to_string(site.count), site);
+  }
+  p->More(std::min(section.sites.size(), p->top()), section.sites.size(), "sites");
+}
+
 std::string RateText(const GrowthSite& g) {
   return "+" + FormatRate(g.rate, g.unit, RateStyle::kCompact);
 }
@@ -268,163 +226,6 @@ void PrintPeak(const ReportPeak& peak, Printer* p) {
   p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
 }
 
-void PrintTransfers(const json& doc, Printer* p) {
-  const json& transfers = Sub(doc, "transfers");
-  p->Blank();
-  if (!transfers.is_object()) {
-    // Reports without a transfers section: the copy counts from the totals.
-    const json& copies = Sub(Sub(doc, "totals"), "copies");
-    if (!copies.is_object() || copies.empty()) {
-      p->Line("Transfers: none.");
-      return;
-    }
-    std::string line = "Transfers:";
-    for (const auto& [direction, c] : copies.items()) {
-      line += " " + direction + " " + CountOf(U64(c, "count"), "copy", "copies") + " (" +
-              FormatBytes(U64(c, "bytes")) + ")";
-    }
-    p->Line(line);
-    return;
-  }
-  p->Line("Transfers:");
-  // Per direction, over the host memory kinds.
-  struct Direction {
-    std::string name;
-    uint64_t count = 0;
-    uint64_t bytes = 0;
-    uint64_t duration_ns = 0;
-    uint64_t timed_bytes = 0;
-    std::string hosts;
-  };
-  std::vector<Direction> directions;
-  const json& totals = Sub(transfers, "totals");
-  if (totals.is_array()) {
-    for (const json& t : totals) {
-      const std::string name = Str(t, "direction");
-      auto it = std::find_if(directions.begin(), directions.end(),
-                             [&](const Direction& d) { return d.name == name; });
-      if (it == directions.end()) {
-        directions.emplace_back();
-        directions.back().name = name;
-        it = directions.end() - 1;
-      }
-      it->count += U64(t, "count");
-      it->bytes += U64(t, "bytes");
-      it->duration_ns += U64(t, "duration_ns");
-      if (U64(t, "duration_ns") != 0) it->timed_bytes += U64(t, "bytes");
-      const std::string host = Str(t, "host");
-      if (!host.empty() && host != "device" && host != "unknown") {
-        it->hosts += (it->hosts.empty() ? "" : ", ") + host + " " + std::to_string(U64(t, "count"));
-      }
-    }
-  }
-  for (const Direction& d : directions) {
-    std::string line =
-        "  " + Printer::Pad(d.name, 7) + "  " + Printer::Pad(std::to_string(d.count), 7) +
-        (d.count == 1 ? " copy    " : " copies  ") + Printer::Pad(FormatBytes(d.bytes), 10);
-    if (d.duration_ns != 0) {
-      char buf[48];
-      std::snprintf(buf, sizeof(buf), "  %.1f GB/s",
-                    static_cast<double>(d.timed_bytes) / static_cast<double>(d.duration_ns));
-      line += buf;
-    } else {
-      line += "  not timed";
-    }
-    if (!d.hosts.empty()) line += "  (" + d.hosts + ")";
-    p->Line(line);
-  }
-  if (const uint64_t unmatched = U64(transfers, "unmatched_records"); unmatched != 0) {
-    p->Line("  " + CountOf(unmatched, "activity record", "activity records") +
-            " joined no call (each copy is counted once, from its call; those calls are untimed)");
-  }
-  const json& sites = Sub(transfers, "sites");
-  if (sites.is_array() && !sites.empty()) {
-    p->Line("  by site:");
-    for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
-      p->Site(FormatBytes(U64(sites[i], "bytes")), std::to_string(U64(sites[i], "count")),
-              SiteOf(sites[i]));
-    }
-    p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
-  }
-  const json& findings = Sub(transfers, "findings");
-  if (findings.is_array() && !findings.empty()) {
-    p->Line("  findings:");
-    for (size_t i = 0; i < findings.size() && i < p->top(); ++i) {
-      p->Line("  - " + Str(findings[i], "message"));
-      if (!Str(findings[i], "advice").empty()) p->Line("    " + Str(findings[i], "advice"));
-    }
-  }
-}
-
-// Memory by phase, as a tree: each path under the one it is nested in.
-void PrintPhases(const json& doc, Printer* p) {
-  const json& phases = Sub(doc, "phases");
-  const json& paths = Sub(phases, "paths");
-  if (!paths.is_array() || paths.empty()) return;
-  p->Blank();
-  if (Str(doc, "trigger") == "merge") {
-    p->Line("Memory by phase (peak: the highest of any one process, device memory while open,");
-    p->Line("nested phases included; allocated, live and copied: in the phase itself, summed):");
-  } else {
-    p->Line("Memory by phase (peak: device memory while open, nested phases included; allocated,");
-    p->Line("live and copied: in the phase itself):");
-  }
-  p->Line("        peak   allocated  allocs        live      copied  phase");
-  const size_t shown = std::min(paths.size(), 3 * p->top());
-  for (size_t i = 0; i < shown; ++i) {
-    const json& e = paths[i];
-    uint64_t copied = 0;
-    if (const json& copies = Sub(e, "copies"); copies.is_object()) {
-      for (const auto& [direction, c] : copies.items()) copied += U64(c, "bytes");
-    }
-    const std::string path = Str(e, "path");
-    const uint64_t depth = std::max<uint64_t>(U64(e, "depth"), 1);
-    const size_t slash = path.rfind('/');
-    std::string line = "  " + Printer::Pad(FormatBytes(U64(e, "peak_bytes")), 10) + "  " +
-                       Printer::Pad(FormatBytes(U64(e, "alloc_bytes")), 10) + "  " +
-                       Printer::Pad(std::to_string(U64(e, "allocs")), 6) + "  " +
-                       Printer::Pad(FormatBytes(U64(e, "live_bytes")), 10) + "  " +
-                       Printer::Pad(FormatBytes(copied), 10) + "  " +
-                       std::string(2 * (depth - 1), ' ') +
-                       (slash == std::string::npos ? path : path.substr(slash + 1));
-    std::string peak;
-    if (const json& site = Sub(e, "peak_site"); site.is_object()) {
-      peak = "peak at " + Str(site, "location");
-    }
-    if (const std::string process = PhasePeakProcess(e); !process.empty()) {
-      peak += std::string(peak.empty() ? "peak" : "") + " in " + process;
-    }
-    if (const json& top = Sub(e, "peak_top_site"); top.is_object()) {
-      peak += std::string(peak.empty() ? "" : "; ") + "most held by " + Str(top, "location") +
-              ", " + FormatBytes(U64(top, "bytes"));
-    }
-    if (!peak.empty()) line += "  (" + peak + ")";
-    p->Line(line);
-  }
-  p->More(shown, paths.size(), "phases");
-  std::vector<std::string> notes;
-  if (const uint64_t n = U64(phases, "unbalanced_pops"); n != 0) {
-    notes.push_back(CountOf(n, "pop", "pops") + " with no range open");
-  }
-  if (const uint64_t n = U64(phases, "open_at_thread_exit"); n != 0) {
-    notes.push_back(CountOf(n, "range", "ranges") + " left open when a thread ended");
-  }
-  if (const uint64_t n = U64(phases, "unmatched_ends"); n != 0) {
-    notes.push_back(CountOf(n, "range end", "range ends") + " of no open start/end range");
-  }
-  if (const uint64_t n = U64(phases, "ranges_not_tracked"); n != 0) {
-    notes.push_back(CountOf(n, "start/end range", "start/end ranges") +
-                    " past 64 open at once, not tracked");
-  }
-  if (const uint64_t n = U64(phases, "too_deep"); n != 0) {
-    notes.push_back(CountOf(n, "range", "ranges") + " nested too deep (counted in the one above)");
-  }
-  if (const uint64_t n = U64(phases, "names_dropped") + U64(phases, "paths_dropped"); n != 0) {
-    notes.push_back(CountOf(n, "range", "ranges") + " past the limits, under \"(other)\"");
-  }
-  for (const std::string& note : notes) p->Line("  " + note);
-}
-
 // Pool regions still registered through NVTX's memory extension: each site
 // that registered them, where its user called from, and the allocation that
 // holds them.
@@ -460,19 +261,14 @@ void PrintRegions(const json& doc, bool at_exit, Printer* p) {
   }
   if (sites.is_array()) p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
   const json& c = Sub(regions, "counters");
-  std::vector<std::string> notes;
-  if (const uint64_t n = U64(c, "released_by_reset"); n != 0) {
-    notes.push_back(CountOf(n, "region", "regions") + " ended by a heap reset");
-  }
-  if (const uint64_t n = U64(c, "unknown_unregisters"); n != 0) {
-    notes.push_back(CountOf(n, "unregistration", "unregistrations") + " of no registered region");
-  }
-  if (const uint64_t n = U64(c, "replaced"); n != 0) {
-    notes.push_back(CountOf(n, "region", "regions") + " registered over a live one");
-  }
-  if (const uint64_t n = U64(c, "dropped") + U64(c, "heaps_dropped"); n != 0) {
-    notes.push_back(CountOf(n, "registration", "registrations") + " not recorded (tables full)");
-  }
+  static constexpr CounterNote kNotes[] = {
+      {"released_by_reset", nullptr, "region", "regions", " ended by a heap reset"},
+      {"unknown_unregisters", nullptr, "unregistration", "unregistrations",
+       " of no registered region"},
+      {"replaced", nullptr, "region", "regions", " registered over a live one"},
+      {"dropped", "heaps_dropped", "registration", "registrations", " not recorded (tables full)"},
+  };
+  std::vector<std::string> notes = CounterNotes(c, kNotes);
   notes.push_back(CountOf(U64(c, "registered"), "region", "regions") + " registered in " +
                   CountOf(U64(c, "heaps_registered"), "heap", "heaps") + ", " +
                   std::to_string(U64(c, "unregistered")) + " unregistered");
@@ -540,6 +336,7 @@ int Text(const Report& r, int top, FILE* out) {
   if (m.leaks_host.bytes != 0) {
     PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, held, &p);
   }
+  PrintImported(m.leaks_ipc_imported, at_exit, &p);
   PrintRegions(r.doc, at_exit, &p);
   PrintGrowth(m, &p);
   PrintPeak(m.peak, &p);

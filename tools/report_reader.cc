@@ -181,8 +181,9 @@ bool IsHostKind(std::string_view kind) {
 KindSums SumKinds(const ReportTotals& totals, bool host) {
   KindSums sums;
   for (const auto& [name, k] : totals.kinds) {
-    // Imported VMM memory is another process's: neither this process's device nor host memory.
-    if (IsHostKind(name) != host || name == "vmm_imported") continue;
+    // Imported memory (VMM handles, CUDA IPC) is another process's: neither
+    // this process's device nor host memory.
+    if (IsHostKind(name) != host || name == "vmm_imported" || name == "ipc_imported") continue;
     sums.allocs += k.allocs;
     sums.alloc_bytes += k.alloc_bytes;
     sums.frees += k.frees;

@@ -91,8 +91,8 @@ GPUWATCH_API int gpuwatch_phase_pop(void);
  * Memory live now, as gpuwatch recorded it: the bytes and the number of
  * allocations of `kind` on device `device`. `kind` is a memory kind's report
  * name ("device", "pool", "managed", "vmm", "array", "graph", "pinned_host",
- * "registered_host", "vmm_imported"; docs/report-format.md), "host" for both host kinds, or
- * NULL or "" for every device kind together; `device` is a device ordinal, or
+ * "registered_host", "vmm_imported", "ipc_imported"; docs/report-format.md), "host" for both
+ * host kinds, or NULL or "" for every device kind together; `device` is a device ordinal, or
  * -1 for every device. `bytes` and `count` may be NULL. Returns 0, or -1 (and
  * 0 in both) when gpuwatch is inactive or `kind` is unknown. Every device:
  * counters only, no lock (about 0.1 us). One device: a walk of gpuwatch's

@@ -8,9 +8,9 @@
 namespace gpuwatch {
 
 const char* MemKindName(MemKind kind) {
-  static constexpr const char* kNames[] = {"device", "pool",        "managed",
-                                           "vmm",    "pinned_host", "registered_host",
-                                           "array",  "graph",       "vmm_imported"};
+  static constexpr const char* kNames[] = {
+      "device",          "pool",  "managed", "vmm",          "pinned_host",
+      "registered_host", "array", "graph",   "vmm_imported", "ipc_imported"};
   static_assert(std::size(kNames) == static_cast<size_t>(kNumMemKinds));
   return EnumName(kind, kNames, "unknown");
 }

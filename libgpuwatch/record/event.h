@@ -11,7 +11,8 @@ namespace gpuwatch {
 
 // What kind of memory an allocation is. The device kinds add up to "device
 // bytes"; the host kinds are pinned host memory and never count as device;
-// imported VMM memory is another process's and counts as neither.
+// imported memory (VMM handles, CUDA IPC) is another process's and counts as
+// neither.
 enum class MemKind : uint8_t {
   kDevice = 0,      // cudaMalloc, cuMemAlloc, pitched and 3D allocations
   kPool,            // stream-ordered: cudaMallocAsync, cuMemAllocFromPoolAsync, ...
@@ -22,17 +23,20 @@ enum class MemKind : uint8_t {
   kArray,           // CUDA arrays: cudaMallocArray, cudaMalloc3DArray, cuArrayCreate, ...
   kGraph,           // graph memory nodes, allocated when their graph is launched
   kVmmImported,     // cuMemImportFromShareableHandle: another process's VMM memory
+  kIpcImported,     // cuIpcOpenMemHandle: another process's cudaMalloc memory, mapped here
 };
-inline constexpr int kNumMemKinds = 9;
+inline constexpr int kNumMemKinds = 10;
 
 constexpr bool IsHostKind(MemKind kind) {
   return kind == MemKind::kPinnedHost || kind == MemKind::kRegisteredHost;
 }
-constexpr bool IsDeviceKind(MemKind kind) {
-  return !IsHostKind(kind) && kind != MemKind::kVmmImported;
+constexpr bool IsImportedKind(MemKind kind) {
+  return kind == MemKind::kVmmImported || kind == MemKind::kIpcImported;
 }
+constexpr bool IsDeviceKind(MemKind kind) { return !IsHostKind(kind) && !IsImportedKind(kind); }
 
-// Masks of memory kinds, a bit per MemKind: the device kinds, the host kinds.
+// Masks of memory kinds, a bit per MemKind: the device kinds, the host kinds,
+// the imported kinds.
 template <bool (*Is)(MemKind)>
 constexpr uint32_t KindMask() {
   uint32_t mask = 0;
@@ -43,6 +47,7 @@ constexpr uint32_t KindMask() {
 }
 inline constexpr uint32_t kDeviceKinds = KindMask<IsDeviceKind>();
 inline constexpr uint32_t kHostKinds = KindMask<IsHostKind>();
+inline constexpr uint32_t kImportedKinds = KindMask<IsImportedKind>();
 
 // Stable names used in reports (docs/report-format.md).
 const char* MemKindName(MemKind kind);

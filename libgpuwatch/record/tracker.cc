@@ -70,6 +70,11 @@ Tracker::Shard& Tracker::ShardFor(uint64_t address) const {
 }
 
 void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
+  Counters& c = kinds_[static_cast<int>(alloc.kind)];
+  RaiseTo(c.peak_bytes,
+          c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
+  // Another process's memory: its kind's totals only, no site, device or phase figures.
+  if (IsImportedKind(alloc.kind)) return;
   Site& site = SiteFor(alloc.stack_id);
   site.allocs.fetch_add(1, std::memory_order_relaxed);
   site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
@@ -86,9 +91,6 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
          !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
   }
   if (IsHostKind(alloc.kind) && !IsVmmKey(alloc.address)) AddHostRange(alloc);
-  Counters& c = kinds_[static_cast<int>(alloc.kind)];
-  RaiseTo(c.peak_bytes,
-          c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
   if (IsDeviceKind(alloc.kind)) {
     const int d = DeviceSlot(alloc.device);
     const uint64_t on_device =
@@ -151,7 +153,7 @@ void Tracker::ReleaseLive(const LiveAlloc& alloc) {
     SiteFor(alloc.stack_id).live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
     if (phases_ != nullptr && alloc.phase != 0)
       phases_->OnFree(alloc.phase, alloc.size, alloc.stack_id);
-  } else {
+  } else if (IsHostKind(alloc.kind)) {
     RemoveHostRange(alloc.address);
   }
   kinds_[static_cast<int>(alloc.kind)].current_bytes.fetch_sub(alloc.size,
@@ -241,7 +243,7 @@ void Tracker::UndoFree(const LiveAlloc& removed) {
   // Back as it was: live bytes per kind, device and site; no new allocation.
   if (IsDeviceKind(removed.kind)) {
     SiteFor(removed.stack_id).live_bytes.fetch_add(removed.size, std::memory_order_relaxed);
-  } else if (!IsVmmKey(removed.address)) {
+  } else if (IsHostKind(removed.kind) && !IsVmmKey(removed.address)) {
     AddHostRange(removed);
   }
   kinds_[static_cast<int>(removed.kind)].current_bytes.fetch_add(removed.size,
@@ -289,6 +291,7 @@ void Tracker::OnLaunch(uint32_t phase) {
 void Tracker::LockForFork() {
   peak_mu_.lock();
   vmm_mu_.lock();
+  ipc_mu_.lock();
   host_mu_.lock();
   for (int i = 0; i < kShards; ++i) shards_[i].mu.lock();
 }
@@ -296,6 +299,7 @@ void Tracker::LockForFork() {
 void Tracker::UnlockAfterFork() {
   for (int i = kShards - 1; i >= 0; --i) shards_[i].mu.unlock();
   host_mu_.unlock();
+  ipc_mu_.unlock();
   vmm_mu_.unlock();
   peak_mu_.unlock();
 }

@@ -165,6 +165,26 @@ class Tracker {
   };
   bool BeginVmmRelease(uint64_t handle, VmmRelease* release);
   void UndoVmmRelease(const VmmRelease& release);
+  // CUDA IPC (tracker_ipc.cc). cuIpcOpenMemHandle: another process's memory
+  // mapped at `event.address` (kind kIpcImported), live at the open's site
+  // and counted in that kind's totals only: neither device nor host memory,
+  // no site, device or phase figures. The driver maps a handle once per
+  // context and counts references: an open of a mapping that is live adds a
+  // reference, not memory. While paused the reference is known, not counted.
+  void OnIpcOpen(const AllocEvent& event);
+  // cuIpcCloseMemHandle, in two steps like a free: at the call's ENTER a
+  // reference is dropped, and the mapping removed with the last one (the
+  // driver may map something else there at once); UndoIpcClose puts both
+  // back when the call failed. False: `address` is no mapping an open
+  // returned (nothing to undo).
+  struct IpcClose {
+    uint64_t address = 0;
+    bool unmapped = false;  // the last reference: `removed` holds the mapping
+    LiveAlloc removed;
+  };
+  bool BeginIpcClose(uint64_t address, IpcClose* close);
+  void UndoIpcClose(const IpcClose& close);
+
   // Whether a live entry's address is a VMM handle's key: above every
   // address a process or a device can have.
   static constexpr uint64_t kVmmKeyBase = 0xffffff0000000000;
@@ -374,6 +394,13 @@ class Tracker {
   std::map<uint64_t, VmmMapping> vmm_mappings_;         // address -> mapping
   uint64_t vmm_next_key_ = kVmmKeyBase;
   std::atomic<uint64_t> vmm_mapping_count_{0};
+
+  // CUDA IPC mappings (tracker_ipc.cc): the references the driver counts,
+  // by mapped address. Guarded by ipc_mu_, which is taken before a shard's
+  // lock (never after it), and with no other.
+  bool IsLiveAs(uint64_t address, MemKind kind) const;
+  mutable Mutex ipc_mu_;
+  std::unordered_map<uint64_t, uint32_t> ipc_refs_;
 
   // Live pinned and registered host ranges, for Classify. Few and large.
   struct HostRange {

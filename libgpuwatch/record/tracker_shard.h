@@ -1,5 +1,5 @@
 // The tracker's live table inside: the 16-byte live record and a shard of
-// the table (tracker.h). For tracker.cc and tracker_vmm.cc only.
+// the table (tracker.h). For tracker.cc, tracker_vmm.cc and tracker_ipc.cc only.
 #ifndef GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_SHARD_H_
 #define GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_SHARD_H_
 

@@ -94,8 +94,8 @@ struct ReportContext {
   const Suppressions* suppressions = nullptr;
 };
 
-// Live allocations of one site (canonical id), device kinds or host kinds
-// apart.
+// Live allocations of one site (canonical id), device kinds, host kinds and
+// imported kinds apart.
 struct LeakGroup {
   uint32_t stack_id = 0;
   uint64_t bytes = 0;
@@ -111,6 +111,9 @@ struct LeakGroup {
 struct ReportAnalysis {
   std::vector<LeakGroup> device_live;  // largest first
   std::vector<LeakGroup> host_live;    // largest first
+  // Another process's memory this one still has open (CUDA IPC), largest
+  // first: shown apart, never counted as leaked.
+  std::vector<LeakGroup> imported_live;
   // Transfer sites merged as the report shows them (Canonical), busiest
   // first, and what FindTransferIssues finds in them; empty without
   // context.transfers.

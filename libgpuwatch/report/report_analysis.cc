@@ -15,11 +15,13 @@ namespace {
 
 // Each group's phase: the one whose allocations hold most of its bytes (the
 // lowest path id of equals). Nothing to do when no allocation has a phase.
-void AssignPhases(const std::vector<LiveAlloc>& live, bool device, SiteResolver* sites,
+bool InKinds(MemKind kind, uint32_t kinds) { return (kinds >> static_cast<int>(kind) & 1u) != 0; }
+
+void AssignPhases(const std::vector<LiveAlloc>& live, uint32_t kinds, SiteResolver* sites,
                   const std::vector<uint32_t>& slot, std::vector<LeakGroup>* groups) {
   std::unordered_map<uint64_t, uint64_t> bytes;  // group index << 16 | phase -> bytes
   for (const LiveAlloc& a : live) {
-    if (a.phase == 0 || IsDeviceKind(a.kind) != device) continue;
+    if (a.phase == 0 || !InKinds(a.kind, kinds)) continue;
     const uint64_t group = slot[sites->Canonical(a.stack_id)] - 1;
     bytes[group << 16 | a.phase] += a.size;
   }
@@ -34,14 +36,15 @@ void AssignPhases(const std::vector<LiveAlloc>& live, bool device, SiteResolver*
   }
 }
 
-std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device,
+// The live allocations of the kinds in `kinds` (a bit per MemKind), by site.
+std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, uint32_t kinds,
                                  SiteResolver* sites) {
   // One pass over every live allocation: groups are found through a flat
   // table indexed by canonical id (ids are dense), not a hash map.
   std::vector<LeakGroup> out;
   std::vector<uint32_t> slot;  // canonical id -> index in out + 1; 0 = none yet
   for (const LiveAlloc& a : live) {
-    if (IsDeviceKind(a.kind) != device) continue;
+    if (!InKinds(a.kind, kinds)) continue;
     const uint32_t site = sites->Canonical(a.stack_id);
     if (site >= slot.size()) slot.resize(std::max<size_t>(site + 1, slot.size() * 2), 0);
     if (slot[site] == 0) {
@@ -54,7 +57,7 @@ std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, bool device
     g.kind_bytes[static_cast<int>(a.kind)] += a.size;
     g.oldest_ns = std::min(g.oldest_ns, uint64_t{a.time_ms} * 1000000);
   }
-  AssignPhases(live, device, sites, slot, &out);
+  AssignPhases(live, kinds, sites, slot, &out);
   std::sort(out.begin(), out.end(), [](const LeakGroup& a, const LeakGroup& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack_id < b.stack_id;
   });
@@ -111,8 +114,9 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
   }
   sites->Prepare(std::move(ids));
   ReportAnalysis analysis;
-  analysis.device_live = GroupLive(snap.live, true, sites);
-  analysis.host_live = GroupLive(snap.live, false, sites);
+  analysis.device_live = GroupLive(snap.live, kDeviceKinds, sites);
+  analysis.host_live = GroupLive(snap.live, kHostKinds, sites);
+  analysis.imported_live = GroupLive(snap.live, kImportedKinds, sites);
   if (context.transfers != nullptr) {
     analysis.transfer_sites = MergedTransferSites(*context.transfers, sites);
     analysis.transfer_findings =

@@ -195,7 +195,8 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     if (c.count != 0) t.copies[CopyKindName(static_cast<CopyKind>(i))] = {c.count, c.bytes};
   }
   for (const LiveAlloc& a : snap.live) {
-    (IsDeviceKind(a.kind) ? t.device_live_count : t.host_live_count) += 1;
+    if (IsDeviceKind(a.kind)) ++t.device_live_count;
+    if (IsHostKind(a.kind)) ++t.host_live_count;
   }
   t.device_current_bytes = snap.device_current_bytes;
   t.device_peak_bytes = snap.device_peak_bytes;
@@ -213,6 +214,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   m.leaks_device = LeakSection(analysis.device_live, context.suppressions, context.phases, sites);
   ThrowIfOutOfMemory();
   m.leaks_host = LeakSection(analysis.host_live, context.suppressions, context.phases, sites);
+  ThrowIfOutOfMemory();
+  m.leaks_ipc_imported =
+      LeakSection(analysis.imported_live, context.suppressions, context.phases, sites);
   ThrowIfOutOfMemory();
   m.peak = PeakSection(snap, sites);
   ThrowIfOutOfMemory();

@@ -128,6 +128,7 @@ ReportFrame ReportFrameOf(const Frame& frame) {
 void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
   for (LeakSite& s : leaks_device.sites) fn(s);
   for (LeakSite& s : leaks_host.sites) fn(s);
+  for (LeakSite& s : leaks_ipc_imported.sites) fn(s);
   for (PeakSite& s : peak.sites) fn(s);
   for (AllocSite& s : sites) fn(s);
   if (growth.has_value()) {
@@ -190,7 +191,8 @@ void ReportModel::ToJson(json* doc) const {
     d["unwind_fallbacks"] = unwind->unwind_fallbacks;
   }
   d[key::kLeaks] = {{key::kDevice, LeakListJson(leaks_device)},
-                    {key::kHost, LeakListJson(leaks_host)}};
+                    {key::kHost, LeakListJson(leaks_host)},
+                    {key::kIpcImported, LeakListJson(leaks_ipc_imported)}};
   json peak_json;
   PutCounts(peak, ReportPeak::Counts(), &peak_json);
   peak_json["kinds"] = CountMapJson(peak.kinds);
@@ -366,6 +368,7 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
   if (const json* leaks = r.ObjectAt(doc, "", key::kLeaks)) {
     m.leaks_device = ReadLeakList(&r, *leaks, key::kDevice);
     m.leaks_host = ReadLeakList(&r, *leaks, key::kHost);
+    m.leaks_ipc_imported = ReadLeakList(&r, *leaks, key::kIpcImported);  // older: absent
   }
   if (const json* peak = r.ObjectAt(doc, "", key::kPeak)) {
     r.CountsAt(*peak, key::kPeak, ReportPeak::Counts(), &m.peak);

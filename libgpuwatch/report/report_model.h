@@ -147,7 +147,7 @@ struct OomSite : ReportSite {
   int64_t device = 0;
 };
 
-// leaks.device or leaks.host.
+// leaks.device, leaks.host or leaks.ipc_imported.
 // omitted_*: the sites beyond the list's limit, summed.
 // clang-format off
 #define GPUWATCH_LEAK_LIST_COUNTS(X)                   \
@@ -259,6 +259,9 @@ struct ReportModel {
   std::optional<ReportUnwind> unwind;
   LeakList leaks_device;
   LeakList leaks_host;
+  // Another process's memory opened through CUDA IPC and not closed: shown,
+  // never this process's leak (no gate counts it).
+  LeakList leaks_ipc_imported;
   ReportPeak peak;
   std::vector<AllocSite> sites;
   std::optional<ReportGrowth> growth;

@@ -28,7 +28,7 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
     if (IsDeviceKind(a.kind)) {
       l.bytes += a.size;
       ++l.count;
-    } else {
+    } else if (IsHostKind(a.kind)) {
       l.host_bytes += a.size;
       ++l.host_count;
     }

@@ -59,9 +59,10 @@ inline constexpr char kHeaps[] = "heaps";        // regions.heaps
 inline constexpr char kTrace[] = "trace";
 inline constexpr char kOom[] = "oom";
 inline constexpr char kFrameTable[] = "frame_table";
-// leaks.device and leaks.host.
+// leaks.device, leaks.host and leaks.ipc_imported.
 inline constexpr char kDevice[] = "device";
 inline constexpr char kHost[] = "host";
+inline constexpr char kIpcImported[] = "ipc_imported";
 // A site list's other name (growth.suspects).
 inline constexpr char kSuspects[] = "suspects";
 // A leaks section's figures.

@@ -54,8 +54,21 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
                   CountOf(l.context_freed_count, "allocation", "allocations").c_str());
     out += line;
   }
-  for (const bool device : {true, false}) {
-    const std::vector<LeakGroup>& groups = device ? analysis.device_live : analysis.host_live;
+  // Another process's memory still open is shown after this process's own,
+  // and is not its leak.
+  const struct {
+    const std::vector<LeakGroup>* groups;
+    const char* state;
+    const char* what;
+    const char* one;
+    const char* many;
+  } lists[] = {
+      {&analysis.device_live, "still live", "device memory", "allocation", "allocations"},
+      {&analysis.host_live, "still live", "pinned host memory", "allocation", "allocations"},
+      {&analysis.imported_live, "still open",
+       "another process's memory (CUDA IPC; not a leak of this process)", "mapping", "mappings"}};
+  for (const auto& list : lists) {
+    const std::vector<LeakGroup>& groups = *list.groups;
     if (groups.empty()) continue;
     uint64_t bytes = 0;
     uint64_t count = 0;
@@ -63,9 +76,9 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
       bytes += g.bytes;
       count += g.count;
     }
-    std::snprintf(line, sizeof(line), "gpuwatch: still live: %s of %s memory in %s from %s\n",
-                  FormatBytes(bytes).c_str(), device ? "device" : "pinned host",
-                  CountOf(count, "allocation", "allocations").c_str(),
+    std::snprintf(line, sizeof(line), "gpuwatch: %s: %s of %s in %s from %s\n", list.state,
+                  FormatBytes(bytes).c_str(), list.what,
+                  CountOf(count, list.one, list.many).c_str(),
                   CountOf(groups.size(), "site", "sites").c_str());
     out += line;
     for (size_t i = 0; i < groups.size() && i < kTopSites; ++i) {

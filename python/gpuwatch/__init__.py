@@ -182,8 +182,8 @@ def resume():
 def live(kind=None, device=-1):
     """Memory live now, as gpuwatch recorded it: Live(bytes, count) of `kind`
     ("device", "pool", "managed", "vmm", "array", "graph", "pinned_host",
-    "registered_host", "vmm_imported"; "host" for both host kinds; None for every device
-    kind) on `device` (an ordinal; -1 for every device). None when gpuwatch
+    "registered_host", "vmm_imported", "ipc_imported"; "host" for both host kinds; None for
+    every device kind) on `device` (an ordinal; -1 for every device). None when gpuwatch
     is not attached; ValueError for an unknown kind."""
     api = _find()
     if api is None or not hasattr(api, "gpuwatch_live"):

@@ -104,7 +104,7 @@ TEST(Registry, EveryVariantOfEveryFollowedApiIsSubscribed) {
        "cudaLaunchKernel|cudaLaunchCooperativeKernel|__cudaLaunchKernel|cudaGraphLaunch|"
        "cudaGraphAddMemcpyNode|cudaGraphAddMemAllocNode|cudaGraphAddMemFreeNode|"
        "cudaGraphAddNode|cudaGraphInstantiate|cudaDeviceSynchronize|cudaStreamSynchronize|"
-       "cudaEventSynchronize|cudaThreadSynchronize)"},
+       "cudaEventSynchronize|cudaThreadSynchronize|cudaIpcOpenMemHandle|cudaIpcCloseMemHandle)"},
       {"cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", CUPTI_CB_DOMAIN_DRIVER_API,
        "^(cuMemAlloc|cuMemFree|cuMemcpy|cuMemHostAlloc|cuMemHostRegister|cuMemHostUnregister|"
        "cuMemCreate|cuMemRelease|cuMemMap_|cuMemMap$|cuMemUnmap|cuMemImportFromShareableHandle|"
@@ -112,7 +112,7 @@ TEST(Registry, EveryVariantOfEveryFollowedApiIsSubscribed) {
        "cuArrayDestroy|cuMipmappedArrayCreate|cuMipmappedArrayDestroy|cuLaunchKernel|"
        "cuLaunchCooperativeKernel|cuGraphLaunch|cuGraphAddMemcpyNode|cuGraphAddMemAllocNode|"
        "cuGraphAddMemFreeNode|cuGraphAddNode|cuGraphInstantiate|cuCtxSynchronize|"
-       "cuStreamSynchronize|cuEventSynchronize)"},
+       "cuStreamSynchronize|cuEventSynchronize|cuIpcOpenMemHandle|cuIpcCloseMemHandle)"},
   };
   // Ids CUDA 13 never issues: entry points removed from the toolkit, and ids
   // without an entry point or params struct of their own.
@@ -355,6 +355,35 @@ TEST(Parse, VmmHandlesKnowTheirLocation) {
   const ParsedCall i = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, Data(import));
   EXPECT_EQ(i.role, Role::kVmmImport);
   EXPECT_EQ(i.handle, 42u);
+}
+
+// CUDA IPC: the open says the address it mapped at a successful EXIT (not
+// its size), the close the address it names.
+TEST(Parse, IpcOpensAndCloses) {
+  CUdeviceptr mapped = 0x7f0000200000;
+  const cuIpcOpenMemHandle_v2_params open{&mapped, CUipcMemHandle{}, 1};
+  ParsedCall c = Driver(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2, Data(open), false);
+  EXPECT_EQ(c.role, Role::kIpcOpen);
+  EXPECT_EQ(c.kind, MemKind::kIpcImported);
+  EXPECT_EQ(c.address, 0u) << "before a successful EXIT";
+  c = Driver(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2, Data(open));
+  EXPECT_EQ(c.address, 0x7f0000200000u);
+  void* opened = reinterpret_cast<void*>(0x7f0000400000);
+  const cudaIpcOpenMemHandle_v4010_params rt_open{&opened, cudaIpcMemHandle_t{}, 1};
+  c = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaIpcOpenMemHandle_v4010, Data(rt_open));
+  EXPECT_EQ(c.role, Role::kIpcOpen);
+  EXPECT_EQ(c.address, 0x7f0000400000u);
+  const cuIpcCloseMemHandle_params close{0x7f0000200000};
+  c = Driver(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, Data(close));
+  EXPECT_EQ(c.role, Role::kIpcClose);
+  EXPECT_EQ(c.address, 0x7f0000200000u);
+  const cudaIpcCloseMemHandle_v4010_params rt_close{opened};
+  c = Runtime(CUPTI_RUNTIME_TRACE_CBID_cudaIpcCloseMemHandle_v4010, Data(rt_close));
+  EXPECT_EQ(c.role, Role::kIpcClose);
+  EXPECT_EQ(c.address, 0x7f0000400000u);
+  EXPECT_EQ(FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuIpcGetMemHandle),
+            nullptr)
+      << "exporting a handle changes nothing for the exporter";
 }
 
 TEST(Parse, GraphNodesAreNodeOnly) {
@@ -755,6 +784,53 @@ TEST_F(Switchboard, VmmMemoryIsTheHandlesOnItsDevice) {
   EXPECT_EQ(s.kinds[static_cast<int>(MemKind::kVmm)].frees, 1u);
   EXPECT_EQ(s.device_current_bytes, 0u);
   EXPECT_EQ(s.device_peak_bytes, 2u << 20);
+}
+
+// CUDA IPC through the switchboard: the size of an opening comes from the
+// driver (the mapped_size hook), once per mapping; a close is recorded at
+// ENTER, undone when it fails, and one of nothing gpuwatch saw opened counts
+// as an unknown free. A runtime call nesting the driver's counts once.
+TEST_F(Switchboard, IpcOpeningsAreAnotherProcesssMemory) {
+  CallbackHooks hooks;
+  hooks.session = &session_;
+  hooks.mapped_size = [](uint64_t address) -> uint64_t {
+    return address == 0x7f0000200000 ? 3u << 20 : 0;
+  };
+  SetCallbackHooks(hooks);
+  void* opened = reinterpret_cast<void*>(0x7f0000200000);
+  const cudaIpcOpenMemHandle_v4010_params open{&opened, cudaIpcMemHandle_t{}, 1};
+  CUdeviceptr mapped = 0x7f0000200000;
+  const cuIpcOpenMemHandle_v2_params nested{&mapped, CUipcMemHandle{}, 1};
+  for (uint32_t correlation : {1u, 2u}) {  // opened twice: one mapping, two references
+    RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaIpcOpenMemHandle_v4010, correlation, open);
+    DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2, correlation, nested);
+    DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2, correlation, nested);
+    RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaIpcOpenMemHandle_v4010, correlation, open);
+  }
+  TrackerSnapshot s = tracker_.Snapshot();
+  const KindTotals& ipc = s.kinds[static_cast<int>(MemKind::kIpcImported)];
+  EXPECT_EQ(ipc.allocs, 1u);
+  EXPECT_EQ(ipc.alloc_bytes, 3u << 20);
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].kind, MemKind::kIpcImported);
+  EXPECT_EQ(s.device_current_bytes, 0u);
+  const cuIpcCloseMemHandle_params close{0x7f0000200000};
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 3, close);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 3, close);
+  EXPECT_EQ(Live(), 1u) << "one reference left";
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 4, close);
+  EXPECT_EQ(Live(), 0u) << "unmapped before the call runs";
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 4, close,
+                  CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(Live(), 1u) << "the close failed";
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 5, close);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 5, close);
+  EXPECT_EQ(Live(), 0u);
+  DriverApi::Enter(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 6, close);
+  DriverApi::Exit(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, 6, close);
+  s = tracker_.Snapshot();
+  EXPECT_EQ(s.kinds[static_cast<int>(MemKind::kIpcImported)].frees, 1u);
+  EXPECT_EQ(s.unknown_frees, 1u) << "a close of nothing opened";
 }
 
 }  // namespace

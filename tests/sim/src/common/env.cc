@@ -148,6 +148,7 @@ SimConfig ReadSimConfig() {
       Warn("GWSIM_GRAPH_CLONE_ORDER", v, "creation or reverse");
     }
   }
+  ReadFlag("GWSIM_IPC_MEMORY_RECORDS", &config.ipc_memory_records);
   if (const char* v = std::getenv("GWSIM_CORRELATION")) {
     if (std::strcmp(v, "shared") == 0) {
       config.correlation = kCorrelationShared;

@@ -23,6 +23,7 @@ struct SimConfig {
   bool exit_context_destroy = false;     // GWSIM_EXIT_CONTEXT_DESTROY
   bool graph_address_reuse = true;       // GWSIM_GRAPH_ADDRESS_REUSE
   bool graph_clones_reversed = false;    // GWSIM_GRAPH_CLONE_ORDER=reverse
+  bool ipc_memory_records = false;       // GWSIM_IPC_MEMORY_RECORDS
 };
 
 // GWSIM_CORRELATION: how correlation ids tie API calls and activity records together.

@@ -371,6 +371,32 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(
                      [&] { return ImportPhysical(handle, osHandle, shHandleType); });
 }
 
+// CUDA IPC memory handles (ipc.cc). cuIpcOpenMemHandle is the ABI of CUDA before 11.0 (cbid
+// cuIpcOpenMemHandle); both forms behave alike.
+
+GWSIM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  return TraceDriver(GWSIM_DRV(cuIpcGetMemHandle), cuIpcGetMemHandle_params{pHandle, dptr},
+                     [&] { return IpcGetHandle(pHandle, dptr); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                                    unsigned int Flags) {
+  return TraceDriver(GWSIM_DRV(cuIpcOpenMemHandle_v2),
+                     cuIpcOpenMemHandle_v2_params{pdptr, handle, Flags},
+                     [&] { return IpcOpen(pdptr, handle, Flags); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                                 unsigned int Flags) {
+  return TraceDriver(GWSIM_DRV(cuIpcOpenMemHandle), cuIpcOpenMemHandle_params{pdptr, handle, Flags},
+                     [&] { return IpcOpen(pdptr, handle, Flags); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  return TraceDriver(GWSIM_DRV(cuIpcCloseMemHandle), cuIpcCloseMemHandle_params{dptr},
+                     [&] { return IpcClose(dptr); });
+}
+
 GWSIM_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(
     size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags option) {
   return TraceDriver(GWSIM_DRV(cuMemGetAllocationGranularity),

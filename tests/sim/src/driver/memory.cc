@@ -82,12 +82,15 @@ bool Recyclable(Origin origin) {
          origin == Origin::kHost;
 }
 
+// cuMemAlloc memory is always whole pages of its own, whatever its size: its first IPC export
+// moves those pages onto a memfd at the same address (ipc.cc), which a malloc'ed block, sharing
+// its pages with other objects, could not allow.
 void* AllocBacking(size_t size, Origin origin, int device, bool* mmapped) {
-  *mmapped = size >= kMmapThreshold;
+  *mmapped = size >= kMmapThreshold || origin == Origin::kDevice;
   if (Recyclable(origin)) {
     if (void* mem = Blocks().Take(device, origin == Origin::kHost, size, *mmapped)) return mem;
   }
-  if (size >= kMmapThreshold) {
+  if (*mmapped) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     *mmapped = true;
@@ -139,6 +142,7 @@ CUresult Allocate(const AllocRequest& req, CUctx_st* ctx, uintptr_t* out) {
 }
 
 void ReleaseBacking(const Allocation& a) {
+  if (a.ipc_fd >= 0) EndExport(a);
   if (a.backing != nullptr && Recyclable(a.origin) &&
       Blocks().Keep(a.device, a.origin == Origin::kHost, a.backing_size, a.mmapped, a.backing)) {
     Uncharge(a.device, a.charged);
@@ -251,6 +255,9 @@ CUresult GetPointerAttribute(void* data, CUpointer_attribute attribute, CUdevice
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
       *static_cast<int*>(data) = a ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      WriteBool(data, a && a->origin == Origin::kDevice);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
       *static_cast<CUmemoryPool*>(data) = a ? a->pool : nullptr;

@@ -1,9 +1,9 @@
 // Simulated memory: device, managed and pinned host allocations, registered host ranges,
 // stream-ordered and pool allocations, and virtual memory management.
 //
-// Device memory is real host memory (malloc for small blocks, mmap with MAP_NORESERVE for large
-// ones), so copies move real bytes; what makes it "device" memory is its entry in the
-// MemoryTable and the bytes it charges against the device capacity.
+// Device memory is real host memory (anonymous mmap with MAP_NORESERVE for cuMemAlloc memory and
+// large blocks, malloc for other small ones), so copies move real bytes; what makes it "device"
+// memory is its entry in the MemoryTable and the bytes it charges against the device capacity.
 #ifndef GWSIM_DRIVER_MEMORY_H_
 #define GWSIM_DRIVER_MEMORY_H_
 
@@ -74,6 +74,14 @@ CUresult ExportPhysical(void* shareable, CUmemGenericAllocationHandle handle,
                         CUmemAllocationHandleType type, unsigned long long flags);
 CUresult ImportPhysical(CUmemGenericAllocationHandle* handle, void* os_handle,
                         CUmemAllocationHandleType type);
+
+// CUDA IPC memory handles between processes (ipc.cc).
+CUresult IpcGetHandle(CUipcMemHandle* out, CUdeviceptr dptr);
+CUresult IpcOpen(CUdeviceptr* out, const CUipcMemHandle& handle, unsigned flags);
+CUresult IpcClose(CUdeviceptr dptr);
+// Gives an exported allocation that left the MemoryTable private pages again (its memfd stays
+// with the processes that opened it), so that its address can be handed out again.
+void EndExport(const Allocation& a);
 
 }  // namespace gwsim::drv
 

@@ -59,10 +59,11 @@ const std::vector<Entry>& Table() {
 }
 
 // The CUDA version from which a newer ABI is handed out under its base name (cudaTypedefs.h:
-// PFN_cuGetProcAddress_v12000, PFN_cuCtxSynchronize_v13000, whose v2 takes a context); older
-// versions get the older ABI.
+// PFN_cuGetProcAddress_v12000, PFN_cuCtxSynchronize_v13000, whose v2 takes a context,
+// PFN_cuIpcOpenMemHandle_v11000); older versions get the older ABI.
 int FirstCudaVersion(const Entry& e) {
   if (e.base == "cuGetProcAddress" && e.version == 2) return 12000;
+  if (e.base == "cuIpcOpenMemHandle" && e.version == 2) return 11000;
   if (e.base == "cuCtxSynchronize" && e.version == 2) return 13000;
   return 0;
 }

@@ -74,6 +74,7 @@ enum class Origin : uint8_t {
   kVariable,    // a __device__ variable's storage
   kArray,       // the storage of a CUDA array or mipmapped array (array.h)
   kGraph,       // the memory of a graph allocation node while a launch has it mapped (graph.h)
+  kIpc,         // another process's cuMemAlloc memory, mapped by cuIpcOpenMemHandle (ipc.cc)
 };
 
 struct Allocation {
@@ -92,6 +93,7 @@ struct Allocation {
   unsigned flags = 0;
   uint64_t buffer_id = 0;
   const char* name = nullptr;
+  int ipc_fd = -1;  // kDevice: the memfd under it since its first IPC export (ipc.cc); -1: none
 };
 
 // Live address ranges, by base address. Thread-safe.
@@ -118,6 +120,15 @@ class MemoryTable {
   uint64_t PoolBytes(const CUmemPoolHandle_st* pool) const;
   // Removes and returns every range of a context.
   std::vector<Allocation> RemoveContext(CUctx_st* ctx);
+  // Calls `change` on the range starting exactly at base; false when there is none.
+  template <typename Change>
+  bool Update(uintptr_t base, Change change) {
+    std::unique_lock lock(mu_);
+    auto it = map_.find(base);
+    if (it == map_.end()) return false;
+    change(it->second);
+    return true;
+  }
 
  private:
   mutable std::shared_mutex mu_;
@@ -154,6 +165,15 @@ struct Mapping {
   CUmemGenericAllocationHandle handle = 0;
 };
 
+// An IPC handle opened in this process (ipc.cc), by the address it is mapped at.
+struct IpcOpening {
+  uint32_t pid = 0;         // the exporter's
+  uint64_t export_id = 0;   // the exported allocation's buffer id, in the exporter
+  CUctx_st* ctx = nullptr;  // the context that opened it
+  int refs = 0;             // opens not closed yet
+  uint64_t buffer_id = 0;   // the mapping's own, in this process's MemoryTable
+};
+
 class Driver {
  public:
   Driver();
@@ -188,6 +208,10 @@ class Driver {
   uint64_t next_physical_memory = 1;
   std::map<uintptr_t, Mapping> mappings;
   CUmemGenericAllocationHandle next_physical = 1;
+
+  // CUDA IPC (ipc.cc): exports move memory onto memfds, and what this process opened.
+  std::mutex ipc_mu;
+  std::map<uintptr_t, IpcOpening> ipc_opens;  // guarded by ipc_mu
 
   std::atomic<uint32_t> next_context_uid{1};
   std::atomic<uint32_t> next_stream_id{13};

@@ -1,5 +1,7 @@
 // Exported runtime API: allocation, pools and pointer queries. Each call nests the driver call
 // the real runtime makes (cudaMalloc -> cuMemAlloc_v2, ...), traced in the driver domain.
+#include <cstring>
+
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
 
@@ -288,4 +290,38 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool
                       GWSIM_RT_PARAMS(cudaMemPoolGetAttribute, v11020){memPool, attr, value}, [&] {
                         return PoolAttribute(memPool, attr, value, Drv().cuMemPoolGetAttribute);
                       });
+}
+
+// CUDA IPC memory handles: the runtime passes them to the driver (cudaIpcMemHandle_t and
+// CUipcMemHandle are the same 64 bytes).
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  return TraceRuntime(GWSIM_RT(cudaIpcGetMemHandle, v4010),
+                      GWSIM_RT_PARAMS(cudaIpcGetMemHandle, v4010){handle, devPtr}, [&] {
+                        if (handle == nullptr) return cudaErrorInvalidValue;
+                        return WithContext([&] {
+                          CUipcMemHandle h{};
+                          const CUresult r = Drv().cuIpcGetMemHandle(&h, Dev(devPtr));
+                          if (r == CUDA_SUCCESS) std::memcpy(handle, &h, sizeof(h));
+                          return r;
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle,
+                                                        unsigned int flags) {
+  return TraceRuntime(GWSIM_RT(cudaIpcOpenMemHandle, v4010),
+                      GWSIM_RT_PARAMS(cudaIpcOpenMemHandle, v4010){devPtr, handle, flags}, [&] {
+                        CUipcMemHandle h{};
+                        std::memcpy(&h, &handle, sizeof(h));
+                        return AddressOut(devPtr, [&](CUdeviceptr* p) {
+                          return Drv().cuIpcOpenMemHandle_v2(p, h, flags);
+                        });
+                      });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void* devPtr) {
+  return TraceRuntime(
+      GWSIM_RT(cudaIpcCloseMemHandle, v4010), GWSIM_RT_PARAMS(cudaIpcCloseMemHandle, v4010){devPtr},
+      [&] { return WithContext([&] { return Drv().cuIpcCloseMemHandle(Dev(devPtr)); }); });
 }

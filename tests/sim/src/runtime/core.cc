@@ -226,6 +226,7 @@ constexpr std::pair<CUresult, cudaError_t> kDriverToRuntimeErrors[] = {
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cudaErrorHostMemoryNotRegistered},
     {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, cudaErrorPeerAccessAlreadyEnabled},
     {CUDA_ERROR_NOT_SUPPORTED, cudaErrorNotSupported},
+    {CUDA_ERROR_MAP_FAILED, cudaErrorMapBufferObjectFailed},
     {CUDA_ERROR_NOT_PERMITTED, cudaErrorNotPermitted},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cudaErrorStreamCaptureUnsupported},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cudaErrorStreamCaptureInvalidated},

@@ -1,0 +1,190 @@
+// `gpuwatch report`'s text sections read from the report's JSON as it is
+// (report_text.h).
+#include "tools/report_text.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "libgpuwatch/report/format.h"
+#include "libgpuwatch/symbolize/symbolizer.h"
+
+namespace gpuwatch::tools {
+
+// "function (file:line)", "function (module)" or "module".
+std::string FrameText(const ReportFrame& f) {
+  const std::string& function = f.function;
+  std::string where;
+  if (!f.file.empty() && f.line != 0) {
+    where = std::string(Basename(f.file)) + ":" + std::to_string(f.line);
+  } else {
+    where = std::string(Basename(f.module));
+  }
+  if (function.empty()) return where.empty() ? "??" : where;
+  return where.empty() ? function : function + " (" + where + ")";
+}
+
+// libc's frames below main: never worth a line.
+bool IsStartupFrame(const ReportFrame& f) {
+  const std::string& function = f.function;
+  return function.rfind("__libc_start", 0) == 0 || function == "_start";
+}
+
+std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes) {
+  std::vector<std::string> out;
+  for (const CounterNote& note : notes) {
+    const uint64_t n =
+        U64(counters, note.key) + (note.second != nullptr ? U64(counters, note.second) : 0);
+    if (n != 0) out.push_back(CountOf(n, note.one, note.many) + note.says);
+  }
+  return out;
+}
+
+void PrintTransfers(const json& doc, Printer* p) {
+  const json& transfers = Sub(doc, "transfers");
+  p->Blank();
+  if (!transfers.is_object()) {
+    // Reports without a transfers section: the copy counts from the totals.
+    const json& copies = Sub(Sub(doc, "totals"), "copies");
+    if (!copies.is_object() || copies.empty()) {
+      p->Line("Transfers: none.");
+      return;
+    }
+    std::string line = "Transfers:";
+    for (const auto& [direction, c] : copies.items()) {
+      line += " " + direction + " " + CountOf(U64(c, "count"), "copy", "copies") + " (" +
+              FormatBytes(U64(c, "bytes")) + ")";
+    }
+    p->Line(line);
+    return;
+  }
+  p->Line("Transfers:");
+  // Per direction, over the host memory kinds.
+  struct Direction {
+    std::string name;
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+    uint64_t duration_ns = 0;
+    uint64_t timed_bytes = 0;
+    std::string hosts;
+  };
+  std::vector<Direction> directions;
+  const json& totals = Sub(transfers, "totals");
+  if (totals.is_array()) {
+    for (const json& t : totals) {
+      const std::string name = Str(t, "direction");
+      auto it = std::find_if(directions.begin(), directions.end(),
+                             [&](const Direction& d) { return d.name == name; });
+      if (it == directions.end()) {
+        directions.emplace_back();
+        directions.back().name = name;
+        it = directions.end() - 1;
+      }
+      it->count += U64(t, "count");
+      it->bytes += U64(t, "bytes");
+      it->duration_ns += U64(t, "duration_ns");
+      if (U64(t, "duration_ns") != 0) it->timed_bytes += U64(t, "bytes");
+      const std::string host = Str(t, "host");
+      if (!host.empty() && host != "device" && host != "unknown") {
+        it->hosts += (it->hosts.empty() ? "" : ", ") + host + " " + std::to_string(U64(t, "count"));
+      }
+    }
+  }
+  for (const Direction& d : directions) {
+    std::string line =
+        "  " + Printer::Pad(d.name, 7) + "  " + Printer::Pad(std::to_string(d.count), 7) +
+        (d.count == 1 ? " copy    " : " copies  ") + Printer::Pad(FormatBytes(d.bytes), 10);
+    if (d.duration_ns != 0) {
+      char buf[48];
+      std::snprintf(buf, sizeof(buf), "  %.1f GB/s",
+                    static_cast<double>(d.timed_bytes) / static_cast<double>(d.duration_ns));
+      line += buf;
+    } else {
+      line += "  not timed";
+    }
+    if (!d.hosts.empty()) line += "  (" + d.hosts + ")";
+    p->Line(line);
+  }
+  if (const uint64_t unmatched = U64(transfers, "unmatched_records"); unmatched != 0) {
+    p->Line("  " + CountOf(unmatched, "activity record", "activity records") +
+            " joined no call (each copy is counted once, from its call; those calls are untimed)");
+  }
+  const json& sites = Sub(transfers, "sites");
+  if (sites.is_array() && !sites.empty()) {
+    p->Line("  by site:");
+    for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
+      p->Site(FormatBytes(U64(sites[i], "bytes")), std::to_string(U64(sites[i], "count")),
+              SiteOf(sites[i]));
+    }
+    p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+  }
+  const json& findings = Sub(transfers, "findings");
+  if (findings.is_array() && !findings.empty()) {
+    p->Line("  findings:");
+    for (size_t i = 0; i < findings.size() && i < p->top(); ++i) {
+      p->Line("  - " + Str(findings[i], "message"));
+      if (!Str(findings[i], "advice").empty()) p->Line("    " + Str(findings[i], "advice"));
+    }
+  }
+}
+
+void PrintPhases(const json& doc, Printer* p) {
+  const json& phases = Sub(doc, "phases");
+  const json& paths = Sub(phases, "paths");
+  if (!paths.is_array() || paths.empty()) return;
+  p->Blank();
+  if (Str(doc, "trigger") == "merge") {
+    p->Line("Memory by phase (peak: the highest of any one process, device memory while open,");
+    p->Line("nested phases included; allocated, live and copied: in the phase itself, summed):");
+  } else {
+    p->Line("Memory by phase (peak: device memory while open, nested phases included; allocated,");
+    p->Line("live and copied: in the phase itself):");
+  }
+  p->Line("        peak   allocated  allocs        live      copied  phase");
+  const size_t shown = std::min(paths.size(), 3 * p->top());
+  for (size_t i = 0; i < shown; ++i) {
+    const json& e = paths[i];
+    uint64_t copied = 0;
+    if (const json& copies = Sub(e, "copies"); copies.is_object()) {
+      for (const auto& [direction, c] : copies.items()) copied += U64(c, "bytes");
+    }
+    const std::string path = Str(e, "path");
+    const uint64_t depth = std::max<uint64_t>(U64(e, "depth"), 1);
+    const size_t slash = path.rfind('/');
+    std::string line = "  " + Printer::Pad(FormatBytes(U64(e, "peak_bytes")), 10) + "  " +
+                       Printer::Pad(FormatBytes(U64(e, "alloc_bytes")), 10) + "  " +
+                       Printer::Pad(std::to_string(U64(e, "allocs")), 6) + "  " +
+                       Printer::Pad(FormatBytes(U64(e, "live_bytes")), 10) + "  " +
+                       Printer::Pad(FormatBytes(copied), 10) + "  " +
+                       std::string(2 * (depth - 1), ' ') +
+                       (slash == std::string::npos ? path : path.substr(slash + 1));
+    std::string peak;
+    if (const json& site = Sub(e, "peak_site"); site.is_object()) {
+      peak = "peak at " + Str(site, "location");
+    }
+    if (const std::string process = PhasePeakProcess(e); !process.empty()) {
+      peak += std::string(peak.empty() ? "peak" : "") + " in " + process;
+    }
+    if (const json& top = Sub(e, "peak_top_site"); top.is_object()) {
+      peak += std::string(peak.empty() ? "" : "; ") + "most held by " + Str(top, "location") +
+              ", " + FormatBytes(U64(top, "bytes"));
+    }
+    if (!peak.empty()) line += "  (" + peak + ")";
+    p->Line(line);
+  }
+  p->More(shown, paths.size(), "phases");
+  static constexpr CounterNote kNotes[] = {
+      {"unbalanced_pops", nullptr, "pop", "pops", " with no range open"},
+      {"open_at_thread_exit", nullptr, "range", "ranges", " left open when a thread ended"},
+      {"unmatched_ends", nullptr, "range end", "range ends", " of no open start/end range"},
+      {"ranges_not_tracked", nullptr, "start/end range", "start/end ranges",
+       " past 64 open at once, not tracked"},
+      {"too_deep", nullptr, "range", "ranges", " nested too deep (counted in the one above)"},
+      {"names_dropped", "paths_dropped", "range", "ranges", " past the limits, under \"(other)\""},
+  };
+  for (const std::string& note : CounterNotes(phases, kNotes)) p->Line("  " + note);
+}
+
+}  // namespace gpuwatch::tools

@@ -1,0 +1,82 @@
+// `gpuwatch report`'s text form: the printer every section is written with,
+// and the sections read from a report's JSON as it is (transfers, phases).
+// For report_command.cc; report_text.cc holds the sections.
+#ifndef GPUWATCH_TOOLS_REPORT_TEXT_H_
+#define GPUWATCH_TOOLS_REPORT_TEXT_H_
+
+#include <algorithm>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tools/report_reader.h"
+
+namespace gpuwatch::tools {
+
+// "function (file:line)", "function (module)" or "module".
+std::string FrameText(const ReportFrame& f);
+
+// libc's frames below main: never worth a line.
+bool IsStartupFrame(const ReportFrame& f);
+
+class Printer {
+ public:
+  Printer(FILE* out, int top) : out_(out), top_(static_cast<size_t>(std::max(top, 1))) {}
+
+  void Line(const std::string& text) { std::fprintf(out_, "%s\n", text.c_str()); }
+  void Blank() { std::fputc('\n', out_); }
+  size_t top() const { return top_; }
+
+  // "   2.0 MiB       8  leaky_loop.cu:37  AllocateHistory()" and, below it,
+  // up to two callers.
+  void Site(const std::string& bytes, const std::string& count, const ReportSite& site,
+            const std::string& tag = "") {
+    std::string text = "  " + Pad(bytes, 10) + "  " + Pad(count, 7) + "  ";
+    if (!tag.empty()) text += "[" + tag + "] ";
+    text += Describe(site);
+    Line(text);
+    const std::vector<ReportFrame>& frames = site.frames;
+    for (size_t i = 1, shown = 0; i < frames.size() && shown < 2; ++i) {
+      if (IsStartupFrame(frames[i])) break;
+      Line(std::string(25, ' ') + "<- " + FrameText(frames[i]));
+      ++shown;
+    }
+  }
+
+  void More(size_t shown, size_t total, const char* what) {
+    if (total > shown) {
+      Line("  ... and " + std::to_string(total - shown) + " more " + what +
+           " (--top to show more)");
+    }
+  }
+
+  static std::string Pad(const std::string& s, size_t width) {
+    return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+  }
+
+ private:
+  FILE* out_;
+  size_t top_;
+};
+
+// Notes on a section's counters: "N <one or many><says>" for each that is not
+// 0, `second` (when not null) counted with `key`.
+struct CounterNote {
+  const char* key;
+  const char* second;
+  const char* one;
+  const char* many;
+  const char* says;
+};
+std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes);
+
+// Copies by direction, host memory and site, and the findings.
+void PrintTransfers(const json& doc, Printer* p);
+
+// Memory by phase, as a tree: each path under the one it is nested in.
+void PrintPhases(const json& doc, Printer* p);
+
+}  // namespace gpuwatch::tools
+
+#endif  // GPUWATCH_TOOLS_REPORT_TEXT_H_
