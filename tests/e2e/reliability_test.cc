@@ -169,6 +169,13 @@ TEST(Reliability, StandardDescriptorsClosedAtStartStayTheHosts) {
 // destructors that allocate (std::terminate: status 134), and libdw, out of
 // memory, ended the process with status 1.
 TEST(Reliability, AHostAtItsMemoryLimitKeepsItsStatus) {
+#ifdef GPUWATCH_TEST_SANITIZER_RUNTIME
+  // ASan's allocator does not fail an allocation under RLIMIT_AS: it stops
+  // the process, and its own stack printer then waits for ever on a lock it
+  // holds (seen with gcc 12's runtime). That measures the sanitizer, not
+  // gpuwatch; the normal build runs this test.
+  GTEST_SKIP() << "a sanitizer's allocator cannot run at a memory limit";
+#endif
   int written = 0;
   for (int headroom_kib = 0; headroom_kib <= 32 << 10; headroom_kib += 1 << 10) {
     const std::string mode = std::to_string(headroom_kib) + " KiB left";
