@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <new>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -169,6 +170,9 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "gpuwatch: out of memory (the machine's or this process's limit)\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpuwatch: %s\n", e.what());
     return 2;

@@ -70,39 +70,44 @@ class Writer {
     } else {
       FromTimeline();
     }
-    json out = {{"traceEvents", std::move(events_)},
-                {"displayTimeUnit", "ns"},
-                {"otherData",
-                 {{"generator", "gpuwatch report --format perfetto"},
-                  {"source", source_},
-                  {"trigger", Str(doc_, "trigger")},
-                  {"clock", "microseconds since gpuwatch attached"}}}};
-    return out.dump() + "\n";
+    const json other = {{"generator", "gpuwatch report --format perfetto"},
+                        {"source", source_},
+                        {"trigger", Str(doc_, "trigger")},
+                        {"clock", "microseconds since gpuwatch attached"}};
+    std::string out = std::move(events_);
+    out += "],\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + "}\n";
+    return out;
   }
 
  private:
+  // Each event is written out as it is made: a trace of a million events
+  // holds its text, not a million JSON objects (issue 30 item 8).
+  void Emit(const json& event) {
+    if (events_.back() != '[') events_ += ',';
+    events_ += event.dump();
+  }
+
   void ProcessName() {
     const std::string command = CommandLine(doc_);
-    events_.push_back(
-        {{"ph", "M"},
-         {"name", "process_name"},
-         {"pid", pid_},
-         {"tid", 0},
-         {"args", {{"name", command.empty() ? "gpuwatch" : "gpuwatch: " + command}}}});
+    Emit({{"ph", "M"},
+          {"name", "process_name"},
+          {"pid", pid_},
+          {"tid", 0},
+          {"args", {{"name", command.empty() ? "gpuwatch" : "gpuwatch: " + command}}}});
   }
 
   void ThreadName(int tid, const std::string& name) {
-    events_.push_back({{"ph", "M"},
-                       {"name", "thread_name"},
-                       {"pid", pid_},
-                       {"tid", tid},
-                       {"args", {{"name", name}}}});
+    Emit({{"ph", "M"},
+          {"name", "thread_name"},
+          {"pid", pid_},
+          {"tid", tid},
+          {"args", {{"name", name}}}});
     // Keep the tracks in the order they were made, the instants on top.
-    events_.push_back({{"ph", "M"},
-                       {"name", "thread_sort_index"},
-                       {"pid", pid_},
-                       {"tid", tid},
-                       {"args", {{"sort_index", tid}}}});
+    Emit({{"ph", "M"},
+          {"name", "thread_sort_index"},
+          {"pid", pid_},
+          {"tid", tid},
+          {"args", {{"sort_index", tid}}}});
   }
 
   // The track of copies or kernels on one device and stream.
@@ -131,35 +136,35 @@ class Writer {
   }
 
   void Counter(const std::string& name, uint64_t time_ns, uint64_t bytes) {
-    events_.push_back({{"ph", "C"},
-                       {"name", name},
-                       {"pid", pid_},
-                       {"tid", 0},
-                       {"ts", Micros(time_ns)},
-                       {"args", {{"bytes", bytes}}}});
+    Emit({{"ph", "C"},
+          {"name", name},
+          {"pid", pid_},
+          {"tid", 0},
+          {"ts", Micros(time_ns)},
+          {"args", {{"bytes", bytes}}}});
   }
 
   void Instant(const std::string& name, const char* category, uint64_t time_ns, json args) {
-    events_.push_back({{"ph", "i"},
-                       {"s", "t"},
-                       {"name", name},
-                       {"cat", category},
-                       {"pid", pid_},
-                       {"tid", kEventsTid},
-                       {"ts", Micros(time_ns)},
-                       {"args", std::move(args)}});
+    Emit({{"ph", "i"},
+          {"s", "t"},
+          {"name", name},
+          {"cat", category},
+          {"pid", pid_},
+          {"tid", kEventsTid},
+          {"ts", Micros(time_ns)},
+          {"args", std::move(args)}});
   }
 
   void Slice(const std::string& name, const char* category, int tid, uint64_t start_ns,
              uint64_t end_ns, json args) {
-    events_.push_back({{"ph", "X"},
-                       {"name", name},
-                       {"cat", category},
-                       {"pid", pid_},
-                       {"tid", tid},
-                       {"ts", Micros(start_ns)},
-                       {"dur", Micros(end_ns > start_ns ? end_ns - start_ns : 0)},
-                       {"args", std::move(args)}});
+    Emit({{"ph", "X"},
+          {"name", name},
+          {"cat", category},
+          {"pid", pid_},
+          {"tid", tid},
+          {"ts", Micros(start_ns)},
+          {"dur", Micros(end_ns > start_ns ? end_ns - start_ns : 0)},
+          {"args", std::move(args)}});
   }
 
   void FromTrace(const json& trace) {
@@ -316,7 +321,7 @@ class Writer {
 
   const json& doc_;
   uint64_t pid_ = 1;
-  json events_ = json::array();
+  std::string events_ = "{\"traceEvents\":[";  // the document so far
   std::string source_;
   std::map<std::tuple<std::string, int64_t, uint64_t>, int> tracks_;
 };

@@ -407,7 +407,10 @@ int Render(const Report& r, const ReportOptions& options, FILE* out) {
 int ReportCommand(const ReportOptions& options, FILE* out) {
   Report r;
   std::string error;
-  if (!ReadReport(options.file, &r, &error)) {
+  const bool with_trace =
+      options.format == "json" || options.format == "perfetto" || options.format == "html";
+  if (!ReadReport(options.file, &r, &error,
+                  with_trace ? TraceSection::kKeep : TraceSection::kSkip)) {
     std::fprintf(stderr, "gpuwatch report: %s\n", error.c_str());
     return 2;
   }

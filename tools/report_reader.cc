@@ -46,7 +46,7 @@ bool ReadWholeFile(const std::string& path, std::string* text, std::string* erro
 
 }  // namespace
 
-bool ReadReport(const std::string& path, Report* out, std::string* error) {
+bool ReadReport(const std::string& path, Report* out, std::string* error, TraceSection trace) {
   std::string text;
   if (!ReadWholeFile(path, &text, error)) return false;
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
@@ -57,9 +57,17 @@ bool ReadReport(const std::string& path, Report* out, std::string* error) {
     *error = path + ": not a gpuwatch report: " + deep;
     return false;
   }
+  // Returning false for the top-level key "trace" drops it with its value as
+  // it is parsed: the parser reads past it and keeps nothing.
+  const json::parser_callback_t keep = [trace](int depth, json::parse_event_t event,
+                                               const json& parsed) {
+    return trace == TraceSection::kKeep || depth != 1 || event != json::parse_event_t::key ||
+           parsed != report_key::kTrace;
+  };
   json doc;
   try {
-    doc = json::parse(text);
+    doc = json::parse(text, keep);
+    std::string().swap(text);
   } catch (const json::out_of_range& e) {
     // A number beyond a double's range, e.g. 1e999 (out_of_range.406).
     std::string what = e.what();

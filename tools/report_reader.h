@@ -32,7 +32,14 @@ struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
 // one line that names the file and the problem: unreadable, empty, truncated
 // JSON, not JSON, not a gpuwatch report (foreign schema), a newer version,
 // or a missing section.
-bool ReadReport(const std::string& path, Report* out, std::string* error);
+//
+// The event trace (`trace`, up to a million events: most of a large
+// report's bytes) is kept only when asked for (`--format json`, `perfetto`,
+// `html`); without it, a report is read in little more memory than its text
+// (docs/reliability.md, "Reading large reports").
+enum class TraceSection { kSkip, kKeep };
+bool ReadReport(const std::string& path, Report* out, std::string* error,
+                TraceSection trace = TraceSection::kSkip);
 
 // report_schema.h's: every site gets its `frames` back from the frame table,
 // so that the subcommands read one shape. ReadReport does it.

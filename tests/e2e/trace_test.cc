@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -235,6 +236,70 @@ TEST(EventTrace, WithoutATraceTheCounterComesFromTheTimeline) {
   ASSERT_EQ(peak.size(), 1u);
   EXPECT_EQ(peak[0]["args"]["device_bytes"], 5 * kMiB);
   EXPECT_TRUE(Events(trace, "X").empty());
+}
+
+// A report whose trace is full (GPUWATCH_TRACE_EVENTS' largest ring,
+// 1,048,576 events, ~32 MB) is read by every command in memory in
+// proportion to what it needs, under a data limit (`ulimit -d`) that makes a
+// command over it fail: `report`, `check`, `diff` and `merge` need no trace
+// and read the file in little more than its size (they held the whole trace
+// as JSON: ~7 times the file); `--format perfetto` writes its events out as
+// it makes them (it held each as a JSON object first: ~40 times the file).
+TEST(EventTrace, AFullTraceIsReadInMemoryInProportionToWhatACommandNeeds) {
+#ifdef GPUWATCH_TEST_SANITIZER_RUNTIME
+  GTEST_SKIP() << "a sanitizer's shadow memory and quarantine are beyond a data limit";
+#endif
+  ScopedTempDir dir;
+  std::string path;
+  json report = RunProgram(dir, {}, &path);
+  ASSERT_TRUE(report.is_object());
+  constexpr int kEvents = 1 << 20;
+  // The device's memory after each allocation and free of a long run, in
+  // place of the program's own events; the text is made directly (a JSON
+  // array of a million arrays would take the test seconds).
+  const int64_t start = report["process"]["elapsed_ns"];
+  report["trace"]["events"] = "@EVENTS@";
+  report["trace"]["recorded"] = kEvents;
+  std::string events = "[";
+  for (int i = 0; i < kEvents; ++i) {
+    if (i != 0) events += ',';
+    events +=
+        "[\"mem\"," + std::to_string(start + i) + ",0," + std::to_string((i % 64) << 12) + "]";
+  }
+  events += ']';
+  std::string text = report.dump();
+  text.replace(text.find("\"@EVENTS@\""), 10, events);
+  const std::string big = dir.path() + "/big.json";
+  {
+    std::ofstream out(big, std::ios::binary);
+    out << text;
+  }
+  const uint64_t size = text.size();
+  ASSERT_GT(size, 20u << 20);
+
+  const auto limited = [&](uint64_t limit, std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c",
+                                     "ulimit -d " + std::to_string(limit >> 10) + " && exec \"$@\"",
+                                     "sh", kCli};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, {}, dir.path());
+  };
+  const uint64_t reading = 2 * size + (32u << 20);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"report", big},
+                                               {"check", big, "--max-leak", "1GiB"},
+                                               {"diff", big, big},
+                                               {"merge", big, "-o", dir.path() + "/merged.json"}}) {
+    const ProcessResult r = limited(reading, args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+  }
+  const std::string perfetto = dir.path() + "/trace.json";
+  const ProcessResult r =
+      limited(24 * size, {"report", big, "--format", "perfetto", "-o", perfetto});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json trace = ReadJson(perfetto);
+  ASSERT_TRUE(trace.is_object());
+  // Each memory event is a counter.
+  EXPECT_EQ(Events(trace, "C").size(), static_cast<size_t>(kEvents));
 }
 
 }  // namespace

@@ -72,6 +72,31 @@ constexpr char kMinimal[] =
 
 TEST_F(ReadReportTest, AcceptsAMinimalReport) { EXPECT_EQ(Error(kMinimal), ""); }
 
+// The event trace is read only when asked for; nothing else is dropped (a
+// section's own "trace" key, deeper down, stays), and a bad number inside
+// the trace is refused either way, so every command gives the same verdict.
+TEST_F(ReadReportTest, TheTraceIsKeptOnlyWhenAskedFor) {
+  const std::string path = dir_ + "/r.json";
+  std::ofstream(path) << R"({"schema": "gpuwatch-report", "version": 2, "totals": {},
+      "leaks": {"device": {}}, "sites": [], "label": "x", "lifecycle": {"trace": 7},
+      "trace": {"capacity": 4, "events": [["mem", 1, 0, 4096]]}})";
+  Report skipped;
+  Report kept;
+  std::string error;
+  ASSERT_TRUE(ReadReport(path, &skipped, &error)) << error;
+  ASSERT_TRUE(ReadReport(path, &kept, &error, TraceSection::kKeep)) << error;
+  EXPECT_FALSE(skipped.doc.contains("trace"));
+  EXPECT_EQ(skipped.doc["lifecycle"]["trace"], 7);
+  EXPECT_EQ(skipped.doc["label"], "x");
+  EXPECT_EQ(kept.doc["trace"]["events"], json::parse(R"([["mem", 1, 0, 4096]])"));
+  kept.doc.erase("trace");
+  EXPECT_EQ(kept.doc, skipped.doc);
+  std::ofstream(path) << R"({"schema": "gpuwatch-report", "version": 2, "totals": {},
+      "leaks": {"device": {}}, "sites": [], "trace": {"events": [["mem", 1e999]]}})";
+  EXPECT_FALSE(ReadReport(path, &skipped, &error));
+  EXPECT_NE(error.find("a number is out of range"), std::string::npos) << error;
+}
+
 TEST_F(ReadReportTest, NamesEachProblem) {
   const std::string minimal = kMinimal;
   EXPECT_EQ(Error(""), "empty file (was the process killed before it wrote its report?)");
