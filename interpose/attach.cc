@@ -44,6 +44,7 @@
 #include "interpose/nvtx.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/config.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/version.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
@@ -53,7 +54,12 @@
 namespace gpuwatch {
 
 Agent& GetAgent() {
-  static Agent* agent = new Agent();  // leaked on purpose: exit order cannot bite
+  static Agent* agent = [] {
+    auto* made = new Agent();  // leaked on purpose: exit order cannot bite
+    fork_locks::AddLeaf(&made->pending_mu, "the report queue");
+    fork_locks::AddLeaf(&made->mark_scan_mu, "the mark's scan");
+    return made;
+  }();
   return *agent;
 }
 

@@ -9,6 +9,7 @@
 #include "interpose/copy_readers.h"
 #include "interpose/cupti_loader.h"
 #include "libgpuwatch/base/enum_names.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
@@ -328,7 +329,11 @@ struct ArrayShapes {
 };
 
 ArrayShapes& Arrays() {
-  static auto* arrays = new ArrayShapes();  // never destroyed, like every table of gpuwatch
+  static auto* arrays = [] {
+    auto* made = new ArrayShapes();  // never destroyed, like every table of gpuwatch
+    fork_locks::AddLeaf(&made->mu, "CUDA arrays' element sizes");
+    return made;
+  }();
   return *arrays;
 }
 

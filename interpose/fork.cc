@@ -3,7 +3,6 @@
 #include "interpose/fork.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,32 +16,34 @@
 #include "interpose/live.h"
 #include "interpose/reports.h"
 #include "libgpuwatch/base/fds.h"
+#include "libgpuwatch/base/fork_locks.h"
 
 namespace gpuwatch {
 namespace {
 
 // fork() while another thread is inside gpuwatch must not leave the child
-// with a lock held forever: take every lock around the fork. That includes
-// locks that are not ours: an allocator without fork handlers of its own
-// (GCC 12's ASan allocator, for one) leaves the child a lock held forever if
-// the background thread was allocating at the fork. So the thread is first
+// with a lock held forever: the one fork protocol (libgpuwatch/base/
+// fork_locks.h) takes every lock around the fork, the agent's part here. That
+// includes locks that are not ours: an allocator without fork handlers of its
+// own (GCC 12's ASan allocator, for one) leaves the child a lock held forever
+// if the background thread was allocating at the fork. So the thread is first
 // brought to a point where it allocates nothing: started, and waiting in
 // poll() (it holds bg_mu otherwise). The host's own threads are the host's
 // business.
-void ForkPrepare() {
+bool LockAgent() {
   Agent& s = GetAgent();
-  if (!s.active.load()) return;
+  if (!s.active.load()) return false;
   std::unique_lock<std::mutex> background(s.bg_mu);
   s.bg_started.wait(background, [&s] { return !s.bg_starting; });
-  background.release();  // held until ForkRelease
+  background.release();  // held until UnlockAgent
   mux::LockForFork();
   s.report_mu.lock();
   s.session->LockForFork();
+  return true;
 }
 
-void ForkRelease() {
+void UnlockAgent() {
   Agent& s = GetAgent();
-  if (!s.active.load()) return;
   s.session->UnlockAfterFork();
   s.report_mu.unlock();
   mux::UnlockAfterFork();
@@ -78,10 +79,9 @@ void RenewPipe(int fds[2]) {
 // own (Session::StartChildRecording; the parent's copy is left untouched and
 // unused) and a report path of its own. Threads do not survive fork(),
 // so the background thread is started again, on a pipe of the child's own.
-void ForkChild() {
+// Every lock is free again by now.
+void RestartInChild() {
   Agent& s = GetAgent();
-  if (!s.active.load()) return;
-  ForkRelease();
   s.session->StartChildRecording();  // the callbacks and activity records see it at once
   s.snapshots.store(0);
   s.ooms.store(0);
@@ -106,6 +106,12 @@ void ForkChild() {
 
 }  // namespace
 
-void InstallForkHandlers() { pthread_atfork(ForkPrepare, ForkRelease, ForkChild); }
+void InstallForkHandlers() {
+  fork_locks::AgentSteps steps;
+  steps.lock = &LockAgent;
+  steps.unlock = &UnlockAgent;
+  steps.restart_in_child = &RestartInChild;
+  fork_locks::SetAgentSteps(steps);
+}
 
 }  // namespace gpuwatch

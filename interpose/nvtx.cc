@@ -24,6 +24,8 @@
 #include <mutex>
 #include <type_traits>
 
+#include "interpose/nvtx_names.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 
@@ -52,7 +54,9 @@ struct ThreadPhases {
   PhaseStack stack;
   bool watched = false;
 };
-thread_local ThreadPhases t_phases;
+// Read by every allocation callback (CurrentPhase): initial-exec, with a
+// constant initializer, so that no TLS wrapper runs.
+constinit thread_local ThreadPhases t_phases __attribute__((tls_model("initial-exec")));
 
 pthread_key_t g_exit_key;
 void OnThreadExit(void* stack) { ProcessPhases().ThreadExit(*static_cast<PhaseStack*>(stack)); }
@@ -72,46 +76,14 @@ void Push(uint32_t name, uint32_t domain) {
 
 // A range's name: its text, cut to kMaxPhaseNameBytes, prefixed with its
 // domain's name ("domain:text") outside the default domain.
-class NameBuffer {
- public:
-  explicit NameBuffer(uint32_t domain) {
-    if (domain == 0) return;
-    Domains& d = TheDomains();
-    if (domain <= d.used.load(std::memory_order_acquire)) Append(d.names[domain]);
-    Append(":");
-  }
-  void Append(std::string_view s) {
-    const size_t n = std::min(s.size(), sizeof(text_) - 1 - size_);
-    std::memcpy(text_ + size_, s.data(), n);
-    size_ += n;
-  }
-  void AppendWide(const wchar_t* s) {
-    // UTF-8, enough for names; what does not fit is cut.
-    for (; s != nullptr && *s != 0 && size_ + 4 < sizeof(text_); ++s) {
-      const auto c = static_cast<uint32_t>(static_cast<std::make_unsigned_t<wchar_t>>(*s));
-      if (c < 0x80) {
-        text_[size_++] = static_cast<char>(c);
-      } else if (c < 0x800) {
-        text_[size_++] = static_cast<char>(0xc0 | c >> 6);
-        text_[size_++] = static_cast<char>(0x80 | (c & 0x3f));
-      } else if (c < 0x10000) {
-        text_[size_++] = static_cast<char>(0xe0 | c >> 12);
-        text_[size_++] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-        text_[size_++] = static_cast<char>(0x80 | (c & 0x3f));
-      } else {
-        text_[size_++] = static_cast<char>(0xf0 | ((c >> 18) & 0x07));
-        text_[size_++] = static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-        text_[size_++] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-        text_[size_++] = static_cast<char>(0x80 | (c & 0x3f));
-      }
-    }
-  }
-  std::string_view view() const { return {text_, size_}; }
-
- private:
-  char text_[kMaxPhaseNameBytes + 1];  // NOLINT: filled up to size_, never read past it
-  size_t size_ = 0;
-};
+NameBuffer NameIn(uint32_t domain) {
+  NameBuffer name;
+  if (domain == 0) return name;
+  Domains& d = TheDomains();
+  if (domain <= d.used.load(std::memory_order_acquire)) name.Append(d.names[domain]);
+  name.Append(":");
+  return name;
+}
 
 // NVTX's handles are opaque to the program: ours are small integers, a
 // registered string's its name id, a domain's its index.
@@ -157,48 +129,6 @@ Fn Next(Slot slot) {
   return reinterpret_cast<Fn>(g_next[slot].load(std::memory_order_acquire));
 }
 
-// The other tool's handles to gpuwatch's ids: lock-free lookups, a mutex to
-// add (creation and registration are rare).
-class HandleMap {
- public:
-  void Put(const void* handle, uint32_t id) {
-    const auto key = reinterpret_cast<uintptr_t>(handle);
-    if (key == 0) return;
-    std::lock_guard<Mutex> lock(mu_);
-    for (size_t i = SlotOf(key), n = 0; n < kSlots; i = (i + 1) % kSlots, ++n) {
-      const uintptr_t k = slots_[i].key.load(std::memory_order_relaxed);
-      if (k == key || k == 0) {
-        slots_[i].id.store(id, std::memory_order_relaxed);
-        slots_[i].key.store(key, std::memory_order_release);
-        return;
-      }
-    }  // full: the handle stays unknown
-  }
-  // 0 when `handle` is not one the map holds.
-  uint32_t Get(const void* handle) const {
-    const auto key = reinterpret_cast<uintptr_t>(handle);
-    if (key == 0 || !used_.load(std::memory_order_relaxed)) return 0;
-    for (size_t i = SlotOf(key), n = 0; n < kSlots; i = (i + 1) % kSlots, ++n) {
-      const uintptr_t k = slots_[i].key.load(std::memory_order_acquire);
-      if (k == key) return slots_[i].id.load(std::memory_order_relaxed);
-      if (k == 0) return 0;
-    }
-    return 0;
-  }
-  void MarkUsed() { used_.store(true, std::memory_order_relaxed); }
-  Mutex& mutex() { return mu_; }  // for fork
-
- private:
-  static constexpr size_t kSlots = 8192;
-  static size_t SlotOf(uintptr_t key) { return (key * 0x9E3779B97F4A7C15ull >> 40) % kSlots; }
-  struct Entry {
-    std::atomic<uintptr_t> key{0};
-    std::atomic<uint32_t> id{0};
-  };
-  std::unique_ptr<Entry[]> slots_{new Entry[kSlots]};
-  Mutex mu_;
-  std::atomic<bool> used_{false};
-};
 HandleMap& DomainMap() {
   static auto* map = new HandleMap();
   return *map;
@@ -228,7 +158,7 @@ uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
     // Interned, with its domain, when it was registered: no text to copy.
     if (const uint32_t id = NameOfHandle(a->message.registered); id != 0) return id;
   }
-  NameBuffer name(domain);
+  NameBuffer name = NameIn(domain);
   const bool ascii =
       valid && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr;
   const bool wide =
@@ -247,7 +177,7 @@ uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
 // outermost); a pop the depth of the range it closed, or a negative value
 // when none was open. Chained, the other tool's answer is returned.
 int NVTX_API RangePushA(const char* message) {
-  NameBuffer name(0);
+  NameBuffer name;
   name.Append(message != nullptr ? message : "(unnamed)");
   Push(ProcessPhases().InternName(name.view()), 0);
   if (const auto next = Next<int(NVTX_API*)(const char*)>(kPushA)) return next(message);
@@ -255,7 +185,7 @@ int NVTX_API RangePushA(const char* message) {
 }
 
 int NVTX_API RangePushW(const wchar_t* message) {
-  NameBuffer name(0);
+  NameBuffer name;
   name.AppendWide(message);
   Push(ProcessPhases().InternName(name.view()), 0);
   if (const auto next = Next<int(NVTX_API*)(const wchar_t*)>(kPushW)) return next(message);
@@ -296,13 +226,13 @@ int NVTX_API DomainRangePop(nvtxDomainHandle_t domain) {
 // gpuwatch chains to a tool that takes them, they are that tool's alone
 // (its range ids are what the program holds).
 nvtxRangeId_t NVTX_API RangeStartA(const char* message) {
-  NameBuffer name(0);
+  NameBuffer name;
   name.Append(message != nullptr ? message : "(unnamed)");
   return ProcessPhases().Start(ProcessPhases().InternName(name.view()));
 }
 
 nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* message) {
-  NameBuffer name(0);
+  NameBuffer name;
   name.AppendWide(message);
   return ProcessPhases().Start(ProcessPhases().InternName(name.view()));
 }
@@ -349,7 +279,7 @@ nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
 }
 
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
-  NameBuffer text(0);
+  NameBuffer text;
   text.AppendWide(name);
   const uint32_t index = CreateDomain(text.view());
   const auto next = Next<nvtxDomainHandle_t(NVTX_API*)(const wchar_t*)>(kCreateW);
@@ -368,7 +298,7 @@ nvtxStringHandle_t StringHandle(uint32_t id, nvtxStringHandle_t theirs) {
 }
 
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain, const char* string) {
-  NameBuffer name(DomainOf(domain));
+  NameBuffer name = NameIn(DomainOf(domain));
   name.Append(string != nullptr ? string : "(unnamed)");
   const uint32_t id = ProcessPhases().InternName(name.view());
   const auto next =
@@ -378,7 +308,7 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain, con
 
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t domain,
                                                   const wchar_t* string) {
-  NameBuffer name(DomainOf(domain));
+  NameBuffer name = NameIn(DomainOf(domain));
   name.AppendWide(string);
   const uint32_t id = ProcessPhases().InternName(name.view());
   const auto next =
@@ -581,7 +511,13 @@ void UnlockAfterFork() {
 PhaseTable& ProcessPhases() {
   static auto* table = [] {
     auto* made = new PhaseTable();  // never destroyed: ranges end during exit
-    pthread_atfork(&LockForFork, &UnlockAfterFork, &UnlockAfterFork);
+    fork_locks::Entry entry;
+    entry.lock = [](void*) { LockForFork(); };
+    entry.unlock = [](void*) { UnlockAfterFork(); };
+    entry.child = entry.unlock;
+    entry.tier = fork_locks::Tier::kOuter;
+    entry.name = "NVTX phases, domains and strings";
+    fork_locks::Add(entry);
     return made;
   }();
   return *table;
@@ -595,7 +531,7 @@ void* ChainedNvtxSymbol(const char* name) {
 }
 
 void PushPhase(std::string_view name) {
-  NameBuffer text(0);
+  NameBuffer text;
   text.Append(name);
   Push(ProcessPhases().InternName(text.view()), 0);
 }

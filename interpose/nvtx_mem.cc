@@ -27,6 +27,7 @@
 #include "interpose/callbacks.h"
 #include "interpose/guard.h"
 #include "interpose/nvtx.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
@@ -98,7 +99,7 @@ class RegionHandles {
   static RegionHandles& Get() {
     static RegionHandles* const handles = [] {
       auto* made = new RegionHandles();  // never destroyed: NVTX may call in during exit
-      pthread_atfork(&LockAll, &UnlockAll, &UnlockAll);
+      fork_locks::AddLeaf(&made->mu_, "NVTX region handles");
       return made;
     }();
     return *handles;
@@ -118,9 +119,6 @@ class RegionHandles {
   }
 
  private:
-  static void LockAll() { Get().mu_.lock(); }
-  static void UnlockAll() { Get().mu_.unlock(); }
-
   static constexpr size_t kMax = size_t{1} << 20;
   Mutex mu_;
   std::unordered_map<uint64_t, uint64_t> map_;  // guarded by mu_

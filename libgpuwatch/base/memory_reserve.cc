@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "libgpuwatch/base/fork_locks.h"
+
 namespace gpuwatch {
 
 namespace {
@@ -46,6 +48,8 @@ void ThrowIfOutOfMemory() {
 }
 
 MemoryReserve::MemoryReserve(int chunks, size_t chunk_bytes) {
+  static const bool kForkSafe = (fork_locks::AddLeaf(&g_mu, "the memory reserve"), true);
+  (void)kForkSafe;
   if (chunks > kMaxChunks || g_active.exchange(true)) return;  // one at a time
   {
     const std::lock_guard<std::mutex> lock(g_mu);

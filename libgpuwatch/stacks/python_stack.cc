@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/stacks/python_layouts.h"
 
@@ -498,7 +499,13 @@ void DoInit() {
   }
   // 256 Ki distinct (code object, instruction) pairs in at most 64 MiB.
   rt->table = new PyFrameTable(1u << 18, size_t{64} << 20);
-  pthread_atfork(LockTableForFork, UnlockTableAfterFork, ResetInFlightInChild);
+  fork_locks::Entry entry;
+  entry.lock = [](void*) { LockTableForFork(); };
+  entry.unlock = [](void*) { UnlockTableAfterFork(); };
+  entry.child = [](void*) { ResetInFlightInChild(); };
+  entry.tier = fork_locks::Tier::kOuter;
+  entry.name = "Python frames";
+  fork_locks::Add(entry);
   g_runtime.store(rt, std::memory_order_release);
   g_enabled.store(true, std::memory_order_release);
   if (rt->is_initialized() != 0 && rt->is_finalizing() == 0) RequestShutdownGuard(*rt);

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "libgpuwatch/base/enum_names.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
@@ -294,6 +295,7 @@ void RefreshToolModulesNamed(const char* const* prefixes, int count) {
 void InitUnwinder() {
   if (g_method.load(std::memory_order_acquire) >= 0) return;
   std::call_once(g_init_once, [] {
+    fork_locks::AddLeaf(&g_refresh_mu, "the unwinder's refresh");
     const internal::UnwinderFns fns = internal::LoadUnwinder(kLibunwindSoname);
     g_unw_backtrace.store(fns.unw_backtrace, std::memory_order_relaxed);
     g_method.store(static_cast<int>(fns.method), std::memory_order_release);

@@ -17,8 +17,10 @@
 #include "interpose/calls.h"
 #include "interpose/cupti_loader.h"
 #include "interpose/guard.h"
+#include "interpose/nvtx.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/session/session.h"
+#include "tests/unit/fork_check.h"
 
 namespace gpuwatch {
 namespace {
@@ -835,3 +837,24 @@ TEST_F(Switchboard, IpcOpeningsAreAnotherProcesssMemory) {
 
 }  // namespace
 }  // namespace gpuwatch
+
+namespace gpuwatch::testing {
+namespace {
+
+// The one fork protocol covers the interposition layer's own tables: the
+// arrays' element sizes (not taken around a fork before) and NVTX's names
+// and phases (a pthread_atfork of their own before). Each is held by another
+// thread in turn while this thread forks, and the child takes every lock.
+// (The agent's report queue and mark scan are registered the same way, in
+// libgpuwatch.so's attach.cc, which this test does not link.)
+TEST(Fork, EveryLockOfTheInterpositionLayerIsFreeInAForkedChild) {
+  (void)ArrayElementBytes(0);
+  (void)ProcessPhases();
+  for (const char* name : {"CUDA arrays' element sizes", "NVTX phases, domains and strings"}) {
+    EXPECT_TRUE(Registered(name)) << name;
+  }
+  ForkWhileEachIsHeld();
+}
+
+}  // namespace
+}  // namespace gpuwatch::testing
