@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/base/utf8.h"
 #include "libgpuwatch/record/phases.h"
 
 namespace gpuwatch {
@@ -28,24 +29,12 @@ class NameBuffer {
     size_ += n;
   }
   void AppendWide(const wchar_t* s) {
-    // UTF-8, enough for names; what does not fit is cut.
-    for (; s != nullptr && *s != 0 && size_ + 4 < sizeof(text_); ++s) {
+    // UTF-8, enough for names; from the first character that does not fit, cut.
+    for (; s != nullptr && *s != 0; ++s) {
       const auto c = static_cast<uint32_t>(static_cast<std::make_unsigned_t<wchar_t>>(*s));
-      if (c < 0x80) {
-        text_[size_++] = static_cast<char>(c);
-      } else if (c < 0x800) {
-        text_[size_++] = static_cast<char>(0xc0 | c >> 6);
-        text_[size_++] = static_cast<char>(0x80 | (c & 0x3f));
-      } else if (c < 0x10000) {
-        text_[size_++] = static_cast<char>(0xe0 | c >> 12);
-        text_[size_++] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-        text_[size_++] = static_cast<char>(0x80 | (c & 0x3f));
-      } else {
-        text_[size_++] = static_cast<char>(0xf0 | ((c >> 18) & 0x07));
-        text_[size_++] = static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-        text_[size_++] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-        text_[size_++] = static_cast<char>(0x80 | (c & 0x3f));
-      }
+      const size_t end = PutUtf8(c, text_, size_, sizeof(text_) - 1);
+      if (end == size_) break;
+      size_ = end;
     }
   }
   std::string_view view() const { return {text_, size_}; }

@@ -17,6 +17,7 @@
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/utf8.h"
 #include "libgpuwatch/stacks/python_layouts.h"
 
 namespace gpuwatch {
@@ -103,30 +104,6 @@ T Load(uintptr_t address) {
 
 bool HasType(uintptr_t object, uintptr_t type) {
   return object != 0 && Load<uintptr_t>(object + kObType) == type;
-}
-
-// Appends `cp` as UTF-8 if it fits.
-size_t PutUtf8(uint32_t cp, char* out, size_t at, size_t cap) {
-  char buf[4];
-  size_t n = 0;
-  if (cp < 0x80) {
-    buf[n++] = static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    buf[n++] = static_cast<char>(0xC0 | (cp >> 6));
-    buf[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    buf[n++] = static_cast<char>(0xE0 | (cp >> 12));
-    buf[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    buf[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    buf[n++] = static_cast<char>(0xF0 | ((cp >> 18) & 0x07));
-    buf[n++] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    buf[n++] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    buf[n++] = static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  if (at + n > cap) return at;
-  std::memcpy(out + at, buf, n);
-  return at + n;
 }
 
 // The UTF-8 bytes of a str object, up to `cap`; "?" for anything else. Reads
