@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Checks that libgpuwatch's folders include only the folders below them and
-that tools/ includes only what reading a report needs (libgpuwatch/README.md).
-Prints one line per offending include and exits 1; silent and 0 when clean.
+"""Checks the layers (libgpuwatch/README.md, interpose/README.md,
+tools/README.md): libgpuwatch's folders include only the folders below them
+and nothing of interpose/ or tools/; tools/ includes only what reading a
+report needs, never interpose/, and links no part of the core above report/;
+interpose's call registry (the gpuwatch_calls library) includes only itself,
+base/ and record/'s event types. Prints one line per offending include or
+link and exits 1; silent and 0 when clean.
 
   scripts/check-layers.py [SOURCE_DIR]
 """
@@ -25,6 +29,17 @@ TOOLS_MAY = {"base", "symbolize", "analysis", "report"}
 TOOLS_MAY_NOT = {"libgpuwatch/report/report.h", "libgpuwatch/report/report_sections.h",
                  "libgpuwatch/report/trace_json.h", "libgpuwatch/report/checkpoint.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(libgpuwatch/[^"]+)"', re.M)
+PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:interpose|tools)/[^"]+)"', re.M)
+# The call registry (interpose/CMakeLists.txt's gpuwatch_calls): the parse
+# step's files, which the benchmarks' null client and the GPU recorder link
+# without the rest of interpose/.
+CALLS_FILES = {"calls.cc", "calls.h", "call_readers.h", "copy_readers.h"}
+CALLS_MAY = {"interpose/" + f for f in CALLS_FILES} | {"interpose/cupti_loader.h"}
+CALLS_CORE_MAY = {"base", "record"}
+# What tools/ may link of the project's own libraries.
+TOOLS_LINK_MAY_NOT = {"gpuwatch", "gpuwatch_core", "gpuwatch_session", "gpuwatch_interpose",
+                      "gpuwatch_calls"}
+LINK = re.compile(r"target_link_libraries\(\s*gpuwatch_tools\b([^)]*)\)", re.S)
 
 
 def sources(top):
@@ -59,9 +74,52 @@ def main():
                 problems.append(f"{rel}: includes {inc}; tools/ reads reports and may include "
                                 f"only {', '.join(sorted(TOOLS_MAY))} (not the writer's "
                                 "headers)")
+    problems += project_includes(src) + calls_includes(src) + tools_links(src)
     for p in problems:
         print(p)
     return 1 if problems else 0
+
+
+def project_includes(src):
+    """libgpuwatch/ includes nothing of interpose/ or tools/; tools/ nothing of interpose/."""
+    problems = []
+    for top, may_not in (("libgpuwatch", ("interpose/", "tools/")), ("tools", ("interpose/",))):
+        for path in sources(os.path.join(src, top)):
+            rel = os.path.relpath(path, src)
+            for inc in PROJECT_INCLUDE.findall(open(path, encoding="utf-8").read()):
+                if inc.startswith(may_not):
+                    problems.append(f"{rel}: includes {inc}; {top}/ may not include "
+                                    f"{' or '.join(may_not)}")
+    return problems
+
+
+def calls_includes(src):
+    """The call registry includes only itself, cupti_loader.h, base/ and record/."""
+    problems = []
+    for f in sorted(CALLS_FILES):
+        rel = f"interpose/{f}"
+        text = open(os.path.join(src, rel), encoding="utf-8").read()
+        for inc in PROJECT_INCLUDE.findall(text):
+            if inc not in CALLS_MAY:
+                problems.append(f"{rel}: includes {inc}; the call registry may include only "
+                                f"{', '.join(sorted(CALLS_MAY))}")
+        for inc in INCLUDE.findall(text):
+            if inc.split("/")[1] not in CALLS_CORE_MAY:
+                problems.append(f"{rel}: includes {inc}; the call registry may include only "
+                                "libgpuwatch/base and libgpuwatch/record")
+    return problems
+
+
+def tools_links(src):
+    """gpuwatch_tools links no part of the core above report/, nor interpose/."""
+    text = open(os.path.join(src, "tools", "CMakeLists.txt"), encoding="utf-8").read()
+    problems = []
+    for args in LINK.findall(text):
+        for lib in args.split():
+            if lib in TOOLS_LINK_MAY_NOT:
+                problems.append(f"tools/CMakeLists.txt: gpuwatch_tools links {lib}; tools/ "
+                                "links only gpuwatch_report and the folders below it")
+    return problems
 
 
 if __name__ == "__main__":
