@@ -26,14 +26,16 @@ constexpr unsigned kSimulatedFlags = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE
                                      CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_TEXTURE_GATHER;
 
 // Size limits of a compute capability 9.0 device, in elements.
-constexpr size_t kMax1D = 131072;
-constexpr size_t kMax2DWidth = 131072;
-constexpr size_t kMax2DHeight = 65536;
-constexpr size_t kMax3D = 16384;
-constexpr size_t kMaxLayeredDim = 32768;
-constexpr size_t kMaxLayers = 2048;
-constexpr size_t kMaxCubemapLayers = 2046;
-constexpr size_t kMaxGather = 32768;
+enum SizeLimit : size_t {
+  kMax1D = 131072,
+  kMax2DWidth = 131072,
+  kMax2DHeight = 65536,
+  kMax3D = 16384,
+  kMaxLayeredDim = 32768,
+  kMaxLayers = 2048,
+  kMaxCubemapLayers = 2046,
+  kMaxGather = 32768,
+};
 
 struct Registry {
   std::mutex mu;
