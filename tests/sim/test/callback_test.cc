@@ -323,9 +323,8 @@ TEST(Callbacks, KernelLaunchesCarryTheDeviceFunctionName) {
 }
 
 TEST(Callbacks, PerThreadStreamVariantsHaveTheirOwnCbids) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 256));
   char host[256] = {};
   Recorder rec({kRuntime, kDriver});
   ASSERT_EQ(cudaMemcpyAsync_ptsz(d, host, sizeof(host), cudaMemcpyHostToDevice, nullptr),
@@ -368,9 +367,8 @@ TEST(Callbacks, ASubscriberMayCallCudaFromItsCallback) {
 }
 
 TEST(Callbacks, ContextIsDestroyedOnResetWhileItsMemoryIsStillReadable) {
-  InitCuda();
   void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&p, 64));
   CUresult range_at_destroy = CUDA_ERROR_UNKNOWN;
   Recorder rec({kResource}, [&](CUpti_CallbackDomain, CUpti_CallbackId cbid, const void*) {
     if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {

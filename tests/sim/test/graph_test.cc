@@ -621,9 +621,8 @@ TEST(Capture, ForkAndJoinThroughEvents) {
 }
 
 TEST(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
-  InitCuda();
   void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&dev, 256));
   std::vector<unsigned char> host(256, 4);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);

@@ -39,9 +39,8 @@ TEST(Memory, BytesSurviveARoundTripThroughDeviceMemory) {
 }
 
 TEST(Memory, CopiesOutsideAnAllocationOrInTheWrongDirectionFail) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 64));
   char host[128] = {};
   EXPECT_EQ(cudaMemcpy(d, host, 128, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpy(host, host + 64, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
@@ -106,9 +105,8 @@ TEST(Memory, DeviceResetKeepsStreamOrderedMemory) {
 }
 
 TEST(Memory, FreeingTwiceOrTheWrongKindFails) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 1024), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 1024));
   EXPECT_EQ(cudaFree(static_cast<char*>(d) + 16), cudaErrorInvalidValue);  // not the base
   EXPECT_EQ(cudaFreeHost(d), cudaErrorInvalidValue);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
@@ -333,9 +331,8 @@ TEST(Memory, DeviceVariablesRoundTripThroughSymbols) {
 }
 
 TEST(Memory, BatchedCopies) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 256));
   const auto in = Pattern(64, 3);
   std::vector<int> out(64);
   void* dsts[] = {d, out.data()};

@@ -127,6 +127,9 @@ Model ReadModel();
 
 // Forces context creation (cudaFree(0)) and fails the test on error.
 void InitCuda();
+// InitCuda, then *p = cudaMalloc(bytes); fails the test on error (fatally, under
+// ASSERT_NO_FATAL_FAILURE).
+void InitCudaAndMalloc(void** p, size_t bytes);
 // The current device's free memory (cudaMemGetInfo).
 size_t FreeMemory();
 
