@@ -11,6 +11,17 @@
 namespace gwsim::test {
 namespace {
 
+// A 3D copy of `extent` from `src` to `dst`.
+cudaMemcpy3DParms PitchedCopy(cudaPitchedPtr src, cudaPitchedPtr dst, cudaExtent extent,
+                              cudaMemcpyKind kind) {
+  cudaMemcpy3DParms p{};
+  p.srcPtr = src;
+  p.dstPtr = dst;
+  p.extent = extent;
+  p.kind = kind;
+  return p;
+}
+
 std::vector<int> Pattern(size_t n, int seed) {
   std::vector<int> v(n);
   std::iota(v.begin(), v.end(), seed);
@@ -188,18 +199,14 @@ TEST(Memory, PitchedAnd3DAllocationsAndCopies) {
   cudaPitchedPtr pitched{};
   ASSERT_EQ(cudaMalloc3D(&pitched, extent), cudaSuccess);
   const auto cube = Pattern(size_t{16} * 4 * 3, 100);
-  cudaMemcpy3DParms up{};
-  up.srcPtr = cudaPitchedPtr{const_cast<int*>(cube.data()), 16 * sizeof(int), 16, 4};
-  up.dstPtr = pitched;
-  up.extent = extent;
-  up.kind = cudaMemcpyHostToDevice;
+  const cudaMemcpy3DParms up =
+      PitchedCopy(cudaPitchedPtr{const_cast<int*>(cube.data()), 16 * sizeof(int), 16, 4}, pitched,
+                  extent, cudaMemcpyHostToDevice);
   ASSERT_EQ(cudaMemcpy3D(&up), cudaSuccess);
   std::vector<int> cube_back(cube.size());
-  cudaMemcpy3DParms down{};
-  down.srcPtr = pitched;
-  down.dstPtr = cudaPitchedPtr{cube_back.data(), 16 * sizeof(int), 16, 4};
-  down.extent = extent;
-  down.kind = cudaMemcpyDeviceToHost;
+  const cudaMemcpy3DParms down =
+      PitchedCopy(pitched, cudaPitchedPtr{cube_back.data(), 16 * sizeof(int), 16, 4}, extent,
+                  cudaMemcpyDeviceToHost);
   ASSERT_EQ(cudaMemcpy3D(&down), cudaSuccess);
   EXPECT_EQ(cube_back, cube);
   cudaFree(pitched.ptr);
