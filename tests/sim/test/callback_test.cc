@@ -106,6 +106,7 @@ TEST(Callbacks, RuntimeCallsNestTheDriverCallsNvidiasRuntimeMakes) {
   EXPECT_TRUE(IsCallback(events[5], kDriver, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2));
   EXPECT_EQ(events[5].name, "cuCtxSynchronize_v2");
   EXPECT_EQ(synchronized, nullptr);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
   // The driver's cuCtxSynchronize_v2 on a context given, current or not.
   CUcontext current = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
@@ -116,7 +117,6 @@ TEST(Callbacks, RuntimeCallsNestTheDriverCallsNvidiasRuntimeMakes) {
   EXPECT_EQ(cuCtxSynchronize_v2(other), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxDestroy(other), CUDA_SUCCESS);
   EXPECT_EQ(cuCtxSynchronize_v2(other), CUDA_ERROR_INVALID_CONTEXT);
-  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
 }
 
 TEST(Callbacks, ParamsPointAtTheRealParamStructs) {

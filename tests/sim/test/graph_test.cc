@@ -204,8 +204,15 @@ std::vector<unsigned char> DeviceBytes(const void* dev, size_t n) {
   return out;
 }
 
-TEST(Graphs, NodesKeepTheirCreationOrderAndTypes) {
-  InitCuda();
+// Each of these tests starts with InitCuda (CudaTest).
+using Graphs = CudaTest;
+using Capture = CudaTest;
+using GraphMemory = CudaTest;
+using GraphCallbacks = CudaTest;
+using HostFunctions = CudaTest;
+using GraphDriver = CudaTest;
+
+TEST_F(Graphs, NodesKeepTheirCreationOrderAndTypes) {
   Module();
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
@@ -274,8 +281,7 @@ TEST(Graphs, NodesKeepTheirCreationOrderAndTypes) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
-  InitCuda();
+TEST_F(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
   constexpr size_t kBytes = 4096;
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
@@ -418,8 +424,7 @@ TEST(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(Capture, CapturedWorkBecomesNodesMadeInsideTheCapturedCalls) {
-  InitCuda();
+TEST_F(Capture, CapturedWorkBecomesNodesMadeInsideTheCapturedCalls) {
   Module();
   constexpr size_t kBytes = 1024;
   void* dev = nullptr;
@@ -505,8 +510,7 @@ TEST(Capture, CapturedWorkBecomesNodesMadeInsideTheCapturedCalls) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(Capture, ForkAndJoinThroughEvents) {
-  InitCuda();
+TEST_F(Capture, ForkAndJoinThroughEvents) {
   constexpr size_t kBytes = 512;
   void* a = nullptr;
   void* b = nullptr;
@@ -620,9 +624,9 @@ TEST(Capture, ForkAndJoinThroughEvents) {
   ASSERT_EQ(cudaFree(b), cudaSuccess);
 }
 
-TEST(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
+TEST_F(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
   void* dev = nullptr;
-  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&dev, 256));
+  ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
   std::vector<unsigned char> host(256, 4);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -698,8 +702,7 @@ TEST(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
-  InitCuda();
+TEST_F(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
   constexpr size_t kBytes = 1 << 20;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -802,8 +805,7 @@ TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
-  InitCuda();
+TEST_F(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   constexpr size_t kBytes = 4 << 20;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -916,8 +918,7 @@ TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
 
 // The programming guide lets a graph give allocations whose lifetimes do not overlap the same
 // address (and memory): an allocation node ordered after an earlier allocation's free node.
-TEST(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
-  InitCuda();
+TEST_F(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
   constexpr size_t kBytes = 1 << 20;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -988,8 +989,7 @@ TEST(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
-  InitCuda();
+TEST_F(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
   constexpr size_t kBytes = 8192;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -1043,8 +1043,7 @@ TEST(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
-  InitCuda();
+TEST_F(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   constexpr size_t kBytes = 128;
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
@@ -1149,8 +1148,7 @@ TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(GraphCallbacks, OnlyEnabledResourceCallbacksAreDelivered) {
-  InitCuda();
+TEST_F(GraphCallbacks, OnlyEnabledResourceCallbacksAreDelivered) {
   Recorder rec({});
   ASSERT_EQ(cuptiEnableCallback(1, rec.handle(), kResource, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
             CUPTI_SUCCESS);
@@ -1194,8 +1192,7 @@ void CUDART_CB StreamCallback(cudaStream_t stream, cudaError_t status, void* dat
   h->calls.fetch_add(1);
 }
 
-TEST(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
-  InitCuda();
+TEST_F(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   GraphLog log;
@@ -1265,8 +1262,7 @@ TEST(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(GraphDriver, GenericNodesDirectLaunchesAndEntryPoints) {
-  InitCuda();
+TEST_F(GraphDriver, GenericNodesDirectLaunchesAndEntryPoints) {
   constexpr size_t kBytes = 4096;
   CUcontext ctx = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
@@ -1382,8 +1378,7 @@ TEST(GraphDriver, GenericNodesDirectLaunchesAndEntryPoints) {
   ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
-TEST(GraphDriver, DriverCaptureOfDriverCopies) {
-  InitCuda();
+TEST_F(GraphDriver, DriverCaptureOfDriverCopies) {
   constexpr size_t kBytes = 256;
   CUdeviceptr dev = 0;
   ASSERT_EQ(cuMemAlloc(&dev, kBytes), CUDA_SUCCESS);
