@@ -305,7 +305,8 @@ cudaError_t LinearArrayToArray(cudaArray_const_t dst, size_t dx, size_t dy, cuda
   return cudaSuccess;
 }
 
-cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, const Async& how) {
+cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, bool async, cudaStream_t stream,
+                         bool per_thread) {
   if (p == nullptr) return cudaErrorInvalidValue;
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
   if ((p->srcArray != nullptr) == (p->srcPtr.ptr != nullptr) ||
@@ -333,9 +334,8 @@ cudaError_t Memcpy3DPeer(const cudaMemcpy3DPeerParms* p, const Async& how) {
   peer.srcContext = src_ctx;
   peer.dstContext = dst_ctx;
   const DriverApi& d = Drv();
-  return ToCudaError(SyncOrAsync(how.async, how.per_thread, how.stream, d.cuMemcpy3DPeer,
-                                 d.cuMemcpy3DPeer_ptds, d.cuMemcpy3DPeerAsync,
-                                 d.cuMemcpy3DPeerAsync_ptsz, &peer));
+  return ToCudaError(SyncOrAsync(async, per_thread, stream, d.cuMemcpy3DPeer, d.cuMemcpy3DPeer_ptds,
+                                 d.cuMemcpy3DPeerAsync, d.cuMemcpy3DPeerAsync_ptsz, &peer));
 }
 
 }  // namespace
@@ -639,13 +639,5 @@ GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyArrayToArray, v3020, cudaMemcpyArrayToArray_
 
 // 3D peer copies (cudaMemcpy3D itself is in api_copy.cc)
 
-GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeer, v4000, cudaMemcpy3DPeer_ptds, v7000,
-                          (const struct cudaMemcpy3DPeerParms* p), (p), {
-                            return Memcpy3DPeer(p, Async{false, nullptr, per_thread});
-                          })
-
-GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeerAsync, v4000, cudaMemcpy3DPeerAsync_ptsz, v7000,
-                          (const struct cudaMemcpy3DPeerParms* p, cudaStream_t stream), (p, stream),
-                          {
-                            return Memcpy3DPeer(p, Async{true, stream, per_thread});
-                          })
+GWSIM_RT_COPY_3D(cudaMemcpy3DPeer, cudaMemcpy3DPeerAsync, v4000, cudaMemcpy3DPeerParms,
+                 Memcpy3DPeer)
