@@ -149,18 +149,17 @@ CUresult AllocateStorage(CUctx_st* ctx, uint64_t bytes, Allocation* out) {
     Uncharge(device, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  Allocation a;
-  a.base = reinterpret_cast<uintptr_t>(mem);
-  a.size = size;
-  a.origin = Origin::kArray;
-  a.memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
-  a.device = device;
-  a.ctx = ctx;
-  a.backing = mem;
-  a.backing_size = size;
-  a.mmapped = mmapped;
-  a.charged = bytes;
-  a.buffer_id = D().next_buffer_id.fetch_add(1);
+  Allocation a{.base = reinterpret_cast<uintptr_t>(mem),
+               .size = size,
+               .origin = Origin::kArray,
+               .memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY,
+               .device = device,
+               .ctx = ctx,
+               .backing = mem,
+               .backing_size = size,
+               .mmapped = mmapped,
+               .charged = bytes,
+               .buffer_id = D().next_buffer_id.fetch_add(1)};
   if (!D().memory.Insert(a)) {  // cannot happen for fresh memory; keep the table consistent
     ReleaseBacking(a);
     return CUDA_ERROR_UNKNOWN;
