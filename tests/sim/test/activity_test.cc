@@ -79,9 +79,8 @@ TEST(Activity, MemcpyRecordsCarryKindsAndTheModelledDuration) {
 }
 
 TEST(Activity, AsyncCopiesAreFlaggedAndCarryTheirStreamAndCorrelation) {
-  InitCuda();
   void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, 4096), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&dev, 4096));
   cudaStream_t stream = nullptr;
   unsigned long long stream_id = 0;
   ASSERT_NO_FATAL_FAILURE(CreateStreamWithId(&stream, &stream_id));
@@ -245,9 +244,8 @@ TEST(Activity, DisabledKindsProduceNoRecords) {
 }
 
 TEST(Activity, FullBuffersAreDeliveredBeforeAnyFlush) {
-  InitCuda();
   void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, 64), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&dev, 64));
   char host[64] = {};
   // Room for three records per buffer.
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY}, 3 * sizeof(CUpti_ActivityMemcpy6));
@@ -263,9 +261,8 @@ TEST(Activity, FullBuffersAreDeliveredBeforeAnyFlush) {
 }
 
 TEST(Activity, RecordsAreDroppedWithoutABuffer) {
-  InitCuda();
   void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, 64), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&dev, 64));
   char host[64] = {};
   size_t dropped_before = 0;
   ASSERT_EQ(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_before), CUPTI_SUCCESS);

@@ -43,6 +43,9 @@ cudaError_t CUDARTAPI cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset, 
 namespace gwsim::test {
 namespace {
 
+// A row of the tables below: the driver entry point's name and cbid, and the kind of its copy.
+#define GWSIM_COPY(api, kind) #api, CUPTI_DRIVER_TRACE_CBID_##api, CUPTI_ACTIVITY_MEMCPY_KIND_##kind
+
 cudaChannelFormatDesc Float1() {
   return cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
 }
@@ -70,8 +73,48 @@ std::vector<Event> Driver(std::vector<Event> events, CUpti_ApiCallbackSite site)
   return out;
 }
 
-TEST(Arrays, SizesAreChargedAndRecordedAsArrayMemory) {
-  InitCuda();
+// Sets both ends of a driver copy descriptor (CUDA_MEMCPY2D, CUDA_MEMCPY3D, CUDA_MEMCPY3D_PEER):
+// memory type, host pointer, device pointer, array and pitch of the source, then the destination.
+template <typename Copy>
+void SetEnds(Copy* c, CUmemorytype st, const void* sh, CUdeviceptr sd, CUarray sa, CUmemorytype dt,
+             void* dh, CUdeviceptr dd, CUarray da, size_t src_pitch, size_t dst_pitch) {
+  c->srcMemoryType = st;
+  c->srcHost = sh;
+  c->srcDevice = sd;
+  c->srcArray = sa;
+  c->srcPitch = src_pitch;
+  c->dstMemoryType = dt;
+  c->dstHost = dh;
+  c->dstDevice = dd;
+  c->dstArray = da;
+  c->dstPitch = dst_pitch;
+}
+
+// The driver descriptor of an array of width x height floats (height 0: 1D).
+CUDA_ARRAY_DESCRIPTOR FloatArray(size_t width, size_t height = 0) {
+  CUDA_ARRAY_DESCRIPTOR d{};
+  d.Width = width;
+  d.Height = height;
+  d.Format = CU_AD_FORMAT_FLOAT;
+  d.NumChannels = 1;
+  return d;
+}
+
+// The driver descriptor of a 3D array of width x height x depth floats.
+CUDA_ARRAY3D_DESCRIPTOR FloatArray3D(size_t width, size_t height, size_t depth) {
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = width;
+  d.Height = height;
+  d.Depth = depth;
+  d.Format = CU_AD_FORMAT_FLOAT;
+  d.NumChannels = 1;
+  return d;
+}
+
+// Each Arrays test starts with InitCuda (CudaTest).
+using Arrays = CudaTest;
+
+TEST_F(Arrays, SizesAreChargedAndRecordedAsArrayMemory) {
   const size_t free0 = FreeBytes();
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMORY2});
   const cudaChannelFormatDesc f1 = Float1();
@@ -131,8 +174,7 @@ TEST(Arrays, SizesAreChargedAndRecordedAsArrayMemory) {
   }
 }
 
-TEST(Arrays, AnAllocationThatDoesNotFitFails) {
-  InitCuda();
+TEST_F(Arrays, AnAllocationThatDoesNotFitFails) {
   const size_t free0 = FreeBytes();
   const cudaChannelFormatDesc float4 =
       cudaCreateChannelDesc(32, 32, 32, 32, cudaChannelFormatKindFloat);
@@ -143,8 +185,7 @@ TEST(Arrays, AnAllocationThatDoesNotFitFails) {
   EXPECT_EQ(FreeBytes(), free0);
 }
 
-TEST(Arrays, InfoDescriptorsAndLevels) {
-  InitCuda();
+TEST_F(Arrays, InfoDescriptorsAndLevels) {
   const cudaChannelFormatDesc half2 =
       cudaCreateChannelDesc(16, 16, 0, 0, cudaChannelFormatKindFloat);
   cudaArray_t a = nullptr;
@@ -201,8 +242,7 @@ TEST(Arrays, InfoDescriptorsAndLevels) {
   cudaGetLastError();
 }
 
-TEST(Arrays, InvalidDescriptorsAndHandlesFail) {
-  InitCuda();
+TEST_F(Arrays, InvalidDescriptorsAndHandlesFail) {
   const cudaChannelFormatDesc f1 = Float1();
   cudaArray_t a = nullptr;
   EXPECT_EQ(cudaMallocArray(&a, &f1, 0, 4), cudaErrorInvalidValue);  // zero width
@@ -267,8 +307,7 @@ TEST(Arrays, InvalidDescriptorsAndHandlesFail) {
   EXPECT_EQ(cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST(Arrays, BytesRoundTripHostArrayHost) {
-  InitCuda();
+TEST_F(Arrays, BytesRoundTripHostArrayHost) {
   const cudaChannelFormatDesc f1 = Float1();
   cudaArray_t a = nullptr;
   ASSERT_EQ(cudaMallocArray(&a, &f1, 64, 16), cudaSuccess);
@@ -310,8 +349,7 @@ TEST(Arrays, BytesRoundTripHostArrayHost) {
   cudaGetLastError();
 }
 
-TEST(Arrays, BytesRoundTripDeviceArrayDeviceAnd3D) {
-  InitCuda();
+TEST_F(Arrays, BytesRoundTripDeviceArrayDeviceAnd3D) {
   const cudaChannelFormatDesc f1 = Float1();
   const size_t row = 32 * sizeof(float);
   cudaArray_t a = nullptr;
@@ -397,8 +435,7 @@ TEST(Arrays, BytesRoundTripDeviceArrayDeviceAnd3D) {
   cudaFree(dst);
 }
 
-TEST(Arrays, LinearCopiesRunOverRows) {
-  InitCuda();
+TEST_F(Arrays, LinearCopiesRunOverRows) {
   const cudaChannelFormatDesc f1 = Float1();
   cudaArray_t a = nullptr;
   cudaArray_t b = nullptr;
@@ -445,8 +482,7 @@ TEST(Arrays, LinearCopiesRunOverRows) {
   cudaFreeArray(b);
 }
 
-TEST(Arrays, CopyRecordsCarryArrayKindsAndTheModelledDuration) {
-  InitCuda();
+TEST_F(Arrays, CopyRecordsCarryArrayKindsAndTheModelledDuration) {
   const Model m = ReadModel();
   const cudaChannelFormatDesc f1 = Float1();
   const size_t row = 64 * sizeof(float);
@@ -533,13 +569,9 @@ TEST(Arrays, CopyRecordsCarryArrayKindsAndTheModelledDuration) {
   cudaFreeArray(b);
 }
 
-TEST(Arrays, DriverOneDimensionalCopies) {
-  InitCuda();
+TEST_F(Arrays, DriverOneDimensionalCopies) {
   const Model m = ReadModel();
-  CUDA_ARRAY_DESCRIPTOR d{};
-  d.Width = 256;
-  d.Format = CU_AD_FORMAT_FLOAT;
-  d.NumChannels = 1;
+  CUDA_ARRAY_DESCRIPTOR d = FloatArray(256);
   CUarray arr = nullptr;
   CUarray arr2 = nullptr;
   ASSERT_EQ(cuArrayCreate(&arr, &d), CUDA_SUCCESS);
@@ -607,38 +639,22 @@ TEST(Arrays, DriverOneDimensionalCopies) {
     double gbps;
     uint64_t bytes;
   } expect[] = {
-      {"cuMemcpyHtoA_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2, CUPTI_ACTIVITY_MEMCPY_KIND_HTOA,
-       kPageable, kArray, m.bw_pageable, 1024},
-      {"cuMemcpyAtoH_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2, CUPTI_ACTIVITY_MEMCPY_KIND_ATOH,
-       kArray, kPageable, m.bw_pageable, 1024},
-      {"cuMemcpyHtoA_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2, CUPTI_ACTIVITY_MEMCPY_KIND_HTOA,
-       kPageable, kArray, m.bw_pageable, 128},
-      {"cuMemcpyAtoH_v2_ptds", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2_ptds,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, kArray, kPageable, m.bw_pageable, 1024},
-      {"cuMemcpyHtoA_v2_ptds", CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2_ptds,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, kPageable, kArray, m.bw_pageable, 1024},
-      {"cuMemcpyAtoD_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2, CUPTI_ACTIVITY_MEMCPY_KIND_ATOD,
-       kArray, kDevice, m.bw_device, 1024},
-      {"cuMemcpyDtoA_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2, CUPTI_ACTIVITY_MEMCPY_KIND_DTOA,
-       kDevice, kArray, m.bw_device, 1024},
-      {"cuMemcpyAtoA_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2, CUPTI_ACTIVITY_MEMCPY_KIND_ATOA,
-       kArray, kArray, m.bw_device, 512},
-      {"cuMemcpyAtoD_v2_ptds", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2_ptds,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, kArray, kDevice, m.bw_device, 1024},
-      {"cuMemcpyDtoH_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
-       kDevice, kPageable, m.bw_pageable, 1024},
-      {"cuMemcpyDtoA_v2_ptds", CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2_ptds,
-       CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, kDevice, kArray, m.bw_device, 1024},
-      {"cuMemcpyAtoA_v2_ptds", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2_ptds,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOA, kArray, kArray, m.bw_device, 1024},
-      {"cuMemcpyHtoAAsync_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, kPageable, kArray, m.bw_pageable, 1024},
-      {"cuMemcpyAtoHAsync_v2", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, kArray, kPageable, m.bw_pageable, 1024},
-      {"cuMemcpyHtoAAsync_v2_ptsz", CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2_ptsz,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, kPageable, kArray, m.bw_pageable, 1024},
-      {"cuMemcpyAtoHAsync_v2_ptsz", CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2_ptsz,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, kArray, kPageable, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyHtoA_v2, HTOA), kPageable, kArray, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyAtoH_v2, ATOH), kArray, kPageable, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyHtoA_v2, HTOA), kPageable, kArray, m.bw_pageable, 128},
+      {GWSIM_COPY(cuMemcpyAtoH_v2_ptds, ATOH), kArray, kPageable, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyHtoA_v2_ptds, HTOA), kPageable, kArray, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyAtoD_v2, ATOD), kArray, kDevice, m.bw_device, 1024},
+      {GWSIM_COPY(cuMemcpyDtoA_v2, DTOA), kDevice, kArray, m.bw_device, 1024},
+      {GWSIM_COPY(cuMemcpyAtoA_v2, ATOA), kArray, kArray, m.bw_device, 512},
+      {GWSIM_COPY(cuMemcpyAtoD_v2_ptds, ATOD), kArray, kDevice, m.bw_device, 1024},
+      {GWSIM_COPY(cuMemcpyDtoH_v2, DTOH), kDevice, kPageable, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyDtoA_v2_ptds, DTOA), kDevice, kArray, m.bw_device, 1024},
+      {GWSIM_COPY(cuMemcpyAtoA_v2_ptds, ATOA), kArray, kArray, m.bw_device, 1024},
+      {GWSIM_COPY(cuMemcpyHtoAAsync_v2, HTOA), kPageable, kArray, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyAtoHAsync_v2, ATOH), kArray, kPageable, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyHtoAAsync_v2_ptsz, HTOA), kPageable, kArray, m.bw_pageable, 1024},
+      {GWSIM_COPY(cuMemcpyAtoHAsync_v2_ptsz, ATOH), kArray, kPageable, m.bw_pageable, 1024},
   };
   const auto exits = Driver(rec.Take(), CUPTI_API_EXIT);
   const Activity act = collector.Collect();
@@ -686,8 +702,7 @@ TEST(Arrays, DriverOneDimensionalCopies) {
   cuMemFree(dev2);
 }
 
-TEST(Arrays, ResetReleasesArraysAndTheirHandles) {
-  InitCuda();
+TEST_F(Arrays, ResetReleasesArraysAndTheirHandles) {
   const cudaChannelFormatDesc f1 = Float1();
   cudaArray_t a = nullptr;
   ASSERT_EQ(cudaMallocArray(&a, &f1, 1024, 1024), cudaSuccess);  // 4 MiB
@@ -707,21 +722,12 @@ TEST(Copy2D3D, EveryDriverEntryPointIsTracedWithItsDescriptor) {
   const Model m = ReadModel();
   CUcontext ctx = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
-  CUDA_ARRAY_DESCRIPTOR d{};
-  d.Width = 64;
-  d.Height = 16;
-  d.Format = CU_AD_FORMAT_FLOAT;
-  d.NumChannels = 1;
+  CUDA_ARRAY_DESCRIPTOR d = FloatArray(64, 16);
   CUarray arr = nullptr;
   CUarray arr2 = nullptr;
   ASSERT_EQ(cuArrayCreate(&arr, &d), CUDA_SUCCESS);
   ASSERT_EQ(cuArrayCreate(&arr2, &d), CUDA_SUCCESS);
-  CUDA_ARRAY3D_DESCRIPTOR d3{};
-  d3.Width = 16;
-  d3.Height = 8;
-  d3.Depth = 4;
-  d3.Format = CU_AD_FORMAT_FLOAT;
-  d3.NumChannels = 1;
+  CUDA_ARRAY3D_DESCRIPTOR d3 = FloatArray3D(16, 8, 4);
   CUarray cube = nullptr;
   ASSERT_EQ(cuArray3DCreate(&cube, &d3), CUDA_SUCCESS);
   const size_t row = 256;
@@ -739,16 +745,7 @@ TEST(Copy2D3D, EveryDriverEntryPointIsTracedWithItsDescriptor) {
   auto two_d = [&](CUmemorytype st, const void* sh, CUdeviceptr sd, CUarray sa, CUmemorytype dt,
                    void* dh, CUdeviceptr dd, CUarray da) {
     CUDA_MEMCPY2D c{};
-    c.srcMemoryType = st;
-    c.srcHost = sh;
-    c.srcDevice = sd;
-    c.srcArray = sa;
-    c.srcPitch = row;
-    c.dstMemoryType = dt;
-    c.dstHost = dh;
-    c.dstDevice = dd;
-    c.dstArray = da;
-    c.dstPitch = row;
+    SetEnds(&c, st, sh, sd, sa, dt, dh, dd, da, row, row);
     c.WidthInBytes = row;
     c.Height = 16;
     return c;
@@ -756,17 +753,8 @@ TEST(Copy2D3D, EveryDriverEntryPointIsTracedWithItsDescriptor) {
   auto three_d = [&](CUmemorytype st, const void* sh, CUdeviceptr sd, CUarray sa, CUmemorytype dt,
                      void* dh, CUdeviceptr dd, CUarray da) {
     CUDA_MEMCPY3D c{};
-    c.srcMemoryType = st;
-    c.srcHost = sh;
-    c.srcDevice = sd;
-    c.srcArray = sa;
-    c.srcPitch = 64;
+    SetEnds(&c, st, sh, sd, sa, dt, dh, dd, da, 64, 64);
     c.srcHeight = 8;
-    c.dstMemoryType = dt;
-    c.dstHost = dh;
-    c.dstDevice = dd;
-    c.dstArray = da;
-    c.dstPitch = 64;
     c.dstHeight = 8;
     c.WidthInBytes = 64;
     c.Height = 8;
@@ -775,19 +763,11 @@ TEST(Copy2D3D, EveryDriverEntryPointIsTracedWithItsDescriptor) {
   };
   auto peer = [&](const CUDA_MEMCPY3D& c) {
     CUDA_MEMCPY3D_PEER p{};
-    p.srcMemoryType = c.srcMemoryType;
-    p.srcHost = c.srcHost;
-    p.srcDevice = c.srcDevice;
-    p.srcArray = c.srcArray;
+    SetEnds(&p, c.srcMemoryType, c.srcHost, c.srcDevice, c.srcArray, c.dstMemoryType, c.dstHost,
+            c.dstDevice, c.dstArray, c.srcPitch, c.dstPitch);
     p.srcContext = ctx;
-    p.srcPitch = c.srcPitch;
-    p.srcHeight = c.srcHeight;
-    p.dstMemoryType = c.dstMemoryType;
-    p.dstHost = c.dstHost;
-    p.dstDevice = c.dstDevice;
-    p.dstArray = c.dstArray;
     p.dstContext = ctx;
-    p.dstPitch = c.dstPitch;
+    p.srcHeight = c.srcHeight;
     p.dstHeight = c.dstHeight;
     p.WidthInBytes = c.WidthInBytes;
     p.Height = c.Height;
@@ -819,45 +799,34 @@ TEST(Copy2D3D, EveryDriverEntryPointIsTracedWithItsDescriptor) {
   };
   struct Call {
     const char* name;
-    const void* descriptor;
     CUpti_CallbackId cbid;
-    bool async;
     uint8_t copy_kind;
+    const void* descriptor;
+    bool async;
     uint8_t src;
     uint8_t dst;
     double gbps;
     uint64_t bytes;
   };
   const uint8_t P = kPageable;
+  const double dev_bw = m.bw_device;
+  const double host_bw = m.bw_pageable;
   const Call calls[] = {
-      {"cuMemcpy2D_v2", &c2[0], CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, P, kArray, m.bw_pageable, plane},
-      {"cuMemcpy2D_v2_ptds", &c2[1], CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, kArray, P, m.bw_pageable, plane},
-      {"cuMemcpy2DUnaligned_v2", &c2[2], CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, kDevice, kArray, m.bw_device, plane},
-      {"cuMemcpy2DUnaligned_v2_ptds", &c2[3], CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds,
-       false, CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, kArray, kDevice, m.bw_device, plane},
-      {"cuMemcpy2DAsync_v2", &c2[4], CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2, true,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, P, kDevice, m.bw_pageable, plane},
-      {"cuMemcpy2DAsync_v2_ptsz", &c2[5], CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz, true,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOA, kArray, kArray, m.bw_device, plane},
-      {"cuMemcpy3D_v2", &c3[0], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, P, kArray, m.bw_pageable, volume},
-      {"cuMemcpy3D_v2_ptds", &c3[1], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, kArray, P, m.bw_pageable, volume},
-      {"cuMemcpy3DAsync_v2", &c3[2], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2, true,
-       CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, kDevice, kArray, m.bw_device, volume},
-      {"cuMemcpy3DAsync_v2_ptsz", &c3[3], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz, true,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, kArray, kDevice, m.bw_device, volume},
-      {"cuMemcpy3DPeer", &cp[0], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, kDevice, kDevice, m.bw_device, volume},
-      {"cuMemcpy3DPeer_ptds", &cp[1], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer_ptds, false,
-       CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, kArray, kDevice, m.bw_device, volume},
-      {"cuMemcpy3DPeerAsync", &cp[2], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync, true,
-       CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, kDevice, kArray, m.bw_device, volume},
-      {"cuMemcpy3DPeerAsync_ptsz", &cp[3], CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync_ptsz, true,
-       CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, P, kDevice, m.bw_pageable, volume},
+      {GWSIM_COPY(cuMemcpy2D_v2, HTOA), &c2[0], false, P, kArray, host_bw, plane},
+      {GWSIM_COPY(cuMemcpy2D_v2_ptds, ATOH), &c2[1], false, kArray, P, host_bw, plane},
+      {GWSIM_COPY(cuMemcpy2DUnaligned_v2, DTOA), &c2[2], false, kDevice, kArray, dev_bw, plane},
+      {GWSIM_COPY(cuMemcpy2DUnaligned_v2_ptds, ATOD), &c2[3], false, kArray, kDevice, dev_bw,
+       plane},
+      {GWSIM_COPY(cuMemcpy2DAsync_v2, HTOD), &c2[4], true, P, kDevice, host_bw, plane},
+      {GWSIM_COPY(cuMemcpy2DAsync_v2_ptsz, ATOA), &c2[5], true, kArray, kArray, dev_bw, plane},
+      {GWSIM_COPY(cuMemcpy3D_v2, HTOA), &c3[0], false, P, kArray, host_bw, volume},
+      {GWSIM_COPY(cuMemcpy3D_v2_ptds, ATOH), &c3[1], false, kArray, P, host_bw, volume},
+      {GWSIM_COPY(cuMemcpy3DAsync_v2, DTOA), &c3[2], true, kDevice, kArray, dev_bw, volume},
+      {GWSIM_COPY(cuMemcpy3DAsync_v2_ptsz, ATOD), &c3[3], true, kArray, kDevice, dev_bw, volume},
+      {GWSIM_COPY(cuMemcpy3DPeer, DTOD), &cp[0], false, kDevice, kDevice, dev_bw, volume},
+      {GWSIM_COPY(cuMemcpy3DPeer_ptds, ATOD), &cp[1], false, kArray, kDevice, dev_bw, volume},
+      {GWSIM_COPY(cuMemcpy3DPeerAsync, DTOA), &cp[2], true, kDevice, kArray, dev_bw, volume},
+      {GWSIM_COPY(cuMemcpy3DPeerAsync_ptsz, HTOD), &cp[3], true, P, kDevice, host_bw, volume},
   };
   // Every params struct of these entry points starts with pCopy; the async ones then hStream.
   struct Seen {
@@ -933,11 +902,7 @@ TEST(Copy2D3D, EveryDriverEntryPointIsTracedWithItsDescriptor) {
 
 TEST(Copy2D3D, DescriptorsAreValidated) {
   InitCuda();
-  CUDA_ARRAY_DESCRIPTOR d{};
-  d.Width = 16;
-  d.Height = 4;
-  d.Format = CU_AD_FORMAT_FLOAT;
-  d.NumChannels = 1;
+  CUDA_ARRAY_DESCRIPTOR d = FloatArray(16, 4);
   CUarray arr = nullptr;
   ASSERT_EQ(cuArrayCreate(&arr, &d), CUDA_SUCCESS);
   std::vector<char> host(1024);

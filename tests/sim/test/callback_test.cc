@@ -106,6 +106,7 @@ TEST(Callbacks, RuntimeCallsNestTheDriverCallsNvidiasRuntimeMakes) {
   EXPECT_TRUE(IsCallback(events[5], kDriver, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2));
   EXPECT_EQ(events[5].name, "cuCtxSynchronize_v2");
   EXPECT_EQ(synchronized, nullptr);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
   // The driver's cuCtxSynchronize_v2 on a context given, current or not.
   CUcontext current = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
@@ -116,7 +117,6 @@ TEST(Callbacks, RuntimeCallsNestTheDriverCallsNvidiasRuntimeMakes) {
   EXPECT_EQ(cuCtxSynchronize_v2(other), CUDA_SUCCESS);
   ASSERT_EQ(cuCtxDestroy(other), CUDA_SUCCESS);
   EXPECT_EQ(cuCtxSynchronize_v2(other), CUDA_ERROR_INVALID_CONTEXT);
-  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
 }
 
 TEST(Callbacks, ParamsPointAtTheRealParamStructs) {
@@ -323,9 +323,8 @@ TEST(Callbacks, KernelLaunchesCarryTheDeviceFunctionName) {
 }
 
 TEST(Callbacks, PerThreadStreamVariantsHaveTheirOwnCbids) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 256));
   char host[256] = {};
   Recorder rec({kRuntime, kDriver});
   ASSERT_EQ(cudaMemcpyAsync_ptsz(d, host, sizeof(host), cudaMemcpyHostToDevice, nullptr),
@@ -368,9 +367,8 @@ TEST(Callbacks, ASubscriberMayCallCudaFromItsCallback) {
 }
 
 TEST(Callbacks, ContextIsDestroyedOnResetWhileItsMemoryIsStillReadable) {
-  InitCuda();
   void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&p, 64));
   CUresult range_at_destroy = CUDA_ERROR_UNKNOWN;
   Recorder rec({kResource}, [&](CUpti_CallbackDomain, CUpti_CallbackId cbid, const void*) {
     if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {

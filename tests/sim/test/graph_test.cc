@@ -153,34 +153,58 @@ std::vector<cudaGraphNode_t> NodesOf(cudaGraph_t graph) {
   return nodes;
 }
 
+// The value `get(handle, &value)` reads (starting from `value`), expecting it to return `ok`.
+template <typename T, typename Get, typename Handle, typename Status>
+T Read(Get get, Handle handle, Status ok, T value = T{}) {
+  EXPECT_EQ(get(handle, &value), ok);
+  return value;
+}
+
 cudaGraphNodeType TypeOf(cudaGraphNode_t node) {
-  cudaGraphNodeType t = cudaGraphNodeTypeCount;
-  EXPECT_EQ(cudaGraphNodeGetType(node, &t), cudaSuccess);
-  return t;
+  return Read(cudaGraphNodeGetType, node, cudaSuccess, cudaGraphNodeTypeCount);
+}
+
+// The types of `nodes`, in order.
+std::vector<cudaGraphNodeType> TypesOf(const std::vector<cudaGraphNode_t>& nodes) {
+  std::vector<cudaGraphNodeType> types;
+  for (cudaGraphNode_t n : nodes) types.push_back(TypeOf(n));
+  return types;
 }
 
 uint64_t NodeId(CUgraphNode node) {
-  uint64_t id = 0;
-  EXPECT_EQ(cuptiGetGraphNodeId(node, &id), CUPTI_SUCCESS);
-  return id;
+  return Read<uint64_t>(cuptiGetGraphNodeId, node, CUPTI_SUCCESS);
 }
 
-uint32_t GraphId(CUgraph graph) {
-  uint32_t id = 0;
-  EXPECT_EQ(cuptiGetGraphId(graph, &id), CUPTI_SUCCESS);
-  return id;
-}
+uint32_t GraphId(CUgraph graph) { return Read<uint32_t>(cuptiGetGraphId, graph, CUPTI_SUCCESS); }
 
 unsigned long long StreamId(cudaStream_t stream) {
-  unsigned long long id = 0;
-  EXPECT_EQ(cudaStreamGetId(stream, &id), cudaSuccess);
-  return id;
+  return Read<unsigned long long>(cudaStreamGetId, stream, cudaSuccess);
 }
 
 cudaStreamCaptureStatus CaptureStatus(cudaStream_t stream) {
-  cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
-  EXPECT_EQ(cudaStreamIsCapturing(stream, &s), cudaSuccess);
-  return s;
+  return Read(cudaStreamIsCapturing, stream, cudaSuccess, cudaStreamCaptureStatusNone);
+}
+
+// Adds to `graph`, after `deps`, a node copying `bytes` from `host` to `dev` (*node); fails the
+// test on error.
+void AddUpload(cudaGraph_t graph, const cudaGraphNode_t* deps, size_t count, void* dev,
+               const void* host, size_t bytes, cudaGraphNode_t* node) {
+  ASSERT_EQ(
+      cudaGraphAddMemcpyNode1D(node, graph, deps, count, dev, host, bytes, cudaMemcpyHostToDevice),
+      cudaSuccess);
+}
+
+// Device memory of `bytes`, zeroed (*dev), and a stream (*stream); fails the test on error.
+void ZeroedDeviceAndStream(size_t bytes, void** dev, cudaStream_t* stream) {
+  ASSERT_EQ(cudaMalloc(dev, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(*dev, 0, bytes), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(stream), cudaSuccess);
+}
+
+// Destroys an executable graph, then its graph; fails the test on error.
+void DestroyExecAndGraph(cudaGraphExec_t exec, cudaGraph_t graph) {
+  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
 }
 
 cudaMemAllocNodeParams AllocParams(size_t bytes) {
@@ -204,8 +228,39 @@ std::vector<unsigned char> DeviceBytes(const void* dev, size_t n) {
   return out;
 }
 
-TEST(Graphs, NodesKeepTheirCreationOrderAndTypes) {
-  InitCuda();
+// The GraphMemory tests: InitCuda, a stream (stream_, destroyed after the test) and the free
+// memory then.
+class GraphMemory : public CudaTest {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    free0_ = FreeMemory();
+  }
+  void TearDown() override { ASSERT_EQ(cudaStreamDestroy(stream_), cudaSuccess); }
+
+  // Makes graph_, whose first node (alloc_) allocates `bytes`: alloc_params_.dptr is the address.
+  void MakeAllocGraph(size_t bytes) {
+    ASSERT_EQ(cudaGraphCreate(&graph_, 0), cudaSuccess);
+    alloc_params_ = AllocParams(bytes);
+    ASSERT_EQ(cudaGraphAddMemAllocNode(&alloc_, graph_, nullptr, 0, &alloc_params_), cudaSuccess);
+  }
+
+  cudaStream_t stream_ = nullptr;
+  size_t free0_ = 0;  // the device's free memory once the stream is made
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphNode_t alloc_ = nullptr;
+  cudaMemAllocNodeParams alloc_params_{};
+};
+
+// Each of these tests starts with InitCuda (CudaTest).
+using Graphs = CudaTest;
+using Capture = CudaTest;
+using GraphCallbacks = CudaTest;
+using HostFunctions = CudaTest;
+using GraphDriver = CudaTest;
+
+TEST_F(Graphs, NodesKeepTheirCreationOrderAndTypes) {
   Module();
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
@@ -235,11 +290,9 @@ TEST(Graphs, NodesKeepTheirCreationOrderAndTypes) {
 
   const std::vector<cudaGraphNode_t> expected = {copy, kernel, memset, host_node, empty};
   EXPECT_EQ(NodesOf(graph), expected);
-  EXPECT_EQ(TypeOf(copy), cudaGraphNodeTypeMemcpy);
-  EXPECT_EQ(TypeOf(kernel), cudaGraphNodeTypeKernel);
-  EXPECT_EQ(TypeOf(memset), cudaGraphNodeTypeMemset);
-  EXPECT_EQ(TypeOf(host_node), cudaGraphNodeTypeHost);
-  EXPECT_EQ(TypeOf(empty), cudaGraphNodeTypeEmpty);
+  EXPECT_EQ(TypesOf(expected),
+            (std::vector{cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemset,
+                         cudaGraphNodeTypeHost, cudaGraphNodeTypeEmpty}));
   // Fewer slots than nodes: that many; more: the rest NULL, and the count obtained.
   size_t n = 2;
   cudaGraphNode_t some[7];
@@ -274,24 +327,19 @@ TEST(Graphs, NodesKeepTheirCreationOrderAndTypes) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
-  InitCuda();
+TEST_F(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
   constexpr size_t kBytes = 4096;
   void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dev, 0, kBytes), cudaSuccess);
-  std::vector<unsigned char> host(kBytes, 0x11);
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(ZeroedDeviceAndStream(kBytes, &dev, &stream));
+  std::vector<unsigned char> host(kBytes, 0x11);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
   GraphLog log;
 
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
   cudaGraphNode_t node = nullptr;
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&node, graph, nullptr, 0, dev, host.data(), kBytes,
-                                     cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(AddUpload(graph, nullptr, 0, dev, host.data(), kBytes, &node));
   // Making the node copies nothing.
   EXPECT_TRUE(collector.Collect().memcpy.empty());
   EXPECT_EQ(DeviceBytes(dev, kBytes), std::vector<unsigned char>(kBytes, 0));
@@ -382,16 +430,13 @@ TEST(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
 
   // The exec is a snapshot: a node added to the graph later does not run.
   cudaGraphNode_t later = nullptr;
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&later, graph, &node, 1, dev, host.data(), kBytes,
-                                     cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(AddUpload(graph, &node, 1, dev, host.data(), kBytes, &later));
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   EXPECT_EQ(collector.Collect().memcpy.size(), 1u);
 
   // Destruction: each inside its call, with the handles still valid.
   log.Take();
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
   const auto end = log.Take();
   const auto exec_destroy = Find(end, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING);
   ASSERT_EQ(exec_destroy.size(), 1u);
@@ -418,16 +463,13 @@ TEST(Graphs, AMemcpyNodeCopiesAtEachLaunchAndItsRecordsNameTheExecNode) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(Capture, CapturedWorkBecomesNodesMadeInsideTheCapturedCalls) {
-  InitCuda();
+TEST_F(Capture, CapturedWorkBecomesNodesMadeInsideTheCapturedCalls) {
   Module();
   constexpr size_t kBytes = 1024;
   void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dev, 0, kBytes), cudaSuccess);
-  std::vector<unsigned char> host(kBytes, 0x5C);
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(ZeroedDeviceAndStream(kBytes, &dev, &stream));
+  std::vector<unsigned char> host(kBytes, 0x5C);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL});
   GraphLog log;
 
@@ -499,14 +541,12 @@ TEST(Capture, CapturedWorkBecomesNodesMadeInsideTheCapturedCalls) {
   EXPECT_EQ(a.kernels[0].gridX, 4);
   EXPECT_EQ(a.kernels[0].blockX, 32);
 
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(Capture, ForkAndJoinThroughEvents) {
-  InitCuda();
+TEST_F(Capture, ForkAndJoinThroughEvents) {
   constexpr size_t kBytes = 512;
   void* a = nullptr;
   void* b = nullptr;
@@ -561,10 +601,8 @@ TEST(Capture, ForkAndJoinThroughEvents) {
 
   const auto nodes = NodesOf(graph);
   ASSERT_EQ(nodes.size(), 4u);
-  EXPECT_EQ(TypeOf(nodes[0]), cudaGraphNodeTypeMemset);
-  EXPECT_EQ(TypeOf(nodes[1]), cudaGraphNodeTypeMemset);
-  EXPECT_EQ(TypeOf(nodes[2]), cudaGraphNodeTypeMemcpy);
-  EXPECT_EQ(TypeOf(nodes[3]), cudaGraphNodeTypeMemcpy);
+  EXPECT_EQ(TypesOf(nodes), (std::vector{cudaGraphNodeTypeMemset, cudaGraphNodeTypeMemset,
+                                         cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemcpy}));
   EXPECT_EQ(join, (std::vector<cudaGraphNode_t>{nodes[2], nodes[1]}));
   // Nothing ran at capture; everything at launch.
   EXPECT_EQ(host_a, std::vector<unsigned char>(kBytes, 0));
@@ -573,8 +611,7 @@ TEST(Capture, ForkAndJoinThroughEvents) {
   ASSERT_EQ(cudaGraphLaunch(exec, s1), cudaSuccess);
   EXPECT_EQ(host_a, std::vector<unsigned char>(kBytes, 1));
   EXPECT_EQ(host_b, std::vector<unsigned char>(kBytes, 2));
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
 
   // A fork that is not joined back fails the capture, whose graph is destroyed.
   GraphLog log;
@@ -612,16 +649,12 @@ TEST(Capture, ForkAndJoinThroughEvents) {
   EXPECT_EQ(cudaStreamEndCapture(s1, &graph), cudaErrorStreamCaptureInvalidated);
   EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureInvalidated);
 
-  ASSERT_EQ(cudaEventDestroy(forked), cudaSuccess);
-  ASSERT_EQ(cudaEventDestroy(done), cudaSuccess);
-  ASSERT_EQ(cudaStreamDestroy(s1), cudaSuccess);
-  ASSERT_EQ(cudaStreamDestroy(s2), cudaSuccess);
-  ASSERT_EQ(cudaFree(a), cudaSuccess);
-  ASSERT_EQ(cudaFree(b), cudaSuccess);
+  for (cudaEvent_t e : {forked, done}) ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
+  for (cudaStream_t s : {s1, s2}) ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  for (void* p : {a, b}) ASSERT_EQ(cudaFree(p), cudaSuccess);
 }
 
-TEST(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
-  InitCuda();
+TEST_F(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
   std::vector<unsigned char> host(256, 4);
@@ -699,53 +732,46 @@ TEST(Capture, SynchronousAndLegacyStreamWorkIsRefusedAndInvalidatesTheCapture) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
-  InitCuda();
+TEST_F(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
   constexpr size_t kBytes = 1 << 20;
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMORY2});
   GraphLog log;
-  const size_t free0 = FreeMemory();
 
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
-  cudaMemAllocNodeParams p = AllocParams(kBytes);
-  cudaGraphNode_t alloc = nullptr;
-  ASSERT_EQ(cudaGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &p), cudaSuccess);
-  ASSERT_NE(p.dptr, nullptr);      // fixed when the node is made
-  EXPECT_EQ(FreeMemory(), free0);  // nothing charged yet
-  cudaMemsetParams m{p.dptr, 0, 0x5A, 1, kBytes, 1};
+  ASSERT_NO_FATAL_FAILURE(MakeAllocGraph(kBytes));
+  ASSERT_NE(alloc_params_.dptr, nullptr);  // fixed when the node is made
+  EXPECT_EQ(FreeMemory(), free0_);         // nothing charged yet
+  cudaMemsetParams m{alloc_params_.dptr, 0, 0x5A, 1, kBytes, 1};
   cudaGraphNode_t memset = nullptr;
-  ASSERT_EQ(cudaGraphAddMemsetNode(&memset, graph, &alloc, 1, &m), cudaSuccess);
+  ASSERT_EQ(cudaGraphAddMemsetNode(&memset, graph_, &alloc_, 1, &m), cudaSuccess);
   std::vector<unsigned char> host(kBytes, 0);
   cudaGraphNode_t copy = nullptr;
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&copy, graph, &memset, 1, host.data(), p.dptr, kBytes,
-                                     cudaMemcpyDeviceToHost),
+  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&copy, graph_, &memset, 1, host.data(), alloc_params_.dptr,
+                                     kBytes, cudaMemcpyDeviceToHost),
             cudaSuccess);
   cudaGraphNode_t free_node = nullptr;
-  ASSERT_EQ(cudaGraphAddMemFreeNode(&free_node, graph, &copy, 1, p.dptr), cudaSuccess);
-  EXPECT_EQ(TypeOf(alloc), cudaGraphNodeTypeMemAlloc);
+  ASSERT_EQ(cudaGraphAddMemFreeNode(&free_node, graph_, &copy, 1, alloc_params_.dptr), cudaSuccess);
+  EXPECT_EQ(TypeOf(alloc_), cudaGraphNodeTypeMemAlloc);
   EXPECT_EQ(TypeOf(free_node), cudaGraphNodeTypeMemFree);
   // Freed twice in the graph, or an address no allocation node returned: refused.
   cudaGraphNode_t bad = nullptr;
-  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, graph, &free_node, 1, p.dptr), cudaErrorInvalidValue);
-  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, graph, nullptr, 0, host.data()), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, graph_, &free_node, 1, alloc_params_.dptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, graph_, nullptr, 0, host.data()), cudaErrorInvalidValue);
   cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph_, 0), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_);
   EXPECT_TRUE(collector.Collect().memory.empty());
 
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x5A));  // the memory was usable in between
   // Released by the free node into the device's graph pool, which keeps it.
   EXPECT_EQ(GraphMem(cudaGraphMemAttrUsedMemCurrent), 0u);
   EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemCurrent), kBytes);
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);
   host.assign(kBytes, 0);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);  // again: nothing was left allocated
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);  // again: nothing was left allocated
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x5A));
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // taken from the pool, nothing more charged
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);  // taken from the pool, nothing more charged
   const auto events = log.Take();
   const Activity a = collector.Collect();
   ASSERT_EQ(a.memory.size(), 4u);
@@ -758,12 +784,13 @@ TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
     EXPECT_EQ(made.memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION);
     EXPECT_EQ(released.memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE);
     for (const CUpti_ActivityMemory4* r : {&made, &released}) {
-      EXPECT_EQ(r->address, reinterpret_cast<uint64_t>(p.dptr));  // the same every launch
+      EXPECT_EQ(r->address,
+                reinterpret_cast<uint64_t>(alloc_params_.dptr));  // the same every launch
       EXPECT_EQ(r->bytes, kBytes);
       EXPECT_EQ(r->memoryKind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
       EXPECT_EQ(r->correlationId, launch.correlation_id);
       EXPECT_EQ(r->isAsync, 1u);
-      EXPECT_EQ(r->streamId, StreamId(stream));
+      EXPECT_EQ(r->streamId, StreamId(stream_));
       EXPECT_EQ(r->deviceId, 0u);
     }
   }
@@ -781,65 +808,56 @@ TEST(GraphMemory, AnAllocationFreedInItsGraphIsChargedOnlyDuringTheLaunch) {
   ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
   EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemCurrent), 0u);
   EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemHigh), kBytes);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(FreeMemory(), free0_);
 
   // Freed in its own graph: not outside it. A graph with memory nodes: one exec at a time, no
   // clones, no child graph nodes.
-  EXPECT_EQ(cudaFree(p.dptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(alloc_params_.dptr), cudaErrorInvalidValue);
   cudaGraphExec_t second = nullptr;
-  EXPECT_EQ(cudaGraphInstantiate(&second, graph, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGraphInstantiate(&second, graph_, 0), cudaErrorInvalidValue);
   cudaGraph_t clone = nullptr;
-  EXPECT_EQ(cudaGraphClone(&clone, graph), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGraphClone(&clone, graph_), cudaErrorInvalidValue);
   cudaGraph_t parent = nullptr;
   ASSERT_EQ(cudaGraphCreate(&parent, 0), cudaSuccess);
-  EXPECT_EQ(cudaGraphAddChildGraphNode(&bad, parent, nullptr, 0, graph), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGraphAddChildGraphNode(&bad, parent, nullptr, 0, graph_), cudaErrorInvalidValue);
   ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&second, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&second, graph_, 0), cudaSuccess);
   ASSERT_EQ(cudaGraphExecDestroy(second), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   ASSERT_EQ(cudaGraphDestroy(parent), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
-  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(graph_), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_);
 }
 
-TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
-  InitCuda();
+TEST_F(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   constexpr size_t kBytes = 4 << 20;
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMORY2});
   GraphLog log;
-  const size_t free0 = FreeMemory();
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
-  cudaMemAllocNodeParams p = AllocParams(kBytes);
-  cudaGraphNode_t alloc = nullptr;
-  ASSERT_EQ(cudaGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &p), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(MakeAllocGraph(kBytes));
   cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph_, 0), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_);
 
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // charged at launch, and still after it
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);  // charged at launch, and still after it
   // Work ordered after the launch may use it.
-  ASSERT_EQ(cudaMemsetAsync(p.dptr, 9, kBytes, stream), cudaSuccess);
-  EXPECT_EQ(DeviceBytes(p.dptr, 16), std::vector<unsigned char>(16, 9));
+  ASSERT_EQ(cudaMemsetAsync(alloc_params_.dptr, 9, kBytes, stream_), cudaSuccess);
+  EXPECT_EQ(DeviceBytes(alloc_params_.dptr, 16), std::vector<unsigned char>(16, 9));
   cudaPointerAttributes attributes{};
-  ASSERT_EQ(cudaPointerGetAttributes(&attributes, p.dptr), cudaSuccess);
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, alloc_params_.dptr), cudaSuccess);
   EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
   // Launching again while the allocation lives is an error.
-  EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaErrorInvalidValue);
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);
-  ASSERT_EQ(cudaFree(p.dptr), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // back in the graph pool
+  EXPECT_EQ(cudaGraphLaunch(exec, stream_), cudaErrorInvalidValue);
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);
+  ASSERT_EQ(cudaFree(alloc_params_.dptr), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);  // back in the graph pool
   EXPECT_EQ(GraphMem(cudaGraphMemAttrUsedMemCurrent), 0u);
-  EXPECT_EQ(cudaFree(p.dptr), cudaErrorInvalidValue);  // once
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);
-  ASSERT_EQ(cudaFreeAsync(p.dptr, stream), cudaSuccess);
+  EXPECT_EQ(cudaFree(alloc_params_.dptr), cudaErrorInvalidValue);  // once
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);
+  ASSERT_EQ(cudaFreeAsync(alloc_params_.dptr, stream_), cudaSuccess);
   ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(FreeMemory(), free0_);
 
   auto events = log.Take();
   Activity a = collector.Collect();
@@ -859,71 +877,69 @@ TEST(GraphMemory, AnUnfreedAllocationStaysLiveUntilFreedAndBlocksARelaunch) {
   EXPECT_EQ(a.memory[3].memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE);
   EXPECT_EQ(a.memory[3].correlationId, free_async.correlation_id);
   EXPECT_EQ(a.memory[3].isAsync, 1u);
-  for (const auto& r : a.memory) EXPECT_EQ(r.address, reinterpret_cast<uint64_t>(p.dptr));
+  for (const auto& r : a.memory)
+    EXPECT_EQ(r.address, reinterpret_cast<uint64_t>(alloc_params_.dptr));
 
   // A free node in another graph frees it too.
   cudaGraph_t freeing = nullptr;
   ASSERT_EQ(cudaGraphCreate(&freeing, 0), cudaSuccess);
   cudaGraphNode_t free_node = nullptr;
-  ASSERT_EQ(cudaGraphAddMemFreeNode(&free_node, freeing, nullptr, 0, p.dptr), cudaSuccess);
+  ASSERT_EQ(cudaGraphAddMemFreeNode(&free_node, freeing, nullptr, 0, alloc_params_.dptr),
+            cudaSuccess);
   cudaGraph_t third = nullptr;
   ASSERT_EQ(cudaGraphCreate(&third, 0), cudaSuccess);
   cudaGraphNode_t bad = nullptr;
-  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, third, nullptr, 0, p.dptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&bad, third, nullptr, 0, alloc_params_.dptr),
+            cudaErrorInvalidValue);
   cudaGraphExec_t freeing_exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&freeing_exec, freeing, 0), cudaSuccess);
-  EXPECT_EQ(cudaGraphLaunch(freeing_exec, stream), cudaErrorInvalidValue);  // nothing to free
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(freeing_exec, stream), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(freeing_exec, stream_), cudaErrorInvalidValue);  // nothing to free
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(freeing_exec, stream_), cudaSuccess);
   EXPECT_EQ(GraphMem(cudaGraphMemAttrUsedMemCurrent), 0u);
 
   // Instantiated to free on relaunch: each launch frees what the last one left.
   ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch),
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch),
             cudaSuccess);
   collector.Collect();
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);
   a = collector.Collect();
   ASSERT_EQ(a.memory.size(), 3u);
   EXPECT_EQ(a.memory[0].memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION);
   EXPECT_EQ(a.memory[1].memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE);
   EXPECT_EQ(a.memory[2].memoryOperationType, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION);
   EXPECT_EQ(a.memory[1].correlationId, a.memory[2].correlationId);
-  ASSERT_EQ(cudaFree(p.dptr), cudaSuccess);
+  ASSERT_EQ(cudaFree(alloc_params_.dptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(FreeMemory(), free0_);
 
   // A graph whose memory does not fit fails its launch and does nothing.
   cudaGraph_t huge = nullptr;
   ASSERT_EQ(cudaGraphCreate(&huge, 0), cudaSuccess);
-  cudaMemAllocNodeParams too_big = AllocParams(free0 + 512);
-  ASSERT_EQ(cudaGraphAddMemAllocNode(&alloc, huge, nullptr, 0, &too_big), cudaSuccess);
+  cudaMemAllocNodeParams too_big = AllocParams(free0_ + 512);
+  ASSERT_EQ(cudaGraphAddMemAllocNode(&alloc_, huge, nullptr, 0, &too_big), cudaSuccess);
   cudaGraphExec_t huge_exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&huge_exec, huge, 0), cudaSuccess);
   collector.Collect();
-  EXPECT_EQ(cudaGraphLaunch(huge_exec, stream), cudaErrorMemoryAllocation);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(cudaGraphLaunch(huge_exec, stream_), cudaErrorMemoryAllocation);
+  EXPECT_EQ(FreeMemory(), free0_);
   EXPECT_TRUE(collector.Collect().memory.empty());
   EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
 
   ASSERT_EQ(cudaGraphExecDestroy(huge_exec), cudaSuccess);
   ASSERT_EQ(cudaGraphExecDestroy(freeing_exec), cudaSuccess);
   ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  for (cudaGraph_t g : {huge, third, freeing, graph}) ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
-  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  for (cudaGraph_t g : {huge, third, freeing, graph_}) ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
 }
 
 // The programming guide lets a graph give allocations whose lifetimes do not overlap the same
 // address (and memory): an allocation node ordered after an earlier allocation's free node.
-TEST(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
-  InitCuda();
+TEST_F(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
   constexpr size_t kBytes = 1 << 20;
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMORY2});
-  const size_t free0 = FreeMemory();
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
   cudaMemAllocNodeParams first = AllocParams(3 * kBytes);
@@ -963,7 +979,7 @@ TEST(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
 
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x3C));
   // At one address: allocation, release, allocation, release, in that order.
   std::vector<CUpti_ActivityMemoryOperationType> at_first;
@@ -979,37 +995,31 @@ TEST(GraphMemory, AnAllocationMadeAfterAnotherIsFreedMayTakeItsAddress) {
             (std::vector<CUpti_ActivityMemoryOperationType>{made, released, made, released}));
   // The shared range holds 3 MiB of the pool, the others their own: 3 + 1 + 4 MiB, not 9.
   EXPECT_EQ(GraphMem(cudaGraphMemAttrReservedMemCurrent), 8 * kBytes);
-  EXPECT_EQ(FreeMemory(), free0 - 8 * kBytes);
+  EXPECT_EQ(FreeMemory(), free0_ - 8 * kBytes);
   ASSERT_EQ(cudaFree(apart.dptr), cudaSuccess);
   ASSERT_EQ(cudaFree(larger.dptr), cudaSuccess);
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
   ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
-  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_);
 }
 
-TEST(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
-  InitCuda();
+TEST_F(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
   constexpr size_t kBytes = 8192;
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMORY2});
   GraphLog log;
-  const size_t free0 = FreeMemory();
   std::vector<unsigned char> host(kBytes, 0);
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
   void* p = nullptr;
-  ASSERT_EQ(cudaMallocAsync(&p, kBytes, stream), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&p, kBytes, stream_), cudaSuccess);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(FreeMemory(), free0);  // nothing charged at capture
-  ASSERT_EQ(cudaMemsetAsync(p, 0x6B, kBytes, stream), cudaSuccess);
-  ASSERT_EQ(cudaMemcpyAsync(host.data(), p, kBytes, cudaMemcpyDeviceToHost, stream), cudaSuccess);
-  ASSERT_EQ(cudaFreeAsync(p, stream), cudaSuccess);
+  EXPECT_EQ(FreeMemory(), free0_);  // nothing charged at capture
+  ASSERT_EQ(cudaMemsetAsync(p, 0x6B, kBytes, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(host.data(), p, kBytes, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(p, stream_), cudaSuccess);
   int outside = 0;
-  EXPECT_EQ(cudaFreeAsync(&outside, stream), cudaErrorInvalidValue);  // not graph memory
+  EXPECT_EQ(cudaFreeAsync(&outside, stream_), cudaErrorInvalidValue);  // not graph memory
   cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
   EXPECT_TRUE(collector.Collect().memory.empty());
   const auto events = log.Take();
   const auto created = Find(events, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
@@ -1022,30 +1032,25 @@ TEST(GraphMemory, CapturedStreamOrderedAllocationsBecomeMemoryNodes) {
   EXPECT_EQ(events[created[3]].graph.nodeType, CU_GRAPH_NODE_TYPE_MEM_FREE);
   const auto nodes = NodesOf(graph);
   ASSERT_EQ(nodes.size(), 4u);
-  EXPECT_EQ(TypeOf(nodes[0]), cudaGraphNodeTypeMemAlloc);
-  EXPECT_EQ(TypeOf(nodes[1]), cudaGraphNodeTypeMemset);
-  EXPECT_EQ(TypeOf(nodes[2]), cudaGraphNodeTypeMemcpy);
-  EXPECT_EQ(TypeOf(nodes[3]), cudaGraphNodeTypeMemFree);
+  EXPECT_EQ(TypesOf(nodes), (std::vector{cudaGraphNodeTypeMemAlloc, cudaGraphNodeTypeMemset,
+                                         cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemFree}));
 
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
   EXPECT_EQ(host, std::vector<unsigned char>(kBytes, 0x6B));
-  EXPECT_EQ(FreeMemory(), free0 - kBytes);  // kept in the graph pool until trimmed
+  EXPECT_EQ(FreeMemory(), free0_ - kBytes);  // kept in the graph pool until trimmed
   ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
-  EXPECT_EQ(FreeMemory(), free0);
+  EXPECT_EQ(FreeMemory(), free0_);
   const Activity a = collector.Collect();
   ASSERT_EQ(a.memory.size(), 2u);
   EXPECT_EQ(a.memory[0].address, reinterpret_cast<uint64_t>(p));
   EXPECT_EQ(a.memory[1].address, reinterpret_cast<uint64_t>(p));
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
-  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
 }
 
-TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
-  InitCuda();
+TEST_F(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   constexpr size_t kBytes = 128;
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
@@ -1055,9 +1060,7 @@ TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
   cudaGraphNode_t copy = nullptr;
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&copy, graph, nullptr, 0, dev, host.data(), kBytes,
-                                     cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(AddUpload(graph, nullptr, 0, dev, host.data(), kBytes, &copy));
   cudaGraphNode_t empty = nullptr;
   ASSERT_EQ(cudaGraphAddEmptyNode(&empty, graph, &copy, 1), cudaSuccess);
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
@@ -1100,8 +1103,8 @@ TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   const Call add_child =
       FindCall(events, kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaGraphAddChildGraphNode_v10000);
   const auto embedded = Find(events, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
-  const auto made = Find(events, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
   ASSERT_EQ(embedded.size(), 2u);
+  const auto made = Find(events, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
   ASSERT_EQ(made.size(), 1u);
   EXPECT_TRUE(add_child.Contains(embedded[0]));
   EXPECT_TRUE(add_child.Contains(made[0]));
@@ -1112,9 +1115,7 @@ TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   const uint64_t embedded_copy = events[embedded[0]].node_id;
   // Changing the child afterwards changes neither the clone nor the child node.
   cudaGraphNode_t extra = nullptr;
-  ASSERT_EQ(cudaGraphAddMemcpyNode1D(&extra, graph, nullptr, 0, dev, host.data(), kBytes,
-                                     cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(AddUpload(graph, nullptr, 0, dev, host.data(), kBytes, &extra));
 
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, parent, 0), cudaSuccess);
@@ -1150,8 +1151,7 @@ TEST(Graphs, ClonesAndChildGraphsAreClonedNodeByNode) {
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
-TEST(GraphCallbacks, OnlyEnabledResourceCallbacksAreDelivered) {
-  InitCuda();
+TEST_F(GraphCallbacks, OnlyEnabledResourceCallbacksAreDelivered) {
   Recorder rec({});
   ASSERT_EQ(cuptiEnableCallback(1, rec.handle(), kResource, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED),
             CUPTI_SUCCESS);
@@ -1161,8 +1161,7 @@ TEST(GraphCallbacks, OnlyEnabledResourceCallbacksAreDelivered) {
   ASSERT_EQ(cudaGraphAddEmptyNode(&node, graph, nullptr, 0), cudaSuccess);
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
   const auto events = rec.Take();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(IsCallback(events[0], kResource, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
@@ -1195,8 +1194,7 @@ void CUDART_CB StreamCallback(cudaStream_t stream, cudaError_t status, void* dat
   h->calls.fetch_add(1);
 }
 
-TEST(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
-  InitCuda();
+TEST_F(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   GraphLog log;
@@ -1241,8 +1239,7 @@ TEST(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   EXPECT_EQ(h.calls.load(), 3);
   EXPECT_EQ(h.thread, driver_thread);
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
 
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   ASSERT_EQ(cudaLaunchHostFunc(stream, HostFunction, &h), cudaSuccess);
@@ -1254,8 +1251,7 @@ TEST(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   EXPECT_EQ(h.calls.load(), 4);
-  ASSERT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  ASSERT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(DestroyExecAndGraph(exec, graph));
   // cudaStreamAddCallback cannot be captured.
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   EXPECT_EQ(cudaStreamAddCallback(stream, StreamCallback, &h, 0),
@@ -1266,8 +1262,7 @@ TEST(HostFunctions, RunOnADriverThreadWhileTheSubmittingCallWaits) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(GraphDriver, GenericNodesDirectLaunchesAndEntryPoints) {
-  InitCuda();
+TEST_F(GraphDriver, GenericNodesDirectLaunchesAndEntryPoints) {
   constexpr size_t kBytes = 4096;
   CUcontext ctx = nullptr;
   ASSERT_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
@@ -1376,15 +1371,12 @@ TEST(GraphDriver, GenericNodesDirectLaunchesAndEntryPoints) {
       CUDA_SUCCESS);
   EXPECT_EQ(fn, reinterpret_cast<void*>(&cuStreamGetCaptureInfo_v3));
 
-  ASSERT_EQ(cuGraphExecDestroy(other_exec), CUDA_SUCCESS);
-  ASSERT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
-  ASSERT_EQ(cuGraphDestroy(other), CUDA_SUCCESS);
-  ASSERT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  for (CUgraphExec e : {other_exec, exec}) ASSERT_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  for (CUgraph g : {other, graph}) ASSERT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
-TEST(GraphDriver, DriverCaptureOfDriverCopies) {
-  InitCuda();
+TEST_F(GraphDriver, DriverCaptureOfDriverCopies) {
   constexpr size_t kBytes = 256;
   CUdeviceptr dev = 0;
   ASSERT_EQ(cuMemAlloc(&dev, kBytes), CUDA_SUCCESS);

@@ -396,9 +396,8 @@ TEST(Ipc, AnOpeningIsAMemoryRecordOnlyUnderItsSwitch) {
 // The runtime calls nest the driver calls, each traced with its own cbid; cuGetProcAddress
 // hands out cuIpcOpenMemHandle_v2 from CUDA 11.0 on and the older ABI before.
 TEST(Ipc, CallsAreTracedWithTheirCbids) {
-  InitCuda();
   void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&p, 4096));
   Recorder rec({kRuntime, kDriver});
   cudaIpcMemHandle_t h{};
   ASSERT_EQ(cudaIpcGetMemHandle(&h, p), cudaSuccess);

@@ -11,6 +11,17 @@
 namespace gwsim::test {
 namespace {
 
+// A 3D copy of `extent` from `src` to `dst`.
+cudaMemcpy3DParms PitchedCopy(cudaPitchedPtr src, cudaPitchedPtr dst, cudaExtent extent,
+                              cudaMemcpyKind kind) {
+  cudaMemcpy3DParms p{};
+  p.srcPtr = src;
+  p.dstPtr = dst;
+  p.extent = extent;
+  p.kind = kind;
+  return p;
+}
+
 std::vector<int> Pattern(size_t n, int seed) {
   std::vector<int> v(n);
   std::iota(v.begin(), v.end(), seed);
@@ -39,9 +50,8 @@ TEST(Memory, BytesSurviveARoundTripThroughDeviceMemory) {
 }
 
 TEST(Memory, CopiesOutsideAnAllocationOrInTheWrongDirectionFail) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 64));
   char host[128] = {};
   EXPECT_EQ(cudaMemcpy(d, host, 128, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpy(host, host + 64, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
@@ -106,9 +116,8 @@ TEST(Memory, DeviceResetKeepsStreamOrderedMemory) {
 }
 
 TEST(Memory, FreeingTwiceOrTheWrongKindFails) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 1024), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 1024));
   EXPECT_EQ(cudaFree(static_cast<char*>(d) + 16), cudaErrorInvalidValue);  // not the base
   EXPECT_EQ(cudaFreeHost(d), cudaErrorInvalidValue);
   ASSERT_EQ(cudaFree(d), cudaSuccess);
@@ -190,18 +199,14 @@ TEST(Memory, PitchedAnd3DAllocationsAndCopies) {
   cudaPitchedPtr pitched{};
   ASSERT_EQ(cudaMalloc3D(&pitched, extent), cudaSuccess);
   const auto cube = Pattern(size_t{16} * 4 * 3, 100);
-  cudaMemcpy3DParms up{};
-  up.srcPtr = cudaPitchedPtr{const_cast<int*>(cube.data()), 16 * sizeof(int), 16, 4};
-  up.dstPtr = pitched;
-  up.extent = extent;
-  up.kind = cudaMemcpyHostToDevice;
+  const cudaMemcpy3DParms up =
+      PitchedCopy(cudaPitchedPtr{const_cast<int*>(cube.data()), 16 * sizeof(int), 16, 4}, pitched,
+                  extent, cudaMemcpyHostToDevice);
   ASSERT_EQ(cudaMemcpy3D(&up), cudaSuccess);
   std::vector<int> cube_back(cube.size());
-  cudaMemcpy3DParms down{};
-  down.srcPtr = pitched;
-  down.dstPtr = cudaPitchedPtr{cube_back.data(), 16 * sizeof(int), 16, 4};
-  down.extent = extent;
-  down.kind = cudaMemcpyDeviceToHost;
+  const cudaMemcpy3DParms down =
+      PitchedCopy(pitched, cudaPitchedPtr{cube_back.data(), 16 * sizeof(int), 16, 4}, extent,
+                  cudaMemcpyDeviceToHost);
   ASSERT_EQ(cudaMemcpy3D(&down), cudaSuccess);
   EXPECT_EQ(cube_back, cube);
   cudaFree(pitched.ptr);
@@ -333,9 +338,8 @@ TEST(Memory, DeviceVariablesRoundTripThroughSymbols) {
 }
 
 TEST(Memory, BatchedCopies) {
-  InitCuda();
   void* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&d, 256));
   const auto in = Pattern(64, 3);
   std::vector<int> out(64);
   void* dsts[] = {d, out.data()};

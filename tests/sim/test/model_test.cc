@@ -18,9 +18,8 @@ namespace {
 
 // A freed block goes to the next allocation of its size, even on another thread.
 TEST(AddressReuse, AFreedAddressIsHandedOutAgainAtOnceFromAnyThread) {
-  InitCuda();
   void* first = nullptr;
-  ASSERT_EQ(cudaMalloc(&first, 8192), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&first, 8192));
   ASSERT_EQ(cudaFree(first), cudaSuccess);
   void* again = nullptr;
   std::thread other([&] { ASSERT_EQ(cudaMalloc(&again, 8000), cudaSuccess); });  // rounds to 8192
@@ -106,9 +105,8 @@ TEST(NestedDriverCallbacks, OnByDefaultOffWhenAsked) {
 TEST(Correlation, RecordsCarryTheIdsTheModeSays) {
   const bool own = EnvIs("GWSIM_CORRELATION", "own");
   const bool unjoinable = EnvIs("GWSIM_CORRELATION", "unjoinable");
-  InitCuda();
   void* p = nullptr;
-  ASSERT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(InitCudaAndMalloc(&p, 256));
   ActivityCollector collector({CUPTI_ACTIVITY_KIND_MEMCPY});
   Recorder rec({CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API});
   char host[256] = {};

@@ -219,6 +219,11 @@ Model ReadModel() {
 
 void InitCuda() { ASSERT_EQ(cudaFree(nullptr), cudaSuccess); }
 
+void InitCudaAndMalloc(void** p, size_t bytes) {
+  ASSERT_NO_FATAL_FAILURE(InitCuda());
+  ASSERT_EQ(cudaMalloc(p, bytes), cudaSuccess);
+}
+
 size_t FreeMemory() {
   size_t free = 0;
   size_t total = 0;

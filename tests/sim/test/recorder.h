@@ -127,6 +127,14 @@ Model ReadModel();
 
 // Forces context creation (cudaFree(0)) and fails the test on error.
 void InitCuda();
+// A test fixture whose SetUp is InitCuda (for TEST_F, with `using <Suite> = CudaTest;`).
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override { InitCuda(); }
+};
+// InitCuda, then *p = cudaMalloc(bytes); fails the test on error (fatally, under
+// ASSERT_NO_FATAL_FAILURE).
+void InitCudaAndMalloc(void** p, size_t bytes);
 // The current device's free memory (cudaMemGetInfo).
 size_t FreeMemory();
 

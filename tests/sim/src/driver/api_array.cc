@@ -36,6 +36,8 @@ struct ArraySide {
 
 ArraySide OfArray(CUarray array, size_t offset) { return ArraySide{array, offset, 0, Side::kAny}; }
 ArraySide OfPointer(uintptr_t p, Side side) { return ArraySide{nullptr, 0, p, side}; }
+ArraySide OfHost(const void* p) { return OfPointer(Addr(p), Side::kAny); }
+ArraySide OfDevice(CUdeviceptr p) { return OfPointer(p, Side::kDevice); }
 
 CUresult CopyWithArray(ArraySide dst, ArraySide src, size_t bytes, CUstream stream, bool per_thread,
                        bool async) {
@@ -62,6 +64,16 @@ CUresult CopyWithArray(ArraySide dst, ArraySide src, size_t bytes, CUstream stre
   r.per_thread = per_thread;
   r.async = async;
   return Copy(r);
+}
+
+// CopyWithArray on the legacy stream (with per_thread, the calling thread's), or asynchronously
+// on `stream`.
+CUresult CopySync(ArraySide dst, ArraySide src, size_t bytes, bool per_thread) {
+  return CopyWithArray(dst, src, bytes, nullptr, per_thread, false);
+}
+
+CUresult CopyAsync(ArraySide dst, ArraySide src, size_t bytes, CUstream stream, bool per_thread) {
+  return CopyWithArray(dst, src, bytes, stream, per_thread, true);
 }
 
 // cuMemcpy3DPeer: the contexts of the pointer sides must be live; the copy is then a 3D copy.
@@ -173,66 +185,53 @@ GWSIM_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappe
 
 // Copies between 1D arrays and memory (offsets and sizes in bytes)
 
-GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyHtoA_v2, cuMemcpyHtoA_v2_ptds,
-                           (CUarray dstArray, size_t dstOffset, const void* srcHost,
-                            size_t ByteCount),
-                           (dstArray, dstOffset, srcHost, ByteCount), {
-                             return CopyWithArray(OfArray(dstArray, dstOffset),
-                                                  OfPointer(Addr(srcHost), Side::kAny), ByteCount,
-                                                  nullptr, per_thread, false);
-                           })
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuMemcpyHtoA_v2, cuMemcpyHtoA_v2_ptds,
+    (CUarray dstArray, size_t dstOffset, const void* srcHost, size_t ByteCount),
+    (dstArray, dstOffset, srcHost, ByteCount),
+    { return CopySync(OfArray(dstArray, dstOffset), OfHost(srcHost), ByteCount, per_thread); })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoH_v2, cuMemcpyAtoH_v2_ptds,
                            (void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount),
                            (dstHost, srcArray, srcOffset, ByteCount), {
-                             return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
-                                                  OfArray(srcArray, srcOffset), ByteCount, nullptr,
-                                                  per_thread, false);
+                             return CopySync(OfHost(dstHost), OfArray(srcArray, srcOffset),
+                                             ByteCount, per_thread);
                            })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyHtoAAsync_v2, cuMemcpyHtoAAsync_v2_ptsz,
                            (CUarray dstArray, size_t dstOffset, const void* srcHost,
                             size_t ByteCount, CUstream hStream),
                            (dstArray, dstOffset, srcHost, ByteCount, hStream), {
-                             return CopyWithArray(OfArray(dstArray, dstOffset),
-                                                  OfPointer(Addr(srcHost), Side::kAny), ByteCount,
-                                                  hStream, per_thread, true);
+                             return CopyAsync(OfArray(dstArray, dstOffset), OfHost(srcHost),
+                                              ByteCount, hStream, per_thread);
                            })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2_ptsz,
                            (void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
                             CUstream hStream),
                            (dstHost, srcArray, srcOffset, ByteCount, hStream), {
-                             return CopyWithArray(OfPointer(Addr(dstHost), Side::kAny),
-                                                  OfArray(srcArray, srcOffset), ByteCount, hStream,
-                                                  per_thread, true);
+                             return CopyAsync(OfHost(dstHost), OfArray(srcArray, srcOffset),
+                                              ByteCount, hStream, per_thread);
                            })
 
-GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoD_v2, cuMemcpyAtoD_v2_ptds,
-                           (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
-                            size_t ByteCount),
-                           (dstDevice, srcArray, srcOffset, ByteCount), {
-                             return CopyWithArray(OfPointer(dstDevice, Side::kDevice),
-                                                  OfArray(srcArray, srcOffset), ByteCount, nullptr,
-                                                  per_thread, false);
-                           })
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuMemcpyAtoD_v2, cuMemcpyAtoD_v2_ptds,
+    (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
+    (dstDevice, srcArray, srcOffset, ByteCount),
+    { return CopySync(OfDevice(dstDevice), OfArray(srcArray, srcOffset), ByteCount, per_thread); })
 
-GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyDtoA_v2, cuMemcpyDtoA_v2_ptds,
-                           (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
-                            size_t ByteCount),
-                           (dstArray, dstOffset, srcDevice, ByteCount), {
-                             return CopyWithArray(OfArray(dstArray, dstOffset),
-                                                  OfPointer(srcDevice, Side::kDevice), ByteCount,
-                                                  nullptr, per_thread, false);
-                           })
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuMemcpyDtoA_v2, cuMemcpyDtoA_v2_ptds,
+    (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),
+    (dstArray, dstOffset, srcDevice, ByteCount),
+    { return CopySync(OfArray(dstArray, dstOffset), OfDevice(srcDevice), ByteCount, per_thread); })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuMemcpyAtoA_v2, cuMemcpyAtoA_v2_ptds,
                            (CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset,
                             size_t ByteCount),
                            (dstArray, dstOffset, srcArray, srcOffset, ByteCount), {
-                             return CopyWithArray(OfArray(dstArray, dstOffset),
-                                                  OfArray(srcArray, srcOffset), ByteCount, nullptr,
-                                                  per_thread, false);
+                             return CopySync(OfArray(dstArray, dstOffset),
+                                             OfArray(srcArray, srcOffset), ByteCount, per_thread);
                            })
 
 // 2D and 3D copies not in api_copy.cc

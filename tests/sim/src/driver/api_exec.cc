@@ -87,10 +87,8 @@ GWSIM_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, uns
                      [&] { return CreateStream(flags, priority, phStream); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
-  return TraceDriver(GWSIM_DRV(cuStreamDestroy_v2), cuStreamDestroy_v2_params{hStream},
-                     [&] { return DestroyStream(hStream); });
-}
+GWSIM_DRV_TRACED(cuStreamDestroy_v2, false, (CUstream hStream), (hStream),
+                 { return DestroyStream(hStream); })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuStreamSynchronize, cuStreamSynchronize_ptsz, (CUstream hStream),
                            (hStream), { return Synchronize(hStream, per_thread); })
@@ -142,15 +140,10 @@ GWSIM_DRV_PER_THREAD_TWINS(cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz,
                            (hEvent, hStream, flags),
                            { return EventRecord(hEvent, hStream, per_thread); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
-  return TraceDriver(GWSIM_DRV(cuEventQuery), cuEventQuery_params{hEvent},
-                     [&] { return EventComplete(hEvent); });
-}
-
-GWSIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
-  return TraceDriver(GWSIM_DRV(cuEventSynchronize), cuEventSynchronize_params{hEvent},
-                     [&] { return EventComplete(hEvent); });
-}
+// Work completes as it is submitted: querying an event or waiting for it are the same.
+GWSIM_DRV_TRACED(cuEventQuery, false, (CUevent hEvent), (hEvent), { return EventComplete(hEvent); })
+GWSIM_DRV_TRACED(cuEventSynchronize, false, (CUevent hEvent), (hEvent),
+                 { return EventComplete(hEvent); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart,
                                                     CUevent hEnd) {

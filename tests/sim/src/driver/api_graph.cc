@@ -184,90 +184,56 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
                      [&] { return GraphDestroy(hGraph); });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                   const CUgraphNode* dependencies,
-                                                   size_t numDependencies,
-                                                   const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphAddKernelNode),
-      cuGraphAddKernelNode_params{phGraphNode, hGraph, dependencies, numDependencies, nodeParams},
-      [&] {
-        if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
-        return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies,
-                   KernelNode(*nodeParams, nodeParams->func));
-      });
-}
+// Defines the entry point `name` that adds a node to hGraph after `dependencies`: its parameters
+// are phGraphNode, hGraph, dependencies, numDependencies and then `params` (their names:
+// `args`); traced under its own cbid, it runs `body`.
+#define GWSIM_DRV_ADD_NODE(name, params, args, ...)                                             \
+  GWSIM_DRV_TRACED(name, false,                                                                 \
+                   (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
+                    size_t numDependencies, GWSIM_UNPAREN params),                              \
+                   (phGraphNode, hGraph, dependencies, numDependencies, GWSIM_UNPAREN args),    \
+                   __VA_ARGS__)
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                      const CUgraphNode* dependencies,
-                                                      size_t numDependencies,
-                                                      const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
-  return TraceDriver(GWSIM_DRV(cuGraphAddKernelNode_v2),
-                     cuGraphAddKernelNode_v2_params{phGraphNode, hGraph, dependencies,
-                                                    numDependencies, nodeParams},
-                     [&] {
-                       if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
-                       return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies,
-                                  KernelNodeV2(*nodeParams));
-                     });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddKernelNode, (const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams),
+                   (nodeParams), {
+                     if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                     return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies,
+                                KernelNode(*nodeParams, nodeParams->func));
+                   })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                   const CUgraphNode* dependencies,
-                                                   size_t numDependencies,
-                                                   const CUDA_MEMCPY3D* copyParams, CUcontext ctx) {
-  return TraceDriver(GWSIM_DRV(cuGraphAddMemcpyNode),
-                     cuGraphAddMemcpyNode_params{phGraphNode, hGraph, dependencies, numDependencies,
-                                                 copyParams, ctx},
-                     [&] {
-                       return AddMade(phGraphNode, hGraph, dependencies, numDependencies,
-                                      [&](NodeData* d) { return MemcpyNode(copyParams, ctx, d); });
-                     });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddKernelNode_v2, (const CUDA_KERNEL_NODE_PARAMS* nodeParams),
+                   (nodeParams), {
+                     if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                     return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies,
+                                KernelNodeV2(*nodeParams));
+                   })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                   const CUgraphNode* dependencies,
-                                                   size_t numDependencies,
-                                                   const CUDA_MEMSET_NODE_PARAMS* memsetParams,
-                                                   CUcontext ctx) {
-  return TraceDriver(GWSIM_DRV(cuGraphAddMemsetNode),
-                     cuGraphAddMemsetNode_params{phGraphNode, hGraph, dependencies, numDependencies,
-                                                 memsetParams, ctx},
-                     [&] {
-                       return AddMade(
-                           phGraphNode, hGraph, dependencies, numDependencies,
-                           [&](NodeData* d) { return MemsetNode(memsetParams, ctx, d); });
-                     });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddMemcpyNode, (const CUDA_MEMCPY3D* copyParams, CUcontext ctx),
+                   (copyParams, ctx), {
+                     return AddMade(phGraphNode, hGraph, dependencies, numDependencies,
+                                    [&](NodeData* d) { return MemcpyNode(copyParams, ctx, d); });
+                   })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                 const CUgraphNode* dependencies,
-                                                 size_t numDependencies,
-                                                 const CUDA_HOST_NODE_PARAMS* nodeParams) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphAddHostNode),
-      cuGraphAddHostNode_params{phGraphNode, hGraph, dependencies, numDependencies, nodeParams},
-      [&] {
-        if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
-        NodeData d = Typed(CU_GRAPH_NODE_TYPE_HOST);
-        d.host_fn = nodeParams->fn;
-        d.host_data = nodeParams->userData;
-        return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
-      });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddMemsetNode,
+                   (const CUDA_MEMSET_NODE_PARAMS* memsetParams, CUcontext ctx),
+                   (memsetParams, ctx), {
+                     return AddMade(phGraphNode, hGraph, dependencies, numDependencies,
+                                    [&](NodeData* d) { return MemsetNode(memsetParams, ctx, d); });
+                   })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                       const CUgraphNode* dependencies,
-                                                       size_t numDependencies, CUgraph childGraph) {
-  return TraceDriver(GWSIM_DRV(cuGraphAddChildGraphNode),
-                     cuGraphAddChildGraphNode_params{phGraphNode, hGraph, dependencies,
-                                                     numDependencies, childGraph},
-                     [&] {
-                       NodeData d = Typed(CU_GRAPH_NODE_TYPE_GRAPH);
-                       d.child_src = childGraph;
-                       return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
-                     });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddHostNode, (const CUDA_HOST_NODE_PARAMS* nodeParams), (nodeParams), {
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  NodeData d = Typed(CU_GRAPH_NODE_TYPE_HOST);
+  d.host_fn = nodeParams->fn;
+  d.host_data = nodeParams->userData;
+  return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+})
+
+GWSIM_DRV_ADD_NODE(cuGraphAddChildGraphNode, (CUgraph childGraph), (childGraph), {
+  NodeData d = Typed(CU_GRAPH_NODE_TYPE_GRAPH);
+  d.child_src = childGraph;
+  return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+})
 
 GWSIM_EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgraph hGraph,
                                                   const CUgraphNode* dependencies,
@@ -280,40 +246,21 @@ GWSIM_EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgr
                      });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                     const CUgraphNode* dependencies,
-                                                     size_t numDependencies,
-                                                     CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphAddMemAllocNode),
-      cuGraphAddMemAllocNode_params{phGraphNode, hGraph, dependencies, numDependencies, nodeParams},
-      [&] {
-        return AddMemAlloc(phGraphNode, hGraph, dependencies, nullptr, numDependencies, nodeParams);
-      });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddMemAllocNode, (CUDA_MEM_ALLOC_NODE_PARAMS * nodeParams), (nodeParams),
+                   {
+                     return AddMemAlloc(phGraphNode, hGraph, dependencies, nullptr, numDependencies,
+                                        nodeParams);
+                   })
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                                    const CUgraphNode* dependencies,
-                                                    size_t numDependencies, CUdeviceptr dptr) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphAddMemFreeNode),
-      cuGraphAddMemFreeNode_params{phGraphNode, hGraph, dependencies, numDependencies, dptr}, [&] {
-        NodeData d = Typed(CU_GRAPH_NODE_TYPE_MEM_FREE);
-        d.free_ptr = dptr;
-        return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
-      });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddMemFreeNode, (CUdeviceptr dptr), (dptr), {
+  NodeData d = Typed(CU_GRAPH_NODE_TYPE_MEM_FREE);
+  d.free_ptr = dptr;
+  return Add(phGraphNode, hGraph, dependencies, nullptr, numDependencies, d);
+})
 
-GWSIM_EXPORT CUresult CUDAAPI cuGraphAddNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                             const CUgraphNode* dependencies,
-                                             size_t numDependencies,
-                                             CUgraphNodeParams* nodeParams) {
-  return TraceDriver(
-      GWSIM_DRV(cuGraphAddNode),
-      cuGraphAddNode_params{phGraphNode, hGraph, dependencies, numDependencies, nodeParams}, [&] {
-        return AddGeneric(phGraphNode, hGraph, dependencies, nullptr, numDependencies, nodeParams);
-      });
-}
+GWSIM_DRV_ADD_NODE(cuGraphAddNode, (CUgraphNodeParams * nodeParams), (nodeParams), {
+  return AddGeneric(phGraphNode, hGraph, dependencies, nullptr, numDependencies, nodeParams);
+})
 
 GWSIM_EXPORT CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode* dependencies,

@@ -370,25 +370,16 @@ GWSIM_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cach
 
 // Occupancy
 
-GWSIM_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks,
-                                                                          CUfunction func,
-                                                                          int blockSize,
-                                                                          size_t dynamicSMemSize) {
-  return TraceDriver(
-      GWSIM_DRV(cuOccupancyMaxActiveBlocksPerMultiprocessor),
-      cuOccupancyMaxActiveBlocksPerMultiprocessor_params{numBlocks, func, blockSize,
-                                                         dynamicSMemSize},
-      [&] { return MaxActiveBlocks(numBlocks, func, blockSize, dynamicSMemSize, 0); });
-}
+GWSIM_DRV_TRACED(cuOccupancyMaxActiveBlocksPerMultiprocessor, false,
+                 (int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize),
+                 (numBlocks, func, blockSize, dynamicSMemSize),
+                 { return MaxActiveBlocks(numBlocks, func, blockSize, dynamicSMemSize, 0); })
 
-GWSIM_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-    int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  return TraceDriver(
-      GWSIM_DRV(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
-      cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_params{numBlocks, func, blockSize,
-                                                                  dynamicSMemSize, flags},
-      [&] { return MaxActiveBlocks(numBlocks, func, blockSize, dynamicSMemSize, flags); });
-}
+GWSIM_DRV_TRACED(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, false,
+                 (int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize,
+                  unsigned int flags),
+                 (numBlocks, func, blockSize, dynamicSMemSize, flags),
+                 { return MaxActiveBlocks(numBlocks, func, blockSize, dynamicSMemSize, flags); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(
     int* minGridSize, int* blockSize, CUfunction func,
@@ -419,15 +410,10 @@ GWSIM_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(
                      });
 }
 
-GWSIM_EXPORT CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize,
-                                                                      CUfunction func,
-                                                                      int numBlocks,
-                                                                      int blockSize) {
-  return TraceDriver(
-      GWSIM_DRV(cuOccupancyAvailableDynamicSMemPerBlock),
-      cuOccupancyAvailableDynamicSMemPerBlock_params{dynamicSmemSize, func, numBlocks, blockSize},
-      [&] { return AvailableDynamicShared(dynamicSmemSize, func, numBlocks, blockSize); });
-}
+GWSIM_DRV_TRACED(cuOccupancyAvailableDynamicSMemPerBlock, false,
+                 (size_t * dynamicSmemSize, CUfunction func, int numBlocks, int blockSize),
+                 (dynamicSmemSize, func, numBlocks, blockSize),
+                 { return AvailableDynamicShared(dynamicSmemSize, func, numBlocks, blockSize); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int* clusterSize, CUfunction func,
                                                                  const CUlaunchConfig* config) {

@@ -26,14 +26,16 @@ constexpr unsigned kSimulatedFlags = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE
                                      CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_TEXTURE_GATHER;
 
 // Size limits of a compute capability 9.0 device, in elements.
-constexpr size_t kMax1D = 131072;
-constexpr size_t kMax2DWidth = 131072;
-constexpr size_t kMax2DHeight = 65536;
-constexpr size_t kMax3D = 16384;
-constexpr size_t kMaxLayeredDim = 32768;
-constexpr size_t kMaxLayers = 2048;
-constexpr size_t kMaxCubemapLayers = 2046;
-constexpr size_t kMaxGather = 32768;
+enum SizeLimit : size_t {
+  kMax1D = 131072,
+  kMax2DWidth = 131072,
+  kMax2DHeight = 65536,
+  kMax3D = 16384,
+  kMaxLayeredDim = 32768,
+  kMaxLayers = 2048,
+  kMaxCubemapLayers = 2046,
+  kMaxGather = 32768,
+};
 
 struct Registry {
   std::mutex mu;
@@ -147,18 +149,17 @@ CUresult AllocateStorage(CUctx_st* ctx, uint64_t bytes, Allocation* out) {
     Uncharge(device, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  Allocation a;
-  a.base = reinterpret_cast<uintptr_t>(mem);
-  a.size = size;
-  a.origin = Origin::kArray;
-  a.memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
-  a.device = device;
-  a.ctx = ctx;
-  a.backing = mem;
-  a.backing_size = size;
-  a.mmapped = mmapped;
-  a.charged = bytes;
-  a.buffer_id = D().next_buffer_id.fetch_add(1);
+  Allocation a{.base = reinterpret_cast<uintptr_t>(mem),
+               .size = size,
+               .origin = Origin::kArray,
+               .memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_ARRAY,
+               .device = device,
+               .ctx = ctx,
+               .backing = mem,
+               .backing_size = size,
+               .mmapped = mmapped,
+               .charged = bytes,
+               .buffer_id = D().next_buffer_id.fetch_add(1)};
   if (!D().memory.Insert(a)) {  // cannot happen for fresh memory; keep the table consistent
     ReleaseBacking(a);
     return CUDA_ERROR_UNKNOWN;

@@ -639,10 +639,5 @@ GWSIM_RT_PER_THREAD_TWINS(cudaMemcpyArrayToArray, v3020, cudaMemcpyArrayToArray_
 
 // 3D peer copies (cudaMemcpy3D itself is in api_copy.cc)
 
-GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeer, v4000, cudaMemcpy3DPeer_ptds, v7000,
-                          (const struct cudaMemcpy3DPeerParms* p), (p),
-                          { return Memcpy3DPeer(p, false, nullptr, per_thread); })
-
-GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DPeerAsync, v4000, cudaMemcpy3DPeerAsync_ptsz, v7000,
-                          (const struct cudaMemcpy3DPeerParms* p, cudaStream_t stream), (p, stream),
-                          { return Memcpy3DPeer(p, true, stream, per_thread); })
+GWSIM_RT_COPY_3D(cudaMemcpy3DPeer, cudaMemcpy3DPeerAsync, v4000, cudaMemcpy3DPeerParms,
+                 Memcpy3DPeer)

@@ -192,13 +192,7 @@ GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy2DAsync, v3020, cudaMemcpy2DAsync_ptsz, v700
                                             stream, per_thread);
                           })
 
-GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3D, v3020, cudaMemcpy3D_ptds, v7000,
-                          (const struct cudaMemcpy3DParms* p), (p),
-                          { return Memcpy3D(p, false, nullptr, per_thread); })
-
-GWSIM_RT_PER_THREAD_TWINS(cudaMemcpy3DAsync, v3020, cudaMemcpy3DAsync_ptsz, v7000,
-                          (const struct cudaMemcpy3DParms* p, cudaStream_t stream), (p, stream),
-                          { return Memcpy3D(p, true, stream, per_thread); })
+GWSIM_RT_COPY_3D(cudaMemcpy3D, cudaMemcpy3DAsync, v3020, cudaMemcpy3DParms, Memcpy3D)
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src,
                                                   int srcDevice, size_t count) {

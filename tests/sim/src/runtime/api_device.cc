@@ -27,10 +27,7 @@ cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
   };
   prop->sharedMemPerBlock =
       static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
-  prop->regsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
-  prop->warpSize = attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   prop->memPitch = 2147483647;
-  prop->maxThreadsPerBlock = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   prop->maxThreadsDim[0] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
   prop->maxThreadsDim[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
   prop->maxThreadsDim[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
@@ -38,28 +35,40 @@ cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[1] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
   prop->maxGridSize[2] = attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
   prop->totalConstMem = static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY));
-  prop->major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-  prop->minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   prop->textureAlignment = 512;
   prop->texturePitchAlignment = 32;
-  prop->multiProcessorCount = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-  prop->canMapHostMemory = attr(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
-  prop->concurrentKernels = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
-  prop->pciBusID = attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
-  prop->asyncEngineCount = attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
-  prop->unifiedAddressing = attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
-  prop->memoryBusWidth = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-  prop->l2CacheSize = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
-  prop->maxThreadsPerMultiProcessor = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
-  prop->streamPrioritiesSupported = attr(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED);
   prop->sharedMemPerMultiprocessor =
       static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
-  prop->regsPerMultiprocessor = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
-  prop->managedMemory = attr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
-  prop->concurrentManagedAccess = attr(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
-  prop->cooperativeLaunch = attr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
-  prop->hostRegisterSupported = attr(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED);
-  prop->memoryPoolsSupported = attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+  // The int members, each the driver's device attribute of the same meaning.
+  struct IntMember {
+    int cudaDeviceProp::*member;
+    CUdevice_attribute attribute;
+  };
+  using P = cudaDeviceProp;
+  static constexpr IntMember kInts[] = {
+      {&P::regsPerBlock, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK},
+      {&P::warpSize, CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+      {&P::maxThreadsPerBlock, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+      {&P::major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+      {&P::minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+      {&P::multiProcessorCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+      {&P::canMapHostMemory, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY},
+      {&P::concurrentKernels, CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS},
+      {&P::pciBusID, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID},
+      {&P::asyncEngineCount, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
+      {&P::unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING},
+      {&P::memoryBusWidth, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+      {&P::l2CacheSize, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE},
+      {&P::maxThreadsPerMultiProcessor, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
+      {&P::streamPrioritiesSupported, CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED},
+      {&P::regsPerMultiprocessor, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR},
+      {&P::managedMemory, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY},
+      {&P::concurrentManagedAccess, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
+      {&P::cooperativeLaunch, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH},
+      {&P::hostRegisterSupported, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED},
+      {&P::memoryPoolsSupported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
+  };
+  for (const auto& [member, a] : kInts) prop->*member = attr(a);
   prop->hostNumaId = -1;
   return cudaSuccess;
 }
@@ -288,19 +297,12 @@ GWSIM_RT_PER_THREAD_TWINS(cudaStreamGetId, v12000, cudaStreamGetId_ptsz, v12000,
 
 // Events
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
-  return TraceRuntime(GWSIM_RT(cudaEventCreate, v3020),
-                      GWSIM_RT_PARAMS(cudaEventCreate, v3020){event},
-                      [&] { return WithContext([&] { return Drv().cuEventCreate(event, 0); }); });
-}
+GWSIM_RT_TRACED(cudaEventCreate, v3020, false, (cudaEvent_t * event), (event),
+                { return WithContext([&] { return Drv().cuEventCreate(event, 0); }); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event,
-                                                            unsigned int flags) {
-  return TraceRuntime(GWSIM_RT(cudaEventCreateWithFlags, v3020),
-                      GWSIM_RT_PARAMS(cudaEventCreateWithFlags, v3020){event, flags}, [&] {
-                        return WithContext([&] { return Drv().cuEventCreate(event, flags); });
-                      });
-}
+GWSIM_RT_TRACED(cudaEventCreateWithFlags, v3020, false, (cudaEvent_t * event, unsigned int flags),
+                (event, flags),
+                { return WithContext([&] { return Drv().cuEventCreate(event, flags); }); })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaEventRecord, v3020, cudaEventRecord_ptsz, v7000,
                           (cudaEvent_t event, cudaStream_t stream), (event, stream), {

@@ -171,9 +171,9 @@ cudaError_t Instantiate(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInsta
   return ToCudaError(r);
 }
 
-cudaError_t CaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+cudaError_t CaptureInfo(bool per_thread, cudaStream_t stream, cudaStreamCaptureStatus* status,
                         unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
-                        const cudaGraphEdgeData** edges, size_t* count, bool per_thread) {
+                        const cudaGraphEdgeData** edges, size_t* count) {
   if (status == nullptr) return cudaErrorInvalidValue;
   if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
   CUstreamCaptureStatus s = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -191,6 +191,12 @@ cudaError_t CaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
     if (edges != nullptr) *edges = reinterpret_cast<const cudaGraphEdgeData*>(cu_edges);
   }
   return cudaSuccess;
+}
+
+// cudaDevice{Get,Set}GraphMemAttribute through the driver's `call` (its cuDevice* twin).
+template <typename Call>
+cudaError_t GraphMemAttribute(Call call, int device, cudaGraphMemAttributeType attr, void* value) {
+  return WithDriver([&] { return call(device, static_cast<CUgraphMem_attribute>(attr), value); });
 }
 
 cudaError_t IsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status, bool per_thread) {
@@ -247,94 +253,61 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph) {
                       [&] { return WithContext([&] { return Drv().cuGraphDestroy(graph); }); });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t* pGraphNode,
-                                                          cudaGraph_t graph,
-                                                          const cudaGraphNode_t* pDependencies,
-                                                          size_t numDependencies,
-                                                          const struct cudaKernelNodeParams* p) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGraphAddKernelNode, v10000),
-      GWSIM_RT_PARAMS(cudaGraphAddKernelNode, v10000){pGraphNode, graph, pDependencies,
-                                                      numDependencies, p},
-      [&] {
-        if (p == nullptr) return cudaErrorInvalidValue;
-        if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
-        CUDA_KERNEL_NODE_PARAMS c{};
-        if (cudaError_t e = KernelParams(p->func, p->gridDim, p->blockDim, p->sharedMemBytes,
-                                         p->kernelParams, p->extra, &c);
-            e != cudaSuccess) {
-          return e;
-        }
-        return ToCudaError(
-            Drv().cuGraphAddKernelNode_v2(pGraphNode, graph, pDependencies, numDependencies, &c));
-      });
-}
+// Defines the call `name` that adds a node to `graph` after `pDependencies`: its parameters are
+// pGraphNode, graph, pDependencies, numDependencies and then `params` (their names: `args`);
+// traced under its own cbid (of its own `version`), it runs `body`.
+#define GWSIM_RT_ADD_NODE(name, version, params, args, ...)                                   \
+  GWSIM_RT_TRACED(                                                                            \
+      name, version, false,                                                                   \
+      (cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, \
+       size_t numDependencies, GWSIM_UNPAREN params),                                         \
+      (pGraphNode, graph, pDependencies, numDependencies, GWSIM_UNPAREN args), __VA_ARGS__)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t* pGraphNode,
-                                                          cudaGraph_t graph,
-                                                          const cudaGraphNode_t* pDependencies,
-                                                          size_t numDependencies,
-                                                          const struct cudaMemcpy3DParms* p) {
-  return TraceRuntime(
-      GWSIM_RT(cudaGraphAddMemcpyNode, v10000),
-      GWSIM_RT_PARAMS(cudaGraphAddMemcpyNode, v10000){pGraphNode, graph, pDependencies,
-                                                      numDependencies, p},
-      [&] { return AddMemcpy(pGraphNode, graph, pDependencies, numDependencies, p); });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddKernelNode, v10000, (const struct cudaKernelNodeParams* p), (p), {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = EnsureContext(); e != cudaSuccess) return e;
+  CUDA_KERNEL_NODE_PARAMS c{};
+  if (cudaError_t e = KernelParams(p->func, p->gridDim, p->blockDim, p->sharedMemBytes,
+                                   p->kernelParams, p->extra, &c);
+      e != cudaSuccess) {
+    return e;
+  }
+  return ToCudaError(
+      Drv().cuGraphAddKernelNode_v2(pGraphNode, graph, pDependencies, numDependencies, &c));
+})
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(
-    cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
-    size_t numDependencies, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return TraceRuntime(GWSIM_RT(cudaGraphAddMemcpyNode1D, v11010),
-                      GWSIM_RT_PARAMS(cudaGraphAddMemcpyNode1D, v11010){
-                          pGraphNode, graph, pDependencies, numDependencies, dst, src, count, kind},
-                      [&] {
-                        // A 3D copy of one row of `count` bytes.
-                        cudaMemcpy3DParms p{};
-                        p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
-                        p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
-                        p.extent = cudaExtent{count, 1, 1};
-                        p.kind = kind;
-                        return AddMemcpy(pGraphNode, graph, pDependencies, numDependencies, &p);
-                      });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddMemcpyNode, v10000, (const struct cudaMemcpy3DParms* p), (p),
+                  { return AddMemcpy(pGraphNode, graph, pDependencies, numDependencies, p); })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t* pGraphNode,
-                                                          cudaGraph_t graph,
-                                                          const cudaGraphNode_t* pDependencies,
-                                                          size_t numDependencies,
-                                                          const struct cudaMemsetParams* p) {
-  return TraceRuntime(GWSIM_RT(cudaGraphAddMemsetNode, v10000),
-                      GWSIM_RT_PARAMS(cudaGraphAddMemsetNode, v10000){
-                          pGraphNode, graph, pDependencies, numDependencies, p},
-                      [&] {
-                        if (p == nullptr) return cudaErrorInvalidValue;
-                        CUcontext ctx = nullptr;
-                        if (cudaError_t e = Current(&ctx); e != cudaSuccess) return e;
-                        CUDA_MEMSET_NODE_PARAMS c{};
-                        MemsetParams(*p, &c);
-                        return ToCudaError(Drv().cuGraphAddMemsetNode(
-                            pGraphNode, graph, pDependencies, numDependencies, &c, ctx));
-                      });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddMemcpyNode1D, v11010,
+                  (void* dst, const void* src, size_t count, enum cudaMemcpyKind kind),
+                  (dst, src, count, kind), {
+                    // A 3D copy of one row of `count` bytes.
+                    cudaMemcpy3DParms p{};
+                    p.srcPtr = cudaPitchedPtr{const_cast<void*>(src), count, count, 1};
+                    p.dstPtr = cudaPitchedPtr{dst, count, count, 1};
+                    p.extent = cudaExtent{count, 1, 1};
+                    p.kind = kind;
+                    return AddMemcpy(pGraphNode, graph, pDependencies, numDependencies, &p);
+                  })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddHostNode(cudaGraphNode_t* pGraphNode,
-                                                        cudaGraph_t graph,
-                                                        const cudaGraphNode_t* pDependencies,
-                                                        size_t numDependencies,
-                                                        const struct cudaHostNodeParams* p) {
-  return TraceRuntime(GWSIM_RT(cudaGraphAddHostNode, v10000),
-                      GWSIM_RT_PARAMS(cudaGraphAddHostNode, v10000){
-                          pGraphNode, graph, pDependencies, numDependencies, p},
-                      [&] {
-                        if (p == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUDA_HOST_NODE_PARAMS c{p->fn, p->userData};
-                          return Drv().cuGraphAddHostNode(pGraphNode, graph, pDependencies,
-                                                          numDependencies, &c);
-                        });
-                      });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddMemsetNode, v10000, (const struct cudaMemsetParams* p), (p), {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  CUcontext ctx = nullptr;
+  if (cudaError_t e = Current(&ctx); e != cudaSuccess) return e;
+  CUDA_MEMSET_NODE_PARAMS c{};
+  MemsetParams(*p, &c);
+  return ToCudaError(
+      Drv().cuGraphAddMemsetNode(pGraphNode, graph, pDependencies, numDependencies, &c, ctx));
+})
+
+GWSIM_RT_ADD_NODE(cudaGraphAddHostNode, v10000, (const struct cudaHostNodeParams* p), (p), {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  return WithContext([&] {
+    CUDA_HOST_NODE_PARAMS c{p->fn, p->userData};
+    return Drv().cuGraphAddHostNode(pGraphNode, graph, pDependencies, numDependencies, &c);
+  });
+})
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddEmptyNode(cudaGraphNode_t* pGraphNode,
                                                          cudaGraph_t graph,
@@ -351,57 +324,31 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddEmptyNode(cudaGraphNode_t* pGraph
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t* pGraphNode,
-                                                            cudaGraph_t graph,
-                                                            const cudaGraphNode_t* pDependencies,
-                                                            size_t numDependencies,
-                                                            struct cudaMemAllocNodeParams* p) {
-  return TraceRuntime(GWSIM_RT(cudaGraphAddMemAllocNode, v11040),
-                      GWSIM_RT_PARAMS(cudaGraphAddMemAllocNode, v11040){
-                          pGraphNode, graph, pDependencies, numDependencies, p},
-                      [&] {
-                        if (p == nullptr) return cudaErrorInvalidValue;
-                        return WithContext([&] {
-                          CUDA_MEM_ALLOC_NODE_PARAMS c{};
-                          AllocParams(*p, &c);
-                          const CUresult r = Drv().cuGraphAddMemAllocNode(
-                              pGraphNode, graph, pDependencies, numDependencies, &c);
-                          if (r == CUDA_SUCCESS) p->dptr = reinterpret_cast<void*>(c.dptr);
-                          return r;
-                        });
-                      });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddMemAllocNode, v11040, (struct cudaMemAllocNodeParams * p), (p), {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  return WithContext([&] {
+    CUDA_MEM_ALLOC_NODE_PARAMS c{};
+    AllocParams(*p, &c);
+    const CUresult r =
+        Drv().cuGraphAddMemAllocNode(pGraphNode, graph, pDependencies, numDependencies, &c);
+    if (r == CUDA_SUCCESS) p->dptr = reinterpret_cast<void*>(c.dptr);
+    return r;
+  });
+})
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t* pGraphNode,
-                                                           cudaGraph_t graph,
-                                                           const cudaGraphNode_t* pDependencies,
-                                                           size_t numDependencies, void* dptr) {
-  return TraceRuntime(GWSIM_RT(cudaGraphAddMemFreeNode, v11040),
-                      GWSIM_RT_PARAMS(cudaGraphAddMemFreeNode, v11040){
-                          pGraphNode, graph, pDependencies, numDependencies, dptr},
-                      [&] {
-                        return WithContext([&] {
-                          return Drv().cuGraphAddMemFreeNode(pGraphNode, graph, pDependencies,
-                                                             numDependencies, Dev(dptr));
-                        });
-                      });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddMemFreeNode, v11040, (void* dptr), (dptr), {
+  return WithContext([&] {
+    return Drv().cuGraphAddMemFreeNode(pGraphNode, graph, pDependencies, numDependencies,
+                                       Dev(dptr));
+  });
+})
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode,
-                                                              cudaGraph_t graph,
-                                                              const cudaGraphNode_t* pDependencies,
-                                                              size_t numDependencies,
-                                                              cudaGraph_t childGraph) {
-  return TraceRuntime(GWSIM_RT(cudaGraphAddChildGraphNode, v10000),
-                      GWSIM_RT_PARAMS(cudaGraphAddChildGraphNode, v10000){
-                          pGraphNode, graph, pDependencies, numDependencies, childGraph},
-                      [&] {
-                        return WithContext([&] {
-                          return Drv().cuGraphAddChildGraphNode(pGraphNode, graph, pDependencies,
-                                                                numDependencies, childGraph);
-                        });
-                      });
-}
+GWSIM_RT_ADD_NODE(cudaGraphAddChildGraphNode, v10000, (cudaGraph_t childGraph), (childGraph), {
+  return WithContext([&] {
+    return Drv().cuGraphAddChildGraphNode(pGraphNode, graph, pDependencies, numDependencies,
+                                          childGraph);
+  });
+})
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
                                                     const cudaGraphNode_t* pDependencies,
@@ -507,29 +454,17 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGraphMemTrim(int device) {
                       });
 }
 
-GWSIM_EXPORT cudaError_t CUDARTAPI
-cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {
-  return TraceRuntime(GWSIM_RT(cudaDeviceGetGraphMemAttribute, v11040),
-                      GWSIM_RT_PARAMS(cudaDeviceGetGraphMemAttribute, v11040){device, attr, value},
-                      [&] {
-                        return WithDriver([&] {
-                          return Drv().cuDeviceGetGraphMemAttribute(
-                              device, static_cast<CUgraphMem_attribute>(attr), value);
-                        });
-                      });
-}
+GWSIM_RT_TRACED(cudaDeviceGetGraphMemAttribute, v11040, false,
+                (int device, enum cudaGraphMemAttributeType attr, void* value),
+                (device, attr, value), {
+                  return GraphMemAttribute(Drv().cuDeviceGetGraphMemAttribute, device, attr, value);
+                })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI
-cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {
-  return TraceRuntime(GWSIM_RT(cudaDeviceSetGraphMemAttribute, v11040),
-                      GWSIM_RT_PARAMS(cudaDeviceSetGraphMemAttribute, v11040){device, attr, value},
-                      [&] {
-                        return WithDriver([&] {
-                          return Drv().cuDeviceSetGraphMemAttribute(
-                              device, static_cast<CUgraphMem_attribute>(attr), value);
-                        });
-                      });
-}
+GWSIM_RT_TRACED(cudaDeviceSetGraphMemAttribute, v11040, false,
+                (int device, enum cudaGraphMemAttributeType attr, void* value),
+                (device, attr, value), {
+                  return GraphMemAttribute(Drv().cuDeviceSetGraphMemAttribute, device, attr, value);
+                })
 
 // Stream capture
 
@@ -563,16 +498,12 @@ GWSIM_RT_PER_THREAD_TWINS(cudaStreamIsCapturing, v10000, cudaStreamIsCapturing_p
                           (stream, pStatus), { return IsCapturing(stream, pStatus, per_thread); })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamGetCaptureInfo, v12030, cudaStreamGetCaptureInfo_ptsz, v12030,
-                          (cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
-                           unsigned long long* id_out, cudaGraph_t* graph_out,
-                           const cudaGraphNode_t** dependencies_out,
-                           const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out),
-                          (stream, captureStatus_out, id_out, graph_out, dependencies_out,
-                           edgeData_out, numDependencies_out),
-                          {
-                            return CaptureInfo(stream, captureStatus_out, id_out, graph_out,
-                                               dependencies_out, edgeData_out, numDependencies_out,
-                                               per_thread);
+                          (cudaStream_t stream, enum cudaStreamCaptureStatus* status,
+                           unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                           const cudaGraphEdgeData** edges, size_t* count),
+                          (stream, status, id, graph, deps, edges, count), {
+                            return CaptureInfo(per_thread, stream, status, id, graph, deps, edges,
+                                               count);
                           })
 
 GWSIM_EXPORT cudaError_t CUDARTAPI

@@ -5,6 +5,8 @@
 // cuFuncSetCacheConfig, cudaOccupancy* -> cuOccupancy*); cudaFuncGetAttributes reads the
 // attributes as the runtime's own bookkeeping (not reported). A function is a host stub
 // registered with __cudaRegisterFunction; anything else is cudaErrorInvalidDeviceFunction.
+#include <utility>
+
 #include "runtime/core.h"
 #include "runtime/cuda_headers.h"
 
@@ -52,20 +54,25 @@ cudaError_t FuncAttributes(cudaFuncAttributes* attr, const void* func) {
   attr->sharedSizeBytes = static_cast<size_t>(get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
   attr->constSizeBytes = static_cast<size_t>(get(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES));
   attr->localSizeBytes = static_cast<size_t>(get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES));
-  attr->maxThreadsPerBlock = get(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  attr->numRegs = get(CU_FUNC_ATTRIBUTE_NUM_REGS);
-  attr->ptxVersion = get(CU_FUNC_ATTRIBUTE_PTX_VERSION);
-  attr->binaryVersion = get(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
-  attr->cacheModeCA = get(CU_FUNC_ATTRIBUTE_CACHE_MODE_CA);
-  attr->maxDynamicSharedSizeBytes = get(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-  attr->preferredShmemCarveout = get(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
-  attr->clusterDimMustBeSet = get(CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET);
-  attr->requiredClusterWidth = get(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH);
-  attr->requiredClusterHeight = get(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT);
-  attr->requiredClusterDepth = get(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH);
-  attr->clusterSchedulingPolicyPreference =
-      get(CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
-  attr->nonPortableClusterSizeAllowed = get(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+  // The int members, each the driver's function attribute of the same meaning.
+  using A = cudaFuncAttributes;
+  static constexpr std::pair<int A::*, CUfunction_attribute> kInts[] = {
+      {&A::maxThreadsPerBlock, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+      {&A::numRegs, CU_FUNC_ATTRIBUTE_NUM_REGS},
+      {&A::ptxVersion, CU_FUNC_ATTRIBUTE_PTX_VERSION},
+      {&A::binaryVersion, CU_FUNC_ATTRIBUTE_BINARY_VERSION},
+      {&A::cacheModeCA, CU_FUNC_ATTRIBUTE_CACHE_MODE_CA},
+      {&A::maxDynamicSharedSizeBytes, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
+      {&A::preferredShmemCarveout, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT},
+      {&A::clusterDimMustBeSet, CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET},
+      {&A::requiredClusterWidth, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH},
+      {&A::requiredClusterHeight, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT},
+      {&A::requiredClusterDepth, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH},
+      {&A::clusterSchedulingPolicyPreference,
+       CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE},
+      {&A::nonPortableClusterSizeAllowed, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED},
+  };
+  for (const auto& [member, a] : kInts) attr->*member = get(a);
   return cudaSuccess;
 }
 
@@ -156,44 +163,27 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func,
 
 // Occupancy (the model: src/driver/api_misc.cc)
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-    int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize) {
-  return TraceRuntime(GWSIM_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6050),
-                      GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6050){
-                          numBlocks, func, blockSize, dynamicSMemSize},
-                      [&] {
-                        return WithFunction(func, [&](CUfunction f) {
-                          return Drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                              numBlocks, f, blockSize, dynamicSMemSize);
-                        });
-                      });
-}
+// Defines the occupancy query `name` (of `version`) of (`out_param`, const void* func,
+// `params`...): it runs the driver's `query` with `out`, the CUfunction of the host stub `func`
+// and `args` (the names of `params`).
+#define GWSIM_RT_OCCUPANCY(name, version, query, out_param, out, params, args)               \
+  GWSIM_RT_TRACED(name, version, false, (out_param, const void* func, GWSIM_UNPAREN params), \
+                  (out, func, GWSIM_UNPAREN args), {                                         \
+                    return WithFunction(func, [&](CUfunction f) {                            \
+                      return Drv().query(out, f, GWSIM_UNPAREN args);                        \
+                    });                                                                      \
+                  })
 
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-    int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  return TraceRuntime(GWSIM_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
-                      GWSIM_RT_PARAMS(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
-                                      v7000){numBlocks, func, blockSize, dynamicSMemSize, flags},
-                      [&] {
-                        return WithFunction(func, [&](CUfunction f) {
-                          return Drv().cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-                              numBlocks, f, blockSize, dynamicSMemSize, flags);
-                        });
-                      });
-}
-
-GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(
-    size_t* dynamicSmemSize, const void* func, int numBlocks, int blockSize) {
-  return TraceRuntime(GWSIM_RT(cudaOccupancyAvailableDynamicSMemPerBlock, v10200),
-                      GWSIM_RT_PARAMS(cudaOccupancyAvailableDynamicSMemPerBlock, v10200){
-                          dynamicSmemSize, func, numBlocks, blockSize},
-                      [&] {
-                        return WithFunction(func, [&](CUfunction f) {
-                          return Drv().cuOccupancyAvailableDynamicSMemPerBlock(
-                              dynamicSmemSize, f, numBlocks, blockSize);
-                        });
-                      });
-}
+GWSIM_RT_OCCUPANCY(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6050,
+                   cuOccupancyMaxActiveBlocksPerMultiprocessor, int* numBlocks, numBlocks,
+                   (int blockSize, size_t dynamicSMemSize), (blockSize, dynamicSMemSize))
+GWSIM_RT_OCCUPANCY(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000,
+                   cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, int* numBlocks, numBlocks,
+                   (int blockSize, size_t dynamicSMemSize, unsigned int flags),
+                   (blockSize, dynamicSMemSize, flags))
+GWSIM_RT_OCCUPANCY(cudaOccupancyAvailableDynamicSMemPerBlock, v10200,
+                   cuOccupancyAvailableDynamicSMemPerBlock, size_t* dynamicSmemSize,
+                   dynamicSmemSize, (int numBlocks, int blockSize), (numBlocks, blockSize))
 
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxPotentialClusterSize(
     int* clusterSize, const void* func, const cudaLaunchConfig_t* launchConfig) {
