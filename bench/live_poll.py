@@ -38,7 +38,6 @@ tests/sim/lib); with one (nvidia-smi works, or --gpu) on the real driver.
   bench/live_poll.py --build build --seconds 10 --repeat 3 --json out.json
 """
 
-import argparse
 import json
 import os
 import resource
@@ -50,10 +49,8 @@ import sys
 import tempfile
 import time
 
-
-def die(msg):
-    print(f"live_poll.py: {msg}", file=sys.stderr)
-    sys.exit(2)
+import bench_target
+from bench_target import die
 
 
 def schedstat_ns(path):
@@ -246,9 +243,7 @@ def fmt_ms(x):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build", help="the build directory (default: build)")
+    ap = bench_target.parser(__doc__)
     ap.add_argument("--seconds", type=float, default=30, help="each window (default 30)")
     ap.add_argument("--repeat", type=int, default=1, help="windows of each kind (default 1)")
     ap.add_argument("--per-site", type=int, default=10, help="allocations per site (default 10)")
@@ -256,9 +251,6 @@ def main():
     ap.add_argument("--top", type=int, default=50, help="sites the direct reader asks for")
     ap.add_argument("--no-off", action="store_true", help="skip the GPUWATCH_LIVE=0 process")
     ap.add_argument("--no-direct", action="store_true", help="skip the direct-socket window")
-    ap.add_argument("--gpu", action="store_true", default=None,
-                    help="run on the real driver (default: when nvidia-smi works)")
-    ap.add_argument("--sim", dest="gpu", action="store_false", help="run on the simulator")
     ap.add_argument("--json", help="also write every figure here")
     args = ap.parse_args()
 
@@ -268,10 +260,7 @@ def main():
                  cli):
         if not os.path.exists(path):
             die(f"{path} is missing: build it with `ninja -C {args.build} bench_live_deps`")
-    if args.gpu is None:
-        args.gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True).returncode == 0
-    if not args.gpu and not os.path.isdir(os.path.join(b, "tests", "sim", "lib")):
+    if not bench_target.resolve_gpu(args) and not os.path.isdir(os.path.join(b, "tests", "sim", "lib")):
         die("no GPU and no simulator in the build")
     sites_expected = 100 * 100
 

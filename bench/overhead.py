@@ -30,7 +30,6 @@ tests/sim/lib); with one (nvidia-smi works, or --gpu) on the real driver.
   bench/overhead.py --build build --json out.json    # also write every figure
 """
 
-import argparse
 import json
 import os
 import re
@@ -42,10 +41,8 @@ import sys
 import tempfile
 import time
 
-
-def die(msg):
-    print(f"overhead.py: {msg}", file=sys.stderr)
-    sys.exit(2)
+import bench_target
+from bench_target import die
 
 
 class Setup:
@@ -58,10 +55,7 @@ class Setup:
         for path in (self.workload, self.null, self.lib):
             if not os.path.exists(path):
                 die(f"{path} is missing: build it with `ninja -C {args.build} bench_overhead_deps`")
-        if args.gpu is None:
-            args.gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
-                ["nvidia-smi", "-L"], capture_output=True).returncode == 0
-        self.gpu = args.gpu
+        self.gpu = bench_target.resolve_gpu(args)
         if not self.gpu and not os.path.isdir(self.sim):
             die(f"no GPU and no simulator at {self.sim}")
         self.heaptrack = None if args.no_heaptrack else shutil.which("heaptrack")
@@ -371,17 +365,12 @@ def callgrind(setup, args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build", help="build directory (default: build)")
+    ap = bench_target.parser(__doc__)
+    ap.add_argument("--no-heaptrack", action="store_true")
     ap.add_argument("--events", type=int, default=200000, help="ops per phase (default 200000)")
     ap.add_argument("--depth", type=int, default=40, help="call depth under each op (default 40)")
     ap.add_argument("--sites", type=int, default=4, help="distinct call sites, <= 64 (default 4)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per config (default 5)")
-    ap.add_argument("--no-heaptrack", action="store_true")
-    ap.add_argument("--gpu", action="store_true", default=None,
-                    help="use the real driver (default: when nvidia-smi works)")
-    ap.add_argument("--sim", dest="gpu", action="store_false", help="force the simulator")
     ap.add_argument("--scaling", action="store_true", help="also: per-op cost from 1e3 to 1e7")
     ap.add_argument("--max-events", type=int, default=10000000)
     ap.add_argument("--scaling-repeat", type=int, default=3)

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,13 +55,18 @@ __attribute__((noinline)) int Inner(int n) {
   return n + B;
 }
 
-using InnerFn = int (*)(int);
+// A frame of either level, called through a table.
+using LevelFn = int (*)(int);
 
-template <int... B>
-constexpr std::array<InnerFn, sizeof...(B)> InnerTable(std::integer_sequence<int, B...>) {
-  return {&Inner<B>...};
+// {&F<0>, ..., &F<kLevel - 1>} of a level's template F: at(I) is &F<I>, I an
+// std::integral_constant.
+template <typename At, int... I>
+constexpr std::array<LevelFn, sizeof...(I)> Table(At at, std::integer_sequence<int, I...>) {
+  return {at(std::integral_constant<int, I>())...};
 }
-constexpr auto kInner = InnerTable(std::make_integer_sequence<int, kLevel>());
+
+constexpr auto kInner = Table([](auto b) { return &Inner<decltype(b)::value>; },
+                              std::make_integer_sequence<int, kLevel>());
 
 // The caller: one per A; calls Inner<b> for b < inner.
 template <int A>
@@ -73,13 +79,8 @@ __attribute__((noinline)) int Outer(int inner) {
   return sum + A;
 }
 
-using OuterFn = int (*)(int);
-
-template <int... A>
-constexpr std::array<OuterFn, sizeof...(A)> OuterTable(std::integer_sequence<int, A...>) {
-  return {&Outer<A>...};
-}
-constexpr auto kOuter = OuterTable(std::make_integer_sequence<int, kLevel>());
+constexpr auto kOuter = Table([](auto a) { return &Outer<decltype(a)::value>; },
+                              std::make_integer_sequence<int, kLevel>());
 
 int ArgInt(int argc, char** argv, int& i) {
   if (i + 1 >= argc) {

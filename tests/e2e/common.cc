@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "tools/report_reader.h"
 
@@ -316,6 +317,50 @@ nlohmann::json RunProgramReport(const std::string& program, const std::vector<st
   return ReadReport(out);
 }
 
+nlohmann::json RunAttached(const std::string& program, Attach how,
+                           const std::map<std::string, std::string>& extra,
+                           ProcessResult* process) {
+  std::map<std::string, std::string> env = SimEnv();
+  if (how == Attach::kPreload) env["LD_PRELOAD"] = kLib;
+  if (how == Attach::kInjection) {
+    env["CUDA_INJECTION64_PATH"] = kLib;
+    env["NVTX_INJECTION64_PATH"] = kLib;
+  }
+  for (const auto& [k, v] : extra) env[k] = v;
+  const std::vector<std::string> prefix =
+      how == Attach::kRun ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{};
+  return RunProgramReport(program, prefix, std::move(env), process);
+}
+
+std::map<std::string, std::string> OtherNvtxToolEnv(const ScopedTempDir& dir) {
+  return {{"NVTX_INJECTION64_PATH", kPrograms + "/nvtx_other_tool.so"},
+          {"NVTX_OTHER_TOOL_OUT", dir.path() + "/other.txt"}};
+}
+
+std::string RunReportIn(const ScopedTempDir& dir, const std::string& program, ProcessResult* result,
+                        const std::string& name, const std::map<std::string, std::string>& extra) {
+  std::string out = dir.path() + "/" + name;
+  std::map<std::string, std::string> env = SimEnv();
+  for (const auto& [k, v] : extra) env[k] = v;
+  *result = RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/" + program}, env, dir.path());
+  return out;
+}
+
+std::string WriteReport(const ScopedTempDir& dir, const std::string& name,
+                        const nlohmann::json& report) {
+  std::string path = dir.path() + "/" + name;
+  std::ofstream(path) << report.dump();
+  return path;
+}
+
+void ExpectMalformed(const ScopedTempDir& dir, const nlohmann::json& report,
+                     const std::string& problem) {
+  const std::string bad = WriteReport(dir, "bad.json", report);
+  const ProcessResult text = RunProcess({kCli, "report", bad}, {}, dir.path());
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_EQ(text.err, "gpuwatch report: " + bad + ": malformed gpuwatch report: " + problem + "\n");
+}
+
 std::string ChainedToolAloneCounts(const std::string& program) {
   ScopedTempDir dir;
   std::map<std::string, std::string> env = SimEnv();
@@ -370,6 +415,14 @@ LiveSteps::~LiveSteps() {
 bool LiveSteps::Step(int n) {
   steps_ += n;
   return Send("step " + std::to_string(n), "live_steps: steps " + std::to_string(steps_) + "\n");
+}
+
+::testing::AssertionResult ReadyAndStepped(LiveSteps& steps, int n) {
+  if (!steps.ready()) return ::testing::AssertionFailure() << "not ready: " << steps.err();
+  if (!steps.Step(n)) {
+    return ::testing::AssertionFailure() << "did not make " << n << " steps: " << steps.err();
+  }
+  return ::testing::AssertionSuccess();
 }
 
 bool LiveSteps::Send(const std::string& command, const std::string& answer) {

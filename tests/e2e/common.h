@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -129,6 +131,10 @@ class LiveSteps {
   int steps_ = 0;
 };
 
+// Whether `steps` said it was ready and then made `n` more steps; what it
+// printed on stderr when not.
+::testing::AssertionResult ReadyAndStepped(LiveSteps& steps, int n);
+
 // --- Environments -------------------------------------------------------------
 
 // The simulator's libraries in place of CUDA's, nothing of gpuwatch.
@@ -163,6 +169,37 @@ nlohmann::json ReadReport(const std::string& path);
 // report, and how it ran in `process`.
 nlohmann::json RunProgramReport(const std::string& program, const std::vector<std::string>& prefix,
                                 std::map<std::string, std::string> env, ProcessResult* process);
+
+// How gpuwatch attaches to a program: `gpuwatch run`, LD_PRELOAD alone, or
+// the driver's injection alone (CUDA_INJECTION64_PATH, and NVTX's
+// NVTX_INJECTION64_PATH, both naming libgpuwatch.so).
+enum class Attach { kRun, kPreload, kInjection };
+
+// RunProgramReport of PROGRAM with gpuwatch attached by `how`, in SimEnv()
+// with `extra` on top.
+nlohmann::json RunAttached(const std::string& program, Attach how,
+                           const std::map<std::string, std::string>& extra, ProcessResult* process);
+
+// NVTX_INJECTION64_PATH naming tests/programs/nvtx_other_tool.so (another
+// NVTX tool), which writes what it counted to DIR/other.txt.
+std::map<std::string, std::string> OtherNvtxToolEnv(const ScopedTempDir& dir);
+
+// Runs tests/programs/PROGRAM under `gpuwatch run -o DIR/NAME` in `dir`,
+// in SimEnv() with `extra` on top: the report's path, and how it ran in
+// *result.
+std::string RunReportIn(const ScopedTempDir& dir, const std::string& program, ProcessResult* result,
+                        const std::string& name = "report.json",
+                        const std::map<std::string, std::string>& extra = {});
+
+// `report` written as `name` in `dir`: its path.
+std::string WriteReport(const ScopedTempDir& dir, const std::string& name,
+                        const nlohmann::json& report);
+
+// `gpuwatch report` of `report` written as DIR/bad.json: a failure unless it
+// exits 2 saying exactly "gpuwatch report: DIR/bad.json: malformed gpuwatch
+// report: " + `problem`.
+void ExpectMalformed(const ScopedTempDir& dir, const nlohmann::json& report,
+                     const std::string& problem);
 
 // Runs tests/programs/PROGRAM with gpuwatch disabled (GPUWATCH_DISABLE=1)
 // but named by NVTX_INJECTION64_PATH, chained to tests/programs/

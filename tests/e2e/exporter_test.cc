@@ -372,8 +372,7 @@ TEST(Exporter, TheTextfileIsWholeAndPromtoolReadsIt) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
   Stepper steps(dir, live);
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  ASSERT_TRUE(steps.Step(4));
+  ASSERT_TRUE(ReadyAndStepped(steps, 4));
   const std::string out = dir.path() + "/textfile";
   ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
   // However long a busy machine takes the process to answer (a hang guard
@@ -530,8 +529,7 @@ TEST(Exporter, SlowClientsDoNotStarveAScrape) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
   Stepper steps(dir, live);
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  ASSERT_TRUE(steps.Step(1));
+  ASSERT_TRUE(ReadyAndStepped(steps, 1));
   Exporter exporter(live);
   ASSERT_NE(exporter.port(), 0) << exporter.first_line();
   std::string headers = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";

@@ -23,6 +23,20 @@ const std::string kOtherSubscriber = GPUWATCH_TEST_OTHER_SUBSCRIBER;  // gwsim_i
 const std::string kCudart = "libcudart.so.13";
 const std::string kCupti = "libcupti.so.13";
 
+// own_cupti in `mode`, loading the runtime and CUPTI by soname.
+std::vector<std::string> OwnCupti(const std::string& mode) {
+  return {kPrograms + "/own_cupti", mode, kCudart, kCupti};
+}
+
+// SimEnv() with libgpuwatch.so loaded by the driver alone
+// (CUDA_INJECTION64_PATH), its report written to `output`.
+std::map<std::string, std::string> InjectionEnv(const std::string& output) {
+  auto env = SimEnv();
+  env["CUDA_INJECTION64_PATH"] = kLib;
+  env["GPUWATCH_OUTPUT"] = output;
+  return env;
+}
+
 // `err` without the lines gpuwatch printed.
 std::string WithoutGpuwatchLines(const std::string& err) {
   std::string rest;
@@ -112,10 +126,8 @@ void ExpectDlopenUnderPreload(bool destroy_at_dlclose) {
   const std::vector<std::string> argv = {kPrograms + "/dlopen_cudart", kCudart};
   const ProcessResult plain = RunProcess(argv, DlopenEnv(destroy_at_dlclose), dir.path());
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  auto env = DlopenEnv(destroy_at_dlclose);
-  env["LD_PRELOAD"] = kLib;
-  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
-  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  const ProcessResult traced = RunProcess(
+      argv, PreloadEnv(dir.path() + "/r.json", DlopenEnv(destroy_at_dlclose)), dir.path());
   EXPECT_FALSE(traced.signaled) << traced.signal;
   EXPECT_EQ(traced.exit_code, 0) << traced.err;
   EXPECT_EQ(traced.out, plain.out);
@@ -161,7 +173,7 @@ TEST(HostCuda, DlopenDlcloseDlopenOfTheRuntimeAndCuptiUnderRunContextDestroyedAt
 // and writes nothing, and the host's own callbacks see every call.
 void ExpectGivesWay(const std::map<std::string, std::string>& attach) {
   ScopedTempDir dir;
-  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "first", kCudart, kCupti};
+  const std::vector<std::string> argv = OwnCupti("first");
   const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("own callbacks: cudaMalloc enter 3 exit 3, cudaFree enter 2 exit 2\n"),
@@ -192,7 +204,7 @@ void ExpectGivesWay(const std::map<std::string, std::string>& attach) {
 void ExpectShares(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
                   const std::string& report) {
   ScopedTempDir dir;
-  const std::vector<std::string> program = {kPrograms + "/own_cupti", "first", kCudart, kCupti};
+  const std::vector<std::string> program = OwnCupti("first");
   const ProcessResult plain = RunProcess(program, SimEnv(), dir.path());
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   std::vector<std::string> argv = prefix;
@@ -214,10 +226,7 @@ void ExpectShares(const std::vector<std::string>& prefix, std::map<std::string, 
 
 TEST(HostCuda, HostSubscribedFirstUnderPreloadSharesCupti) {
   ScopedTempDir out;
-  auto env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
-  env["GPUWATCH_OUTPUT"] = out.path() + "/r.json";
-  ExpectShares({}, env, out.path() + "/r.json");
+  ExpectShares({}, PreloadEnv(out.path() + "/r.json"), out.path() + "/r.json");
 }
 
 TEST(HostCuda, HostSubscribedFirstUnderRunSharesCupti) {
@@ -241,7 +250,7 @@ TEST(HostCuda, HostSubscribedFirstUnderInjection) {
 // minimal injected profiler), the host goes on, and gpuwatch keeps counting.
 TEST(HostCuda, GpuwatchInjectedFirstHostSeesTheUsualError) {
   ScopedTempDir dir;
-  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second", kCudart, kCupti};
+  const std::vector<std::string> argv = OwnCupti("second");
   auto other = SimEnv();
   other["CUDA_INJECTION64_PATH"] = kOtherSubscriber;
   const ProcessResult under_other = RunProcess(argv, other, dir.path());
@@ -250,10 +259,7 @@ TEST(HostCuda, GpuwatchInjectedFirstHostSeesTheUsualError) {
       under_other.out.find("cuptiSubscribe: 39 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\n"),
       std::string::npos)
       << under_other.out;
-  auto env = SimEnv();
-  env["CUDA_INJECTION64_PATH"] = kLib;
-  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
-  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  const ProcessResult traced = RunProcess(argv, InjectionEnv(dir.path() + "/r.json"), dir.path());
   EXPECT_EQ(traced.exit_code, 0) << traced.err;
   EXPECT_EQ(traced.out, under_other.out);
   EXPECT_TRUE(LinesStartingWith(traced.err, "gpuwatch: profiling is off").empty()) << traced.err;
@@ -269,21 +275,26 @@ TEST(HostCuda, GpuwatchInjectedFirstHostSeesTheUsualError) {
   EXPECT_EQ(sites[0]["location"], ProgramLine("own_cupti.cc", "cuda_malloc(&p[i], size)"));
 }
 
+// own_cupti second-v2 without gpuwatch, in `dir`: it exits 0 and its
+// cuptiSubscribe_v2 succeeds; a failure (HasFailure()) when not.
+ProcessResult SubscribesAlone(const ScopedTempDir& dir) {
+  ProcessResult plain = RunProcess(OwnCupti("second-v2"), SimEnv(), dir.path());
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("cuptiSubscribe: 0 CUPTI_SUCCESS\n"), std::string::npos) << plain.out;
+  return plain;
+}
+
 // Preloaded, gpuwatch that subscribed first still gives the host a working
 // CUPTI: its subscribe succeeds and its callbacks come, beside gpuwatch's.
 TEST(HostCuda, GpuwatchPreloadedFirstHostStillSubscribes) {
   ScopedTempDir dir;
-  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second-v2", kCudart, kCupti};
-  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  EXPECT_NE(plain.out.find("cuptiSubscribe: 0 CUPTI_SUCCESS\n"), std::string::npos) << plain.out;
+  const std::vector<std::string> argv = OwnCupti("second-v2");
+  const ProcessResult plain = SubscribesAlone(dir);
+  ASSERT_FALSE(HasFailure());
   EXPECT_NE(plain.out.find("own callbacks: cudaMalloc enter 2 exit 2, cudaFree enter 1 exit 1\n"),
             std::string::npos)
       << plain.out;
-  auto env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
-  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
-  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  const ProcessResult traced = RunProcess(argv, PreloadEnv(dir.path() + "/r.json"), dir.path());
   EXPECT_EQ(traced.exit_code, 0) << traced.err;
   EXPECT_EQ(traced.out, plain.out);
   const json r = ReadReport(dir.path() + "/r.json");
@@ -298,14 +309,10 @@ TEST(HostCuda, GpuwatchPreloadedFirstHostStillSubscribes) {
 // subscribes, so the host's own error message can say "gpuwatch".
 TEST(HostCuda, GpuwatchInjectedFirstHostUsingV2IsToldItIsGpuwatch) {
   ScopedTempDir dir;
-  const std::vector<std::string> argv = {kPrograms + "/own_cupti", "second-v2", kCudart, kCupti};
-  const ProcessResult plain = RunProcess(argv, SimEnv(), dir.path());
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  EXPECT_NE(plain.out.find("cuptiSubscribe: 0 CUPTI_SUCCESS\n"), std::string::npos) << plain.out;
-  auto env = SimEnv();
-  env["CUDA_INJECTION64_PATH"] = kLib;
-  env["GPUWATCH_OUTPUT"] = dir.path() + "/r.json";
-  const ProcessResult traced = RunProcess(argv, env, dir.path());
+  const std::vector<std::string> argv = OwnCupti("second-v2");
+  const ProcessResult plain = SubscribesAlone(dir);
+  ASSERT_FALSE(HasFailure());
+  const ProcessResult traced = RunProcess(argv, InjectionEnv(dir.path() + "/r.json"), dir.path());
   EXPECT_EQ(traced.exit_code, 0) << traced.err;
   EXPECT_NE(traced.out.find("cuptiSubscribe: 39 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED\n"),
             std::string::npos)

@@ -120,8 +120,14 @@ std::unique_ptr<LiveSteps> Stepped(const ScopedTempDir& dir, const std::string& 
                                    const std::string& name, int steps,
                                    const std::vector<std::string>& args = {}) {
   auto p = std::make_unique<LiveSteps>(dir, live, name, std::map<std::string, std::string>{}, args);
-  EXPECT_TRUE(p->ready() && p->Step(steps)) << p->err();
+  EXPECT_TRUE(ReadyAndStepped(*p, steps));
   return p;
+}
+
+// A scan that read no process and has one problem, "pid PID: WHAT".
+void ExpectOnlyProblem(const LiveScan& scan, pid_t pid, const std::string& what) {
+  EXPECT_TRUE(scan.processes.empty());
+  EXPECT_EQ(scan.problems, std::vector<std::string>{"pid " + std::to_string(pid) + ": " + what});
 }
 
 // `gpuwatch exporter --textfile DIR/textfile --once` on `live`, waiting for
@@ -211,10 +217,7 @@ TEST(LivePeers, ASocketOfAnotherUidIsNotRead) {
   ASSERT_GT(child, 0);
   const LiveScan scan = ScanLive(live, 50, kGuardMs);
   Reap(child);
-  EXPECT_TRUE(scan.processes.empty());
-  EXPECT_EQ(scan.problems, std::vector<std::string>{"pid " + std::to_string(child) +
-                                                    ": served by uid 65534, not by this user "
-                                                    "(uid 0): not read"});
+  ExpectOnlyProblem(scan, child, "served by uid 65534, not by this user (uid 0): not read");
 }
 
 // An entry nobody listens on, named after a process that exists (a program
@@ -268,10 +271,7 @@ TEST(LivePeers, AProcessWhoseBacklogIsFullIsAProblem) {
   for (const int c : held) close(c);
   close(fd);
   Reap(waiter);
-  EXPECT_TRUE(scan.processes.empty());
-  EXPECT_EQ(scan.problems, std::vector<std::string>{"pid " + std::to_string(waiter) +
-                                                    ": cannot connect: Resource temporarily "
-                                                    "unavailable"});
+  ExpectOnlyProblem(scan, waiter, "cannot connect: Resource temporarily unavailable");
 }
 
 // "0<pid>.sock", a link to a process's socket, is not a second process of

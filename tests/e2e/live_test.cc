@@ -103,8 +103,7 @@ TEST(Live, TheStateOfATrainingLoopIsExact) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
   Stepper steps(dir, live, "loop");
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  ASSERT_TRUE(steps.Step(3));
+  ASSERT_TRUE(ReadyAndStepped(steps, 3));
   const json st = RawState(live, steps.pid(), 50);
   EXPECT_EQ(st["schema"], "gpuwatch-live");
   EXPECT_EQ(st["version"], 1);
@@ -288,8 +287,7 @@ TEST(Live, AProcessEndedBySigtermTakesItsEntry) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
   Stepper steps(dir, live, "term");
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  ASSERT_TRUE(steps.Step(1));
+  ASSERT_TRUE(ReadyAndStepped(steps, 1));
   ASSERT_EQ(ListLiveSockets(live), std::vector<pid_t>{steps.pid()});
   ASSERT_EQ(kill(steps.pid(), SIGTERM), 0);
   const ProcessResult r = steps.Finish();
@@ -356,8 +354,7 @@ TEST(Live, AnAnswerCutShortByDeathIsAProcessGone) {
 void ExpectRefused(const std::string& live, const std::string& why) {
   ScopedTempDir dir;
   Stepper steps(dir, live, "refused");
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  ASSERT_TRUE(steps.Step(1));
+  ASSERT_TRUE(ReadyAndStepped(steps, 1));
   const ProcessResult r = steps.Finish();
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.err.find("gpuwatch: no live view (gpuwatch top, gpuwatch exporter): " + live + why),
@@ -452,8 +449,7 @@ TEST(Live, AForkedChildServesItsOwnState) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
   Stepper parent(dir, live, "parent");
-  ASSERT_TRUE(parent.ready()) << parent.err();
-  ASSERT_TRUE(parent.Step(2));
+  ASSERT_TRUE(ReadyAndStepped(parent, 2));
   ASSERT_TRUE(parent.Send("fork", "live_steps: child "));
   const size_t at = parent.out().find("live_steps: child ");
   const pid_t child = static_cast<pid_t>(std::stol(parent.out().substr(at + 18)));

@@ -5,10 +5,8 @@
 // NVTX_INJECTION64_PATH.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -21,16 +19,9 @@ using nlohmann::json;
 
 std::string At(const std::string& name) { return ProgramLine("nvtx_phases.cu", "// AT:" + name); }
 
-json RunPhases(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
-               ProcessResult* process) {
-  return RunProgramReport("nvtx_phases", prefix, std::move(env), process);
-}
-
 json UnderGpuwatchRun(ProcessResult* process,
                       const std::map<std::string, std::string>& extra = {}) {
-  std::map<std::string, std::string> env = SimEnv();
-  for (const auto& [k, v] : extra) env[k] = v;
-  return RunPhases({kCli, "run"}, env, process);
+  return RunAttached("nvtx_phases", Attach::kRun, extra, process);
 }
 
 // The report's phases by path.
@@ -152,23 +143,13 @@ void ExpectPaths(const json& report, bool with_api) {
   }
 }
 
-// Runs nvtx_phases under `gpuwatch run` in `dir` (with `extra` in its
-// environment); the report's path.
-std::string ReportIn(const ScopedTempDir& dir, ProcessResult* result,
-                     const std::string& name = "report.json",
-                     const std::map<std::string, std::string>& extra = {}) {
-  std::string out = dir.path() + "/" + name;
-  std::map<std::string, std::string> env = SimEnv();
-  for (const auto& [k, v] : extra) env[k] = v;
-  *result = RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_phases"}, env, dir.path());
+// The report's path of nvtx_phases run under `gpuwatch run` in `dir`, which
+// must succeed: a failure (HasFailure()) when it did not.
+std::string GoodReportIn(const ScopedTempDir& dir) {
+  ProcessResult r;
+  const std::string out = RunReportIn(dir, "nvtx_phases", &r);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   return out;
-}
-
-// `report` written as `name` in `dir`; its path.
-std::string WriteReport(const ScopedTempDir& dir, const std::string& name, const json& report) {
-  std::string path = dir.path() + "/" + name;
-  std::ofstream(path) << report.dump();
-  return path;
 }
 
 TEST(Phases, NvtxRangesUnderGpuwatchRun) {
@@ -186,10 +167,8 @@ TEST(Phases, NvtxRangesUnderGpuwatchRun) {
 }
 
 TEST(Phases, NvtxRangesWithLdPreloadAlone) {
-  std::map<std::string, std::string> env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
   ProcessResult process;
-  const json report = RunPhases({}, env, &process);
+  const json report = RunAttached("nvtx_phases", Attach::kPreload, {}, &process);
   ASSERT_TRUE(report.is_object()) << process.err;
   ExpectPaths(report, true);
 }
@@ -197,11 +176,8 @@ TEST(Phases, NvtxRangesWithLdPreloadAlone) {
 TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
   // No preload: the driver loads gpuwatch, NVTX loads it again by its own
   // variable (set by hand here); gpuwatch_phase_push is not linked in.
-  std::map<std::string, std::string> env = SimEnv();
-  env["CUDA_INJECTION64_PATH"] = kLib;
-  env["NVTX_INJECTION64_PATH"] = kLib;
   ProcessResult process;
-  const json report = RunPhases({}, env, &process);
+  const json report = RunAttached("nvtx_phases", Attach::kInjection, {}, &process);
   ASSERT_TRUE(report.is_object()) << process.err;
   ExpectPaths(report, false);
   // "setup" opened before the first CUDA call, so before gpuwatch attached:
@@ -217,18 +193,13 @@ TEST(Phases, NvtxRangesWithTheDriversInjectionAlone) {
 constexpr char kOtherToolSawEverything[] =
     "pushes 19 pops 20 domain_pushes 2 domain_pops 2 handles 2 foreign 0\n";
 
-// Runs nvtx_phases under `gpuwatch run` or with LD_PRELOAD alone, with `env`
-// and, when `other_tool`, NVTX_INJECTION64_PATH naming the stand-in tool
-// (which writes its counts to dir/other.txt).
+// Runs nvtx_phases under `gpuwatch run` or with LD_PRELOAD alone, with
+// `extra` and, when `other_tool`, NVTX_INJECTION64_PATH naming the stand-in
+// tool (which writes its counts to dir/other.txt).
 json RunNextToAnotherTool(const ScopedTempDir& dir, bool under_run, bool other_tool,
-                          std::map<std::string, std::string> env, ProcessResult* process) {
-  if (other_tool) {
-    env["NVTX_INJECTION64_PATH"] = kPrograms + "/nvtx_other_tool.so";
-    env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
-  }
-  if (!under_run) env["LD_PRELOAD"] = kLib;
-  return RunPhases(under_run ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{},
-                   std::move(env), process);
+                          std::map<std::string, std::string> extra, ProcessResult* process) {
+  if (other_tool) extra.merge(OtherNvtxToolEnv(dir));
+  return RunAttached("nvtx_phases", under_run ? Attach::kRun : Attach::kPreload, extra, process);
 }
 
 // Only gpuwatch_phase_push reached gpuwatch: its one phase, "api".
@@ -247,7 +218,7 @@ TEST(Phases, ChainsToAnotherNvtxTool) {
     SCOPED_TRACE(under_run ? "gpuwatch run" : "LD_PRELOAD");
     ScopedTempDir dir;
     ProcessResult process;
-    const json report = RunNextToAnotherTool(dir, under_run, true, SimEnv(), &process);
+    const json report = RunNextToAnotherTool(dir, under_run, true, {}, &process);
     ASSERT_TRUE(report.is_object()) << process.err;
     ExpectPaths(report, true);
     EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: cannot chain"), std::vector<std::string>{});
@@ -266,10 +237,9 @@ TEST(Phases, GpuwatchNvtxOffLeavesNvtxAlone) {
       SCOPED_TRACE(std::string(under_run ? "gpuwatch run" : "LD_PRELOAD") +
                    (other_tool ? ", another tool" : ", no other tool"));
       ScopedTempDir dir;
-      std::map<std::string, std::string> env = SimEnv();
-      env["GPUWATCH_NVTX"] = "0";
       ProcessResult process;
-      const json report = RunNextToAnotherTool(dir, under_run, other_tool, env, &process);
+      const json report =
+          RunNextToAnotherTool(dir, under_run, other_tool, {{"GPUWATCH_NVTX", "0"}}, &process);
       ASSERT_TRUE(report.is_object()) << process.err;
       ExpectOnlyTheApiPhase(report);
       EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: NVTX"), std::vector<std::string>{});
@@ -302,11 +272,9 @@ TEST(Phases, ALibraryWithoutNvtxsEntryPointIsNotChained) {
 TEST(Phases, AnUnreadableNvtxToolIsLeftAloneAndSaidSo) {
   ScopedTempDir dir;
   const std::string other = dir.path() + "/no_such_tool.so";
-  std::map<std::string, std::string> env = SimEnv();
-  env["NVTX_INJECTION64_PATH"] = other;
-  env["LD_PRELOAD"] = kLib;
   ProcessResult process;
-  const json report = RunPhases({}, env, &process);
+  const json report =
+      RunAttached("nvtx_phases", Attach::kPreload, {{"NVTX_INJECTION64_PATH", other}}, &process);
   ASSERT_TRUE(report.is_object()) << process.err;
   EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: NVTX_INJECTION64_PATH"),
             std::vector<std::string>{"gpuwatch: NVTX_INJECTION64_PATH names " + other +
@@ -318,7 +286,7 @@ TEST(Phases, AnUnreadableNvtxToolIsLeftAloneAndSaidSo) {
 TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
   ScopedTempDir dir;
   ProcessResult r;
-  const std::string out = ReportIn(dir, &r);
+  const std::string out = RunReportIn(dir, "nvtx_phases", &r);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(LinesStartingWith(r.err, "gpuwatch: phases:"),
             std::vector<std::string>{"gpuwatch: phases: 14 phases; highest peak 14.0 MiB in "
@@ -350,24 +318,17 @@ TEST(Phases, ReportRendersThePhaseTreeAndLeaksPhases) {
 
 TEST(Phases, AMalformedPhasesSectionIsRejectedByName) {
   ScopedTempDir dir;
-  ProcessResult r;
-  const std::string out = ReportIn(dir, &r);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string out = GoodReportIn(dir);
+  ASSERT_FALSE(HasFailure());
   json report = ReadJson(out);
   report["phases"]["paths"][2]["peak_bytes"] = -5;
-  const std::string bad = WriteReport(dir, "bad.json", report);
-  const ProcessResult text = RunProcess({kCli, "report", bad}, {}, dir.path());
-  EXPECT_EQ(text.exit_code, 2);
-  EXPECT_EQ(text.err, "gpuwatch report: " + bad +
-                          ": malformed gpuwatch report: phases.paths[2].peak_bytes is -5, "
-                          "expected a count (not negative)\n");
+  ExpectMalformed(dir, report, "phases.paths[2].peak_bytes is -5, expected a count (not negative)");
 }
 
 TEST(Phases, CheckGatesThePeakOfAPhase) {
   ScopedTempDir dir;
-  ProcessResult r;
-  const std::string out = ReportIn(dir, &r);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string out = GoodReportIn(dir);
+  ASSERT_FALSE(HasFailure());
   // A limit equal to the peak passes; a name matches a whole path or its
   // last parts.
   const ProcessResult pass =
@@ -406,9 +367,8 @@ TEST(Phases, CheckGatesThePeakOfAPhase) {
 
 TEST(Phases, DiffShowsWhatChangedPerPhase) {
   ScopedTempDir dir;
-  ProcessResult r;
-  const std::string out = ReportIn(dir, &r);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string out = GoodReportIn(dir);
+  ASSERT_FALSE(HasFailure());
   // The new run: forward peaks 2 MiB higher and allocates 1 MiB more; the
   // worker's phase is gone.
   json report = ReadJson(out);
@@ -442,7 +402,8 @@ TEST(Phases, MergeSumsEachPhaseAndKeepsTheHighestPeakOfAnyRank) {
   std::vector<json> reports;
   for (const char* rank : {"0", "1"}) {
     ProcessResult r;
-    inputs.push_back(ReportIn(dir, &r, std::string("rank") + rank + ".json", {{"RANK", rank}}));
+    inputs.push_back(RunReportIn(dir, "nvtx_phases", &r, std::string("rank") + rank + ".json",
+                                 {{"RANK", rank}}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     reports.push_back(ReadJson(inputs.back()));
   }
@@ -541,9 +502,8 @@ TEST(Phases, MergeSumsEachPhaseAndKeepsTheHighestPeakOfAnyRank) {
 
 TEST(Phases, RangesAreSlicesInTheTraceAndInPerfetto) {
   ScopedTempDir dir;
-  ProcessResult r;
-  const std::string out = ReportIn(dir, &r);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string out = GoodReportIn(dir);
+  ASSERT_FALSE(HasFailure());
   const json report = ReadReport(out);
   const json& trace = report["trace"];
   // Each range once, with its thread; "worker" closed when its thread ended.

@@ -6,10 +6,8 @@
 // to another tool that takes the extension too.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -21,11 +19,6 @@ namespace {
 using nlohmann::json;
 
 std::string At(const std::string& name) { return ProgramLine("nvtx_pool.cu", "// AT:" + name); }
-
-json RunPool(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,
-             ProcessResult* process) {
-  return RunProgramReport("nvtx_pool", prefix, std::move(env), process);
-}
 
 std::string FrameLocation(const json& frame) {
   const std::string file = frame.value("file", "");
@@ -109,7 +102,7 @@ const char kSummary[] = "gpuwatch: pool regions still registered: 704.0 KiB in 3
 
 TEST(Regions, PoolRegionsUnderGpuwatchRun) {
   ProcessResult process;
-  const json report = RunPool({kCli, "run"}, SimEnv(), &process);
+  const json report = RunAttached("nvtx_pool", Attach::kRun, {}, &process);
   ExpectRegions(report);
   EXPECT_EQ(LinesStartingWith(process.err, kSummary),
             std::vector<std::string>{std::string(kSummary) + "largest 512.0 KiB registered at " +
@@ -117,18 +110,13 @@ TEST(Regions, PoolRegionsUnderGpuwatchRun) {
 }
 
 TEST(Regions, PoolRegionsWithLdPreloadAlone) {
-  std::map<std::string, std::string> env = SimEnv();
-  env["LD_PRELOAD"] = kLib;
   ProcessResult process;
-  ExpectRegions(RunPool({}, env, &process));
+  ExpectRegions(RunAttached("nvtx_pool", Attach::kPreload, {}, &process));
 }
 
 TEST(Regions, PoolRegionsWithTheDriversInjectionAlone) {
-  std::map<std::string, std::string> env = SimEnv();
-  env["CUDA_INJECTION64_PATH"] = kLib;
-  env["NVTX_INJECTION64_PATH"] = kLib;
   ProcessResult process;
-  ExpectRegions(RunPool({}, env, &process));
+  ExpectRegions(RunAttached("nvtx_pool", Attach::kInjection, {}, &process));
 }
 
 // The other tool takes the extension too, with heap and region handles of
@@ -138,14 +126,9 @@ TEST(Regions, ChainsTheMemoryExtensionToAnotherNvtxTool) {
   for (const bool under_run : {true, false}) {
     SCOPED_TRACE(under_run ? "gpuwatch run" : "LD_PRELOAD");
     ScopedTempDir dir;
-    std::map<std::string, std::string> env = SimEnv();
-    env["NVTX_INJECTION64_PATH"] = kPrograms + "/nvtx_other_tool.so";
-    env["NVTX_OTHER_TOOL_OUT"] = dir.path() + "/other.txt";
-    if (!under_run) env["LD_PRELOAD"] = kLib;
     ProcessResult process;
-    const json report =
-        RunPool(under_run ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{}, env,
-                &process);
+    const json report = RunAttached("nvtx_pool", under_run ? Attach::kRun : Attach::kPreload,
+                                    OtherNvtxToolEnv(dir), &process);
     ExpectRegions(report);
     // Its handles: the domain, three heaps, the batch's two regions.
     EXPECT_EQ(ReadFile(dir.path() + "/other.txt"),
@@ -162,9 +145,8 @@ TEST(Regions, ADisabledGpuwatchStillHandsTheExtensionToTheChainedTool) {
 
 TEST(Regions, TextReportShowsRegionsInsideTheirSegment) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult run =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_pool"}, SimEnv(), dir.path());
+  ProcessResult run;
+  const std::string out = RunReportIn(dir, "nvtx_pool", &run);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
   ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -193,19 +175,13 @@ TEST(Regions, TextReportShowsRegionsInsideTheirSegment) {
 
 TEST(Regions, AMalformedRegionsSectionIsRejectedByName) {
   ScopedTempDir dir;
-  const std::string out = dir.path() + "/report.json";
-  const ProcessResult run =
-      RunProcess({kCli, "run", "-o", out, "--", kPrograms + "/nvtx_pool"}, SimEnv(), dir.path());
+  ProcessResult run;
+  const std::string out = RunReportIn(dir, "nvtx_pool", &run);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   json report = json::parse(ReadFile(out));
   report["regions"]["segments"][0]["region_bytes"] = "many";
-  const std::string bad = dir.path() + "/bad.json";
-  std::ofstream(bad) << report.dump();
-  const ProcessResult text = RunProcess({kCli, "report", bad}, {}, dir.path());
-  EXPECT_EQ(text.exit_code, 2);
-  EXPECT_EQ(text.err, "gpuwatch report: " + bad +
-                          ": malformed gpuwatch report: regions.segments[0].region_bytes is "
-                          "\"many\", expected a count (an integer)\n");
+  ExpectMalformed(dir, report,
+                  "regions.segments[0].region_bytes is \"many\", expected a count (an integer)");
 }
 
 }  // namespace

@@ -53,31 +53,26 @@ PARTS = ["env", "programs", "questions", "cupti_clients", "live", "sequences", "
          "torch_pytest", "torch_phases", "torch_profiler", "torch_step", "overhead", "launches",
          "sanitizer"]
 
-SHARED_PROGRAMS = [  # (name, directory under the build, args, expected exit status)
-    ("leaky_loop", "examples", [], 0),
-    ("oom", "examples", [], 0),
-    ("pool_and_driver", "examples", [], 0),
-    ("api_mix", "tests/programs", [], 0),
-    ("leak_sites", "tests/programs", [], 0),
-    ("transfers", "tests/programs", [], 0),
-    ("threads", "tests/programs", [], 0),
-    ("snapshot_signal", "tests/programs", [], 0),
-    ("exit_with", "tests/programs", ["3"], 3),
-    # Issue 16's programs: address reuse across threads, zero-copy, findings, arrays, graphs.
-    ("reuse_race", "tests/programs", [], 0),
-    ("zero_copy", "tests/programs", [], 0),
-    ("copy_findings", "tests/programs", [], 0),
-    ("arrays", "tests/programs", [], 0),
-    ("graphs", "tests/programs", [], 0),
-    ("graph_reuse", "tests/programs", [], 0),
-    # Issue 29: VMM per physical handle, an imported handle.
-    ("vmm_handles", "tests/programs", [], 0),
-    # Issue 20: pool regions through NVTX's memory extension.
-    ("nvtx_pool", "tests/programs", [], 0),
-]
+
+def no_args(directory, names):
+    """(name, directory, no arguments, exit status 0) for each of `names`."""
+    return [(name, directory, [], 0) for name in names]
+
+
+# (name, directory under the build, args, expected exit status)
+SHARED_PROGRAMS = (
+    no_args("examples", ["leaky_loop", "oom", "pool_and_driver"])
+    + no_args("tests/programs", ["api_mix", "leak_sites", "transfers", "threads", "snapshot_signal"])
+    + [("exit_with", "tests/programs", ["3"], 3)]
+    + no_args("tests/programs", [
+        # Issue 16's programs: address reuse across threads, zero-copy, findings, arrays, graphs.
+        "reuse_race", "zero_copy", "copy_findings", "arrays", "graphs", "graph_reuse",
+        # Issue 29: VMM per physical handle, an imported handle.
+        "vmm_handles",
+        # Issue 20: pool regions through NVTX's memory extension.
+        "nvtx_pool"]))
 # Programs that need two devices (skipped on a machine with one).
-TWO_DEVICE_PROGRAMS = [("default_copies", "tests/programs", [], 0),
-                       ("vmm_striped", "tests/programs", [], 0)]
+TWO_DEVICE_PROGRAMS = no_args("tests/programs", ["default_copies", "vmm_striped"])
 STATIC_PROGRAMS = ["leaky_loop", "oom", "pool_and_driver", "api_mix", "leak_sites", "transfers"]
 # Programs whose CUPTI sequence is compared (oom's length depends on the device's memory).
 SEQUENCE_PROGRAMS = ["leaky_loop", "api_mix", "leak_sites", "transfers", "threads",

@@ -130,10 +130,8 @@ def check_page_ran(dom, log, what):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--sim-dir", required=True)
-    ap.add_argument("--examples", required=True)
+    for flag in ("--cli", "--lib", "--sim-dir", "--examples"):
+        ap.add_argument(flag, required=True)
     ap.add_argument("--programs", required=True, help="the e2e test programs (nvtx_phases, nvtx_pool)")
     ap.add_argument("--keep", help="copy the pages and the screenshot to this directory")
     args = ap.parse_args()

@@ -73,10 +73,8 @@ def row_of(screen, pid):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--sim-dir", required=True)
-    ap.add_argument("--programs", required=True)
+    for flag in ("--cli", "--lib", "--sim-dir", "--programs"):
+        ap.add_argument(flag, required=True)
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("SKIP: tmux is not installed (scripts/install-deps.sh installs it)")

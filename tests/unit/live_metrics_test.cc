@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "prometheus/text_serializer.h"
@@ -53,11 +54,42 @@ const prometheus::MetricFamily* Family(const std::vector<prometheus::MetricFamil
   return nullptr;
 }
 
+// The family `name` when it has exactly `series` series; null, with a failure
+// that says which, otherwise.
+const prometheus::MetricFamily* FamilyWith(const std::vector<prometheus::MetricFamily>& families,
+                                           const std::string& name, size_t series) {
+  const auto* f = Family(families, name);
+  EXPECT_NE(f, nullptr) << name;
+  if (f == nullptr) return nullptr;
+  EXPECT_EQ(f->metric.size(), series) << name;
+  return f->metric.size() == series ? f : nullptr;
+}
+
 std::string Label(const prometheus::ClientMetric& m, const std::string& name) {
   for (const auto& l : m.label) {
     if (l.name == name) return l.value;
   }
   return "<none>";
+}
+
+// Series `i` of the family `family`, which has `series` of them: its value
+// (the gauge's or the counter's, by the family's type) and some of its labels.
+struct ExpectedSeries {
+  const char* family;
+  size_t series;
+  size_t i;
+  double value;
+  std::vector<std::pair<std::string, std::string>> labels;
+};
+
+void ExpectSeries(const std::vector<prometheus::MetricFamily>& families, const ExpectedSeries& e) {
+  SCOPED_TRACE(e.family);
+  const auto* f = FamilyWith(families, e.family, e.series);
+  ASSERT_NE(f, nullptr);
+  const prometheus::ClientMetric& m = f->metric[e.i];
+  const bool counter = f->type == prometheus::MetricType::Counter;
+  EXPECT_DOUBLE_EQ(counter ? m.counter.value : m.gauge.value, e.value);
+  for (const auto& [name, value] : e.labels) EXPECT_EQ(Label(m, name), value) << name;
 }
 
 TEST(LiveMetrics, EveryFamilyHasHelpAndTheStatesNumbers) {
@@ -71,51 +103,35 @@ TEST(LiveMetrics, EveryFamilyHasHelpAndTheStatesNumbers) {
     const bool counter = f.type == prometheus::MetricType::Counter;
     EXPECT_EQ(counter, f.name.size() > 6 && f.name.substr(f.name.size() - 6) == "_total") << f.name;
   }
-  const auto* start = Family(families, "gpuwatch_process_start_time_seconds");
-  ASSERT_NE(start, nullptr);
-  ASSERT_EQ(start->metric.size(), 1u);
-  EXPECT_DOUBLE_EQ(start->metric[0].gauge.value, 1700000000.5);
-  EXPECT_EQ(Label(start->metric[0], "pid"), "42");
-  EXPECT_EQ(Label(start->metric[0], "command"), "train --epochs 10");
-  EXPECT_EQ(Label(start->metric[0], "rank"), "3");
-  EXPECT_EQ(Label(start->metric[0], "host"), "node1");
-
-  const auto* live = Family(families, "gpuwatch_device_memory_live_bytes");
-  ASSERT_NE(live, nullptr);
-  ASSERT_EQ(live->metric.size(), 2u);
-  EXPECT_EQ(Label(live->metric[0], "device"), "0");
-  EXPECT_EQ(live->metric[0].gauge.value, 3407872);
-  // The total of device 1 is not known: no series.
-  const auto* total = Family(families, "gpuwatch_device_memory_total_bytes");
-  ASSERT_NE(total, nullptr);
-  ASSERT_EQ(total->metric.size(), 1u);
-  EXPECT_EQ(total->metric[0].gauge.value, 17179869184.0);
-
-  const auto* allocs = Family(families, "gpuwatch_allocations_total");
-  ASSERT_NE(allocs, nullptr);
-  ASSERT_EQ(allocs->metric.size(), 2u);
-  EXPECT_EQ(Label(allocs->metric[1], "kind"), "pinned_host");
-  EXPECT_EQ(allocs->metric[1].counter.value, 1);
-
-  const auto* seconds = Family(families, "gpuwatch_transfer_seconds_total");
-  ASSERT_NE(seconds, nullptr);
-  ASSERT_EQ(seconds->metric.size(), 1u);
-  EXPECT_DOUBLE_EQ(seconds->metric[0].counter.value, 0.0015);
-  EXPECT_EQ(Label(seconds->metric[0], "direction"), "h2d");
-  EXPECT_EQ(Label(seconds->metric[0], "host_memory"), "pageable");
-  EXPECT_EQ(Family(families, "gpuwatch_out_of_memory_total")->metric[0].counter.value, 1);
-  EXPECT_EQ(Family(families, "gpuwatch_marks_total")->metric[0].counter.value, 3);
-  EXPECT_EQ(Family(families, "gpuwatch_exporter_scrape_problems")->metric[0].gauge.value, 1);
-  EXPECT_EQ(Family(families, "gpuwatch_exporter_processes")->metric[0].gauge.value, 1);
+  const ExpectedSeries expected[] = {
+      {"gpuwatch_process_start_time_seconds",
+       1,
+       0,
+       1700000000.5,
+       {{"pid", "42"}, {"command", "train --epochs 10"}, {"rank", "3"}, {"host", "node1"}}},
+      {"gpuwatch_device_memory_live_bytes", 2, 0, 3407872, {{"device", "0"}}},
+      // The total of device 1 is not known: no series.
+      {"gpuwatch_device_memory_total_bytes", 1, 0, 17179869184.0, {}},
+      {"gpuwatch_allocations_total", 2, 1, 1, {{"kind", "pinned_host"}}},
+      {"gpuwatch_transfer_seconds_total",
+       1,
+       0,
+       0.0015,
+       {{"direction", "h2d"}, {"host_memory", "pageable"}}},
+      {"gpuwatch_out_of_memory_total", 1, 0, 1, {}},
+      {"gpuwatch_marks_total", 1, 0, 3, {}},
+      {"gpuwatch_exporter_scrape_problems", 1, 0, 1, {}},
+      {"gpuwatch_exporter_processes", 1, 0, 1, {}},
+  };
+  for (const ExpectedSeries& e : expected) ExpectSeries(families, e);
 }
 
 TEST(LiveMetrics, SitesThatReadTheSameAreOneSeriesAndTheRestIsOther) {
   LiveScan scan;
   scan.processes.push_back({42, State()});
   const auto all = LiveMetrics(scan, {.top = 20});
-  const auto* sites = Family(all, "gpuwatch_site_live_bytes");
+  const auto* sites = FamilyWith(all, "gpuwatch_site_live_bytes", 4u);
   ASSERT_NE(sites, nullptr);
-  ASSERT_EQ(sites->metric.size(), 4u);
   EXPECT_EQ(Label(sites->metric[0], "site"), "train.cu:52 (main)");
   EXPECT_EQ(sites->metric[0].gauge.value, 3145728);
   EXPECT_EQ(Label(sites->metric[1], "site"), "train.cu:40 (main)");
@@ -151,9 +167,8 @@ TEST(LiveMetrics, AStateWithMissingFieldsGivesWhatItHas) {
   LiveScan scan;
   scan.processes.push_back({7, Typed(json::parse(R"({"schema":"gpuwatch-live","pid":7})"))});
   const auto families = LiveMetrics(scan, {});
-  const auto* sites = Family(families, "gpuwatch_site_live_bytes");
+  const auto* sites = FamilyWith(families, "gpuwatch_site_live_bytes", 1u);
   ASSERT_NE(sites, nullptr);
-  ASSERT_EQ(sites->metric.size(), 1u);
   EXPECT_EQ(Label(sites->metric[0], "site"), "other");
   EXPECT_EQ(Label(sites->metric[0], "command"), "");
   EXPECT_EQ(Family(families, "gpuwatch_device_memory_live_bytes"), nullptr);

@@ -25,12 +25,7 @@ class PhasesTest : public ::testing::Test {
     table_.Push(s, table_.InternName(name), domain);
   }
   void Alloc(uint64_t address, uint64_t size, uint32_t phase, uint32_t stack_id = 1) {
-    AllocEvent e;
-    e.address = address;
-    e.size = size;
-    e.stack_id = stack_id;
-    e.phase = phase;
-    tracker_.OnAlloc(e);
+    tracker_.OnAlloc({.address = address, .size = size, .stack_id = stack_id, .phase = phase});
   }
   // A copy: the next call takes a new snapshot.
   std::optional<PhaseStats::Row> RowOf(const std::string& path) {

@@ -112,12 +112,7 @@ TEST(Report, LeaksAreGroupedBySiteLargestFirstWithFileAndLine) {
   const uint32_t b = ab.b;
   Tracker t;
   auto alloc = [&](uint64_t address, uint64_t size, MemKind kind, uint32_t stack) {
-    AllocEvent e;
-    e.address = address;
-    e.size = size;
-    e.kind = kind;
-    e.stack_id = stack;
-    t.OnAlloc(e);
+    t.OnAlloc({.address = address, .size = size, .kind = kind, .stack_id = stack});
   };
   alloc(0x1000, 100, MemKind::kDevice, a);
   alloc(0x2000, 100, MemKind::kDevice, a);

@@ -100,13 +100,23 @@ TEST(UnwindTest, UsesTheCfiWalkerBeforeLibunwind) {
   EXPECT_STREQ(UnwindMethodName(FallbackUnwindMethod()), "libunwind");
 }
 
-TEST(UnwindTest, FirstFrameIsTheCaller) {
-  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
+// Runs `check` on a capture by CaptureHere that skips `skip` frames, once for
+// every unwind method (ForEachMethod).
+template <typename Check>
+void ForEachCapture(int skip, Check check) {
   ForEachMethod([&](UnwindMethod method) {
     Captured c;
-    CaptureHere(method, 0, &c);
+    CaptureHere(method, skip, &c);
+    check(method, c);
+  });
+}
+
+TEST(UnwindTest, FirstFrameIsTheCaller) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
+  ForEachCapture(0, [](UnwindMethod, const Captured& c) {
     ASSERT_GE(c.n, 3);
-    // pcs[0] is a return address inside CaptureHere, pcs[1] the one in us.
+    // pcs[0] is a return address inside CaptureHere, pcs[1] the one in its
+    // caller.
     EXPECT_GT(c.pcs[0], c.fn);
     EXPECT_LT(c.pcs[0], c.fn + 512);
     EXPECT_EQ(c.pcs[1], c.ra);
@@ -115,9 +125,7 @@ TEST(UnwindTest, FirstFrameIsTheCaller) {
 
 TEST(UnwindTest, SkipDropsFrames) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
-  ForEachMethod([&](UnwindMethod method) {
-    Captured c;
-    CaptureHere(method, 1, &c);
+  ForEachCapture(1, [](UnwindMethod method, const Captured& c) {
     ASSERT_GE(c.n, 2);
     EXPECT_EQ(c.pcs[0], c.ra);
     Captured far;

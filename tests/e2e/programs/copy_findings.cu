@@ -8,14 +8,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "runtime_program.h"
+
 namespace {
 
-void Check(cudaError_t e) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "copy_findings: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using runtime_program::Check;
 
 template <typename T>
 void SmallCopies(T* device, const std::vector<T>& host, int times) {

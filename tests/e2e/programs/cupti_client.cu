@@ -164,15 +164,23 @@ void CUPTIAPI OnSecondCallback(void*, CUpti_CallbackDomain domain, CUpti_Callbac
   }
 }
 
-void StartSecond() {
-  CUpti_SubscriberHandle second = nullptr;
+// Subscribes `callback` by cuptiSubscribe_v2 under `name`, printing
+// "<what>subscribe: <result>"; whether it succeeded.
+template <typename Callback>
+bool Subscribe(CUpti_SubscriberHandle* handle, Callback callback, const char* name,
+               const char* what) {
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-  params.subscriberName = "cupti_client second";
-  const CUptiResult r = g_cupti.subscribe_v2(
-      &second, reinterpret_cast<CUpti_CallbackFunc>(OnSecondCallback), nullptr, &params);
-  std::printf("second subscribe: %d\n", static_cast<int>(r));
-  if (r != CUPTI_SUCCESS) return;
+  params.subscriberName = name;
+  const CUptiResult r = g_cupti.subscribe_v2(handle, reinterpret_cast<CUpti_CallbackFunc>(callback),
+                                             nullptr, &params);
+  std::printf("%ssubscribe: %d\n", what, static_cast<int>(r));
+  return r == CUPTI_SUCCESS;
+}
+
+void StartSecond() {
+  CUpti_SubscriberHandle second = nullptr;
+  if (!Subscribe(&second, OnSecondCallback, "cupti_client second", "second ")) return;
   for (const CUpti_CallbackId id :
        {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020}) {
     Check("second enable", g_cupti.enable_callback(1, second, CUPTI_CB_DOMAIN_RUNTIME_API, id));
@@ -180,13 +188,7 @@ void StartSecond() {
 }
 
 void StartCallbacks() {
-  CUpti_SubscriberParams params{};
-  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-  params.subscriberName = "cupti_client";
-  const CUptiResult r = g_cupti.subscribe_v2(
-      &g_subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCallback), nullptr, &params);
-  std::printf("subscribe: %d\n", static_cast<int>(r));
-  if (r != CUPTI_SUCCESS) return;
+  if (!Subscribe(&g_subscriber, OnCallback, "cupti_client", "")) return;
   Check("enable runtime domain",
         g_cupti.enable_domain(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
   // Off again: the client's own state, not gpuwatch's.

@@ -7,16 +7,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "runtime_program.h"
 
-void Check(cudaError_t e) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "default_copies: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-}  // namespace
+using runtime_program::Check;
 
 int main() {
   constexpr size_t kBytes = 1 << 20;

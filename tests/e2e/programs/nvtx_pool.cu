@@ -31,6 +31,15 @@ void Check(cudaError_t e) {
   if (e != cudaSuccess) std::abort();
 }
 
+// A struct of NVTX's memory extension, zeroed, its header filled in.
+template <typename T>
+T MemStruct() {
+  T s = {};
+  s.extCompatID = NVTX_EXT_COMPATID_MEM;
+  s.structSize = sizeof(s);
+  return s;
+}
+
 nvtxDomainHandle_t Domain() {
   static nvtxDomainHandle_t domain = nvtxDomainCreateA("pool");
   return domain;
@@ -41,9 +50,7 @@ class Pool {
   explicit Pool(size_t bytes) : size_(bytes) {
     Check(cudaMalloc(&base_, bytes));  // AT:segment
     nvtxMemVirtualRangeDesc_t range = {bytes, base_};
-    nvtxMemHeapDesc_t desc = {};
-    desc.extCompatID = NVTX_EXT_COMPATID_MEM;
-    desc.structSize = sizeof(desc);
+    auto desc = MemStruct<nvtxMemHeapDesc_t>();
     desc.usage = NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR;
     desc.type = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
     desc.typeSpecificDescSize = sizeof(range);
@@ -66,9 +73,7 @@ class Pool {
 
   static void Resize(void* block, size_t bytes) {
     nvtxMemVirtualRangeDesc_t region = {bytes, block};
-    nvtxMemRegionsResizeBatch_t batch = {};
-    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-    batch.structSize = sizeof(batch);
+    auto batch = MemStruct<nvtxMemRegionsResizeBatch_t>();
     batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
     batch.regionDescCount = 1;
     batch.regionDescElementSize = sizeof(region);
@@ -104,9 +109,7 @@ class Pool {
   // registration and the line that asked for the block.
   __attribute__((noinline)) void Register(const nvtxMemVirtualRangeDesc_t* regions, size_t n,
                                           nvtxMemRegionHandle_t* handles) {
-    nvtxMemRegionsRegisterBatch_t batch = {};
-    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-    batch.structSize = sizeof(batch);
+    auto batch = MemStruct<nvtxMemRegionsRegisterBatch_t>();
     batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
     batch.heap = heap_;
     batch.regionCount = n;
@@ -119,9 +122,7 @@ class Pool {
   static void Unregister(uint32_t type, const void* ref) {
     nvtxMemRegionRef_t r;
     r.pointer = ref;
-    nvtxMemRegionsUnregisterBatch_t batch = {};
-    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-    batch.structSize = sizeof(batch);
+    auto batch = MemStruct<nvtxMemRegionsUnregisterBatch_t>();
     batch.refType = type;
     batch.refCount = 1;
     batch.refElementSize = sizeof(r);

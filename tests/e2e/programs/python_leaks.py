@@ -40,6 +40,14 @@ def check(err):
         raise RuntimeError("cudaMalloc failed: %d" % err)
 
 
+def kept():
+    """A new pointer for cudaMalloc to fill, kept (KEPT): what it points to
+    stays live."""
+    p = ctypes.c_void_p()
+    KEPT.append(p)
+    return p
+
+
 def warm_up():
     # The first CUDA call attaches gpuwatch; Python code run after it lets
     # gpuwatch finish its set-up on the main thread (python_stack.h).
@@ -52,9 +60,7 @@ def warm_up():
 # --- nested: main thread, GIL released by ctypes ---------------------------
 
 def inner():
-    p = ctypes.c_void_p()
-    check(cudart.cudaMalloc(ctypes.byref(p), SIZES["nested"]))  # LEAK:nested
-    KEPT.append(p)
+    check(cudart.cudaMalloc(ctypes.byref(kept()), SIZES["nested"]))  # LEAK:nested
 
 
 def middle():
@@ -73,9 +79,7 @@ def outer():
 # --- nested_gil: the same call with the GIL held (ctypes.PyDLL) ------------
 
 def inner_gil():
-    p = ctypes.c_void_p()
-    check(cudart_gil.cudaMalloc(ctypes.byref(p), SIZES["nested_gil"]))  # LEAK:nested_gil
-    KEPT.append(p)
+    check(cudart_gil.cudaMalloc(ctypes.byref(kept()), SIZES["nested_gil"]))  # LEAK:nested_gil
 
 
 def outer_gil():
@@ -85,9 +89,7 @@ def outer_gil():
 # --- thread: a threading.Thread ---------------------------------------------
 
 def thread_alloc():
-    p = ctypes.c_void_p()
-    check(cudart.cudaMalloc(ctypes.byref(p), SIZES["thread"]))  # LEAK:thread
-    KEPT.append(p)
+    check(cudart.cudaMalloc(ctypes.byref(kept()), SIZES["thread"]))  # LEAK:thread
 
 
 def thread_main():
@@ -106,9 +108,7 @@ CALLBACK = ctypes.CFUNCTYPE(None)
 
 
 def callback_alloc():
-    p = ctypes.c_void_p()
-    check(cudart.cudaMalloc(ctypes.byref(p), SIZES["callback"]))  # LEAK:callback
-    KEPT.append(p)
+    check(cudart.cudaMalloc(ctypes.byref(kept()), SIZES["callback"]))  # LEAK:callback
 
 
 def run_native(helper_path):
@@ -129,9 +129,7 @@ def run_callback(helper_path):
 # --- shutdown / daemons: atexit, __del__ at finalization, daemon threads ----
 
 def at_exit():
-    p = ctypes.c_void_p()
-    check(cudart.cudaMalloc(ctypes.byref(p), SIZES["atexit"]))  # LEAK:atexit
-    KEPT.append(p)
+    check(cudart.cudaMalloc(ctypes.byref(kept()), SIZES["atexit"]))  # LEAK:atexit
 
 
 class AllocatesWhenCollected:

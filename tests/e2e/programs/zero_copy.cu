@@ -6,18 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime_program.h"
+
 namespace {
+
+using runtime_program::Check;
 
 __global__ void Touch(float* data, size_t n) {
   const size_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) data[i] += 1.0f;
-}
-
-void Check(cudaError_t e) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "zero_copy: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
 }
 
 }  // namespace
