@@ -57,7 +57,8 @@ Agent& GetAgent() {
   static Agent* agent = [] {
     auto* made = new Agent();  // leaked on purpose: exit order cannot bite
     fork_locks::AddLeaf(&made->pending_mu, "the report queue");
-    fork_locks::AddLeaf(&made->mark_scan_mu, "the mark's scan");
+    // Held while gpuwatch_mark reads the live table: taken before the tables.
+    fork_locks::AddOuter(&made->mark_scan_mu, "the mark's scan");
     return made;
   }();
   return *agent;

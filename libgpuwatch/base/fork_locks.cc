@@ -31,13 +31,13 @@ void UnlockIt(void* mu) {
 }
 
 template <typename M>
-Entry Leaf(M* mu, const char* name) {
+Entry OfLock(M* mu, const char* name, Tier tier) {
   Entry e;
   e.lock = &LockIt<M>;
   e.unlock = &UnlockIt<M>;
   e.child = &UnlockIt<M>;
   e.arg = mu;
-  e.tier = Tier::kLeaf;
+  e.tier = tier;
   e.name = name;
   return e;
 }
@@ -80,8 +80,9 @@ void Add(const Entry& entry) {
   InstallOnce();
 }
 
-void AddLeaf(Mutex* mu, const char* name) { Add(Leaf(mu, name)); }
-void AddLeaf(std::mutex* mu, const char* name) { Add(Leaf(mu, name)); }
+void AddLeaf(Mutex* mu, const char* name) { Add(OfLock(mu, name, Tier::kLeaf)); }
+void AddLeaf(std::mutex* mu, const char* name) { Add(OfLock(mu, name, Tier::kLeaf)); }
+void AddOuter(std::mutex* mu, const char* name) { Add(OfLock(mu, name, Tier::kOuter)); }
 
 void SetAgentSteps(const AgentSteps& steps) {
   {

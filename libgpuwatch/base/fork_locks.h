@@ -1,15 +1,17 @@
 // The locks of gpuwatch's that live outside the Session and the agent
 // (interned NVTX names, Python frames, region handles, array shapes, the
-// unwinder's refresh, the memory reserve, the report queue): fork() must not
-// leave any of them held in the child, so each is registered here once, and
-// the one fork protocol (interpose/fork.cc, the only pthread_atfork of
-// gpuwatch's) takes them all around a fork, in a fixed order.
+// unwinder's refresh, the memory reserve, the report queue, the mark's scan):
+// fork() must not leave any of them held in the child, so each is registered
+// here once, where it is made, and the one fork protocol (this file's
+// pthread_atfork, the only one of gpuwatch's, with the agent's part in
+// interpose/fork.cc) takes them all around a fork, in a fixed order.
 //
 // The order: each tier in the order its entries were added, kOuter before
 // the agent's report lock and the Session's tables, kLeaf after everything.
 // An entry is kLeaf when nothing else of gpuwatch's is locked while it is
-// held (it guards one small table); kOuter entries are the groups that were
-// taken first before (their own locks in their own order).
+// held (it guards one small table); kOuter when something of the Session's
+// or the agent's may be locked while it is held (NVTX's and the Python
+// table's groups, the mark's scan).
 //
 // Adding never allocates and never fails silently: beyond kMaxEntries an
 // entry is refused with one line (the fork would then not take it).
@@ -41,6 +43,8 @@ void Add(const Entry& entry);
 // A leaf Mutex or std::mutex: locked before the fork, unlocked on both sides.
 void AddLeaf(Mutex* mu, const char* name);
 void AddLeaf(std::mutex* mu, const char* name);
+// A lock held while the Session's tables are taken: in the outer tier.
+void AddOuter(std::mutex* mu, const char* name);
 
 // The agent's own part (interpose/fork.cc): its background thread brought
 // to rest, its report lock, the Session's tables, taken between the two
