@@ -298,7 +298,7 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
 }
 
 template <typename Result>
-void OnExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
+void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   t_in_call = false;
   CallInProgress& c = t_call;
   if (c.spec == nullptr) return;
@@ -468,7 +468,7 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     return;
   }
   if (--t_runtime_depth == 0 && spec != nullptr && t_in_call) {
-    OnExit(d, cudaSuccess, cudaErrorMemoryAllocation);
+    OnApiExit(d, cudaSuccess, cudaErrorMemoryAllocation);
   }
 }
 
@@ -484,7 +484,7 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     return;
   }
   if (t_in_call && t_call.correlation == d->correlationId) {
-    OnExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
+    OnApiExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
   }
 }
 

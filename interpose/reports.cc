@@ -257,12 +257,14 @@ void WriteExitReport() {
 
 std::atomic<bool> g_exit_handler{false};
 
-// The exit report's handler: registered at attach, so it runs before the CUDA
-// runtime's own teardown (registered earlier) in programs linked with cudart.
 // The status an at_quick_exit handler reports (it is not told one).
 constexpr int kExitStatusUnknown = INT_MIN;
 
-void OnExit(int status, void*) {
+// The exit report's handler: registered at the first CUDA call (or at attach
+// under injection, which happens inside that call), so it runs before the
+// CUDA runtime's own teardown (registered earlier) in programs linked with
+// cudart.
+void OnProcessExit(int status, void*) {
   Agent& s = GetAgent();
   if (s.session == nullptr) return;  // never attached: nothing to report
   CloseLiveSocket();                 // the process is ending: readers see it gone
@@ -342,7 +344,7 @@ void DeviceMemoryInfo(const Agent& s, OomInfo* oom) {
 
 }  // namespace
 
-// Registers OnExit once. Exit handlers run in reverse order of registration,
+// Registers OnProcessExit once. Exit handlers run in reverse order of registration,
 // and the dynamic loader's destructor pass (_dl_fini) was registered by
 // __libc_start_main, after the constructors of preloaded libraries had run: a
 // handler registered from the preload constructor would run after every
@@ -350,9 +352,9 @@ void DeviceMemoryInfo(const Agent& s, OomInfo* oom) {
 // instead (inside the program, after _dl_fini's registration).
 void RegisterExitHandler() {
   if (g_exit_handler.exchange(true)) return;
-  on_exit(OnExit, nullptr);
+  on_exit(OnProcessExit, nullptr);
   // quick_exit() runs at_quick_exit handlers only, and tells them no status.
-  at_quick_exit([] { OnExit(kExitStatusUnknown, nullptr); });
+  at_quick_exit([] { OnProcessExit(kExitStatusUnknown, nullptr); });
 }
 
 bool ExitHandlerRegistered() { return g_exit_handler.load(); }
