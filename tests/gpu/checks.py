@@ -17,6 +17,7 @@ check(program, ctx) returns a list of (ok, text). ctx holds:
 
 import json
 import os
+import re
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -426,6 +427,25 @@ def check_vmm_handles(c, report, ctx):
                  (at(ctx, "vmm_handles.cc", "LEAK:vmm_unmapped"), 6 * MiB)]))
 
 
+def check_ipc_pair(c, report, ctx):
+    # CUDA IPC (tests/e2e/ipc_test.cc). Both processes write to the same
+    # report path; the parent exits last, so the report is the parent's. The
+    # question for the driver: does CUPTI give the child MEMORY2 records of
+    # memory it opened through IPC? The simulator does both: none by default,
+    # an allocation and a release with GWSIM_IPC_MEMORY_RECORDS=1.
+    records = re.search(r"ipc_pair child: (\d+) memory records", ctx["stdout"])
+    c.true(f"driver answer: {records.group(1) if records else '?'} MEMORY2 records of the "
+           "opened memory in the child (the simulator: 0; 2 with GWSIM_IPC_MEMORY_RECORDS=1)",
+           records is not None)
+    c.true("the child checked the parent's bytes and closed",
+           "ipc_pair child: done" in ctx["stdout"] and "ipc_pair: done" in ctx["stdout"])
+    device = get(report, "totals", "kinds", "device", default={})
+    c.eq("parent device allocs", device.get("allocs"), 1)
+    c.eq("parent device alloc_bytes", device.get("alloc_bytes"), 3 * MiB)
+    c.eq("parent device frees", device.get("frees"), 1)
+    c.eq("parent leaks", get(report, "leaks", "device", "bytes"), 0)
+
+
 def check_nvtx_pool(c, report, ctx):
     # NVTX's memory extension (tests/e2e/regions_test.cc, ExpectRegions): with
     # the real driver's addresses, the regions still registered lie in the
@@ -456,6 +476,7 @@ CHECKS = {
     "default_copies": check_default_copies,
     "vmm_striped": check_vmm_striped,
     "vmm_handles": check_vmm_handles,
+    "ipc_pair": check_ipc_pair,
     "leaky_loop": check_leaky_loop,
     "api_mix": check_api_mix,
     "leak_sites": check_leak_sites,

@@ -75,7 +75,7 @@ make_bundle() {
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
   for p in api_mix exit_with leak_sites threads snapshot_signal transfers reuse_race zero_copy \
            copy_findings arrays graphs graph_reuse default_copies vmm_striped nvtx_pool live_steps \
-           cupti_client cupti_client_dlsym; do
+           cupti_client cupti_client_dlsym ipc_pair vmm_handles; do
     copy "tests/programs/$p"
   done
   for p in leaky_loop oom pool_and_driver api_mix leak_sites transfers; do copy "tests/gpu/static/$p"; done

@@ -70,7 +70,10 @@ SHARED_PROGRAMS = (
         # Issue 29: VMM per physical handle, an imported handle.
         "vmm_handles",
         # Issue 20: pool regions through NVTX's memory extension.
-        "nvtx_pool"]))
+        "nvtx_pool"])
+    # Issue 29: CUDA IPC between a parent and the child it runs (the child
+    # opens the parent's memory, checks its bytes and closes it).
+    + [("ipc_pair", "tests/programs", ["parent", "close"], 0)])
 # Programs that need two devices (skipped on a machine with one).
 TWO_DEVICE_PROGRAMS = no_args("tests/programs", ["default_copies", "vmm_striped"])
 STATIC_PROGRAMS = ["leaky_loop", "oom", "pool_and_driver", "api_mix", "leak_sites", "transfers"]
