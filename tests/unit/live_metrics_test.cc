@@ -185,9 +185,15 @@ TEST(LiveMetrics, LabelsAreShortened) {
   for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";
   const std::string cut = CommandLabel({"p", accents});
   EXPECT_EQ(cut, "p " + accents.substr(0, 54) + "...");
-  EXPECT_EQ(SiteLabel({.location = "a.cu:1", .function = "f"}), "a.cu:1 (f)");
-  EXPECT_EQ(SiteLabel({.location = "a.cu:1"}), "a.cu:1");
-  const std::string site = SiteLabel({.location = "a.cu:1", .function = std::string(300, 'T')});
+  const auto at = [](std::string function) {
+    LiveSite s;
+    s.location = "a.cu:1";
+    s.function = std::move(function);
+    return s;
+  };
+  EXPECT_EQ(SiteLabel(at("f")), "a.cu:1 (f)");
+  EXPECT_EQ(SiteLabel(at("")), "a.cu:1");
+  const std::string site = SiteLabel(at(std::string(300, 'T')));
   EXPECT_EQ(site, "a.cu:1 (" + std::string(77, 'T') + "...)");
 }
 

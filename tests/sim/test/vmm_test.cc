@@ -15,9 +15,11 @@ namespace {
 constexpr size_t kGranularity = 2 << 20;
 
 CUmemAllocationProp Prop(CUmemAllocationHandleType types) {
-  return CUmemAllocationProp{.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                             .requestedHandleTypes = types,
-                             .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = types;
+  prop.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  return prop;
 }
 
 // A new handle of one granule that may be exported as a file descriptor.
