@@ -58,15 +58,17 @@ bool ReadReport(const std::string& path, Report* out, std::string* error, TraceS
     return false;
   }
   // Returning false for the top-level key "trace" drops it with its value as
-  // it is parsed: the parser reads past it and keeps nothing.
-  const json::parser_callback_t keep = [trace](int depth, json::parse_event_t event,
-                                               const json& parsed) {
-    return trace == TraceSection::kKeep || depth != 1 || event != json::parse_event_t::key ||
-           parsed != report_key::kTrace;
-  };
+  // it is parsed: the parser reads past it and keeps nothing. Kept, the
+  // document is parsed with no callback at all.
+  json::parser_callback_t skip_trace = nullptr;
+  if (trace == TraceSection::kSkip) {
+    skip_trace = [](int depth, json::parse_event_t event, const json& parsed) {
+      return depth != 1 || event != json::parse_event_t::key || parsed != report_key::kTrace;
+    };
+  }
   json doc;
   try {
-    doc = json::parse(text, keep);
+    doc = json::parse(text, skip_trace);
     std::string().swap(text);
   } catch (const json::out_of_range& e) {
     // A number beyond a double's range, e.g. 1e999 (out_of_range.406).

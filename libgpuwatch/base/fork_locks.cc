@@ -1,6 +1,7 @@
 #include "libgpuwatch/base/fork_locks.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 
@@ -13,13 +14,29 @@ namespace {
 // change: the fork handlers read them without a lock of their own.
 Entry g_entries[kMaxEntries];
 std::atomic<size_t> g_count{0};
-// Serialises Add and SetAgentSteps, and is held across a fork: no entry is
-// added during one, and none is left half added in the child.
-std::mutex g_add_mu;
+// Serialises Add and SetAgentSteps. Not taken by the fork handlers: a thread
+// may add an entry (a lock made on first use) while it holds a lock that a
+// fork in progress waits for, and must not wait for that fork in turn. The
+// child clears it (the thread that held it is gone; what it was adding was
+// not published).
+std::atomic_flag g_adding = ATOMIC_FLAG_INIT;
 
-AgentSteps g_agent;  // guarded by g_add_mu
-bool g_agent_set = false;
-bool g_agent_locked = false;  // by this fork's Prepare (one fork at a time: g_add_mu)
+AgentSteps g_agent;  // written under g_adding before g_agent_set publishes it
+std::atomic<bool> g_agent_set{false};
+// This fork's: the entries its Prepare took, and whether it took the agent's
+// part (one fork at a time: pthread_atfork's handlers run on the forking thread).
+size_t g_fork_count = 0;
+bool g_agent_locked = false;
+
+class Adding {
+ public:
+  Adding() {
+    while (g_adding.test_and_set(std::memory_order_acquire)) sched_yield();
+  }
+  ~Adding() { g_adding.clear(std::memory_order_release); }
+  Adding(const Adding&) = delete;
+  Adding& operator=(const Adding&) = delete;
+};
 
 template <typename M>
 void LockIt(void* mu) {
@@ -43,15 +60,13 @@ Entry OfLock(M* mu, const char* name, Tier tier) {
 }
 
 void LockTier(Tier tier) {
-  const size_t n = g_count.load(std::memory_order_acquire);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < g_fork_count; ++i) {
     if (g_entries[i].tier == tier) g_entries[i].lock(g_entries[i].arg);
   }
 }
 
 void ReleaseTier(Tier tier, bool child) {
-  const size_t n = g_count.load(std::memory_order_acquire);
-  for (size_t i = n; i-- > 0;) {
+  for (size_t i = g_fork_count; i-- > 0;) {
     const Entry& e = g_entries[i];
     if (e.tier == tier) (child ? e.child : e.unlock)(e.arg);
   }
@@ -67,7 +82,7 @@ void InstallOnce() {
 
 void Add(const Entry& entry) {
   {
-    const std::lock_guard<std::mutex> lock(g_add_mu);
+    const Adding adding;
     const size_t n = g_count.load(std::memory_order_relaxed);
     if (n == kMaxEntries) {
       Warn("internal: more than %zu locks for fork(); %s is not taken around a fork", kMaxEntries,
@@ -86,17 +101,21 @@ void AddOuter(std::mutex* mu, const char* name) { Add(OfLock(mu, name, Tier::kOu
 
 void SetAgentSteps(const AgentSteps& steps) {
   {
-    const std::lock_guard<std::mutex> lock(g_add_mu);
-    g_agent = steps;
-    g_agent_set = true;
+    const Adding adding;
+    if (!g_agent_set.load(std::memory_order_relaxed)) {
+      g_agent = steps;
+      g_agent_set.store(true, std::memory_order_release);
+    }
   }
   InstallOnce();
 }
 
 void Prepare() {
-  g_add_mu.lock();
+  // Entries added from here on (by a thread this fork waits for) are not
+  // taken by this fork: they were made during it.
+  g_fork_count = g_count.load(std::memory_order_acquire);
   LockTier(Tier::kOuter);
-  g_agent_locked = g_agent_set && g_agent.lock();
+  g_agent_locked = g_agent_set.load(std::memory_order_acquire) && g_agent.lock();
   LockTier(Tier::kLeaf);
 }
 
@@ -104,7 +123,6 @@ void Parent() {
   ReleaseTier(Tier::kLeaf, false);
   if (g_agent_locked) g_agent.unlock();
   ReleaseTier(Tier::kOuter, false);
-  g_add_mu.unlock();
 }
 
 void InChild() {
@@ -112,7 +130,7 @@ void InChild() {
   const bool restart = g_agent_locked;
   if (restart) g_agent.unlock();
   ReleaseTier(Tier::kOuter, true);
-  g_add_mu.unlock();
+  g_adding.clear(std::memory_order_release);
   if (restart) g_agent.restart_in_child();
 }
 

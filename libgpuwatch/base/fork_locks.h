@@ -13,8 +13,11 @@
 // or the agent's may be locked while it is held (NVTX's and the Python
 // table's groups, the mark's scan).
 //
-// Adding never allocates and never fails silently: beyond kMaxEntries an
-// entry is refused with one line (the fork would then not take it).
+// Adding never allocates, never waits for a fork in progress (a lock made on
+// first use may be registered by a thread that holds a lock the fork waits
+// for: the background thread's first report's memory reserve), and never
+// fails silently: beyond kMaxEntries an entry is refused with one line (the
+// fork would then not take it).
 #ifndef GPUWATCH_LIBGPUWATCH_BASE_FORK_LOCKS_H_
 #define GPUWATCH_LIBGPUWATCH_BASE_FORK_LOCKS_H_
 
@@ -54,7 +57,7 @@ struct AgentSteps {
   void (*unlock)() = nullptr;
   void (*restart_in_child)() = nullptr;
 };
-void SetAgentSteps(const AgentSteps& steps);
+void SetAgentSteps(const AgentSteps& steps);  // the first call's steps stay
 
 // The protocol, registered with pthread_atfork once, at the first Add or
 // SetAgentSteps: before fork(), kOuter's entries, the agent's part, kLeaf's;

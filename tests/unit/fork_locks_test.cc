@@ -45,5 +45,59 @@ TEST(ForkLocks, AChildFindsEveryLockFreeWhicheverWasHeldAtTheFork) {
   ForkWhileEachIsHeld();
 }
 
+// A lock made on first use is registered by whichever thread first uses it,
+// which may hold a lock that a fork in progress waits for (the background
+// thread holds its own while it builds its first report's memory reserve).
+// The registration must not wait for that fork: here the holder of a
+// registered lock registers another while this thread's fork waits for the
+// first. Before, registering waited for the fork, and the fork for the
+// holder: an alarm ends the test.
+TEST(ForkLocks, ALockRegisteredWhileAForkWaitsDoesNotHoldTheFork) {
+  static Mutex held;
+  static Mutex made_during_the_fork;
+  fork_locks::AddLeaf(&held, "held at the fork");
+  alarm(60);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool holding = false;
+  bool forked = false;
+  std::thread holder([&] {
+    held.lock();
+    std::unique_lock<std::mutex> lock(mu);
+    holding = true;
+    cv.notify_all();
+    // The fork waits in its prepare step for `held`; a second is ample for
+    // it to get there (the test holds either way).
+    cv.wait_for(lock, std::chrono::seconds(1), [&] { return forked; });
+    lock.unlock();
+    fork_locks::AddLeaf(&made_during_the_fork, "made during the fork");
+    held.unlock();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return holding; });
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Registering works in the child too.
+    static Mutex made_in_the_child;
+    fork_locks::AddLeaf(&made_in_the_child, "made in the child");
+    _exit(0);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    forked = true;
+    cv.notify_all();
+  }
+  holder.join();
+  alarm(0);
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_FALSE(WIFSIGNALED(status)) << "the child was killed by signal " << WTERMSIG(status);
+  EXPECT_TRUE(Registered("made during the fork"));
+  ForkWhileEachIsHeld();  // the entry made during that fork is taken by the next
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing
