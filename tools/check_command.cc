@@ -212,15 +212,13 @@ bool PhaseMatches(const std::string& path, const std::string& name) {
                           path[path.size() - name.size() - 1] == '/');
 }
 
-Rule PhasePeakRule(const nlohmann::json& doc, const PhaseLimit& limit) {
+Rule PhasePeakRule(const ReportModel& m, const PhaseLimit& limit) {
   Rule rule;
   rule.name = "phase peak " + limit.name;
-  // The report was validated when read: the section's fields have their types.
-  const nlohmann::json& paths = Sub(Sub(doc, "phases"), "paths");
-  std::vector<std::pair<uint64_t, const nlohmann::json*>> matched;
-  if (paths.is_array()) {
-    for (const nlohmann::json& p : paths) {
-      if (PhaseMatches(Str(p, "path"), limit.name)) matched.emplace_back(U64(p, "peak_bytes"), &p);
+  std::vector<const PhasePath*> matched;
+  if (m.phases.has_value()) {
+    for (const PhasePath& p : m.phases->paths) {
+      if (PhaseMatches(p.path, limit.name)) matched.push_back(&p);
     }
   }
   if (matched.empty()) {
@@ -229,18 +227,19 @@ Rule PhasePeakRule(const nlohmann::json& doc, const PhaseLimit& limit) {
         "no phase " + limit.name + " in the report (limit " + FormatBytes(limit.bytes) + ")";
     return rule;
   }
-  std::stable_sort(matched.begin(), matched.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  const auto& [top_peak, top_path] = matched.front();
-  rule.broken = top_peak > limit.bytes;
-  rule.summary = FormatBytes(top_peak) + " while " + Str(*top_path, "path") + " was open (limit " +
+  std::stable_sort(matched.begin(), matched.end(), [](const PhasePath* a, const PhasePath* b) {
+    return a->peak_bytes > b->peak_bytes;
+  });
+  const PhasePath& top = *matched.front();
+  rule.broken = top.peak_bytes > limit.bytes;
+  rule.summary = FormatBytes(top.peak_bytes) + " while " + top.path + " was open (limit " +
                  FormatBytes(limit.bytes) + ")";
   if (!rule.broken) return rule;
-  for (const auto& [peak, p] : matched) {
-    if (peak <= limit.bytes) break;
-    std::string line = FormatBytes(peak) + " in " + Str(*p, "path");
-    if (const std::string at = Str(Sub(*p, "peak_site"), "location"); !at.empty()) {
-      line += ", reached at " + at;
+  for (const PhasePath* p : matched) {
+    if (p->peak_bytes <= limit.bytes) break;
+    std::string line = FormatBytes(p->peak_bytes) + " in " + p->path;
+    if (p->peak_site.has_value() && !p->peak_site->location.empty()) {
+      line += ", reached at " + p->peak_site->location;
     }
     if (const std::string process = PhasePeakProcess(*p); !process.empty()) {
       line += " in " + process;
@@ -351,7 +350,7 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
     rules.push_back(std::move(rule));
   }
 
-  for (const PhaseLimit& limit : phase_limits) rules.push_back(PhasePeakRule(report.doc, limit));
+  for (const PhaseLimit& limit : phase_limits) rules.push_back(PhasePeakRule(report.model, limit));
 
   if (growth.set && options.baseline.empty()) {
     rules.push_back(SuspectRule(m, growth, extra, options.include_categories, &notes));

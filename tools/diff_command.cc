@@ -151,14 +151,13 @@ struct PhaseFigures {
   uint64_t live[2] = {0, 0};
 };
 
-void CollectPhases(const nlohmann::json& doc, int side, std::map<std::string, PhaseFigures>* out) {
-  const nlohmann::json& paths = Sub(Sub(doc, "phases"), "paths");
-  if (!paths.is_array()) return;
-  for (const nlohmann::json& p : paths) {
-    PhaseFigures& f = (*out)[Str(p, "path")];
-    f.peak[side] = U64(p, "peak_bytes");
-    f.allocated[side] = U64(p, "alloc_bytes");
-    f.live[side] = U64(p, "live_bytes");
+void CollectPhases(const ReportModel& m, int side, std::map<std::string, PhaseFigures>* out) {
+  if (!m.phases.has_value()) return;
+  for (const PhasePath& p : m.phases->paths) {
+    PhaseFigures& f = (*out)[p.path];
+    f.peak[side] = p.peak_bytes;
+    f.allocated[side] = p.alloc_bytes;
+    f.live[side] = p.live_bytes;
   }
 }
 
@@ -237,8 +236,8 @@ int DiffCommand(const DiffOptions& options, FILE* out) {
   SiteSection(out, "Live at the peak, by site", sites, Figure::kPeak, top);
   SiteSection(out, "Device bytes allocated, by site", sites, Figure::kAllocated, top);
   std::map<std::string, PhaseFigures> phases;
-  CollectPhases(base.doc, 0, &phases);
-  CollectPhases(now.doc, 1, &phases);
+  CollectPhases(base.model, 0, &phases);
+  CollectPhases(now.model, 1, &phases);
   const bool phases_changed = PhaseSection(out, phases, top);
   bool any_change = false;
   for (const auto& [key, f] : sites) {

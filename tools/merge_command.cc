@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -164,16 +165,17 @@ class SiteRefs {
     }
   }
 
-  // `ref` ({"site", "location", ...}) with the merged report's site id.
-  json Merged(const json& ref, SiteIds* ids) const {
-    json out = ref;
-    const auto it = by_id_.find(U64(ref, "site"));
+  // `ref` with the merged report's site id.
+  template <typename Ref>
+  Ref Merged(const Ref& ref, SiteIds* ids) const {
+    Ref out = ref;
+    const auto it = by_id_.find(ref.site);
     if (it != by_id_.end()) {
-      out["site"] = ids->IdOf(*it->second);
+      out.site = ids->IdOf(*it->second);
     } else {
       ReportSite site;
-      site.location = Str(ref, "location");
-      out["site"] = ids->IdOf(site);
+      site.location = ref.location;
+      out.site = ids->IdOf(site);
     }
     return out;
   }
@@ -183,61 +185,47 @@ class SiteRefs {
   std::map<uint64_t, const ReportSite*> by_id_;
 };
 
-// The phases sections by path. Counts are summed. A phase's peak is the
-// highest any one process reached while it was open (each process's own
-// device memory: a sum of peaks reached at different times on different
-// devices would be no process's), with that process's pid, rank and sites.
-json MergePhases(const std::vector<Report>& reports, SiteIds* ids) {
+// The phases sections by path: counts merged by their rules (PhasePath's
+// and ReportPhases' field tables). A phase's peak is the highest any one
+// process reached while it was open (each process's own device memory: a sum
+// of peaks reached at different times on different devices would be no
+// process's), with that process's pid, rank and sites; on a tie the first's.
+std::optional<ReportPhases> MergePhases(const std::vector<Report>& reports, SiteIds* ids) {
   struct PathBefore {
     bool operator()(const std::string& a, const std::string& b) const {
       return PhasePathBefore(a, b);
     }
   };
-  std::map<std::string, json, PathBefore> paths;
-  json merged = json::object();
+  std::map<std::string, PhasePath, PathBefore> paths;
+  ReportPhases merged;
   for (const Report& r : reports) {
-    const json& phases = Sub(r.doc, report_key::kPhases);
-    if (!phases.is_object()) continue;
+    if (!r.model.phases.has_value()) continue;
+    const ReportPhases& phases = *r.model.phases;
     const SiteRefs refs(r.model);
-    for (const auto& [key, value] : phases.items()) {
-      if (value.is_number_unsigned()) {
-        merged[key] = U64(merged, key.c_str()) + value.get<uint64_t>();
+    MergeCounts(phases, &merged);
+    for (const PhasePath& e : phases.paths) {
+      const auto [it, added] = paths.try_emplace(e.path);
+      PhasePath& m = it->second;
+      if (added) {
+        m.path = e.path;
+        m.depth = e.depth;
       }
-    }
-    for (const json& e : Sub(phases, "paths")) {
-      json& m = paths[Str(e, "path")];
-      if (m.is_null()) {
-        m = {{"path", Str(e, "path")}, {"depth", U64(e, "depth")}, {"copies", json::object()}};
-      }
-      m["processes"] = U64(m, "processes") + 1;
-      for (const char* key :
-           {"opens", "allocs", "alloc_bytes", "host_allocs", "host_alloc_bytes", "live_bytes",
-            "live_count", "host_live_bytes", "host_live_count", "launches"}) {
-        m[key] = U64(m, key) + U64(e, key);
-      }
-      if (const json& copies = Sub(e, "copies"); copies.is_object()) {
-        for (const auto& [direction, c] : copies.items()) {
-          json& into = m["copies"][direction];
-          into["count"] = U64(into, "count") + U64(c, "count");
-          into["bytes"] = U64(into, "bytes") + U64(c, "bytes");
-        }
-      }
-      if (m.contains("peak_pid") && U64(e, "peak_bytes") <= U64(m, "peak_bytes")) continue;
+      const bool higher = !m.peak_pid.has_value() || e.peak_bytes > m.peak_bytes;
+      MergeCounts(e, &m);
+      for (const auto& [direction, c] : e.copies) MergeCounts(c, &m.copies[direction]);
+      ++m.processes;
+      if (!higher) continue;
       const ReportProcess& process = r.model.process;
-      m["peak_bytes"] = U64(e, "peak_bytes");
-      m["peak_pid"] = process.pid;
-      m.erase("peak_rank");
-      if (!process.rank.empty()) m["peak_rank"] = process.rank;
-      for (const char* key : {"peak_site", "peak_top_site"}) {
-        m.erase(key);
-        if (const json& ref = Sub(e, key); ref.is_object()) m[key] = refs.Merged(ref, ids);
-      }
+      m.peak_pid = process.pid;
+      m.peak_rank = process.rank;
+      m.peak_site.reset();
+      if (e.peak_site.has_value()) m.peak_site = refs.Merged(*e.peak_site, ids);
+      m.peak_top_site.reset();
+      if (e.peak_top_site.has_value()) m.peak_top_site = refs.Merged(*e.peak_top_site, ids);
     }
   }
-  if (paths.empty()) return nullptr;
-  json list = json::array();
-  for (auto& [path, entry] : paths) list.push_back(std::move(entry));
-  merged["paths"] = std::move(list);
+  if (paths.empty()) return std::nullopt;
+  for (auto& [path, entry] : paths) merged.paths.push_back(std::move(entry));
   return merged;
 }
 
@@ -348,8 +336,7 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   json doc = json::object();
   json transfers = MergeTransfers(reports);
   if (!transfers.is_null()) doc[report_key::kTransfers] = std::move(transfers);
-  json phases = MergePhases(reports, &ids);
-  if (!phases.is_null()) doc[report_key::kPhases] = std::move(phases);
+  merged.phases = MergePhases(reports, &ids);
   merged.BuildFrameTable();
   merged.ToJson(&doc);
   std::string error;

@@ -87,14 +87,13 @@ void PrintTotals(const ReportModel& m, Printer* p) {
 // Pool regions still registered (the `regions` section), by the site of
 // the allocation that holds them: {count, bytes}.
 using HeldRegions = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;
-HeldRegions RegionsBySegmentSite(const json& doc) {
+HeldRegions RegionsBySegmentSite(const ReportModel& m) {
   HeldRegions held;
-  const json& segments = Sub(Sub(doc, "regions"), "segments");
-  if (!segments.is_array()) return held;
-  for (const json& s : segments) {
-    auto& [count, bytes] = held[U64(s, "site")];
-    count += U64(s, "region_count");
-    bytes += U64(s, "region_bytes");
+  if (!m.regions.has_value()) return held;
+  for (const RegionSegment& s : m.regions->segments) {
+    auto& [count, bytes] = held[s.site];
+    count += s.region_count;
+    bytes += s.region_bytes;
   }
   return held;
 }
@@ -229,49 +228,47 @@ void PrintPeak(const ReportPeak& peak, Printer* p) {
 // Pool regions still registered through NVTX's memory extension: each site
 // that registered them, where its user called from, and the allocation that
 // holds them.
-void PrintRegions(const json& doc, bool at_exit, Printer* p) {
-  const json& regions = Sub(doc, "regions");
-  if (!regions.is_object()) return;
-  const json& sites = Sub(regions, "sites");
+void PrintRegions(const ReportModel& m, bool at_exit, Printer* p) {
+  if (!m.regions.has_value()) return;
+  const ReportRegions& regions = *m.regions;
   p->Blank();
-  const uint64_t count = U64(regions, "live_count");
-  if (count == 0) {
+  if (regions.live_count == 0) {
     p->Line(std::string("Pool regions (NVTX memory extension): none ") +
             (at_exit ? "left registered." : "registered now."));
   } else {
     p->Line(std::string("Pool regions ") + (at_exit ? "left registered" : "registered now") +
-            " (NVTX memory extension): " + FormatBytes(U64(regions, "live_bytes")) + " in " +
-            CountOf(count, "region", "regions"));
+            " (NVTX memory extension): " + FormatBytes(regions.live_bytes) + " in " +
+            CountOf(regions.live_count, "region", "regions"));
   }
-  for (size_t i = 0; sites.is_array() && i < sites.size() && i < p->top(); ++i) {
-    const json& e = sites[i];
-    const std::string phase = Str(e, "phase");
-    p->Site(FormatBytes(U64(e, "bytes")), std::to_string(U64(e, "count")), SiteOf(e),
-            phase.empty() ? "" : "in " + phase);
+  const std::vector<RegionSite>& sites = regions.sites;
+  for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
+    const RegionSite& e = sites[i];
+    p->Site(FormatBytes(e.bytes), std::to_string(e.count), e,
+            e.phase.empty() ? "" : "in " + e.phase);
     std::string where;
-    if (const json& segment = Sub(e, "segment"); segment.is_object()) {
-      where = "inside the allocation at " + Str(segment, "location");
-    }
-    if (const uint64_t outside = U64(e, "outside_count"); outside != 0) {
+    if (e.segment.has_value()) where = "inside the allocation at " + e.segment->location;
+    if (e.outside_count != 0) {
       if (!where.empty()) where += "; ";
-      where += CountOf(outside, "region", "regions") +
+      where += CountOf(e.outside_count, "region", "regions") +
                " in no live allocation (freed under it, or not device memory)";
     }
     if (!where.empty()) p->Line(std::string(25, ' ') + where);
   }
-  if (sites.is_array()) p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
-  const json& c = Sub(regions, "counters");
-  static constexpr CounterNote kNotes[] = {
-      {"released_by_reset", nullptr, "region", "regions", " ended by a heap reset"},
-      {"unknown_unregisters", nullptr, "unregistration", "unregistrations",
+  p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+  using Counters = ReportRegionCounters;
+  const Counters& c = regions.counters;
+  static constexpr CounterNote<Counters> kNotes[] = {
+      {&Counters::released_by_reset, nullptr, "region", "regions", " ended by a heap reset"},
+      {&Counters::unknown_unregisters, nullptr, "unregistration", "unregistrations",
        " of no registered region"},
-      {"replaced", nullptr, "region", "regions", " registered over a live one"},
-      {"dropped", "heaps_dropped", "registration", "registrations", " not recorded (tables full)"},
+      {&Counters::replaced, nullptr, "region", "regions", " registered over a live one"},
+      {&Counters::dropped, &Counters::heaps_dropped, "registration", "registrations",
+       " not recorded (tables full)"},
   };
-  std::vector<std::string> notes = CounterNotes(c, kNotes);
-  notes.push_back(CountOf(U64(c, "registered"), "region", "regions") + " registered in " +
-                  CountOf(U64(c, "heaps_registered"), "heap", "heaps") + ", " +
-                  std::to_string(U64(c, "unregistered")) + " unregistered");
+  std::vector<std::string> notes = CounterNotes<Counters>(c, kNotes);
+  notes.push_back(CountOf(c.registered, "region", "regions") + " registered in " +
+                  CountOf(c.heaps_registered, "heap", "heaps") + ", " +
+                  std::to_string(c.unregistered) + " unregistered");
   for (const std::string& note : notes) p->Line("  " + note);
 }
 
@@ -331,16 +328,16 @@ int Text(const Report& r, int top, FILE* out) {
   PrintProcesses(m, &p);
   PrintOom(m, &p);
   PrintTotals(m, &p);
-  const HeldRegions held = RegionsBySegmentSite(r.doc);
+  const HeldRegions held = RegionsBySegmentSite(m);
   PrintLeakSection(m.leaks_device, "device memory", at_exit, held, &p);
   if (m.leaks_host.bytes != 0) {
     PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, held, &p);
   }
   PrintImported(m.leaks_ipc_imported, at_exit, &p);
-  PrintRegions(r.doc, at_exit, &p);
+  PrintRegions(m, at_exit, &p);
   PrintGrowth(m, &p);
   PrintPeak(m.peak, &p);
-  PrintPhases(r.doc, &p);
+  PrintPhases(m, &p);
   PrintTransfers(r.doc, &p);
   PrintAllocations(m.sites, &p);
   return 0;

@@ -178,10 +178,10 @@ std::string CommandLine(const json& doc) {
   return command;
 }
 
-std::string PhasePeakProcess(const json& path) {
-  if (!path.contains("peak_pid")) return "";
-  if (const std::string rank = Str(path, "peak_rank"); !rank.empty()) return "rank " + rank;
-  return "pid " + std::to_string(U64(path, "peak_pid"));
+std::string PhasePeakProcess(const PhasePath& path) {
+  if (!path.peak_pid.has_value()) return "";
+  if (!path.peak_rank.empty()) return "rank " + path.peak_rank;
+  return "pid " + std::to_string(*path.peak_pid);
 }
 
 bool IsHostKind(std::string_view kind) {

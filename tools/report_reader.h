@@ -59,7 +59,7 @@ std::string CommandLine(const json& doc);
 // In a merged report, the process whose peak a phase's `peak_bytes` is:
 // "rank R" (its rank when it had one) or "pid P"; "" in a process's own
 // report.
-std::string PhasePeakProcess(const json& path);
+std::string PhasePeakProcess(const PhasePath& path);
 
 // Whether a key of totals.kinds names host memory (pinned_host,
 // registered_host); every other kind is device memory.

@@ -1,5 +1,5 @@
-// `gpuwatch report`'s text sections read from the report's JSON as it is
-// (report_text.h).
+// `gpuwatch report`'s text sections: transfers, read from the report's JSON
+// as it is, and phases (report_text.h).
 #include "tools/report_text.h"
 
 #include <algorithm>
@@ -30,16 +30,6 @@ std::string FrameText(const ReportFrame& f) {
 bool IsStartupFrame(const ReportFrame& f) {
   const std::string& function = f.function;
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
-}
-
-std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes) {
-  std::vector<std::string> out;
-  for (const CounterNote& note : notes) {
-    const uint64_t n =
-        U64(counters, note.key) + (note.second != nullptr ? U64(counters, note.second) : 0);
-    if (n != 0) out.push_back(CountOf(n, note.one, note.many) + note.says);
-  }
-  return out;
 }
 
 void PrintTransfers(const json& doc, Printer* p) {
@@ -130,12 +120,11 @@ void PrintTransfers(const json& doc, Printer* p) {
   }
 }
 
-void PrintPhases(const json& doc, Printer* p) {
-  const json& phases = Sub(doc, "phases");
-  const json& paths = Sub(phases, "paths");
-  if (!paths.is_array() || paths.empty()) return;
+void PrintPhases(const ReportModel& m, Printer* p) {
+  if (!m.phases.has_value() || m.phases->paths.empty()) return;
+  const std::vector<PhasePath>& paths = m.phases->paths;
   p->Blank();
-  if (Str(doc, "trigger") == "merge") {
+  if (m.trigger == "merge") {
     p->Line("Memory by phase (peak: the highest of any one process, device memory while open,");
     p->Line("nested phases included; allocated, live and copied: in the phase itself, summed):");
   } else {
@@ -145,46 +134,48 @@ void PrintPhases(const json& doc, Printer* p) {
   p->Line("        peak   allocated  allocs        live      copied  phase");
   const size_t shown = std::min(paths.size(), 3 * p->top());
   for (size_t i = 0; i < shown; ++i) {
-    const json& e = paths[i];
+    const PhasePath& e = paths[i];
     uint64_t copied = 0;
-    if (const json& copies = Sub(e, "copies"); copies.is_object()) {
-      for (const auto& [direction, c] : copies.items()) copied += U64(c, "bytes");
-    }
-    const std::string path = Str(e, "path");
-    const uint64_t depth = std::max<uint64_t>(U64(e, "depth"), 1);
+    for (const auto& [direction, c] : e.copies) copied += c.bytes;
+    const std::string& path = e.path;
+    const uint64_t depth = std::max<uint64_t>(e.depth, 1);
     const size_t slash = path.rfind('/');
-    std::string line = "  " + Printer::Pad(FormatBytes(U64(e, "peak_bytes")), 10) + "  " +
-                       Printer::Pad(FormatBytes(U64(e, "alloc_bytes")), 10) + "  " +
-                       Printer::Pad(std::to_string(U64(e, "allocs")), 6) + "  " +
-                       Printer::Pad(FormatBytes(U64(e, "live_bytes")), 10) + "  " +
+    std::string line = "  " + Printer::Pad(FormatBytes(e.peak_bytes), 10) + "  " +
+                       Printer::Pad(FormatBytes(e.alloc_bytes), 10) + "  " +
+                       Printer::Pad(std::to_string(e.allocs), 6) + "  " +
+                       Printer::Pad(FormatBytes(e.live_bytes), 10) + "  " +
                        Printer::Pad(FormatBytes(copied), 10) + "  " +
                        std::string(2 * (depth - 1), ' ') +
                        (slash == std::string::npos ? path : path.substr(slash + 1));
     std::string peak;
-    if (const json& site = Sub(e, "peak_site"); site.is_object()) {
-      peak = "peak at " + Str(site, "location");
-    }
+    if (e.peak_site.has_value()) peak = "peak at " + e.peak_site->location;
     if (const std::string process = PhasePeakProcess(e); !process.empty()) {
       peak += std::string(peak.empty() ? "peak" : "") + " in " + process;
     }
-    if (const json& top = Sub(e, "peak_top_site"); top.is_object()) {
-      peak += std::string(peak.empty() ? "" : "; ") + "most held by " + Str(top, "location") +
-              ", " + FormatBytes(U64(top, "bytes"));
+    if (e.peak_top_site.has_value()) {
+      peak += std::string(peak.empty() ? "" : "; ") + "most held by " + e.peak_top_site->location +
+              ", " + FormatBytes(e.peak_top_site->bytes);
     }
     if (!peak.empty()) line += "  (" + peak + ")";
     p->Line(line);
   }
   p->More(shown, paths.size(), "phases");
-  static constexpr CounterNote kNotes[] = {
-      {"unbalanced_pops", nullptr, "pop", "pops", " with no range open"},
-      {"open_at_thread_exit", nullptr, "range", "ranges", " left open when a thread ended"},
-      {"unmatched_ends", nullptr, "range end", "range ends", " of no open start/end range"},
-      {"ranges_not_tracked", nullptr, "start/end range", "start/end ranges",
+  static constexpr CounterNote<ReportPhases> kNotes[] = {
+      {&ReportPhases::unbalanced_pops, nullptr, "pop", "pops", " with no range open"},
+      {&ReportPhases::open_at_thread_exit, nullptr, "range", "ranges",
+       " left open when a thread ended"},
+      {&ReportPhases::unmatched_ends, nullptr, "range end", "range ends",
+       " of no open start/end range"},
+      {&ReportPhases::ranges_not_tracked, nullptr, "start/end range", "start/end ranges",
        " past 64 open at once, not tracked"},
-      {"too_deep", nullptr, "range", "ranges", " nested too deep (counted in the one above)"},
-      {"names_dropped", "paths_dropped", "range", "ranges", " past the limits, under \"(other)\""},
+      {&ReportPhases::too_deep, nullptr, "range", "ranges",
+       " nested too deep (counted in the one above)"},
+      {&ReportPhases::names_dropped, &ReportPhases::paths_dropped, "range", "ranges",
+       " past the limits, under \"(other)\""},
   };
-  for (const std::string& note : CounterNotes(phases, kNotes)) p->Line("  " + note);
+  for (const std::string& note : CounterNotes<ReportPhases>(*m.phases, kNotes)) {
+    p->Line("  " + note);
+  }
 }
 
 }  // namespace gpuwatch::tools

@@ -1,5 +1,5 @@
 // `gpuwatch report`'s text form: the printer every section is written with,
-// and the sections read from a report's JSON as it is (transfers, phases).
+// and its transfers and phases sections.
 // For report_command.cc; report_text.cc holds the sections.
 #ifndef GPUWATCH_TOOLS_REPORT_TEXT_H_
 #define GPUWATCH_TOOLS_REPORT_TEXT_H_
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "libgpuwatch/report/format.h"
 #include "tools/report_reader.h"
 
 namespace gpuwatch::tools {
@@ -61,21 +62,30 @@ class Printer {
 };
 
 // Notes on a section's counters: "N <one or many><says>" for each that is not
-// 0, `second` (when not null) counted with `key`.
+// 0, `second` (when not null) counted with `count`.
+template <typename T>
 struct CounterNote {
-  const char* key;
-  const char* second;
+  uint64_t T::*count;
+  uint64_t T::*second;
   const char* one;
   const char* many;
   const char* says;
 };
-std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes);
+template <typename T>
+std::vector<std::string> CounterNotes(const T& counters, std::span<const CounterNote<T>> notes) {
+  std::vector<std::string> out;
+  for (const CounterNote<T>& note : notes) {
+    const uint64_t n = counters.*note.count + (note.second != nullptr ? counters.*note.second : 0);
+    if (n != 0) out.push_back(CountOf(n, note.one, note.many) + note.says);
+  }
+  return out;
+}
 
 // Copies by direction, host memory and site, and the findings.
 void PrintTransfers(const json& doc, Printer* p);
 
 // Memory by phase, as a tree: each path under the one it is nested in.
-void PrintPhases(const json& doc, Printer* p);
+void PrintPhases(const ReportModel& m, Printer* p);
 
 }  // namespace gpuwatch::tools
 

@@ -94,89 +94,6 @@ void UntypedSites(ReportFieldReader* r, const json& section, const char* section
       });
 }
 
-// The phases section (docs/report-format.md): each path's text, depth and
-// counts, its copies by direction and its peak site; the section's counters.
-void ValidatePhases(ReportFieldReader* r, const json& phases) {
-  const std::string section = report_key::kPhases;
-  ObjectList(r, phases, section, "paths", [r](const json& e, const std::string& at) {
-    if (r->TextAt(e, at, "path").empty() && !r->failed()) r->Fail(at + ".path", "is empty");
-    for (const char* key : {"depth", "opens", "allocs", "alloc_bytes", "host_allocs",
-                            "host_alloc_bytes", "live_bytes", "live_count", "host_live_bytes",
-                            "host_live_count", "peak_bytes", "launches"}) {
-      r->CountAt(e, at, key);
-    }
-    // Merged reports: how many processes had the path, and whose peak it is.
-    r->CountAt(e, at, "processes");
-    r->CountAt(e, at, "peak_pid");
-    r->OptionalTextAt(e, at, "peak_rank");
-    if (const json* copies = r->ObjectAt(e, at, "copies")) {
-      for (const auto& [direction, c] : copies->items()) {
-        const std::string path = ReportFieldReader::Join(at + ".copies", direction.c_str());
-        if (!c.is_object()) {
-          r->Expected(path, c, "an object");
-          return;
-        }
-        r->CountAt(c, path, "count");
-        r->CountAt(c, path, "bytes");
-      }
-    }
-    if (const json* site = r->ObjectAt(e, at, "peak_site")) {
-      r->CountAt(*site, at + ".peak_site", "site");
-      r->TextAt(*site, at + ".peak_site", "location");
-    }
-    if (const json* site = r->ObjectAt(e, at, "peak_top_site")) {
-      for (const char* key : {"site", "bytes"}) r->CountAt(*site, at + ".peak_top_site", key);
-      r->TextAt(*site, at + ".peak_top_site", "location");
-    }
-  });
-  for (const char* key :
-       {"names_dropped", "paths_dropped", "too_deep", "unbalanced_pops", "open_at_thread_exit",
-        "ranges_not_tracked", "unmatched_ends", "peak_sites_untracked"}) {
-    r->CountAt(phases, section, key);
-  }
-}
-
-// The regions section (docs/report-format.md): its totals, the sites that
-// registered live regions, the allocations and heaps that hold them, and the
-// counters.
-void ValidateRegions(ReportFieldReader* r, const json& regions) {
-  const std::string section = report_key::kRegions;
-  for (const char* key : {"live_count", "live_bytes", "outside_count", "outside_bytes",
-                          "omitted_sites", "omitted_bytes"}) {
-    r->CountAt(regions, section, key);
-  }
-  ObjectList(r, regions, section, report_key::kSites, [r](const json& e, const std::string& at) {
-    ReportSite common;
-    r->Site(e, at, &common);
-    for (const char* key : {"count", "bytes", "oldest_ns", "outside_count", "outside_bytes"}) {
-      r->CountAt(e, at, key);
-    }
-    r->OptionalTextAt(e, at, "phase");
-    r->OptionalTextAt(e, at, "caller");
-    if (const json* segment = r->ObjectAt(e, at, "segment")) {
-      r->CountAt(*segment, at + ".segment", "site");
-      r->TextAt(*segment, at + ".segment", "location");
-    }
-  });
-  for (const char* list : {report_key::kSegments, report_key::kHeaps}) {
-    ObjectList(r, regions, section, list, [r, list](const json& e, const std::string& at) {
-      ReportSite common;
-      r->Site(e, at, &common);
-      r->TextAt(e, at, "address");
-      for (const char* key : {"size", "region_count", "region_bytes"}) r->CountAt(e, at, key);
-      if (std::string_view(list) == report_key::kSegments) r->TextAt(e, at, "kind");
-    });
-  }
-  if (const json* counters = r->ObjectAt(regions, section, "counters")) {
-    for (const char* key :
-         {"registered", "unregistered", "resized", "released_by_reset", "replaced",
-          "unknown_unregisters", "unknown_resizes", "unknown_heaps", "dropped", "heaps_registered",
-          "heaps_unregistered", "heaps_reset", "heaps_dropped"}) {
-      r->CountAt(*counters, section + ".counters", key);
-    }
-  }
-}
-
 }  // namespace
 
 std::string ValidateReport(const json& doc, ReportModel* model) {
@@ -209,10 +126,6 @@ std::string ValidateReport(const json& doc, ReportModel* model) {
   }
   if (const json* timeline = r.ObjectAt(doc, "", report_key::kTimeline)) {
     UntypedSites(&r, *timeline, report_key::kTimeline);
-  }
-  if (const json* phases = r.ObjectAt(doc, "", report_key::kPhases)) ValidatePhases(&r, *phases);
-  if (const json* regions = r.ObjectAt(doc, "", report_key::kRegions)) {
-    ValidateRegions(&r, *regions);
   }
   if (r.failed()) return r.problem();
   if (model != nullptr) *model = std::move(read);

@@ -254,11 +254,11 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   report[key::kLifecycle] = LifecycleSection(context.lifecycle);
   ThrowIfOutOfMemory();
   if (context.phases != nullptr && !context.phases->empty()) {
-    report[key::kPhases] = PhasesSection(*context.phases, snap, sites);
+    m.phases = PhasesSection(*context.phases, snap, sites);
     ThrowIfOutOfMemory();
   }
   if (context.regions != nullptr && !context.regions->empty()) {
-    report[key::kRegions] = RegionsSection(*context.regions, snap, context.phases, sites);
+    m.regions = RegionsSection(*context.regions, snap, context.phases, sites);
     ThrowIfOutOfMemory();
   }
   if (context.trace != nullptr) {

@@ -13,13 +13,6 @@ using nlohmann::json;
 namespace key = report_key;
 
 // The field tables: each struct's X-list of counts, in order.
-#define GPUWATCH_COUNT_FIELD(member, rule) {#member, &Self::member, MergeRule::rule},
-#define GPUWATCH_COUNTS_OF(Type, LIST)                                          \
-  std::span<const CountField<Type>> Type::Counts() {                            \
-    using Self = Type;                                                          \
-    static constexpr CountField<Type> kFields[] = {LIST(GPUWATCH_COUNT_FIELD)}; \
-    return kFields;                                                             \
-  }
 GPUWATCH_COUNTS_OF(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
@@ -31,17 +24,10 @@ GPUWATCH_COUNTS_OF(CopyRow, GPUWATCH_COPY_ROW_COUNTS)
 GPUWATCH_COUNTS_OF(ReportTotals, GPUWATCH_TOTALS_COUNTS)
 GPUWATCH_COUNTS_OF(ReportPeak, GPUWATCH_PEAK_COUNTS)
 GPUWATCH_COUNTS_OF(MergedProcess, GPUWATCH_MERGED_PROCESS_COUNTS)
-#undef GPUWATCH_COUNTS_OF
-#undef GPUWATCH_COUNT_FIELD
 
 namespace {
 
 // Writing.
-
-template <typename T>
-void PutCounts(const T& from, std::span<const CountField<T>> fields, json* out) {
-  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
-}
 
 json CountMapJson(const CountMap& map) {
   json out = json::object();
@@ -58,6 +44,8 @@ json FrameJson(const ReportFrame& f) {
   return frame;
 }
 
+}  // namespace
+
 json SiteJson(const ReportSite& s) {
   json entry = {{key::kSite, s.site}, {key::kLocation, s.location}};
   if (s.category.has_value()) entry[key::kCategory] = *s.category;
@@ -72,6 +60,8 @@ json SiteJson(const ReportSite& s) {
   }
   return entry;
 }
+
+namespace {
 
 template <typename T>
 json SiteListJson(const std::vector<T>& sites, const std::function<void(const T&, json*)>& more) {
@@ -135,6 +125,7 @@ void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
     for (GrowthSite& s : growth->suspects) fn(s);
   }
   if (oom.has_value()) fn(*oom);
+  if (regions.has_value()) regions->ForEachSite(fn);
 }
 
 void ReportModel::BuildFrameTable() {
@@ -223,6 +214,8 @@ void ReportModel::ToJson(json* doc) const {
     o["device"] = oom->device;
     d[key::kOom] = std::move(o);
   }
+  if (phases.has_value()) d[key::kPhases] = PhasesJson(*phases);
+  if (regions.has_value()) d[key::kRegions] = RegionsJson(*regions);
   if (merged_from != 0) {
     d[key::kMergedFrom] = merged_from;
     json rows = json::array();
@@ -408,6 +401,10 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
       o.device = r.IntegerAt(*oom, key::kOom, "device");
     }
     m.oom = std::move(o);
+  }
+  if (const json* phases = r.ObjectAt(doc, "", key::kPhases)) m.phases = ReadPhases(&r, *phases);
+  if (const json* regions = r.ObjectAt(doc, "", key::kRegions)) {
+    m.regions = ReadRegions(&r, *regions);
   }
   if (r.failed()) {
     *error = r.problem();

@@ -1,5 +1,6 @@
 // The report as types: what its header, totals, leaks, peak, allocation
-// sites, growth suspects and OOM request hold, with the one JSON writer and
+// sites, growth suspects, OOM request, phases and pool regions
+// (model_phases.h) hold, with the one JSON writer and
 // the one JSON reader of those sections. The library's writer fills a
 // ReportModel from its snapshots, `gpuwatch merge` reads many and writes
 // one, and the tools' reader and validator read every report through it, so
@@ -58,6 +59,14 @@ using CountMap = std::map<std::string, uint64_t, std::less<>>;
   LIST(GPUWATCH_DECLARE_COUNT)      \
   static std::span<const CountField<Type>> Counts();
 // NOLINTEND(bugprone-macro-parentheses)
+// The definition of Type::Counts() (a .cc file's): the X-list, in order.
+#define GPUWATCH_COUNT_FIELD(member, rule) {#member, &Self::member, MergeRule::rule},
+#define GPUWATCH_COUNTS_OF(Type, LIST)                                          \
+  std::span<const CountField<Type>> Type::Counts() {                            \
+    using Self = Type;                                                          \
+    static constexpr CountField<Type> kFields[] = {LIST(GPUWATCH_COUNT_FIELD)}; \
+    return kFields;                                                             \
+  }
 
 // One frame of a stack, innermost first (docs/report-format.md).
 struct ReportFrame {
@@ -242,6 +251,13 @@ struct ReportUnwind {
   uint64_t unwind_fallbacks = 0;
 };
 
+}  // namespace gpuwatch
+
+// The sections of model_*.h, which use the types above.
+#include "libgpuwatch/report/model_phases.h"  // IWYU pragma: export
+
+namespace gpuwatch {
+
 struct ReportModel {
   std::string trigger;
   std::string label;
@@ -266,6 +282,8 @@ struct ReportModel {
   std::vector<AllocSite> sites;
   std::optional<ReportGrowth> growth;
   std::optional<OomSite> oom;
+  std::optional<ReportPhases> phases;
+  std::optional<ReportRegions> regions;
   uint64_t merged_from = 0;  // merged reports; 0: absent
   std::vector<MergedProcess> processes;
   // The frames sites' `stack` indices name (ToJson writes it; FromJson
@@ -290,6 +308,14 @@ struct ReportModel {
 
 // A leaks section as the report writes it (ReportModel::ToJson's).
 nlohmann::json LeakListJson(const LeakList& list);
+
+// What every site entry has, as ToJson writes it, and a struct's counts
+// (the sections of model_*.cc).
+nlohmann::json SiteJson(const ReportSite& site);
+template <typename T>
+void PutCounts(const T& from, std::span<const CountField<T>> fields, nlohmann::json* out) {
+  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
+}
 
 // A symbolized frame as a report lists it.
 ReportFrame ReportFrameOf(const Frame& frame);

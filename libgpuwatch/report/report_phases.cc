@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libgpuwatch/report/report_schema.h"
@@ -10,27 +11,20 @@
 
 namespace gpuwatch {
 
-using json = nlohmann::json;
-
-json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteResolver* sites) {
-  struct Live {
-    uint64_t bytes = 0;
-    uint64_t count = 0;
-    uint64_t host_bytes = 0;
-    uint64_t host_count = 0;
-  };
-  std::vector<Live> live(p.rows.size());
+ReportPhases PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap,
+                           SiteResolver* sites) {
+  std::vector<PhasePath> rows(p.rows.size());
   for (const LiveAlloc& a : snap.live) {
     if (a.phase == 0) continue;
     const int i = p.IndexOf(a.phase);
     if (i < 0) continue;
-    Live& l = live[static_cast<size_t>(i)];
+    PhasePath& l = rows[static_cast<size_t>(i)];
     if (IsDeviceKind(a.kind)) {
-      l.bytes += a.size;
-      ++l.count;
+      l.live_bytes += a.size;
+      ++l.live_count;
     } else if (IsHostKind(a.kind)) {
-      l.host_bytes += a.size;
-      ++l.host_count;
+      l.host_live_bytes += a.size;
+      ++l.host_live_count;
     }
   }
   // Paths in text order: each one after the path it is nested in.
@@ -38,50 +32,42 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return PhasePathBefore(p.paths[a], p.paths[b]); });
-  json paths = json::array();
+  ReportPhases out;
   for (const size_t i : order) {
     const PhaseStats::Row& r = p.rows[i];
-    json e = {{"path", p.paths[i]},
-              {"depth", p.depths[i]},
-              {"opens", r.opens},
-              {"allocs", r.allocs},
-              {"alloc_bytes", r.alloc_bytes},
-              {"host_allocs", r.host_allocs},
-              {"host_alloc_bytes", r.host_alloc_bytes},
-              {"live_bytes", live[i].bytes},
-              {"live_count", live[i].count},
-              {"host_live_bytes", live[i].host_bytes},
-              {"host_live_count", live[i].host_count},
-              {"peak_bytes", r.peak_bytes},
-              {"launches", r.launches}};
+    PhasePath& e = out.paths.emplace_back(std::move(rows[i]));
+    e.path = p.paths[i];
+    e.depth = p.depths[i];
+    e.opens = r.opens;
+    e.allocs = r.allocs;
+    e.alloc_bytes = r.alloc_bytes;
+    e.host_allocs = r.host_allocs;
+    e.host_alloc_bytes = r.host_alloc_bytes;
+    e.peak_bytes = r.peak_bytes;
+    e.launches = r.launches;
     if (r.peak_site != 0) {
       const uint32_t site = sites->Canonical(r.peak_site);
-      e["peak_site"] = {{"site", site}, {"location", sites->LocationOf(site)}};
+      e.peak_site = ReportSiteRef{site, sites->LocationOf(site)};
     }
     if (r.top_site != 0) {
       const uint32_t site = sites->Canonical(r.top_site);
-      e["peak_top_site"] = {
-          {"site", site}, {"location", sites->LocationOf(site)}, {"bytes", r.top_bytes}};
+      e.peak_top_site = PhaseTopSite{{site, sites->LocationOf(site)}, r.top_bytes};
     }
-    json copies = json::object();
     for (int k = 0; k < kNumCopyKinds; ++k) {
       if (r.copy_count[k] == 0) continue;
-      copies[CopyKindName(static_cast<CopyKind>(k))] = {{"count", r.copy_count[k]},
-                                                        {"bytes", r.copy_bytes[k]}};
+      e.copies[CopyKindName(static_cast<CopyKind>(k))] = {r.copy_count[k], r.copy_bytes[k]};
     }
-    e["copies"] = std::move(copies);
-    paths.push_back(std::move(e));
   }
   const PhaseTable::Counters& c = p.counters;
-  return {{"paths", std::move(paths)},
-          {"names_dropped", c.names_dropped},
-          {"paths_dropped", c.paths_dropped},
-          {"too_deep", c.too_deep},
-          {"unbalanced_pops", c.unbalanced_pops},
-          {"open_at_thread_exit", c.open_at_thread_exit},
-          {"ranges_not_tracked", c.ranges_not_tracked},
-          {"unmatched_ends", c.unmatched_ends},
-          {"peak_sites_untracked", p.cells_dropped}};
+  out.names_dropped = c.names_dropped;
+  out.paths_dropped = c.paths_dropped;
+  out.too_deep = c.too_deep;
+  out.unbalanced_pops = c.unbalanced_pops;
+  out.open_at_thread_exit = c.open_at_thread_exit;
+  out.ranges_not_tracked = c.ranges_not_tracked;
+  out.unmatched_ends = c.unmatched_ends;
+  out.peak_sites_untracked = p.cells_dropped;
+  return out;
 }
 
 std::string PhaseSummary(const PhasesSnapshot& p) {

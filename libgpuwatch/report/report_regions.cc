@@ -14,8 +14,6 @@
 
 namespace gpuwatch {
 
-using json = nlohmann::json;
-
 namespace {
 
 std::string Hex(uint64_t address) {
@@ -79,10 +77,6 @@ uint32_t Largest(const std::map<uint32_t, uint64_t>& bytes) {
   return best;
 }
 
-json SiteRef(uint32_t site, SiteResolver* sites) {
-  return {{"site", site}, {"location", sites->LocationOf(site)}, {"stack", sites->StackOf(site)}};
-}
-
 template <typename Row>
 void SortByBytes(std::vector<Row>* rows) {
   std::sort(rows->begin(), rows->end(), [](const Row& a, const Row& b) {
@@ -92,8 +86,8 @@ void SortByBytes(std::vector<Row>* rows) {
 
 }  // namespace
 
-json RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
-                    const PhasesSnapshot* phases, SiteResolver* sites) {
+ReportRegions RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
+                             const PhasesSnapshot* phases, SiteResolver* sites) {
   const Holders holders(snap.live);
   std::unordered_map<uint32_t, SiteRegions> by_site;
   std::map<uint64_t, Holding> by_holder;  // holder's address
@@ -129,83 +123,75 @@ json RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
 
   std::vector<std::pair<uint32_t, SiteRegions>> site_rows(by_site.begin(), by_site.end());
   SortByBytes(&site_rows);
-  json site_list = json::array();
-  uint64_t omitted_sites = 0;
-  uint64_t omitted_bytes = 0;
+  ReportRegions out;
   for (size_t i = 0; i < site_rows.size(); ++i) {
     const auto& [site, s] = site_rows[i];
     if (i >= kMaxSitesPerSection) {
-      ++omitted_sites;
-      omitted_bytes += s.bytes;
+      ++out.omitted_sites;
+      out.omitted_bytes += s.bytes;
       continue;
     }
-    json e = SiteRef(site, sites);
-    if (std::string caller = sites->CallerOf(site); !caller.empty())
-      e["caller"] = std::move(caller);
-    e["count"] = s.count;
-    e["bytes"] = s.bytes;
-    e["oldest_ns"] = uint64_t{s.oldest_ms} * 1000000;
-    e["outside_count"] = s.outside_count;
-    e["outside_bytes"] = s.outside_bytes;
+    RegionSite& e = out.sites.emplace_back();
+    FillSite(site, nullptr, sites, &e);
+    e.caller = sites->CallerOf(site);
+    e.count = s.count;
+    e.bytes = s.bytes;
+    e.oldest_ns = uint64_t{s.oldest_ms} * 1000000;
+    e.outside_count = s.outside_count;
+    e.outside_bytes = s.outside_bytes;
     const int p = phases != nullptr ? phases->IndexOf(Largest(s.phase_bytes)) : -1;
-    if (p >= 0) e["phase"] = phases->paths[p];
+    if (p >= 0) e.phase = phases->paths[p];
     if (!s.segment_bytes.empty()) {
       const uint32_t segment = Largest(s.segment_bytes);
-      e["segment"] = {{"site", segment}, {"location", sites->LocationOf(segment)}};
+      e.segment = ReportSiteRef{segment, sites->LocationOf(segment)};
     }
-    site_list.push_back(std::move(e));
   }
 
   std::vector<std::pair<uint64_t, Holding>> holder_rows(by_holder.begin(), by_holder.end());
   SortByBytes(&holder_rows);
-  json segments = json::array();
   for (size_t i = 0; i < holder_rows.size() && i < kMaxSitesPerSection; ++i) {
     const LiveAlloc& a = *holder_of[holder_rows[i].first];
-    json e = SiteRef(sites->Canonical(a.stack_id), sites);
-    e["address"] = Hex(a.address);
-    e["size"] = a.size;
-    e["kind"] = MemKindName(a.kind);
-    e["region_count"] = holder_rows[i].second.count;
-    e["region_bytes"] = holder_rows[i].second.bytes;
-    segments.push_back(std::move(e));
+    RegionSegment& e = out.segments.emplace_back();
+    FillSite(sites->Canonical(a.stack_id), nullptr, sites, &e);
+    e.address = Hex(a.address);
+    e.size = a.size;
+    e.kind = MemKindName(a.kind);
+    e.region_count = holder_rows[i].second.count;
+    e.region_bytes = holder_rows[i].second.bytes;
   }
 
-  json heaps = json::array();
   for (size_t i = 0; i < r.heaps.size() && i < kMaxSitesPerSection; ++i) {
     const PoolHeap& h = r.heaps[i];
-    json e = SiteRef(sites->Canonical(h.stack_id), sites);
-    e["address"] = Hex(h.address);
-    e["size"] = h.size;
-    const auto it = by_heap.find(h.handle);
-    e["region_count"] = it != by_heap.end() ? it->second.count : 0;
-    e["region_bytes"] = it != by_heap.end() ? it->second.bytes : 0;
-    heaps.push_back(std::move(e));
+    RegionHeap& e = out.heaps.emplace_back();
+    FillSite(sites->Canonical(h.stack_id), nullptr, sites, &e);
+    e.address = Hex(h.address);
+    e.size = h.size;
+    if (const auto it = by_heap.find(h.handle); it != by_heap.end()) {
+      e.region_count = it->second.count;
+      e.region_bytes = it->second.bytes;
+    }
   }
 
   const RegionCounters& c = r.counters;
-  return {{"live_count", r.live.size()},
-          {"live_bytes", live_bytes},
-          {"outside_count", outside_count},
-          {"outside_bytes", outside_bytes},
-          {"sites", std::move(site_list)},
-          {"omitted_sites", omitted_sites},
-          {"omitted_bytes", omitted_bytes},
-          {"segments", std::move(segments)},
-          {"heaps", std::move(heaps)},
-          {"counters",
-           {{"registered", c.registered},
-            {"unregistered", c.unregistered},
-            {"resized", c.resized},
-            {"released_by_reset", c.released_by_reset},
-            {"replaced", c.replaced},
-            {"unknown_unregisters", c.unknown_unregisters},
-            {"unknown_resizes", c.unknown_resizes},
-            {"unknown_heaps", c.unknown_heaps},
-            {"dropped", c.dropped},
-            {"heaps_registered", c.heaps_registered},
-            {"heaps_unregistered", c.heaps_unregistered},
-            {"heaps_reset", c.heaps_reset},
-            {"heaps_dropped", c.heaps_dropped}}}};
+  ReportRegionCounters& n = out.counters;
+  n.registered = c.registered;
+  n.unregistered = c.unregistered;
+  n.resized = c.resized;
+  n.released_by_reset = c.released_by_reset;
+  n.replaced = c.replaced;
+  n.unknown_unregisters = c.unknown_unregisters;
+  n.unknown_resizes = c.unknown_resizes;
+  n.unknown_heaps = c.unknown_heaps;
+  n.dropped = c.dropped;
+  n.heaps_registered = c.heaps_registered;
+  n.heaps_unregistered = c.heaps_unregistered;
+  n.heaps_reset = c.heaps_reset;
+  n.heaps_dropped = c.heaps_dropped;
+  out.live_count = r.live.size();
+  out.live_bytes = live_bytes;
+  out.outside_count = outside_count;
+  out.outside_bytes = outside_bytes;
+  return out;
 }
 
 std::string RegionSummary(const RegionsSnapshot& r, SiteResolver* sites) {

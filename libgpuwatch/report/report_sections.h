@@ -45,14 +45,14 @@ std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* su
                           SiteResolver* sites);
 
 // report_phases.cc: the `phases` section and the summary's phase line.
-nlohmann::json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap,
-                             SiteResolver* sites);
+ReportPhases PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap,
+                           SiteResolver* sites);
 std::string PhaseSummary(const PhasesSnapshot& p);
 
 // report_regions.cc: the `regions` section (pool regions still registered)
 // and the summary's line about them ("" when none is).
-nlohmann::json RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
-                              const PhasesSnapshot* phases, SiteResolver* sites);
+ReportRegions RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& snap,
+                             const PhasesSnapshot* phases, SiteResolver* sites);
 std::string RegionSummary(const RegionsSnapshot& r, SiteResolver* sites);
 
 }  // namespace gpuwatch
