@@ -341,7 +341,7 @@ int Text(const Report& r, int top, FILE* out) {
   PrintGrowth(m, &p);
   PrintPeak(m.peak, &p);
   PrintPhases(r.doc, &p);
-  PrintTransfers(r.doc, &p);
+  PrintTransfers(r.model, &p);
   PrintAllocations(m.sites, &p);
   return 0;
 }
@@ -381,7 +381,7 @@ int Render(const Report& r, const ReportOptions& options, FILE* out) {
   }
   if (options.format == "collapsed") return Collapsed(r, options.what, out);
   if (options.format == "perfetto") {
-    const std::string trace = PerfettoTrace(r.doc);
+    const std::string trace = PerfettoTrace(r);
     std::fwrite(trace.data(), 1, trace.size(), out);
     return 0;
   }
@@ -392,7 +392,7 @@ int Render(const Report& r, const ReportOptions& options, FILE* out) {
   }
   if (options.format == "pprof") {
     std::string gz;
-    if (!Gzip(PprofProfile(r.doc), &gz)) {
+    if (!Gzip(PprofProfile(r.model), &gz)) {
       std::fprintf(stderr, "gpuwatch report: cannot compress the pprof profile\n");
       return 2;
     }

@@ -178,6 +178,15 @@ std::string CommandLine(const json& doc) {
   return command;
 }
 
+std::string CommandLine(const ReportProcess& process) {
+  std::string command;
+  for (const std::string& arg : process.command) {
+    if (!command.empty()) command += ' ';
+    command += arg;
+  }
+  return command;
+}
+
 std::string PhasePeakProcess(const json& path) {
   if (!path.contains("peak_pid")) return "";
   if (const std::string rank = Str(path, "peak_rank"); !rank.empty()) return "rank " + rank;

@@ -1,5 +1,6 @@
 // `gpuwatch report`'s text form: the printer every section is written with,
-// and the sections read from a report's JSON as it is (transfers, phases).
+// the transfers section, and the sections read from a report's JSON as it is
+// (phases).
 // For report_command.cc; report_text.cc holds the sections.
 #ifndef GPUWATCH_TOOLS_REPORT_TEXT_H_
 #define GPUWATCH_TOOLS_REPORT_TEXT_H_
@@ -72,7 +73,7 @@ struct CounterNote {
 std::vector<std::string> CounterNotes(const json& counters, std::span<const CounterNote> notes);
 
 // Copies by direction, host memory and site, and the findings.
-void PrintTransfers(const json& doc, Printer* p);
+void PrintTransfers(const ReportModel& m, Printer* p);
 
 // Memory by phase, as a tree: each path under the one it is nested in.
 void PrintPhases(const json& doc, Printer* p);

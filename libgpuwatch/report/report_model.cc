@@ -13,13 +13,6 @@ using nlohmann::json;
 namespace key = report_key;
 
 // The field tables: each struct's X-list of counts, in order.
-#define GPUWATCH_COUNT_FIELD(member, rule) {#member, &Self::member, MergeRule::rule},
-#define GPUWATCH_COUNTS_OF(Type, LIST)                                          \
-  std::span<const CountField<Type>> Type::Counts() {                            \
-    using Self = Type;                                                          \
-    static constexpr CountField<Type> kFields[] = {LIST(GPUWATCH_COUNT_FIELD)}; \
-    return kFields;                                                             \
-  }
 GPUWATCH_COUNTS_OF(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
@@ -31,17 +24,10 @@ GPUWATCH_COUNTS_OF(CopyRow, GPUWATCH_COPY_ROW_COUNTS)
 GPUWATCH_COUNTS_OF(ReportTotals, GPUWATCH_TOTALS_COUNTS)
 GPUWATCH_COUNTS_OF(ReportPeak, GPUWATCH_PEAK_COUNTS)
 GPUWATCH_COUNTS_OF(MergedProcess, GPUWATCH_MERGED_PROCESS_COUNTS)
-#undef GPUWATCH_COUNTS_OF
-#undef GPUWATCH_COUNT_FIELD
 
 namespace {
 
 // Writing.
-
-template <typename T>
-void PutCounts(const T& from, std::span<const CountField<T>> fields, json* out) {
-  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
-}
 
 json CountMapJson(const CountMap& map) {
   json out = json::object();
@@ -56,21 +42,6 @@ json FrameJson(const ReportFrame& f) {
                 {key::kModule, f.module}};
   if (f.inlined) frame[key::kInlined] = true;
   return frame;
-}
-
-json SiteJson(const ReportSite& s) {
-  json entry = {{key::kSite, s.site}, {key::kLocation, s.location}};
-  if (s.category.has_value()) entry[key::kCategory] = *s.category;
-  if (s.suppressed.has_value()) entry[key::kSuppressed] = *s.suppressed;
-  if (s.processes != 0) entry[key::kProcesses] = s.processes;
-  if (s.frames.empty()) {
-    entry[key::kStack] = s.stack;
-  } else {
-    json frames = json::array();
-    for (const ReportFrame& f : s.frames) frames.push_back(FrameJson(f));
-    entry[key::kFrames] = std::move(frames);
-  }
-  return entry;
 }
 
 template <typename T>
@@ -109,6 +80,21 @@ json MergedProcessJson(const MergedProcess& p) {
 
 }  // namespace
 
+json SiteJson(const ReportSite& s) {
+  json entry = {{key::kSite, s.site}, {key::kLocation, s.location}};
+  if (s.category.has_value()) entry[key::kCategory] = *s.category;
+  if (s.suppressed.has_value()) entry[key::kSuppressed] = *s.suppressed;
+  if (s.processes != 0) entry[key::kProcesses] = s.processes;
+  if (s.frames.empty()) {
+    entry[key::kStack] = s.stack;
+  } else {
+    json frames = json::array();
+    for (const ReportFrame& f : s.frames) frames.push_back(FrameJson(f));
+    entry[key::kFrames] = std::move(frames);
+  }
+  return entry;
+}
+
 json LeakListJson(const LeakList& l) {
   json section;
   PutCounts(l, LeakList::Counts(), &section);
@@ -135,6 +121,12 @@ void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
     for (GrowthSite& s : growth->suspects) fn(s);
   }
   if (oom.has_value()) fn(*oom);
+  if (transfers.has_value()) {
+    for (TransferSite& s : transfers->sites) fn(s);
+  }
+  if (timeline.has_value()) {
+    for (TimelineSite& s : timeline->sites) fn(s);
+  }
 }
 
 void ReportModel::BuildFrameTable() {
@@ -223,6 +215,10 @@ void ReportModel::ToJson(json* doc) const {
     o["device"] = oom->device;
     d[key::kOom] = std::move(o);
   }
+  if (transfers.has_value()) d[key::kTransfers] = TransfersJson(*transfers);
+  if (kernels.has_value()) d[key::kKernels] = KernelsJson(*kernels);
+  if (timeline.has_value()) d[key::kTimeline] = TimelineJson(*timeline);
+  if (lifecycle.has_value()) d[key::kLifecycle] = LifecycleJson(*lifecycle);
   if (merged_from != 0) {
     d[key::kMergedFrom] = merged_from;
     json rows = json::array();
@@ -409,6 +405,10 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
     }
     m.oom = std::move(o);
   }
+  if (const json* t = r.ObjectAt(doc, "", key::kTransfers)) m.transfers = ReadTransfers(&r, *t);
+  if (const json* t = r.ObjectAt(doc, "", key::kTimeline)) m.timeline = ReadTimeline(&r, *t);
+  if (const json* k = r.ObjectAt(doc, "", key::kKernels)) m.kernels = ReadKernels(&r, *k);
+  if (const json* l = r.ObjectAt(doc, "", key::kLifecycle)) m.lifecycle = ReadLifecycle(&r, *l);
   if (r.failed()) {
     *error = r.problem();
     return false;

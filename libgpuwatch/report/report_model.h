@@ -1,13 +1,14 @@
 // The report as types: what its header, totals, leaks, peak, allocation
-// sites, growth suspects and OOM request hold, with the one JSON writer and
+// sites, growth suspects and OOM request hold (and, in model_activity.h, its
+// transfers, kernels, timeline and lifecycle), with the one JSON writer and
 // the one JSON reader of those sections. The library's writer fills a
 // ReportModel from its snapshots, `gpuwatch merge` reads many and writes
 // one, and the tools' reader and validator read every report through it, so
 // that a field's name, type and meaning are stated here once.
 //
-// Sections only one writer writes and the tools read as they are (timeline,
-// transfers, kernels, lifecycle, trace) stay JSON: ReportModel::ToJson
-// writes what it holds into a document that may carry them.
+// Sections not typed yet (trace, phases, regions) stay JSON:
+// ReportModel::ToJson writes what it holds into a document that may carry
+// them.
 //
 // Each site list's figures are listed once, in a field table, with the rule
 // that merges them across processes (a sum, the largest or the smallest),
@@ -58,6 +59,21 @@ using CountMap = std::map<std::string, uint64_t, std::less<>>;
   LIST(GPUWATCH_DECLARE_COUNT)      \
   static std::span<const CountField<Type>> Counts();
 // NOLINTEND(bugprone-macro-parentheses)
+
+// Defines Type::Counts() from its X-list (in one .cc file per type).
+#define GPUWATCH_COUNT_FIELD(member, rule) {#member, &Self::member, MergeRule::rule},
+#define GPUWATCH_COUNTS_OF(Type, LIST)                                          \
+  std::span<const CountField<Type>> Type::Counts() {                            \
+    using Self = Type;                                                          \
+    static constexpr CountField<Type> kFields[] = {LIST(GPUWATCH_COUNT_FIELD)}; \
+    return kFields;                                                             \
+  }
+
+// Writes the counts `fields` of `from` into `out` (an object).
+template <typename T>
+void PutCounts(const T& from, std::span<const CountField<T>> fields, nlohmann::json* out) {
+  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
+}
 
 // One frame of a stack, innermost first (docs/report-format.md).
 struct ReportFrame {
@@ -242,6 +258,13 @@ struct ReportUnwind {
   uint64_t unwind_fallbacks = 0;
 };
 
+}  // namespace gpuwatch
+
+// Sections of their own files, built on the types above.
+#include "libgpuwatch/report/model_activity.h"  // IWYU pragma: export
+
+namespace gpuwatch {
+
 struct ReportModel {
   std::string trigger;
   std::string label;
@@ -268,6 +291,10 @@ struct ReportModel {
   std::optional<OomSite> oom;
   uint64_t merged_from = 0;  // merged reports; 0: absent
   std::vector<MergedProcess> processes;
+  std::optional<ReportTransfers> transfers;
+  std::optional<ReportKernels> kernels;
+  std::optional<ReportTimeline> timeline;
+  std::optional<ReportLifecycle> lifecycle;
   // The frames sites' `stack` indices name (ToJson writes it; FromJson
   // reads it as given).
   std::vector<ReportFrame> frame_table;
@@ -290,6 +317,9 @@ struct ReportModel {
 
 // A leaks section as the report writes it (ReportModel::ToJson's).
 nlohmann::json LeakListJson(const LeakList& list);
+
+// What every site entry has (ReportSite), as ToJson writes it.
+nlohmann::json SiteJson(const ReportSite& site);
 
 // A symbolized frame as a report lists it.
 ReportFrame ReportFrameOf(const Frame& frame);
@@ -340,6 +370,22 @@ class ReportFieldReader {
   void CountsAt(const nlohmann::json& obj, const std::string& path,
                 std::span<const CountField<T>> fields, T* out) {
     for (const CountField<T>& f : fields) out->*f.member = CountAt(obj, path, f.key);
+  }
+  // Calls `each(element, its path)` on every element of the array `key` of
+  // `obj`, each of which must be an object (the first that is not is a
+  // problem), until one fails.
+  template <typename Each>
+  void Objects(const nlohmann::json& obj, const std::string& path, const char* key,
+               const Each& each) {
+    const nlohmann::json* list = ArrayAt(obj, path, key);
+    for (size_t i = 0; list != nullptr && i < list->size() && !failed(); ++i) {
+      const std::string at = Element(Join(path, key), i);
+      if (!(*list)[i].is_object()) {
+        Expected(at, (*list)[i], "an object");
+        return;
+      }
+      each((*list)[i], at);
+    }
   }
   // A list of frames: a site's (version 1) or the frame table.
   std::vector<ReportFrame> Frames(const nlohmann::json& frames, const std::string& path);
