@@ -386,7 +386,7 @@ int Render(const Report& r, const ReportOptions& options, FILE* out) {
     return 0;
   }
   if (options.format == "html") {
-    const std::string page = HtmlReport(r.doc);
+    const std::string page = HtmlReport(r);
     std::fwrite(page.data(), 1, page.size(), out);
     return 0;
   }
