@@ -14,12 +14,12 @@ namespace {
 // when opened as is, which helps when working on the template).
 constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true})";
 
-// The sections the page shows. The others (allocation sites, kernels, the
-// trace) can be large and would only make the file bigger.
-constexpr const char* kSections[] = {"schema",  "version",   "trigger",   "label", "gpuwatch",
-                                     "process", "processes", "totals",    "leaks", "peak",
-                                     "growth",  "timeline",  "transfers", "oom",   "merged_from",
-                                     "phases",  "regions"};
+// The sections the page shows, as the report has them; the timeline and the
+// transfers come from the typed model. The others (allocation sites,
+// kernels, the trace) can be large and would only make the file bigger.
+constexpr const char* kSections[] = {"schema",  "version",   "trigger",     "label",  "gpuwatch",
+                                     "process", "processes", "totals",      "leaks",  "peak",
+                                     "growth",  "oom",       "merged_from", "phases", "regions"};
 
 // Ranges drawn under the chart at most: the newest.
 constexpr size_t kMaxPhaseSpans = 5000;
@@ -73,7 +73,8 @@ std::string ScriptSafeJson(const json& doc) {
   return out;
 }
 
-std::string HtmlReport(const json& doc) {
+std::string HtmlReport(const Report& report) {
+  const json& doc = report.doc;
   json data = json::object();
   if (doc.is_object()) {
     for (const char* key : kSections) {
@@ -82,6 +83,9 @@ std::string HtmlReport(const json& doc) {
     }
     if (json spans = PhaseSpans(doc); !spans.is_null()) data["phase_spans"] = std::move(spans);
   }
+  const ReportModel& m = report.model;
+  if (m.timeline.has_value()) data[report_key::kTimeline] = TimelineJson(*m.timeline);
+  if (m.transfers.has_value()) data[report_key::kTransfers] = TransfersJson(*m.transfers);
   const std::string_view page(kReportHtmlTemplate);
   const size_t at = page.find(kPlaceholder);
   std::string out;

@@ -12,8 +12,8 @@
 
 namespace gpuwatch::tools {
 
-// The page for report `doc`.
-std::string HtmlReport(const json& doc);
+// The page for a report.
+std::string HtmlReport(const Report& report);
 
 // `doc` as JSON that is safe inside a <script> element: "<", ">" and "&" are
 // written as \u003c, \u003e and \u0026, so no string in the report (a

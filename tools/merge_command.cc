@@ -128,25 +128,28 @@ LeakList MergeLeakList(const std::vector<Report>& reports, LeakList ReportModel:
   return out;
 }
 
-json MergeTransfers(const std::vector<Report>& reports) {
-  std::map<std::pair<std::string, std::string>, json> totals;
+// The transfers sections' totals by direction and host memory kind, merged
+// by their field table (the sites and findings are each process's own).
+std::optional<ReportTransfers> MergeTransfers(const std::vector<Report>& reports) {
+  std::map<std::pair<std::string, std::string>, TransferTotal> totals;
   bool any = false;
   for (const Report& r : reports) {
-    const json& t = Sub(Sub(r.doc, "transfers"), "totals");
-    if (!t.is_array()) continue;
+    if (!r.model.transfers.has_value()) continue;
     any = true;
-    for (const json& entry : t) {
-      json& m = totals[{Str(entry, "direction"), Str(entry, "host")}];
-      if (m.is_null()) m = {{"direction", Str(entry, "direction")}, {"host", Str(entry, "host")}};
-      for (const char* f : {"count", "bytes", "timed_count", "duration_ns"}) {
-        if (entry.contains(f)) m[f] = U64(m, f) + U64(entry, f);
+    for (const TransferTotal& t : r.model.transfers->totals) {
+      const auto [it, added] = totals.try_emplace({t.direction, t.host});
+      if (added) {
+        it->second.direction = t.direction;
+        it->second.host = t.host;
       }
+      MergeCounts<TransferFigures>(t, &it->second);
     }
   }
-  if (!any) return nullptr;
-  json list = json::array();
-  for (auto& [key, entry] : totals) list.push_back(std::move(entry));
-  return {{"totals", list}, {"sites", json::array()}, {"findings", json::array()}};
+  if (!any) return std::nullopt;
+  ReportTransfers out;
+  out.process_figures = false;
+  for (auto& [key, entry] : totals) out.totals.push_back(std::move(entry));
+  return out;
 }
 
 // The sites of one report by id, for the site references of its phases
@@ -334,8 +337,7 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   // Written as the library writes a report: each distinct frame once, in the
   // frame table, and each site's `stack` of indices into it.
   json doc = json::object();
-  json transfers = MergeTransfers(reports);
-  if (!transfers.is_null()) doc[report_key::kTransfers] = std::move(transfers);
+  merged.transfers = MergeTransfers(reports);
   merged.phases = MergePhases(reports, &ids);
   merged.BuildFrameTable();
   merged.ToJson(&doc);

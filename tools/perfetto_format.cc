@@ -56,8 +56,8 @@ std::string Upper(std::string s) {
 
 class Writer {
  public:
-  explicit Writer(const json& doc) : doc_(doc) {
-    pid_ = U64(Sub(doc, "process"), "pid");
+  Writer(const json& doc, const ReportModel& model) : doc_(doc), model_(model) {
+    pid_ = model.process.pid;
     if (pid_ == 0) pid_ = 1;  // a merged report has none; the viewers want one
   }
 
@@ -72,7 +72,7 @@ class Writer {
     }
     const json other = {{"generator", "gpuwatch report --format perfetto"},
                         {"source", source_},
-                        {"trigger", Str(doc_, "trigger")},
+                        {"trigger", model_.trigger},
                         {"clock", "microseconds since gpuwatch attached"}};
     std::string out = std::move(events_);
     out += "],\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + "}\n";
@@ -88,7 +88,7 @@ class Writer {
   }
 
   void ProcessName() {
-    const std::string command = CommandLine(doc_);
+    const std::string command = CommandLine(model_.process);
     Emit({{"ph", "M"},
           {"name", "process_name"},
           {"pid", pid_},
@@ -286,40 +286,41 @@ class Writer {
     source_ = "timeline samples (the report has no trace section)";
     Instant("no event trace in this report: memory from timeline samples, all devices", "gpuwatch",
             0, json::object());
-    const json& timeline = Sub(doc_, "timeline");
     std::vector<std::pair<uint64_t, uint64_t>> samples;  // (time, device bytes)
-    for (const char* series : {"marks", "periodic"}) {
-      const json& list = Sub(Sub(timeline, series), "samples");
-      if (!list.is_array()) continue;
-      for (const json& s : list) {
-        samples.emplace_back(U64(s, "time_ns"), U64(s, "device_bytes"));
-        if (std::string(series) == "marks") {
-          const std::string label = Str(s, "label");
-          Instant(label.empty() ? "mark " + std::to_string(U64(s, "mark")) : label, "mark",
-                  U64(s, "time_ns"), {{"mark", U64(s, "mark")}, {"label", label}});
+    if (model_.timeline.has_value()) {
+      const ReportTimeline& timeline = *model_.timeline;
+      for (const TimelineSeries* series : {&timeline.marks, &timeline.periodic}) {
+        for (const TimelineSample& s : series->samples) {
+          samples.emplace_back(s.time_ns, s.device_bytes);
+          if (series == &timeline.marks) {
+            Instant(s.label.empty() ? "mark " + std::to_string(s.mark) : s.label, "mark", s.time_ns,
+                    {{"mark", s.mark}, {"label", s.label}});
+          }
         }
       }
     }
     std::sort(samples.begin(), samples.end());
     for (const auto& [t, bytes] : samples) Counter("device memory (sampled)", t, bytes);
-    const json& peak = Sub(doc_, "peak");
-    if (U64(peak, "device_bytes") != 0) {
-      Instant("peak " + FormatBytes(U64(peak, "device_bytes")), "peak", U64(peak, "sites_time_ns"),
-              {{"device_bytes", U64(peak, "device_bytes")}});
+    const ReportPeak& peak = model_.peak;
+    if (peak.device_bytes != 0) {
+      Instant("peak " + FormatBytes(peak.device_bytes), "peak", peak.sites_time_ns,
+              {{"device_bytes", peak.device_bytes}});
     }
-    const json& oom = Sub(doc_, "oom");
-    if (oom.is_object()) {
-      Instant("OOM: " + FormatBytes(U64(oom, "size")) + " " + Str(oom, "kind") + " at " +
-                  Str(oom, "location"),
-              "oom", U64(Sub(doc_, "process"), "elapsed_ns"),
-              {{"bytes", U64(oom, "size")},
-               {"kind", Str(oom, "kind")},
-               {"device", U64(oom, "device")},
-               {"location", Str(oom, "location")}});
+    if (model_.oom.has_value()) {
+      const OomSite& oom = *model_.oom;
+      // A device the report gives as negative (none known) shows as 0.
+      const auto device = static_cast<uint64_t>(std::max<int64_t>(oom.device, 0));
+      Instant("OOM: " + FormatBytes(oom.size) + " " + oom.kind + " at " + oom.location, "oom",
+              model_.process.elapsed_ns,
+              {{"bytes", oom.size},
+               {"kind", oom.kind},
+               {"device", device},
+               {"location", oom.location}});
     }
   }
 
-  const json& doc_;
+  const json& doc_;  // for its trace section
+  const ReportModel& model_;
   uint64_t pid_ = 1;
   std::string events_ = "{\"traceEvents\":[";  // the document so far
   std::string source_;
@@ -328,6 +329,6 @@ class Writer {
 
 }  // namespace
 
-std::string PerfettoTrace(const json& doc) { return Writer(doc).Build(); }
+std::string PerfettoTrace(const Report& report) { return Writer(report.doc, report.model).Build(); }
 
 }  // namespace gpuwatch::tools

@@ -24,8 +24,8 @@
 namespace gpuwatch::tools {
 
 // The trace-event JSON document ({"traceEvents": [...], ...}) of a report.
-// Malformed trace events in `doc` are skipped, never fatal.
-std::string PerfettoTrace(const json& doc);
+// Malformed trace events in its `trace` section are skipped, never fatal.
+std::string PerfettoTrace(const Report& report);
 
 }  // namespace gpuwatch::tools
 

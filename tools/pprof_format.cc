@@ -57,21 +57,20 @@ class ProfileBuilder {
   }
 
   // A site's stack (frames innermost first) as location ids, leaf first.
-  std::vector<uint64_t> Stack(const json& site) {
+  std::vector<uint64_t> Stack(const ReportSite& site) {
     std::vector<uint64_t> ids;
-    const json& frames = Sub(site, "frames");
-    if (!frames.is_array() || frames.empty()) {
+    if (site.frames.empty()) {
       // No stack (site 0, GPUWATCH_DEPTH=0): its location is all there is.
-      const std::string location = Str(site, "location");
+      const std::string& location = site.location;
       ids.push_back(LocationOf({Frame{location.empty() ? "<no stack>" : location, "", 0, ""}}));
       return ids;
     }
     // A frame marked inlined was inlined into the next one: they share one
     // pprof location, the inlined functions' lines first.
     std::vector<Frame> chain;
-    for (const json& f : frames) {
-      chain.push_back(Frame{Str(f, "function"), Str(f, "file"), U64(f, "line"), Str(f, "module")});
-      if (!Sub(f, "inlined").is_boolean() || !Sub(f, "inlined").get<bool>()) {
+    for (const ReportFrame& f : site.frames) {
+      chain.push_back(Frame{f.function, f.file, f.line, f.module});
+      if (!f.inlined) {
         ids.push_back(LocationOf(chain));
         chain.clear();
       }
@@ -170,76 +169,67 @@ class ProfileBuilder {
 };
 
 struct SiteSample {
-  const json* site = nullptr;  // the entry with the richest stack seen
+  const ReportSite* site = nullptr;  // the entry with the richest stack seen
   Figures figures{};
 };
 
 }  // namespace
 
-std::string PprofProfile(const json& doc) {
+std::string PprofProfile(const ReportModel& m) {
   // Sites by id, in the order they first appear: leaks, then allocations.
   std::vector<SiteSample> samples;
   std::map<uint64_t, size_t> index;
-  auto sample_of = [&](const json& site) -> SiteSample& {
-    auto [it, inserted] = index.try_emplace(U64(site, "site"), samples.size());
+  auto sample_of = [&](const ReportSite& site) -> SiteSample& {
+    auto [it, inserted] = index.try_emplace(site.site, samples.size());
     if (inserted) samples.push_back({&site, {}});
     SiteSample& s = samples[it->second];
-    const json& frames = Sub(site, "frames");
-    if (frames.is_array() && frames.size() > Sub(*s.site, "frames").size()) s.site = &site;
+    if (site.frames.size() > s.site->frames.size()) s.site = &site;
     return s;
   };
   Figures omitted{};
   bool any_omitted = false;
-  for (const char* section : {"device", "host"}) {
-    const json& leaks = Sub(Sub(doc, "leaks"), section);
-    const json& sites = Sub(leaks, "sites");
+  for (const LeakList* leaks : {&m.leaks_device, &m.leaks_host}) {
     uint64_t listed_count = 0;
-    if (sites.is_array()) {
-      for (const json& site : sites) {
-        SiteSample& s = sample_of(site);
-        s.figures[kLiveBytes] += U64(site, "bytes");
-        s.figures[kLiveCount] += U64(site, "count");
-        listed_count += U64(site, "count");
-      }
+    for (const LeakSite& site : leaks->sites) {
+      SiteSample& s = sample_of(site);
+      s.figures[kLiveBytes] += site.bytes;
+      s.figures[kLiveCount] += site.count;
+      listed_count += site.count;
     }
-    if (U64(leaks, "omitted_bytes") != 0 || U64(leaks, "omitted_sites") != 0) {
+    if (leaks->omitted_bytes != 0 || leaks->omitted_sites != 0) {
       any_omitted = true;
-      omitted[kLiveBytes] += U64(leaks, "omitted_bytes");
-      const uint64_t count = U64(leaks, "count");
-      omitted[kLiveCount] += count > listed_count ? count - listed_count : 0;
+      omitted[kLiveBytes] += leaks->omitted_bytes;
+      omitted[kLiveCount] += leaks->count > listed_count ? leaks->count - listed_count : 0;
     }
   }
-  const json& sites = Sub(doc, "sites");
-  if (sites.is_array()) {
-    for (const json& site : sites) {
-      SiteSample& s = sample_of(site);
-      s.figures[kAllocBytes] += U64(site, "alloc_bytes");
-      s.figures[kAllocCount] += U64(site, "allocs");
-    }
+  for (const AllocSite& site : m.sites) {
+    SiteSample& s = sample_of(site);
+    s.figures[kAllocBytes] += site.alloc_bytes;
+    s.figures[kAllocCount] += site.allocs;
   }
 
   ProfileBuilder b;
   for (const SiteSample& s : samples) {
     std::vector<std::pair<std::string, std::string>> labels;
-    if (!Str(*s.site, "location").empty())
-      labels.emplace_back("location", Str(*s.site, "location"));
-    if (!Str(*s.site, "category").empty())
-      labels.emplace_back("category", Str(*s.site, "category"));
-    if (!Str(*s.site, "suppressed").empty()) {
-      labels.emplace_back("suppressed", Str(*s.site, "suppressed"));
+    const ReportSite& site = *s.site;
+    if (!site.location.empty()) labels.emplace_back("location", site.location);
+    if (!site.category.value_or("").empty()) labels.emplace_back("category", *site.category);
+    if (!site.suppressed.value_or("").empty()) {
+      labels.emplace_back("suppressed", *site.suppressed);
     }
-    b.AddSample(b.Stack(*s.site), s.figures, labels, Signed(U64(*s.site, "site")));
+    b.AddSample(b.Stack(site), s.figures, labels, Signed(site.site));
   }
   if (any_omitted) {
-    const json omitted_site = {{"location", "[omitted sites]"}};
+    ReportSite omitted_site;
+    omitted_site.location = "[omitted sites]";
     b.AddSample(b.Stack(omitted_site), omitted, {}, -1);
   }
 
   pb::Profile& p = b.profile();
-  p.set_duration_nanos(Signed(U64(Sub(doc, "process"), "elapsed_ns")));
-  const std::string command = CommandLine(doc);
+  p.set_duration_nanos(Signed(m.process.elapsed_ns));
+  const std::string command = CommandLine(m.process);
   if (!command.empty()) p.add_comment(b.String("command: " + command));
-  p.add_comment(b.String("gpuwatch report, trigger " + Str(doc, "trigger")));
+  p.add_comment(b.String("gpuwatch report, trigger " + m.trigger));
   return p.SerializeAsString();
 }
 

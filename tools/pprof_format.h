@@ -22,8 +22,9 @@
 
 namespace gpuwatch::tools {
 
-// The serialized profile of a report, not compressed.
-std::string PprofProfile(const json& doc);
+// The serialized profile of a report (its sites with their `frames`:
+// ReadReport's model), not compressed.
+std::string PprofProfile(const ReportModel& m);
 
 // gzip (RFC 1952) of `data`; false only when zlib fails (out of memory).
 bool Gzip(const std::string& data, std::string* out);

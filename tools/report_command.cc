@@ -337,8 +337,8 @@ int Text(const Report& r, int top, FILE* out) {
   PrintRegions(m, at_exit, &p);
   PrintGrowth(m, &p);
   PrintPeak(m.peak, &p);
-  PrintPhases(m, &p);
-  PrintTransfers(r.doc, &p);
+  PrintPhases(r.model, &p);
+  PrintTransfers(r.model, &p);
   PrintAllocations(m.sites, &p);
   return 0;
 }
@@ -378,18 +378,18 @@ int Render(const Report& r, const ReportOptions& options, FILE* out) {
   }
   if (options.format == "collapsed") return Collapsed(r, options.what, out);
   if (options.format == "perfetto") {
-    const std::string trace = PerfettoTrace(r.doc);
+    const std::string trace = PerfettoTrace(r);
     std::fwrite(trace.data(), 1, trace.size(), out);
     return 0;
   }
   if (options.format == "html") {
-    const std::string page = HtmlReport(r.doc);
+    const std::string page = HtmlReport(r);
     std::fwrite(page.data(), 1, page.size(), out);
     return 0;
   }
   if (options.format == "pprof") {
     std::string gz;
-    if (!Gzip(PprofProfile(r.doc), &gz)) {
+    if (!Gzip(PprofProfile(r.model), &gz)) {
       std::fprintf(stderr, "gpuwatch report: cannot compress the pprof profile\n");
       return 2;
     }

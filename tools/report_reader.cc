@@ -178,6 +178,15 @@ std::string CommandLine(const json& doc) {
   return command;
 }
 
+std::string CommandLine(const ReportProcess& process) {
+  std::string command;
+  for (const std::string& arg : process.command) {
+    if (!command.empty()) command += ' ';
+    command += arg;
+  }
+  return command;
+}
+
 std::string PhasePeakProcess(const PhasePath& path) {
   if (!path.peak_pid.has_value()) return "";
   if (!path.peak_rank.empty()) return "rank " + path.peak_rank;

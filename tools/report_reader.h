@@ -55,6 +55,7 @@ const json& Sub(const json& j, const char* key);  // a null json when missing
 // The command line of a report's process: the strings of process.command
 // joined by spaces (other values skipped), or "".
 std::string CommandLine(const json& doc);
+std::string CommandLine(const ReportProcess& process);
 
 // In a merged report, the process whose peak a phase's `peak_bytes` is:
 // "rank R" (its rank when it had one) or "pid P"; "" in a process's own
@@ -74,8 +75,8 @@ struct KindSums {
 };
 KindSums SumKinds(const ReportTotals& totals, bool host);
 
-// A site of a section ReportModel does not type (transfers, timeline), read
-// as one: its id, location, frames, category and suppression.
+// A site of a section ReportModel does not type (regions), read as one: its
+// id, location, frames, category and suppression.
 ReportSite SiteOf(const json& site);
 
 // The function of the frame a site's location names (frame 0 unless a

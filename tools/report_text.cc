@@ -1,5 +1,5 @@
-// `gpuwatch report`'s text sections: transfers, read from the report's JSON
-// as it is, and phases (report_text.h).
+// `gpuwatch report`'s text sections: transfers and phases, from the typed
+// model (report_text.h).
 #include "tools/report_text.h"
 
 #include <algorithm>
@@ -32,24 +32,23 @@ bool IsStartupFrame(const ReportFrame& f) {
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
 }
 
-void PrintTransfers(const json& doc, Printer* p) {
-  const json& transfers = Sub(doc, "transfers");
+void PrintTransfers(const ReportModel& m, Printer* p) {
   p->Blank();
-  if (!transfers.is_object()) {
+  if (!m.transfers.has_value()) {
     // Reports without a transfers section: the copy counts from the totals.
-    const json& copies = Sub(Sub(doc, "totals"), "copies");
-    if (!copies.is_object() || copies.empty()) {
+    if (m.totals.copies.empty()) {
       p->Line("Transfers: none.");
       return;
     }
     std::string line = "Transfers:";
-    for (const auto& [direction, c] : copies.items()) {
-      line += " " + direction + " " + CountOf(U64(c, "count"), "copy", "copies") + " (" +
-              FormatBytes(U64(c, "bytes")) + ")";
+    for (const auto& [direction, c] : m.totals.copies) {
+      line += " " + direction + " " + CountOf(c.count, "copy", "copies") + " (" +
+              FormatBytes(c.bytes) + ")";
     }
     p->Line(line);
     return;
   }
+  const ReportTransfers& transfers = *m.transfers;
   p->Line("Transfers:");
   // Per direction, over the host memory kinds.
   struct Direction {
@@ -61,25 +60,20 @@ void PrintTransfers(const json& doc, Printer* p) {
     std::string hosts;
   };
   std::vector<Direction> directions;
-  const json& totals = Sub(transfers, "totals");
-  if (totals.is_array()) {
-    for (const json& t : totals) {
-      const std::string name = Str(t, "direction");
-      auto it = std::find_if(directions.begin(), directions.end(),
-                             [&](const Direction& d) { return d.name == name; });
-      if (it == directions.end()) {
-        directions.emplace_back();
-        directions.back().name = name;
-        it = directions.end() - 1;
-      }
-      it->count += U64(t, "count");
-      it->bytes += U64(t, "bytes");
-      it->duration_ns += U64(t, "duration_ns");
-      if (U64(t, "duration_ns") != 0) it->timed_bytes += U64(t, "bytes");
-      const std::string host = Str(t, "host");
-      if (!host.empty() && host != "device" && host != "unknown") {
-        it->hosts += (it->hosts.empty() ? "" : ", ") + host + " " + std::to_string(U64(t, "count"));
-      }
+  for (const TransferTotal& t : transfers.totals) {
+    auto it = std::find_if(directions.begin(), directions.end(),
+                           [&](const Direction& d) { return d.name == t.direction; });
+    if (it == directions.end()) {
+      directions.emplace_back();
+      directions.back().name = t.direction;
+      it = directions.end() - 1;
+    }
+    it->count += t.count;
+    it->bytes += t.bytes;
+    it->duration_ns += t.duration_ns;
+    if (t.duration_ns != 0) it->timed_bytes += t.bytes;
+    if (!t.host.empty() && t.host != "device" && t.host != "unknown") {
+      it->hosts += (it->hosts.empty() ? "" : ", ") + t.host + " " + std::to_string(t.count);
     }
   }
   for (const Direction& d : directions) {
@@ -97,25 +91,24 @@ void PrintTransfers(const json& doc, Printer* p) {
     if (!d.hosts.empty()) line += "  (" + d.hosts + ")";
     p->Line(line);
   }
-  if (const uint64_t unmatched = U64(transfers, "unmatched_records"); unmatched != 0) {
-    p->Line("  " + CountOf(unmatched, "activity record", "activity records") +
+  if (transfers.unmatched_records != 0) {
+    p->Line("  " + CountOf(transfers.unmatched_records, "activity record", "activity records") +
             " joined no call (each copy is counted once, from its call; those calls are untimed)");
   }
-  const json& sites = Sub(transfers, "sites");
-  if (sites.is_array() && !sites.empty()) {
+  const std::vector<TransferSite>& sites = transfers.sites;
+  if (!sites.empty()) {
     p->Line("  by site:");
     for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
-      p->Site(FormatBytes(U64(sites[i], "bytes")), std::to_string(U64(sites[i], "count")),
-              SiteOf(sites[i]));
+      p->Site(FormatBytes(sites[i].all.bytes), std::to_string(sites[i].all.count), sites[i]);
     }
     p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
   }
-  const json& findings = Sub(transfers, "findings");
-  if (findings.is_array() && !findings.empty()) {
+  if (!transfers.findings.empty()) {
     p->Line("  findings:");
-    for (size_t i = 0; i < findings.size() && i < p->top(); ++i) {
-      p->Line("  - " + Str(findings[i], "message"));
-      if (!Str(findings[i], "advice").empty()) p->Line("    " + Str(findings[i], "advice"));
+    for (size_t i = 0; i < transfers.findings.size() && i < p->top(); ++i) {
+      const TransferFindingRow& f = transfers.findings[i];
+      p->Line("  - " + f.message);
+      if (!f.advice.empty()) p->Line("    " + f.advice);
     }
   }
 }

@@ -82,7 +82,7 @@ std::vector<std::string> CounterNotes(const T& counters, std::span<const Counter
 }
 
 // Copies by direction, host memory and site, and the findings.
-void PrintTransfers(const json& doc, Printer* p);
+void PrintTransfers(const ReportModel& m, Printer* p);
 
 // Memory by phase, as a tree: each path under the one it is nested in.
 void PrintPhases(const ReportModel& m, Printer* p);

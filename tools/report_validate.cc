@@ -63,37 +63,6 @@ void CheckStrings(ReportFieldReader* r, const json& v, const std::string& path) 
   }
 }
 
-// Every element of the array `key` is an object, which `each(element, its
-// path)` checks; the first that is not fails the report.
-template <typename Each>
-void ObjectList(ReportFieldReader* r, const json& obj, const std::string& path, const char* key,
-                const Each& each) {
-  const json* list = r->ArrayAt(obj, path, key);
-  if (list == nullptr) return;
-  for (size_t i = 0; i < list->size() && !r->failed(); ++i) {
-    const json& element = (*list)[i];
-    const std::string at = ReportFieldReader::Element(ReportFieldReader::Join(path, key), i);
-    if (!element.is_object()) {
-      r->Expected(at, element, "an object");
-      return;
-    }
-    each(element, at);
-  }
-}
-
-// The site lists of the sections ReportModel does not type: what every site
-// has, and the counts they carry.
-void UntypedSites(ReportFieldReader* r, const json& section, const char* section_key) {
-  ObjectList(
-      r, section, section_key, report_key::kSites, [r](const json& site, const std::string& at) {
-        ReportSite common;
-        r->Site(site, at, &common);
-        for (const char* key : {"count", "bytes", "timed_count", "duration_ns", "max_bytes"}) {
-          r->CountAt(site, at, key);
-        }
-      });
-}
-
 }  // namespace
 
 std::string ValidateReport(const json& doc, ReportModel* model) {
@@ -103,31 +72,6 @@ std::string ValidateReport(const json& doc, ReportModel* model) {
   ReportModel read;
   std::string problem;
   if (!ReadReportModel(doc, &read, &problem)) return problem;
-  if (const json* table = ReportFieldReader::Member(doc, report_key::kFrameTable);
-      table != nullptr && table->is_array()) {
-    r.frame_table_size = table->size();
-  }
-  if (const json* transfers = r.ObjectAt(doc, "", report_key::kTransfers)) {
-    ObjectList(&r, *transfers, report_key::kTransfers, "totals",
-               [&r](const json& t, const std::string& path) {
-                 r.TextAt(t, path, "direction");
-                 r.TextAt(t, path, "host");
-                 for (const char* key : {"count", "bytes", "timed_count", "duration_ns"}) {
-                   r.CountAt(t, path, key);
-                 }
-               });
-    UntypedSites(&r, *transfers, report_key::kTransfers);
-    ObjectList(&r, *transfers, report_key::kTransfers, "findings",
-               [&r](const json& f, const std::string& path) {
-                 for (const char* key : {"type", "message", "advice", "location"}) {
-                   r.TextAt(f, path, key);
-                 }
-               });
-  }
-  if (const json* timeline = r.ObjectAt(doc, "", report_key::kTimeline)) {
-    UntypedSites(&r, *timeline, report_key::kTimeline);
-  }
-  if (r.failed()) return r.problem();
   if (model != nullptr) *model = std::move(read);
   return "";
 }

@@ -16,6 +16,7 @@
 
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/report/report.h"
+#include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "nlohmann/json.hpp"
 
@@ -155,11 +156,16 @@ bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::strin
     close(fd);
   }
   json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!report.is_object() || !report.contains(report_key::kLifecycle)) {
+  const json* section = ReportFieldReader::Member(report, report_key::kLifecycle);
+  ReportFieldReader reader;
+  ReportLifecycle lifecycle;
+  if (section != nullptr && section->is_object()) lifecycle = ReadLifecycle(&reader, *section);
+  if (section == nullptr || !section->is_object() || reader.failed()) {
     *error = path + " is not a gpuwatch report";
     return false;
   }
-  report[report_key::kLifecycle]["teardown_ns"] = teardown_ns;
+  lifecycle.teardown_ns = teardown_ns;
+  report[report_key::kLifecycle] = LifecycleJson(lifecycle);
   return WriteFileAtomically(path, DumpReport(std::move(report)), error);
 }
 

@@ -12,21 +12,21 @@
 
 namespace gpuwatch {
 
-using nlohmann::json;
-
 namespace {
 
-json SamplesJson(const std::vector<GrowthSample>& samples) {
-  json list = json::array();
+TimelineSeries SeriesOf(uint64_t total, const std::vector<GrowthSample>& samples) {
+  TimelineSeries out;
+  out.total = total;
   for (const GrowthSample& sample : samples) {
-    json entry = {{"time_ns", sample.time_ns}, {"device_bytes", sample.device_bytes}};
+    TimelineSample& s = out.samples.emplace_back();
+    s.time_ns = sample.time_ns;
+    s.device_bytes = sample.device_bytes;
     if (sample.mark != 0) {
-      entry["mark"] = sample.mark;
-      entry["label"] = sample.label;
+      s.mark = sample.mark;
+      s.label = sample.label;
     }
-    list.push_back(std::move(entry));
   }
-  return list;
+  return out;
 }
 
 // Sites listed in timeline.sites at most.
@@ -36,7 +36,7 @@ constexpr size_t kMaxTimelineSites = 10;
 // any sample of either series, with their bytes at every sample of both, so
 // that the timeline can be drawn stacked by site (`gpuwatch report --format
 // html`). Two passes, so only the chosen sites' series are ever held.
-json TimelineSites(const TimelineSnapshot& t, SiteResolver* sites) {
+std::vector<TimelineSite> TimelineSites(const TimelineSnapshot& t, SiteResolver* sites) {
   const std::vector<GrowthSample>* series[] = {&t.marks, &t.periodic};
   std::unordered_map<uint32_t, uint64_t> most;  // canonical id -> most bytes at a sample
   std::unordered_map<uint32_t, uint64_t> at_sample;
@@ -64,27 +64,27 @@ json TimelineSites(const TimelineSnapshot& t, SiteResolver* sites) {
       }
     }
   }
-  json list = json::array();
+  std::vector<TimelineSite> list(top.size());
   for (size_t i = 0; i < top.size(); ++i) {
-    const uint32_t id = top[i].first;
-    list.push_back({{"site", id},
-                    {"location", sites->LocationOf(id)},
-                    {"max_bytes", top[i].second},
-                    {"marks", std::move(bytes_at[0][i])},
-                    {"periodic", std::move(bytes_at[1][i])},
-                    {"stack", sites->StackOf(id)}});
+    TimelineSite& site = list[i];
+    FillSite(top[i].first, nullptr, sites, &site);
+    site.max_bytes = top[i].second;
+    site.marks = std::move(bytes_at[0][i]);
+    site.periodic = std::move(bytes_at[1][i]);
   }
   return list;
 }
 
 }  // namespace
 
-json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites) {
-  return {{"capacity", t.capacity},
-          {"interval_ms", t.interval_ms},
-          {"marks", {{"total", t.marks_total}, {"samples", SamplesJson(t.marks)}}},
-          {"periodic", {{"total", t.periodic_total}, {"samples", SamplesJson(t.periodic)}}},
-          {"sites", TimelineSites(t, sites)}};
+ReportTimeline TimelineSection(const TimelineSnapshot& t, SiteResolver* sites) {
+  ReportTimeline out;
+  out.capacity = t.capacity;
+  out.interval_ms = t.interval_ms;
+  out.marks = SeriesOf(t.marks_total, t.marks);
+  out.periodic = SeriesOf(t.periodic_total, t.periodic);
+  out.sites = TimelineSites(t, sites);
+  return out;
 }
 
 // Growth suspects from the marks when the program made any, else from the

@@ -123,46 +123,42 @@ std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* s
   return out;
 }
 
-json KernelsSection(const std::vector<KernelStats>& kernels, bool timing) {
-  uint64_t launches = 0;
-  json list = json::array();
+ReportKernels KernelsSection(const std::vector<KernelStats>& kernels, bool timing) {
+  ReportKernels out;
+  out.distinct = kernels.size();
+  out.timing = timing;
   for (const KernelStats& k : kernels) {
-    launches += k.launches;
-    if (list.size() >= kMaxSitesPerSection) continue;
-    json entry = {{"name", DemangleKernel(k.name)}, {"mangled", k.name}, {"launches", k.launches}};
+    out.launches += k.launches;
+    if (out.kernels.size() >= kMaxSitesPerSection) continue;
+    KernelRow& row = out.kernels.emplace_back();
+    row.name = DemangleKernel(k.name);
+    row.mangled = k.name;
+    row.launches = k.launches;
     if (k.timed > 0) {
-      entry["timed"] = k.timed;
-      entry["gpu_ns"] = k.gpu_ns;
+      row.timed = k.timed;
+      row.gpu_ns = k.gpu_ns;
     }
-    list.push_back(std::move(entry));
   }
-  return {
-      {"launches", launches}, {"distinct", kernels.size()}, {"timing", timing}, {"kernels", list}};
+  return out;
 }
 
-json LifecycleSection(const LifecycleFigures& l) {
-  json blocked = json::object();
-  uint64_t total = 0;
+ReportLifecycle LifecycleSection(const LifecycleFigures& l) {
+  ReportLifecycle out;
   for (int i = 0; i < kNumSyncKinds; ++i) {
-    blocked[SyncKindName(static_cast<SyncKind>(i))] = {{"ns", l.sync_ns[i]},
-                                                       {"count", l.sync_count[i]}};
-    total += l.sync_ns[i];
+    out.blocked[SyncKindName(static_cast<SyncKind>(i))] = {l.sync_ns[i], l.sync_count[i]};
+    out.blocked_total_ns += l.sync_ns[i];
   }
-  blocked["total_ns"] = total;
-  json j = {{"first_call_ns", l.first_call_ns},
-            {"context_ready_ns", l.context_ready_ns},
-            {"first_call_observed", l.first_call_observed},
-            {"blocked", blocked}};
-  j["init_latency_ns"] = l.context_ready_ns >= l.first_call_ns && l.context_ready_ns != 0
-                             ? json(l.context_ready_ns - l.first_call_ns)
-                             : json(nullptr);
-  j["teardown_ns"] = l.teardown_ns >= 0 ? json(l.teardown_ns) : json(nullptr);
-  j["exit_status"] = l.exit_status >= 0 ? json(l.exit_status) : json(nullptr);
-  j["contexts"] = {{"destroyed", l.contexts_destroyed},
-                   {"freed_count", l.context_freed_count},
-                   {"freed_bytes", l.context_freed_bytes},
-                   {"destroys_kept", l.context_destroys_kept}};
-  return j;
+  out.first_call_ns = l.first_call_ns;
+  out.context_ready_ns = l.context_ready_ns;
+  out.first_call_observed = l.first_call_observed;
+  if (l.context_ready_ns >= l.first_call_ns && l.context_ready_ns != 0) {
+    out.init_latency_ns = l.context_ready_ns - l.first_call_ns;
+  }
+  if (l.teardown_ns >= 0) out.teardown_ns = static_cast<uint64_t>(l.teardown_ns);
+  if (l.exit_status >= 0) out.exit_status = l.exit_status;
+  out.contexts = {l.contexts_destroyed, l.context_freed_count, l.context_freed_bytes,
+                  l.context_destroys_kept};
+  return out;
 }
 
 }  // namespace
@@ -235,24 +231,24 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     o.device_total_bytes = oom.device_total;
     o.graph_pool_idle_bytes = oom.graph_pool_idle;
   }
-  // The sections the model does not type.
-  json report = json::object();
   if (context.timeline != nullptr) {
     m.growth =
         GrowthSection(*context.timeline, analysis, context.suppressions, context.phases, sites);
-    report[key::kTimeline] = TimelineSection(*context.timeline, sites);
+    m.timeline = TimelineSection(*context.timeline, sites);
     ThrowIfOutOfMemory();
   }
   if (context.transfers != nullptr) {
-    report[key::kTransfers] = TransfersSection(*context.transfers, analysis, sites);
+    m.transfers = TransfersSection(*context.transfers, analysis, sites);
     ThrowIfOutOfMemory();
   }
   if (context.kernels != nullptr) {
-    report[key::kKernels] = KernelsSection(*context.kernels, context.kernel_timing);
+    m.kernels = KernelsSection(*context.kernels, context.kernel_timing);
     ThrowIfOutOfMemory();
   }
-  report[key::kLifecycle] = LifecycleSection(context.lifecycle);
+  m.lifecycle = LifecycleSection(context.lifecycle);
   ThrowIfOutOfMemory();
+  // The sections the model does not type.
+  json report = json::object();
   if (context.phases != nullptr && !context.phases->empty()) {
     m.phases = PhasesSection(*context.phases, snap, sites);
     ThrowIfOutOfMemory();

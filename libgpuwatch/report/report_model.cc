@@ -126,6 +126,12 @@ void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
   }
   if (oom.has_value()) fn(*oom);
   if (regions.has_value()) regions->ForEachSite(fn);
+  if (transfers.has_value()) {
+    for (TransferSite& s : transfers->sites) fn(s);
+  }
+  if (timeline.has_value()) {
+    for (TimelineSite& s : timeline->sites) fn(s);
+  }
 }
 
 void ReportModel::BuildFrameTable() {
@@ -216,6 +222,10 @@ void ReportModel::ToJson(json* doc) const {
   }
   if (phases.has_value()) d[key::kPhases] = PhasesJson(*phases);
   if (regions.has_value()) d[key::kRegions] = RegionsJson(*regions);
+  if (transfers.has_value()) d[key::kTransfers] = TransfersJson(*transfers);
+  if (kernels.has_value()) d[key::kKernels] = KernelsJson(*kernels);
+  if (timeline.has_value()) d[key::kTimeline] = TimelineJson(*timeline);
+  if (lifecycle.has_value()) d[key::kLifecycle] = LifecycleJson(*lifecycle);
   if (merged_from != 0) {
     d[key::kMergedFrom] = merged_from;
     json rows = json::array();
@@ -406,6 +416,10 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
   if (const json* regions = r.ObjectAt(doc, "", key::kRegions)) {
     m.regions = ReadRegions(&r, *regions);
   }
+  if (const json* t = r.ObjectAt(doc, "", key::kTransfers)) m.transfers = ReadTransfers(&r, *t);
+  if (const json* t = r.ObjectAt(doc, "", key::kTimeline)) m.timeline = ReadTimeline(&r, *t);
+  if (const json* k = r.ObjectAt(doc, "", key::kKernels)) m.kernels = ReadKernels(&r, *k);
+  if (const json* l = r.ObjectAt(doc, "", key::kLifecycle)) m.lifecycle = ReadLifecycle(&r, *l);
   if (r.failed()) {
     *error = r.problem();
     return false;

@@ -1,14 +1,15 @@
 // The report as types: what its header, totals, leaks, peak, allocation
 // sites, growth suspects, OOM request, phases and pool regions
-// (model_phases.h) hold, with the one JSON writer and
+// (model_phases.h), transfers, kernels, timeline and lifecycle
+// (model_activity.h) hold, with the one JSON writer and
 // the one JSON reader of those sections. The library's writer fills a
 // ReportModel from its snapshots, `gpuwatch merge` reads many and writes
 // one, and the tools' reader and validator read every report through it, so
 // that a field's name, type and meaning are stated here once.
 //
-// Sections only one writer writes and the tools read as they are (timeline,
-// transfers, kernels, lifecycle, trace) stay JSON: ReportModel::ToJson
-// writes what it holds into a document that may carry them.
+// Sections not typed yet (trace, phases, regions) stay JSON:
+// ReportModel::ToJson writes what it holds into a document that may carry
+// them.
 //
 // Each site list's figures are listed once, in a field table, with the rule
 // that merges them across processes (a sum, the largest or the smallest),
@@ -67,6 +68,12 @@ using CountMap = std::map<std::string, uint64_t, std::less<>>;
     static constexpr CountField<Type> kFields[] = {LIST(GPUWATCH_COUNT_FIELD)}; \
     return kFields;                                                             \
   }
+
+// Writes the counts `fields` of `from` into `out` (an object).
+template <typename T>
+void PutCounts(const T& from, std::span<const CountField<T>> fields, nlohmann::json* out) {
+  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
+}
 
 // One frame of a stack, innermost first (docs/report-format.md).
 struct ReportFrame {
@@ -254,7 +261,8 @@ struct ReportUnwind {
 }  // namespace gpuwatch
 
 // The sections of model_*.h, which use the types above.
-#include "libgpuwatch/report/model_phases.h"  // IWYU pragma: export
+#include "libgpuwatch/report/model_activity.h"  // IWYU pragma: export
+#include "libgpuwatch/report/model_phases.h"    // IWYU pragma: export
 
 namespace gpuwatch {
 
@@ -286,6 +294,10 @@ struct ReportModel {
   std::optional<ReportRegions> regions;
   uint64_t merged_from = 0;  // merged reports; 0: absent
   std::vector<MergedProcess> processes;
+  std::optional<ReportTransfers> transfers;
+  std::optional<ReportKernels> kernels;
+  std::optional<ReportTimeline> timeline;
+  std::optional<ReportLifecycle> lifecycle;
   // The frames sites' `stack` indices name (ToJson writes it; FromJson
   // reads it as given).
   std::vector<ReportFrame> frame_table;
@@ -309,13 +321,8 @@ struct ReportModel {
 // A leaks section as the report writes it (ReportModel::ToJson's).
 nlohmann::json LeakListJson(const LeakList& list);
 
-// What every site entry has, as ToJson writes it, and a struct's counts
-// (the sections of model_*.cc).
+// What every site entry has (ReportSite), as ToJson writes it.
 nlohmann::json SiteJson(const ReportSite& site);
-template <typename T>
-void PutCounts(const T& from, std::span<const CountField<T>> fields, nlohmann::json* out) {
-  for (const CountField<T>& f : fields) (*out)[f.key] = from.*f.member;
-}
 
 // A symbolized frame as a report lists it.
 ReportFrame ReportFrameOf(const Frame& frame);
@@ -366,6 +373,22 @@ class ReportFieldReader {
   void CountsAt(const nlohmann::json& obj, const std::string& path,
                 std::span<const CountField<T>> fields, T* out) {
     for (const CountField<T>& f : fields) out->*f.member = CountAt(obj, path, f.key);
+  }
+  // Calls `each(element, its path)` on every element of the array `key` of
+  // `obj`, each of which must be an object (the first that is not is a
+  // problem), until one fails.
+  template <typename Each>
+  void Objects(const nlohmann::json& obj, const std::string& path, const char* key,
+               const Each& each) {
+    const nlohmann::json* list = ArrayAt(obj, path, key);
+    for (size_t i = 0; list != nullptr && i < list->size() && !failed(); ++i) {
+      const std::string at = Element(Join(path, key), i);
+      if (!(*list)[i].is_object()) {
+        Expected(at, (*list)[i], "an object");
+        return;
+      }
+      each((*list)[i], at);
+    }
   }
   // A list of frames: a site's (version 1) or the frame table.
   std::vector<ReportFrame> Frames(const nlohmann::json& frames, const std::string& path);

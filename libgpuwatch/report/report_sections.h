@@ -1,6 +1,6 @@
 // The report's sections, for report*.cc only (report.h is the API): each
-// builds its JSON from a snapshot and what AnalyzeReport computed, and the
-// stderr summary's lines from the same.
+// builds its typed section (report_model.h) or its JSON from a snapshot and
+// what AnalyzeReport computed, and the stderr summary's lines from the same.
 #ifndef GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_
 #define GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_
 
@@ -30,8 +30,8 @@ void FillSite(uint32_t id, const SiteClass* c, SiteResolver* sites, ReportSite* 
 CopyTotals CopiesOf(const TrackerSnapshot& snap, const ReportContext& context, CopyKind kind);
 
 // report_transfers.cc: the `transfers` section and its summary lines.
-nlohmann::json TransfersSection(const TransfersSnapshot& t, const ReportAnalysis& analysis,
-                                SiteResolver* sites);
+ReportTransfers TransfersSection(const TransfersSnapshot& t, const ReportAnalysis& analysis,
+                                 SiteResolver* sites);
 std::string TransferSummary(const TransfersSnapshot& t, const ReportAnalysis& analysis,
                             SiteResolver* sites);
 
@@ -40,7 +40,7 @@ std::string TransferSummary(const TransfersSnapshot& t, const ReportAnalysis& an
 ReportGrowth GrowthSection(const TimelineSnapshot& t, const ReportAnalysis& analysis,
                            const Suppressions* suppressions, const PhasesSnapshot* phases,
                            SiteResolver* sites);
-nlohmann::json TimelineSection(const TimelineSnapshot& t, SiteResolver* sites);
+ReportTimeline TimelineSection(const TimelineSnapshot& t, SiteResolver* sites);
 std::string GrowthSummary(const ReportAnalysis& analysis, const Suppressions* suppressions,
                           SiteResolver* sites);
 

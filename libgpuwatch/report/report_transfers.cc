@@ -15,14 +15,16 @@ using nlohmann::json;
 
 namespace {
 
-json StatsJson(const TransferStats& t) {
-  json j = {{"count", t.count}, {"bytes", t.bytes}};
+TransferFigures FiguresOf(const TransferStats& t) {
+  TransferFigures f;
+  f.count = t.count;
+  f.bytes = t.bytes;
   if (t.timed_count > 0) {
-    j["timed_count"] = t.timed_count;
-    j["duration_ns"] = t.duration_ns;
-    j["gbps"] = Gbps(t.timed_bytes, t.duration_ns);
+    f.timed_count = t.timed_count;
+    f.duration_ns = t.duration_ns;
+    f.gbps = Gbps(t.timed_bytes, t.duration_ns);
   }
-  return j;
+  return f;
 }
 
 // Where each finding is, as the user reads it: "file:line", with the function
@@ -78,79 +80,69 @@ std::string FindingText(const TransferFinding& f, const std::string& where) {
 
 }  // namespace
 
-json TransfersSection(const TransfersSnapshot& t, const ReportAnalysis& analysis,
-                      SiteResolver* sites) {
-  json totals = json::array();
+ReportTransfers TransfersSection(const TransfersSnapshot& t, const ReportAnalysis& analysis,
+                                 SiteResolver* sites) {
+  ReportTransfers out;
   for (int k = 0; k < kNumCopyKinds; ++k) {
     for (int h = 0; h < kNumHostKinds; ++h) {
       const TransferStats& s = t.totals[k][h];
       if (s.count == 0) continue;
-      json entry = StatsJson(s);
-      entry["direction"] = CopyKindName(static_cast<CopyKind>(k));
-      entry["host"] = HostKindName(static_cast<HostKind>(h));
-      totals.push_back(std::move(entry));
+      TransferTotal& row = out.totals.emplace_back();
+      static_cast<TransferFigures&>(row) = FiguresOf(s);
+      row.direction = CopyKindName(static_cast<CopyKind>(k));
+      row.host = HostKindName(static_cast<HostKind>(h));
     }
   }
-  json best = json::object();
   for (int k = 0; k < kNumCopyKinds; ++k) {
-    if (t.best_gbps[k] > 0) best[CopyKindName(static_cast<CopyKind>(k))] = t.best_gbps[k];
+    if (t.best_gbps[k] > 0) out.best_gbps[CopyKindName(static_cast<CopyKind>(k))] = t.best_gbps[k];
   }
   const auto& merged = analysis.transfer_sites;
-  json list = json::array();
   for (size_t i = 0; i < merged.size() && i < kMaxSitesPerSection; ++i) {
     const auto& [id, site] = merged[i];
-    json entry = StatsJson(site.all);
-    entry["site"] = id;
-    entry["location"] = sites->LocationOf(id);
-    entry["sync"] = site.sync_count;
-    entry["async"] = site.async_count;
-    json directions = json::object();
+    TransferSite& entry = out.sites.emplace_back();
+    entry.all = FiguresOf(site.all);
+    entry.sync = site.sync_count;
+    entry.async = site.async_count;
     for (int k = 0; k < kNumCopyKinds; ++k) {
       if (site.by_kind[k].count > 0) {
-        directions[CopyKindName(static_cast<CopyKind>(k))] = StatsJson(site.by_kind[k]);
+        entry.directions[CopyKindName(static_cast<CopyKind>(k))] = FiguresOf(site.by_kind[k]);
       }
     }
-    json hosts = json::object();
     for (int h = 0; h < kNumHostKinds; ++h) {
       if (site.by_host[h].count > 0) {
-        hosts[HostKindName(static_cast<HostKind>(h))] = StatsJson(site.by_host[h]);
+        entry.hosts[HostKindName(static_cast<HostKind>(h))] = FiguresOf(site.by_host[h]);
       }
     }
-    json histogram = json::array();
     for (int b = 0; b < kHistogramBuckets; ++b) {
-      if (site.histogram[b] == 0) continue;
-      histogram.push_back(
-          {{"min_bytes", b == 0 ? 0 : uint64_t{1} << b}, {"count", site.histogram[b]}});
+      if (site.histogram[b] != 0) {
+        entry.histogram.push_back({b == 0 ? 0 : uint64_t{1} << b, site.histogram[b]});
+      }
     }
-    entry["directions"] = directions;
-    entry["hosts"] = hosts;
-    entry["histogram"] = histogram;
-    entry["stack"] = sites->StackOf(id);
-    list.push_back(std::move(entry));
+    FillSite(id, nullptr, sites, &entry);
   }
-  json findings = json::array();
   const std::vector<TransferFinding>& found = analysis.transfer_findings;
   const std::vector<std::string> where = FindingLocations(found, sites);
   for (size_t i = 0; i < found.size(); ++i) {
     const TransferFinding& f = found[i];
-    json entry = {{"type", f.type},    {"site", f.site},   {"location", sites->LocationOf(f.site)},
-                  {"count", f.count},  {"bytes", f.bytes}, {"message", FindingText(f, where[i])},
-                  {"advice", f.advice}};
+    TransferFindingRow& entry = out.findings.emplace_back();
+    entry.type = f.type;
+    entry.site = f.site;
+    entry.location = sites->LocationOf(f.site);
+    entry.count = f.count;
+    entry.bytes = f.bytes;
+    entry.message = FindingText(f, where[i]);
+    entry.advice = f.advice;
     if (f.type == "slow_copies" || f.type == "pageable") {
-      entry["direction"] = CopyKindName(f.direction);
+      entry.direction = CopyKindName(f.direction);
     }
     if (f.type == "slow_copies") {
-      entry["gbps"] = f.gbps;
-      entry["best_gbps"] = f.best_gbps;
+      entry.gbps = f.gbps;
+      entry.best_gbps = f.best_gbps;
     }
-    findings.push_back(std::move(entry));
   }
-  return {{"totals", totals},
-          {"best_gbps", best},
-          {"sites", list},
-          {"findings", findings},
-          {"unmatched_records", t.unmatched_records},
-          {"pending_dropped", t.pending_dropped}};
+  out.unmatched_records = t.unmatched_records;
+  out.pending_dropped = t.pending_dropped;
+  return out;
 }
 
 std::string TransferSummary(const TransfersSnapshot& t, const ReportAnalysis& analysis,

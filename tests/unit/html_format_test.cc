@@ -38,7 +38,21 @@ json HostileReport() {
                  {"bytes", 4096},
                  {"count", 1},
                  {"frames", {{{"function", kHostile}, {"file", "a.cu"}, {"line", 12}}}}}}}}}}},
+          {"timeline",
+           {{"marks",
+             {{"total", 1},
+              {"samples",
+               {{{"time_ns", 5}, {"device_bytes", 4096}, {"mark", 1}, {"label", kHostile}}}}}}}},
           {"kernels", {{"launches", 1}}}};
+}
+
+// The report as ReadReport gives it: the document and its typed model.
+Report ReportOf(const json& doc) {
+  Report r;
+  r.doc = doc;
+  std::string error;
+  EXPECT_TRUE(ReadReportModel(doc, &r.model, &error)) << error;
+  return r;
 }
 
 TEST(ScriptSafeJson, EscapesWhatCouldEndTheScriptAndParsesBackTheSame) {
@@ -62,7 +76,7 @@ TEST(ScriptSafeJson, InvalidUtf8BecomesTheReplacementCharacter) {
 
 TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
   const json doc = HostileReport();
-  const std::string page = HtmlReport(doc);
+  const std::string page = HtmlReport(ReportOf(doc));
   ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   const std::string data = DataOf(page);
   ASSERT_FALSE(data.empty());
@@ -71,6 +85,9 @@ TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
   EXPECT_EQ(embedded["process"], doc["process"]);
   EXPECT_EQ(embedded["label"], kHostile);
   EXPECT_FALSE(embedded.contains("kernels"));  // not shown, so not embedded
+  // The timeline, as the typed model writes it.
+  EXPECT_EQ(embedded["timeline"]["marks"]["samples"][0]["label"], kHostile);
+  EXPECT_EQ(embedded["timeline"]["marks"]["samples"][0]["device_bytes"], 4096);
   // The hostile strings appear only escaped: the first "</script>" after the
   // data element's start is its own end.
   EXPECT_EQ(page.find(kHostile), std::string::npos);
@@ -79,7 +96,7 @@ TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
 }
 
 TEST(HtmlReport, RefersToNothingOutsideThePage) {
-  const std::string page = HtmlReport(HostileReport());
+  const std::string page = HtmlReport(ReportOf(HostileReport()));
   EXPECT_EQ(page.find("http://"), std::string::npos);
   EXPECT_EQ(page.find("https://"), std::string::npos);
   EXPECT_EQ(page.find("<link"), std::string::npos);

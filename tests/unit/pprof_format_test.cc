@@ -63,7 +63,10 @@ class PprofFormat : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string gz;
-    ASSERT_TRUE(Gzip(PprofProfile(json::parse(kReport)), &gz));
+    ReportModel m;
+    std::string error;
+    ASSERT_TRUE(ReadReportModel(json::parse(kReport), &m, &error)) << error;
+    ASSERT_TRUE(Gzip(PprofProfile(m), &gz));
     ASSERT_GE(gz.size(), 2u);
     EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);  // gzip magic
     EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);

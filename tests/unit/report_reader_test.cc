@@ -287,6 +287,14 @@ TEST_F(ReadReportTest, SitesGetTheirFramesFromTheFrameTable) {
   EXPECT_EQ(m.growth->suspects[0].frames[0].function, "main");
   ASSERT_TRUE(m.oom.has_value());
   EXPECT_EQ(FunctionOf(*m.oom), "inner");
+  ASSERT_TRUE(m.transfers.has_value());
+  ASSERT_EQ(m.transfers->sites.size(), 1u);
+  ASSERT_EQ(m.transfers->sites[0].frames.size(), 1u);
+  EXPECT_EQ(m.transfers->sites[0].frames[0].function, "inner");
+  ASSERT_TRUE(m.timeline.has_value());
+  ASSERT_EQ(m.timeline->sites.size(), 1u);
+  ASSERT_EQ(m.timeline->sites[0].frames.size(), 1u);
+  EXPECT_EQ(m.timeline->sites[0].frames[0].function, "main");
 }
 
 // The inverse (what merge writes with): each distinct frame once, sites by

@@ -332,6 +332,33 @@ TEST(Report, AtomicWriteReplacesASymlinkInsteadOfFollowingIt) {
   EXPECT_FALSE(std::filesystem::is_symlink(path));
 }
 
+// The exit report's teardown is patched in after CUDA's teardown: the file
+// is the report the library wrote with lifecycle.teardown_ns set, every
+// other byte as it was (the other lifecycle fields' nulls too).
+TEST(Report, SetReportTeardownChangesTheTeardownAlone) {
+  TempDir dir;
+  const std::string path = dir.path() + "/r.json";
+  Tracker t;
+  ReportContext ctx;
+  ctx.trigger = "exit";
+  ctx.lifecycle.first_call_ns = 10;
+  SiteResolver sites(nullptr);
+  const std::string written = BuildReportJson(t.Snapshot(), ctx, &sites);
+  std::string error;
+  ASSERT_TRUE(WriteFileAtomically(path, written, &error)) << error;
+  ASSERT_TRUE(SetReportTeardown(path, 598674, &error)) << error;
+  nlohmann::json expected = nlohmann::json::parse(written);
+  ASSERT_TRUE(expected["lifecycle"]["teardown_ns"].is_null());
+  ASSERT_TRUE(expected["lifecycle"]["exit_status"].is_null());
+  expected["lifecycle"]["teardown_ns"] = 598674;
+  EXPECT_EQ(Slurp(path), DumpReport(expected));
+  // A file whose lifecycle is not one is left alone, with a reason.
+  ASSERT_TRUE(WriteFileAtomically(path, R"({"lifecycle": {"exit_status": "0"}})", &error));
+  EXPECT_FALSE(SetReportTeardown(path, 1, &error));
+  EXPECT_EQ(error, path + " is not a gpuwatch report");
+  EXPECT_EQ(Slurp(path), R"({"lifecycle": {"exit_status": "0"}})");
+}
+
 TEST(Report, UnwritableDirectoryGivesAReasonNotACrash) {
   std::string error;
   EXPECT_FALSE(WriteFileAtomically("/nonexistent-dir/r.json", "x", &error));
