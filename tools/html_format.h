@@ -12,8 +12,9 @@
 
 namespace gpuwatch::tools {
 
-// The page for report `doc`.
-std::string HtmlReport(const json& doc);
+// The page for report `doc` and its trace (null: none; its phase events
+// are drawn under the chart).
+std::string HtmlReport(const json& doc, const ReportTrace* trace = nullptr);
 
 // `doc` as JSON that is safe inside a <script> element: "<", ">" and "&" are
 // written as \u003c, \u003e and \u0026, so no string in the report (a

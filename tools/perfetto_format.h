@@ -17,15 +17,17 @@
 #ifndef GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
 #define GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
 
-#include <string>
+#include <cstdio>
 
 #include "tools/report_reader.h"
 
 namespace gpuwatch::tools {
 
-// The trace-event JSON document ({"traceEvents": [...], ...}) of a report.
-// Malformed trace events in `doc` are skipped, never fatal.
-std::string PerfettoTrace(const json& doc);
+// Writes the trace-event JSON document ({"traceEvents": [...], ...}) of a
+// report `doc` and its trace (the report's model.trace; null: none, and the
+// timeline's samples are shown) to `out`, a megabyte at a time. ReadReport
+// checked the trace's events and what they refer to.
+void WritePerfettoTrace(const json& doc, const ReportTrace* trace, FILE* out);
 
 }  // namespace gpuwatch::tools
 

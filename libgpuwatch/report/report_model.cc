@@ -164,7 +164,7 @@ void ReportModel::InlineFrameTable() {
   frame_table.clear();
 }
 
-void ReportModel::ToJson(json* doc) const {
+void ReportModel::ToJson(json* doc, bool trace_events) const {
   json& d = *doc;
   d[key::kSchema] = kReportSchemaName;
   d[key::kVersion] = kReportSchemaVersion;
@@ -232,6 +232,7 @@ void ReportModel::ToJson(json* doc) const {
   json table = json::array();
   for (const ReportFrame& f : frame_table) table.push_back(FrameJson(f));
   d[key::kFrameTable] = std::move(table);
+  if (trace.has_value()) d[key::kTrace] = ReportTraceJson(*trace, trace_events);
 }
 
 // Reading.
@@ -408,6 +409,9 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
       o.device = r.IntegerAt(*oom, key::kOom, "device");
     }
     m.oom = std::move(o);
+  }
+  if (const json* trace = r.ObjectAt(doc, "", key::kTrace)) {
+    ReadReportTrace(*trace, &m.trace.emplace(), &r);
   }
   if (r.failed()) {
     *error = r.problem();

@@ -6,8 +6,9 @@
 // that a field's name, type and meaning are stated here once.
 //
 // Sections only one writer writes and the tools read as they are (timeline,
-// transfers, kernels, lifecycle, trace) stay JSON: ReportModel::ToJson
-// writes what it holds into a document that may carry them.
+// transfers, kernels, lifecycle) stay JSON: ReportModel::ToJson
+// writes what it holds into a document that may carry them. The event
+// trace has its own file, model_trace.h.
 //
 // Each site list's figures are listed once, in a field table, with the rule
 // that merges them across processes (a sum, the largest or the smallest),
@@ -242,6 +243,13 @@ struct ReportUnwind {
   uint64_t unwind_fallbacks = 0;
 };
 
+}  // namespace gpuwatch
+
+// The sections typed in files of their own, with the idioms above.
+#include "libgpuwatch/report/model_trace.h"
+
+namespace gpuwatch {
+
 struct ReportModel {
   std::string trigger;
   std::string label;
@@ -271,6 +279,7 @@ struct ReportModel {
   // The frames sites' `stack` indices name (ToJson writes it; FromJson
   // reads it as given).
   std::vector<ReportFrame> frame_table;
+  std::optional<ReportTrace> trace;  // GPUWATCH_TRACE_EVENTS=0, merged reports: none
 
   // Calls `fn` on every site the model holds.
   void ForEachSite(const std::function<void(ReportSite&)>& fn);
@@ -284,8 +293,14 @@ struct ReportModel {
   void InlineFrameTable();
 
   // Writes the model's sections into `doc` (an object), with the schema's
-  // name and version; other members of `doc` are kept.
-  void ToJson(nlohmann::json* doc) const;
+  // name and version; other members of `doc` are kept. Without
+  // `trace_events`, the trace has no "events" (Dump writes them).
+  void ToJson(nlohmann::json* doc, bool trace_events = true) const;
+
+  // The report's text (DumpReport) of `doc` with the model's sections; the
+  // trace's events are written from their structs, never as a document
+  // (model_trace.cc).
+  std::string Dump(nlohmann::json doc) const;
 };
 
 // A leaks section as the report writes it (ReportModel::ToJson's).
