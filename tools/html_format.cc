@@ -26,24 +26,21 @@ constexpr size_t kMaxPhaseSpans = 5000;
 
 // The trace's phase events alone ({"paths", "spans": [[start, end, thread,
 // index into paths]]}), for the bands under the chart; null when none.
-json PhaseSpans(const json& doc) {
-  const auto trace = doc.find("trace");
-  if (trace == doc.end() || !trace->is_object()) return nullptr;
-  const auto events = trace->find("events");
-  const auto paths = trace->find("phases");
-  if (events == trace->end() || !events->is_array() || paths == trace->end()) return nullptr;
+json PhaseSpans(const ReportTrace& trace) {
   json spans = json::array();
-  for (const json& e : *events) {
-    if (e.is_array() && e.size() == 5 && e[0] == "phase") {
-      spans.push_back(json::array({e[1], e[2], e[3], e[4]}));
+  size_t phase_events = 0;
+  for (const ReportTraceEvent& e : trace.events) phase_events += e.type == TraceEventType::kPhase;
+  size_t skip = phase_events > kMaxPhaseSpans ? phase_events - kMaxPhaseSpans : 0;
+  for (const ReportTraceEvent& e : trace.events) {
+    if (e.type != TraceEventType::kPhase) continue;
+    if (skip != 0) {  // the oldest
+      --skip;
+      continue;
     }
+    spans.push_back(json::array({e.time_ns, e.end_ns, e.stream, e.ref}));
   }
   if (spans.empty()) return nullptr;
-  if (spans.size() > kMaxPhaseSpans) {
-    spans.erase(spans.begin(),
-                spans.begin() + static_cast<std::ptrdiff_t>(spans.size() - kMaxPhaseSpans));
-  }
-  return {{"paths", *paths}, {"spans", std::move(spans)}};
+  return {{"paths", trace.phases}, {"spans", std::move(spans)}};
 }
 
 }  // namespace
@@ -75,13 +72,16 @@ std::string ScriptSafeJson(const json& doc) {
 
 std::string HtmlReport(const Report& report) {
   const json& doc = report.doc;
+  const ReportTrace* trace = report.model.trace ? &*report.model.trace : nullptr;
   json data = json::object();
   if (doc.is_object()) {
     for (const char* key : kSections) {
       const auto it = doc.find(key);
       if (it != doc.end()) data[key] = *it;
     }
-    if (json spans = PhaseSpans(doc); !spans.is_null()) data["phase_spans"] = std::move(spans);
+  }
+  if (trace != nullptr) {
+    if (json spans = PhaseSpans(*trace); !spans.is_null()) data["phase_spans"] = std::move(spans);
   }
   const ReportModel& m = report.model;
   if (m.timeline.has_value()) data[report_key::kTimeline] = TimelineJson(*m.timeline);

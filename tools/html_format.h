@@ -12,7 +12,8 @@
 
 namespace gpuwatch::tools {
 
-// The page for a report.
+// The page for a report (the phase events of its trace, if kept, are drawn
+// under the chart).
 std::string HtmlReport(const Report& report);
 
 // `doc` as JSON that is safe inside a <script> element: "<", ">" and "&" are

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -23,32 +24,6 @@ constexpr int kFirstSliceTid = 100;
 // Trace-event timestamps are microseconds; reports count nanoseconds.
 double Micros(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
-// Element `i` of a trace event array, or nullptr when absent or not of the kind asked.
-const json* Elem(const json& event, size_t i) {
-  return event.is_array() && i < event.size() ? &event[i] : nullptr;
-}
-
-bool U64At(const json& event, size_t i, uint64_t* out) {
-  const json* e = Elem(event, i);
-  if (e == nullptr || !e->is_number_integer() || e->get<int64_t>() < 0) return false;
-  *out = e->get<uint64_t>();
-  return true;
-}
-
-bool IntAt(const json& event, size_t i, int64_t* out) {
-  const json* e = Elem(event, i);
-  if (e == nullptr || !e->is_number_integer()) return false;
-  *out = e->is_number_unsigned() && e->get<uint64_t>() > INT64_MAX ? INT64_MAX : e->get<int64_t>();
-  return true;
-}
-
-bool StrAt(const json& event, size_t i, std::string* out) {
-  const json* e = Elem(event, i);
-  if (e == nullptr || !e->is_string()) return false;
-  *out = e->get<std::string>();
-  return true;
-}
-
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -56,17 +31,17 @@ std::string Upper(std::string s) {
 
 class Writer {
  public:
-  Writer(const json& doc, const ReportModel& model) : doc_(doc), model_(model) {
+  Writer(const ReportModel& model, FILE* out)
+      : model_(model), trace_(model.trace ? &*model.trace : nullptr), out_(out) {
     pid_ = model.process.pid;
     if (pid_ == 0) pid_ = 1;  // a merged report has none; the viewers want one
   }
 
-  std::string Build() {
+  void Write() {
     ProcessName();
     ThreadName(kEventsTid, "marks, peak, OOMs");
-    const json& trace = Sub(doc_, "trace");
-    if (trace.is_object() && Sub(trace, "events").is_array()) {
-      FromTrace(trace);
+    if (trace_ != nullptr) {
+      FromTrace(*trace_);
     } else {
       FromTimeline();
     }
@@ -74,17 +49,23 @@ class Writer {
                         {"source", source_},
                         {"trigger", model_.trigger},
                         {"clock", "microseconds since gpuwatch attached"}};
-    std::string out = std::move(events_);
-    out += "],\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + "}\n";
-    return out;
+    text_ += "],\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + "}\n";
+    Flush();
   }
 
  private:
   // Each event is written out as it is made: a trace of a million events
-  // holds its text, not a million JSON objects (issue 30 item 8).
+  // holds neither a million JSON objects (issue 30 item 8) nor their text.
   void Emit(const json& event) {
-    if (events_.back() != '[') events_ += ',';
-    events_ += event.dump();
+    if (!first_) text_ += ',';
+    first_ = false;
+    text_ += event.dump();
+    if (text_.size() >= kFlushBytes) Flush();
+  }
+
+  void Flush() {
+    std::fwrite(text_.data(), 1, text_.size(), out_);
+    text_.clear();
   }
 
   void ProcessName() {
@@ -167,117 +148,79 @@ class Writer {
           {"args", std::move(args)}});
   }
 
-  void FromTrace(const json& trace) {
+  void FromTrace(const ReportTrace& trace) {
     source_ = "trace";
-    std::map<uint64_t, std::string> locations;
-    const json& sites = Sub(trace, "sites");
-    if (sites.is_array()) {
-      for (const json& s : sites) locations[U64(s, "site")] = Str(s, "location");
-    }
-    const json& names = Sub(trace, "names");
-    const json& phases = Sub(trace, "phases");
     uint64_t peak_bytes = 0;
     uint64_t peak_ns = 0;
     bool have_peak = false;
     uint64_t first_ns = UINT64_MAX;
-    for (const json& e : Sub(trace, "events")) {
-      std::string kind;
-      uint64_t t = 0;
-      if (!StrAt(e, 0, &kind) || !U64At(e, 1, &t)) continue;
+    for (const ReportTraceEvent& e : trace.events) {
+      const uint64_t t = e.time_ns;
       first_ns = std::min(first_ns, t);
-      if (kind == "mem") {
-        int64_t device = 0;
-        uint64_t bytes = 0;
-        if (!IntAt(e, 2, &device) || !U64At(e, 3, &bytes)) continue;
-        Counter("device " + std::to_string(device) + " memory", t, bytes);
-      } else if (kind == "copy") {
-        uint64_t end = 0;
-        int64_t device = 0;
-        uint64_t stream = 0;
-        uint64_t bytes = 0;
-        std::string direction;
-        std::string host;
-        uint64_t site = 0;
-        if (!U64At(e, 2, &end) || !IntAt(e, 3, &device) || !U64At(e, 4, &stream) ||
-            !U64At(e, 5, &bytes) || !StrAt(e, 6, &direction) || !StrAt(e, 7, &host) ||
-            !U64At(e, 8, &site)) {
-          continue;
+      switch (e.type) {
+        case TraceEventType::kMem:
+          Counter("device " + std::to_string(e.device) + " memory", t, e.value);
+          break;
+        case TraceEventType::kCopy: {
+          const ReportTraceSite& site = trace.SiteOf(e);
+          const std::string& direction = trace.WordOf(e, 0);
+          const std::string& host = trace.WordOf(e, 1);
+          const uint64_t ns = e.end_ns > t ? e.end_ns - t : 0;
+          json args = {{"bytes", e.value},          {"direction", direction}, {"host", host},
+                       {"location", site.location}, {"site", site.site},      {"duration_ns", ns}};
+          if (ns != 0) args["gbps"] = static_cast<double>(e.value) / static_cast<double>(ns);
+          std::string name = Upper(direction) + " " + FormatBytes(e.value);
+          if (host != "device" && host != "unknown") name += " " + host;
+          Slice(name, "copy", SliceTrack("copies", e.device, e.stream), t, e.end_ns,
+                std::move(args));
+          break;
         }
-        const uint64_t ns = end > t ? end - t : 0;
-        json args = {{"bytes", bytes}, {"direction", direction},
-                     {"host", host},   {"location", locations[site]},
-                     {"site", site},   {"duration_ns", ns}};
-        if (ns != 0) args["gbps"] = static_cast<double>(bytes) / static_cast<double>(ns);
-        std::string name = Upper(direction) + " " + FormatBytes(bytes);
-        if (host != "device" && host != "unknown") name += " " + host;
-        Slice(name, "copy", SliceTrack("copies", device, stream), t, end, std::move(args));
-      } else if (kind == "kernel") {
-        uint64_t end = 0;
-        int64_t device = 0;
-        uint64_t stream = 0;
-        uint64_t index = 0;
-        if (!U64At(e, 2, &end) || !IntAt(e, 3, &device) || !U64At(e, 4, &stream) ||
-            !U64At(e, 5, &index)) {
-          continue;
+        case TraceEventType::kKernel:
+          Slice(trace.NameOf(e), "kernel", SliceTrack("kernels", e.device, e.stream), t, e.end_ns,
+                {{"duration_ns", e.end_ns > t ? e.end_ns - t : 0}});
+          break;
+        case TraceEventType::kPhase: {
+          const std::string& path = trace.PhaseOf(e);
+          const size_t slash = path.rfind('/');
+          Slice(slash == std::string::npos ? path : path.substr(slash + 1), "phase",
+                PhaseTrack(e.stream), t, e.end_ns,
+                {{"path", path}, {"duration_ns", e.end_ns > t ? e.end_ns - t : 0}});
+          break;
         }
-        std::string name = "(unknown kernel)";
-        if (names.is_array() && index < names.size() && names[index].is_string()) {
-          name = names[index].get<std::string>();
+        case TraceEventType::kMark: {
+          const std::string& label = trace.LabelOf(e);
+          Instant(label.empty() ? "mark " + std::to_string(e.value) : label, "mark", t,
+                  {{"mark", e.value}, {"label", label}});
+          break;
         }
-        Slice(name, "kernel", SliceTrack("kernels", device, stream), t, end,
-              {{"duration_ns", end > t ? end - t : 0}});
-      } else if (kind == "phase") {
-        uint64_t end = 0;
-        uint64_t thread = 0;
-        uint64_t index = 0;
-        if (!U64At(e, 2, &end) || !U64At(e, 3, &thread) || !U64At(e, 4, &index)) continue;
-        std::string path = "(unknown phase)";
-        if (phases.is_array() && index < phases.size() && phases[index].is_string()) {
-          path = phases[index].get<std::string>();
+        case TraceEventType::kPeak:
+          // Each rise of the peak is recorded; the timeline shows the highest.
+          if (!have_peak || e.value >= peak_bytes) {
+            have_peak = true;
+            peak_bytes = e.value;
+            peak_ns = t;
+          }
+          break;
+        case TraceEventType::kOom: {
+          const ReportTraceSite& site = trace.SiteOf(e);
+          const std::string& memory = trace.WordOf(e, 0);
+          Instant("OOM: " + FormatBytes(e.value) + " " + memory + " at " + site.location, "oom", t,
+                  {{"bytes", e.value},
+                   {"kind", memory},
+                   {"device", e.device},
+                   {"location", site.location},
+                   {"site", site.site}});
+          break;
         }
-        const size_t slash = path.rfind('/');
-        Slice(slash == std::string::npos ? path : path.substr(slash + 1), "phase",
-              PhaseTrack(thread), t, end, {{"path", path}, {"duration_ns", end > t ? end - t : 0}});
-      } else if (kind == "mark") {
-        uint64_t ordinal = 0;
-        std::string label;
-        if (!U64At(e, 2, &ordinal) || !StrAt(e, 3, &label)) continue;
-        Instant(label.empty() ? "mark " + std::to_string(ordinal) : label, "mark", t,
-                {{"mark", ordinal}, {"label", label}});
-      } else if (kind == "peak") {
-        uint64_t bytes = 0;
-        if (!U64At(e, 2, &bytes)) continue;
-        // Each rise of the peak is recorded; the timeline shows the highest.
-        if (!have_peak || bytes >= peak_bytes) {
-          have_peak = true;
-          peak_bytes = bytes;
-          peak_ns = t;
-        }
-      } else if (kind == "oom") {
-        int64_t device = 0;
-        uint64_t bytes = 0;
-        std::string memory;
-        uint64_t site = 0;
-        if (!IntAt(e, 2, &device) || !U64At(e, 3, &bytes) || !StrAt(e, 4, &memory) ||
-            !U64At(e, 5, &site)) {
-          continue;
-        }
-        Instant("OOM: " + FormatBytes(bytes) + " " + memory + " at " + locations[site], "oom", t,
-                {{"bytes", bytes},
-                 {"kind", memory},
-                 {"device", device},
-                 {"location", locations[site]},
-                 {"site", site}});
       }
     }
     if (have_peak) {
       Instant("peak " + FormatBytes(peak_bytes), "peak", peak_ns, {{"device_bytes", peak_bytes}});
     }
-    const uint64_t dropped = U64(trace, "dropped");
-    if (dropped != 0) {
-      Instant("trace: " + std::to_string(dropped) + " older events dropped", "gpuwatch",
+    if (trace.dropped != 0) {
+      Instant("trace: " + std::to_string(trace.dropped) + " older events dropped", "gpuwatch",
               first_ns == UINT64_MAX ? 0 : first_ns,
-              {{"dropped", dropped}, {"capacity", U64(trace, "capacity")}});
+              {{"dropped", trace.dropped}, {"capacity", trace.capacity}});
     }
   }
 
@@ -319,16 +262,21 @@ class Writer {
     }
   }
 
-  const json& doc_;  // for its trace section
   const ReportModel& model_;
+  const ReportTrace* trace_;
   uint64_t pid_ = 1;
-  std::string events_ = "{\"traceEvents\":[";  // the document so far
+  FILE* out_;
+  static constexpr size_t kFlushBytes = size_t{1} << 20;
+  std::string text_ = "{\"traceEvents\":[";  // what is not written yet
+  bool first_ = true;
   std::string source_;
   std::map<std::tuple<std::string, int64_t, uint64_t>, int> tracks_;
 };
 
 }  // namespace
 
-std::string PerfettoTrace(const Report& report) { return Writer(report.doc, report.model).Build(); }
+void WritePerfettoTrace(const Report& report, FILE* out) {
+  Writer(report.model, out).Write();
+}
 
 }  // namespace gpuwatch::tools

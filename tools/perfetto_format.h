@@ -17,15 +17,17 @@
 #ifndef GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
 #define GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
 
-#include <string>
+#include <cstdio>
 
 #include "tools/report_reader.h"
 
 namespace gpuwatch::tools {
 
-// The trace-event JSON document ({"traceEvents": [...], ...}) of a report.
-// Malformed trace events in its `trace` section are skipped, never fatal.
-std::string PerfettoTrace(const Report& report);
+// Writes the trace-event JSON document ({"traceEvents": [...], ...}) of a
+// report to `out`, a megabyte at a time: its trace's events (ReadReport
+// checked them and what they refer to) or, without a trace, the timeline's
+// samples.
+void WritePerfettoTrace(const Report& report, FILE* out);
 
 }  // namespace gpuwatch::tools
 

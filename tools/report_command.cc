@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -371,15 +372,63 @@ int Collapsed(const Report& r, const std::string& what, FILE* out) {
   return 0;
 }
 
+void Write(std::string_view text, FILE* out) { std::fwrite(text.data(), 1, text.size(), out); }
+
+// `--format json`: the document as json::dump(2) prints it, with the trace,
+// whose events are printed from their structs a megabyte at a time (a
+// million of them are not made a document again). Each placeholder is found
+// where only it can be: a key at its depth, after a newline (a string's own
+// newlines are escaped).
+void WriteJson(const json& doc, const ReportTrace* trace, FILE* out) {
+  if (trace == nullptr) {
+    Write(doc.dump(2) + "\n", out);
+    return;
+  }
+  const std::string placeholder = json("\x01").dump();  // "\u0001"
+  json shown = doc;
+  shown[report_key::kTrace] = "\x01";
+  const std::string text = shown.dump(2);
+  const std::string trace_at = "\n  \"trace\": " + placeholder;
+  const size_t at = text.find(trace_at);
+  json section = ReportTraceJson(*trace, /*with_events=*/false);
+  section["events"] = "\x01";
+  std::string inner = section.dump(2);
+  for (size_t i = inner.find('\n'); i != std::string::npos; i = inner.find('\n', i + 1)) {
+    inner.insert(i + 1, "  ");  // one level deeper
+  }
+  const std::string events_at = "\n    \"events\": " + placeholder;
+  const size_t events = inner.find(events_at);
+  Write(std::string_view(text).substr(0, at + trace_at.size() - placeholder.size()), out);
+  Write(std::string_view(inner).substr(0, events + events_at.size() - placeholder.size()), out);
+  if (trace->events.empty()) {
+    Write("[]", out);
+  } else {
+    const TraceEventText writer(*trace);
+    std::string lines;
+    for (size_t i = 0; i < trace->events.size(); ++i) {
+      writer.Append(trace->events[i], i == 0 ? "[\n      [\n        " : ",\n      [\n        ",
+                    ",\n        ", "\n      ]", &lines);
+      if (lines.size() >= (size_t{1} << 20)) {
+        Write(lines, out);
+        lines.clear();
+      }
+    }
+    Write(lines + "\n    ]", out);
+  }
+  Write(std::string_view(inner).substr(events + events_at.size()), out);
+  Write(std::string_view(text).substr(at + trace_at.size()), out);
+  Write("\n", out);
+}
+
 int Render(const Report& r, const ReportOptions& options, FILE* out) {
+  const ReportTrace* trace = r.model.trace.has_value() ? &*r.model.trace : nullptr;
   if (options.format == "json") {
-    std::fprintf(out, "%s\n", r.doc.dump(2).c_str());
+    WriteJson(r.doc, trace, out);
     return 0;
   }
   if (options.format == "collapsed") return Collapsed(r, options.what, out);
   if (options.format == "perfetto") {
-    const std::string trace = PerfettoTrace(r);
-    std::fwrite(trace.data(), 1, trace.size(), out);
+    WritePerfettoTrace(r, out);
     return 0;
   }
   if (options.format == "html") {

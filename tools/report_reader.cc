@@ -11,6 +11,7 @@
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
+#include "tools/report_parse.h"
 #include "tools/report_validate.h"
 
 namespace gpuwatch::tools {
@@ -58,17 +59,18 @@ bool ReadReport(const std::string& path, Report* out, std::string* error, TraceS
     return false;
   }
   // Returning false for the top-level key "trace" drops it with its value as
-  // it is parsed: the parser reads past it and keeps nothing. Kept, the
-  // document is parsed with no callback at all.
-  json::parser_callback_t skip_trace = nullptr;
-  if (trace == TraceSection::kSkip) {
-    skip_trace = [](int depth, json::parse_event_t event, const json& parsed) {
-      return depth != 1 || event != json::parse_event_t::key || parsed != report_key::kTrace;
-    };
-  }
+  // it is parsed: the parser reads past it and keeps nothing. Kept, its
+  // events go straight into their structs, one at a time (report_parse.h).
   json doc;
+  TraceEventsParser trace_events;
   try {
-    doc = json::parse(text, skip_trace);
+    if (trace == TraceSection::kSkip) {
+      doc = json::parse(text, [](int depth, json::parse_event_t event, const json& parsed) {
+        return depth != 1 || event != json::parse_event_t::key || parsed != report_key::kTrace;
+      });
+    } else {
+      trace_events.Parse(text, &doc);
+    }
     std::string().swap(text);
   } catch (const json::out_of_range& e) {
     // A number beyond a double's range, e.g. 1e999 (out_of_range.406).
@@ -123,10 +125,15 @@ bool ReadReport(const std::string& path, Report* out, std::string* error, TraceS
     return false;
   }
   ReportModel model;
-  if (const std::string problem = ValidateReport(doc, &model); !problem.empty()) {
+  std::string problem = ValidateReport(doc, &model);
+  if (problem.empty() && model.trace.has_value() && !trace_events.MoveTo(&*model.trace)) {
+    problem = trace_events.problem();
+  }
+  if (!problem.empty()) {
     *error = path + ": malformed gpuwatch report: " + problem;
     return false;
   }
+  doc.erase(key::kTrace);  // the model has it
   InlineFrameTable(&doc);
   model.InlineFrameTable();
   out->model = std::move(model);

@@ -24,7 +24,7 @@ using nlohmann::json;
 
 struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
   std::string path;
-  json doc;           // every site with its `frames` (InlineFrameTable)
+  json doc;           // every site with its `frames` (InlineFrameTable); no trace
   ReportModel model;  // the typed sections, sites with their `frames` too
 };
 
@@ -34,8 +34,9 @@ struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
 // or a missing section.
 //
 // The event trace (`trace`, up to a million events: most of a large
-// report's bytes) is kept only when asked for (`--format json`, `perfetto`,
-// `html`); without it, a report is read in little more memory than its text
+// report's bytes) is read only when asked for (`--format json`, `perfetto`,
+// `html`), into `model.trace`, its events straight from the text into their
+// structs; without it, a report is read in little more memory than its text
 // (docs/reliability.md, "Reading large reports").
 enum class TraceSection { kSkip, kKeep };
 bool ReadReport(const std::string& path, Report* out, std::string* error,

@@ -258,14 +258,12 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     ThrowIfOutOfMemory();
   }
   if (context.trace != nullptr) {
-    report[key::kTrace] = TraceSectionJson(*context.trace, snap, sites, context.phases);
+    m.trace = ReportTraceOf(*context.trace, snap, sites, context.phases);
     ThrowIfOutOfMemory();
   }
   // Last: every section above has named its frames.
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));
-  m.ToJson(&report);
-  ThrowIfOutOfMemory();
-  return DumpReport(std::move(report));  // the trace's events compact
+  return m.Dump(std::move(report));  // the trace's events compact, from their structs
 }
 
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,

@@ -161,7 +161,7 @@ void ReportModel::InlineFrameTable() {
   frame_table.clear();
 }
 
-void ReportModel::ToJson(json* doc) const {
+void ReportModel::ToJson(json* doc, bool trace_events) const {
   json& d = *doc;
   d[key::kSchema] = kReportSchemaName;
   d[key::kVersion] = kReportSchemaVersion;
@@ -235,6 +235,7 @@ void ReportModel::ToJson(json* doc) const {
   json table = json::array();
   for (const ReportFrame& f : frame_table) table.push_back(FrameJson(f));
   d[key::kFrameTable] = std::move(table);
+  if (trace.has_value()) d[key::kTrace] = ReportTraceJson(*trace, trace_events);
 }
 
 // Reading.
@@ -420,6 +421,9 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
   if (const json* t = r.ObjectAt(doc, "", key::kTimeline)) m.timeline = ReadTimeline(&r, *t);
   if (const json* k = r.ObjectAt(doc, "", key::kKernels)) m.kernels = ReadKernels(&r, *k);
   if (const json* l = r.ObjectAt(doc, "", key::kLifecycle)) m.lifecycle = ReadLifecycle(&r, *l);
+  if (const json* trace = r.ObjectAt(doc, "", key::kTrace)) {
+    ReadReportTrace(*trace, &m.trace.emplace(), &r);
+  }
   if (r.failed()) {
     *error = r.problem();
     return false;

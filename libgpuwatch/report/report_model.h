@@ -1,15 +1,11 @@
 // The report as types: what its header, totals, leaks, peak, allocation
 // sites, growth suspects, OOM request, phases and pool regions
 // (model_phases.h), transfers, kernels, timeline and lifecycle
-// (model_activity.h) hold, with the one JSON writer and
-// the one JSON reader of those sections. The library's writer fills a
+// (model_activity.h) and the event trace (model_trace.h) hold, with the one
+// JSON writer and the one JSON reader of every section. The library's writer fills a
 // ReportModel from its snapshots, `gpuwatch merge` reads many and writes
 // one, and the tools' reader and validator read every report through it, so
 // that a field's name, type and meaning are stated here once.
-//
-// Sections not typed yet (trace, phases, regions) stay JSON:
-// ReportModel::ToJson writes what it holds into a document that may carry
-// them.
 //
 // Each site list's figures are listed once, in a field table, with the rule
 // that merges them across processes (a sum, the largest or the smallest),
@@ -263,6 +259,7 @@ struct ReportUnwind {
 // The sections of model_*.h, which use the types above.
 #include "libgpuwatch/report/model_activity.h"  // IWYU pragma: export
 #include "libgpuwatch/report/model_phases.h"    // IWYU pragma: export
+#include "libgpuwatch/report/model_trace.h"     // IWYU pragma: export
 
 namespace gpuwatch {
 
@@ -301,6 +298,7 @@ struct ReportModel {
   // The frames sites' `stack` indices name (ToJson writes it; FromJson
   // reads it as given).
   std::vector<ReportFrame> frame_table;
+  std::optional<ReportTrace> trace;  // GPUWATCH_TRACE_EVENTS=0, merged reports: none
 
   // Calls `fn` on every site the model holds.
   void ForEachSite(const std::function<void(ReportSite&)>& fn);
@@ -314,8 +312,14 @@ struct ReportModel {
   void InlineFrameTable();
 
   // Writes the model's sections into `doc` (an object), with the schema's
-  // name and version; other members of `doc` are kept.
-  void ToJson(nlohmann::json* doc) const;
+  // name and version; other members of `doc` are kept. Without
+  // `trace_events`, the trace has no "events" (Dump writes them).
+  void ToJson(nlohmann::json* doc, bool trace_events = true) const;
+
+  // The report's text (DumpReport) of `doc` with the model's sections; the
+  // trace's events are written from their structs, never as a document
+  // (model_trace.cc).
+  std::string Dump(nlohmann::json doc) const;
 };
 
 // A leaks section as the report writes it (ReportModel::ToJson's).

@@ -150,7 +150,7 @@ std::string Text(const json& value, int indent = -1) {
 
 }  // namespace
 
-std::string DumpReport(json report) {
+std::string DumpReport(json report, const TraceEventLines* trace_events) {
   if (!report.is_object()) return Text(report, 2) + "\n";
   // The sections printed by hand, one element per line, after the rest.
   std::string tail;
@@ -173,10 +173,16 @@ std::string DumpReport(json report) {
       tail += "\n    " + Text(json(name)) + ": " + Text(value) + ",";
     }
     tail += "\n    \"events\": [";
-    for (size_t i = 0; i < events.size(); ++i) {
-      tail += (i == 0 ? "\n      " : ",\n      ") + Text(events[i]);
+    const size_t count = trace_events != nullptr ? trace_events->count : events.size();
+    for (size_t i = 0; i < count; ++i) {
+      tail += i == 0 ? "\n      " : ",\n      ";
+      if (trace_events != nullptr) {
+        trace_events->append(i, &tail);
+      } else {
+        tail += Text(events[i]);
+      }
     }
-    tail += events.empty() ? "]\n  }" : "\n    ]\n  }";
+    tail += count == 0 ? "]\n  }" : "\n    ]\n  }";
   }
   if (report.empty()) return tail.empty() ? "{}\n" : "{" + tail.substr(1) + "\n}\n";
   std::string text = OneLineStacks(Text(report, 2));  // ends with "\n}"

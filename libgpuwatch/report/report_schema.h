@@ -149,7 +149,15 @@ struct LeakSplitFigures {
 // come last, one frame and one event per line. Pretty-printed, those would
 // be most of a report's bytes and lines. Bytes that are not UTF-8 are
 // written as U+FFFD.
-std::string DumpReport(nlohmann::json report);
+//
+// `trace_events`, when given, are the trace's events in place of the
+// document's (ReportModel::Dump: a million events are not made a document
+// to be printed): how many, and what appends event i's line.
+struct TraceEventLines {
+  size_t count = 0;
+  std::function<void(size_t, std::string*)> append;
+};
+std::string DumpReport(nlohmann::json report, const TraceEventLines* trace_events = nullptr);
 
 }  // namespace gpuwatch
 

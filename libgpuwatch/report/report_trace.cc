@@ -9,7 +9,6 @@
 #include "libgpuwatch/base/memory_reserve.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/report/trace_json.h"
-#include "nlohmann/json.hpp"
 
 namespace gpuwatch {
 
@@ -21,90 +20,114 @@ std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace) {
   return ids;
 }
 
-nlohmann::json TraceSectionJson(const TraceSnapshot& trace, const TrackerSnapshot& snap,
-                                SiteResolver* sites, const PhasesSnapshot* phases) {
-  using nlohmann::json;
+ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& snap,
+                          SiteResolver* sites, const PhasesSnapshot* phases) {
+  ReportTrace out;
+  out.capacity = trace.capacity;
+  out.recorded = trace.recorded;
+  out.dropped = trace.dropped;
+  // The sites the events name, by id: the events refer to their rows.
+  std::map<uint32_t, uint32_t> site_row;  // canonical site -> its row in out.sites
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kOom) {
+      site_row.emplace(sites->Canonical(e.site), 0);
+    }
+  }
+  for (auto& [site, row] : site_row) {
+    row = static_cast<uint32_t>(out.sites.size());
+    out.sites.push_back({site, sites->LocationOf(site)});
+  }
   // Kernel names by their interned pointer: an index into "names" keeps the
   // events short in a run of millions of launches of a few kernels.
-  std::map<const char*, size_t> name_index;
-  json names = json::array();
-  std::map<uint32_t, std::string> locations;  // canonical site -> location
-  std::map<int, bool> devices;                // seen in an event
-  json events = json::array();
+  std::map<const char*, uint32_t> name_index;
   // Phase paths by id: an index into "phases", as kernel names.
-  std::map<uint64_t, size_t> phase_index;
-  json phase_names = json::array();
+  std::map<uint64_t, uint32_t> phase_index;
+  std::map<int, bool> devices;  // seen in an event
+  TraceTexts texts(&out);
+  // The words are a few fixed names (CopyKindName ...): never 65,536.
+  const auto word = [&texts](const char* name) {
+    uint16_t index = 0;
+    texts.Word(name, &index);
+    return index;
+  };
+  out.events.reserve(trace.events.size());
   for (const TraceEvent& e : trace.events) {
     ThrowIfOutOfMemory();  // near the memory limit: give up here, not in a destructor
+    ReportTraceEvent ev;
+    ev.time_ns = e.time_ns;
+    ev.device = e.device;
+    ev.value = e.value;
     switch (e.kind) {
       case TraceKind::kMemory:
+        ev.type = TraceEventType::kMem;
         devices[e.device] = true;
-        events.push_back(json::array({"mem", e.time_ns, e.device, e.value}));
         break;
-      case TraceKind::kCopy: {
-        const uint32_t site = sites->Canonical(e.site);
-        if (locations.count(site) == 0) locations[site] = sites->LocationOf(site);
-        events.push_back(json::array({"copy", e.time_ns, e.slice.end_ns, e.device, e.slice.stream,
-                                      e.value, CopyKindName(static_cast<CopyKind>(e.detail & 0xF)),
-                                      HostKindName(static_cast<HostKind>(e.detail >> 4)), site}));
+      case TraceKind::kCopy:
+        ev.type = TraceEventType::kCopy;
+        ev.end_ns = e.slice.end_ns;
+        ev.stream = e.slice.stream;
+        ev.word[0] = word(CopyKindName(static_cast<CopyKind>(e.detail & 0xF)));
+        ev.word[1] = word(HostKindName(static_cast<HostKind>(e.detail >> 4)));
+        ev.ref = site_row[sites->Canonical(e.site)];
         break;
-      }
       case TraceKind::kKernel: {
-        auto [it, added] = name_index.emplace(e.slice.name, names.size());
+        ev.type = TraceEventType::kKernel;
+        ev.end_ns = e.slice.end_ns;
+        ev.stream = e.slice.stream;
+        ev.value = 0;
+        auto [it, added] = name_index.emplace(e.slice.name, out.names.size());
         if (added) {
-          names.push_back(e.slice.name != nullptr ? DemangleKernel(e.slice.name)
-                                                  : std::string("(unknown)"));
+          out.names.push_back(e.slice.name != nullptr ? DemangleKernel(e.slice.name)
+                                                      : std::string("(unknown)"));
         }
-        events.push_back(json::array(
-            {"kernel", e.time_ns, e.slice.end_ns, e.device, e.slice.stream, it->second}));
+        ev.ref = it->second;
         break;
       }
       case TraceKind::kMark: {
+        ev.type = TraceEventType::kMark;
+        ev.device = 0;
         const char* end = static_cast<const char*>(std::memchr(e.label, '\0', sizeof(e.label)));
-        const std::string label(e.label, end != nullptr ? end : e.label + sizeof(e.label));
-        events.push_back(json::array({"mark", e.time_ns, e.value, label}));
+        ev.ref = texts.Label(std::string_view(
+            e.label, (end != nullptr ? end : e.label + sizeof(e.label)) - e.label));
         break;
       }
       case TraceKind::kPeak:
-        events.push_back(json::array({"peak", e.time_ns, e.value}));
+        ev.type = TraceEventType::kPeak;
+        ev.device = 0;
         break;
-      case TraceKind::kOom: {
-        const uint32_t site = sites->Canonical(e.site);
-        if (locations.count(site) == 0) locations[site] = sites->LocationOf(site);
-        events.push_back(json::array({"oom", e.time_ns, e.device, e.value,
-                                      MemKindName(static_cast<MemKind>(e.detail)), site}));
+      case TraceKind::kOom:
+        ev.type = TraceEventType::kOom;
+        ev.word[0] = word(MemKindName(static_cast<MemKind>(e.detail)));
+        ev.ref = site_row[sites->Canonical(e.site)];
         break;
-      }
       case TraceKind::kPhase: {
-        auto [it, added] = phase_index.emplace(e.value, phase_names.size());
+        ev.type = TraceEventType::kPhase;
+        ev.end_ns = e.slice.end_ns;
+        ev.stream = e.slice.stream;
+        ev.device = 0;
+        ev.value = 0;
+        auto [it, added] = phase_index.emplace(e.value, out.phases.size());
         if (added) {
           const int row = phases != nullptr ? phases->IndexOf(static_cast<uint32_t>(e.value)) : -1;
-          phase_names.push_back(row >= 0 ? phases->paths[static_cast<size_t>(row)]
-                                         : std::string("(unknown)"));
+          out.phases.push_back(row >= 0 ? phases->paths[static_cast<size_t>(row)]
+                                        : std::string("(unknown)"));
         }
-        events.push_back(
-            json::array({"phase", e.time_ns, e.slice.end_ns, e.slice.stream, it->second}));
+        ev.ref = it->second;
         break;
       }
       case TraceKind::kNone:
-        break;
+        continue;
     }
+    out.events.push_back(ev);
   }
-  json device_list = json::array();
   for (int d = 0; d < Tracker::kMaxDevices; ++d) {
     if (snap.device_peak_bytes_by_device[d] == 0 && devices.count(d) == 0) continue;
-    device_list.push_back({{"device", d},
-                           {"live_bytes", snap.device_bytes_by_device[d]},
-                           {"peak_bytes", snap.device_peak_bytes_by_device[d]}});
+    ReportTraceDevice& row = out.devices.emplace_back();
+    row.device = d;
+    row.live_bytes = snap.device_bytes_by_device[d];
+    row.peak_bytes = snap.device_peak_bytes_by_device[d];
   }
-  json site_list = json::array();
-  for (const auto& [site, location] : locations) {
-    site_list.push_back({{"site", site}, {"location", location}});
-  }
-  return {{"capacity", trace.capacity}, {"recorded", trace.recorded},
-          {"dropped", trace.dropped},   {"devices", device_list},
-          {"sites", site_list},         {"names", names},
-          {"phases", phase_names},      {"events", events}};
+  return out;
 }
 
 }  // namespace gpuwatch

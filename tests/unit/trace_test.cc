@@ -184,7 +184,7 @@ TEST(Trace, ReportSectionIsCompact) {
   trace.Mark(40, 1, "step");
   const TraceSnapshot t = trace.Snapshot();  // mem, peak, copy, mark
   SiteResolver sites(nullptr);
-  const nlohmann::json j = TraceSectionJson(t, tracker.Snapshot(), &sites);
+  const nlohmann::json j = ReportTraceJson(ReportTraceOf(t, tracker.Snapshot(), &sites));
   EXPECT_EQ(j["capacity"], 4);
   EXPECT_EQ(j["recorded"], 4);
   EXPECT_EQ(j["dropped"], 0);
