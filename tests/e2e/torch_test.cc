@@ -1,6 +1,7 @@
 // End-to-end tests with real PyTorch: a CUDA build of torch (scripts/torch-env.sh) runs
 // tests/e2e/programs/torch_*.py on the CUDA simulator under libgpuwatch.so, and gpuwatch's
-// report must agree with PyTorch's own counters, which the script prints.
+// report must agree with PyTorch's own counters, which the script prints. Each test runs under
+// `gpuwatch run`, LD_PRELOAD and the driver's injection.
 //
 // The interpreter is the one GPUWATCH_TORCH_PYTHON names (the last line scripts/torch-env.sh
 // prints; .ci/run sets it). Without it, or when it cannot import torch, every test skips with
@@ -10,7 +11,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
@@ -29,7 +32,9 @@ int64_t Printed(const std::string& out, const std::string& name) {
   return std::stoll(lines[0].substr(name.size() + 1));
 }
 
-class TorchTest : public ::testing::Test {
+// Each test runs with gpuwatch attached by `gpuwatch run`, LD_PRELOAD and the driver's
+// injection (CUDA_INJECTION64_PATH), which PyTorch's lazy CUDA initialisation reaches.
+class TorchTest : public ::testing::TestWithParam<Attach> {
  protected:
   void SetUp() override {
     const char* python = std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
@@ -43,13 +48,37 @@ class TorchTest : public ::testing::Test {
     }
   }
 
+  // Runs `script` in `dir` on the simulator with gpuwatch attached as the parameter says; the
+  // report goes to `out`.
+  ProcessResult Run(const ScopedTempDir& dir, const std::string& script,
+                    const std::string& out) const {
+    std::map<std::string, std::string> env = SimEnv();
+    env["PYTHONUNBUFFERED"] = "1";
+    std::vector<std::string> argv = {python_, script};
+    switch (GetParam()) {
+      case Attach::kRun:
+        argv.insert(argv.begin(), {kCli, "run", "-o", out, "--"});
+        break;
+      case Attach::kPreload:
+        env["LD_PRELOAD"] = kLib;
+        env["GPUWATCH_OUTPUT"] = out;
+        break;
+      case Attach::kInjection:
+        env["CUDA_INJECTION64_PATH"] = kLib;
+        env["NVTX_INJECTION64_PATH"] = kLib;
+        env["GPUWATCH_OUTPUT"] = out;
+        break;
+    }
+    return RunProcess(argv, env, dir.path());
+  }
+
   std::string python_;
 };
 
 // The default caching allocator: the segment PyTorch reserves for the first tensor is the only
 // device memory live at exit, gpuwatch counts exactly memory_reserved() bytes, and the site is
 // the script's line that created the tensor, in the caching-allocator category.
-TEST_F(TorchTest, CachingAllocatorSegmentIsReservedBytesAtTheTensorLine) {
+TEST_P(TorchTest, CachingAllocatorSegmentIsReservedBytesAtTheTensorLine) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
   const ProcessResult r = RunProcess({python_, kSegmentsScript},
@@ -75,6 +104,20 @@ TEST_F(TorchTest, CachingAllocatorSegmentIsReservedBytesAtTheTensorLine) {
   EXPECT_EQ(site["bytes"], reserved);
   EXPECT_EQ(site["category"], "caching-allocator") << site.dump(1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Attach, TorchTest,
+                         ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
+                         [](const ::testing::TestParamInfo<Attach>& info) {
+                           switch (info.param) {
+                             case Attach::kRun:
+                               return "GpuwatchRun";
+                             case Attach::kPreload:
+                               return "Preload";
+                             case Attach::kInjection:
+                               return "Injection";
+                           }
+                           return "Unknown";
+                         });
 
 }  // namespace
 }  // namespace gpuwatch::testing
