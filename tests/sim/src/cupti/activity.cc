@@ -324,3 +324,15 @@ GWSIM_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableAllocationSource(uint8_t en
 GWSIM_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t enable) {
   return CUPTI_SUCCESS;
 }
+
+// Accepted, with no effect: the simulator makes no CUDA_EVENT records (PyTorch's Kineto links
+// these two).
+GWSIM_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t enable) {
+  return CUPTI_SUCCESS;
+}
+
+// Accepted; the simulator's records keep its own clock (cuptiGetTimestamp's), not the callback's.
+GWSIM_EXPORT CUptiResult CUPTIAPI
+cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp) {
+  return funcTimestamp == nullptr ? CUPTI_ERROR_INVALID_PARAMETER : CUPTI_SUCCESS;
+}

@@ -87,6 +87,33 @@ GWSIM_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, uns
                      [&] { return CreateStream(flags, priority, phStream); });
 }
 
+// As a Hopper GPU's: 0 (least) to -5 (greatest); a priority outside is clamped at creation.
+GWSIM_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority,
+                                                          int* greatestPriority) {
+  return TraceDriver(GWSIM_DRV(cuCtxGetStreamPriorityRange),
+                     cuCtxGetStreamPriorityRange_params{leastPriority, greatestPriority}, [&] {
+                       CUctx_st* ctx = nullptr;
+                       if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+                       if (leastPriority != nullptr) *leastPriority = kLeastStreamPriority;
+                       if (greatestPriority != nullptr) {
+                         *greatestPriority = kGreatestStreamPriority;
+                       }
+                       return CUDA_SUCCESS;
+                     });
+}
+
+GWSIM_DRV_PER_THREAD_TWINS(cuStreamGetPriority, cuStreamGetPriority_ptsz,
+                           (CUstream hStream, int* priority), (hStream, priority), {
+                             CUstream_st* s = nullptr;
+                             if (CUresult r = ResolveStream(hStream, per_thread, &s);
+                                 r != CUDA_SUCCESS) {
+                               return r;
+                             }
+                             if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+                             *priority = s->priority;
+                             return CUDA_SUCCESS;
+                           })
+
 GWSIM_DRV_TRACED(cuStreamDestroy_v2, false, (CUstream hStream), (hStream),
                  { return DestroyStream(hStream); })
 

@@ -228,6 +228,17 @@ GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev)
   });
 }
 
+// "0000:<bus>:00.0", the bus being CU_DEVICE_ATTRIBUTE_PCI_BUS_ID (device + 1).
+GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  return TraceDriver(GWSIM_DRV(cuDeviceGetPCIBusId), cuDeviceGetPCIBusId_params{pciBusId, len, dev},
+                     [&] {
+                       if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
+                       if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+                       std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", dev + 1);
+                       return CUDA_SUCCESS;
+                     });
+}
+
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   return TraceDriver(GWSIM_DRV(cuDeviceTotalMem_v2), cuDeviceTotalMem_v2_params{bytes, dev}, [&] {
     return DeviceQuery(dev, bytes, [&] { return D().config.device_memory; });

@@ -288,6 +288,28 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool
                      });
 }
 
+// Access from other devices: validated (a pool, descriptors of existing devices, flags none or
+// read-write), then nothing to do: simulated devices read each other's memory.
+GWSIM_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map,
+                                                 size_t count) {
+  return TraceDriver(GWSIM_DRV(cuMemPoolSetAccess), cuMemPoolSetAccess_params{pool, map, count},
+                     [&] {
+                       if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+                       if (!ValidPool(pool) || (map == nullptr && count > 0)) {
+                         return CUDA_ERROR_INVALID_VALUE;
+                       }
+                       for (size_t i = 0; i < count; ++i) {
+                         if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+                             CheckDevice(map[i].location.id) != CUDA_SUCCESS ||
+                             (map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+                              map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) {
+                           return CUDA_ERROR_INVALID_VALUE;
+                         }
+                       }
+                       return CUDA_SUCCESS;
+                     });
+}
+
 GWSIM_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                                     void* value) {
   return TraceDriver(GWSIM_DRV(cuMemPoolGetAttribute),

@@ -235,6 +235,7 @@ CUresult CreateStream(unsigned flags, int priority, CUstream_st** out) {
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = D();
+  priority = std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
   auto* s = new CUstream_st{d.next_stream_id.fetch_add(1), ctx, flags, priority};
   {
     std::lock_guard lock(d.mu);

@@ -265,6 +265,10 @@ bool ValidContext(CUctx_st* ctx);
 
 // Streams: resolves NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD against the current context.
 CUresult ResolveStream(CUstream stream, bool per_thread_default, CUstream_st** out);
+// Stream priorities (cuCtxGetStreamPriorityRange): lower numbers are greater priorities.
+inline constexpr int kLeastStreamPriority = 0;
+inline constexpr int kGreatestStreamPriority = -5;
+// A priority outside the range is clamped to it, as the driver does.
 CUresult CreateStream(unsigned flags, int priority, CUstream_st** out);
 CUresult DestroyStream(CUstream_st* stream);
 

@@ -204,6 +204,24 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, enum cudaD
                       });
 }
 
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  return TraceRuntime(
+      GWSIM_RT(cudaDeviceGetPCIBusId, v4010),
+      GWSIM_RT_PARAMS(cudaDeviceGetPCIBusId, v4010){pciBusId, len, device},
+      [&] { return WithDriver([&] { return Drv().cuDeviceGetPCIBusId(pciBusId, len, device); }); });
+}
+
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int* leastPriority,
+                                                                    int* greatestPriority) {
+  return TraceRuntime(
+      GWSIM_RT(cudaDeviceGetStreamPriorityRange, v5050),
+      GWSIM_RT_PARAMS(cudaDeviceGetStreamPriorityRange, v5050){leastPriority, greatestPriority},
+      [&] {
+        return WithContext(
+            [&] { return Drv().cuCtxGetStreamPriorityRange(leastPriority, greatestPriority); });
+      });
+}
+
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device,
                                                            int peerDevice) {
   return TraceRuntime(
@@ -279,6 +297,12 @@ GWSIM_RT_PER_THREAD_TWINS(cudaStreamQuery, v3020, cudaStreamQuery_ptsz, v7000,
                           (cudaStream_t stream), (stream), {
                             return InContext(per_thread, Drv().cuStreamQuery,
                                              Drv().cuStreamQuery_ptsz, stream);
+                          })
+
+GWSIM_RT_PER_THREAD_TWINS(cudaStreamGetPriority, v5050, cudaStreamGetPriority_ptsz, v7000,
+                          (cudaStream_t hStream, int* priority), (hStream, priority), {
+                            return InContext(per_thread, Drv().cuStreamGetPriority,
+                                             Drv().cuStreamGetPriority_ptsz, hStream, priority);
                           })
 
 GWSIM_RT_PER_THREAD_TWINS(cudaStreamWaitEvent, v3020, cudaStreamWaitEvent_ptsz, v7000,

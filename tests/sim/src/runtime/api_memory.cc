@@ -284,6 +284,20 @@ GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool
                       });
 }
 
+// cudaMemAccessDesc and CUmemAccessDesc have one layout (a location, then the flags).
+static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));
+GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool,
+                                                        const struct cudaMemAccessDesc* descList,
+                                                        size_t count) {
+  return TraceRuntime(GWSIM_RT(cudaMemPoolSetAccess, v11020),
+                      GWSIM_RT_PARAMS(cudaMemPoolSetAccess, v11020){memPool, descList, count}, [&] {
+                        return WithContext([&] {
+                          return Drv().cuMemPoolSetAccess(
+                              memPool, reinterpret_cast<const CUmemAccessDesc*>(descList), count);
+                        });
+                      });
+}
+
 GWSIM_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool,
                                                            enum cudaMemPoolAttr attr, void* value) {
   return TraceRuntime(GWSIM_RT(cudaMemPoolGetAttribute, v11020),
