@@ -263,12 +263,6 @@ void DoAttach(const char* mode) {
   InstallForkHandlers();
   if (s.config().exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
   s.active.store(true);
-  // Injection runs inside cuInit, within the program's first CUDA call: what
-  // the first-call hook does (the exit handler, the driver's cuMemGetInfo for
-  // OOM reports) is done now, since first_call_ns is set above and that
-  // call's ENTER (if any: a program may call cuInit itself, which has none)
-  // does not run it again. The preload constructor waits for that call.
-  if (std::strcmp(mode, "injection") == 0) OnFirstCall();
   // The background thread polls the request pipe and the live socket.
   if (!MakeRequestPipe(s)) {
     Warn(
@@ -280,6 +274,13 @@ void DoAttach(const char* mode) {
   InstallFatalSignalHandlers(s.config().snapshot_signal, &WriteSignalReport, s.request_pipe[1]);
   OpenLiveSocket(s);
   if (StartBackgroundThread(s)) InstallSnapshotSignal(s);
+  // Injection runs inside cuInit, within the program's first CUDA call: what
+  // the first-call hook does (the exit handler, the "cuda" line; the rest on
+  // the background thread, started just above) is done now, since
+  // first_call_ns is set above and that call's ENTER (if any: a program may
+  // call cuInit itself, which has none) does not run it again. The preload
+  // constructor waits for that call.
+  if (std::strcmp(mode, "injection") == 0) OnFirstCall();
 }
 
 // Attaches once, whichever entry point comes first; the first caller's mode

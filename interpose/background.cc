@@ -33,8 +33,9 @@ void SamplePeriodic(Agent& s) {
 
 // What the request pipe asked for since the last round.
 struct Requests {
-  bool snapshot = false;  // 's'
-  bool reports = false;   // 'r'
+  bool snapshot = false;    // 's'
+  bool reports = false;     // 'r'
+  bool first_call = false;  // 'f'
 };
 
 // Drains the request pipe (non-blocking): notes snapshots and queued
@@ -51,6 +52,8 @@ bool ReadRequests(int fd, Requests* out) {
         out->snapshot = true;
       } else if (bytes[i] == 'r') {
         out->reports = true;
+      } else if (bytes[i] == 'f') {
+        out->first_call = true;
       } else {
         ServeFatalSignalRequest(bytes[i]);
       }
@@ -69,6 +72,7 @@ void* BackgroundThread(void*) {
   s.bg_starting = false;
   s.bg_started.notify_all();
   SetFatalSignalServerThread();
+  FirstCallWork();  // a first call made before the thread started (injection)
   // An fd of -1 is ignored by poll.
   pollfd fds[2] = {{s.request_pipe[0], POLLIN, 0}, {LiveSocketFd(), POLLIN, 0}};
   const bool live = fds[1].fd >= 0;
@@ -107,6 +111,7 @@ void* BackgroundThread(void*) {
     try {
       // Signals that came while the last snapshot was written make one more
       // snapshot, not one each: a burst of signals cannot queue work.
+      if (requests.first_call) FirstCallWork();
       if (requests.snapshot) WriteSnapshot("signal");
       // Every report queued so far is written: the bytes are only wake-ups.
       if (requests.reports) WritePendingReports();
@@ -187,6 +192,7 @@ bool StartBackgroundThread(Agent& s) {
         std::strerror(rc));
     return false;
   }
+  s.bg_running.store(true, std::memory_order_release);
   FatalSignalServerCreated();
   pthread_detach(thread);
   pthread_setname_np(thread, "gpuwatch-bg");

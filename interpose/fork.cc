@@ -101,6 +101,10 @@ void RestartInChild() {
   RenewPipe(s.request_pipe);
   FatalSignalsAfterFork(s.request_pipe[1]);  // before the background thread starts
   LiveAfterFork(s);
+  // The parent's first-call work is the parent's; the child's own first call
+  // (its recording starts without one) asks its own thread.
+  s.first_call_work.store(false);
+  s.bg_running.store(false);
   StartBackgroundThread(s);
 }
 

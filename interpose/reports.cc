@@ -325,7 +325,12 @@ std::atomic<bool> g_exit_status_handler{false};
 // failure: the device's free and total memory, and the graph memory it keeps
 // for reuse that no graph holds (freed by graphs, returned to the device only
 // by cudaDeviceGraphMemTrim). Zeros where it cannot tell.
-void DeviceMemoryInfo(const Agent& s, OomInfo* oom) {
+// Stays in the failing call's callback, on its thread, by design:
+// cuMemGetInfo answers for the calling thread's current context (the
+// background thread has none, or another device's), and the free memory is
+// the moment's (a framework frees its caches and retries right after).
+void DeviceMemoryInfo(Agent& s, OomInfo* oom) {
+  ResolveDriverQueries(s);  // when the background thread has not yet
   size_t f = 0;
   size_t t = 0;
   if (const MemGetInfoFn fn = s.driver.mem_get_info.load(); fn != nullptr && fn(&f, &t) == 0) {
@@ -364,30 +369,63 @@ void RegisterExitStatusHandler() {
   on_exit(OnExitStatus, nullptr);
 }
 
-void OnFirstCall() {
-  RegisterExitHandler();
-  Agent& s = GetAgent();
-  // Under `gpuwatch run`: this process uses CUDA, so it owes a report. If it
-  // ends without one (_exit, the dynamic loader's status 127), the command
-  // says so and shows the last checkpoint.
-  LogReport(s, "cuda", "");
-  // The runtime may have been loaded after attach (dlopen, import torch).
-  if (s.session->stacks() != nullptr) RefreshToolModules();
-  // For what gpuwatch asks the driver: an out-of-memory report's free memory
-  // and graph pool, the size of memory opened through CUDA IPC. The reference
-  // is kept, so that the functions stay valid as long as gpuwatch may call
-  // them.
+// For what gpuwatch asks the driver: an out-of-memory report's free memory
+// and graph pool, the size of memory opened through CUDA IPC. The reference
+// is kept, so that the functions stay valid as long as gpuwatch may call
+// them. Done by the background thread after the first CUDA call, or by the
+// first callback that needs them before it did: two threads may both resolve
+// them, and store the same values.
+void ResolveDriverQueries(Agent& s) {
+  if (s.driver.resolved.load(std::memory_order_acquire)) return;
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
     s.driver.mem_get_info.store(reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
     s.driver.graph_mem_attribute.store(
         reinterpret_cast<GraphMemAttributeFn>(dlsym(driver, "cuDeviceGetGraphMemAttribute")));
     s.driver.mem_get_address_range.store(
         reinterpret_cast<MemGetAddressRangeFn>(dlsym(driver, "cuMemGetAddressRange_v2")));
+    s.driver.resolved.store(true, std::memory_order_release);
   }
 }
 
+// The first CUDA call's callback keeps what must happen on the calling
+// thread before the call returns to the program:
+// - the exit report's handler (RegisterExitHandler: its place among the
+//   program's exit handlers is this moment's);
+// - under `gpuwatch run`, the "cuda" line: this process uses CUDA, so it owes
+//   a report, and if it ends without one (_exit, the dynamic loader's status
+//   127, an exec in its place) the command says so. A program may exec or
+//   _exit as soon as the call returns (Run.SaysWhenAProgramReplacedItselfByExec
+//   does), so the line cannot wait for another thread.
+// The rest (FirstCallWork) goes to the background thread.
+void OnFirstCall() {
+  RegisterExitHandler();
+  Agent& s = GetAgent();
+  LogReport(s, "cuda", "");
+  s.first_call_work.store(true, std::memory_order_release);
+  if (s.bg_running.load(std::memory_order_acquire) && s.request_pipe[1] >= 0) {
+    const char byte = 'f';
+    if (write(s.request_pipe[1], &byte, 1) == 1) return;
+  }
+  // No background thread (or a full pipe, which a fresh process cannot have
+  // at its first call; or attach under injection, before the thread starts:
+  // DoAttach runs this once the thread is up).
+  FirstCallWork();
+}
+
+void FirstCallWork() {
+  Agent& s = GetAgent();
+  if (!s.first_call_work.exchange(false, std::memory_order_acq_rel)) return;
+  // The runtime may have been loaded after attach (dlopen, import torch).
+  // (A context's creation refreshes them too, in its callback, before any
+  // allocation in it captures a stack.)
+  if (s.session->stacks() != nullptr) RefreshToolModules();
+  ResolveDriverQueries(s);
+}
+
 uint64_t MappedSize(uint64_t address) {
-  const MemGetAddressRangeFn fn = GetAgent().driver.mem_get_address_range.load();
+  Agent& s = GetAgent();
+  ResolveDriverQueries(s);  // when the background thread has not yet
+  const MemGetAddressRangeFn fn = s.driver.mem_get_address_range.load();
   unsigned long long base = 0;
   size_t size = 0;
   if (fn == nullptr || fn(&base, &size, address) != 0) return 0;
@@ -395,10 +433,11 @@ uint64_t MappedSize(uint64_t address) {
 }
 
 // An allocation failed for lack of memory. What only this moment knows is
-// captured before the error reaches the caller: the live memory, the failed
-// request and the device's free memory; the background thread writes the
-// report. Frameworks retry after freeing caches, so reports are rate-limited
-// (one per second, ten in all); every failure is counted.
+// captured before the error reaches the caller: the live memory by site (the
+// tracker's per-site counters, Tracker::LiveBySite: no shard lock, a cost
+// that grows with the sites, not the allocations), the failed request and the
+// device's free memory; the background thread writes the report. Frameworks retry after freeing
+// caches, so reports are rate-limited (one per second, ten in all); every failure is counted.
 void OnOutOfMemory(const OomEvent& event) {
   Agent& s = GetAgent();
   s.ooms.fetch_add(1);
@@ -426,15 +465,16 @@ void OnOutOfMemory(const OomEvent& event) {
   report.oom.stack_id = event.stack_id;
   report.oom.device = event.device;
   DeviceMemoryInfo(s, &report.oom);
-  report.snapshot = s.recording().tracker.Snapshot();
+  report.snapshot = s.recording().tracker.LiveBySite();
   QueueReport(s, std::move(report));
 }
 
 // A CUDA context is about to be destroyed (cudaDeviceReset, cuCtxDestroy, or
 // the runtime's own teardown at exit): what is still live in it is leaked.
 // This is the last moment at which the driver still holds that memory: the
-// live memory is captured now, unless the exit report already covers it, and
-// the background thread writes the report.
+// live memory is captured now by site (as for an out-of-memory failure),
+// unless the exit report already covers it, and the background thread
+// writes the report.
 void OnContextDestroy() {
   Agent& s = GetAgent();
   if (!s.active.load()) return;
@@ -448,7 +488,7 @@ void OnContextDestroy() {
   PendingReport report;
   report.path = s.output_path + ".context-" + std::to_string(n);
   report.trigger = "context_destroy";
-  report.snapshot = s.recording().tracker.Snapshot();
+  report.snapshot = s.recording().tracker.LiveBySite();
   QueueReport(s, std::move(report));
 }
 

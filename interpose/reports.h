@@ -39,8 +39,14 @@ bool NoticeDetach(Agent& s);
 void OnOutOfMemory(const OomEvent& event);
 void OnContextDestroy();
 void OnFirstCall();
-// CallbackHooks::mapped_size: the driver's cuMemGetAddressRange (resolved at
-// the first CUDA call) of `address`; 0 when unknown.
+// What the first CUDA call leaves to the background thread (the tool
+// modules' ranges, the driver's functions gpuwatch calls); once, after
+// OnFirstCall: later calls return at once.
+void FirstCallWork();
+// The driver's functions gpuwatch calls (DriverQueries), resolved once.
+void ResolveDriverQueries(Agent& s);
+// CallbackHooks::mapped_size: the driver's cuMemGetAddressRange (resolved
+// after the first CUDA call) of `address`; 0 when unknown.
 uint64_t MappedSize(uint64_t address);
 
 // Writes the reports callbacks queued; the background thread, on its wake pipe.

@@ -48,12 +48,14 @@ json PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap, SiteRes
               {"alloc_bytes", r.alloc_bytes},
               {"host_allocs", r.host_allocs},
               {"host_alloc_bytes", r.host_alloc_bytes},
-              {"live_bytes", live[i].bytes},
-              {"live_count", live[i].count},
-              {"host_live_bytes", live[i].host_bytes},
-              {"host_live_count", live[i].host_count},
               {"peak_bytes", r.peak_bytes},
               {"launches", r.launches}};
+    if (!snap.live_by_site) {  // a capture by site does not know the phases of what was live
+      e["live_bytes"] = live[i].bytes;
+      e["live_count"] = live[i].count;
+      e["host_live_bytes"] = live[i].host_bytes;
+      e["host_live_count"] = live[i].host_count;
+    }
     if (r.peak_site != 0) {
       const uint32_t site = sites->Canonical(r.peak_site);
       e["peak_site"] = {{"site", site}, {"location", sites->LocationOf(site)}};
