@@ -26,6 +26,7 @@
 
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
+#include "interpose/current_session.h"
 #include "libgpuwatch/base/config.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/report/report.h"
@@ -62,11 +63,10 @@ struct DriverQueries {
 };
 
 struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
-  // Made at attach once CUPTI took the subscription; null before (and when
-  // gpuwatch is off). Read only once `active` is set.
-  Session* session = nullptr;
-  const Config& config() const { return session->config(); }
-  Recording& recording() const { return session->recording(); }
+  // The Session's (current_session.h), made at attach once CUPTI took the
+  // subscription. Only once `active` is set.
+  const Config& config() const { return CurrentSession()->config(); }
+  Recording& recording() const { return CurrentSession()->recording(); }
 
   CuptiApi cupti;
   CUpti_SubscriberHandle subscriber = nullptr;

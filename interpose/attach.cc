@@ -199,31 +199,32 @@ void DoAttach(const char* mode) {
     RefreshToolModules();
   }
   std::string warning;
-  s.session = new Session(std::move(config), &warning, &ProcessPhases());
+  // Set up whole before it is published (current_session.h).
+  auto* session = new Session(std::move(config), &warning, &ProcessPhases());
   if (!warning.empty()) Warn("%s", warning.c_str());
   if (const std::string notice = NvtxNotice(); !notice.empty()) Warn("%s", notice.c_str());
-  Recording& tables = s.recording();
-  if (s.session->stacks() != nullptr) {
-    if (s.config().python) InitPythonStacks();  // Python frames too, in a CPython process
+  Recording& tables = session->recording();
+  if (session->stacks() != nullptr) {
+    if (session->config().python) InitPythonStacks();  // Python frames too, in a CPython process
     // What the attaching thread's first capture would do, done now: with
     // LD_PRELOAD that is before main(), not in the program's first CUDA
     // call. Its stack bounds (the main thread's come from reading all of
     // /proc/self/maps: milliseconds under PyTorch) and the first chunk of
     // the stack table.
     PrimeStackBounds(pthread_self());
-    s.session->stacks()->Prepare();
+    session->stacks()->Prepare();
   }
   if (tables.trace != nullptr) {
     // Activity records are stamped on CUPTI's clock: measure its offset from
     // the tracker's once. Without it copies and kernels are not traced.
     uint64_t gpu_now = 0;
     if (s.cupti.GetTimestamp != nullptr && s.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
-      s.session->SetGpuClock(gpu_now);
+      session->SetGpuClock(gpu_now);
     } else {
       s.cupti.GetTimestamp = nullptr;
     }
   }
-  if (!s.session->LoadSuppressions(&error)) Warn("%s; nothing is suppressed", error.c_str());
+  if (!session->LoadSuppressions(&error)) Warn("%s; nothing is suppressed", error.c_str());
   if (std::strcmp(mode, "injection") == 0) {
     // Attached inside cuInit, which the runtime runs at the start of the
     // program's first call, before that call's ENTER callback: the call is
@@ -231,6 +232,8 @@ void DoAttach(const char* mode) {
     tables.lifecycle.first_call_observed = false;
     tables.lifecycle.FirstCall(tables.tracker.NowNs());
   }
+  // Before anything that reads it is enabled: activity records, callbacks.
+  PublishSession(session);
   s.attach_mode = mode;
   s.command = ReadCommandLine();
   s.output_path = AbsolutePath(ExpandOutputPattern(
@@ -239,7 +242,6 @@ void DoAttach(const char* mode) {
   char cwd[PATH_MAX];
   s.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   CallbackHooks hooks;
-  hooks.session = s.session;
   hooks.depth = s.config().depth;
   hooks.on_oom = &OnOutOfMemory;
   hooks.on_context_destroy = &OnContextDestroy;
@@ -249,7 +251,7 @@ void DoAttach(const char* mode) {
   hooks.get_graph_node_id = s.cupti.GetGraphNodeId;
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
-  s.activity = EnableActivity(s.cupti, s.session, s.config().kernel_timing, &error);
+  s.activity = EnableActivity(s.cupti, s.config().kernel_timing, &error);
   if (!s.activity)
     Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
   hooks.copy_activity = s.activity;
@@ -258,6 +260,7 @@ void DoAttach(const char* mode) {
     Warn("profiling is off: %s", error.c_str());
     MarkNotRecording(error, s.config().run_log);
     s.cupti.Unsubscribe(s.subscriber);
+    PublishSession(nullptr);  // nothing records into it (NVTX's memory extension, activity)
     return;
   }
   InstallForkHandlers();

@@ -38,13 +38,13 @@ bool LockAgent() {
   background.release();  // held until UnlockAgent
   mux::LockForFork();
   s.report_mu.lock();
-  s.session->LockForFork();
+  CurrentSession()->LockForFork();
   return true;
 }
 
 void UnlockAgent() {
   Agent& s = GetAgent();
-  s.session->UnlockAfterFork();
+  CurrentSession()->UnlockAfterFork();
   s.report_mu.unlock();
   mux::UnlockAfterFork();
   s.bg_mu.unlock();
@@ -82,7 +82,7 @@ void RenewPipe(int fds[2]) {
 // Every lock is free again by now.
 void RestartInChild() {
   Agent& s = GetAgent();
-  s.session->StartChildRecording();  // the callbacks and activity records see it at once
+  CurrentSession()->StartChildRecording();  // the callbacks and activity records see it at once
   s.snapshots.store(0);
   s.ooms.store(0);
   s.context_reports.store(0);

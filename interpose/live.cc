@@ -130,8 +130,8 @@ std::string BuildState(Agent& s, Live& live, size_t top) {
     if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
   }
   std::lock_guard<Mutex> lock(s.report_mu);  // the reports' symbolizer
-  SiteResolver resolver(s.session->stacks(),
-                        s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr);
+  SiteResolver resolver(CurrentSession()->stacks(),
+                        CurrentSession()->stacks() != nullptr ? SharedSymbolizer(s) : nullptr);
   return BuildLiveState(in, &resolver);
 }
 

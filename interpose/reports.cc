@@ -122,7 +122,7 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
   request.context.oom = oom;
   request.context.oom_count = s.ooms.load();
   request.captured = captured;
-  request.symbolizer = s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr;
+  request.symbolizer = CurrentSession()->stacks() != nullptr ? SharedSymbolizer(s) : nullptr;
   if (request.symbolizer != nullptr) {
     // libdw ends the process when it runs out of memory: near the host's
     // limit, this report gets names and modules without file:line.
@@ -134,7 +134,7 @@ bool WriteReportOrThrow(Agent& s, const std::string& path, const char* trigger, 
     }
     request.symbolizer->set_libdw_allowed(room);
   }
-  SessionReport report(*s.session, std::move(request));
+  SessionReport report(*CurrentSession(), std::move(request));
   report.Build();
   ThrowIfOutOfMemory();
   if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
@@ -266,8 +266,8 @@ constexpr int kExitStatusUnknown = INT_MIN;
 // cudart.
 void OnProcessExit(int status, void*) {
   Agent& s = GetAgent();
-  if (s.session == nullptr) return;  // never attached: nothing to report
-  CloseLiveSocket();                 // the process is ending: readers see it gone
+  if (CurrentSession() == nullptr) return;  // never attached: nothing to report
+  CloseLiveSocket();                        // the process is ending: readers see it gone
   if (status != kExitStatusUnknown) s.recording().lifecycle.exit_status.store(status);
   WriteExitReport();
   s.exit_report_done_ns.store(s.recording().tracker.NowNs());
@@ -418,7 +418,7 @@ void FirstCallWork() {
   // The runtime may have been loaded after attach (dlopen, import torch).
   // (A context's creation refreshes them too, in its callback, before any
   // allocation in it captures a stack.)
-  if (s.session->stacks() != nullptr) RefreshToolModules();
+  if (CurrentSession()->stacks() != nullptr) RefreshToolModules();
   ResolveDriverQueries(s);
 }
 
@@ -567,8 +567,8 @@ std::string LiveSince(Tracker::Point point) {
   std::lock_guard<Mutex> lock(s.report_mu);
   const std::string mode =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
-  return LiveSinceJson(*s.session, point,
-                       s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr,
+  return LiveSinceJson(*CurrentSession(), point,
+                       CurrentSession()->stacks() != nullptr ? SharedSymbolizer(s) : nullptr,
                        PytorchAllocatesPerTensor(mode));
 }
 
