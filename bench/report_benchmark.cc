@@ -278,6 +278,39 @@ BENCHMARK(BM_ExitReport)
     ->Repetitions(3)
     ->ReportAggregatesOnly(false);
 
+// What an out-of-memory or context-destroy callback captures of the live
+// memory, inside the failing call (interpose/reports.cc): 0, the whole live
+// table (Tracker::Snapshot, what it took before issue 31: every shard's lock
+// and a copy of every allocation); 1, the live memory by site
+// (Tracker::LiveBySite: the per-site counters, no shard lock).
+void BM_OomCapture(benchmark::State& state) {
+  const int64_t live = state.range(0);
+  const int64_t sites = state.range(1);
+  const bool by_site = state.range(2) != 0;
+  Fixture f(live, sites, /*with_stacks=*/false);
+  if (!f.ok) {
+    state.SkipWithError("could not build the fixture (libunwind.so.8 missing?)");
+    return;
+  }
+  size_t rows = 0;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+    const TrackerSnapshot captured = by_site ? f.tracker.LiveBySite() : f.tracker.Snapshot();
+    rows = by_site ? captured.site_live.size() : captured.live.size();
+    benchmark::DoNotOptimize(captured.sites.data());
+  }
+  state.counters["rows"] = static_cast<double>(rows);  // sites, or allocations
+}
+BENCHMARK(BM_OomCapture)
+    ->ArgNames({"live", "sites", "by_site"})
+    ->Args({1000000, 10000, 0})
+    ->Args({1000000, 10000, 1})
+    ->Args({1000000, 1000, 0})
+    ->Args({1000000, 1000, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
+
 // Tracker::Snapshot's copying pattern alone, on LiveAlloc records: 64 shards
 // appended to one vector with reserve(size() + shard) before each (exact
 // reserve: libstdc++ then reallocates and copies everything so far, 64 times)

@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "interpose/cupti_mux.h"
+#include "interpose/current_session.h"
 #include "interpose/guard.h"
 #include "libgpuwatch/session/session.h"
 
@@ -16,9 +17,7 @@ namespace {
 constexpr size_t kBufferBytes = size_t{1} << 20;
 constexpr size_t kBufferAlign = 8;  // CUPTI's requirement
 
-// Set before the activity API is enabled; the tables are read through it
-// per buffer, so that a fork child's records go to its own.
-std::atomic<Session*> g_session{nullptr};
+// Set once the activity API's record layouts are known good (EnableActivity).
 decltype(&cuptiActivityGetNextRecord) g_next_record = nullptr;
 
 // A table from CUPTI's kinds (small integers) to gpuwatch's: each Map() says
@@ -107,7 +106,8 @@ void TraceCopy(Trace* trace, const R& r, const CopyRecord& c, uint32_t site) {
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   const ScopedInsideGpuwatch inside;  // takes the tables' locks (guard.h)
   CUpti_Activity* record = nullptr;
-  Session* session = g_session.load(std::memory_order_acquire);
+  // The tables are read per buffer, so that a fork child's records go to its own.
+  Session* session = CurrentSession();
   if (session == nullptr) return;
   Recording& tables = session->recording();
   Trace* trace = tables.trace_gpu ? tables.trace.get() : nullptr;
@@ -153,7 +153,7 @@ bool KnownActivityLayout(uint32_t cupti_version) {
   return cupti_version >= kFirstKnownCuptiVersion && cupti_version <= kLastKnownCuptiVersion;
 }
 
-bool EnableActivity(const CuptiApi& api, Session* session, bool kernel_timing, std::string* error) {
+bool EnableActivity(const CuptiApi& api, bool kernel_timing, std::string* error) {
   if (api.ActivityRegisterCallbacks == nullptr || api.ActivityEnable == nullptr ||
       api.ActivityFlushAll == nullptr || api.ActivityGetNextRecord == nullptr) {
     *error = "this CUPTI has no activity API";
@@ -174,7 +174,6 @@ bool EnableActivity(const CuptiApi& api, Session* session, bool kernel_timing, s
              std::to_string(kLastKnownCuptiVersion) + ", CUDA 13.0)";
     return false;
   }
-  g_session.store(session, std::memory_order_release);
   g_next_record = api.ActivityGetNextRecord;
   CUptiResult r = api.ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   // Not MEMCPY2: its peer-copy records carry no runtimeCorrelationId, so when

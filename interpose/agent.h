@@ -26,6 +26,7 @@
 
 #include "interpose/callbacks.h"
 #include "interpose/cupti_loader.h"
+#include "interpose/current_session.h"
 #include "libgpuwatch/base/config.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/report/report.h"
@@ -42,7 +43,7 @@ struct PendingReport {
   const char* trigger = "";
   bool has_oom = false;
   OomInfo oom;
-  TrackerSnapshot snapshot;  // the live memory at that moment
+  TrackerSnapshot snapshot;  // the live memory at that moment, by site (Tracker::LiveBySite)
 };
 
 using MemGetInfoFn = int (*)(size_t* free_bytes, size_t* total_bytes);
@@ -52,20 +53,20 @@ using GraphMemAttributeFn = int (*)(int device, int attribute, void* value);
 
 // What gpuwatch asks the driver in the process (an out-of-memory report's
 // free memory and graph pool; the size of memory opened through CUDA IPC),
-// resolved at the first CUDA call (the references are kept: the functions
-// stay valid).
+// resolved after the first CUDA call (ResolveDriverQueries; the references
+// are kept: the functions stay valid).
 struct DriverQueries {
+  std::atomic<bool> resolved{false};
   std::atomic<MemGetInfoFn> mem_get_info{nullptr};                   // cuMemGetInfo_v2
   std::atomic<GraphMemAttributeFn> graph_mem_attribute{nullptr};     // cuDeviceGetGraphMemAttribute
   std::atomic<MemGetAddressRangeFn> mem_get_address_range{nullptr};  // cuMemGetAddressRange_v2
 };
 
 struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
-  // Made at attach once CUPTI took the subscription; null before (and when
-  // gpuwatch is off). Read only once `active` is set.
-  Session* session = nullptr;
-  const Config& config() const { return session->config(); }
-  Recording& recording() const { return session->recording(); }
+  // The Session's (current_session.h), made at attach once CUPTI took the
+  // subscription. Only once `active` is set.
+  const Config& config() const { return CurrentSession()->config(); }
+  Recording& recording() const { return CurrentSession()->recording(); }
 
   CuptiApi cupti;
   CUpti_SubscriberHandle subscriber = nullptr;
@@ -83,7 +84,8 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::atomic<uint64_t> last_oom_report_ns{0};
   // Requests to the background thread, one byte each: 's' a snapshot (the
   // snapshot signal's handler), 'r' reports a callback captured (reports.h),
-  // anything else a fatal signal's report (fatal_signals.h). One pipe for
+  // 'f' the first CUDA call's work (FirstCallWork), anything else a fatal
+  // signal's report (fatal_signals.h). One pipe for
   // all: gpuwatch keeps as few of the host's descriptors as it can.
   int request_pipe[2] = {-1, -1};
   Mutex pending_mu;  // guards pending
@@ -94,7 +96,12 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // the thread first takes it (a thread allocates as it starts): see ForkPrepare.
   std::mutex bg_mu;
   std::condition_variable bg_started;
-  bool bg_starting = false;          // guarded by bg_mu
+  bool bg_starting = false;  // guarded by bg_mu
+  // The background thread was started (and reads request_pipe): the first
+  // CUDA call leaves it the work that need not happen in the call
+  // (first_call_work, 'f' on the pipe).
+  std::atomic<bool> bg_running{false};
+  std::atomic<bool> first_call_work{false};
   Mutex report_mu;                   // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
   // Kept from report to report (checkpoints, exit), so that a pc is

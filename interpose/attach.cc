@@ -125,7 +125,7 @@ const char* SubscribeErrorHint(CUptiResult r) {
 std::atomic<bool> g_preloaded{false};
 
 void DoAttach(const char* mode) {
-  Agent& s = GetAgent();
+  Agent& agent = GetAgent();
   std::vector<std::string> warnings;
   Config config = ConfigFromEnvironment(&warnings);
   for (const std::string& w : warnings) Warn("%s", w.c_str());
@@ -147,25 +147,25 @@ void DoAttach(const char* mode) {
     MarkNotRecording(error, config.run_log);
     return;
   }
-  s.cupti = mux::SelfView(*real);
+  agent.cupti = mux::SelfView(*real);
 
   CUptiResult r = CUPTI_SUCCESS;
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};
-  if (s.cupti.SubscribeV2 != nullptr) {
+  if (agent.cupti.SubscribeV2 != nullptr) {
     CUpti_SubscriberParams params{};
     params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
     params.subscriberName = "gpuwatch";
     params.oldSubscriberName = holder;
     params.oldSubscriberSize = sizeof(holder);
-    r = s.cupti.SubscribeV2(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback),
-                            nullptr, &params);
+    r = agent.cupti.SubscribeV2(
+        &agent.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback), nullptr, &params);
   } else {
-    r = s.cupti.Subscribe(&s.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback),
-                          nullptr);
+    r = agent.cupti.Subscribe(&agent.subscriber,
+                              reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback), nullptr);
   }
   if (r != CUPTI_SUCCESS) {
     const char* text = nullptr;
-    s.cupti.GetResultString(r, &text);
+    agent.cupti.GetResultString(r, &text);
     const std::string code = "CUPTI error " + std::to_string(static_cast<int>(r)) + ": " +
                              (text != nullptr ? text : "?");
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -199,31 +199,33 @@ void DoAttach(const char* mode) {
     RefreshToolModules();
   }
   std::string warning;
-  s.session = new Session(std::move(config), &warning, &ProcessPhases());
+  // Set up whole before it is published (current_session.h).
+  auto* session = new Session(std::move(config), &warning, &ProcessPhases());
   if (!warning.empty()) Warn("%s", warning.c_str());
   if (const std::string notice = NvtxNotice(); !notice.empty()) Warn("%s", notice.c_str());
-  Recording& tables = s.recording();
-  if (s.session->stacks() != nullptr) {
-    if (s.config().python) InitPythonStacks();  // Python frames too, in a CPython process
+  Recording& tables = session->recording();
+  if (session->stacks() != nullptr) {
+    if (session->config().python) InitPythonStacks();  // Python frames too, in a CPython process
     // What the attaching thread's first capture would do, done now: with
     // LD_PRELOAD that is before main(), not in the program's first CUDA
     // call. Its stack bounds (the main thread's come from reading all of
     // /proc/self/maps: milliseconds under PyTorch) and the first chunk of
     // the stack table.
     PrimeStackBounds(pthread_self());
-    s.session->stacks()->Prepare();
+    session->stacks()->Prepare();
   }
   if (tables.trace != nullptr) {
     // Activity records are stamped on CUPTI's clock: measure its offset from
     // the tracker's once. Without it copies and kernels are not traced.
     uint64_t gpu_now = 0;
-    if (s.cupti.GetTimestamp != nullptr && s.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
-      s.session->SetGpuClock(gpu_now);
+    if (agent.cupti.GetTimestamp != nullptr &&
+        agent.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
+      session->SetGpuClock(gpu_now);
     } else {
-      s.cupti.GetTimestamp = nullptr;
+      agent.cupti.GetTimestamp = nullptr;
     }
   }
-  if (!s.session->LoadSuppressions(&error)) Warn("%s; nothing is suppressed", error.c_str());
+  if (!session->LoadSuppressions(&error)) Warn("%s; nothing is suppressed", error.c_str());
   if (std::strcmp(mode, "injection") == 0) {
     // Attached inside cuInit, which the runtime runs at the start of the
     // program's first call, before that call's ENTER callback: the call is
@@ -231,55 +233,59 @@ void DoAttach(const char* mode) {
     tables.lifecycle.first_call_observed = false;
     tables.lifecycle.FirstCall(tables.tracker.NowNs());
   }
-  s.attach_mode = mode;
-  s.command = ReadCommandLine();
-  s.output_path = AbsolutePath(ExpandOutputPattern(
-      s.config().output, getpid(), HostName(),
+  // Before anything that reads it is enabled: activity records, callbacks.
+  PublishSession(session);
+  agent.attach_mode = mode;
+  agent.command = ReadCommandLine();
+  agent.output_path = AbsolutePath(ExpandOutputPattern(
+      agent.config().output, getpid(), HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); })));  // NOLINT
   char cwd[PATH_MAX];
-  s.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+  agent.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   CallbackHooks hooks;
-  hooks.session = s.session;
-  hooks.depth = s.config().depth;
+  hooks.depth = agent.config().depth;
   hooks.on_oom = &OnOutOfMemory;
   hooks.on_context_destroy = &OnContextDestroy;
   hooks.on_first_call = &OnFirstCall;
   hooks.mapped_size = &MappedSize;
-  hooks.get_device_id = s.cupti.GetDeviceId;
-  hooks.get_graph_node_id = s.cupti.GetGraphNodeId;
+  hooks.get_device_id = agent.cupti.GetDeviceId;
+  hooks.get_graph_node_id = agent.cupti.GetGraphNodeId;
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
-  s.activity = EnableActivity(s.cupti, s.session, s.config().kernel_timing, &error);
-  if (!s.activity)
+  agent.activity = EnableActivity(agent.cupti, agent.config().kernel_timing, &error);
+  if (!agent.activity)
     Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
-  hooks.copy_activity = s.activity;
+  hooks.copy_activity = agent.activity;
   SetCallbackHooks(hooks);
-  if (!EnableCallbacks(s.cupti, s.subscriber, &error)) {
+  if (!EnableCallbacks(agent.cupti, agent.subscriber, &error)) {
     Warn("profiling is off: %s", error.c_str());
-    MarkNotRecording(error, s.config().run_log);
-    s.cupti.Unsubscribe(s.subscriber);
+    MarkNotRecording(error, agent.config().run_log);
+    agent.cupti.Unsubscribe(agent.subscriber);
+    PublishSession(nullptr);  // nothing records into it (NVTX's memory extension, activity)
     return;
   }
   InstallForkHandlers();
-  if (s.config().exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
-  s.active.store(true);
-  // Injection runs inside cuInit, within the program's first CUDA call: what
-  // the first-call hook does (the exit handler, the driver's cuMemGetInfo for
-  // OOM reports) is done now, since first_call_ns is set above and that
-  // call's ENTER (if any: a program may call cuInit itself, which has none)
-  // does not run it again. The preload constructor waits for that call.
-  if (std::strcmp(mode, "injection") == 0) OnFirstCall();
+  if (agent.config().exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
+  agent.active.store(true);
   // The background thread polls the request pipe and the live socket.
-  if (!MakeRequestPipe(s)) {
+  if (!MakeRequestPipe(agent)) {
     Warn(
         "cannot create a pipe (%s); no report is written when a signal ends the process, "
         "snapshots on a signal are off, and out-of-memory and context reports are written at "
         "exit",
         std::strerror(errno));
   }
-  InstallFatalSignalHandlers(s.config().snapshot_signal, &WriteSignalReport, s.request_pipe[1]);
-  OpenLiveSocket(s);
-  if (StartBackgroundThread(s)) InstallSnapshotSignal(s);
+  InstallFatalSignalHandlers(agent.config().snapshot_signal, &WriteSignalReport,
+                             agent.request_pipe[1]);
+  OpenLiveSocket(agent);
+  if (StartBackgroundThread(agent)) InstallSnapshotSignal(agent);
+  // Injection runs inside cuInit, within the program's first CUDA call: what
+  // the first-call hook does (the exit handler, the "cuda" line; the rest on
+  // the background thread, started just above) is done now, since
+  // first_call_ns is set above and that call's ENTER (if any: a program may
+  // call cuInit itself, which has none) does not run it again. The preload
+  // constructor waits for that call.
+  if (std::strcmp(mode, "injection") == 0) OnFirstCall();
 }
 
 // Attaches once, whichever entry point comes first; the first caller's mode
@@ -387,25 +393,25 @@ int gpuwatch_phase_pop(void) { return gpuwatch::PopPhase() ? 0 : -1; }
 int gpuwatch_is_active(void) { return gpuwatch::GetAgent().active.load() ? 1 : 0; }
 
 int gpuwatch_not_recording(char* why, size_t size) {
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
-  if (s.active.load()) {
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
+  if (agent.active.load()) {
     const gpuwatch::ScopedInsideGpuwatch inside;
-    gpuwatch::NoticeDetach(s);
+    gpuwatch::NoticeDetach(agent);
   }
   return gpuwatch::NotRecordingReason(why, size) ? 1 : 0;
 }
 
 int gpuwatch_mark(const char* label) {
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
-  if (!s.active.load()) return -1;
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
+  if (!agent.active.load()) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  gpuwatch::Recording& r = s.recording();
+  gpuwatch::Recording& r = agent.recording();
   const uint64_t now = r.tracker.NowNs();
   uint64_t ordinal = 0;
   {
-    const std::unique_lock<std::mutex> kept(s.mark_scan_mu, std::try_to_lock);
+    const std::unique_lock<std::mutex> kept(agent.mark_scan_mu, std::try_to_lock);
     std::vector<std::pair<uint32_t, uint64_t>> fresh;
-    auto* scan = kept.owns_lock() ? &s.mark_scan : &fresh;
+    auto* scan = kept.owns_lock() ? &agent.mark_scan : &fresh;
     r.tracker.LiveDeviceBytesBySite(scan);
     ordinal = r.timeline.AddMark(now, label != nullptr ? label : "", r.tracker.DeviceCurrentBytes(),
                                  scan);
@@ -415,24 +421,24 @@ int gpuwatch_mark(const char* label) {
 }
 
 int gpuwatch_pause(void) {
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
-  if (!s.active.load()) return -1;
-  s.recording().tracker.SetPaused(true);
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
+  if (!agent.active.load()) return -1;
+  agent.recording().tracker.SetPaused(true);
   return 0;
 }
 
 int gpuwatch_resume(void) {
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
-  if (!s.active.load()) return -1;
-  s.recording().tracker.SetPaused(false);
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
+  if (!agent.active.load()) return -1;
+  agent.recording().tracker.SetPaused(false);
   return 0;
 }
 
 int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count) {
   if (bytes != nullptr) *bytes = 0;
   if (count != nullptr) *count = 0;
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
-  if (!s.active.load()) return -1;
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
+  if (!agent.active.load()) return -1;
   // The kinds asked for, a bit per MemKind: every device kind, both host
   // kinds, or one kind by its report name.
   uint32_t kinds = 0;
@@ -448,25 +454,25 @@ int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count
   }
   if (kinds == 0) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  const gpuwatch::Tracker::LiveFigures live = s.recording().tracker.Live(kinds, device);
+  const gpuwatch::Tracker::LiveFigures live = agent.recording().tracker.Live(kinds, device);
   if (bytes != nullptr) *bytes = live.bytes;
   if (count != nullptr) *count = live.count;
   return 0;
 }
 
 uint64_t gpuwatch_point(void) {
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
   // Before gpuwatch is active (no CUDA call yet): the start, before every
   // allocation it will record.
   const gpuwatch::Tracker::Point p =
-      s.active.load() ? s.recording().tracker.NewPoint() : gpuwatch::Tracker::kStart;
+      agent.active.load() ? agent.recording().tracker.NewPoint() : gpuwatch::Tracker::kStart;
   // The handle: the millisecond above, the generation (never 0) below.
   return uint64_t{p.time_ms} << 32 | (p.generation & 0xffffffffu);
 }
 
 long gpuwatch_live_since(uint64_t point, char* json, size_t size) {
-  gpuwatch::Agent& s = gpuwatch::GetAgent();
-  if (!s.active.load() || point == 0) return -1;
+  gpuwatch::Agent& agent = gpuwatch::GetAgent();
+  if (!agent.active.load() || point == 0) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
   std::string text;
   try {

@@ -25,16 +25,18 @@ namespace gpuwatch {
 namespace {
 
 // One timeline sample of what each site holds now.
-void SamplePeriodic(Agent& s) {
-  s.recording().tracker.LiveDeviceBytesBySite(&s.site_scan);
-  s.recording().timeline.AddPeriodic(s.recording().tracker.NowNs(),
-                                     s.recording().tracker.DeviceCurrentBytes(), &s.site_scan);
+void SamplePeriodic(Agent& agent) {
+  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
+  agent.recording().timeline.AddPeriodic(agent.recording().tracker.NowNs(),
+                                         agent.recording().tracker.DeviceCurrentBytes(),
+                                         &agent.site_scan);
 }
 
 // What the request pipe asked for since the last round.
 struct Requests {
-  bool snapshot = false;  // 's'
-  bool reports = false;   // 'r'
+  bool snapshot = false;    // 's'
+  bool reports = false;     // 'r'
+  bool first_call = false;  // 'f'
 };
 
 // Drains the request pipe (non-blocking): notes snapshots and queued
@@ -51,6 +53,8 @@ bool ReadRequests(int fd, Requests* out) {
         out->snapshot = true;
       } else if (bytes[i] == 'r') {
         out->reports = true;
+      } else if (bytes[i] == 'f') {
+        out->first_call = true;
       } else {
         ServeFatalSignalRequest(bytes[i]);
       }
@@ -63,18 +67,19 @@ bool ReadRequests(int fd, Requests* out) {
 // pipe: no CUDA, lock or allocation in them), periodic timeline samples (GPUWATCH_SAMPLE_MS) and
 // checkpoints. It waits for all of them in poll(), whose timeout is the next timer's due time.
 void* BackgroundThread(void*) {
-  Agent& s = GetAgent();
+  Agent& agent = GetAgent();
   // Held except in poll(): ForkPrepare waits for that.
-  std::unique_lock<std::mutex> working(s.bg_mu);
-  s.bg_starting = false;
-  s.bg_started.notify_all();
+  std::unique_lock<std::mutex> working(agent.bg_mu);
+  agent.bg_starting = false;
+  agent.bg_started.notify_all();
   SetFatalSignalServerThread();
+  FirstCallWork();  // a first call made before the thread started (injection)
   // An fd of -1 is ignored by poll.
-  pollfd fds[2] = {{s.request_pipe[0], POLLIN, 0}, {LiveSocketFd(), POLLIN, 0}};
+  pollfd fds[2] = {{agent.request_pipe[0], POLLIN, 0}, {LiveSocketFd(), POLLIN, 0}};
   const bool live = fds[1].fd >= 0;
-  const uint64_t interval_ns = static_cast<uint64_t>(s.config().sample_ms) * 1000000ULL;
+  const uint64_t interval_ns = static_cast<uint64_t>(agent.config().sample_ms) * 1000000ULL;
   constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
-  const bool checkpoints = s.config().checkpoint_seconds != 0;
+  const bool checkpoints = agent.config().checkpoint_seconds != 0;
   Checkpoints checkpoint;
   uint64_t next = MonotonicNs() + interval_ns;
   uint64_t next_checkpoint = MonotonicNs() + kCheckpointTickNs;
@@ -107,28 +112,29 @@ void* BackgroundThread(void*) {
     try {
       // Signals that came while the last snapshot was written make one more
       // snapshot, not one each: a burst of signals cannot queue work.
+      if (requests.first_call) FirstCallWork();
       if (requests.snapshot) WriteSnapshot("signal");
       // Every report queued so far is written: the bytes are only wake-ups.
       if (requests.reports) WritePendingReports();
       if (interval_ns != 0) {
         const uint64_t t = MonotonicNs();
         if (t >= next) {
-          SamplePeriodic(s);
+          SamplePeriodic(agent);
           next = std::max(next + interval_ns, t);  // a late tick is not made up twice
         }
       }
       if (live) {
         const uint64_t t = MonotonicNs();
         if (t >= next_live) {
-          LiveTick(s);
+          LiveTick(agent);
           next_live = std::max(next_live + kLiveTickNs, t);
         }
-        if (n > 0 && fds[1].revents != 0) ServeLiveReaders(s);
+        if (n > 0 && fds[1].revents != 0) ServeLiveReaders(agent);
       }
       if (checkpoints) {
         const uint64_t t = MonotonicNs();
         if (t >= next_checkpoint) {
-          MaybeCheckpoint(s, checkpoint, t);
+          MaybeCheckpoint(agent, checkpoint, t);
           next_checkpoint = t + kCheckpointTickNs;
         }
       }
@@ -149,13 +155,15 @@ void OnSnapshotSignal(int) {
 
 // Both ends non-blocking: a handler never waits on a full pipe, and the
 // thread drains it without blocking.
-bool MakeRequestPipe(Agent& s) { return PipeAboveStdio(s.request_pipe, O_CLOEXEC | O_NONBLOCK); }
+bool MakeRequestPipe(Agent& agent) {
+  return PipeAboveStdio(agent.request_pipe, O_CLOEXEC | O_NONBLOCK);
+}
 
 // The thread blocks every signal so that the host's signals go to its own
 // threads, as they would without gpuwatch.
-bool StartBackgroundThread(Agent& s) {
-  if (s.request_pipe[0] < 0 && s.config().sample_ms == 0 && s.config().checkpoint_seconds == 0 &&
-      LiveSocketFd() < 0) {
+bool StartBackgroundThread(Agent& agent) {
+  if (agent.request_pipe[0] < 0 && agent.config().sample_ms == 0 &&
+      agent.config().checkpoint_seconds == 0 && LiveSocketFd() < 0) {
     return true;
   }
   sigset_t all;
@@ -164,8 +172,8 @@ bool StartBackgroundThread(Agent& s) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t thread;
   {
-    std::lock_guard<std::mutex> lock(s.bg_mu);
-    s.bg_starting = true;
+    std::lock_guard<std::mutex> lock(agent.bg_mu);
+    agent.bg_starting = true;
   }
   // A stack of gpuwatch's size, not RLIMIT_STACK's: reports are written here.
   pthread_attr_t attr;
@@ -177,8 +185,8 @@ bool StartBackgroundThread(Agent& s) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     {
-      std::lock_guard<std::mutex> lock(s.bg_mu);
-      s.bg_starting = false;
+      std::lock_guard<std::mutex> lock(agent.bg_mu);
+      agent.bg_starting = false;
     }
     Warn(
         "cannot start gpuwatch's thread (%s); snapshots on a signal, periodic samples, "
@@ -187,14 +195,15 @@ bool StartBackgroundThread(Agent& s) {
         std::strerror(rc));
     return false;
   }
+  agent.bg_running.store(true, std::memory_order_release);
   FatalSignalServerCreated();
   pthread_detach(thread);
   pthread_setname_np(thread, "gpuwatch-bg");
   return true;
 }
 
-void InstallSnapshotSignal(Agent& s) {
-  const int sig = s.config().snapshot_signal;
+void InstallSnapshotSignal(Agent& agent) {
+  const int sig = agent.config().snapshot_signal;
   if (sig == 0) return;
   struct sigaction current {};
   if (sigaction(sig, nullptr, &current) != 0) return;
@@ -205,7 +214,7 @@ void InstallSnapshotSignal(Agent& s) {
         sig);
     return;
   }
-  if (s.request_pipe[1] < 0) return;
+  if (agent.request_pipe[1] < 0) return;
   struct sigaction action {};
   action.sa_handler = OnSnapshotSignal;
   sigemptyset(&action.sa_mask);

@@ -11,15 +11,15 @@ namespace gpuwatch {
 // Starts the thread (after MakeRequestPipe and the live socket, which it
 // polls). Returns false when it could not start, with one line saying what
 // is off.
-bool StartBackgroundThread(Agent& s);
+bool StartBackgroundThread(Agent& agent);
 
 // Agent::request_pipe, through which signal handlers and callbacks ask the
 // thread for work; false when none could be made.
-bool MakeRequestPipe(Agent& s);
+bool MakeRequestPipe(Agent& agent);
 
 // Installs the snapshot signal's handler (GPUWATCH_SIGNAL), once the thread
 // runs: it writes 's' to the request pipe.
-void InstallSnapshotSignal(Agent& s);
+void InstallSnapshotSignal(Agent& agent);
 
 }  // namespace gpuwatch
 

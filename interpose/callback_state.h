@@ -11,6 +11,7 @@
 
 #include "interpose/callbacks.h"
 #include "interpose/calls.h"
+#include "interpose/current_session.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/session/session.h"
@@ -45,8 +46,9 @@ extern thread_local bool t_in_call __attribute__((tls_model("initial-exec")));
 
 inline uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-// The tables events go to now (a fork child swaps them: Session).
-inline Recording& Tables() { return g_hooks.session->recording(); }
+// The tables events go to now (a fork child swaps them: Session). Only once
+// a Session is published (GpuwatchCallback checks).
+inline Recording& Tables() { return CurrentSession()->recording(); }
 
 inline bool IsRecording() { return !Tables().tracker.paused(); }
 

@@ -49,11 +49,12 @@ thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) =
 // are left out (CaptureUserStack). In a Python process the Python frames
 // follow the native pcs (python_stack.h).
 uint32_t CaptureSite() {
-  if (g_hooks.session->stacks() == nullptr || g_hooks.depth <= 0) return 0;
+  StackTable* stacks = CurrentSession()->stacks();
+  if (stacks == nullptr || g_hooks.depth <= 0) return 0;
   uintptr_t pcs[kMaxCaptureDepth];
   int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
   n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
-  return g_hooks.session->stacks()->Intern(pcs, n);
+  return stacks->Intern(pcs, n);
 }
 
 }  // namespace
@@ -307,7 +308,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   const bool oom = ret != nullptr && *ret == oom_value;
   const ParsedCall& entered = c.call;
   if (entered.role == Role::kInstantiate) {
-    g_hooks.session->graphs().EndInstantiation(pthread_self());
+    CurrentSession()->graphs().EndInstantiation(pthread_self());
     return;
   }
   if (c.made_node || entered.node_only) {
@@ -324,7 +325,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     if (c.made_node && entered.role == Role::kAlloc && succeeded) {
       ParsedCall out;
       if (ParseCall(*c.spec, d, true, &out))
-        g_hooks.session->graphs().SetAddress(c.node, out.address);
+        CurrentSession()->graphs().SetAddress(c.node, out.address);
     }
     return;
   }
@@ -493,9 +494,7 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
 
 void SetCallbackHooks(const CallbackHooks& hooks) { switchboard::g_hooks = hooks; }
 
-uint32_t CaptureSiteNow() {
-  return switchboard::g_hooks.session != nullptr ? switchboard::CaptureSite() : 0;
-}
+uint32_t CaptureSiteNow() { return CurrentSession() != nullptr ? switchboard::CaptureSite() : 0; }
 
 namespace {
 
@@ -503,7 +502,7 @@ namespace {
 // that the callback path without another CUPTI client pays one load more.
 __attribute__((always_inline)) inline void Handle(CUpti_CallbackDomain domain,
                                                   CUpti_CallbackId cbid, const void* data) {
-  if (switchboard::g_hooks.session == nullptr || data == nullptr) return;
+  if (CurrentSession() == nullptr || data == nullptr) return;
   // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
   if (InsideGpuwatch()) return;
   const ScopedInsideGpuwatch inside;

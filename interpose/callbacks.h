@@ -26,8 +26,6 @@
 
 namespace gpuwatch {
 
-class Session;
-
 // An allocation that failed for lack of memory.
 struct OomEvent {
   uint64_t size = 0;
@@ -38,11 +36,10 @@ struct OomEvent {
   int32_t device = 0;  // the ordinal of the failing call's context
 };
 
-// Hooks for events the switchboard does not handle itself.
+// Hooks for events the switchboard does not handle itself. The tables, the
+// stack table and the graphs are the published Session's
+// (current_session.h); while none is, callbacks record nothing.
 struct CallbackHooks {
-  // The tables (recording()), the stack table (null: no stacks) and the
-  // graphs. Null: callbacks record nothing.
-  Session* session = nullptr;
   int depth = 0;  // user frames to keep per stack
   // Called on the failing thread, inside the callback, after an allocation
   // failed with cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY.

@@ -31,34 +31,34 @@ namespace {
 // poll() (it holds bg_mu otherwise). The host's own threads are the host's
 // business.
 bool LockAgent() {
-  Agent& s = GetAgent();
-  if (!s.active.load()) return false;
-  std::unique_lock<std::mutex> background(s.bg_mu);
-  s.bg_started.wait(background, [&s] { return !s.bg_starting; });
+  Agent& agent = GetAgent();
+  if (!agent.active.load()) return false;
+  std::unique_lock<std::mutex> background(agent.bg_mu);
+  agent.bg_started.wait(background, [&agent] { return !agent.bg_starting; });
   background.release();  // held until UnlockAgent
   mux::LockForFork();
-  s.report_mu.lock();
-  s.session->LockForFork();
+  agent.report_mu.lock();
+  CurrentSession()->LockForFork();
   return true;
 }
 
 void UnlockAgent() {
-  Agent& s = GetAgent();
-  s.session->UnlockAfterFork();
-  s.report_mu.unlock();
+  Agent& agent = GetAgent();
+  CurrentSession()->UnlockAfterFork();
+  agent.report_mu.unlock();
   mux::UnlockAfterFork();
-  s.bg_mu.unlock();
+  agent.bg_mu.unlock();
 }
 
 // The report path of process `pid`: GPUWATCH_OUTPUT expanded again, relative
 // to the working directory at attach. When that is the parent's path (no %p
 // in the pattern), the child's gets ".child-PID" appended.
-std::string ForkOutputPath(const Agent& s, long pid) {
+std::string ForkOutputPath(const Agent& agent, long pid) {
   std::string path = ExpandOutputPattern(
-      s.config().output, pid, HostName(),
+      agent.config().output, pid, HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); }));  // NOLINT
-  if (path.empty() || path[0] != '/') path = s.attach_dir + "/" + path;
-  if (path == s.output_path) path += ".child-" + std::to_string(pid);
+  if (path.empty() || path[0] != '/') path = agent.attach_dir + "/" + path;
+  if (path == agent.output_path) path += ".child-" + std::to_string(pid);
   return path;
 }
 
@@ -81,27 +81,31 @@ void RenewPipe(int fds[2]) {
 // so the background thread is started again, on a pipe of the child's own.
 // Every lock is free again by now.
 void RestartInChild() {
-  Agent& s = GetAgent();
-  s.session->StartChildRecording();  // the callbacks and activity records see it at once
-  s.snapshots.store(0);
-  s.ooms.store(0);
-  s.context_reports.store(0);
-  s.oom_reports.store(0);
-  s.last_oom_report_ns.store(0);
-  s.exit_report_written = false;
-  s.exit_leak_known.store(false);
-  s.fork_child = true;
-  s.final_report = false;
-  s.exiting.store(false);
+  Agent& agent = GetAgent();
+  CurrentSession()->StartChildRecording();  // the callbacks and activity records see it at once
+  agent.snapshots.store(0);
+  agent.ooms.store(0);
+  agent.context_reports.store(0);
+  agent.oom_reports.store(0);
+  agent.last_oom_report_ns.store(0);
+  agent.exit_report_written = false;
+  agent.exit_leak_known.store(false);
+  agent.fork_child = true;
+  agent.final_report = false;
+  agent.exiting.store(false);
   {
-    std::lock_guard<Mutex> lock(s.pending_mu);
-    s.pending.clear();  // the parent's: it writes them
+    std::lock_guard<Mutex> lock(agent.pending_mu);
+    agent.pending.clear();  // the parent's: it writes them
   }
-  s.output_path = ForkOutputPath(s, getpid());
-  RenewPipe(s.request_pipe);
-  FatalSignalsAfterFork(s.request_pipe[1]);  // before the background thread starts
-  LiveAfterFork(s);
-  StartBackgroundThread(s);
+  agent.output_path = ForkOutputPath(agent, getpid());
+  RenewPipe(agent.request_pipe);
+  FatalSignalsAfterFork(agent.request_pipe[1]);  // before the background thread starts
+  LiveAfterFork(agent);
+  // The parent's first-call work is the parent's; the child's own first call
+  // (its recording starts without one) asks its own thread.
+  agent.first_call_work.store(false);
+  agent.bg_running.store(false);
+  StartBackgroundThread(agent);
 }
 
 }  // namespace

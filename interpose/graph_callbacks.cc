@@ -34,7 +34,7 @@ CopyCall GraphCopy(const GraphWork& work) {
 
 void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
   if (!g_hooks.copy_activity || !IsRecording()) return;
-  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
+  for (const auto& [node, work] : CurrentSession()->graphs().WorkOf(Addr(call.graph_exec))) {
     if (work.type != GraphWork::Type::kCopy) continue;
     CopyCall copy = GraphCopy(work);
     copy.correlation = correlation;
@@ -44,7 +44,7 @@ void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
 
 void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded) {
   const bool recording = IsRecording();
-  for (const auto& [node, work] : g_hooks.session->graphs().WorkOf(Addr(call.graph_exec))) {
+  for (const auto& [node, work] : CurrentSession()->graphs().WorkOf(Addr(call.graph_exec))) {
     switch (work.type) {
       case GraphWork::Type::kCopy:
         if (!succeeded) {
@@ -153,7 +153,7 @@ void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
   if (id == 0) return;
   work.stack_id = CallSite();
   c.node = id;
-  g_hooks.session->graphs().OnNodeCreated(id, Addr(g->graph), work);
+  CurrentSession()->graphs().OnNodeCreated(id, Addr(g->graph), work);
 }
 
 // Contexts alive per device, as CUPTI reported their creation (a context
@@ -193,7 +193,7 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
     case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
       // The CUDA libraries of this context are loaded by now (a runtime
       // loaded after gpuwatch attached, or loaded again after a dlclose).
-      if (g_hooks.session->stacks() != nullptr) RefreshToolModules();
+      if (CurrentSession()->stacks() != nullptr) RefreshToolModules();
       Tables().lifecycle.ContextReady(Tables().tracker.NowNs());  // rare
       ContextsOn(DeviceOfContext(r->context, 0)).fetch_add(1, std::memory_order_relaxed);
       return;
@@ -218,20 +218,20 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
       const uint64_t clone = NodeId(g->node);
       const uint64_t original = NodeId(g->originalNode);
       if (clone == 0 || original == 0) return;
-      g_hooks.session->graphs().OnNodeCloned(clone, original, Addr(g->graph));
+      CurrentSession()->graphs().OnNodeCloned(clone, original, Addr(g->graph));
       if (t_in_call && t_call.spec != nullptr && t_call.call.role == Role::kInstantiate) {
-        g_hooks.session->graphs().AddInstantiatedClone(pthread_self(), clone);
+        CurrentSession()->graphs().AddInstantiatedClone(pthread_self(), clone);
       }
       return;
     }
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
-      g_hooks.session->graphs().OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
+      CurrentSession()->graphs().OnExecCreated(Addr(g->graphExec), Addr(g->graph), pthread_self());
       return;
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
-      g_hooks.session->graphs().OnExecDestroyed(Addr(g->graphExec));
+      CurrentSession()->graphs().OnExecDestroyed(Addr(g->graphExec));
       return;
     case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
-      g_hooks.session->graphs().OnGraphDestroyed(Addr(g->graph));
+      CurrentSession()->graphs().OnGraphDestroyed(Addr(g->graph));
       return;
     default:
       return;

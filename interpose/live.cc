@@ -109,29 +109,29 @@ uint64_t DeviceTotal(Live& live, int device) {
   return live.device_total[device];
 }
 
-std::string BuildState(Agent& s, Live& live, size_t top) {
+std::string BuildState(Agent& agent, Live& live, size_t top) {
   LiveInputs in;
   in.pid = getpid();
   in.host = HostName();
   in.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
-  in.command = s.command;
+  in.command = agent.command;
   in.started_unix_ms = live.started_unix_ms;
   in.now_unix_ms = UnixMs();
-  in.ooms = s.ooms.load();
-  const TrackerSnapshot totals = s.recording().tracker.Totals();
-  const TransfersSnapshot transfers = s.recording().transfers.Totals();
+  in.ooms = agent.ooms.load();
+  const TrackerSnapshot totals = agent.recording().tracker.Totals();
+  const TransfersSnapshot transfers = agent.recording().transfers.Totals();
   in.totals = &totals;
   in.transfers = &transfers;
-  in.sites = s.recording().tracker.LiveDeviceBytesBySite();
-  in.last_marks = s.recording().timeline.LastMarks();
+  in.sites = agent.recording().tracker.LiveDeviceBytesBySite();
+  in.last_marks = agent.recording().timeline.LastMarks();
   in.history = &live.history;
   in.top = top;
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
     if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
   }
-  std::lock_guard<Mutex> lock(s.report_mu);  // the reports' symbolizer
-  SiteResolver resolver(s.session->stacks(),
-                        s.session->stacks() != nullptr ? SharedSymbolizer(s) : nullptr);
+  std::lock_guard<Mutex> lock(agent.report_mu);  // the reports' symbolizer
+  SiteResolver resolver(CurrentSession()->stacks(),
+                        CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr);
   return BuildLiveState(in, &resolver);
 }
 
@@ -183,7 +183,7 @@ size_t ReadRequest(int fd, uint64_t deadline) {
   return top;
 }
 
-void Serve(Agent& s, Live& live, int fd) {
+void Serve(Agent& agent, Live& live, int fd) {
   ucred peer{};
   socklen_t len = sizeof(peer);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != geteuid()) {
@@ -193,7 +193,7 @@ void Serve(Agent& s, Live& live, int fd) {
   if (FatalSignalWaiting()) return;
   std::string state;
   try {
-    state = BuildState(s, live, top);
+    state = BuildState(agent, live, top);
   } catch (...) {
     // Out of memory, most likely: the reader says so; the process goes on.
     state = "{\"error\":\"the live state could not be built\"}\n";
@@ -211,11 +211,11 @@ void Serve(Agent& s, Live& live, int fd) {
 
 }  // namespace
 
-void OpenLiveSocket(Agent& s) {
-  if (!s.config().live) return;
+void OpenLiveSocket(Agent& agent) {
+  if (!agent.config().live) return;
   Live& live = State();
-  live.dir = !s.config().live_dir.empty()
-                 ? s.config().live_dir
+  live.dir = !agent.config().live_dir.empty()
+                 ? agent.config().live_dir
                  : LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
   live.started_unix_ms = UnixMs();
   if (!Bind(live, getpid())) return;
@@ -225,17 +225,18 @@ void OpenLiveSocket(Agent& s) {
 
 int LiveSocketFd() { return State().fd; }
 
-void LiveTick(Agent& s) {
+void LiveTick(Agent& agent) {
   Live& live = State();
   if (live.fd < 0) return;
-  const TrackerSnapshot totals = s.recording().tracker.Totals();
-  s.recording().tracker.LiveDeviceBytesBySite(&s.site_scan);
+  const TrackerSnapshot totals = agent.recording().tracker.Totals();
+  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
   live.history.Add(totals.time_ns, totals.device_current_bytes,
                    totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
-                   totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes, &s.site_scan);
+                   totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
+                   &agent.site_scan);
 }
 
-void ServeLiveReaders(Agent& s) {
+void ServeLiveReaders(Agent& agent) {
   Live& live = State();
   // A burst of readers is answered in turns of at most this many, and of
   // kTurnNs (and the last reader's deadlines), so that the thread's other
@@ -244,7 +245,7 @@ void ServeLiveReaders(Agent& s) {
   for (int i = 0; i < 16 && MonotonicNs() < turn_end && !FatalSignalWaiting(); ++i) {
     const int fd = AboveStdio(accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (fd < 0) return;
-    Serve(s, live, fd);
+    Serve(agent, live, fd);
     close(fd);
   }
 }
@@ -254,7 +255,7 @@ void CloseLiveSocket() {
   g_unlink_path[0] = '\0';
 }
 
-void LiveAfterFork(Agent& s) {
+void LiveAfterFork(Agent& agent) {
   Live& live = State();
   if (live.fd < 0) return;
   close(live.fd);  // the parent's: its name stays

@@ -19,7 +19,7 @@ namespace gpuwatch {
 // At attach, before the background thread starts (it polls the socket):
 // binds and listens when GPUWATCH_LIVE is on. On any failure one line, and
 // the process runs without a live view.
-void OpenLiveSocket(Agent& s);
+void OpenLiveSocket(Agent& agent);
 
 // The listening socket, -1 when none.
 int LiveSocketFd();
@@ -27,15 +27,15 @@ int LiveSocketFd();
 // The background thread's part: a history sample (LiveTickNs apart), and the
 // readers waiting on the socket, answered one after the other.
 inline constexpr uint64_t kLiveTickNs = 1000000000ULL;
-void LiveTick(Agent& s);
-void ServeLiveReaders(Agent& s);
+void LiveTick(Agent& agent);
+void ServeLiveReaders(Agent& agent);
 
 // At exit: the socket's name is removed (readers then see the process gone).
 void CloseLiveSocket();
 
 // In a fork child: the parent's socket is closed (its name stays: it is the
 // parent's) and one of the child's own is opened. Before the background thread starts.
-void LiveAfterFork(Agent& s);
+void LiveAfterFork(Agent& agent);
 
 }  // namespace gpuwatch
 

@@ -23,12 +23,13 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "interpose/agent.h"
 #include "interpose/callbacks.h"
+#include "interpose/current_session.h"
 #include "interpose/guard.h"
 #include "interpose/nvtx.h"
 #include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/session/session.h"
 
 namespace gpuwatch {
 
@@ -71,9 +72,9 @@ const auto kNoRegion = reinterpret_cast<nvtxMemRegionHandle_t>(intptr_t{-1});
 // The recording regions go to, or null while gpuwatch is not recording
 // (before attach, after a failed one, paused: nothing new is registered).
 Recording* Active(bool registering) {
-  Agent& agent = GetAgent();
-  if (!agent.active.load(std::memory_order_acquire)) return nullptr;
-  Recording& r = agent.recording();
+  Session* session = CurrentSession();
+  if (session == nullptr) return nullptr;
+  Recording& r = session->recording();
   if (registering && r.tracker.paused()) return nullptr;
   return &r;
 }

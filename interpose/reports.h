@@ -21,26 +21,32 @@ std::string HostName();
 
 // The symbolizer that reports (and the live state) share, kept from one to
 // the next; the caller holds report_mu.
-Symbolizer* SharedSymbolizer(Agent& s);
+Symbolizer* SharedSymbolizer(Agent& agent);
 
 // Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
 // one line "TRIGGER<TAB>PATH<TAB>PID", appended with one write(2); trigger
 // "cuda" (no path) when a process makes its first CUDA call.
-void LogReport(const Agent& s, const char* trigger, const std::string& path);
+void LogReport(const Agent& agent, const char* trigger, const std::string& path);
 
 // Notices, once, that CUPTI was detached from under gpuwatch (mux::
 // SelfDetached: another client's cuptiFinalize where gpuwatch could not share
 // CUPTI): says so on stderr, marks gpuwatch as not recording (gates refuse to
 // vouch) and every report from then on says since when. True once detached.
 // Not for the callback path.
-bool NoticeDetach(Agent& s);
+bool NoticeDetach(Agent& agent);
 
 // Callback hooks (callbacks.h): run inside the failing or destroying call.
 void OnOutOfMemory(const OomEvent& event);
 void OnContextDestroy();
 void OnFirstCall();
-// CallbackHooks::mapped_size: the driver's cuMemGetAddressRange (resolved at
-// the first CUDA call) of `address`; 0 when unknown.
+// What the first CUDA call leaves to the background thread (the tool
+// modules' ranges, the driver's functions gpuwatch calls); once, after
+// OnFirstCall: later calls return at once.
+void FirstCallWork();
+// The driver's functions gpuwatch calls (DriverQueries), resolved once.
+void ResolveDriverQueries(Agent& agent);
+// CallbackHooks::mapped_size: the driver's cuMemGetAddressRange (resolved
+// after the first CUDA call) of `address`; 0 when unknown.
 uint64_t MappedSize(uint64_t address);
 
 // Writes the reports callbacks queued; the background thread, on its wake pipe.
@@ -60,7 +66,7 @@ void WriteSignalReport(int sig, bool final);
 struct Checkpoints {
   CheckpointState last;
 };
-void MaybeCheckpoint(Agent& s, Checkpoints& c, uint64_t now);
+void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now);
 
 // gpuwatch_live_since(): LiveSinceJson() of the session, under report_mu
 // with the reports' kept symbolizer.

@@ -4,7 +4,9 @@ tools/README.md): libgpuwatch's folders include only the folders below them
 and nothing of interpose/ or tools/; tools/ includes only what reading a
 report needs, never interpose/, and links no part of the core above report/;
 interpose's call registry (the gpuwatch_calls library) includes only itself,
-base/ and record/'s event types. Prints one line per offending include or
+base/ and record/'s event types; the callbacks' library (gpuwatch_interpose)
+includes nothing of libgpuwatch.so's own files (the agent, the reports): it
+reaches the Session through interpose/current_session.h. Prints one line per offending include or
 link and exits 1; silent and 0 when clean.
 
   scripts/check-layers.py [SOURCE_DIR]
@@ -75,6 +77,7 @@ def main():
                                 f"only {', '.join(sorted(TOOLS_MAY))} (not the writer's "
                                 "headers)")
     problems += project_includes(src) + calls_includes(src) + tools_links(src)
+    problems += interpose_includes(src)
     for p in problems:
         print(p)
     return 1 if problems else 0
@@ -107,6 +110,31 @@ def calls_includes(src):
             if inc.split("/")[1] not in CALLS_CORE_MAY:
                 problems.append(f"{rel}: includes {inc}; the call registry may include only "
                                 "libgpuwatch/base and libgpuwatch/record")
+    return problems
+
+
+def library_sources(text, name):
+    """The sources of add_library(NAME ...) in a CMakeLists.txt's text."""
+    m = re.search(r"add_library\(\s*" + name + r"\s+(?:STATIC|SHARED)\s+([^)]*)\)", text)
+    return m.group(1).split() if m else []
+
+
+def interpose_includes(src):
+    """gpuwatch_interpose includes none of libgpuwatch.so's own headers."""
+    text = open(os.path.join(src, "interpose", "CMakeLists.txt"), encoding="utf-8").read()
+    shared = {"interpose/agent.h"} | {"interpose/" + f[:-3] + ".h"
+                                      for f in library_sources(text, "gpuwatch") if f.endswith(".cc")}
+    problems = []
+    for f in library_sources(text, "gpuwatch_interpose"):
+        for name in (f, f[:-3] + ".h"):
+            path = os.path.join(src, "interpose", name)
+            if not os.path.exists(path):
+                continue
+            for inc in PROJECT_INCLUDE.findall(open(path, encoding="utf-8").read()):
+                if inc in shared:
+                    problems.append(f"interpose/{name}: includes {inc}, a header of "
+                                    "libgpuwatch.so's; the callbacks' library reaches the "
+                                    "Session through interpose/current_session.h")
     return problems
 
 

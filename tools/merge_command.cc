@@ -206,6 +206,7 @@ std::optional<ReportPhases> MergePhases(const std::vector<Report>& reports, Site
     const ReportPhases& phases = *r.model.phases;
     const SiteRefs refs(r.model);
     MergeCounts(phases, &merged);
+    merged.live_known = merged.live_known && phases.live_known;
     for (const PhasePath& e : phases.paths) {
       const auto [it, added] = paths.try_emplace(e.path);
       PhasePath& m = it->second;

@@ -36,6 +36,20 @@ Tracker::Site& Tracker::SiteFor(uint32_t stack_id) const {
   return sites_[stack_id <= max_sites_ ? stack_id : 0];
 }
 
+void Tracker::CountSiteLive(Site& site, const LiveAlloc& alloc, int sign) {
+  const auto delta = static_cast<uint64_t>(static_cast<int64_t>(sign));  // wraps for -1
+  const uint64_t bytes = delta * alloc.size;
+  if (IsDeviceKind(alloc.kind)) {
+    site.live_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    site.live_count.fetch_add(delta, std::memory_order_relaxed);
+  } else if (IsHostKind(alloc.kind)) {
+    site.host_live_count.fetch_add(delta, std::memory_order_relaxed);
+  } else {
+    site.imported_live_count.fetch_add(delta, std::memory_order_relaxed);
+  }
+  site.kind_live_bytes[static_cast<int>(alloc.kind)].fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
   // Capturing walks every site, so it is rate-limited by growth: a new capture
   // once the peak has grown by 1/64 since the last one, or always while there
@@ -73,22 +87,22 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
   Counters& c = kinds_[static_cast<int>(alloc.kind)];
   RaiseTo(c.peak_bytes,
           c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
-  // Another process's memory: its kind's totals only, no site, device or phase figures.
-  if (IsImportedKind(alloc.kind)) return;
-  Site& site = SiteFor(alloc.stack_id);
-  site.allocs.fetch_add(1, std::memory_order_relaxed);
-  site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
-  RaiseTo(site.largest, alloc.size);
-  if (IsDeviceKind(alloc.kind)) {
-    site.live_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
-  } else {
-    site.host_allocs.fetch_add(1, std::memory_order_relaxed);
-    site.host_alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
-  }
   const uint32_t next = alloc.stack_id + 1;
   uint32_t used = sites_used_.load(std::memory_order_relaxed);
   while (next > used && alloc.stack_id <= max_sites_ &&
          !sites_used_.compare_exchange_weak(used, next, std::memory_order_release)) {
+  }
+  Site& site = SiteFor(alloc.stack_id);
+  CountSiteLive(site, alloc, 1);
+  // Another process's memory: its kind's totals and its site's live figures
+  // only, no allocation, device or phase figures.
+  if (IsImportedKind(alloc.kind)) return;
+  site.allocs.fetch_add(1, std::memory_order_relaxed);
+  site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  RaiseTo(site.largest, alloc.size);
+  if (!IsDeviceKind(alloc.kind)) {
+    site.host_allocs.fetch_add(1, std::memory_order_relaxed);
+    site.host_alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
   }
   if (IsHostKind(alloc.kind) && !IsVmmKey(alloc.address)) AddHostRange(alloc);
   if (IsDeviceKind(alloc.kind)) {
@@ -149,8 +163,8 @@ bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
 }
 
 void Tracker::ReleaseLive(const LiveAlloc& alloc) {
+  CountSiteLive(SiteFor(alloc.stack_id), alloc, -1);
   if (IsDeviceKind(alloc.kind)) {
-    SiteFor(alloc.stack_id).live_bytes.fetch_sub(alloc.size, std::memory_order_relaxed);
     if (phases_ != nullptr && alloc.phase != 0)
       phases_->OnFree(alloc.phase, alloc.size, alloc.stack_id);
   } else if (IsHostKind(alloc.kind)) {
@@ -241,9 +255,8 @@ void Tracker::UndoFree(const LiveAlloc& removed) {
     Sub(shard.Counts(removed.kind).frees, 1);
   }
   // Back as it was: live bytes per kind, device and site; no new allocation.
-  if (IsDeviceKind(removed.kind)) {
-    SiteFor(removed.stack_id).live_bytes.fetch_add(removed.size, std::memory_order_relaxed);
-  } else if (IsHostKind(removed.kind) && !IsVmmKey(removed.address)) {
+  CountSiteLive(SiteFor(removed.stack_id), removed, 1);
+  if (IsHostKind(removed.kind) && !IsVmmKey(removed.address)) {
     AddHostRange(removed);
   }
   kinds_[static_cast<int>(removed.kind)].current_bytes.fetch_add(removed.size,
@@ -449,6 +462,7 @@ TrackerSnapshot Tracker::Snapshot() const {
     }
   }
   snap.live.reserve(live_estimate + live_estimate / 16);
+  shard_walks_.fetch_add(1, std::memory_order_relaxed);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
     std::lock_guard<Mutex> lock(shard.mu);
@@ -467,25 +481,53 @@ TrackerSnapshot Tracker::Snapshot() const {
     if (IsDeviceKind(a.kind) && id < used) ++live_count[id];
   }
   for (uint32_t id = 0; id < used; ++id) {
-    const Site& site = sites_[id];
-    SiteTotals t;
-    t.allocs = site.allocs.load(std::memory_order_relaxed);
+    SiteTotals t = TotalsOf(sites_[id]);
     if (t.allocs == 0) continue;
-    t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
-    t.largest = site.largest.load(std::memory_order_relaxed);
-    t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
     t.live_count = live_count[id];
-    t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
-    t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
     snap.sites.emplace_back(id, t);
   }
-  {
-    std::lock_guard<Mutex> lock(peak_mu_);
-    snap.peak_sites = peak_sites_;
-    snap.peak_kinds = peak_kinds_;
-    snap.peak_sites_device_bytes = peak_captured_bytes_.load(std::memory_order_relaxed);
-    snap.peak_sites_time_ns = peak_captured_time_ns_;
+  FillPeak(&snap);
+  return snap;
+}
+
+SiteTotals Tracker::TotalsOf(const Site& site) const {
+  SiteTotals t;
+  t.allocs = site.allocs.load(std::memory_order_relaxed);
+  t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
+  t.largest = site.largest.load(std::memory_order_relaxed);
+  t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
+  t.live_count = site.live_count.load(std::memory_order_relaxed);
+  t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
+  t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
+  return t;
+}
+
+void Tracker::FillPeak(TrackerSnapshot* snap) const {
+  std::lock_guard<Mutex> lock(peak_mu_);
+  snap->peak_sites = peak_sites_;
+  snap->peak_kinds = peak_kinds_;
+  snap->peak_sites_device_bytes = peak_captured_bytes_.load(std::memory_order_relaxed);
+  snap->peak_sites_time_ns = peak_captured_time_ns_;
+}
+
+TrackerSnapshot Tracker::LiveBySite() const {
+  TrackerSnapshot snap = Totals();
+  snap.live_by_site = true;
+  const uint32_t used = std::min(sites_used_.load(std::memory_order_acquire), max_sites_ + 1);
+  for (uint32_t id = 0; id < used; ++id) {
+    const Site& site = sites_[id];
+    if (const SiteTotals t = TotalsOf(site); t.allocs != 0) snap.sites.emplace_back(id, t);
+    TrackerSnapshot::SiteLive live;
+    live.count = site.live_count.load(std::memory_order_relaxed);
+    live.host_count = site.host_live_count.load(std::memory_order_relaxed);
+    live.imported_count = site.imported_live_count.load(std::memory_order_relaxed);
+    if (live.count == 0 && live.host_count == 0 && live.imported_count == 0) continue;
+    for (int k = 0; k < kNumMemKinds; ++k) {
+      live.kind_bytes[k] = site.kind_live_bytes[k].load(std::memory_order_relaxed);
+    }
+    snap.site_live.emplace_back(id, live);
   }
+  FillPeak(&snap);
   return snap;
 }
 

@@ -91,6 +91,16 @@ struct TrackerSnapshot {
   // Bytes of each kind live when the peak's sites were captured: the
   // breakdown of peak_sites_device_bytes (the device kinds add up to it).
   std::array<uint64_t, kNumMemKinds> peak_kinds{};
+  // What was live, per site, as Tracker::LiveBySite() captures it (from the
+  // per-site counters): `live` is empty then, and `live_by_site` set.
+  struct SiteLive {
+    uint64_t count = 0;           // device kinds
+    uint64_t host_count = 0;      // pinned and registered host memory
+    uint64_t imported_count = 0;  // another process's memory (CUDA IPC)
+    std::array<uint64_t, kNumMemKinds> kind_bytes{};
+  };
+  bool live_by_site = false;
+  std::vector<std::pair<uint32_t, SiteLive>> site_live;  // sites with memory live, by id
   // Device bytes (device kinds) live now and at their peak, per device ordinal.
   std::array<uint64_t, kMaxTrackedDevices> device_bytes_by_device{};
   std::array<uint64_t, kMaxTrackedDevices> device_peak_bytes_by_device{};
@@ -223,7 +233,21 @@ class Tracker {
   // Nanoseconds since this tracker was constructed (CLOCK_MONOTONIC).
   uint64_t NowNs() const;
 
+  // Every live allocation (the live table, shard by shard under each
+  // shard's lock), the counters and the sites. For report writers.
   TrackerSnapshot Snapshot() const;
+  // What is live now by site, not by allocation, for a moment that cannot
+  // wait for the live table (an out-of-memory failure, a context's
+  // destruction, inside a CUDA callback): the counters (as Totals()), every
+  // site's totals, the peak's sites and, per site with memory live, its
+  // bytes by kind and its counts (TrackerSnapshot::site_live). Reads the
+  // per-site counters: no shard lock, and a cost that grows with the sites,
+  // not the allocations. Thread-safe.
+  TrackerSnapshot LiveBySite() const;
+  // How many times the live table was walked under the shards' locks
+  // (Snapshot, and Live of one device, LiveSince and OnContextDestroyed):
+  // for tests that check that a capture does not.
+  uint64_t ShardWalks() const { return shard_walks_.load(std::memory_order_relaxed); }
   // The snapshot's totals alone (kinds, copies, launches, devices): no live
   // table, no sites, no lock. For the live state served each second.
   TrackerSnapshot Totals() const;
@@ -307,16 +331,21 @@ class Tracker {
 
  private:
   static constexpr int kShards = 64;
-  // Per site (stack id). Its live count is counted from the live table when
-  // a snapshot is taken; the live bytes are kept here because peak captures
-  // and marks read them between snapshots.
+  // Per site (stack id). A snapshot counts its live allocations from the
+  // live table; the live figures are also kept here, for what reads them
+  // between snapshots: peak captures and marks (live_bytes), and LiveBySite
+  // (the rest).
   struct Site {
-    std::atomic<uint64_t> live_bytes{0};
+    std::atomic<uint64_t> live_bytes{0};  // device kinds
     std::atomic<uint64_t> allocs{0};
     std::atomic<uint64_t> alloc_bytes{0};
     std::atomic<uint64_t> largest{0};
     std::atomic<uint64_t> host_allocs{0};  // host kinds only touch these two more
     std::atomic<uint64_t> host_alloc_bytes{0};
+    std::atomic<uint64_t> live_count{0};  // device kinds
+    std::atomic<uint64_t> host_live_count{0};
+    std::atomic<uint64_t> imported_live_count{0};
+    std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_bytes{};
   };
   struct Shard;
   // What needs a running process-wide value (the peak of current bytes).
@@ -342,6 +371,13 @@ class Tracker {
   void AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns);
   // Live bytes (kind, device total, site) for a departed allocation.
   void ReleaseLive(const LiveAlloc& alloc);
+  // The site's live figures (device bytes, bytes by kind, counts), for an
+  // allocation that arrives (`sign` 1) or departs (-1); every kind,
+  // imported included.
+  static void CountSiteLive(Site& site, const LiveAlloc& alloc, int sign);
+  // A site's totals (live_count: the site's counter) and the peak's sites.
+  SiteTotals TotalsOf(const Site& site) const;
+  void FillPeak(TrackerSnapshot* snap) const;
 
   uint64_t start_ns_ = 0;
   std::unique_ptr<Shard[]> shards_;
@@ -356,6 +392,7 @@ class Tracker {
   std::atomic<uint64_t> unknown_frees_{0};
   std::atomic<uint64_t> dropped_allocs_{0};  // not tracked: the table could not grow
   std::atomic<bool> paused_{false};
+  mutable std::atomic<uint64_t> shard_walks_{0};
   // Per device ordinal (clamped to kMaxDevices - 1), device kinds only.
   std::array<std::atomic<uint64_t>, kMaxDevices> device_live_{};
   std::array<std::atomic<uint64_t>, kMaxDevices> device_live_peak_{};

@@ -112,6 +112,7 @@ static_assert(static_cast<int>(MemKind::kDevice) == 0);
 
 template <typename Fn>
 void Tracker::ForEachLive(Fn fn) const {
+  shard_walks_.fetch_add(1, std::memory_order_relaxed);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
     std::lock_guard<Mutex> lock(shard.mu);

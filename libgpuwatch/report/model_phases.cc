@@ -52,6 +52,11 @@ json PhasesJson(const ReportPhases& phases) {
   for (const PhasePath& p : phases.paths) {
     json e = {{"path", p.path}, {"depth", p.depth}};
     PutCounts(p, PhasePath::Counts(), &e);
+    if (!phases.live_known) {
+      for (const char* live : {"live_bytes", "live_count", "host_live_bytes", "host_live_count"}) {
+        e.erase(live);
+      }
+    }
     json copies = json::object();
     for (const auto& [direction, row] : p.copies) {
       PutCounts(row, CopyRow::Counts(), &copies[direction]);
@@ -174,6 +179,7 @@ PhasePath ReadPhasePath(ReportFieldReader* r, const json& e, const std::string& 
 ReportPhases ReadPhases(ReportFieldReader* r, const json& phases) {
   ReportPhases out;
   EachObject(r, phases, key::kPhases, "paths", [&](const json& e, const std::string& at) {
+    if (out.paths.empty()) out.live_known = e.contains("live_bytes");
     out.paths.push_back(ReadPhasePath(r, e, at));
   });
   r->CountsAt(phases, key::kPhases, ReportPhases::Counts(), &out);

@@ -70,6 +70,11 @@ struct PhasePath {
 struct ReportPhases {
   std::vector<PhasePath> paths;  // each after the path it is nested in (PhasePathBefore)
   GPUWATCH_COUNTS(ReportPhases, GPUWATCH_PHASES_COUNTS)
+  // False in a report from a capture by site (out of memory, a context
+  // destroyed), which does not know the phases of what was live: the paths'
+  // live_* figures are absent (and read as 0). Read back as whether the
+  // first path has live_bytes.
+  bool live_known = true;
 };
 
 // regions.sites[]: live pool regions of one registering stack.

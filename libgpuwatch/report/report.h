@@ -101,8 +101,8 @@ struct LeakGroup {
   uint64_t bytes = 0;
   uint64_t count = 0;
   std::array<uint64_t, kNumMemKinds> kind_bytes{};
-  uint64_t oldest_ns = UINT64_MAX;
-  uint32_t phase = 0;  // the phase (path id) that allocated most of its bytes; 0: none
+  uint64_t oldest_ns = UINT64_MAX;  // stays so when unknown (a capture by site)
+  uint32_t phase = 0;               // the phase (path id) that allocated most of its bytes; 0: none
 };
 
 // What the report's sections and its summary share, computed once per

@@ -64,6 +64,44 @@ std::vector<LeakGroup> GroupLive(const std::vector<LiveAlloc>& live, uint32_t ki
   return out;
 }
 
+// The same from a capture by site (TrackerSnapshot::live_by_site): bytes,
+// counts and bytes by kind; no oldest time and no phase (unknown).
+std::vector<LeakGroup> GroupSites(const TrackerSnapshot& snap, uint32_t kinds,
+                                  SiteResolver* sites) {
+  std::unordered_map<uint32_t, LeakGroup> merged;
+  for (const auto& [id, live] : snap.site_live) {
+    uint64_t bytes = 0;
+    for (int k = 0; k < kNumMemKinds; ++k) {
+      if (InKinds(static_cast<MemKind>(k), kinds)) bytes += live.kind_bytes[k];
+    }
+    const uint64_t count = kinds == kDeviceKinds ? live.count
+                           : kinds == kHostKinds ? live.host_count
+                                                 : live.imported_count;
+    if (count == 0) continue;
+    LeakGroup& g = merged[sites->Canonical(id)];
+    g.stack_id = sites->Canonical(id);
+    g.bytes += bytes;
+    g.count += count;
+    for (int k = 0; k < kNumMemKinds; ++k) {
+      if (InKinds(static_cast<MemKind>(k), kinds)) g.kind_bytes[k] += live.kind_bytes[k];
+    }
+  }
+  std::vector<LeakGroup> out;
+  out.reserve(merged.size());
+  for (auto& [id, g] : merged) out.push_back(g);
+  std::sort(out.begin(), out.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack_id < b.stack_id;
+  });
+  return out;
+}
+
+// The live allocations of the kinds in `kinds`, by site, from whichever the
+// snapshot holds.
+std::vector<LeakGroup> LiveBySite(const TrackerSnapshot& snap, uint32_t kinds,
+                                  SiteResolver* sites) {
+  return snap.live_by_site ? GroupSites(snap, kinds, sites) : GroupLive(snap.live, kinds, sites);
+}
+
 // Transfer sites merged as the report shows them (Canonical), busiest first.
 std::vector<std::pair<uint32_t, SiteTransfers>> MergedTransferSites(const TransfersSnapshot& t,
                                                                     SiteResolver* sites) {
@@ -87,6 +125,7 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
   std::vector<uint32_t> ids;
   for (const auto& [id, t] : snap.sites) ids.push_back(id);
   for (const LiveAlloc& a : snap.live) ids.push_back(a.stack_id);
+  for (const auto& [id, live] : snap.site_live) ids.push_back(id);
   for (const auto& [id, bytes] : snap.peak_sites) ids.push_back(id);
   if (context.oom != nullptr) ids.push_back(context.oom->stack_id);
   if (context.transfers != nullptr) {
@@ -114,9 +153,9 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
   }
   sites->Prepare(std::move(ids));
   ReportAnalysis analysis;
-  analysis.device_live = GroupLive(snap.live, kDeviceKinds, sites);
-  analysis.host_live = GroupLive(snap.live, kHostKinds, sites);
-  analysis.imported_live = GroupLive(snap.live, kImportedKinds, sites);
+  analysis.device_live = LiveBySite(snap, kDeviceKinds, sites);
+  analysis.host_live = LiveBySite(snap, kHostKinds, sites);
+  analysis.imported_live = LiveBySite(snap, kImportedKinds, sites);
   if (context.transfers != nullptr) {
     analysis.transfer_sites = MergedTransferSites(*context.transfers, sites);
     analysis.transfer_findings =

@@ -194,6 +194,10 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     if (IsDeviceKind(a.kind)) ++t.device_live_count;
     if (IsHostKind(a.kind)) ++t.host_live_count;
   }
+  for (const auto& [id, live] : snap.site_live) {
+    t.device_live_count += live.count;
+    t.host_live_count += live.host_count;
+  }
   t.device_current_bytes = snap.device_current_bytes;
   t.device_peak_bytes = snap.device_peak_bytes;
   t.host_current_bytes = snap.kinds[static_cast<int>(MemKind::kPinnedHost)].current_bytes +

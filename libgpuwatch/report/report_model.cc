@@ -105,6 +105,7 @@ json LeakListJson(const LeakList& l) {
   section[key::kSites] = SiteListJson<LeakSite>(l.sites, [](const LeakSite& s, json* e) {
     (*e)["kinds"] = CountMapJson(s.kinds);
     if (!s.phase.empty()) (*e)["phase"] = s.phase;
+    if (s.oldest_ns == kUnknownOldest) e->erase("oldest_ns");
   });
   l.split.WriteTo(&section);
   return section;
@@ -279,6 +280,7 @@ LeakList ReadLeakList(ReportFieldReader* r, const json& leaks, const char* which
                                   [r](const json& j, const std::string& at, LeakSite* site) {
                                     site->kinds = r->CountMapAt(j, at, "kinds");
                                     site->phase = r->OptionalTextAt(j, at, "phase").value_or("");
+                                    if (!j.contains("oldest_ns")) site->oldest_ns = kUnknownOldest;
                                   });
   return out;
 }

@@ -99,6 +99,9 @@ struct ReportSite {
 // clang-format off
 #define GPUWATCH_LEAK_SITE_COUNTS(X) X(bytes, kSum) X(count, kSum) X(oldest_ns, kMin)
 // clang-format on
+// oldest_ns when the report does not know it (an oom or context_destroy
+// report's sites): not written, and absent when read.
+inline constexpr uint64_t kUnknownOldest = UINT64_MAX;
 struct LeakSite : ReportSite {
   GPUWATCH_COUNTS(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
   CountMap kinds;     // live bytes per memory kind

@@ -33,6 +33,9 @@ ReportPhases PhasesSection(const PhasesSnapshot& p, const TrackerSnapshot& snap,
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return PhasePathBefore(p.paths[a], p.paths[b]); });
   ReportPhases out;
+  // A capture by site (an OOM or context report) does not know the phases of
+  // what was live: its live_* figures are left out.
+  out.live_known = !snap.live_by_site;
   for (const size_t i : order) {
     const PhaseStats::Row& r = p.rows[i];
     PhasePath& e = out.paths.emplace_back(std::move(rows[i]));

@@ -139,7 +139,8 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   phases_ = SnapshotPhases(session.phases(), r.phases);
   context_.phases = &phases_;
   regions_ = r.regions.Snapshot();
-  context_.regions = &regions_;
+  // A capture by site has no allocation addresses to place regions in.
+  if (!snapshot_.live_by_site) context_.regions = &regions_;
   context_.lifecycle = LifecycleFiguresOf(r.lifecycle);
   context_.suppressions = session.suppressions();
   context_.depth = config.depth;

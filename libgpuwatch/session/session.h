@@ -124,7 +124,10 @@ class Session {
 // The facts of the process and the moment that the tables do not hold.
 struct ReportRequest {
   ReportContext context;  // trigger, label, process facts, OOM; the rest is filled in
-  // The live memory as a callback saw it; null: the tracker's now.
+  // The live memory as a callback saw it (Tracker::LiveBySite(), or a
+  // Snapshot()); null: the tracker's now (a Snapshot()). A capture by site
+  // gives the report no regions section, and its leak sites no oldest_ns
+  // or phase (docs/report-format.md).
   const TrackerSnapshot* captured = nullptr;
   // Kept from report to report by the caller (symbolization is the costly
   // part of a report); null: a fresh one, for this report only.

@@ -16,6 +16,7 @@
 #include "interpose/callbacks.h"
 #include "interpose/calls.h"
 #include "interpose/cupti_loader.h"
+#include "interpose/current_session.h"
 #include "interpose/guard.h"
 #include "interpose/nvtx.h"
 #include "libgpuwatch/base/mutex.h"
@@ -456,12 +457,15 @@ Config PlainConfig() {
 class Switchboard : public ::testing::Test {
  protected:
   void SetUp() override {
+    PublishSession(&session_);
     CallbackHooks hooks;
-    hooks.session = &session_;
     hooks.get_graph_node_id = &NodeId;
     SetCallbackHooks(hooks);
   }
-  void TearDown() override { SetCallbackHooks(CallbackHooks{}); }
+  void TearDown() override {
+    SetCallbackHooks(CallbackHooks{});
+    PublishSession(nullptr);
+  }
 
   // Node ids: the handle's value, as good as CUPTI's for a test.
   static CUptiResult CUPTIAPI NodeId(CUgraphNode node, uint64_t* id) {
@@ -524,7 +528,6 @@ TEST_F(Switchboard, CallbacksCausedByGpuwatchItselfAreIgnored) {
   self = this;
   hook_calls = 0;
   CallbackHooks hooks;
-  hooks.session = &session_;
   hooks.on_oom = [](const OomEvent&) {
     ++hook_calls;
     EXPECT_TRUE(InsideGpuwatch());
@@ -794,7 +797,6 @@ TEST_F(Switchboard, VmmMemoryIsTheHandlesOnItsDevice) {
 // as an unknown free. A runtime call nesting the driver's counts once.
 TEST_F(Switchboard, IpcOpeningsAreAnotherProcesssMemory) {
   CallbackHooks hooks;
-  hooks.session = &session_;
   hooks.mapped_size = [](uint64_t address) -> uint64_t {
     return address == 0x7f0000200000 ? 3u << 20 : 0;
   };

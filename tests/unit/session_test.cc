@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "libgpuwatch/report/report_model.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuwatch {
@@ -26,6 +27,14 @@ void Alloc(Tracker& tracker, uint64_t address, uint64_t size, MemKind kind = Mem
   e.size = size;
   e.kind = kind;
   tracker.OnAlloc(e);
+}
+
+// An out-of-memory report's request, with the live memory its callback captured.
+ReportRequest OomRequest(const TrackerSnapshot* captured) {
+  ReportRequest request;
+  request.context.trigger = "oom";
+  request.captured = captured;
+  return request;
 }
 
 TEST(Session, OwnsAStackTableOnlyWhenStacksAreKept) {
@@ -110,14 +119,56 @@ TEST(SessionReport, ACapturedSnapshotStandsForTheTrackersNow) {
   const TrackerSnapshot captured = r.tracker.Snapshot();  // as an OOM callback captures it
   ASSERT_TRUE(r.tracker.OnFree(0x1000));
 
-  ReportRequest request;
-  request.context.trigger = "oom";
-  request.captured = &captured;
-  SessionReport report(session, std::move(request));
+  SessionReport report(session, OomRequest(&captured));
   report.Build();
   const nlohmann::json j = nlohmann::json::parse(report.json());
   EXPECT_EQ(j["leaks"]["device"]["bytes"], 300);
   EXPECT_FALSE(j.contains("trace"));
+}
+
+// An out-of-memory or context-destroy report from a capture by site
+// (Tracker::LiveBySite, issue 31): what was live at that moment, by site,
+// with exact bytes, counts and bytes by kind; what only the live table knows
+// (each site's oldest allocation and phase, regions' holders) is left out,
+// and the report still reads back.
+TEST(SessionReport, ACaptureBySiteListsWhatWasLiveBySiteAndLeavesOutWhatItCannotKnow) {
+  Session session(SmallConfig(0, 0));
+  Recording& r = session.recording();
+  Alloc(r.tracker, 0x1000, 300);
+  Alloc(r.tracker, 0x2000, 20, MemKind::kPool);
+  Alloc(r.tracker, 0x3000, 64, MemKind::kPinnedHost);
+  const TrackerSnapshot captured = r.tracker.LiveBySite();  // as the OOM callback captures it
+  ASSERT_TRUE(r.tracker.OnFree(0x1000));
+  Alloc(r.tracker, 0x4000, 5000);
+
+  SessionReport report(session, OomRequest(&captured));
+  report.Build();
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  const nlohmann::json& device = j["leaks"]["device"];
+  EXPECT_EQ(device["bytes"], 320);
+  EXPECT_EQ(device["count"], 2);
+  ASSERT_EQ(device["sites"].size(), 1u);  // no stacks: site 0 holds both
+  EXPECT_EQ(device["sites"][0]["count"], 2);
+  EXPECT_EQ(device["sites"][0]["kinds"], nlohmann::json({{"device", 300}, {"pool", 20}}));
+  EXPECT_FALSE(device["sites"][0].contains("oldest_ns")) << device["sites"][0];
+  EXPECT_FALSE(device["sites"][0].contains("phase"));
+  EXPECT_EQ(j["leaks"]["host"]["bytes"], 64);
+  EXPECT_EQ(j["leaks"]["host"]["count"], 1);
+  EXPECT_EQ(j["totals"]["device_live_count"], 2);
+  EXPECT_EQ(j["totals"]["host_live_count"], 1);
+  EXPECT_EQ(j["sites"][0]["live_device_count"], 2);
+  EXPECT_EQ(j["sites"][0]["live_device_bytes"], 320);
+  EXPECT_FALSE(j.contains("regions"));
+  EXPECT_EQ(report.leaked_device_bytes(), 320u);
+  ReportModel model;
+  std::string error;
+  ASSERT_TRUE(ReadReportModel(j, &model, &error)) << error;
+  ASSERT_EQ(model.leaks_device.sites.size(), 1u);
+  EXPECT_EQ(model.leaks_device.sites[0].oldest_ns, kUnknownOldest);
+  EXPECT_EQ(model.leaks_device.sites[0].count, 2u);
+  nlohmann::json written = nlohmann::json::object();  // written again (merge): still left out
+  model.ToJson(&written);
+  EXPECT_FALSE(written["leaks"]["device"]["sites"][0].contains("oldest_ns"));
 }
 
 // gpuwatch_live_since()'s document: what was allocated after a point and is
