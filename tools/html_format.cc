@@ -14,12 +14,13 @@ namespace {
 // when opened as is, which helps when working on the template).
 constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true})";
 
-// The sections the page shows, as the report has them; the timeline and the
-// transfers come from the typed model. The others (allocation sites,
-// kernels, the trace) can be large and would only make the file bigger.
-constexpr const char* kSections[] = {"schema",  "version",   "trigger",     "label",  "gpuwatch",
-                                     "process", "processes", "totals",      "leaks",  "peak",
-                                     "growth",  "oom",       "merged_from", "phases", "regions"};
+// The sections the page shows. The others (allocation sites, kernels, the
+// trace) can be large and would only make the file bigger.
+namespace key = report_key;
+constexpr const char* kSections[] = {
+    key::kSchema,    key::kVersion, key::kTrigger,    key::kLabel,  key::kGpuwatch, key::kProcess,
+    key::kProcesses, key::kTotals,  key::kLeaks,      key::kPeak,   key::kGrowth,   key::kTimeline,
+    key::kTransfers, key::kOom,     key::kMergedFrom, key::kPhases, key::kRegions};
 
 // Ranges drawn under the chart at most: the newest.
 constexpr size_t kMaxPhaseSpans = 5000;
@@ -40,7 +41,7 @@ json PhaseSpans(const ReportTrace& trace) {
     spans.push_back(json::array({e.time_ns, e.end_ns, e.stream, e.ref}));
   }
   if (spans.empty()) return nullptr;
-  return {{"paths", trace.phases}, {"spans", std::move(spans)}};
+  return {{"paths", trace.phases}, {"spans", std::move(spans)}};  // not a report key: the page's
 }
 
 }  // namespace
@@ -71,21 +72,16 @@ std::string ScriptSafeJson(const json& doc) {
 }
 
 std::string HtmlReport(const Report& report) {
-  const json& doc = report.doc;
+  const json doc = ReportDocument(report.model);
   const ReportTrace* trace = report.model.trace ? &*report.model.trace : nullptr;
   json data = json::object();
-  if (doc.is_object()) {
-    for (const char* key : kSections) {
-      const auto it = doc.find(key);
-      if (it != doc.end()) data[key] = *it;
-    }
+  for (const char* key : kSections) {
+    const auto it = doc.find(key);
+    if (it != doc.end()) data[key] = *it;
   }
   if (trace != nullptr) {
     if (json spans = PhaseSpans(*trace); !spans.is_null()) data["phase_spans"] = std::move(spans);
   }
-  const ReportModel& m = report.model;
-  if (m.timeline.has_value()) data[report_key::kTimeline] = TimelineJson(*m.timeline);
-  if (m.transfers.has_value()) data[report_key::kTransfers] = TransfersJson(*m.transfers);
   const std::string_view page(kReportHtmlTemplate);
   const size_t at = page.find(kPlaceholder);
   std::string out;

@@ -65,7 +65,7 @@ int Main(int argc, char** argv) {
   report_cmd
       ->add_option("--what", report.what,
                    "What --format collapsed weighs: leaks (default), peak or allocated")
-      ->check(CLI::IsMember({"leaks", "peak", "allocated"}));
+      ->check(CLI::IsMember({"leaks", "peak", "allocated"}));  // not a report key: --what's choices
 
   gpuwatch::tools::DiffOptions diff;
   CLI::App* diff_cmd = app.add_subcommand(

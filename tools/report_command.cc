@@ -43,7 +43,7 @@ void PrintHeader(const Report& r, Printer* p) {
   std::string who = "process " + std::to_string(m.process.pid);
   if (!m.process.host.empty()) who += " on " + m.process.host;
   if (!m.process.rank.empty()) who += ", rank " + m.process.rank;
-  p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(r.doc));
+  p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(r.model.process));
   std::string when = "  written at " + m.trigger;
   if (!m.label.empty()) when += " \"" + m.label + "\"";
   when += " after " + Seconds(m.process.elapsed_ns);
@@ -391,7 +391,7 @@ void WriteJson(const json& doc, const ReportTrace* trace, FILE* out) {
   const std::string trace_at = "\n  \"trace\": " + placeholder;
   const size_t at = text.find(trace_at);
   json section = ReportTraceJson(*trace, /*with_events=*/false);
-  section["events"] = "\x01";
+  section[report_key::kEvents] = "\x01";
   std::string inner = section.dump(2);
   for (size_t i = inner.find('\n'); i != std::string::npos; i = inner.find('\n', i + 1)) {
     inner.insert(i + 1, "  ");  // one level deeper
@@ -423,7 +423,9 @@ void WriteJson(const json& doc, const ReportTrace* trace, FILE* out) {
 int Render(const Report& r, const ReportOptions& options, FILE* out) {
   const ReportTrace* trace = r.model.trace.has_value() ? &*r.model.trace : nullptr;
   if (options.format == "json") {
-    WriteJson(r.doc, trace, out);
+    json doc = ReportDocument(r.model);
+    doc.erase(report_key::kTrace);
+    WriteJson(doc, trace, out);
     return 0;
   }
   if (options.format == "collapsed") return Collapsed(r, options.what, out);

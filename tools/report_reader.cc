@@ -133,56 +133,25 @@ bool ReadReport(const std::string& path, Report* out, std::string* error, TraceS
     *error = path + ": malformed gpuwatch report: " + problem;
     return false;
   }
-  doc.erase(key::kTrace);  // the model has it
-  InlineFrameTable(&doc);
   model.InlineFrameTable();
   out->model = std::move(model);
   out->path = path;
-  out->doc = std::move(doc);
   return true;
 }
 
-uint64_t U64(const json& j, const char* key) {
-  if (!j.is_object()) return 0;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return 0;
-  if (it->is_number_unsigned()) return it->get<uint64_t>();
-  if (it->is_number_integer()) return it->get<int64_t>() < 0 ? 0 : it->get<uint64_t>();
-  const double d = it->get<double>();
-  if (!(d > 0)) return 0;
-  // Casting a double beyond uint64_t's range is undefined: saturate.
-  return d < 18446744073709551616.0 ? static_cast<uint64_t>(d) : UINT64_MAX;
-}
-
-double Number(const json& j, const char* key) {
-  if (!j.is_object()) return 0;
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
-std::string Str(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const json& Sub(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it != j.end() ? *it : kNull;
-}
-
-std::string CommandLine(const json& doc) {
-  std::string command;
-  const json& argv = Sub(Sub(doc, "process"), "command");
-  if (!argv.is_array()) return command;
-  for (const json& arg : argv) {
-    if (!arg.is_string()) continue;
-    if (!command.empty()) command += ' ';
-    command += arg.get<std::string>();
-  }
-  return command;
+json ReportDocument(const ReportModel& model) {
+  json doc = json::object();
+  model.ToJson(&doc, /*trace_events=*/false);
+  if (!model.frame_table.empty()) return doc;
+  // Every site has its frames, the ones with none too.
+  doc.erase(report_key::kFrameTable);
+  ForEachReportSite(&doc, [](json& site) {
+    if (const auto stack = site.find(report_key::kStack); stack != site.end()) {
+      site.erase(stack);
+      site[report_key::kFrames] = json::array();
+    }
+  });
+  return doc;
 }
 
 std::string CommandLine(const ReportProcess& process) {
@@ -215,14 +184,6 @@ KindSums SumKinds(const ReportTotals& totals, bool host) {
     sums.frees += k.frees;
   }
   return sums;
-}
-
-ReportSite SiteOf(const json& site) {
-  ReportFieldReader reader;  // the report was validated: nothing fails here
-  reader.frame_table_size = SIZE_MAX;
-  ReportSite out;
-  reader.Site(site, "", &out);
-  return out;
 }
 
 std::string FunctionOf(const ReportSite& site) {

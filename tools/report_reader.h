@@ -3,8 +3,8 @@
 // command line.
 //
 // A report is untrusted input: ReadReport validates the schema name, the
-// version and the sections every subcommand relies on, and the accessors
-// below never throw on a missing or mistyped field (they give 0 or "").
+// version and every field the typed model reads (ReadReportModel), and the
+// subcommands read the model only, never the JSON.
 #ifndef GPUWATCH_TOOLS_REPORT_READER_H_
 #define GPUWATCH_TOOLS_REPORT_READER_H_
 
@@ -22,11 +22,17 @@ namespace gpuwatch::tools {
 
 using nlohmann::json;
 
-struct Report {  // NOLINT(bugprone-exception-escape): json's members, not ours
+// A report as the subcommands read it: the typed model only
+// (libgpuwatch/report/report_model.h), every site with its `frames`.
+struct Report {
   std::string path;
-  json doc;           // every site with its `frames` (InlineFrameTable); no trace
-  ReportModel model;  // the typed sections, sites with their `frames` too
+  ReportModel model;
 };
+
+// The report as a document again (`--format json`, the HTML page's data):
+// ReportModel::ToJson with each site's `frames` and no frame table, and
+// without the trace's events.
+json ReportDocument(const ReportModel& model);
 
 // Reads and validates a report. On failure returns false and sets `error` to
 // one line that names the file and the problem: unreadable, empty, truncated
@@ -42,20 +48,7 @@ enum class TraceSection { kSkip, kKeep };
 bool ReadReport(const std::string& path, Report* out, std::string* error,
                 TraceSection trace = TraceSection::kSkip);
 
-// report_schema.h's: every site gets its `frames` back from the frame table,
-// so that the subcommands read one shape. ReadReport does it.
-using ::gpuwatch::InlineFrameTable;
-
-// Field accessors that never throw: 0, "" or an empty array/object when the
-// field is missing or has another type.
-uint64_t U64(const json& j, const char* key);
-double Number(const json& j, const char* key);
-std::string Str(const json& j, const char* key);
-const json& Sub(const json& j, const char* key);  // a null json when missing
-
-// The command line of a report's process: the strings of process.command
-// joined by spaces (other values skipped), or "".
-std::string CommandLine(const json& doc);
+// The command line of a report's process: its arguments joined by spaces.
 std::string CommandLine(const ReportProcess& process);
 
 // In a merged report, the process whose peak a phase's `peak_bytes` is:
@@ -75,10 +68,6 @@ struct KindSums {
   uint64_t frees = 0;
 };
 KindSums SumKinds(const ReportTotals& totals, bool host);
-
-// A site of a section ReportModel does not type (regions), read as one: its
-// id, location, frames, category and suppression.
-ReportSite SiteOf(const json& site);
 
 // The function of the frame a site's location names (frame 0 unless a
 // Python frame further in is named), or "".

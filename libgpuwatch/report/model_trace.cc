@@ -305,7 +305,7 @@ bool ReadReportTrace(const json& trace, ReportTrace* out, ReportFieldReader* r) 
   });
   out->names = r->TextsAt(trace, path, "names");
   out->phases = r->TextsAt(trace, path, "phases");
-  if (const json* events = r->ArrayAt(trace, path, "events")) {
+  if (const json* events = r->ArrayAt(trace, path, report_key::kEvents)) {
     TraceEventReader reader(out, r);
     for (const json& e : *events) reader.Read(e);
     reader.Resolve();
@@ -390,7 +390,7 @@ json ReportTraceJson(const ReportTrace& t, bool with_events) {
   if (with_events) {
     json events = json::array();
     for (const ReportTraceEvent& e : t.events) events.push_back(EventJson(t, e));
-    out["events"] = std::move(events);
+    out[report_key::kEvents] = std::move(events);
   }
   return out;
 }

@@ -111,6 +111,12 @@ json LeakListJson(const LeakList& l) {
   return section;
 }
 
+json LiveSinceJson(const LeakList& device, const LeakList& host, uint64_t window_peak_bytes) {
+  return {{key::kDevice, LeakListJson(device)},
+          {key::kHost, LeakListJson(host)},
+          {"window_peak_bytes", window_peak_bytes}};
+}
+
 ReportFrame ReportFrameOf(const Frame& frame) {
   return {frame.function, frame.file, static_cast<uint64_t>(std::max(frame.line, 0)), frame.module,
           frame.inlined};

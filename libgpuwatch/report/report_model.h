@@ -328,6 +328,11 @@ struct ReportModel {
 // A leaks section as the report writes it (ReportModel::ToJson's).
 nlohmann::json LeakListJson(const LeakList& list);
 
+// gpuwatch_live_since()'s answer: what was allocated after a point and is
+// still live, device and host apart, and the device peak since the point.
+nlohmann::json LiveSinceJson(const LeakList& device, const LeakList& host,
+                             uint64_t window_peak_bytes);
+
 // What every site entry has (ReportSite), as ToJson writes it.
 nlohmann::json SiteJson(const ReportSite& site);
 

@@ -57,6 +57,7 @@ inline constexpr char kRegions[] = "regions";
 inline constexpr char kSegments[] = "segments";  // regions.segments
 inline constexpr char kHeaps[] = "heaps";        // regions.heaps
 inline constexpr char kTrace[] = "trace";
+inline constexpr char kEvents[] = "events";  // trace.events
 inline constexpr char kOom[] = "oom";
 inline constexpr char kFrameTable[] = "frame_table";
 // leaks.device, leaks.host and leaks.ipc_imported.

@@ -220,10 +220,9 @@ std::string LiveSinceJson(const Session& session, Tracker::Point point, Symboliz
   sites.set_pytorch_per_tensor(pytorch_per_tensor);
   const Suppressions* suppressions = session.suppressions();
   const std::vector<Tracker::SiteRows> rows = tracker.LiveSince(point, {kDeviceKinds, kHostKinds});
-  nlohmann::json doc = {{"device", LeakListJson(LiveSinceSection(rows[0], suppressions, &sites))},
-                        {"host", LeakListJson(LiveSinceSection(rows[1], suppressions, &sites))},
-                        {"window_peak_bytes", tracker.WindowPeak()}};
-  return DumpReport(std::move(doc));
+  return DumpReport(LiveSinceJson(LiveSinceSection(rows[0], suppressions, &sites),
+                                  LiveSinceSection(rows[1], suppressions, &sites),
+                                  tracker.WindowPeak()));
 }
 
 }  // namespace gpuwatch

@@ -278,7 +278,7 @@ namespace {
 
 nlohmann::json ParseReport(const std::string& text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  tools::InlineFrameTable(&doc);
+  InlineFrameTable(&doc);
   return doc;
 }
 

@@ -46,10 +46,9 @@ json HostileReport() {
           {"kernels", {{"launches", 1}}}};
 }
 
-// The report as ReadReport gives it: the document and its typed model.
+// The report as ReadReport gives it: its typed model.
 Report ReportOf(const json& doc) {
   Report r;
-  r.doc = doc;
   std::string error;
   EXPECT_TRUE(ReadReportModel(doc, &r.model, &error)) << error;
   return r;
@@ -75,14 +74,17 @@ TEST(ScriptSafeJson, InvalidUtf8BecomesTheReplacementCharacter) {
 }
 
 TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
-  const json doc = HostileReport();
-  const std::string page = HtmlReport(ReportOf(doc));
+  const Report report = ReportOf(HostileReport());
+  const std::string page = HtmlReport(report);
+  const json doc = ReportDocument(report.model);  // as `--format json` shows it
   ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   const std::string data = DataOf(page);
   ASSERT_FALSE(data.empty());
   const json embedded = json::parse(data);
   EXPECT_EQ(embedded["leaks"], doc["leaks"]);
+  EXPECT_EQ(embedded["leaks"]["device"]["sites"][0]["frames"][0]["function"], kHostile);
   EXPECT_EQ(embedded["process"], doc["process"]);
+  EXPECT_EQ(embedded["process"]["command"][0], kHostile);
   EXPECT_EQ(embedded["label"], kHostile);
   EXPECT_FALSE(embedded.contains("kernels"));  // not shown, so not embedded
   // The timeline, as the typed model writes it.

@@ -256,7 +256,6 @@ TEST_F(ReadTraceTest, EventsReadFromTheTextAreTheDocumentsEvents) {
   ASSERT_EQ(Read(text + "}", &r), "");
   ASSERT_TRUE(r.model.trace.has_value());
   EXPECT_EQ(*r.model.trace, *from_doc.trace);
-  EXPECT_FALSE(r.doc.contains("trace"));
 
   EXPECT_EQ(
       Read(R"({"names": ["k"], "events": [["kernel", 1, 2, 0, 7, 0], ["mem", 1, 0, [4]]]})", &r),

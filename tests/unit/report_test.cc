@@ -60,7 +60,7 @@ class TempDir {
 // A report as the tools read it: each site's frames in `frames`.
 nlohmann::json ParseReport(const std::string& text) {
   nlohmann::json doc = nlohmann::json::parse(text);
-  tools::InlineFrameTable(&doc);
+  InlineFrameTable(&doc);
   return doc;
 }
 
