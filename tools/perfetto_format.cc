@@ -275,8 +275,6 @@ class Writer {
 
 }  // namespace
 
-void WritePerfettoTrace(const Report& report, FILE* out) {
-  Writer(report.model, out).Write();
-}
+void WritePerfettoTrace(const Report& report, FILE* out) { Writer(report.model, out).Write(); }
 
 }  // namespace gpuwatch::tools

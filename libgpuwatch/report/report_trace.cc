@@ -12,6 +12,20 @@
 
 namespace gpuwatch {
 
+namespace {
+
+// The row of `key` in `list` (one string per key, in first-seen order),
+// made with `make` on its first sight.
+template <typename Key, typename Make>
+uint32_t RowOf(std::map<Key, uint32_t>* index, Key key, std::vector<std::string>* list,
+               const Make& make) {
+  const auto [it, added] = index->emplace(key, static_cast<uint32_t>(list->size()));
+  if (added) list->push_back(make());
+  return it->second;
+}
+
+}  // namespace
+
 std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace) {
   std::vector<uint32_t> ids;
   for (const TraceEvent& e : trace.events) {
@@ -57,32 +71,30 @@ ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& sna
     ev.time_ns = e.time_ns;
     ev.device = e.device;
     ev.value = e.value;
+    // A slice's (copy, kernel, phase) type, end and stream.
+    const auto slice = [&ev, &e](TraceEventType type) {
+      ev.type = type;
+      ev.end_ns = e.slice.end_ns;
+      ev.stream = e.slice.stream;
+    };
     switch (e.kind) {
       case TraceKind::kMemory:
         ev.type = TraceEventType::kMem;
         devices[e.device] = true;
         break;
       case TraceKind::kCopy:
-        ev.type = TraceEventType::kCopy;
-        ev.end_ns = e.slice.end_ns;
-        ev.stream = e.slice.stream;
+        slice(TraceEventType::kCopy);
         ev.word[0] = word(CopyKindName(static_cast<CopyKind>(e.detail & 0xF)));
         ev.word[1] = word(HostKindName(static_cast<HostKind>(e.detail >> 4)));
         ev.ref = site_row[sites->Canonical(e.site)];
         break;
-      case TraceKind::kKernel: {
-        ev.type = TraceEventType::kKernel;
-        ev.end_ns = e.slice.end_ns;
-        ev.stream = e.slice.stream;
+      case TraceKind::kKernel:
+        slice(TraceEventType::kKernel);
         ev.value = 0;
-        auto [it, added] = name_index.emplace(e.slice.name, out.names.size());
-        if (added) {
-          out.names.push_back(e.slice.name != nullptr ? DemangleKernel(e.slice.name)
-                                                      : std::string("(unknown)"));
-        }
-        ev.ref = it->second;
+        ev.ref = RowOf(&name_index, e.slice.name, &out.names, [&e] {
+          return e.slice.name != nullptr ? DemangleKernel(e.slice.name) : std::string("(unknown)");
+        });
         break;
-      }
       case TraceKind::kMark: {
         ev.type = TraceEventType::kMark;
         ev.device = 0;
@@ -100,21 +112,15 @@ ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& sna
         ev.word[0] = word(MemKindName(static_cast<MemKind>(e.detail)));
         ev.ref = site_row[sites->Canonical(e.site)];
         break;
-      case TraceKind::kPhase: {
-        ev.type = TraceEventType::kPhase;
-        ev.end_ns = e.slice.end_ns;
-        ev.stream = e.slice.stream;
+      case TraceKind::kPhase:
+        slice(TraceEventType::kPhase);
         ev.device = 0;
         ev.value = 0;
-        auto [it, added] = phase_index.emplace(e.value, out.phases.size());
-        if (added) {
+        ev.ref = RowOf(&phase_index, e.value, &out.phases, [&e, phases] {
           const int row = phases != nullptr ? phases->IndexOf(static_cast<uint32_t>(e.value)) : -1;
-          out.phases.push_back(row >= 0 ? phases->paths[static_cast<size_t>(row)]
-                                        : std::string("(unknown)"));
-        }
-        ev.ref = it->second;
+          return row >= 0 ? phases->paths[static_cast<size_t>(row)] : std::string("(unknown)");
+        });
         break;
-      }
       case TraceKind::kNone:
         continue;
     }

@@ -317,18 +317,33 @@ nlohmann::json RunProgramReport(const std::string& program, const std::vector<st
   return ReadReport(out);
 }
 
+void AttachTo(Attach how, const std::string& report, std::vector<std::string>* argv,
+              std::map<std::string, std::string>* env) {
+  switch (how) {
+    case Attach::kRun: {
+      std::vector<std::string> run = {kCli, "run"};
+      if (!report.empty()) run.insert(run.end(), {"-o", report, "--"});
+      argv->insert(argv->begin(), run.begin(), run.end());
+      return;
+    }
+    case Attach::kPreload:
+      (*env)["LD_PRELOAD"] = kLib;
+      break;
+    case Attach::kInjection:
+      (*env)["CUDA_INJECTION64_PATH"] = kLib;
+      (*env)["NVTX_INJECTION64_PATH"] = kLib;
+      break;
+  }
+  if (!report.empty()) (*env)["GPUWATCH_OUTPUT"] = report;
+}
+
 nlohmann::json RunAttached(const std::string& program, Attach how,
                            const std::map<std::string, std::string>& extra,
                            ProcessResult* process) {
   std::map<std::string, std::string> env = SimEnv();
-  if (how == Attach::kPreload) env["LD_PRELOAD"] = kLib;
-  if (how == Attach::kInjection) {
-    env["CUDA_INJECTION64_PATH"] = kLib;
-    env["NVTX_INJECTION64_PATH"] = kLib;
-  }
+  std::vector<std::string> prefix;
+  AttachTo(how, "", &prefix, &env);
   for (const auto& [k, v] : extra) env[k] = v;
-  const std::vector<std::string> prefix =
-      how == Attach::kRun ? std::vector<std::string>{kCli, "run"} : std::vector<std::string>{};
   return RunProgramReport(program, prefix, std::move(env), process);
 }
 

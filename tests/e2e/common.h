@@ -175,6 +175,11 @@ nlohmann::json RunProgramReport(const std::string& program, const std::vector<st
 // NVTX_INJECTION64_PATH, both naming libgpuwatch.so).
 enum class Attach { kRun, kPreload, kInjection };
 
+// Attaches gpuwatch to the command `argv` as `how` says, its report going to
+// `report` ("": `gpuwatch run`'s default, or GPUWATCH_OUTPUT left unset).
+void AttachTo(Attach how, const std::string& report, std::vector<std::string>* argv,
+              std::map<std::string, std::string>* env);
+
 // RunProgramReport of PROGRAM with gpuwatch attached by `how`, in SimEnv()
 // with `extra` on top.
 nlohmann::json RunAttached(const std::string& program, Attach how,

@@ -72,20 +72,7 @@ class TorchTest : public ::testing::TestWithParam<Attach> {
     env["PYTHONPATH"] = kSourceDir + "/python";  // the gpuwatch package (gpuwatch run's too)
     env.insert(extra.begin(), extra.end());
     std::vector<std::string> argv = {python_, script};
-    switch (GetParam()) {
-      case Attach::kRun:
-        argv.insert(argv.begin(), {kCli, "run", "-o", out, "--"});
-        break;
-      case Attach::kPreload:
-        env["LD_PRELOAD"] = kLib;
-        env["GPUWATCH_OUTPUT"] = out;
-        break;
-      case Attach::kInjection:
-        env["CUDA_INJECTION64_PATH"] = kLib;
-        env["NVTX_INJECTION64_PATH"] = kLib;
-        env["GPUWATCH_OUTPUT"] = out;
-        break;
-    }
+    AttachTo(GetParam(), out, &argv, &env);
     return RunProcess(argv, env, dir.path());
   }
 

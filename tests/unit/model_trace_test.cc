@@ -25,17 +25,14 @@ using nlohmann::json;
 ReportTraceEvent Event(TraceEventType type, uint64_t time_ns, uint64_t end_ns, uint64_t value,
                        uint64_t stream, int32_t device, uint32_t ref, uint16_t word0 = 0,
                        uint16_t word1 = 0) {
-  ReportTraceEvent e;
-  e.type = type;
-  e.time_ns = time_ns;
-  e.end_ns = end_ns;
-  e.value = value;
-  e.stream = stream;
-  e.device = device;
-  e.ref = ref;
-  e.word[0] = word0;
-  e.word[1] = word1;
-  return e;
+  return {.time_ns = time_ns,
+          .end_ns = end_ns,
+          .value = value,
+          .stream = stream,
+          .device = device,
+          .ref = ref,
+          .word = {word0, word1},
+          .type = type};
 }
 
 // Every event type, each table used, strings JSON must escape and one that
