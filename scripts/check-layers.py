@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the layers (libgpuwatch/README.md, interpose/README.md,
 tools/README.md): libgpuwatch's folders include only the folders below them
+(and tools/' folders likewise)
 and nothing of interpose/ or tools/; tools/ includes only what reading a
 report needs, never interpose/, and links no part of the core above report/;
 interpose's call registry (the gpuwatch_calls library) includes only itself,
@@ -77,10 +78,44 @@ def main():
                                 f"only {', '.join(sorted(TOOLS_MAY))} (not the writer's "
                                 "headers)")
     problems += project_includes(src) + calls_includes(src) + tools_links(src)
-    problems += interpose_includes(src)
+    problems += interpose_includes(src) + tools_folders(src)
     for p in problems:
         print(p)
     return 1 if problems else 0
+
+
+# tools/' folders (tools/README.md) and the folders each may include besides
+# itself; main.cc and commands.h at the top may include every one. The
+# generated headers (tools/report_html.h, tools/pprof/) are the formats'.
+TOOLS_FOLDERS = {
+    "reading": set(),
+    "formats": {"reading", "pprof", "report_html.h"},
+    "live": {"reading"},
+    "commands": {"reading", "formats", "live", "commands.h"},
+}
+TOOLS_INCLUDE = re.compile(r'^\s*#\s*include\s+"tools/([^"/]+)', re.M)
+
+
+def tools_folders(src):
+    """tools/' folders include one another downwards only."""
+    problems = []
+    top = os.path.join(src, "tools")
+    for path in sources(top):
+        rel = os.path.relpath(path, src)
+        parts = rel.split(os.sep)
+        if len(parts) == 2:
+            if parts[1].endswith((".cc", ".h")) and parts[1] not in ("main.cc", "commands.h"):
+                problems.append(f"{rel}: outside tools/' folders ({', '.join(TOOLS_FOLDERS)})")
+            continue
+        folder = parts[1]
+        if folder not in TOOLS_FOLDERS:
+            problems.append(f"tools/{folder}/: not a known folder; add it to {__file__}")
+            continue
+        for target in TOOLS_INCLUDE.findall(open(path, encoding="utf-8").read()):
+            if target != folder and target not in TOOLS_FOLDERS[folder]:
+                problems.append(f"{rel}: includes tools/{target}; tools/{folder}/ may include "
+                                f"only {', '.join(sorted(TOOLS_FOLDERS[folder])) or 'itself'}")
+    return problems
 
 
 def project_includes(src):

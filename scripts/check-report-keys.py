@@ -25,12 +25,12 @@ MODEL_FILES = re.compile(r"^(report_model|model_\w+|report_schema|report_field_r
 CHECKED = ["tools", "interpose", "libgpuwatch/session", "libgpuwatch/analysis"]
 # Files that write or read JSON of another format, not the report's.
 OTHER_FORMATS = {
-    "tools/perfetto_format.cc": "Chrome's trace event format",
-    "tools/live_client.cc": "the live protocol (docs/live.md)",
-    "tools/live_answer.cc": "the live protocol (docs/live.md)",
-    "tools/live_metrics.cc": "the live protocol (docs/live.md)",
-    "tools/top_command.cc": "the live protocol (docs/live.md)",
-    "tools/exporter_command.cc": "the live protocol (docs/live.md)",
+    "tools/formats/perfetto_format.cc": "Chrome's trace event format",
+    "tools/live/live_client.cc": "the live protocol (docs/live.md)",
+    "tools/live/live_answer.cc": "the live protocol (docs/live.md)",
+    "tools/live/live_metrics.cc": "the live protocol (docs/live.md)",
+    "tools/commands/top_command.cc": "the live protocol (docs/live.md)",
+    "tools/commands/exporter_command.cc": "the live protocol (docs/live.md)",
     "interpose/live.cc": "the live protocol (docs/live.md)",
 }
 

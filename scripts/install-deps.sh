@@ -13,7 +13,7 @@ packages=(
   libunwind-dev libdw-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
-  prometheus-cpp-dev  # gpuwatch exporter (tools/exporter_command.cc)
+  prometheus-cpp-dev  # gpuwatch exporter (tools/commands/exporter_command.cc)
   prometheus          # its tests: the server and promtool (tests/e2e/exporter_test.cc)
   clang-format clang-tidy
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with the libFuzzer runtime

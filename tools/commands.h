@@ -48,7 +48,7 @@ struct MergeOptions {
 };
 int MergeCommand(const MergeOptions& options, FILE* out);
 
-// `gpuwatch exporter` (tools/exporter_command.cc): serves the live state of
+// `gpuwatch exporter` (tools/commands/exporter_command.cc): serves the live state of
 // the processes under gpuwatch as Prometheus metrics until SIGINT or SIGTERM
 // (exit 0), or writes them to TEXTFILE/gpuwatch.prom; 2 on a bad --listen, a
 // port it cannot listen on, an unsafe live directory or an unwritable

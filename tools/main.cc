@@ -9,8 +9,8 @@
 
 #include "CLI/CLI.hpp"
 #include "tools/commands.h"
-#include "tools/run_command.h"
-#include "tools/top_command.h"
+#include "tools/commands/run_command.h"
+#include "tools/commands/top_command.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 extern char** environ;
 

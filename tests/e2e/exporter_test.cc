@@ -1,4 +1,4 @@
-// End-to-end tests of `gpuwatch exporter` (tools/exporter_command.cc): a
+// End-to-end tests of `gpuwatch exporter` (tools/commands/exporter_command.cc): a
 // training loop that leaks 1 MiB per step runs under gpuwatch, the exporter
 // serves its live state, and a real Prometheus server (Debian's
 // /usr/bin/prometheus) scrapes it every second: the leaking site's exact

@@ -26,7 +26,7 @@
 #include "libgpuwatch/base/live_dir.h"
 #include "tests/e2e/common.h"
 #include "tests/e2e/peers.h"
-#include "tools/live_client.h"
+#include "tools/live/live_client.h"
 
 namespace gpuwatch::testing {
 namespace {

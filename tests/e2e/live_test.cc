@@ -1,7 +1,7 @@
 // End-to-end tests of the live view: a process under gpuwatch serves its live
 // state on a socket in the live directory while it runs (interpose/live.cc),
 // read by the client `gpuwatch top` and `gpuwatch exporter` share
-// (tools/live_client.cc) and by `gpuwatch top --once`. Exact bytes of a
+// (tools/live/live_client.cc) and by `gpuwatch top --once`. Exact bytes of a
 // training loop that leaks per step; the directory's permission checks;
 // entries of dead processes; a process killed or stopped while it is read;
 // twenty processes at once; a forked child.
@@ -27,7 +27,7 @@
 #include "libgpuwatch/base/live_dir.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
-#include "tools/live_client.h"
+#include "tools/live/live_client.h"
 
 namespace gpuwatch::testing {
 namespace {

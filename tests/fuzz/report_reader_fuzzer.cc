@@ -18,7 +18,7 @@
 #include <string>
 
 #include "tools/commands.h"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The HTML renderer of `gpuwatch report --format html`: the report goes into
 // the page as JSON that no string can break out of, and the page refers to
 // nothing outside itself.
-#include "tools/html_format.h"
+#include "tools/formats/html_format.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // What a broken or hostile process can send `gpuwatch top` and `gpuwatch
-// exporter` (tools/live_answer.h): each answer is refused with one line, or
+// exporter` (tools/live/live_answer.h): each answer is refused with one line, or
 // read into typed values; what a terminal would act on is shown, not sent;
 // no answer makes the exporter print one label set twice.
-#include "tools/live_answer.h"
+#include "tools/live/live_answer.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "prometheus/text_serializer.h"
-#include "tools/live_client.h"
-#include "tools/live_metrics.h"
-#include "tools/top_command.h"
+#include "tools/commands/top_command.h"
+#include "tools/live/live_client.h"
+#include "tools/live/live_metrics.h"
 
 namespace gpuwatch::tools {
 namespace {

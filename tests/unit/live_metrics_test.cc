@@ -1,6 +1,6 @@
-// tools/live_metrics.cc: live states (the JSON interpose/live.cc serves) as
+// tools/live/live_metrics.cc: live states (the JSON interpose/live.cc serves) as
 // Prometheus metric families, and their text exposition.
-#include "tools/live_metrics.h"
+#include "tools/live/live_metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The live view's parts that need no process: the live directory's name and
 // entries (libgpuwatch/base/live_dir.h), the live state built from given
 // figures (libgpuwatch/report/live_state.h: rates, growth, history, the top
-// sites and the rest) and `gpuwatch top`'s frame (tools/top_command.h).
+// sites and the rest) and `gpuwatch top`'s frame (tools/commands/top_command.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include "libgpuwatch/base/live_dir.h"
 #include "libgpuwatch/report/live_state.h"
 #include "nlohmann/json.hpp"
-#include "tools/top_command.h"
+#include "tools/commands/top_command.h"
 
 namespace gpuwatch {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
-#include "tools/report_reader.h"
-#include "tools/report_validate.h"
+#include "tools/reading/report_reader.h"
+#include "tools/reading/report_validate.h"
 
 namespace gpuwatch {
 namespace {

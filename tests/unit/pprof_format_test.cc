@@ -2,7 +2,7 @@
 // per site with its live and allocated figures joined by site id, 0 where a
 // site is in only one list, inlined frames folded into one location, a site
 // without a stack, and the omitted sites' bytes in a sample of their own.
-#include "tools/pprof_format.h"
+#include "tools/formats/pprof_format.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

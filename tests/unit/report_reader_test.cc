@@ -1,4 +1,4 @@
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "tools/report_validate.h"
+#include "tools/reading/report_validate.h"
 
 namespace gpuwatch::tools {
 namespace {

@@ -14,7 +14,7 @@
 #include "libgpuwatch/stacks/unwind.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 #include "nlohmann/json.hpp"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 // Outside namespace gpuwatch on purpose: the report trims gpuwatch's own
 // frames from the top of every stack.

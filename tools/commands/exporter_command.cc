@@ -1,6 +1,6 @@
 // `gpuwatch exporter`: the live state of every process under gpuwatch on this
-// machine (tools/live_client.h), read at each scrape, as Prometheus metrics
-// (tools/live_metrics.h) on /metrics, or written to a file for
+// machine (tools/live/live_client.h), read at each scrape, as Prometheus metrics
+// (tools/live/live_metrics.h) on /metrics, or written to a file for
 // node_exporter's textfile collector. docs/prometheus.md describes it.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,8 +29,8 @@
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
 #include "tools/commands.h"
-#include "tools/live_client.h"
-#include "tools/live_metrics.h"
+#include "tools/live/live_client.h"
+#include "tools/live/live_metrics.h"
 
 namespace gpuwatch::tools {
 namespace {

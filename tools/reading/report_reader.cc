@@ -1,4 +1,4 @@
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 #include <cctype>
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
-#include "tools/report_parse.h"
-#include "tools/report_validate.h"
+#include "tools/reading/report_parse.h"
+#include "tools/reading/report_validate.h"
 
 namespace gpuwatch::tools {
 

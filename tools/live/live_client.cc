@@ -1,4 +1,4 @@
-#include "tools/live_client.h"
+#include "tools/live/live_client.h"
 
 #include <dirent.h>
 #include <fcntl.h>

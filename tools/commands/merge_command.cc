@@ -22,7 +22,7 @@
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "tools/commands.h"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 

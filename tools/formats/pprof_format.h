@@ -13,12 +13,12 @@
 // and allocations of the sites a leaks section omitted (beyond its site
 // limit) form one more sample, "[omitted sites]", so the live figures add up
 // to the report's.
-#ifndef GPUWATCH_TOOLS_PPROF_FORMAT_H_
-#define GPUWATCH_TOOLS_PPROF_FORMAT_H_
+#ifndef GPUWATCH_TOOLS_FORMATS_PPROF_FORMAT_H_
+#define GPUWATCH_TOOLS_FORMATS_PPROF_FORMAT_H_
 
 #include <string>
 
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 
@@ -31,4 +31,4 @@ bool Gzip(const std::string& data, std::string* out);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_PPROF_FORMAT_H_
+#endif  // GPUWATCH_TOOLS_FORMATS_PPROF_FORMAT_H_

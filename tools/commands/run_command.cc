@@ -1,4 +1,4 @@
-#include "tools/run_command.h"
+#include "tools/commands/run_command.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@
 
 #include "libgpuwatch/base/config.h"
 #include "libgpuwatch/report/format.h"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 

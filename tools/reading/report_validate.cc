@@ -1,4 +1,4 @@
-#include "tools/report_validate.h"
+#include "tools/reading/report_validate.h"
 
 #include <string>
 #include <string_view>

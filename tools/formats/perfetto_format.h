@@ -14,12 +14,12 @@
 // GPUWATCH_TRACE_EVENTS=0) gives a counter of all devices together from the
 // timeline samples, marks from the timeline, the peak and OOM from their
 // sections, and an instant and `otherData.source` that say so.
-#ifndef GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
-#define GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
+#ifndef GPUWATCH_TOOLS_FORMATS_PERFETTO_FORMAT_H_
+#define GPUWATCH_TOOLS_FORMATS_PERFETTO_FORMAT_H_
 
 #include <cstdio>
 
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 
@@ -31,4 +31,4 @@ void WritePerfettoTrace(const Report& report, FILE* out);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_PERFETTO_FORMAT_H_
+#endif  // GPUWATCH_TOOLS_FORMATS_PERFETTO_FORMAT_H_

@@ -7,8 +7,8 @@
 // `gpuwatch check` with made-up figures. ReadReport therefore refuses such a
 // report, naming the field. Fields this build does not know are not checked
 // (docs/report-format.md: readers ignore them).
-#ifndef GPUWATCH_TOOLS_REPORT_VALIDATE_H_
-#define GPUWATCH_TOOLS_REPORT_VALIDATE_H_
+#ifndef GPUWATCH_TOOLS_READING_REPORT_VALIDATE_H_
+#define GPUWATCH_TOOLS_READING_REPORT_VALIDATE_H_
 
 #include <cstdint>
 #include <string>
@@ -39,4 +39,4 @@ std::string ValidateReport(const nlohmann::json& doc, ReportModel* model = nullp
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_REPORT_VALIDATE_H_
+#endif  // GPUWATCH_TOOLS_READING_REPORT_VALIDATE_H_

@@ -1,8 +1,8 @@
 // Reading the live state of the processes under gpuwatch on this machine
 // (interpose/live.h serves it; docs/live.md has the protocol), for `gpuwatch
 // top` and `gpuwatch exporter`.
-#ifndef GPUWATCH_TOOLS_LIVE_CLIENT_H_
-#define GPUWATCH_TOOLS_LIVE_CLIENT_H_
+#ifndef GPUWATCH_TOOLS_LIVE_LIVE_CLIENT_H_
+#define GPUWATCH_TOOLS_LIVE_LIVE_CLIENT_H_
 
 #include <sys/types.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/live_answer.h"
+#include "tools/live/live_answer.h"
 
 namespace gpuwatch::tools {
 
@@ -53,4 +53,4 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_LIVE_CLIENT_H_
+#endif  // GPUWATCH_TOOLS_LIVE_LIVE_CLIENT_H_

@@ -26,7 +26,7 @@
 #include "libgpuwatch/analysis/suppressions.h"
 #include "libgpuwatch/report/format.h"
 #include "tools/commands.h"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 

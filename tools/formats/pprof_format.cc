@@ -1,4 +1,4 @@
-#include "tools/pprof_format.h"
+#include "tools/formats/pprof_format.h"
 
 #include <zlib.h>
 

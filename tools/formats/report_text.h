@@ -1,8 +1,8 @@
 // `gpuwatch report`'s text form: the printer every section is written with,
 // and its transfers and phases sections.
 // For report_command.cc; report_text.cc holds the sections.
-#ifndef GPUWATCH_TOOLS_REPORT_TEXT_H_
-#define GPUWATCH_TOOLS_REPORT_TEXT_H_
+#ifndef GPUWATCH_TOOLS_FORMATS_REPORT_TEXT_H_
+#define GPUWATCH_TOOLS_FORMATS_REPORT_TEXT_H_
 
 #include <algorithm>
 #include <cstdio>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "libgpuwatch/report/format.h"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 
@@ -89,4 +89,4 @@ void PrintPhases(const ReportModel& m, Printer* p);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_REPORT_TEXT_H_
+#endif  // GPUWATCH_TOOLS_FORMATS_REPORT_TEXT_H_

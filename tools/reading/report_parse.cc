@@ -1,11 +1,11 @@
-#include "tools/report_parse.h"
+#include "tools/reading/report_parse.h"
 
 #include <cstddef>
 #include <string>
 #include <utility>
 
 #include "libgpuwatch/report/report_schema.h"
-#include "tools/report_validate.h"
+#include "tools/reading/report_validate.h"
 
 namespace gpuwatch::tools {
 

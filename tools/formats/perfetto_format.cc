@@ -1,4 +1,4 @@
-#include "tools/perfetto_format.h"
+#include "tools/formats/perfetto_format.h"
 
 #include <algorithm>
 #include <cctype>

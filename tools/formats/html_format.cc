@@ -1,4 +1,4 @@
-#include "tools/html_format.h"
+#include "tools/formats/html_format.h"
 
 #include <cstddef>
 #include <string_view>

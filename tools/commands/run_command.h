@@ -1,6 +1,6 @@
 // `gpuwatch run`: runs a command with libgpuwatch.so attached.
-#ifndef GPUWATCH_TOOLS_RUN_COMMAND_H_
-#define GPUWATCH_TOOLS_RUN_COMMAND_H_
+#ifndef GPUWATCH_TOOLS_COMMANDS_RUN_COMMAND_H_
+#define GPUWATCH_TOOLS_COMMANDS_RUN_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -32,4 +32,4 @@ int RunCommand(const RunOptions& options, const std::string& self_exe);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_RUN_COMMAND_H_
+#endif  // GPUWATCH_TOOLS_COMMANDS_RUN_COMMAND_H_

@@ -5,8 +5,8 @@
 // A report is untrusted input: ReadReport validates the schema name, the
 // version and every field the typed model reads (ReadReportModel), and the
 // subcommands read the model only, never the JSON.
-#ifndef GPUWATCH_TOOLS_REPORT_READER_H_
-#define GPUWATCH_TOOLS_REPORT_READER_H_
+#ifndef GPUWATCH_TOOLS_READING_REPORT_READER_H_
+#define GPUWATCH_TOOLS_READING_REPORT_READER_H_
 
 #include <cstdint>
 #include <string>
@@ -135,4 +135,4 @@ std::string PercentChange(uint64_t base, uint64_t now);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_REPORT_READER_H_
+#endif  // GPUWATCH_TOOLS_READING_REPORT_READER_H_

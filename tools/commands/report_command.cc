@@ -17,11 +17,11 @@
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 #include "tools/commands.h"
-#include "tools/html_format.h"
-#include "tools/perfetto_format.h"
-#include "tools/pprof_format.h"
-#include "tools/report_reader.h"
-#include "tools/report_text.h"
+#include "tools/formats/html_format.h"
+#include "tools/formats/perfetto_format.h"
+#include "tools/formats/pprof_format.h"
+#include "tools/formats/report_text.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 

@@ -10,7 +10,7 @@
 
 #include "libgpuwatch/report/format.h"
 #include "tools/commands.h"
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/top_command.h"
+#include "tools/commands/top_command.h"
 
 #include <langinfo.h>
 #include <poll.h>

@@ -6,8 +6,8 @@
 // type the protocol gives it. A missing field reads as 0, "" or unknown; a
 // field of the wrong type or out of range refuses the whole answer, with one
 // line naming the field. Nothing here throws on any input but bad_alloc.
-#ifndef GPUWATCH_TOOLS_LIVE_ANSWER_H_
-#define GPUWATCH_TOOLS_LIVE_ANSWER_H_
+#ifndef GPUWATCH_TOOLS_LIVE_LIVE_ANSWER_H_
+#define GPUWATCH_TOOLS_LIVE_LIVE_ANSWER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -88,4 +88,4 @@ std::string Printable(std::string_view text, size_t max_bytes = SIZE_MAX);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_LIVE_ANSWER_H_
+#endif  // GPUWATCH_TOOLS_LIVE_LIVE_ANSWER_H_

@@ -1,15 +1,15 @@
-// The live state of the processes under gpuwatch (tools/live_client.h) as
+// The live state of the processes under gpuwatch (tools/live/live_client.h) as
 // Prometheus metric families, for `gpuwatch exporter` (docs/prometheus.md has
 // the list). Pure: the same scan gives the same families.
-#ifndef GPUWATCH_TOOLS_LIVE_METRICS_H_
-#define GPUWATCH_TOOLS_LIVE_METRICS_H_
+#ifndef GPUWATCH_TOOLS_LIVE_LIVE_METRICS_H_
+#define GPUWATCH_TOOLS_LIVE_LIVE_METRICS_H_
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "prometheus/metric_family.h"
-#include "tools/live_client.h"
+#include "tools/live/live_client.h"
 
 namespace gpuwatch::tools {
 
@@ -37,4 +37,4 @@ std::string SiteLabel(const LiveSite& site);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_LIVE_METRICS_H_
+#endif  // GPUWATCH_TOOLS_LIVE_LIVE_METRICS_H_

@@ -1,4 +1,4 @@
-#include "tools/live_metrics.h"
+#include "tools/live/live_metrics.h"
 
 #include <algorithm>
 #include <map>

@@ -3,8 +3,8 @@
 // most of a large report's bytes, are read one at a time into their structs
 // (model_trace.h) as the parser meets them, never held as a document.
 // Everything else is parsed into the document as json::parse would.
-#ifndef GPUWATCH_TOOLS_REPORT_PARSE_H_
-#define GPUWATCH_TOOLS_REPORT_PARSE_H_
+#ifndef GPUWATCH_TOOLS_READING_REPORT_PARSE_H_
+#define GPUWATCH_TOOLS_READING_REPORT_PARSE_H_
 
 #include <string>
 
@@ -37,4 +37,4 @@ class TraceEventsParser {
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_REPORT_PARSE_H_
+#endif  // GPUWATCH_TOOLS_READING_REPORT_PARSE_H_

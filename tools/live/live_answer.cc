@@ -1,11 +1,11 @@
-#include "tools/live_answer.h"
+#include "tools/live/live_answer.h"
 
 #include <cstdio>
 #include <string>
 #include <utility>
 
 #include "libgpuwatch/report/report_model.h"
-#include "tools/report_validate.h"
+#include "tools/reading/report_validate.h"
 
 namespace gpuwatch::tools {
 namespace {

@@ -1,8 +1,8 @@
 // `gpuwatch top`: a live view of the processes under gpuwatch on this
-// machine (tools/live_client.h reads them), refreshed every second in the
+// machine (tools/live/live_client.h reads them), refreshed every second in the
 // manner of top and nvtop, or one plain-text frame with --once.
-#ifndef GPUWATCH_TOOLS_TOP_COMMAND_H_
-#define GPUWATCH_TOOLS_TOP_COMMAND_H_
+#ifndef GPUWATCH_TOOLS_COMMANDS_TOP_COMMAND_H_
+#define GPUWATCH_TOOLS_COMMANDS_TOP_COMMAND_H_
 
 #include <sys/types.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/live_client.h"
+#include "tools/live/live_client.h"
 
 namespace gpuwatch::tools {
 
@@ -53,4 +53,4 @@ std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std:
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_TOP_COMMAND_H_
+#endif  // GPUWATCH_TOOLS_COMMANDS_TOP_COMMAND_H_

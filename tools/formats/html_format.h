@@ -3,12 +3,12 @@
 // no network: device memory over time stacked by site with the marks, the
 // peak and any OOM; the leak, growth and peak tables with each site's stack;
 // icicle graphs of the bytes live at exit and at the peak; the transfers.
-#ifndef GPUWATCH_TOOLS_HTML_FORMAT_H_
-#define GPUWATCH_TOOLS_HTML_FORMAT_H_
+#ifndef GPUWATCH_TOOLS_FORMATS_HTML_FORMAT_H_
+#define GPUWATCH_TOOLS_FORMATS_HTML_FORMAT_H_
 
 #include <string>
 
-#include "tools/report_reader.h"
+#include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
 
@@ -23,4 +23,4 @@ std::string ScriptSafeJson(const json& doc);
 
 }  // namespace gpuwatch::tools
 
-#endif  // GPUWATCH_TOOLS_HTML_FORMAT_H_
+#endif  // GPUWATCH_TOOLS_FORMATS_HTML_FORMAT_H_

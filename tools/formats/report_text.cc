@@ -1,6 +1,6 @@
 // `gpuwatch report`'s text sections: transfers and phases, from the typed
 // model (report_text.h).
-#include "tools/report_text.h"
+#include "tools/formats/report_text.h"
 
 #include <algorithm>
 #include <cinttypes>
