@@ -1,5 +1,5 @@
 // What gpuwatch's core adds to each CUDA event, measured on the real classes
-// (libgpuwatch/), without CUPTI: the work interpose/callbacks.cc does per
+// (libgpuwatch/), without CUPTI: the work interpose/callbacks/callbacks.cc does per
 // allocation, free, copy and launch once it has parsed the callback; the live
 // table's insert and erase from 1,000 to 10,000,000 entries; and the memory
 // each live allocation and each interned stack costs.

@@ -1,4 +1,4 @@
-// The live view's work on gpuwatch's background thread (interpose/live.cc),
+// The live view's work on gpuwatch's background thread (interpose/agent/live.cc),
 // in the core, with a tracker holding 100,000 live device allocations over
 // 10,000 sites (bench/live_poll.py measures the same load end to end):
 //

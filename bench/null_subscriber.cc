@@ -1,6 +1,6 @@
 // A CUPTI client that does nothing: it subscribes, enables exactly the
 // callbacks gpuwatch enables (the list is generated at configure time from
-// interpose/callbacks.cc) and the activity kinds gpuwatch enables by default
+// interpose/callbacks/callbacks.cc) and the activity kinds gpuwatch enables by default
 // (MEMCPY, MEMCPY2), and its callbacks return at once; activity buffers are
 // walked record by record and dropped.
 //
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "bench/cupti_injection.h"
-#include "interpose/calls.h"
+#include "interpose/calls/calls.h"
 
 namespace {
 

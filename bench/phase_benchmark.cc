@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "interpose/nvtx.h"
+#include "interpose/nvtx/nvtx.h"
 #include "libgpuwatch/record/phases.h"
 #include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/record/tracker.h"

@@ -1,7 +1,7 @@
 // The exit report of a big process: 1,000,000 live allocations over 10,000
 // allocation sites, each site a deep stack, built through the library's own
 // path (libgpuwatch/session: a Session's tables and a SessionReport, as
-// interpose/reports.cc's WriteReport does), phase by phase: the tables'
+// interpose/agent/reports.cc's WriteReport does), phase by phase: the tables'
 // snapshots, the analysis and the JSON (symbolization of every site
 // included), the leaked bytes, WriteFileAtomically (fsync'ed) and the
 // summary. `stacks:1` symbolizes with a fresh Symbolizer per report (a
@@ -279,7 +279,7 @@ BENCHMARK(BM_ExitReport)
     ->ReportAggregatesOnly(false);
 
 // What an out-of-memory or context-destroy callback captures of the live
-// memory, inside the failing call (interpose/reports.cc): 0, the whole live
+// memory, inside the failing call (interpose/agent/reports.cc): 0, the whole live
 // table (Tracker::Snapshot, what it took before issue 31: every shard's lock
 // and a copy of every allocation); 1, the live memory by site
 // (Tracker::LiveBySite: the per-site counters, no shard lock).

@@ -36,8 +36,8 @@ PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:interpose|tools)/[^"]+)"',
 # The call registry (interpose/CMakeLists.txt's gpuwatch_calls): the parse
 # step's files, which the benchmarks' null client and the GPU recorder link
 # without the rest of interpose/.
-CALLS_FILES = {"calls.cc", "calls.h", "call_readers.h", "copy_readers.h"}
-CALLS_MAY = {"interpose/" + f for f in CALLS_FILES} | {"interpose/cupti_loader.h"}
+CALLS_FILES = {"calls/calls.cc", "calls/calls.h", "calls/call_readers.h", "calls/copy_readers.h"}
+CALLS_MAY = {"interpose/" + f for f in CALLS_FILES} | {"interpose/cupti/cupti_loader.h"}
 CALLS_CORE_MAY = {"base", "record"}
 # What tools/ may link of the project's own libraries.
 TOOLS_LINK_MAY_NOT = {"gpuwatch", "gpuwatch_core", "gpuwatch_session", "gpuwatch_interpose",
@@ -157,7 +157,7 @@ def library_sources(text, name):
 def interpose_includes(src):
     """gpuwatch_interpose includes none of libgpuwatch.so's own headers."""
     text = open(os.path.join(src, "interpose", "CMakeLists.txt"), encoding="utf-8").read()
-    shared = {"interpose/agent.h"} | {"interpose/" + f[:-3] + ".h"
+    shared = {"interpose/agent/agent.h"} | {"interpose/" + f[:-3] + ".h"
                                       for f in library_sources(text, "gpuwatch") if f.endswith(".cc")}
     problems = []
     for f in library_sources(text, "gpuwatch_interpose"):
@@ -169,7 +169,7 @@ def interpose_includes(src):
                 if inc in shared:
                     problems.append(f"interpose/{name}: includes {inc}, a header of "
                                     "libgpuwatch.so's; the callbacks' library reaches the "
-                                    "Session through interpose/current_session.h")
+                                    "Session through interpose/callbacks/current_session.h")
     return problems
 
 

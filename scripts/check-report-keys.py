@@ -31,7 +31,7 @@ OTHER_FORMATS = {
     "tools/live/live_metrics.cc": "the live protocol (docs/live.md)",
     "tools/commands/top_command.cc": "the live protocol (docs/live.md)",
     "tools/commands/exporter_command.cc": "the live protocol (docs/live.md)",
-    "interpose/live.cc": "the live protocol (docs/live.md)",
+    "interpose/agent/live.cc": "the live protocol (docs/live.md)",
 }
 
 XLIST_MEMBER = re.compile(r"\bX\((\w+),\s*k(?:Sum|Max|Min)\)")

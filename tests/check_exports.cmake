@@ -2,7 +2,7 @@ cmake_policy(SET CMP0057 NEW)
 # Fails unless every dynamic symbol libgpuwatch.so defines is gpuwatch_*,
 # InitializeInjection (CUDA's), InitializeInjectionNvtx2 and
 # InitializeInjectionNvtxExtension (NVTX's), or one of the CUPTI entry points
-# and dlsym through which other CUPTI clients share CUPTI (interpose/cupti_exports.cc)
+# and dlsym through which other CUPTI clients share CUPTI (interpose/cupti/cupti_exports.cc)
 # (run as: cmake -DLIB=path -P check_exports.cmake).
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

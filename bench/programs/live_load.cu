@@ -1,5 +1,5 @@
 // The load bench/live_poll.py measures the live view against (`gpuwatch top`,
-// `gpuwatch exporter`; interpose/live.cc): 100,000 live device allocations
+// `gpuwatch exporter`; interpose/agent/live.cc): 100,000 live device allocations
 // over exactly 10,000 distinct call stacks (sites), then idle.
 //
 // Each site is one (A, B) pair: main calls Outer<A> (A in 0..99) through a

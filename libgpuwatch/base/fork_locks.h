@@ -4,7 +4,7 @@
 // fork() must not leave any of them held in the child, so each is registered
 // here once, where it is made, and the one fork protocol (this file's
 // pthread_atfork, the only one of gpuwatch's, with the agent's part in
-// interpose/fork.cc) takes them all around a fork, in a fixed order.
+// interpose/agent/fork.cc) takes them all around a fork, in a fixed order.
 //
 // The order: each tier in the order its entries were added, kOuter before
 // the agent's report lock and the Session's tables, kLeaf after everything.
@@ -49,7 +49,7 @@ void AddLeaf(std::mutex* mu, const char* name);
 // A lock held while the Session's tables are taken: in the outer tier.
 void AddOuter(std::mutex* mu, const char* name);
 
-// The agent's own part (interpose/fork.cc): its background thread brought
+// The agent's own part (interpose/agent/fork.cc): its background thread brought
 // to rest, its report lock, the Session's tables, taken between the two
 // tiers; `restart_in_child` runs in the child once every lock is released.
 struct AgentSteps {

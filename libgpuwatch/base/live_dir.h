@@ -1,5 +1,5 @@
 // The live directory: where each process under gpuwatch serves its live
-// state (interpose/live.cc) to `gpuwatch top` and `gpuwatch exporter` on the
+// state (interpose/agent/live.cc) to `gpuwatch top` and `gpuwatch exporter` on the
 // same machine, one Unix socket per process, `<pid>.sock`.
 //
 // It is per user: GPUWATCH_LIVE_DIR, else $XDG_RUNTIME_DIR/gpuwatch, else

@@ -1,6 +1,6 @@
 // Pool regions: the blocks a sub-allocator hands out inside the memory it got
 // from CUDA, as the program declares them through NVTX's memory extension
-// (nvtxMemHeapRegister, nvtxMemRegionsRegister, ...; interpose/nvtx.cc).
+// (nvtxMemHeapRegister, nvtxMemRegionsRegister, ...; interpose/nvtx/nvtx.cc).
 //
 // A pool allocates a segment (cudaMalloc: the tracker's allocation, named by
 // the pool's stack), registers it as a heap, and registers each block it

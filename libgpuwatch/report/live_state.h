@@ -1,5 +1,5 @@
 // The live state of a running process, as `gpuwatch top` and `gpuwatch
-// exporter` read it from its socket (interpose/live.cc; docs/live.md has the
+// exporter` read it from its socket (interpose/agent/live.cc; docs/live.md has the
 // format): device memory live and peak per device and kind, the sites that
 // hold the most with their growth per minute and per mark and their recent
 // history, the allocation, free and OOM counters, transfers per direction

@@ -1,4 +1,4 @@
-// Other CUPTI clients in the process beside gpuwatch (interpose/cupti_mux.h):
+// Other CUPTI clients in the process beside gpuwatch (interpose/cupti/cupti_mux.h):
 // tests/programs/cupti_client (linked against libcupti, as PyTorch's Kineto
 // is) and cupti_client_dlsym (libcupti dlopened and each function looked up
 // with dlsym, as XLA's tracer and ctypes tools do), using CUPTI's callbacks,

@@ -198,7 +198,7 @@ void ExpectGivesWay(const std::map<std::string, std::string>& attach) {
   EXPECT_TRUE(dir.List().empty()) << "a report was written although profiling is off";
 }
 
-// Preloaded, gpuwatch shares CUPTI (interpose/cupti_mux.h): the host that
+// Preloaded, gpuwatch shares CUPTI (interpose/cupti/cupti_mux.h): the host that
 // subscribed before its first CUDA call keeps every callback it had alone,
 // and gpuwatch, attaching at that call, records the program as usual.
 void ExpectShares(const std::vector<std::string>& prefix, std::map<std::string, std::string> env,

@@ -1,5 +1,5 @@
 // End-to-end tests of the live view: a process under gpuwatch serves its live
-// state on a socket in the live directory while it runs (interpose/live.cc),
+// state on a socket in the live directory while it runs (interpose/agent/live.cc),
 // read by the client `gpuwatch top` and `gpuwatch exporter` share
 // (tools/live/live_client.cc) and by `gpuwatch top --once`. Exact bytes of a
 // training loop that leaks per step; the directory's permission checks;

@@ -2,7 +2,7 @@
 // (out of memory, a context destroyed with memory live) is written by
 // gpuwatch's own thread, never on the application's call; and a signal
 // that arrives while gpuwatch holds one of its locks cannot leave the
-// process hanging in its exit (interpose/guard.h).
+// process hanging in its exit (interpose/callbacks/guard.h).
 #include <gtest/gtest.h>
 
 #include <map>

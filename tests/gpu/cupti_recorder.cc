@@ -15,7 +15,7 @@
 //   DOMAIN  rt, drv or res
 //   SITE    enter, exit, or - (resource)
 //   CBID    the callback id; NAME CUPTI's functionName (resource: cuptiGetCallbackName)
-//   GW      1 when gpuwatch enables this callback id (interpose/callbacks.cc), else 0
+//   GW      1 when gpuwatch enables this callback id (interpose/callbacks/callbacks.cc), else 0
 //   CORR    top (depth 0), same (the enclosing call's correlation id) or new
 //   RET     the return value at exit, else -
 //   SYMBOL  symbolName when CUPTI gives one, else -
@@ -50,7 +50,7 @@
 #include <unordered_map>
 
 #include "bench/cupti_injection.h"
-#include "interpose/calls.h"
+#include "interpose/calls/calls.h"
 
 namespace {
 
@@ -70,7 +70,7 @@ constexpr int kMaxDepth = 64;
 thread_local uint32_t t_corr[kMaxDepth];
 
 bool InGpuwatchSet(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  // The ids gpuwatch enables: its own registry (interpose/calls.h).
+  // The ids gpuwatch enables: its own registry (interpose/calls/calls.h).
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     const auto ids = gpuwatch::ResourceCallbacks();
     return std::find(ids.begin(), ids.end(), cbid) != ids.end();

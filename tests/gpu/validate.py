@@ -843,7 +843,7 @@ class Validator:
     # --- other CUPTI clients beside gpuwatch -------------------------------------
 
     def part_cupti_clients(self):
-        """The real question of sharing CUPTI (interpose/cupti_mux.h): does a
+        """The real question of sharing CUPTI (interpose/cupti/cupti_mux.h): does a
         client linked against libcupti, and one that dlsyms it, see under
         gpuwatch (preload) exactly what it sees alone, on the real CUPTI?"""
         for program in ("cupti_client", "cupti_client_dlsym"):

@@ -13,12 +13,12 @@
 #include <utility>
 #include <vector>
 
-#include "interpose/callbacks.h"
-#include "interpose/calls.h"
-#include "interpose/cupti_loader.h"
-#include "interpose/current_session.h"
-#include "interpose/guard.h"
-#include "interpose/nvtx.h"
+#include "interpose/callbacks/callbacks.h"
+#include "interpose/callbacks/current_session.h"
+#include "interpose/callbacks/guard.h"
+#include "interpose/calls/calls.h"
+#include "interpose/cupti/cupti_loader.h"
+#include "interpose/nvtx/nvtx.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/session/session.h"
 #include "tests/unit/fork_check.h"

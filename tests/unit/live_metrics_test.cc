@@ -1,4 +1,4 @@
-// tools/live/live_metrics.cc: live states (the JSON interpose/live.cc serves) as
+// tools/live/live_metrics.cc: live states (the JSON interpose/agent/live.cc serves) as
 // Prometheus metric families, and their text exposition.
 #include "tools/live/live_metrics.h"
 

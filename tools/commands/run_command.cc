@@ -286,7 +286,7 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
     SetEnv("CUDA_INJECTION64_PATH", library);  // NOLINT
   // NVTX ranges as phases: NVTX loads its tool from this variable only.
   // Another tool's (Nsight Systems sets it) is chained: gpuwatch calls it
-  // (interpose/nvtx.h); one that cannot be read is left as it is, and so is
+  // (interpose/nvtx/nvtx.h); one that cannot be read is left as it is, and so is
   // the variable with GPUWATCH_NVTX=0.
   const char* nvtx = std::getenv("NVTX_INJECTION64_PATH");              // NOLINT
   const bool nvtx_on = !NvtxSwitchedOff(std::getenv("GPUWATCH_NVTX"));  // NOLINT

@@ -1,4 +1,4 @@
-// One process's answer on its live socket (interpose/live.cc serves it;
+// One process's answer on its live socket (interpose/agent/live.cc serves it;
 // docs/live.md has the protocol), read into typed values for `gpuwatch top`
 // and `gpuwatch exporter`, within limits that no answer, broken or hostile,
 // can pass: at most kMaxLiveAnswerBytes, nested no deeper than

@@ -1,5 +1,5 @@
 // Reading the live state of the processes under gpuwatch on this machine
-// (interpose/live.h serves it; docs/live.md has the protocol), for `gpuwatch
+// (interpose/agent/live.h serves it; docs/live.md has the protocol), for `gpuwatch
 // top` and `gpuwatch exporter`.
 #ifndef GPUWATCH_TOOLS_LIVE_LIVE_CLIENT_H_
 #define GPUWATCH_TOOLS_LIVE_LIVE_CLIENT_H_

@@ -1,0 +1,269 @@
+#include "interpose/agent/live.h"
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include "interpose/agent/fatal_signals.h"
+#include "interpose/agent/reports.h"
+#include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fds.h"
+#include "libgpuwatch/base/live_dir.h"
+#include "libgpuwatch/base/log.h"
+#include "libgpuwatch/report/live_state.h"
+
+namespace gpuwatch {
+namespace {
+
+using DeviceTotalMemFn = int (*)(size_t* bytes, int device);
+
+// The background thread's alone once the socket is open (attach and fork run
+// before it starts).
+struct Live {
+  int fd = -1;
+  std::string path;
+  std::string dir;
+  uint64_t started_unix_ms = 0;
+  LiveHistory history;
+  // cuDeviceTotalMem_v2 per device, asked once (0: not yet, or unknown).
+  std::array<uint64_t, kMaxTrackedDevices> device_total{};
+  DeviceTotalMemFn device_total_mem = nullptr;
+  bool driver_looked_up = false;
+};
+
+Live& State() {
+  static Live* live = new Live;  // never destroyed: exit handlers may run after statics'
+  return *live;
+}
+
+// The path's name in this process, so that CloseLiveSocket needs no string.
+char g_unlink_path[sizeof(sockaddr_un::sun_path)] = {};
+
+uint64_t UnixMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+bool Bind(Live& live, pid_t pid) {
+  std::string problem;
+  if (!PrepareLiveDir(live.dir, /*create=*/true, &problem)) {
+    Warn("no live view (gpuwatch top, gpuwatch exporter): %s", problem.c_str());
+    return false;
+  }
+  const std::string path = LiveSocketPath(live.dir, pid);
+  if (path.empty()) {
+    Warn("no live view: the socket path in %s would be too long (set GPUWATCH_LIVE_DIR)",
+         live.dir.c_str());
+    return false;
+  }
+  const int fd = AboveStdio(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd < 0) {
+    Warn("no live view: socket: %s", std::strerror(errno));
+    return false;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A name with this pid is a leftover of this pid's last life (a process
+  // that exec'ed, or an earlier process with the same pid killed with -9).
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(fd, 64) != 0) {
+    Warn("no live view: cannot listen on %s: %s", path.c_str(), std::strerror(errno));
+    close(fd);
+    return false;
+  }
+  live.fd = fd;
+  live.path = path;
+  std::memcpy(g_unlink_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+// The device's capacity, asked of the driver once per device (without a
+// context: cuDeviceTotalMem needs none).
+uint64_t DeviceTotal(Live& live, int device) {
+  if (!live.driver_looked_up) {
+    live.driver_looked_up = true;
+    if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+      live.device_total_mem =
+          reinterpret_cast<DeviceTotalMemFn>(dlsym(driver, "cuDeviceTotalMem_v2"));
+    }
+  }
+  if (live.device_total[device] == 0 && live.device_total_mem != nullptr) {
+    size_t bytes = 0;
+    if (live.device_total_mem(&bytes, device) == 0) live.device_total[device] = bytes;
+  }
+  return live.device_total[device];
+}
+
+std::string BuildState(Agent& agent, Live& live, size_t top) {
+  LiveInputs in;
+  in.pid = getpid();
+  in.host = HostName();
+  in.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  in.command = agent.command;
+  in.started_unix_ms = live.started_unix_ms;
+  in.now_unix_ms = UnixMs();
+  in.ooms = agent.ooms.load();
+  const TrackerSnapshot totals = agent.recording().tracker.Totals();
+  const TransfersSnapshot transfers = agent.recording().transfers.Totals();
+  in.totals = &totals;
+  in.transfers = &transfers;
+  in.sites = agent.recording().tracker.LiveDeviceBytesBySite();
+  in.last_marks = agent.recording().timeline.LastMarks();
+  in.history = &live.history;
+  in.top = top;
+  for (int d = 0; d < kMaxTrackedDevices; ++d) {
+    if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
+  }
+  std::lock_guard<Mutex> lock(agent.report_mu);  // the reports' symbolizer
+  SiteResolver resolver(CurrentSession()->stacks(),
+                        CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr);
+  return BuildLiveState(in, &resolver);
+}
+
+// Each reader's time is bounded by deadlines, not by its progress: a reader
+// that sends or takes a byte at a time gets no more than one that sends
+// nothing (docs/reliability.md).
+constexpr uint64_t kRequestNs = 200000000ULL;  // its request, from its accept
+constexpr uint64_t kAnswerNs = 1000000000ULL;  // the answer, from the end of the request
+constexpr uint64_t kTurnNs = 500000000ULL;     // no more readers accepted in a turn after this
+
+// How often a wait for a reader looks whether a fatal signal's handler waits.
+constexpr int kSignalCheckMs = 10;
+
+// Waits until `fd` is ready for `events`; false when `deadline` (monotonic)
+// passed first, or when a signal that ends the process waits for the
+// background thread's report (the thread leaves the reader for it).
+bool WaitFor(int fd, short events, uint64_t deadline) {
+  for (;;) {
+    if (FatalSignalWaiting()) return false;
+    const uint64_t now = MonotonicNs();
+    if (now >= deadline) return false;
+    const int left_ms = static_cast<int>((deadline - now + 999999) / 1000000);
+    pollfd ready{fd, events, 0};
+    const int n = poll(&ready, 1, std::min(left_ms, kSignalCheckMs));
+    if (n < 0 && errno != EINTR) return false;
+    if (n > 0) return true;  // ready, or an error or hang-up the next call sees
+  }
+}
+
+// The request: "top N\n" (the sites to list), or what came of it by
+// `deadline`, or nothing.
+size_t ReadRequest(int fd, uint64_t deadline) {
+  char buf[64];
+  size_t used = 0;
+  while (used < sizeof(buf) - 1 && WaitFor(fd, POLLIN, deadline)) {
+    const ssize_t n = recv(fd, buf + used, sizeof(buf) - 1 - used, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) break;
+    used += static_cast<size_t>(n);
+    if (std::memchr(buf, '\n', used) != nullptr) break;
+  }
+  buf[used] = '\0';
+  size_t top = kLiveDefaultTop;
+  if (std::strncmp(buf, "top ", 4) == 0) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(buf + 4, &end, 10);
+    if (end != buf + 4 && n > 0) top = n < kLiveMaxTop ? n : kLiveMaxTop;
+  }
+  return top;
+}
+
+void Serve(Agent& agent, Live& live, int fd) {
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != geteuid()) {
+    return;  // another user's: nothing is said
+  }
+  const size_t top = ReadRequest(fd, MonotonicNs() + kRequestNs);
+  if (FatalSignalWaiting()) return;
+  std::string state;
+  try {
+    state = BuildState(agent, live, top);
+  } catch (...) {
+    // Out of memory, most likely: the reader says so; the process goes on.
+    state = "{\"error\":\"the live state could not be built\"}\n";
+  }
+  const uint64_t deadline = MonotonicNs() + kAnswerNs;
+  size_t sent = 0;
+  while (sent < state.size() && WaitFor(fd, POLLOUT, deadline)) {
+    const ssize_t n =
+        send(fd, state.data() + sent, state.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void OpenLiveSocket(Agent& agent) {
+  if (!agent.config().live) return;
+  Live& live = State();
+  live.dir = !agent.config().live_dir.empty()
+                 ? agent.config().live_dir
+                 : LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  live.started_unix_ms = UnixMs();
+  if (!Bind(live, getpid())) return;
+  // Removed at exit even when no CUDA call registers the exit report's handler.
+  std::atexit(CloseLiveSocket);
+}
+
+int LiveSocketFd() { return State().fd; }
+
+void LiveTick(Agent& agent) {
+  Live& live = State();
+  if (live.fd < 0) return;
+  const TrackerSnapshot totals = agent.recording().tracker.Totals();
+  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
+  live.history.Add(totals.time_ns, totals.device_current_bytes,
+                   totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
+                   totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
+                   &agent.site_scan);
+}
+
+void ServeLiveReaders(Agent& agent) {
+  Live& live = State();
+  // A burst of readers is answered in turns of at most this many, and of
+  // kTurnNs (and the last reader's deadlines), so that the thread's other
+  // work waits for no more.
+  const uint64_t turn_end = MonotonicNs() + kTurnNs;
+  for (int i = 0; i < 16 && MonotonicNs() < turn_end && !FatalSignalWaiting(); ++i) {
+    const int fd = AboveStdio(accept4(live.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd < 0) return;
+    Serve(agent, live, fd);
+    close(fd);
+  }
+}
+
+void CloseLiveSocket() {
+  if (g_unlink_path[0] != '\0') unlink(g_unlink_path);
+  g_unlink_path[0] = '\0';
+}
+
+void LiveAfterFork(Agent& agent) {
+  Live& live = State();
+  if (live.fd < 0) return;
+  close(live.fd);  // the parent's: its name stays
+  live.fd = -1;
+  g_unlink_path[0] = '\0';
+  live.history = LiveHistory();
+  live.started_unix_ms = UnixMs();
+  Bind(live, getpid());
+}
+
+}  // namespace gpuwatch

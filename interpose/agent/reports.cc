@@ -1,0 +1,590 @@
+#include "interpose/agent/reports.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "interpose/agent/fatal_signals.h"
+#include "interpose/agent/live.h"
+#include "interpose/callbacks/activity.h"
+#include "interpose/callbacks/guard.h"
+#include "interpose/callbacks/not_recording.h"
+#include "interpose/cupti/cupti_mux.h"
+#include "libgpuwatch/base/clock.h"
+#include "libgpuwatch/base/fds.h"
+#include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/memory_reserve.h"
+#include "libgpuwatch/base/own_stack.h"
+#include "libgpuwatch/stacks/unwind.h"
+
+namespace gpuwatch {
+
+std::string HostName() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+void LogReport(const Agent& agent, const char* trigger, const std::string& path) {
+  AppendRunLog(agent.config().run_log, trigger, path);
+}
+
+namespace {
+
+constexpr const char* kDetachedWhy =
+    "CUPTI was detached from gpuwatch (another CUPTI client called cuptiFinalize or "
+    "unsubscribed it): nothing after that was recorded";
+
+ReportContext MakeContext(const Agent& agent, const char* trigger, const char* label) {
+  ReportContext context;
+  context.trigger = trigger;
+  context.label = label != nullptr ? label : "";
+  context.pid = getpid();
+  context.host = HostName();
+  context.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  context.command = agent.command;
+  context.attach_mode = agent.attach_mode;
+  context.cupti_path = agent.cupti.path;
+  // Read now, not at attach: PyTorch reads these when it first allocates.
+  context.pytorch_allocator =
+      PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
+  if (const uint64_t at = agent.detached_ns.load(); at != 0) {
+    context.recording_stopped = kDetachedWhy;
+    context.recording_stopped_ns = at;
+  }
+  return context;
+}
+
+int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
+  *static_cast<unsigned long long*>(data) = info->dlpi_subs;
+  return 1;  // every entry carries the same count
+}
+
+}  // namespace
+
+bool NoticeDetach(Agent& agent) {
+  if (agent.detached_ns.load() != 0) return true;
+  if (!agent.active.load() || !mux::SelfDetached()) return false;
+  uint64_t expected = 0;
+  if (!agent.detached_ns.compare_exchange_strong(expected, agent.recording().tracker.NowNs()))
+    return true;
+  const double at = static_cast<double>(agent.detached_ns.load()) / 1e9;
+  char why[256];
+  std::snprintf(why, sizeof(why), "%s (found %.1f s after attach)", kDetachedWhy, at);
+  Warn("%s; the reports say so, and no gate passes them", why);
+  MarkNotRecording(why, agent.config().run_log);
+  return true;
+}
+
+// Free memory below which a report does not ask libdw for file:line.
+constexpr size_t kLibdwHeadroomBytes = size_t{64} << 20;
+
+Symbolizer* SharedSymbolizer(Agent& agent) {
+  unsigned long long unloads = 0;
+  dl_iterate_phdr(&CountUnloads, &unloads);
+  if (agent.symbolizer == nullptr || unloads != agent.symbolizer_unloads) {
+    agent.symbolizer = std::make_unique<Symbolizer>();
+    agent.symbolizer_unloads = unloads;
+  }
+  return agent.symbolizer.get();
+}
+
+namespace {
+
+// A report could not be written: one line, or, with `failure`, the reason
+// there for the caller to say.
+void Failed(const char* trigger, const std::string& why, std::string* failure) {
+  if (failure != nullptr) {
+    *failure = why;
+  } else {
+    Warn("could not write the %s report: %s", trigger, why.c_str());
+  }
+}
+
+// Writes one report; the caller holds report_mu. With `summary`, also prints
+// the short summary on stderr. `leaked_device_bytes`, when given, receives
+// what the report counts as leaked (LeakedDeviceBytes). `captured`: the live
+// memory as a callback saw it (else the tracker's now).
+bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigger,
+                        const char* label, const OomInfo* oom, bool summary,
+                        uint64_t* leaked_device_bytes, const TrackerSnapshot* captured,
+                        std::string* failure) {
+  NoticeDetach(agent);
+  ReportRequest request;
+  request.context = MakeContext(agent, trigger, label);
+  request.context.oom = oom;
+  request.context.oom_count = agent.ooms.load();
+  request.captured = captured;
+  request.symbolizer = CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr;
+  if (request.symbolizer != nullptr) {
+    // libdw ends the process when it runs out of memory: near the host's
+    // limit, this report gets names and modules without file:line.
+    const bool room = CanAllocate(kLibdwHeadroomBytes);
+    if (!room && !std::exchange(agent.warned_low_memory, true)) {
+      Warn(
+          "the process is close to its memory limit: reports show functions and modules "
+          "without file:line while it is");
+    }
+    request.symbolizer->set_libdw_allowed(room);
+  }
+  SessionReport report(*CurrentSession(), std::move(request));
+  report.Build();
+  ThrowIfOutOfMemory();
+  if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
+  std::string error;
+  const bool ok = WriteFileAtomically(path, report.json(), &error);
+  if (!ok) Failed(trigger, error, failure);
+  if (ok) LogReport(agent, trigger, path);
+  // Under `gpuwatch run` the command says where the reports went, once.
+  const bool announce = ok && agent.config().run_log.empty();
+  if (summary) WriteStderr(report.Summary(announce ? path : "").c_str());
+  if (ok && oom != nullptr) {
+    Warn("out of memory: %s of %s failed at %s; report written to %s", oom->api.c_str(),
+         FormatBytes(oom->size).c_str(), report.LocationOf(oom->stack_id).c_str(), path.c_str());
+  }
+  return ok;
+}
+
+// The stack a report needs, with a wide margin (libdw's line tables take
+// ~160 KiB): a thread with less left writes it on a thread of gpuwatch's.
+constexpr size_t kReportStackBytes = size_t{512} << 10;
+// Set aside while a report is built, given back chunk by chunk to
+// allocations that fail (libgpuwatch/base/memory_reserve.h): what the report
+// needs to reach its next safe point and unwind from there.
+constexpr int kReportReserveChunks = 16;
+constexpr size_t kReportReserveChunkBytes = size_t{1} << 20;
+
+// WriteReportOrThrow, for code that runs inside the host: whatever fails
+// while the report is built (memory, a value JSON cannot hold, a thread
+// whose stack is too small) costs the report and one line, never the
+// program. With `failure`, that line is left to the caller: *failure says why.
+bool WriteReport(Agent& agent, const std::string& path, const char* trigger, const char* label,
+                 const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
+                 const TrackerSnapshot* captured = nullptr, std::string* failure = nullptr) {
+  bool ok = false;
+  const auto write = [&] {
+    const ScopedInsideGpuwatch inside;  // on whichever thread writes it
+    const MemoryReserve reserve(kReportReserveChunks, kReportReserveChunkBytes);
+    if (!reserve.held()) {
+      Failed(trigger, "not enough memory", failure);
+      return;
+    }
+    try {
+      ok = WriteReportOrThrow(agent, path, trigger, label, oom, summary, leaked_device_bytes,
+                              captured, failure);
+    } catch (const std::exception& e) {
+      Failed(trigger, e.what(), failure);
+    } catch (...) {
+      Failed(trigger, "unknown error", failure);
+    }
+  };
+  if (!RunWithStack(write, kReportStackBytes)) {
+    Failed(trigger,
+           "this thread's stack is too small and no thread with a larger one could be started",
+           failure);
+  }
+  return ok;
+}
+
+// The reports callbacks queued, written now; the caller holds report_mu.
+void WritePendingLocked(Agent& agent) {
+  std::vector<PendingReport> pending;
+  {
+    std::lock_guard<Mutex> lock(agent.pending_mu);
+    pending.swap(agent.pending);
+  }
+  for (const PendingReport& r : pending) {
+    WriteReport(agent, r.path, r.trigger, nullptr, r.has_oom ? &r.oom : nullptr, false, nullptr,
+                &r.snapshot);
+  }
+}
+
+// Hands a report captured inside a callback to the background thread. The
+// pipe is non-blocking: when it is full, a wake-up is pending anyway. Without
+// a background thread the exit report writes it first.
+void QueueReport(Agent& agent, PendingReport&& report) {
+  {
+    std::lock_guard<Mutex> lock(agent.pending_mu);
+    agent.pending.push_back(std::move(report));
+  }
+  if (agent.request_pipe[1] >= 0) {
+    const char byte = 'r';
+    (void)!write(agent.request_pipe[1], &byte, 1);
+  }
+}
+
+void WriteExitReport() {
+  Agent& agent = GetAgent();
+  if (!agent.active.load()) return;
+  if (HoldsGpuwatchLock()) {
+    // exit() from a signal handler that interrupted gpuwatch on this thread
+    // while it held a lock: the report would wait for it forever.
+    Warn(
+        "no exit report: the process exited from a signal handler that interrupted gpuwatch "
+        "while it held a lock the report needs");
+    return;
+  }
+  // exit() from a signal handler that interrupted a CUPTI callback: CUPTI
+  // may be in the middle of its own work, so its records are not flushed.
+  const bool in_callback = InsideGpuwatch();
+  const ScopedInsideGpuwatch inside;
+  agent.exiting.store(true);
+  // Records of finished copies first; then calls whose records will never
+  // come are counted from the calls alone. Outside report_mu: the buffer
+  // callbacks run on the flushing thread.
+  if (agent.activity && !in_callback) FlushActivity(agent.cupti);
+  agent.recording().transfers.Settle();
+  std::lock_guard<Mutex> lock(agent.report_mu);
+  if (agent.exit_report_written) return;
+  agent.exit_report_written = true;
+  WritePendingLocked(agent);  // captured before the end: they come first
+  // A forked child that never used CUDA itself writes nothing.
+  if (agent.fork_child && agent.recording().tracker.EventCount() == 0) return;
+  uint64_t leaked = 0;
+  if (WriteReport(agent, agent.output_path, "exit", nullptr, nullptr, agent.config().summary,
+                  &leaked)) {
+    agent.exit_report_path = agent.output_path;
+  }
+  agent.exit_leaked_bytes.store(leaked);
+  agent.exit_leak_known.store(true);
+}
+
+std::atomic<bool> g_exit_handler{false};
+
+// The status an at_quick_exit handler reports (it is not told one).
+constexpr int kExitStatusUnknown = INT_MIN;
+
+// The exit report's handler: registered at the first CUDA call (or at attach
+// under injection, which happens inside that call), so it runs before the
+// CUDA runtime's own teardown (registered earlier) in programs linked with
+// cudart.
+void OnProcessExit(int status, void*) {
+  Agent& agent = GetAgent();
+  if (CurrentSession() == nullptr) return;  // never attached: nothing to report
+  CloseLiveSocket();                        // the process is ending: readers see it gone
+  if (status != kExitStatusUnknown) agent.recording().lifecycle.exit_status.store(status);
+  WriteExitReport();
+  agent.exit_report_done_ns.store(agent.recording().tracker.NowNs());
+}
+
+// Teardown: a CUDA runtime that destroys its contexts from its own exit
+// handler does so after the exit report. CONTEXT_DESTROY_STARTING then
+// registers this handler, which glibc runs as soon as the runtime's handler
+// returns; the time since the exit report is patched into it. NVIDIA's runtime
+// (driver 580, CUDA 13.0) reported no such destruction: teardown_ns stays null.
+void OnTeardownDone(int, void*) {
+  Agent& agent = GetAgent();
+  const uint64_t done = agent.exit_report_done_ns.load();
+  if (done == 0 || agent.exit_report_path.empty()) return;
+  std::string error;
+  if (!SetReportTeardown(agent.exit_report_path, agent.recording().tracker.NowNs() - done,
+                         &error)) {
+    Warn("could not add the teardown time to the exit report: %s", error.c_str());
+  }
+}
+
+// GPUWATCH_EXITCODE. An atexit handler cannot see the exit status; glibc's
+// on_exit() handlers run in the same LIFO list and receive it (the value
+// passed to exit() or returned from main). When it is 0 and the exit report
+// counted leaked device memory, this handler flushes stdio and ends the
+// process with _exit(N), as LeakSanitizer does: the exit handlers registered
+// before it do not run. So it is registered as early as possible, always
+// before the exit report's handler (it runs after the report was written):
+// - from the preload constructor (LD_PRELOAD, `gpuwatch run`): that is before
+//   __libc_start_main registers the loader's destructor pass, so it runs last
+//   of all, after every library destructor, and the _exit skips only stdio's
+//   final flush, which it does itself;
+// - with CUDA_INJECTION64_PATH alone, at attach, inside the program's first
+//   CUDA call: handlers the program registered before that call (static
+//   destructors, say) do not run when the status is changed.
+// It never writes the report itself: by then CUDA may be torn down.
+void OnExitStatus(int status, void*) {
+  Agent& agent = GetAgent();
+  if (!agent.active.load() || agent.config().exitcode == 0 || status != 0) return;
+  if (agent.detached_ns.load() != 0) {  // not recorded to the end: no leak count can be trusted
+    Warn("exit status 0 changed to %d: the run was not recorded to its end (GPUWATCH_EXITCODE)",
+         agent.config().exitcode);
+    std::fflush(nullptr);
+    _exit(agent.config().exitcode);
+  }
+  if (!agent.exit_leak_known.load() || agent.exit_leaked_bytes.load() == 0) return;
+  Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
+       agent.config().exitcode, FormatBytes(agent.exit_leaked_bytes.load()).c_str());
+  std::fflush(nullptr);
+  _exit(agent.config().exitcode);
+}
+
+std::atomic<bool> g_exit_status_handler{false};
+
+// What the driver in the process says of the memory at an out-of-memory
+// failure: the device's free and total memory, and the graph memory it keeps
+// for reuse that no graph holds (freed by graphs, returned to the device only
+// by cudaDeviceGraphMemTrim). Zeros where it cannot tell.
+// Stays in the failing call's callback, on its thread, by design:
+// cuMemGetInfo answers for the calling thread's current context (the
+// background thread has none, or another device's), and the free memory is
+// the moment's (a framework frees its caches and retries right after).
+void DeviceMemoryInfo(Agent& agent, OomInfo* oom) {
+  ResolveDriverQueries(agent);  // when the background thread has not yet
+  size_t f = 0;
+  size_t t = 0;
+  if (const MemGetInfoFn fn = agent.driver.mem_get_info.load(); fn != nullptr && fn(&f, &t) == 0) {
+    oom->device_free = f;
+    oom->device_total = t;
+  }
+  cuuint64_t reserved = 0;
+  cuuint64_t used = 0;
+  const GraphMemAttributeFn attr = agent.driver.graph_mem_attribute.load();
+  if (attr != nullptr &&
+      attr(oom->device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0 &&
+      attr(oom->device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == 0 && reserved > used) {
+    oom->graph_pool_idle = reserved - used;
+  }
+}
+
+}  // namespace
+
+// Registers OnProcessExit once. Exit handlers run in reverse order of registration,
+// and the dynamic loader's destructor pass (_dl_fini) was registered by
+// __libc_start_main, after the constructors of preloaded libraries had run: a
+// handler registered from the preload constructor would run after every
+// library destructor. So the preload path registers it at the first CUDA call
+// instead (inside the program, after _dl_fini's registration).
+void RegisterExitHandler() {
+  if (g_exit_handler.exchange(true)) return;
+  on_exit(OnProcessExit, nullptr);
+  // quick_exit() runs at_quick_exit handlers only, and tells them no status.
+  at_quick_exit([] { OnProcessExit(kExitStatusUnknown, nullptr); });
+}
+
+bool ExitHandlerRegistered() { return g_exit_handler.load(); }
+
+void RegisterExitStatusHandler() {
+  if (g_exit_status_handler.exchange(true)) return;
+  on_exit(OnExitStatus, nullptr);
+}
+
+// For what gpuwatch asks the driver: an out-of-memory report's free memory
+// and graph pool, the size of memory opened through CUDA IPC. The reference
+// is kept, so that the functions stay valid as long as gpuwatch may call
+// them. Done by the background thread after the first CUDA call, or by the
+// first callback that needs them before it did: two threads may both resolve
+// them, and store the same values.
+void ResolveDriverQueries(Agent& agent) {
+  if (agent.driver.resolved.load(std::memory_order_acquire)) return;
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    agent.driver.mem_get_info.store(
+        reinterpret_cast<MemGetInfoFn>(dlsym(driver, "cuMemGetInfo_v2")));
+    agent.driver.graph_mem_attribute.store(
+        reinterpret_cast<GraphMemAttributeFn>(dlsym(driver, "cuDeviceGetGraphMemAttribute")));
+    agent.driver.mem_get_address_range.store(
+        reinterpret_cast<MemGetAddressRangeFn>(dlsym(driver, "cuMemGetAddressRange_v2")));
+    agent.driver.resolved.store(true, std::memory_order_release);
+  }
+}
+
+// The first CUDA call's callback keeps what must happen on the calling
+// thread before the call returns to the program:
+// - the exit report's handler (RegisterExitHandler: its place among the
+//   program's exit handlers is this moment's);
+// - under `gpuwatch run`, the "cuda" line: this process uses CUDA, so it owes
+//   a report, and if it ends without one (_exit, the dynamic loader's status
+//   127, an exec in its place) the command says so. A program may exec or
+//   _exit as soon as the call returns (Run.SaysWhenAProgramReplacedItselfByExec
+//   does), so the line cannot wait for another thread.
+// The rest (FirstCallWork) goes to the background thread.
+void OnFirstCall() {
+  RegisterExitHandler();
+  Agent& agent = GetAgent();
+  LogReport(agent, "cuda", "");
+  agent.first_call_work.store(true, std::memory_order_release);
+  if (agent.bg_running.load(std::memory_order_acquire) && agent.request_pipe[1] >= 0) {
+    const char byte = 'f';
+    if (write(agent.request_pipe[1], &byte, 1) == 1) return;
+  }
+  // No background thread (or a full pipe, which a fresh process cannot have
+  // at its first call; or attach under injection, before the thread starts:
+  // DoAttach runs this once the thread is up).
+  FirstCallWork();
+}
+
+void FirstCallWork() {
+  Agent& agent = GetAgent();
+  if (!agent.first_call_work.exchange(false, std::memory_order_acq_rel)) return;
+  // The runtime may have been loaded after attach (dlopen, import torch).
+  // (A context's creation refreshes them too, in its callback, before any
+  // allocation in it captures a stack.)
+  if (CurrentSession()->stacks() != nullptr) RefreshToolModules();
+  ResolveDriverQueries(agent);
+}
+
+uint64_t MappedSize(uint64_t address) {
+  Agent& agent = GetAgent();
+  ResolveDriverQueries(agent);  // when the background thread has not yet
+  const MemGetAddressRangeFn fn = agent.driver.mem_get_address_range.load();
+  unsigned long long base = 0;
+  size_t size = 0;
+  if (fn == nullptr || fn(&base, &size, address) != 0) return 0;
+  return size;
+}
+
+// An allocation failed for lack of memory. What only this moment knows is
+// captured before the error reaches the caller: the live memory by site (the
+// tracker's per-site counters, Tracker::LiveBySite: no shard lock, a cost
+// that grows with the sites, not the allocations), the failed request and the
+// device's free memory; the background thread writes the report. Frameworks retry after freeing
+// caches, so reports are rate-limited (one per second, ten in all); every failure is counted.
+void OnOutOfMemory(const OomEvent& event) {
+  Agent& agent = GetAgent();
+  agent.ooms.fetch_add(1);
+  if (agent.recording().trace != nullptr) {
+    agent.recording().trace->Oom(agent.recording().tracker.NowNs(), event.device, event.size,
+                                 event.kind, event.stack_id);
+  }
+  constexpr uint64_t kMinGapNs = 1000000000ULL;
+  constexpr int kMaxReports = 10;
+  const uint64_t now = MonotonicNs();
+  uint64_t last = agent.last_oom_report_ns.load();
+  if ((last != 0 && now - last < kMinGapNs) || agent.oom_reports.load() >= kMaxReports ||
+      !agent.last_oom_report_ns.compare_exchange_strong(last, now)) {
+    return;
+  }
+  const int n = agent.oom_reports.fetch_add(1) + 1;
+  PendingReport report;
+  report.path = agent.output_path + ".oom-" + std::to_string(n);
+  report.trigger = "oom";
+  report.has_oom = true;
+  report.oom.size = event.size;
+  report.oom.kind = event.kind;
+  report.oom.api = event.api;
+  report.oom.error = event.error;
+  report.oom.stack_id = event.stack_id;
+  report.oom.device = event.device;
+  DeviceMemoryInfo(agent, &report.oom);
+  report.snapshot = agent.recording().tracker.LiveBySite();
+  QueueReport(agent, std::move(report));
+}
+
+// A CUDA context is about to be destroyed (cudaDeviceReset, cuCtxDestroy, or
+// the runtime's own teardown at exit): what is still live in it is leaked.
+// This is the last moment at which the driver still holds that memory: the
+// live memory is captured now by site (as for an out-of-memory failure),
+// unless the exit report already covers it, and the background thread
+// writes the report.
+void OnContextDestroy() {
+  Agent& agent = GetAgent();
+  if (!agent.active.load()) return;
+  if (agent.exiting.load()) {
+    // The runtime's teardown at exit: time it (OnTeardownDone).
+    if (!agent.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
+    return;
+  }
+  if (agent.recording().tracker.DeviceCurrentBytes() == 0) return;
+  const int n = agent.context_reports.fetch_add(1) + 1;
+  PendingReport report;
+  report.path = agent.output_path + ".context-" + std::to_string(n);
+  report.trigger = "context_destroy";
+  report.snapshot = agent.recording().tracker.LiveBySite();
+  QueueReport(agent, std::move(report));
+}
+
+void WritePendingReports() {
+  Agent& agent = GetAgent();
+  std::lock_guard<Mutex> lock(agent.report_mu);
+  WritePendingLocked(agent);
+}
+
+// A report for a signal that ends the process (fatal_signals.h). Runs on the
+// background thread while the handler waits, bounded: the interrupted thread
+// may hold a lock, so report_mu is only tried, and the handler gives up on a
+// report that takes too long.
+void WriteSignalReport(int sig, bool final) {
+  Agent& agent = GetAgent();
+  if (final) CloseLiveSocket();  // the process ends with this signal
+  // Only a process that made CUDA calls (of its own, after a fork) reports.
+  if (!agent.active.load() || !ExitHandlerRegistered()) return;
+  if (agent.fork_child && agent.recording().tracker.EventCount() == 0) return;
+  const bool crash =
+      sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
+  // Not after a crash: CUPTI's state may be what broke.
+  if (agent.activity && !crash) FlushActivity(agent.cupti);
+  std::unique_lock<Mutex> lock(agent.report_mu, std::defer_lock);
+  const uint64_t deadline = MonotonicNs() + (kSignalReportWaitMs - 2000) * 1000000ULL;
+  while (!lock.try_lock()) {
+    if (MonotonicNs() >= deadline) return;
+    poll(nullptr, 0, 1);
+  }
+  if (agent.exit_report_written) return;  // already exiting: the exit report stands
+  if (final) agent.final_report = true;
+  char name[32];
+  WriteReport(agent, agent.output_path, "signal", FatalSignalName(sig, name, sizeof(name)), nullptr,
+              agent.config().summary);
+}
+
+// Checkpoints (GPUWATCH_CHECKPOINT_SECONDS): the main report, replaced in
+// place, so that a process killed by SIGKILL or the OOM killer leaves a
+// complete report behind. Written when the interval has passed and something
+// changed, and at a new device peak, never at more than 5% of a core
+// (libgpuwatch/report/checkpoint.h); looked at once a second.
+void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
+  if (!ExitHandlerRegistered()) return;  // no CUDA call yet
+  const uint64_t events = agent.recording().tracker.EventCount();
+  const uint64_t peak = agent.recording().tracker.DevicePeakBytes();
+  const uint64_t interval_ns =
+      static_cast<uint64_t>(agent.config().checkpoint_seconds) * 1000000000ULL;
+  if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
+  std::lock_guard<Mutex> lock(agent.report_mu);
+  if (agent.exit_report_written || agent.final_report) return;  // the final report stands
+  const uint64_t cpu_before = ThreadCpuNs();
+  std::string failure;
+  if (!WriteReport(agent, agent.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
+                   nullptr, &failure)) {
+    // Said once; tried again, less and less often (a disk full for a moment).
+    if (c.last.failures == 0) {
+      Warn(
+          "could not write the checkpoint report: %s; checkpoints are tried again, at most a "
+          "minute apart, until one is written",
+          failure.c_str());
+    }
+    CheckpointFailed(&c.last, now);
+    return;
+  }
+  if (c.last.failures > 0) {
+    Warn("checkpoints are written again (after %u failed tries)", c.last.failures);
+    c.last.failures = 0;
+  }
+  c.last.last_cost_ns = ThreadCpuNs() - cpu_before;
+  c.last.last_ns = now;
+  c.last.events = events;
+  c.last.peak = peak;
+}
+
+std::string LiveSince(Tracker::Point point) {
+  Agent& agent = GetAgent();
+  std::lock_guard<Mutex> lock(agent.report_mu);
+  const std::string mode =
+      PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
+  return LiveSinceJson(*CurrentSession(), point,
+                       CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr,
+                       PytorchAllocatesPerTensor(mode));
+}
+
+int WriteSnapshot(const char* label) {
+  Agent& agent = GetAgent();
+  const int n = agent.snapshots.fetch_add(1) + 1;
+  if (agent.activity) FlushActivity(agent.cupti);  // outside report_mu
+  std::lock_guard<Mutex> lock(agent.report_mu);
+  const std::string path = agent.output_path + ".snapshot-" + std::to_string(n);
+  return WriteReport(agent, path, "snapshot", label, nullptr, false) ? 0 : -1;
+}
+
+}  // namespace gpuwatch

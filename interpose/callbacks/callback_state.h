@@ -1,0 +1,82 @@
+// What the callback switchboard's two files share: callbacks.cc (API calls:
+// ENTER and EXIT of each tracked call) and graph_callbacks.cc (graph
+// launches, graph nodes and the resource domain). Internal to them; the rest
+// of gpuwatch uses callbacks.h.
+#ifndef GPUWATCH_INTERPOSE_CALLBACKS_CALLBACK_STATE_H_
+#define GPUWATCH_INTERPOSE_CALLBACKS_CALLBACK_STATE_H_
+
+#include <cupti.h>
+
+#include <cstdint>
+
+#include "interpose/callbacks/callbacks.h"
+#include "interpose/callbacks/current_session.h"
+#include "interpose/calls/calls.h"
+#include "libgpuwatch/record/tracker.h"
+#include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/session/session.h"
+
+namespace gpuwatch::switchboard {
+
+extern CallbackHooks g_hooks;
+
+// The outermost tracked call in progress on this thread, from its ENTER to
+// its EXIT. Plain data: a thread_local with a destructor could not be
+// initial-exec.
+struct CallInProgress {
+  const CallbackSpec* spec = nullptr;
+  ParsedCall call;  // as read at ENTER
+  uint32_t correlation = 0;
+  uint32_t stack_id = 0;  // captured once per call (CallSite)
+  bool stack_captured = false;
+  bool made_node = false;  // a graph node was made inside it (GRAPHNODE_CREATED)
+  uint64_t node = 0;
+  bool freed = false;  // kFree: the allocation was removed at ENTER
+  LiveAlloc removed;
+  const char* symbol = nullptr;  // kLaunch: the kernel's name (CUPTI's symbolName)
+  bool vmm_released = false;     // kVmmRelease: the handle was released at ENTER
+  Tracker::VmmRelease vmm_release;
+  bool ipc_closed = false;  // kIpcClose: a reference to the mapping was dropped at ENTER
+  Tracker::IpcClose ipc_close;
+};
+// initial-exec TLS: reading it never allocates, even when the driver
+// dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.
+extern thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
+extern thread_local bool t_in_call __attribute__((tls_model("initial-exec")));
+
+inline uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// The tables events go to now (a fork child swaps them: Session). Only once
+// a Session is published (GpuwatchCallback checks).
+inline Recording& Tables() { return CurrentSession()->recording(); }
+
+inline bool IsRecording() { return !Tables().tracker.paused(); }
+
+// The name a kernel node added to a graph explicitly counts under at each
+// launch (CUPTI names the kernel of a captured launch only).
+inline constexpr char kGraphKernelNode[] = "(graph kernel node)";
+
+// callbacks.cc.
+// The stack of the call in progress, captured once per call.
+uint32_t CallSite();
+// The device ordinal of a context, cached per thread; 0 when unknown.
+int32_t DeviceOfContext(CUcontext context, uint32_t context_uid);
+// A copy's direction and host memory kind, from the call and gpuwatch's
+// tables where the call does not say.
+void ClassifyCopy(const ParsedCall& parsed, CopyCall* call);
+// A kernel (or graph) launch, counted under `name`.
+void Launch(const char* name);
+
+// graph_callbacks.cc.
+// A graph launch: the copies of its memcpy nodes wait for their records from
+// ENTER (with activity); its memory nodes allocate and free at a successful
+// EXIT, where copies without activity are counted too.
+void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation);
+void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded);
+// The resource domain: contexts made and destroyed, graph nodes and
+// instances made, cloned and destroyed.
+void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r);
+
+}  // namespace gpuwatch::switchboard
+
+#endif  // GPUWATCH_INTERPOSE_CALLBACKS_CALLBACK_STATE_H_

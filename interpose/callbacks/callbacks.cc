@@ -1,0 +1,540 @@
+#include "interpose/callbacks/callbacks.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "interpose/callbacks/callback_state.h"
+#include "interpose/callbacks/guard.h"
+#include "interpose/cupti/cupti_mux.h"
+#include "interpose/nvtx/nvtx.h"
+#include "libgpuwatch/session/session.h"
+#include "libgpuwatch/stacks/python_stack.h"
+#include "libgpuwatch/stacks/unwind.h"
+
+namespace gpuwatch {
+
+thread_local constinit int t_inside_gpuwatch __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace switchboard {
+
+CallbackHooks g_hooks;
+thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
+thread_local bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
+
+// Depth of runtime API calls on this thread. A runtime call that nests a
+// driver call (cudaMalloc -> cuMemAlloc_v2) is counted at the runtime level
+// only. initial-exec TLS: reading it never allocates, even when the driver
+// dlopen'ed us through CUDA_INJECTION64_PATH.
+thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+// gpuwatch may attach while runtime calls are in flight (injection attaches
+// inside cuInit, inside the program's first runtime call, and other threads
+// may be inside theirs): such a call delivers its EXIT without its ENTER, and
+// the driver calls it makes after the attach may be seen on their own. So a
+// thread's driver events that come before any runtime callback of its own are
+// nested in a call whose ENTER was missed, if any: that call's EXIT then adds
+// nothing more.
+thread_local bool t_runtime_seen __attribute__((tls_model("initial-exec"))) = false;
+thread_local bool t_driver_before_runtime __attribute__((tls_model("initial-exec"))) = false;
+
+// Start of the outermost blocking call on this thread, 0 when none.
+thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
+
+// Captures and interns the calling thread's stack: before any lock. The
+// frames of gpuwatch, CUPTI, the driver and the runtime above the user's call
+// are left out (CaptureUserStack). In a Python process the Python frames
+// follow the native pcs (python_stack.h).
+uint32_t CaptureSite() {
+  StackTable* stacks = CurrentSession()->stacks();
+  if (stacks == nullptr || g_hooks.depth <= 0) return 0;
+  uintptr_t pcs[kMaxCaptureDepth];
+  int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
+  n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
+  return stacks->Intern(pcs, n);
+}
+
+}  // namespace
+
+uint32_t CallSite() {
+  if (!t_call.stack_captured) {
+    t_call.stack_id = CaptureSite();
+    t_call.stack_captured = true;
+  }
+  return t_call.stack_id;
+}
+
+// The device ordinal of a context, cached per thread by context uid (a
+// program rarely switches devices between calls); 0 when unknown.
+int32_t DeviceOfContext(CUcontext context, uint32_t context_uid) {
+  static thread_local uint32_t t_context_uid __attribute__((tls_model("initial-exec"))) = 0;
+  static thread_local int32_t t_device __attribute__((tls_model("initial-exec"))) = 0;
+  if (g_hooks.get_device_id == nullptr || context == nullptr) return 0;
+  if (context_uid != 0 && context_uid == t_context_uid) return t_device;
+  uint32_t device = 0;
+  if (g_hooks.get_device_id(context, &device) != CUPTI_SUCCESS) return 0;
+  t_context_uid = context_uid;
+  t_device = static_cast<int32_t>(device);
+  return t_device;
+}
+
+namespace {
+
+int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
+
+void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  if (call.address == 0 || tracker.paused()) return;  // paused: no stack either
+  AllocEvent e;
+  e.address = call.address;
+  e.size = call.size;
+  e.kind = call.kind;
+  e.device = call.device >= 0 ? call.device : DeviceOf(d);
+  e.stream = Addr(call.stream);
+  e.stack_id = CallSite();
+  e.phase = CurrentPhase();
+  tracker.OnAlloc(e);
+  if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
+}
+
+// A VMM handle's memory (cuMemCreate's, or a handle first seen mapped: made
+// before attach), at the calling site; while paused known but not counted,
+// and no stack captured.
+void VmmCreate(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  AllocEvent e;
+  e.size = call.size;
+  e.kind = call.kind;
+  e.device = call.device >= 0 ? call.device : DeviceOf(d);
+  if (!tracker.paused()) {
+    e.stack_id = CallSite();
+    e.phase = CurrentPhase();
+  }
+  tracker.OnVmmCreate(call.handle, e);
+}
+
+void VmmMap(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  if (tracker.OnVmmMap(call.handle, call.address, call.size)) return;
+  VmmCreate(call, d);  // made before gpuwatch attached: counted from here, this size
+  tracker.OnVmmMap(call.handle, call.address, call.size);
+}
+
+// Another process's memory opened through CUDA IPC, at the calling site. The
+// call does not say its size: the driver does (asked only for a mapping not
+// live yet; while paused nothing is asked or captured).
+void IpcOpen(const ParsedCall& call, const CUpti_CallbackData* d) {
+  Tracker& tracker = Tables().tracker;
+  AllocEvent e;
+  e.address = call.address;
+  e.kind = MemKind::kIpcImported;
+  e.device = DeviceOf(d);
+  if (!tracker.paused()) {
+    e.size = g_hooks.mapped_size != nullptr ? g_hooks.mapped_size(call.address) : 0;
+    e.stack_id = CallSite();
+    e.phase = CurrentPhase();
+  }
+  tracker.OnIpcOpen(e);
+}
+
+void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
+  if (g_hooks.on_oom == nullptr) return;
+  OomEvent e;
+  e.size = call.size;
+  e.kind = call.kind;
+  e.api = d->functionName != nullptr ? d->functionName : "";
+  e.error = error;
+  e.stack_id = CallSite();
+  e.device = call.device >= 0 ? call.device : DeviceOf(d);
+  g_hooks.on_oom(e);
+}
+
+// The host side of a copy, as gpuwatch's own table of pinned and registered
+// memory sees it: pinned, else pageable (managed memory on the host side
+// reads as pageable here; an activity record says better).
+HostKind HostOf(uint64_t address) {
+  MemKind kind = MemKind::kDevice;
+  return Tables().tracker.ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
+}
+
+}  // namespace
+
+// Resolves what the call did not say (cudaMemcpyDefault, cuMemcpy, unified
+// memory) and the host memory kind, from gpuwatch's own tables: an activity
+// record, when one joins the call, says it better.
+void ClassifyCopy(const ParsedCall& parsed, CopyCall* call) {
+  if (call->kind == CopyKind::kUnknown && parsed.src != 0 && parsed.dst != 0) {
+    MemKind src = MemKind::kDevice;
+    MemKind dst = MemKind::kDevice;
+    int src_device_id = -1;
+    int dst_device_id = -1;
+    const bool src_known = Tables().tracker.Classify(parsed.src, &src, &src_device_id);
+    const bool dst_known = Tables().tracker.Classify(parsed.dst, &dst, &dst_device_id);
+    if (src_known && dst_known) {
+      const bool src_device = !IsHostKind(src);
+      const bool dst_device = !IsHostKind(dst);
+      if (src_device && dst_device) {
+        call->kind = src_device_id == dst_device_id ? CopyKind::kDeviceToDevice : CopyKind::kPeer;
+      } else {
+        call->kind = src_device ? CopyKind::kDeviceToHost
+                                : (dst_device ? CopyKind::kHostToDevice : CopyKind::kHostToHost);
+      }
+    }
+  }
+  switch (call->kind) {
+    case CopyKind::kHostToDevice:
+    case CopyKind::kHostToHost:
+      call->host = parsed.src != 0 ? HostOf(parsed.src) : HostKind::kUnknown;
+      break;
+    case CopyKind::kDeviceToHost:
+      call->host = parsed.dst != 0 ? HostOf(parsed.dst) : HostKind::kUnknown;
+      break;
+    case CopyKind::kDeviceToDevice:
+    case CopyKind::kPeer:
+      call->host = HostKind::kDevice;
+      break;
+    default:
+      call->host = HostKind::kUnknown;
+      break;
+  }
+}
+
+namespace {
+
+CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_id) {
+  CopyCall call = parsed.copy;
+  call.correlation = correlation;
+  call.stack_id = stack_id;
+  ClassifyCopy(parsed, &call);
+  return call;
+}
+
+}  // namespace
+
+void Launch(const char* name) {
+  Recording& r = Tables();
+  if (r.tracker.paused()) return;
+  r.tracker.OnLaunch(CurrentPhase());
+  r.kernels.OnLaunch(name);
+}
+
+namespace {
+
+// The first CUDA call: start of the initialisation latency.
+void FirstCall() {
+  Recording& r = Tables();
+  if (r.lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0) return;
+  r.lifecycle.FirstCall(r.tracker.NowNs());
+  if (g_hooks.on_first_call != nullptr) g_hooks.on_first_call();
+}
+
+void BlockEnter() {
+  if (t_block_start == 0) t_block_start = Tables().tracker.NowNs();
+}
+
+void BlockExit(SyncKind kind) {
+  if (t_block_start == 0) return;
+  Recording& r = Tables();
+  r.lifecycle.Blocked(kind, r.tracker.NowNs() - t_block_start);
+  t_block_start = 0;
+}
+
+// --- ENTER and EXIT of a tracked call -----------------------------------------
+
+void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
+  CallInProgress& c = t_call;
+  c.spec = &spec;
+  c.correlation = d->correlationId;
+  c.stack_captured = false;
+  c.stack_id = 0;
+  c.made_node = false;
+  c.node = 0;
+  c.freed = false;
+  c.symbol = d->symbolName;
+  c.vmm_released = false;
+  c.ipc_closed = false;
+  if (!ParseCall(spec, d, /*succeeded=*/false, &c.call)) {
+    c.spec = nullptr;  // nothing to record (an empty batch, a node of another type)
+    t_in_call = true;
+    return;
+  }
+  t_in_call = true;
+  const ParsedCall& call = c.call;
+  switch (call.role) {
+    case Role::kCopy:
+      if (call.node_only) break;
+      if (!call.copy.async) BlockEnter();
+      // Registered before the copy can complete, so that its record always
+      // finds it; its stack is captured now.
+      if (g_hooks.copy_activity && IsRecording()) {
+        Tables().transfers.OnCopyCall(CopyOf(call, c.correlation, CallSite()), true);
+      }
+      break;
+    case Role::kFree:
+      // Before the driver can hand the address to another thread.
+      if (!call.node_only && call.address != 0) {
+        c.freed = Tables().tracker.BeginFree(call.address, &c.removed);
+      }
+      break;
+    case Role::kVmmRelease:
+      // Before the driver can give the handle's value to another thread.
+      c.vmm_released = Tables().tracker.BeginVmmRelease(call.handle, &c.vmm_release);
+      break;
+    case Role::kIpcClose:
+      // Before the driver can map something else at the address.
+      c.ipc_closed = Tables().tracker.BeginIpcClose(call.address, &c.ipc_close);
+      break;
+    case Role::kSync:
+      BlockEnter();
+      break;
+    case Role::kGraphLaunch:
+      GraphLaunchEnter(call, c.correlation);
+      break;
+    default:
+      break;
+  }
+}
+
+template <typename Result>
+void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
+  t_in_call = false;
+  CallInProgress& c = t_call;
+  if (c.spec == nullptr) return;
+  const auto* ret = static_cast<const Result*>(d->functionReturnValue);
+  const bool succeeded = ret != nullptr && *ret == ok_value;
+  const bool oom = ret != nullptr && *ret == oom_value;
+  const ParsedCall& entered = c.call;
+  if (entered.role == Role::kInstantiate) {
+    CurrentSession()->graphs().EndInstantiation(pthread_self());
+    return;
+  }
+  if (c.made_node || entered.node_only) {
+    // Recorded into a graph: nothing happened now. A graph's allocation gets
+    // its fixed address at the end of the call that made its node.
+    if (entered.role == Role::kCopy && !entered.node_only) {
+      if (!entered.copy.async) BlockExit(SyncKind::kCopy);
+      Tables().transfers.OnCopyFailed(c.correlation);
+    }
+    if (c.freed) Tables().tracker.UndoFree(c.removed);
+    if (entered.role == Role::kGraphLaunch) {  // a child graph node: no launch now
+      GraphLaunchExit(entered, c.correlation, /*succeeded=*/false);
+    }
+    if (c.made_node && entered.role == Role::kAlloc && succeeded) {
+      ParsedCall out;
+      if (ParseCall(*c.spec, d, true, &out))
+        CurrentSession()->graphs().SetAddress(c.node, out.address);
+    }
+    return;
+  }
+  switch (entered.role) {
+    case Role::kAlloc: {
+      ParsedCall out;
+      if (!ParseCall(*c.spec, d, succeeded, &out)) break;
+      if (succeeded) {
+        Alloc(out, d);
+      } else if (oom) {
+        OutOfMemory(out, d, static_cast<int>(*ret));
+      }
+      break;
+    }
+    case Role::kFree:
+      if (succeeded) {
+        if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
+        if (!c.freed && entered.address != 0) Tables().tracker.CountUnknownFree();
+      } else if (c.freed) {
+        Tables().tracker.UndoFree(c.removed);
+      }
+      break;
+    case Role::kCopy:
+      if (!entered.copy.async) BlockExit(SyncKind::kCopy);
+      if (!succeeded) {
+        if (g_hooks.copy_activity) {
+          Tables().transfers.OnCopyFailed(c.correlation);
+        }
+        break;
+      }
+      if (!IsRecording()) break;
+      Tables().tracker.OnCopy(
+          CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async, CurrentPhase()});
+      if (!g_hooks.copy_activity) {
+        Tables().transfers.OnCopyCall(CopyOf(entered, c.correlation, CallSite()), false);
+      }
+      break;
+    case Role::kLaunch:
+      if (succeeded) Launch(d->symbolName);
+      break;
+    case Role::kGraphLaunch:
+      GraphLaunchExit(entered, c.correlation, succeeded);
+      break;
+    case Role::kSync:
+      BlockExit(entered.sync);
+      break;
+    case Role::kVmmCreate: {
+      ParsedCall out;
+      if (!ParseCall(*c.spec, d, succeeded, &out)) break;
+      if (succeeded && out.handle != 0) {
+        VmmCreate(out, d);
+      } else if (oom) {
+        OutOfMemory(out, d, static_cast<int>(*ret));
+      }
+      break;
+    }
+    case Role::kVmmImport: {
+      ParsedCall out;
+      if (succeeded && ParseCall(*c.spec, d, true, &out) && out.handle != 0) {
+        Tables().tracker.OnVmmImport(out.handle);
+      }
+      break;
+    }
+    case Role::kVmmMap:
+      if (succeeded) VmmMap(entered, d);
+      break;
+    case Role::kIpcOpen: {
+      ParsedCall out;
+      if (succeeded && ParseCall(*c.spec, d, true, &out) && out.address != 0) IpcOpen(out, d);
+      break;
+    }
+    case Role::kIpcClose:
+      if (!succeeded && c.ipc_closed) Tables().tracker.UndoIpcClose(c.ipc_close);
+      if (succeeded && !c.ipc_closed) Tables().tracker.CountUnknownFree();
+      break;
+    case Role::kVmmRelease:
+      if (!succeeded && c.vmm_released) Tables().tracker.UndoVmmRelease(c.vmm_release);
+      break;
+    case Role::kVmmUnmap:
+      if (succeeded) Tables().tracker.OnVmmUnmap(entered.address, entered.size);
+      break;
+    case Role::kInstantiate:
+    case Role::kGraphNode:
+      break;
+  }
+}
+
+// An EXIT whose ENTER was never seen: the runtime call inside which the
+// driver injected gpuwatch. Only what its EXIT alone tells is recorded.
+template <typename Result>
+void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, Result ok_value,
+                        Result oom_value) {
+  if (t_driver_before_runtime) return;  // its driver calls were recorded already
+  const auto* ret = static_cast<const Result*>(d->functionReturnValue);
+  if (ret == nullptr) return;
+  const bool succeeded = *ret == ok_value;
+  ParsedCall call;
+  if (!ParseCall(spec, d, succeeded, &call) || call.node_only) return;
+  t_call.stack_captured = false;
+  switch (call.role) {
+    case Role::kAlloc:
+      if (succeeded) {
+        Alloc(call, d);
+      } else if (*ret == oom_value) {
+        OutOfMemory(call, d, static_cast<int>(*ret));
+      }
+      break;
+    case Role::kFree:
+      if (succeeded && call.address != 0) Tables().tracker.OnFree(call.address);
+      break;
+    case Role::kCopy:
+      if (succeeded && IsRecording()) {
+        Tables().tracker.OnCopy(
+            CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async, CurrentPhase()});
+        Tables().transfers.OnCopyCall(CopyOf(call, d->correlationId, CallSite()), false);
+      }
+      break;
+    case Role::kLaunch:
+      if (succeeded) Launch(d->symbolName);
+      break;
+    default:
+      break;
+  }
+}
+
+void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+  const bool first_runtime_callback = !t_runtime_seen;
+  t_runtime_seen = true;
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    if (++t_runtime_depth == 1) FirstCall();
+    if (spec != nullptr && t_runtime_depth == 1 && !t_in_call) OnEnter(*spec, d);
+    return;
+  }
+  if (t_runtime_depth == 0) {
+    // A call in flight when gpuwatch attached: EXIT without ENTER. Only a
+    // thread's first runtime callback can be one.
+    if (spec != nullptr && first_runtime_callback) {
+      OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
+    }
+    return;
+  }
+  if (--t_runtime_depth == 0 && spec != nullptr && t_in_call) {
+    OnApiExit(d, cudaSuccess, cudaErrorMemoryAllocation);
+  }
+}
+
+void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  // Calls nested in a runtime call are the runtime's business.
+  if (t_runtime_depth > 0) return;
+  const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  if (spec == nullptr) return;
+  if (d->callbackSite == CUPTI_API_ENTER) {
+    FirstCall();
+    if (!t_runtime_seen) t_driver_before_runtime = true;
+    if (!t_in_call) OnEnter(*spec, d);
+    return;
+  }
+  if (t_in_call && t_call.correlation == d->correlationId) {
+    OnApiExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
+  }
+}
+
+}  // namespace
+}  // namespace switchboard
+
+void SetCallbackHooks(const CallbackHooks& hooks) { switchboard::g_hooks = hooks; }
+
+uint32_t CaptureSiteNow() { return CurrentSession() != nullptr ? switchboard::CaptureSite() : 0; }
+
+namespace {
+
+// gpuwatch's handling of one callback, inlined into both of its callers so
+// that the callback path without another CUPTI client pays one load more.
+__attribute__((always_inline)) inline void Handle(CUpti_CallbackDomain domain,
+                                                  CUpti_CallbackId cbid, const void* data) {
+  if (CurrentSession() == nullptr || data == nullptr) return;
+  // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
+  if (InsideGpuwatch()) return;
+  const ScopedInsideGpuwatch inside;
+  switch (domain) {
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+      switchboard::OnRuntime(cbid, static_cast<const CUpti_CallbackData*>(data));
+      return;
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+      switchboard::OnDriver(cbid, static_cast<const CUpti_CallbackData*>(data));
+      return;
+    case CUPTI_CB_DOMAIN_RESOURCE:
+      switchboard::OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
+                              CUpti_CallbackId cbid, const void* data) {
+  // Another CUPTI client shares the subscription: it decides who gets what.
+  if (mux::Active()) [[unlikely]] {
+    mux::Dispatch(domain, cbid, data);
+    return;
+  }
+  Handle(domain, cbid, data);
+}
+
+void GpuwatchCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  Handle(domain, cbid, data);
+}
+
+}  // namespace gpuwatch

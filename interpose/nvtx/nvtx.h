@@ -1,0 +1,67 @@
+// Phases from NVTX ranges and gpuwatch_phase_push/pop (libgpuwatch/record/
+// phases.h): NVTX's injection entry point (InitializeInjectionNvtx2, in
+// nvtx.cc), each thread's stack of open ranges, and the phase every
+// allocation, copy and launch records.
+//
+// NVTX loads a tool only from NVTX_INJECTION64_PATH (it does not look in
+// libraries already loaded), so the preload constructor points it at
+// libgpuwatch.so when it is unset (PointNvtxAtSelf), as `gpuwatch run` does.
+// Ranges may open before gpuwatch attaches (before the program's first CUDA
+// call): the phase table is the process's, made on first use, and the
+// session counts into it from attach on.
+#ifndef GPUWATCH_INTERPOSE_NVTX_NVTX_H_
+#define GPUWATCH_INTERPOSE_NVTX_NVTX_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "libgpuwatch/record/phases.h"
+
+namespace gpuwatch {
+
+// The process's phase table; never destroyed.
+PhaseTable& ProcessPhases();
+
+// The phase (path id) open on the calling thread; 0: none. A thread-local
+// read: on every allocation, copy and launch.
+uint32_t CurrentPhase();
+
+// gpuwatch_phase_push/pop: a range of NVTX's default domain.
+void PushPhase(std::string_view name);
+bool PopPhase();
+
+// NVTX's injection entry point (InitializeInjectionNvtx2, exported by
+// attach.cc): fills the calling NVTX instance's function table. 1: done; 0:
+// the table could not be read (NVTX then makes its calls no-ops).
+using NvtxExportTableGetter = const void* (*)(uint32_t export_table_id);
+int InitializeNvtx(NvtxExportTableGetter get_export_table);
+// With gpuwatch disabled: the tool gpuwatch would chain to alone (its answer;
+// 0 when there is none), so that it keeps its ranges.
+int InitializeNvtxChainOnly(NvtxExportTableGetter get_export_table);
+
+// A symbol of the NVTX tool gpuwatch chains to (GPUWATCH_NVTX_CHAIN); null
+// when there is none or it lacks the symbol.
+void* ChainedNvtxSymbol(const char* name);
+
+// NVTX's memory extension (nvtx_mem.cc): the extensions' injection entry
+// point (InitializeInjectionNvtxExtension, exported by attach.cc). Takes the
+// heap and region functions of the memory module into the recording's
+// RegionTable (libgpuwatch/record/regions.h); the tool gpuwatch chains to
+// is initialized first and called after gpuwatch. `module_info` is NVTX's
+// nvtxExtModuleInfo_t. 1: taken; 0: a module gpuwatch does not take.
+int InitializeNvtxExtension(void* module_info);
+// With gpuwatch disabled: the chained tool's answer alone (0: none).
+int InitializeNvtxExtensionChainOnly(void* module_info);
+
+// From the preload constructor (single-threaded): sets NVTX_INJECTION64_PATH
+// to `self` when unset. When it names another library, remembers it for
+// NvtxNotice().
+void PointNvtxAtSelf(const std::string& self);
+// One line for attach time, or "" when there is nothing to say: another
+// tool holds NVTX_INJECTION64_PATH, so ranges are not seen.
+std::string NvtxNotice();
+
+}  // namespace gpuwatch
+
+#endif  // GPUWATCH_INTERPOSE_NVTX_NVTX_H_
