@@ -118,7 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ReportOptions options;
     options.file = files.merged;
     if (ReportCommand(options, files.null) != 0) std::abort();
-  } else if (Str(report.doc, "trigger") != "merge") {
+  } else if (report.model.trigger != "merge") {
     std::abort();
   }
   return 0;
