@@ -219,8 +219,12 @@ def main():
         print("chart %dx%d at (%d,%d): %.1f%% not white, %.1f%% the first site's colour"
               % (width, height, left, top, 100.0 * ink / area, 100.0 * band / area))
         # leaky_loop's leak grows to 2.0 MiB of an 8 MiB axis over the run: a
-        # wedge of about a tenth of the plot.
-        if band < area // 25:
+        # wedge of about a tenth of the plot on an idle machine. Its area
+        # depends on when the periodic samples fell (a loaded machine
+        # stretches the run before and after the leak: 2.3% was seen under
+        # CI's load), so the check asks for a real part, 1%, that a chart
+        # without the band (0%) cannot pass.
+        if band < area // 100:
             fail("the chart's region shows too little of the site's band (%d of %d pixels)"
                  % (band, area))
 
