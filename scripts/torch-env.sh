@@ -37,6 +37,10 @@ pins=(
   filelock==4.3.2 typing-extensions==4.16.0 sympy==1.14.0 mpmath==1.3.0 networkx==3.6.1
   jinja2==3.1.6 markupsafe==3.0.4 fsspec==2026.9.0 numpy==2.4.6
   pytest==9.2.0 memray==1.20.0 pytest-memray==1.11.0
+  # --no-deps below: pytest's and memray's own requirements, or neither imports
+  iniconfig==2.3.1 packaging==26.4 pluggy==1.7.0 pygments==2.21.0
+  rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2 textual==8.2.8 mdit-py-plugins==0.7.0
+  linkify-it-py==2.2.0 platformdirs==4.14.9
 )
 # Toolkit libraries torch links (and the cuDNN sub-libraries it opens), by the RPATH directory
 # of torch/lib it is looked for in.
@@ -93,6 +97,10 @@ for lib in libcudart.so.13 libcupti.so.13; do
   [ ! -e "$site/nvidia/cu13/lib/$lib" ] || fail "$site/nvidia/cu13/lib/$lib exists (remove $env_dir)"
 done
 
+# Every pinned tool must import (a missing requirement of a --no-deps pin shows here, not in a test).
+if ! check=$("$python" -c 'import torch, pytest, memray, pytest_memray' 2>&1); then
+  fail "the environment is incomplete: $(echo "$check" | tail -1)"
+fi
 echo "$stamp_text" >"$stamp"
 log "ready in $(($(date +%s) - start)) s, $(du -sh "$env_dir" | cut -f1) on disk"
 echo "$python"

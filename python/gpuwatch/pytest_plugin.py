@@ -16,6 +16,10 @@ pip-installed or `-p gpuwatch.pytest_plugin`):
     @pytest.mark.gpuwatch(max_leak="1MiB", max_peak="4GiB", include_kept=False)
                                  limits for one test (or a class or module
                                  through pytestmark), over the options
+    @pytest.mark.limit_gpu_memory("24 MB")
+                                 pytest-memray's limit_memory for device
+                                 memory: the same as max_peak (its units: KB,
+                                 MB, GB are 1024-based there and here)
 
 What a test leaves live: the device memory allocated from the start of its
 setup to the end of its teardown and still live then, less what fixtures of a
@@ -33,6 +37,20 @@ The peak is the most device memory the test needed above what was live when
 its call started, from then to the end of its teardown. Memory is all device memory of the process,
 every thread's: work a background thread does during a test counts for it.
 
+Under PyTorch's caching allocator (torch imported and its CUDA initialised,
+the native backend, PYTORCH_NO_CUDA_MEMORY_CACHING not 1) gpuwatch sees the
+allocator's segments, kept on purpose, not tensors: a tensor a test keeps may
+sit in a segment made before it, and a test that frees every tensor leaves
+its segments cached. There the plugin counts what PyTorch's tensors hold: a
+test leaves live the growth of torch.cuda.memory_allocated() over its window
+(plus what gpuwatch saw allocated outside PyTorch), and its peak is the
+growth of torch.cuda.max_memory_allocated(), whose peak it resets when the
+call begins. Before each test it judges for leaks it empties PyTorch's cache
+(torch.cuda.empty_cache()), and again before it names the sites of a leak,
+so that the segments still live then are those holding the kept tensors,
+named by the line that made them. Before a second measure it also lets go of
+cuBLAS's workspaces, under any allocator, as PyTorch's own leak check does.
+
 Without gpuwatch the options warn once that nothing is measured, and the
 suite runs as it would. With gpuwatch loaded but not recording (CUPTI held by
 Nsight Systems or another profiler, no usable driver, CUPTI detached under
@@ -44,6 +62,7 @@ recording: WHY", so that a gate never passes what was not measured, unless
 import gc
 import os
 import re
+import sys
 
 import pytest
 
@@ -54,10 +73,15 @@ _FRAMES_SHOWN = 8  # frames of a leaking site's stack in a failure, at most
 _RUNNER_PATHS = ("/_pytest/", "/pluggy/")  # frames from here on are pytest's
 _SITES_SHOWN = 3  # leaking sites in a failure
 _SUMMARY_ROWS = 30  # tests in the --gpuwatch summary
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+          # pytest-memray's units, 1024-based as it reads them ("24 MB" is 24 MiB)
+          "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "pb": 1 << 50}
 _MARKER = "gpuwatch(max_leak=None, max_peak=None, include_kept=False): gpuwatch's device " \
           "memory limits for this test: bytes it may leave live, bytes its call may need at " \
           "its peak (an int, or text such as '512KiB', '1.5GiB')"
+_LIMIT_MARKER = "limit_gpu_memory(limit): fail the test if its call needs more than limit of " \
+                "device memory at its peak (pytest-memray's limit_memory for the device; " \
+                "'24 MB', '1.5 GiB', or an int)"
 
 
 class GpuwatchWarning(pytest.PytestWarning):
@@ -66,17 +90,18 @@ class GpuwatchWarning(pytest.PytestWarning):
 
 def parse_bytes(value):
     """Bytes from an int or a text such as "0", "512KiB", "1.5 GiB" (the
-    units of gpuwatch check). ValueError names the problem."""
+    units of gpuwatch check) or "24 MB" (pytest-memray's: KB, MB, GB, TB,
+    PB, 1024-based). ValueError names the problem."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise ValueError("%d is negative" % value)
         return value
     if not isinstance(value, str):
         raise ValueError("%r is not a size" % (value,))
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+) ?([A-Za-z]*)\s*", value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*", value)
     if match is None or match.group(2).lower() not in _UNITS:
-        raise ValueError("%r is not a size (bytes, or a number with B, KiB, MiB, GiB or TiB)" %
-                         value)
+        raise ValueError("%r is not a size (bytes, or a number with B, KiB, MiB, GiB or TiB, "
+                         "or pytest-memray's KB, MB, GB)" % value)
     return int(round(float(match.group(1)) * _UNITS[match.group(2).lower()]))
 
 
@@ -117,6 +142,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", _MARKER)
+    config.addinivalue_line("markers", _LIMIT_MARKER)
     config.pluginmanager.register(_Gate(config), "gpuwatch-gate")
 
 
@@ -133,14 +159,21 @@ def pytest_report_teststatus(report, config):
 class _Limits:
     __slots__ = ("max_leak", "max_peak", "include_kept", "leak_from", "peak_from")
 
-    def __init__(self, config, marker):
+    def __init__(self, config, marker, limit_marker=None):
         self.max_leak = config.getoption("gpuwatch_max_leak")
         self.leak_from = "--gpuwatch-max-leak"
         self.max_peak = None
         self.peak_from = None
         self.include_kept = config.getoption("gpuwatch_include_kept")
-        if marker is None:
-            return
+        if marker is not None:
+            self._gpuwatch_marker(marker)
+        if limit_marker is not None:  # the closer marker's peak, as pytest-memray's wins
+            if len(limit_marker.args) != 1 or limit_marker.kwargs:
+                raise ValueError("takes one limit, as limit_gpu_memory('24 MB')")
+            self.max_peak = parse_bytes(limit_marker.args[0])
+            self.peak_from = "@pytest.mark.limit_gpu_memory(%r)" % (limit_marker.args[0],)
+
+    def _gpuwatch_marker(self, marker):
         if marker.args:
             raise ValueError("takes keywords only (max_leak=, max_peak=, include_kept=)")
         unknown = set(marker.kwargs) - {"max_leak", "max_peak", "include_kept"}
@@ -159,17 +192,76 @@ class _Limits:
 
 
 class _Test:
-    """What the plugin keeps of one test while it runs."""
-    __slots__ = ("limits", "start", "excluded", "fixture_depth", "call_point", "call_base", "ran")
+    """What the plugin keeps of one test while it runs. A moment is a pair:
+    gpuwatch's point, and the bytes PyTorch's tensors held then (0 where its
+    caching allocator is not in use)."""
+    __slots__ = ("limits", "start", "excluded", "fixture_depth", "call_point", "call_base",
+                 "torch_call", "ran")
 
-    def __init__(self, limits, start):
+    def __init__(self, limits, point, torch_allocated):
         self.limits = limits
-        self.start = start
-        self.excluded = []  # (before, after) points of wider fixtures set up for it
+        self.start = (point, torch_allocated)
+        self.excluded = []  # (before, after) moments of wider fixtures set up for it
         self.fixture_depth = 0
         self.call_point = None
         self.call_base = 0
+        self.torch_call = None  # PyTorch's (allocated, reserved) when the call began
         self.ran = False  # setup and call passed
+
+
+def _torch_cuda():
+    """torch.cuda where the suite imported torch and its CUDA is initialised,
+    else None. Never imports torch."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    try:
+        return cuda if cuda is not None and cuda.is_initialized() else None
+    except Exception:  # pylint: disable=broad-except  # a torch without CUDA, a broken one
+        return None
+
+
+def _torch_caching():
+    """torch.cuda where PyTorch's caching allocator holds the process's
+    device memory (the native backend, caching not turned off), else None."""
+    cuda = _torch_cuda()
+    if cuda is None or os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+        return None
+    try:
+        return cuda if cuda.get_allocator_backend() == "native" else None
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _torch_let_go():
+    """What PyTorch keeps that no test owns, let go before a leak is judged
+    again, as PyTorch's own leak check does (CudaMemoryLeakCheck): cuBLAS's
+    workspaces, and the cache."""
+    torch = sys.modules.get("torch")
+    if _torch_cuda() is None:
+        return
+    clear = getattr(getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
+    if _torch_caching() is not None:
+        torch.cuda.empty_cache()
+
+
+def _torch_sum(cuda, what):
+    """cuda.WHAT(device) summed over the devices; 0 without cuda."""
+    if cuda is None:
+        return 0
+    return sum(getattr(cuda, what)(d) for d in range(cuda.device_count()))
+
+
+def _torch_allocated(cuda):
+    return _torch_sum(cuda, "memory_allocated")
+
+
+def _torch_peak_start(cuda):
+    """Resets PyTorch's peaks: (allocated, reserved) now, the base of the
+    call's peak."""
+    for d in range(cuda.device_count()):
+        cuda.reset_peak_memory_stats(d)
+    return _torch_sum(cuda, "memory_allocated"), _torch_sum(cuda, "memory_reserved")
 
 
 class _Failure:
@@ -194,6 +286,17 @@ class _Failure:
 
     def __str__(self):
         return self._text
+
+
+class _Left:
+    """What a test left live (_Gate._left_live): bytes, of which tensors
+    are PyTorch's (its caching allocator's view), kept bytes, sites, and
+    the device peak since the newest point."""
+    __slots__ = ("bytes", "kept", "sites", "window_peak", "tensors")
+
+    def __init__(self, nbytes, kept, sites, window_peak, tensors):
+        self.bytes, self.kept, self.sites = nbytes, kept, sites
+        self.window_peak, self.tensors = window_peak, tensors
 
 
 def _site_key(site):
@@ -234,18 +337,26 @@ class _Gate:
 
     def pytest_collection_modifyitems(self, session, config, items):
         for item in items:  # a bad marker stops the run before any test, naming it
-            marker = item.get_closest_marker("gpuwatch")
-            if marker is not None:
+            for name in ("gpuwatch", "limit_gpu_memory"):
+                marker = item.get_closest_marker(name)
+                if marker is None:
+                    continue
                 try:
-                    _Limits(config, marker)
+                    _Limits(config, *((marker,) if name == "gpuwatch" else (None, marker)))
                 except ValueError as e:
-                    raise pytest.UsageError("%s: @pytest.mark.gpuwatch: %s" % (item.nodeid, e))
+                    raise pytest.UsageError("%s: @pytest.mark.%s: %s" % (item.nodeid, name, e))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item):
         marker = item.get_closest_marker("gpuwatch")
-        if (self._asked or marker is not None) and (self._attached() or self._may_come):
-            test = _Test(_Limits(self._config, marker), gpuwatch.point() or _START)
+        limit = item.get_closest_marker("limit_gpu_memory")
+        if (self._asked or marker is not None or limit is not None) and \
+                (self._attached() or self._may_come):
+            limits = _Limits(self._config, marker, limit)
+            cuda = _torch_caching()
+            if cuda is not None and limits.max_leak is not None:
+                cuda.empty_cache()  # what the test keeps gets segments of its own, at its lines
+            test = _Test(limits, gpuwatch.point() or _START, _torch_allocated(cuda))
             self._tests[item.nodeid] = test
             self._setup_of = test
         yield
@@ -259,13 +370,16 @@ class _Gate:
             return
         test.fixture_depth += 1
         # Not loaded yet (CUDA_INJECTION64_PATH): the start is before it.
-        before = (gpuwatch.point() or _START) if test.fixture_depth == 1 else None
+        before = None
+        if test.fixture_depth == 1:
+            before = (gpuwatch.point() or _START, _torch_allocated(_torch_caching()))
         try:
             yield
         finally:
             test.fixture_depth -= 1
             if before is not None:
-                test.excluded.append((before, gpuwatch.point() or _START))
+                after = (gpuwatch.point() or _START, _torch_allocated(_torch_caching()))
+                test.excluded.append((before, after))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item):
@@ -273,6 +387,9 @@ class _Gate:
         # the end of the teardown.
         test = self._tests.get(item.nodeid)
         if test is not None and (self._summary or test.limits.max_peak is not None):
+            cuda = _torch_caching()
+            if cuda is not None:
+                test.torch_call = _torch_peak_start(cuda)
             test.call_point = gpuwatch.point() or _START
             live = gpuwatch.live()
             test.call_base = live.bytes if live is not None else 0
@@ -300,24 +417,41 @@ class _Gate:
         if off is not None:
             self._not_recorded(item, report, off)
             return
-        left, kept, sites, window_peak = self._left_live(test)
         limits = test.limits
-        if limits.max_leak is not None and left > limits.max_leak:
+        cuda = _torch_caching()
+        left = self._left_live(test, cuda)
+        if limits.max_leak is not None and left.bytes > limits.max_leak:
             gc.collect()  # memory held only by garbage is not a leak
-            left, kept, sites, _ = self._left_live(test)
-        peak = None
-        if test.call_point is not None:
-            peak = max(0, window_peak - test.call_base)
+            _torch_let_go()  # the segments still live then hold what is still allocated
+            left = self._left_live(test, cuda)
+        peak = self._peak(test, cuda, left.window_peak)
         failures = []
-        if limits.max_leak is not None and left > limits.max_leak:
-            failures.append(self._leak_failure(item, test, left, sites))
+        if limits.max_leak is not None and left.bytes > limits.max_leak:
+            failures.append(self._leak_failure(item, test, left))
         if limits.max_peak is not None and peak > limits.max_peak:
             failures.append(self._peak_failure(item, test, peak))
-        report.gpuwatch = {"left": left, "kept": kept, "peak": peak, "failed": bool(failures)}
+        report.gpuwatch = {"left": left.bytes, "kept": left.kept, "peak": peak,
+                           "failed": bool(failures)}
         if failures:
             report.outcome = "failed"
             report.longrepr = _Failure(item, "\n".join(text for text, _ in failures),
                                        "; ".join(message for _, message in failures))
+
+    @staticmethod
+    def _peak(test, cuda, window_peak):
+        """The most the test's call needed above what was live when it began:
+        gpuwatch's device peak; under PyTorch's caching allocator, the growth
+        of its tensors' peak plus what gpuwatch's peak holds beyond PyTorch's
+        reserved growth (allocated outside PyTorch)."""
+        if test.call_point is None:
+            return None
+        peak = max(0, window_peak - test.call_base)
+        if cuda is None:
+            return peak
+        allocated, reserved = test.torch_call or (0, 0)  # None: CUDA began during the call
+        tensors = max(0, _torch_sum(cuda, "max_memory_allocated") - allocated)
+        segments = max(0, _torch_sum(cuda, "max_memory_reserved") - reserved)
+        return tensors + max(0, peak - segments)
 
     def _not_recorded(self, item, report, why):
         """gpuwatch is loaded and does not record: nothing was measured, and
@@ -338,19 +472,22 @@ class _Gate:
                                          "the other profiler, or pass --gpuwatch-allow-off)" %
                                    (item.nodeid, text), "gpuwatch: " + text)
 
-    def _left_live(self, test):
+    def _left_live(self, test, cuda):
         """Device bytes allocated during the test and live now, outside the
         wider fixtures' setup: what is live since the start, less what is
-        live since each such fixture began and plus since it ended. Returns
-        (leaked, kept, sites, window_peak) with sites [(bytes, count, site)],
-        largest first, kept ones out unless the limits include them, and the
+        live since each such fixture began and plus since it ended, and the
+        same of PyTorch's allocated bytes where its caching allocator is in
+        use (cuda), in place of its segments. Sites [(bytes, count, site)]
+        largest first, kept ones out unless the limits include them (or they
+        are PyTorch's segments and its tensors grew), and window_peak, the
         device peak since the newest point (the call's)."""
         signed = [(test.start, 1)]
         for before, after in test.excluded:
             signed += [(before, -1), (after, 1)]
-        leaked = kept = window_peak = 0
+        leaked = kept = window_peak = tensors = 0
         by_site = {}
-        for point, sign in signed:
+        for (point, allocated), sign in signed:
+            tensors += sign * allocated
             since = gpuwatch.live_since(point)
             if since is None:
                 continue
@@ -362,13 +499,18 @@ class _Gate:
                 entry = by_site.setdefault(_site_key(site), [0, 0, site])
                 entry[0] += sign * site["bytes"]
                 entry[1] += sign * site["count"]
-        if test.limits.include_kept:
-            leaked, kept = leaked + kept, 0
         include_kept = test.limits.include_kept
-        sites = [tuple(e) for e in by_site.values()
-                 if e[0] > 0 and (include_kept or not _is_kept(e[2]))]
+        tensors = 0 if cuda is None or include_kept else max(0, -tensors + _torch_allocated(cuda))
+        if include_kept:
+            leaked, kept = leaked + kept, 0
+
+        def shown(site):
+            return include_kept or not _is_kept(site) or \
+                (tensors > 0 and site.get("category") == "caching-allocator")
+
+        sites = [tuple(e) for e in by_site.values() if e[0] > 0 and shown(e[2])]
         sites.sort(key=lambda e: -e[0])
-        return max(0, leaked), max(0, kept), sites, window_peak
+        return _Left(max(0, leaked) + tensors, max(0, kept), sites, window_peak, tensors)
 
     def _where(self, frame):
         path = frame.get("file") or frame.get("module") or "?"
@@ -380,29 +522,52 @@ class _Gate:
         return "%s:%d" % (path, frame.get("line", 0)) if frame.get("line") else path
 
     @staticmethod
-    def _callers(frames):
+    def _own(site):
+        """The index of the site's own frame in its frames: the one its
+        location names (below an allocator's native frames), else the first."""
+        frames = site.get("frames", [])
+        file, _, line = site.get("location", "").rpartition(":")
+        for i, frame in enumerate(frames):
+            if str(frame.get("line")) == line and file and \
+                    os.path.basename(frame.get("file") or "") == file:
+                return i
+        return 0
+
+    @staticmethod
+    def _function(site):
+        frames = site.get("frames", [])
+        return frames[_Gate._own(site)].get("function", "?") if frames else "?"
+
+    @staticmethod
+    def _callers(site):
         """The frames below a site's own, up to the test runner's."""
         shown = []
-        for frame in frames[1:_FRAMES_SHOWN]:
+        frames = site.get("frames", [])
+        first = _Gate._own(site) + 1
+        for frame in frames[first:first + _FRAMES_SHOWN - 1]:
             path = frame.get("file", "")
             if any(runner in path for runner in _RUNNER_PATHS):
                 break
             shown.append(frame)
         return shown
 
-    def _leak_failure(self, item, test, left, sites):
-        limits = test.limits
+    def _leak_failure(self, item, test, measure):
+        limits, left, sites = test.limits, measure.bytes, measure.sites
         what = "device memory" + (" (kept memory included)" if limits.include_kept else "")
         lines = ["gpuwatch: %s left %s of %s live (%d bytes), more than %s allowed (%s)" %
                  (item.nodeid, format_bytes(left), what, left, format_bytes(limits.max_leak),
                   limits.leak_from)]
+        if measure.tensors:
+            segments = [s for s in sites if s[2].get("category") == "caching-allocator"]
+            lines.append("  %s in PyTorch's tensors (torch.cuda.memory_allocated() grew by %d "
+                         "bytes), %s" % (format_bytes(measure.tensors), measure.tensors,
+                                         "in the segments below" if segments else
+                                         "in segments made before the test: no line"))
         for nbytes, count, site in sites[:_SITES_SHOWN]:
-            frames = site.get("frames", [])
-            function = frames[0].get("function", "?") if frames else "?"
             lines.append("  %s in %d allocation%s at %s (%s)" %
                          (format_bytes(nbytes), count, "" if count == 1 else "s",
-                          site.get("location", "?"), function))
-            for frame in self._callers(frames):
+                          site.get("location", "?"), self._function(site)))
+            for frame in self._callers(site):
                 lines.append("      <- %s (%s)" % (frame.get("function", "?"), self._where(frame)))
             if site.get("category"):
                 lines.append("      (category %s)" % site["category"])
@@ -414,9 +579,8 @@ class _Gate:
                                                         len(sites) - _SITES_SHOWN))
         where = ""
         if sites:
-            frames = sites[0][2].get("frames", [])
             where = "; largest at %s (%s)" % (sites[0][2].get("location", "?"),
-                                              frames[0].get("function", "?") if frames else "?")
+                                              self._function(sites[0][2]))
         message = "gpuwatch: left %s of device memory live, over %s%s" % (
             format_bytes(left), format_bytes(limits.max_leak), where)
         return "\n".join(lines), message

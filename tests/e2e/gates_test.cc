@@ -12,46 +12,10 @@
 #include <vector>
 
 #include "tests/e2e/common.h"
+#include "tests/e2e/pytest_output.h"
 
 namespace gpuwatch::testing {
 namespace {
-
-// The lines of `text` after the first line that contains `from`, up to the
-// first line after it that starts with `to`; "" when `from` is missing.
-std::string Between(const std::string& text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  if (at == std::string::npos) return "";
-  const size_t start = text.find('\n', at);
-  if (start == std::string::npos) return "";
-  const size_t end = text.find("\n" + to, start);
-  return text.substr(start + 1, end == std::string::npos ? std::string::npos : end - start);
-}
-
-// The text of pytest's failure section `title` (after its "___ title ___"
-// line, up to the next section or summary).
-std::string Section(const std::string& text, const std::string& title) {
-  const size_t at = text.find("_ " + title + " _");
-  if (at == std::string::npos) return "";
-  const size_t start = text.find('\n', at) + 1;
-  size_t end = start;
-  while (end < text.size() && text[end] != '_' && text[end] != '=') end = text.find('\n', end) + 1;
-  return text.substr(start, end - start);
-}
-
-// Whether `text` contains `part`; when not, says so with the whole text.
-::testing::AssertionResult Has(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "no\n  " << part << "\nin\n" << text;
-}
-
-// pytest's last line without its rule and time: "5 failed, 9 passed".
-std::string Outcome(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == '=' || t.back() == ' ')) t.pop_back();
-  t = t.substr(t.rfind('\n') + 1);
-  t = t.substr(t.find_first_not_of("= "));
-  return t.substr(0, t.rfind(" in "));
-}
 
 // --- pytest ---------------------------------------------------------------------
 
@@ -73,18 +37,7 @@ class PytestPlugin : public ::testing::Test {
     ASSERT_EQ(RunProcess({"cp", "-r", kSuiteDir, suite_}, {}, "/").exit_code, 0);
   }
 
-  // The environment pytest runs in: the simulator, a wide terminal and CI's
-  // untruncated summary lines, no bytecode files.
-  std::map<std::string, std::string> Env() const {
-    std::map<std::string, std::string> env = SimEnv();
-    env["COLUMNS"] = "200";
-    env["CI"] = "1";
-    env["PYTHONDONTWRITEBYTECODE"] = "1";
-    env["PYTHONPATH"] = "";
-    env["PYTEST_PLUGINS"] = "";
-    env["PYTEST_ADDOPTS"] = "";
-    return env;
-  }
+  std::map<std::string, std::string> Env() const { return PytestEnv(); }
 
   // pytest on the suite's copy under `gpuwatch run` (with the suite's
   // suppressions file), with `args` after the suite's own options.
@@ -249,7 +202,7 @@ TEST_F(PytestPlugin, RefusesABadLimitNamingIt) {
   EXPECT_EQ(option.exit_code, 4) << option.out << option.err;
   EXPECT_TRUE(Has(option.err,
                   "error: argument --gpuwatch-max-leak: '12x' is not a size (bytes, or "
-                  "a number with B, KiB, MiB, GiB or TiB)"));
+                  "a number with B, KiB, MiB, GiB or TiB, or pytest-memray's KB, MB, GB)"));
   std::ofstream(suite_ + "/test_bad_marker.py")
       << "import pytest\n\n\n@pytest.mark.gpuwatch(max_leak='lots')\ndef test_x():\n    pass\n";
   const ProcessResult marker = UnderGpuwatch({});
@@ -258,6 +211,36 @@ TEST_F(PytestPlugin, RefusesABadLimitNamingIt) {
                   "ERROR: test_bad_marker.py::test_x: @pytest.mark.gpuwatch: 'lots' is "
                   "not a size"));
   EXPECT_EQ(marker.out.find("passed"), std::string::npos) << marker.out;
+  std::ofstream(suite_ + "/test_bad_marker.py")
+      << "import pytest\n\n\n@pytest.mark.limit_gpu_memory(max_peak='1 MB')\ndef test_x():\n"
+         "    pass\n";
+  const ProcessResult limit = UnderGpuwatch({});
+  EXPECT_EQ(limit.exit_code, 4) << limit.out << limit.err;
+  EXPECT_TRUE(Has(limit.err,
+                  "ERROR: test_bad_marker.py::test_x: @pytest.mark.limit_gpu_memory: takes one "
+                  "limit, as limit_gpu_memory('24 MB')"));
+}
+
+// @pytest.mark.limit_gpu_memory("1.5 MB"), pytest-memray's limit_memory for device memory with
+// its units (1024-based): a test whose call needs 2 MiB fails saying so, one that needs 1 MiB
+// passes, with no other option given.
+TEST_F(PytestPlugin, LimitGpuMemoryMarkerTakesPytestMemrayUnits) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  std::ofstream(suite_ + "/test_limit.py")
+      << "import pytest\n\nfrom suite_cuda import free, malloc\n\n\n"
+         "@pytest.mark.limit_gpu_memory('1.5 MB')\ndef test_over():\n    free(malloc(2 << "
+         "20))\n\n\n"
+         "@pytest.mark.limit_gpu_memory('1.5 MB')\ndef test_under():\n    free(malloc(1 << 20))\n";
+  const ProcessResult r = UnderGpuwatch({"test_limit.py"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(Section(r.out, "test_over"),
+            "gpuwatch: test_limit.py::test_over needed 2.0 MiB of device memory at its peak "
+            "(2097152 bytes above what was live when its call began), more than 1.5 MiB allowed "
+            "(@pytest.mark.limit_gpu_memory('1.5 MB'))\n");
+  EXPECT_EQ(LinesStartingWith(r.out, "FAILED"),
+            std::vector<std::string>{"FAILED test_limit.py::test_over - gpuwatch: peak 2.0 MiB of "
+                                     "device memory, over 1.5 MiB"});
+  EXPECT_EQ(Outcome(r.out), "1 failed, 1 passed");
 }
 
 // Without gpuwatch the options warn once that nothing is measured, and the
