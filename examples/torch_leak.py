@@ -14,7 +14,10 @@ to read it under each of PyTorch's allocator modes. `--fix` keeps a copy on the
 host instead, and the growth disappears.
 
 Needs PyTorch with CUDA (built for the CUDA major version gpuwatch's CUPTI
-comes from) and a GPU. Without gpuwatch it runs unchanged.
+comes from) and a GPU, or gpuwatch's CUDA simulator with `--no-blas`, which
+replaces the two linear layers by elementwise ones of the same shapes (the
+simulator cannot run cuBLAS: tests/sim/README.md). Without gpuwatch it runs
+unchanged.
 """
 
 import argparse
@@ -30,11 +33,27 @@ except ImportError:  # run without it: the package of this repository (python/)
     import gpuwatch
 
 
-class Model(torch.nn.Module):
-    def __init__(self):
+class Elementwise(torch.nn.Module):
+    """A linear layer's shapes without its matrix product (--no-blas): each
+    output is an input, repeated to the output's width, scaled and shifted."""
+
+    def __init__(self, inputs, outputs):
         super().__init__()
-        self.fc1 = torch.nn.Linear(1024, 4096)
-        self.fc2 = torch.nn.Linear(4096, 10)
+        self.inputs, self.outputs = inputs, outputs
+        self.weight = torch.nn.Parameter(torch.randn(outputs) / inputs ** 0.5)
+        self.bias = torch.nn.Parameter(torch.zeros(outputs))
+
+    def forward(self, x):
+        repeats = -(-self.outputs // self.inputs)
+        return x.repeat(1, repeats)[:, :self.outputs] * self.weight + self.bias
+
+
+class Model(torch.nn.Module):
+    def __init__(self, blas=True):
+        super().__init__()
+        layer = torch.nn.Linear if blas else Elementwise
+        self.fc1 = layer(1024, 4096)
+        self.fc2 = layer(4096, 10)
 
     def forward(self, x):
         z = self.fc1(x)
@@ -46,11 +65,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--fix", action="store_true", help="keep the activations on the host")
+    parser.add_argument("--no-blas", action="store_true",
+                        help="elementwise layers in place of linear ones (no cuBLAS)")
     args = parser.parse_args()
 
     device = torch.device("cuda")
     torch.manual_seed(0)
-    model = Model().to(device)
+    model = Model(blas=not args.no_blas).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     activations = []
