@@ -163,7 +163,8 @@ def main():
     printed = ""
     for _ in range(args.rounds):
         for way in WAYS:
-            wall, cpu, rss, printed = run_once(argv_for(way, args.python, cli, tmp, args.steps), env)
+            argv = argv_for(way, args.python, cli, tmp, args.steps)
+            wall, cpu, rss, printed = run_once(argv, env)
             runs[way].append((wall, cpu, rss))
 
     print("workload: %s" % printed.strip())

@@ -2,13 +2,16 @@
 # gpuwatch's validation on a machine with an NVIDIA GPU (tests/gpu/README.md).
 #
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
+#                    [--python PY]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
-#       questions, cupti_clients, live, torch_leak, torch_pytest, torch_phases, torch_profiler,
-#       sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
+#       questions, cupti_clients, live, torch_leak, torch_counters, torch_pytest, torch_phases,
+#       torch_profiler, sanitizer, torch_step, overhead; PyTorch's under PY, default
+#       $GPUWATCH_TORCH_PYTHON, else python3). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.
 #   tests/gpu/run.sh --sim [--build DIR] ...
-#       The same without a GPU: every part that can run on the simulator.
+#       The same without a GPU: every part that can run on the simulator
+#       (torch_counters, torch_pytest, torch_phases with --python's PyTorch).
 #   tests/gpu/run.sh --dry-run [--build DIR] ...
 #       Prints what would run; runs nothing.
 #   tests/gpu/run.sh --bundle DIR [--build BUILD]
@@ -33,7 +36,7 @@ while [[ $# -gt 0 ]]; do
     --build=*) build=${1#--build=}; shift ;;
     --bundle) bundle=$2; shift 2 ;;
     --bundle=*) bundle=${1#--bundle=}; shift ;;
-    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

@@ -2,8 +2,8 @@
 steps, each with torch.cuda.nvtx ranges "step" and "forward" (NVTX in
 libtorch) and gpuwatch.phase("backward") (the package), keeping the forward's
 16 MiB and freeing the backward's 8 MiB. With a per-tensor allocator mode the
-report's phases hold exactly: step/forward 3 x 16 MiB allocated and live,
-step/backward 3 x 8 MiB allocated and none live.
+phases of the snapshot taken at the end hold exactly: step/forward 3 x 16 MiB
+allocated and live, step/backward 3 x 8 MiB allocated and none live.
 """
 import torch
 
@@ -23,4 +23,7 @@ for step in range(3):
         del scratch
     torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
+# A report while `kept` is alive (<output>.snapshot-1): at exit, Python frees
+# it before gpuwatch writes its exit report.
+gpuwatch.snapshot("phases")
 print("torch_phases: done, gpuwatch attached: %s" % gpuwatch.attached())

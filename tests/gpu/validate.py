@@ -12,8 +12,12 @@ lines; results go to --out, or $OUT, or ./gpu-results):
   sequences  every program also under a CUPTI recorder, on the GPU and on the
              simulator; compare_sequences.py diffs what gpuwatch would see
   torch_leak examples/torch_leak.py under each PyTorch allocator mode
-  torch_pytest the pytest plugin on PyTorch tests (tests/gpu/torch_pytest)
-             under each allocator mode: which tests a leak gate fails
+  torch_counters gpuwatch's live bytes against PyTorch's memory_reserved()
+             and memory_allocated(), a pinned non_blocking copy and an
+             OutOfMemoryError, per allocator mode (tests/gpu/torch_counters.py)
+  torch_pytest the pytest plugin on PyTorch tests under each allocator mode:
+             tests/e2e/programs/torch_pytest (exact), tests/gpu/torch_pytest
+             (a module fixture's nn.Linear: cuBLAS's workspace)
   torch_phases torch.cuda.nvtx ranges and gpuwatch.phase as phases
              (tests/gpu/torch_phases.py): does libtorch's NVTX load gpuwatch
              through NVTX_INJECTION64_PATH, and are the bytes per phase exact
@@ -24,7 +28,10 @@ lines; results go to --out, or $OUT, or ./gpu-results):
 
 --sim runs everything that can run without a GPU on the simulator (the shared
 builds, the sequences of the simulator against itself, the overhead
-benchmark), which is how this script is tested where there is no GPU.
+benchmark, and the PyTorch parts that need no cuBLAS: torch_counters,
+torch_pytest, torch_phases), which is how this script is tested where there
+is no GPU. PyTorch's parts run under --python (default: $GPUWATCH_TORCH_PYTHON,
+else python3); scripts/torch-env.sh prints one for the simulator.
 --dry-run prints what would run, and runs nothing.
 
 Exit status: 0 when nothing failed, 1 when something did, 2 on bad usage.
@@ -50,8 +57,8 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
 PARTS = ["env", "programs", "questions", "cupti_clients", "live", "sequences", "torch_leak",
-         "torch_pytest", "torch_phases", "torch_profiler", "torch_step", "overhead", "launches",
-         "sanitizer"]
+         "torch_counters", "torch_pytest", "torch_phases", "torch_profiler", "torch_step",
+         "overhead", "launches", "sanitizer"]
 
 
 def no_args(directory, names):
@@ -89,6 +96,10 @@ TORCH_MODES = [  # (name, environment, the memory kind the leak must show up as)
     ("expandable_segments", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, "vmm"),
     ("cudaMallocAsync", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, "pool"),
 ]
+# What a PyTorch run on the simulator stops at, by the text it prints, and what it lacks.
+SIM_GAPS = [("Can't find cuMemRetainAllocationHandle",
+             "cuMemRetainAllocationHandle (expandable_segments:True)"),
+            ("CUBLAS_STATUS_NOT_INITIALIZED", "cuBLAS"), ("CUDNN_STATUS_NOT_INITIALIZED", "cuDNN")]
 DEP_SONAMES = ["libunwind.so.8", "libdw.so.1", "libelf.so.1"]
 CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED = 13  # cupti_callbacks.h
 
@@ -223,7 +234,7 @@ class Validator:
         return None
 
     def python_site_dirs(self):
-        py = shutil.which("python3")
+        py = shutil.which(self.args.python)
         if not py:
             return []
         p = subprocess.run([py, "-c", "import site, sys; print('\\n'.join(site.getsitepackages()"
@@ -265,6 +276,7 @@ class Validator:
         if self.args.sim:
             self.env_info = info
             self.record("INFO", "env target", "simulator (--sim): GPU-only parts are skipped")
+            self.check_torch(info)
             return True
         code, out, err, _ = self.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
                                       "--format=csv,noheader"], os.environ.copy(), 30,
@@ -310,13 +322,20 @@ class Validator:
              if os.path.exists(p)), None)
         info["compute-sanitizer"] = sanitizer
         self.record("INFO", "env compute-sanitizer", sanitizer or "not found")
-        code, out, err, _ = self.run(["python3", "-c", "import torch; print(torch.__version__, "
-                                      "torch.version.cuda, torch.cuda.is_available())"],
-                                     self.base_env(), 120, label="torch version")
-        info["torch"] = out.strip() if code == 0 else None
-        self.record("INFO", "env PyTorch", out.strip() if code == 0 else "not importable")
+        self.check_torch(info)
         self.env_info = info
         return True
+
+    def check_torch(self, info):
+        """Whether --python imports torch and sees a CUDA device (the
+        simulator's under --sim)."""
+        code, out, err, _ = self.run([self.args.python, "-c", "import torch; print("
+                                      "torch.__version__, torch.version.cuda, "
+                                      "torch.cuda.is_available())"],
+                                     self.base_env(), 120, label="torch version")
+        info["torch"] = out.strip() if code == 0 else None
+        self.record("INFO", "env PyTorch", f"{self.args.python}: " + (
+            out.strip() if code == 0 else "not importable"))
 
     def cupti_delivers(self, info):
         """The first question on a new machine (gVisor, a new driver): does
@@ -675,6 +694,13 @@ class Validator:
     def torch_ok(self):
         return bool(self.env_info.get("torch")) and "True" in self.env_info.get("torch", "")
 
+    def no_torch_because(self, sim_reason=None):
+        """Why a torch part is skipped: on the simulator what it needs that the
+        simulator lacks, else that --python has no PyTorch with CUDA."""
+        if self.args.sim and sim_reason and self.torch_ok():
+            return f"needs a GPU: {sim_reason} (tests/sim/README.md)"
+        return f"needs PyTorch with CUDA under --python ({self.args.python})"
+
     def run_torch_mode(self, part, mode, extra, argv):
         """Runs `argv` under gpuwatch (preload) for one allocator mode of a
         torch part, its output kept in output.txt beside the report:
@@ -692,6 +718,39 @@ class Validator:
                 f.write(out + "\n--- stderr ---\n" + err)
         return code, out, report, secs
 
+    def torch_script_runs(self, part, script):
+        """Runs tests/gpu/SCRIPT with the gpuwatch package on its path under
+        each allocator mode, as run_torch_mode does; yields (mode, exit status,
+        stdout, the report's path, seconds) for each run. SKIP without
+        PyTorch; nothing under --dry-run."""
+        package = os.path.join(self.build, "share", "gpuwatch", "python")
+        if not self.torch_ok():
+            self.record("SKIP", part, self.no_torch_because())
+            return
+        for mode, extra, _ in TORCH_MODES:
+            ran = self.run_torch_mode(part, mode, dict(extra, PYTHONPATH=package),
+                                      [self.args.python, os.path.join(HERE, script)])
+            if ran is None:
+                return
+            if not self.args.dry_run and not self.sim_lacks(f"{part} {mode}", ran[0], ran[2]):
+                yield (mode,) + ran
+
+    def sim_lacks(self, label, code, report_path):
+        """On the simulator, a run that failed on what the simulator does
+        not provide (tests/sim/README.md) is a SKIP naming it: True then."""
+        if not self.args.sim or code == 0:
+            return False
+        try:
+            with open(os.path.join(os.path.dirname(report_path), "output.txt")) as f:
+                text = f.read()
+        except OSError:
+            return False
+        for needle, what in SIM_GAPS:
+            if needle in text:
+                self.record("SKIP", label, f"the simulator lacks {what} (tests/sim/README.md)")
+                return True
+        return False
+
     def part_torch_leak(self):
         script = os.path.join(SOURCE_DIR, "examples", "torch_leak.py")
         if not os.path.exists(script):
@@ -699,13 +758,13 @@ class Validator:
                         "(another issue adds it); nothing to run")
             return
         if self.args.sim or not self.torch_ok():
-            self.record("SKIP", "torch_leak", "needs PyTorch with CUDA on a GPU")
+            self.record("SKIP", "torch_leak", self.no_torch_because("nn.Linear needs cuBLAS"))
             return
         # The line that allocates what the loop keeps (docs/pytorch.md).
         leak_line = (checks.line_of(script, "kept by the loop") or
                      checks.line_of(script, "torch.relu("))
         for mode, extra, kind in TORCH_MODES:
-            ran = self.run_torch_mode("torch_leak", mode, extra, ["python3", script])
+            ran = self.run_torch_mode("torch_leak", mode, extra, [self.args.python, script])
             if ran is None:
                 return
             code, out, report, secs = ran
@@ -760,46 +819,103 @@ class Validator:
         self.record("FAIL" if problems else "PASS", label,
                     ("; ".join(problems) + "; " if problems else "") + detail)
 
+    # --- torch_counters --------------------------------------------------------
+
+    def part_torch_counters(self):
+        """gpuwatch against PyTorch's counters per allocator mode
+        (tests/gpu/torch_counters.py): live bytes = memory_reserved() under the
+        caching modes, memory_allocated() where every tensor is an allocation;
+        the pinned non_blocking copy at its line; the OutOfMemoryError's
+        report at its line."""
+        script = os.path.join(HERE, "torch_counters.py")
+        line = {m: "torch_counters.py:%d" % checks.line_of(script, "TORCH_COUNTERS:" + m)
+                for m in ("pinned", "oom")}
+        for mode, code, out, report_path, secs in self.torch_script_runs("torch_counters",
+                                                                          "torch_counters.py"):
+            got = next((json.loads(l) for l in reversed(out.splitlines()) if l.startswith("{")),
+                       {})
+            # The segments, memory_allocated(), or (no_caching: PyTorch counts
+            # nothing with its cache off) the tensors' own bytes.
+            want = {"no_caching": got.get("tensors"), "cudaMallocAsync": got.get("allocated")}.get(
+                mode, got.get("reserved"))
+            report = checks.load(report_path)
+            pinned = [t for t in (checks.get(report, "transfers", "sites", default=[]) or [])
+                      if t.get("location") == line["pinned"]]
+            pinned_copies = checks.get(pinned[0] if pinned else {}, "hosts", "pinned", "count")
+            oom = checks.get(checks.load(report_path + ".oom-1"), "oom", default={}) or {}
+            # PyTorch's uncached path raises its generic error for cudaMalloc's.
+            error = "AcceleratorError" if mode == "no_caching" else "OutOfMemoryError"
+            problems = []
+            if code != 0 or not got.get("attached"):
+                problems.append(f"exit {code}, attached {got.get('attached')}")
+            if got.get("live") != want:
+                problems.append(f"live {got.get('live')} != {want}")
+            if pinned_copies != 1 or got.get("pinned_live") != 4 << 20:
+                problems.append(f"pinned copies at {line['pinned']}: {pinned_copies}, pinned "
+                                f"live {got.get('pinned_live')} (expected 1 and 4 MiB)")
+            if got.get("oom") != error or oom.get("location") != line["oom"]:
+                problems.append(f"raised {got.get('oom')}, oom report at {oom.get('location')} "
+                                f"(expected {error} and {line['oom']})")
+            detail = (f"live {got.get('live')}, reserved {got.get('reserved')}, allocated "
+                      f"{got.get('allocated')}, tensors {got.get('tensors')}; pinned copy "
+                      f"x{pinned_copies}; {got.get('oom')}, oom {oom.get('api')} at "
+                      f"{oom.get('location')}, then reserved {got.get('oom_reserved')} "
+                      f"allocated {got.get('oom_allocated')}; {secs:.1f} s")
+            self.record("FAIL" if problems else "PASS", f"torch_counters {mode}",
+                        ("; ".join(problems) + "; " if problems else "") + detail)
+
     # --- torch_pytest ----------------------------------------------------------
 
     def part_torch_pytest(self):
-        """The pytest plugin on PyTorch tests (tests/gpu/torch_pytest), per
-        allocator mode: which tests fail at --gpuwatch-max-leak=0, and where."""
-        suite = os.path.join(HERE, "torch_pytest")
+        """The pytest plugin on PyTorch tests, per allocator mode:
+        tests/e2e/programs/torch_pytest must fail exactly its two tests (the
+        kept tensor at its line, the peak over limit_gpu_memory), as
+        tests/e2e/torch_pytest_test.cc checks on the simulator;
+        tests/gpu/torch_pytest (a module fixture's nn.Linear, whose cuBLAS
+        workspace PyTorch keeps) is reported, on a GPU only."""
         package = os.path.join(self.build, "share", "gpuwatch", "python")
-        if self.args.sim or not self.torch_ok():
-            self.record("SKIP", "torch_pytest", "needs PyTorch with CUDA on a GPU")
+        if not self.torch_ok():
+            self.record("SKIP", "torch_pytest", self.no_torch_because())
             return
         if not os.path.exists(os.path.join(package, "gpuwatch", "pytest_plugin.py")):
             self.record("FAIL", "torch_pytest", f"no gpuwatch/pytest_plugin.py under {package}")
             return
-        leak = "test_torch_gates.py:%d" % checks.line_of(
-            os.path.join(suite, "test_torch_gates.py"), "TORCH_PYTEST:leak")
-        for mode, extra, _ in TORCH_MODES:
-            if not self.have_time(f"torch_pytest {mode}", 60):
-                return
-            rdir = os.path.dirname(self.out_path("torch_pytest", mode, "x"))
-            env = self.gpuwatch_env("preload", os.path.join(rdir, "report.json"))
-            env.update(extra)
-            env.update({"PYTHONPATH": package, "COLUMNS": "200", "CI": "1"})
-            code, out, err, secs = self.run(
-                ["python3", "-m", "pytest", "-p", "no:cacheprovider", "-p", "gpuwatch.pytest_plugin",
-                 "-rfE", "--gpuwatch", "--gpuwatch-max-leak=0", suite], env, 180, cwd=rdir,
-                label=f"torch_pytest {mode}")
-            if self.args.dry_run:
-                continue
-            with open(os.path.join(rdir, "output.txt"), "w") as f:
-                f.write(out + "\n--- stderr ---\n" + err)
-            failed = sorted(line.split(" ")[1] for line in out.splitlines()
-                            if line.startswith(("FAILED ", "ERROR ")))
-            detail = f"exit {code}; failed: {', '.join(failed) or 'none'}; {secs:.1f} s"
-            if mode in ("no_caching", "cudaMallocAsync"):  # every tensor its own allocation
-                want = ["test_torch_gates.py::test_keeps_a_tensor"]
-                ok = code == 1 and [f.split("/")[-1] for f in failed] == want and leak in out
-                self.record("PASS" if ok else "FAIL", f"torch_pytest {mode}",
-                            detail + ("" if ok else f"; expected only test_keeps_a_tensor at {leak}"))
-            else:  # what a caching allocator's segments do to the verdicts
-                self.record("INFO", f"torch_pytest {mode}", detail)
+        suites = [("e2e", os.path.join(SOURCE_DIR, "tests", "e2e", "programs", "torch_pytest"),
+                   "test_torch_suite.py", "TORCH_SUITE:leak",
+                   ["test_keeps_a_tensor", "test_needs_more_than_its_limit"])]
+        if not self.args.sim:
+            suites.append(("gpu", os.path.join(HERE, "torch_pytest"), "test_torch_gates.py",
+                           "TORCH_PYTEST:leak", None))
+        for name, suite, test_file, marker, want in suites:
+            leak = "%s:%d" % (test_file, checks.line_of(os.path.join(suite, test_file), marker))
+            for mode, extra, _ in TORCH_MODES:
+                label = f"torch_pytest {name} {mode}"
+                if not self.have_time(label, 60):
+                    return
+                rdir = os.path.dirname(self.out_path("torch_pytest", name, mode, "x"))
+                env = self.gpuwatch_env("preload", os.path.join(rdir, "report.json"))
+                env.update(extra)
+                env.update({"PYTHONPATH": package, "COLUMNS": "200", "CI": "1",
+                            "PYTHONDONTWRITEBYTECODE": "1"})
+                code, out, err, secs = self.run(
+                    [self.args.python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:memray",
+                     "-p", "gpuwatch.pytest_plugin", "-rfE", "--gpuwatch", "--gpuwatch-max-leak=0",
+                     suite], env, 180, cwd=rdir, label=label)
+                if self.args.dry_run:
+                    continue
+                with open(os.path.join(rdir, "output.txt"), "w") as f:
+                    f.write(out + "\n--- stderr ---\n" + err)
+                if self.sim_lacks(label, code, os.path.join(rdir, "report.json")):
+                    continue
+                failed = sorted(line.split(" ")[1].split("::")[-1] for line in out.splitlines()
+                                if line.startswith(("FAILED ", "ERROR ")))
+                detail = f"exit {code}; failed: {', '.join(failed) or 'none'}; {secs:.1f} s"
+                if want is None:  # the question: does cuBLAS's workspace fail a test?
+                    self.record("INFO", label, detail)
+                    continue
+                ok = code == 1 and failed == want and f"at {leak} (test_keeps_a_tensor)" in out
+                self.record("PASS" if ok else "FAIL", label, detail + (
+                    "" if ok else f"; expected {', '.join(want)}, the leak at {leak}"))
 
     # --- torch_phases ---------------------------------------------------------
 
@@ -807,20 +923,9 @@ class Validator:
         """NVTX ranges from PyTorch (torch.cuda.nvtx, libtorch's own NVTX) and
         gpuwatch.phase, per allocator mode: the bytes per phase
         (tests/gpu/torch_phases.py), exact where every tensor is an allocation."""
-        script = os.path.join(HERE, "torch_phases.py")
-        package = os.path.join(self.build, "share", "gpuwatch", "python")
-        if self.args.sim or not self.torch_ok():
-            self.record("SKIP", "torch_phases", "needs PyTorch with CUDA on a GPU")
-            return
-        for mode, extra, _ in TORCH_MODES:
-            ran = self.run_torch_mode("torch_phases", mode, dict(extra, PYTHONPATH=package),
-                                      ["python3", script])
-            if ran is None:
-                return
-            if self.args.dry_run:
-                continue
-            code, _, report_path, secs = ran
-            report = checks.load(report_path)
+        for mode, code, _, report_path, secs in self.torch_script_runs("torch_phases",
+                                                                        "torch_phases.py"):
+            report = checks.load(report_path + ".snapshot-1")  # taken while `kept` lives
             paths = {p.get("path"): p for p in
                      (checks.get(report, "phases", "paths", default=[]) or [])}
             fwd = paths.get("step/forward", {})
@@ -878,18 +983,19 @@ class Validator:
         gpuwatch's report is the same with and without the profiler window."""
         script = os.path.join(HERE, "torch_profiler.py")
         if self.args.sim or not self.torch_ok():
-            self.record("SKIP", "torch_profiler", "needs PyTorch with CUDA on a GPU")
+            self.record("SKIP", "torch_profiler", self.no_torch_because(
+                "nn.Linear needs cuBLAS, and the simulator makes no activity records for Kineto"))
             return
         if not self.have_time("torch_profiler", 90):
             return
         env = self.base_env(False)
-        code, alone, err, _ = self.run(["python3", script, "--profile"], env, 180,
+        code, alone, err, _ = self.run([self.args.python, script, "--profile"], env, 180,
                                        label="torch_profiler alone")
         runs = {}
         for profile in (True, False):
             tag = "profiled" if profile else "plain"
             report = self.out_path("torch_profiler", f"{tag}.json")
-            argv = ["python3", script] + (["--profile"] if profile else [])
+            argv = [self.args.python, script] + (["--profile"] if profile else [])
             runs[tag] = self.run(argv, self.gpuwatch_env("preload", report), 180,
                                  label=f"torch_profiler {tag} under gpuwatch") + (report,)
         if self.args.dry_run:
@@ -930,7 +1036,7 @@ class Validator:
                    ("leak_sites", [self.program_path("leak_sites", "tests/programs", False)])]
         script = os.path.join(SOURCE_DIR, "examples", "torch_leak.py")
         if os.path.exists(script) and self.torch_ok():
-            targets.append(("torch_leak", ["python3", script]))
+            targets.append(("torch_leak", [self.args.python, script]))
         summary = {}
         for name, argv in targets:
             if not self.have_time(f"sanitizer {name}", 90 if name == "torch_leak" else 30):
@@ -985,7 +1091,7 @@ class Validator:
 
     def part_torch_step(self):
         if self.args.sim or not self.torch_ok():
-            self.record("SKIP", "torch_step", "needs PyTorch with CUDA on a GPU")
+            self.record("SKIP", "torch_step", self.no_torch_because("a GPU's time"))
             return
         step = os.path.join(HERE, "torch_step.py")
         # null: a CUPTI client that enables gpuwatch's callbacks and does
@@ -1011,7 +1117,8 @@ class Validator:
                     env = self.base_env()
                     if config == "null":
                         env["CUDA_INJECTION64_PATH"] = null
-                code, out, err, _ = self.run(pin + ["python3", step, "--steps", str(self.args.steps)],
+                code, out, err, _ = self.run(pin + [self.args.python, step, "--steps",
+                                                    str(self.args.steps)],
                                              env, 240, cwd=rdir, label=f"torch_step {config}")
                 if self.args.dry_run:
                     continue
@@ -1140,6 +1247,9 @@ def main():
     ap.add_argument("--step-cpus", default="2,3",
                     help="taskset CPU list for every torch_step process ('' : not pinned)")
     ap.add_argument("--overhead-events", type=int, default=50000)
+    ap.add_argument("--python", default=os.environ.get("GPUWATCH_TORCH_PYTHON") or "python3",
+                    help="the interpreter of the PyTorch parts ($GPUWATCH_TORCH_PYTHON, else "
+                         "python3)")
     ap.add_argument("--use-carried-deps", action="store_true",
                     help="use the bundle's libunwind/libdw/libelf even where the system has them")
     args = ap.parse_args()
