@@ -1,0 +1,150 @@
+// End-to-end tests with real PyTorch in its other allocator modes and with its own tools: a
+// CUDA build of torch (scripts/torch-env.sh) runs tests/e2e/programs/torch_*.py on the CUDA
+// simulator under libgpuwatch.so, attached by `gpuwatch run`, LD_PRELOAD and the driver's
+// injection, and gpuwatch's figures must be PyTorch's, which the scripts print as
+// "NAME VALUE" lines. tests/e2e/torch_test.cc has the default caching allocator and
+// cudaMallocAsync.
+//
+// The interpreter is the one GPUWATCH_TORCH_PYTHON names (the last line scripts/torch-env.sh
+// prints); without it every test skips with one line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/common.h"
+
+namespace gpuwatch::testing {
+
+// The attach modes' names in the tests' names, and in gtest's messages.
+constexpr const char* kAttachNames[] = {"GpuwatchRun", "Preload", "Injection"};
+void PrintTo(Attach how, std::ostream* os) { *os << kAttachNames[static_cast<int>(how)]; }
+
+namespace {
+
+using nlohmann::json;
+
+// The python of GPUWATCH_TORCH_PYTHON, or "" with *why saying why there is none.
+std::string TorchPython(std::string* why) {
+  const char* named = std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
+  const std::string python = named != nullptr ? named : "";
+  if (python.empty()) {
+    *why = "GPUWATCH_TORCH_PYTHON is not set (scripts/torch-env.sh prints the python to use)";
+  } else if (access(python.c_str(), X_OK) != 0) {
+    *why = "GPUWATCH_TORCH_PYTHON=" + python + " is not an executable";
+  }
+  return why->empty() ? python : "";
+}
+
+// "FILE:LINE" of the line of tests/e2e/programs/FILE marked `marker`.
+std::string Marked(const std::string& file, const std::string& marker) {
+  return file + ":" + std::to_string(LineOf(kSourceDir + "/tests/e2e/programs/" + file, marker));
+}
+
+// What a script printed: NAME -> VALUE for each line "NAME VALUE" whose value is a number.
+std::map<std::string, int64_t> Values(const std::string& out) {
+  std::map<std::string, int64_t> values;
+  std::istringstream lines(out);
+  std::string name;
+  std::string value;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    if (fields >> name >> value && value.find_first_not_of("-0123456789") == std::string::npos) {
+      values[name] = std::stoll(value);
+    }
+  }
+  return values;
+}
+
+class TorchModesTest : public ::testing::TestWithParam<Attach> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    python_ = TorchPython(&why);
+    if (python_.empty()) GTEST_SKIP() << why;
+  }
+
+  // Runs tests/e2e/programs/SCRIPT in dir_ on the simulator, gpuwatch attached as the parameter
+  // says and writing dir_/report.json; `env` on top. The script must exit 0 after printing
+  // "STEM: done" (STEM: its name without .py).
+  ProcessResult Run(const std::string& script, const std::map<std::string, std::string>& env) {
+    std::map<std::string, std::string> all = SimEnv();
+    all["PYTHONUNBUFFERED"] = "1";
+    all["PYTHONPATH"] = kSourceDir + "/python";  // the gpuwatch package
+    for (const auto& [name, value] : env) all[name] = value;
+    std::vector<std::string> argv = {python_, kSourceDir + "/tests/e2e/programs/" + script};
+    AttachTo(GetParam(), report(), &argv, &all);
+    ProcessResult r = RunProcess(argv, all, dir_.path());
+    const std::string done = script.substr(0, script.size() - 3) + ": done";
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(done), std::string::npos) << r.out << r.err;
+    return r;
+  }
+
+  std::string report() const { return dir_.path() + "/report.json"; }
+
+  ScopedTempDir dir_;
+  std::string python_;
+};
+
+// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: PyTorch reserves one address range and maps
+// 20 MiB VMM handles (cuMemCreate + cuMemMap) into it as the segment grows, unmapping and
+// releasing them at empty_cache(). At each point the script reaches, gpuwatch's live VMM bytes
+// are memory_reserved() (no double count as the segment grows: a mapping adds no memory), and
+// its live device bytes too; a snapshot while grown puts each handle at the Python line whose
+// tensor made PyTorch map it; the exit report holds exactly the handle of the tensor left live.
+TEST_P(TorchModesTest, ExpandableSegmentsVmmHandlesAreReservedBytesAtEachPoint) {
+  const ProcessResult r =
+      Run("torch_expandable.py", {{"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"}});
+  ASSERT_FALSE(HasFailure());
+  std::map<std::string, int64_t> v = Values(r.out);
+  const std::map<std::string, int64_t> reserved = {{"first", 20 * kMiB}, {"fits", 20 * kMiB},
+                                                   {"grown", 40 * kMiB}, {"shrunk", 20 * kMiB},
+                                                   {"empty", 0},         {"exit", 20 * kMiB}};
+  for (const auto& [point, bytes] : reserved) {
+    EXPECT_EQ(v[point + ".reserved"], bytes) << point << "\n" << r.out;
+    EXPECT_EQ(v[point + ".vmm"], bytes) << point << "\n" << r.out;
+    EXPECT_EQ(v[point + ".device"], bytes) << point << "\n" << r.out;
+    EXPECT_EQ(v[point + ".handles"], bytes / (20 * kMiB)) << point << "\n" << r.out;
+  }
+  EXPECT_EQ(v["grown.allocated"], 40 * kMiB) << r.out;
+  EXPECT_EQ(v["exit.allocated"], 8 * kMiB) << r.out;
+  ASSERT_EQ(v["snapshot"], 1) << r.out;
+
+  const json grown = ReadReport(report() + ".snapshot-1")["leaks"]["device"];
+  EXPECT_EQ(grown["bytes"], 40 * kMiB) << grown.dump(1);
+  EXPECT_EQ(grown["count"], 2) << grown.dump(1);
+  for (const char* tensor : {"a", "c"}) {
+    const json site = SiteAt(grown, Marked("torch_expandable.py", std::string("TENSOR:") + tensor));
+    ASSERT_FALSE(site.is_null()) << tensor << "\n" << grown.dump(1);
+    EXPECT_EQ(site["bytes"], 20 * kMiB) << tensor;
+    EXPECT_EQ(site["category"], "caching-allocator") << tensor;
+  }
+  const json exit_report = ReadReport(report());
+  const json& device = exit_report["leaks"]["device"];
+  EXPECT_EQ(device["bytes"], 20 * kMiB) << device.dump(1);
+  EXPECT_EQ(device["count"], 1) << device.dump(1);
+  const json d = SiteAt(device, Marked("torch_expandable.py", "TENSOR:d"));
+  ASSERT_FALSE(d.is_null()) << device.dump(1);
+  EXPECT_EQ(d["bytes"], 20 * kMiB);
+  const json& vmm = exit_report["totals"]["kinds"]["vmm"];
+  EXPECT_EQ(vmm["allocs"], 3) << vmm.dump(1);  // a's, c's and d's handles
+  EXPECT_EQ(vmm["frees"], 2) << vmm.dump(1);
+  EXPECT_EQ(vmm["peak_bytes"], 40 * kMiB) << vmm.dump(1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Attach, TorchModesTest,
+                         ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
+                         [](const ::testing::TestParamInfo<Attach>& info) {
+                           return std::string(kAttachNames[static_cast<int>(info.param)]);
+                         });
+
+}  // namespace
+}  // namespace gpuwatch::testing
