@@ -80,7 +80,7 @@ class TorchModesTest : public ::testing::TestWithParam<Attach> {
     all["PYTHONPATH"] = kSourceDir + "/python";  // the gpuwatch package
     for (const auto& [name, value] : env) all[name] = value;
     std::vector<std::string> argv = {python_, kSourceDir + "/tests/e2e/programs/" + script};
-    AttachTo(GetParam(), report(), &argv, &all);
+    AttachTo(GetParam(), report_path(), &argv, &all);
     ProcessResult r = RunProcess(argv, all, dir_.path());
     const std::string done = script.substr(0, script.size() - 3) + ": done";
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -88,7 +88,7 @@ class TorchModesTest : public ::testing::TestWithParam<Attach> {
     return r;
   }
 
-  std::string report() const { return dir_.path() + "/report.json"; }
+  std::string report_path() const { return dir_.path() + "/report.json"; }
 
   ScopedTempDir dir_;
   std::string python_;
@@ -118,7 +118,7 @@ TEST_P(TorchModesTest, ExpandableSegmentsVmmHandlesAreReservedBytesAtEachPoint) 
   EXPECT_EQ(v["exit.allocated"], 8 * kMiB) << r.out;
   ASSERT_EQ(v["snapshot"], 1) << r.out;
 
-  const json grown = ReadReport(report() + ".snapshot-1")["leaks"]["device"];
+  const json grown = ReadReport(report_path() + ".snapshot-1")["leaks"]["device"];
   EXPECT_EQ(grown["bytes"], 40 * kMiB) << grown.dump(1);
   EXPECT_EQ(grown["count"], 2) << grown.dump(1);
   for (const char* tensor : {"a", "c"}) {
@@ -127,7 +127,7 @@ TEST_P(TorchModesTest, ExpandableSegmentsVmmHandlesAreReservedBytesAtEachPoint) 
     EXPECT_EQ(site["bytes"], 20 * kMiB) << tensor;
     EXPECT_EQ(site["category"], "caching-allocator") << tensor;
   }
-  const json exit_report = ReadReport(report());
+  const json exit_report = ReadReport(report_path());
   const json& device = exit_report["leaks"]["device"];
   EXPECT_EQ(device["bytes"], 20 * kMiB) << device.dump(1);
   EXPECT_EQ(device["count"], 1) << device.dump(1);
@@ -138,6 +138,59 @@ TEST_P(TorchModesTest, ExpandableSegmentsVmmHandlesAreReservedBytesAtEachPoint) 
   EXPECT_EQ(vmm["allocs"], 3) << vmm.dump(1);  // a's, c's and d's handles
   EXPECT_EQ(vmm["frees"], 2) << vmm.dump(1);
   EXPECT_EQ(vmm["peak_bytes"], 40 * kMiB) << vmm.dump(1);
+}
+
+// Pinned host memory: pin_memory() and the caching host allocator (the pinned block a
+// non_blocking copy to the host takes) are cudaHostAlloc'ed pinned host memory at their lines,
+// with exactly the bytes PyTorch's host allocator counts (a later pin_memory() of the same size
+// reuses the cached block: no new allocation). The non_blocking copy from pinned memory is a
+// pinned h2d copy at its line, the copy from pageable memory a pageable one (and the one
+// `pageable` finding), the copy back d2h into pinned memory.
+TEST_P(TorchModesTest, PinnedMemoryAndCopiesAreClassifiedAtTheirLines) {
+  const ProcessResult r = Run("torch_pinned.py", {});
+  ASSERT_FALSE(HasFailure());
+  std::map<std::string, int64_t> v = Values(r.out);
+  EXPECT_EQ(v["pinned"], 1) << r.out;
+  EXPECT_EQ(v["host_allocated"], 8 * kMiB) << r.out;
+  EXPECT_EQ(v["host_allocs"], 2) << r.out;
+  EXPECT_EQ(v["host_live"], 8 * kMiB) << r.out;
+
+  const json report = ReadReport(report_path());
+  const json& host = report["leaks"]["host"];
+  EXPECT_EQ(host["bytes"], 8 * kMiB) << host.dump(1);
+  EXPECT_EQ(host["count"], 2) << host.dump(1);
+  for (const char* marker : {"PINNED:pin_memory", "PINNED:host_cache"}) {
+    const json site = SiteAt(host, Marked("torch_pinned.py", marker));
+    ASSERT_FALSE(site.is_null()) << marker << "\n" << host.dump(1);
+    EXPECT_EQ(site["bytes"], 4 * kMiB) << marker;
+  }
+  const json& pinned_kind = report["totals"]["kinds"]["pinned_host"];
+  EXPECT_EQ(pinned_kind["allocs"], 2) << pinned_kind.dump(1);
+  EXPECT_EQ(pinned_kind["frees"], 0) << pinned_kind.dump(1);
+
+  const json& transfers = report["transfers"];
+  struct Copy {
+    const char* marker;
+    const char* direction;
+    const char* host;
+  };
+  for (const Copy& c :
+       {Copy{"COPY:pinned", "h2d", "pinned"}, Copy{"COPY:pageable", "h2d", "pageable"},
+        Copy{"PINNED:host_cache", "d2h", "pinned"}}) {
+    const json site = SiteAt(transfers, Marked("torch_pinned.py", c.marker));
+    ASSERT_FALSE(site.is_null()) << c.marker << "\n" << transfers.dump(1);
+    EXPECT_EQ(site["count"], 1) << c.marker;
+    EXPECT_EQ(site["bytes"], 4 * kMiB) << c.marker;
+    EXPECT_EQ(site["async"], 1) << c.marker;  // cudaMemcpyAsync, pageable or not
+    EXPECT_EQ(site["directions"][c.direction]["bytes"], 4 * kMiB) << c.marker;
+    EXPECT_EQ(site["hosts"].size(), 1u) << c.marker << site["hosts"].dump();
+    EXPECT_EQ(site["hosts"][c.host]["bytes"], 4 * kMiB) << c.marker << site["hosts"].dump();
+  }
+  EXPECT_EQ(report["totals"]["copies"]["h2d"]["bytes"], 8 * kMiB);
+  EXPECT_EQ(report["totals"]["copies"]["d2h"]["bytes"], 4 * kMiB);
+  ASSERT_EQ(transfers["findings"].size(), 1u) << transfers["findings"].dump(1);
+  EXPECT_EQ(transfers["findings"][0]["type"], "pageable");
+  EXPECT_EQ(transfers["findings"][0]["location"], Marked("torch_pinned.py", "COPY:pageable"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Attach, TorchModesTest,
