@@ -193,6 +193,49 @@ TEST_P(TorchModesTest, PinnedMemoryAndCopiesAreClassifiedAtTheirLines) {
   EXPECT_EQ(transfers["findings"][0]["location"], Marked("torch_pinned.py", "COPY:pageable"));
 }
 
+// torch.cuda.OutOfMemoryError on a 64 MiB device: PyTorch's cudaMalloc of 32 MiB fails (twice:
+// it frees its cache and tries again), and gpuwatch's OOM report, written at the first failure,
+// names the script's line, the request and the device's free memory, with the device memory
+// live at that moment equal to memory_reserved() as the script prints it after catching the
+// error (two segments at their tensors' lines; memory_allocated() is less: 4 MiB of the first
+// segment's 20 are used).
+TEST_P(TorchModesTest, OutOfMemoryReportNamesTheLineWithReservedBytesLive) {
+  const ProcessResult r = Run("torch_oom.py", {{"GWSIM_DEVICE_MEMORY", "64MiB"}});
+  ASSERT_FALSE(HasFailure());
+  std::map<std::string, int64_t> v = Values(r.out);
+  ASSERT_EQ(v["oom"], 1) << r.out;
+  EXPECT_EQ(v["reserved"], 44 * kMiB) << r.out;
+  EXPECT_EQ(v["allocated"], 28 * kMiB) << r.out;
+  EXPECT_NE(r.out.find("message CUDA out of memory. Tried to allocate 32.00 MiB"),
+            std::string::npos)
+      << r.out;
+
+  const json report = ReadReport(report_path() + ".oom-1");
+  ASSERT_TRUE(report.is_object()) << r.err;
+  EXPECT_EQ(report["trigger"], "oom");
+  const json& oom = report["oom"];
+  EXPECT_EQ(oom["location"], Marked("torch_oom.py", "OOM:c")) << oom.dump(1);
+  EXPECT_EQ(oom["size"], 32 * kMiB);
+  EXPECT_EQ(oom["api"], "cudaMalloc");
+  EXPECT_EQ(oom["kind"], "device");
+  EXPECT_EQ(oom["device_total_bytes"], 64 * kMiB);
+  EXPECT_EQ(oom["device_free_bytes"], 20 * kMiB);
+  const json& device = report["leaks"]["device"];
+  EXPECT_EQ(device["bytes"], v["reserved"]) << device.dump(1);
+  EXPECT_EQ(device["count"], 2) << device.dump(1);
+  const json a = SiteAt(device, Marked("torch_oom.py", "TENSOR:a"));
+  const json b = SiteAt(device, Marked("torch_oom.py", "TENSOR:b"));
+  ASSERT_FALSE(a.is_null()) << device.dump(1);
+  ASSERT_FALSE(b.is_null()) << device.dump(1);
+  EXPECT_EQ(a["bytes"], 20 * kMiB);
+  EXPECT_EQ(b["bytes"], 24 * kMiB);
+  EXPECT_EQ(ReadReport(report_path())["totals"]["oom_count"], 2);
+  EXPECT_NE(r.err.find("out of memory: cudaMalloc of 32.0 MiB failed at " +
+                       Marked("torch_oom.py", "OOM:c")),
+            std::string::npos)
+      << r.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Attach, TorchModesTest,
                          ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
                          [](const ::testing::TestParamInfo<Attach>& info) {
