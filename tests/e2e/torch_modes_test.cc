@@ -236,6 +236,51 @@ TEST_P(TorchModesTest, OutOfMemoryReportNamesTheLineWithReservedBytesLive) {
       << r.err;
 }
 
+// The phases of a report with PyTorch's NVTX (each tensor a cudaMalloc of its own, with
+// PYTORCH_NO_CUDA_MEMORY_CACHING=1): torch.cuda.nvtx.range("load"), range_push("step") and
+// range_push("forward") inside it hold exactly the bytes allocated at their lines, with the
+// peak of the three live together; under torch.autograd.profiler.emit_nvtx() each operator is
+// a range named as PyTorch names it, the allocation in aten::empty nested in aten::ones and the
+// fill kernel's launch in aten::fill_. "load" was opened before PyTorch's first CUDA call, so
+// gpuwatch counts what it allocated but not its opening (report-format.md, Phases).
+TEST_P(TorchModesTest, NvtxRangesAndEmitNvtxArePhasesWithTheirBytes) {
+  Run("torch_nvtx.py", {{"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"}});
+  ASSERT_FALSE(HasFailure());
+  const json phases = ReadReport(report_path())["phases"];
+  std::map<std::string, json> paths;
+  for (const json& p : phases["paths"]) paths[p["path"].get<std::string>()] = p;
+  const std::string ones = "aten::ones, op_id = 1";
+  struct Phase {
+    std::string path;
+    int opens;
+    int64_t alloc_bytes;
+    int64_t peak_bytes;
+    int launches;
+  };
+  const std::vector<Phase> expected = {
+      {"load", 0, 4 * kMiB, 4 * kMiB, 0},
+      {"step", 1, 8 * kMiB, 24 * kMiB, 0},
+      {"step/forward", 1, 12 * kMiB, 24 * kMiB, 0},
+      {ones, 1, 0, 1 * kMiB, 0},
+      {ones + "/aten::empty, op_id = 2", 1, 1 * kMiB, 1 * kMiB, 0},
+      {ones + "/aten::fill_, op_id = 3", 1, 0, 1 * kMiB, 1},
+  };
+  EXPECT_EQ(paths.size(), expected.size()) << phases.dump(1);
+  for (const Phase& e : expected) {
+    ASSERT_EQ(paths.count(e.path), 1u) << e.path << "\n" << phases.dump(1);
+    const json& p = paths[e.path];
+    EXPECT_EQ(p["opens"], e.opens) << e.path;
+    EXPECT_EQ(p["allocs"], e.alloc_bytes > 0 ? 1 : 0) << e.path;
+    EXPECT_EQ(p["alloc_bytes"], e.alloc_bytes) << e.path;
+    EXPECT_EQ(p["peak_bytes"], e.peak_bytes) << e.path;
+    EXPECT_EQ(p["launches"], e.launches) << e.path;
+  }
+  EXPECT_EQ(paths["step/forward"]["peak_site"]["location"],
+            Marked("torch_nvtx.py", "PHASE:step/forward"));
+  EXPECT_EQ(phases["unbalanced_pops"], 0);
+  EXPECT_EQ(phases["open_at_thread_exit"], 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Attach, TorchModesTest,
                          ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
                          [](const ::testing::TestParamInfo<Attach>& info) {
