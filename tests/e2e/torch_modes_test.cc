@@ -281,6 +281,71 @@ TEST_P(TorchModesTest, NvtxRangesAndEmitNvtxArePhasesWithTheirBytes) {
   EXPECT_EQ(phases["open_at_thread_exit"], 0);
 }
 
+// torch.profiler.profile(activities=[CPU, CUDA]) in a run under gpuwatch: Kineto, a second CUPTI
+// client, gets the fill kernel, the device-to-host copy and the runtime calls
+// (cudaLaunchKernel, cudaMemcpyAsync) linked to their operators (aten::fill_ has CUDA time),
+// from the simulator's CONCURRENT_KERNEL, MEMCPY, RUNTIME, DRIVER and EXTERNAL_CORRELATION
+// records on Kineto's clock. gpuwatch's report is unchanged by the profiling window: the same
+// work inside it ("profiled") and after it ("plain") has the same allocations, bytes, copies,
+// launches and peak, and the same sites. The profiler starts before the first CUDA call, so under
+// injection Kineto has loaded CUPTI before the driver loads gpuwatch: gpuwatch says so in one
+// line and counts its copies from the calls, untimed (report-format.md); with gpuwatch attached
+// first the copies keep their timing.
+TEST_P(TorchModesTest, TorchProfilerGetsCudaEventsAndLeavesTheReportUnchanged) {
+  const ProcessResult r = Run("torch_profiler.py", {{"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"}});
+  ASSERT_FALSE(HasFailure());
+  std::map<std::string, int64_t> v = Values(r.out);
+  EXPECT_EQ(v["cuda_events"], 2) << r.out;
+  EXPECT_EQ(v["kernels"], 1) << r.out;
+  EXPECT_EQ(v["memcpys"], 1) << r.out;
+  for (const char* name : {"cudaLaunchKernel", "cudaMemcpyAsync", "aten::fill_", "aten::copy_"}) {
+    EXPECT_EQ(v[std::string("cpu:") + name], 1) << name << "\n" << r.out;
+  }
+  // Kineto links a kernel to its operator by the kernel record's correlation id, the
+  // cudaLaunchKernel record's as NVIDIA's CUPTI makes it; under the runtime_only. model
+  // (GWSIM_CORRELATION=own) the kernel record carries the nested driver call's id, which no
+  // RUNTIME record has, and aten::fill_ gets no CUDA time.
+  const char* model = std::getenv("GPUWATCH_TEST_SIM_ENV");  // NOLINT(concurrency-mt-unsafe)
+  const bool own_ids =
+      model != nullptr && std::string(model).find("GWSIM_CORRELATION=own") != std::string::npos;
+  EXPECT_EQ(v["fill_cuda_us"], own_ids ? 0 : 1) << r.out;
+
+  const json report = ReadReport(report_path());
+  std::map<std::string, json> phases;
+  for (const json& p : report["phases"]["paths"]) phases[p["path"].get<std::string>()] = p;
+  ASSERT_EQ(phases.size(), 2u) << report["phases"].dump(1);
+  for (const char* window : {"profiled", "plain"}) {
+    const json& p = phases[window];
+    EXPECT_EQ(p["allocs"], 2) << window;
+    EXPECT_EQ(p["alloc_bytes"], 12 * kMiB) << window;
+    EXPECT_EQ(p["peak_bytes"], 12 * kMiB) << window;
+    EXPECT_EQ(p["launches"], 1) << window;
+    EXPECT_EQ(p["copies"], json({{"d2h", {{"bytes", 8 * kMiB}, {"count", 1}}}})) << window;
+  }
+  // Each line of work() is two sites (called from two lines), alike.
+  std::map<std::string, std::vector<int64_t>> allocated;
+  for (const json& site : report["sites"]) {
+    allocated[site["location"].get<std::string>()].push_back(site["alloc_bytes"].get<int64_t>());
+  }
+  EXPECT_EQ(allocated[Marked("torch_profiler.py", "WORK:alloc")],
+            (std::vector<int64_t>{4 * kMiB, 4 * kMiB}));
+  EXPECT_EQ(allocated[Marked("torch_profiler.py", "WORK:kernel")],
+            (std::vector<int64_t>{8 * kMiB, 8 * kMiB}));
+  EXPECT_EQ(report["kernels"]["launches"], 2);
+  EXPECT_EQ(report["transfers"]["unmatched_records"], 0);
+  const json& copies = report["transfers"]["sites"];
+  ASSERT_EQ(copies.size(), 2u) << copies.dump(1);
+  const bool injected = GetParam() == Attach::kInjection;
+  for (const json& site : copies) {
+    EXPECT_EQ(site["location"], Marked("torch_profiler.py", "WORK:copy"));
+    EXPECT_EQ(site["bytes"], 8 * kMiB);
+    EXPECT_EQ(site["hosts"]["pageable"]["count"], 1) << site.dump(1);
+    EXPECT_EQ(site.contains("timed_count"), !injected) << site.dump(1);
+  }
+  EXPECT_EQ(r.err.find("libcupti was loaded before gpuwatch") != std::string::npos, injected)
+      << r.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Attach, TorchModesTest,
                          ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
                          [](const ::testing::TestParamInfo<Attach>& info) {
