@@ -4,7 +4,7 @@
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
 #       questions, cupti_clients, live, torch_leak, torch_pytest, torch_phases, torch_profiler,
-#       sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
+#       torch_modes, sanitizer, torch_step, overhead). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.
 #   tests/gpu/run.sh --sim [--build DIR] ...
