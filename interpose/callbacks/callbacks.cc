@@ -392,6 +392,13 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     case Role::kVmmMap:
       if (succeeded) VmmMap(entered, d);
       break;
+    case Role::kVmmRetain: {
+      ParsedCall out;
+      if (succeeded && ParseCall(*c.spec, d, true, &out) && out.handle != 0) {
+        Tables().tracker.OnVmmRetain(out.handle, out.address);
+      }
+      break;
+    }
     case Role::kIpcOpen: {
       ParsedCall out;
       if (succeeded && ParseCall(*c.spec, d, true, &out) && out.address != 0) IpcOpen(out, d);

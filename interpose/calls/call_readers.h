@@ -413,6 +413,16 @@ bool ReadMemImport(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
   return true;
 }
 
+// The handle mapped at an address, one reference more (to be released).
+template <typename P>
+bool ReadMemRetain(const CUpti_CallbackData* d, bool ok, ParsedCall* c) {
+  const auto& p = Params<P>(d);
+  c->role = Role::kVmmRetain;
+  c->handle = ok && p.handle != nullptr ? *p.handle : 0;
+  c->address = Addr(p.addr);
+  return true;
+}
+
 // CUDA IPC: another process's cudaMalloc memory mapped here, counted apart
 // and never this process's allocation. The open says the address (at a
 // successful EXIT), not the size; the close names the mapping.

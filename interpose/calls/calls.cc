@@ -16,9 +16,9 @@ namespace gpuwatch {
 
 const char* RoleName(Role role) {
   static constexpr const char* kNames[] = {
-      "alloc",      "free",       "copy",        "launch",      "graph_launch",
-      "sync",       "vmm_create", "vmm_release", "vmm_unmap",   "vmm_map",
-      "vmm_import", "ipc_open",   "ipc_close",   "instantiate", "graph_node"};
+      "alloc",      "free",        "copy",        "launch",    "graph_launch", "sync",
+      "vmm_create", "vmm_release", "vmm_unmap",   "vmm_map",   "vmm_import",   "vmm_retain",
+      "ipc_open",   "ipc_close",   "instantiate", "graph_node"};
   static_assert(std::size(kNames) == static_cast<size_t>(Role::kGraphNode) + 1);
   return EnumName(role, kNames, "?");
 }
@@ -192,6 +192,7 @@ constexpr CallbackSpec kRegistry[] = {
     DRV(cuMemRelease, kVmmRelease, ReadMemRelease),
     DRV(cuMemMap, kVmmMap, ReadMemMap),
     DRV(cuMemImportFromShareableHandle, kVmmImport, ReadMemImport),
+    DRV(cuMemRetainAllocationHandle, kVmmRetain, ReadMemRetain),
     DRV(cuMemUnmap, kVmmUnmap, ReadMemUnmap),
     DRV(cuIpcOpenMemHandle, kIpcOpen, ReadIpcOpen),
     DRV(cuIpcOpenMemHandle_v2, kIpcOpen, ReadIpcOpen),

@@ -34,6 +34,7 @@ enum class Role : uint8_t {
   kVmmUnmap,     // cuMemUnmap: every mapping inside a range ended
   kVmmMap,       // cuMemMap: a handle mapped at an address (no memory of its own)
   kVmmImport,    // cuMemImportFromShareableHandle: another process's memory
+  kVmmRetain,    // cuMemRetainAllocationHandle: one more reference to a mapped handle
   kIpcOpen,      // cuIpcOpenMemHandle: another process's memory mapped here (address at EXIT)
   kIpcClose,     // cuIpcCloseMemHandle: a reference to such a mapping dropped (address at ENTER)
   kInstantiate,  // a graph instantiated: the nodes cloned inside it are the exec's
@@ -54,8 +55,8 @@ struct ParsedCall {
   // node's pool); -1: the device of the calling context.
   int32_t device = -1;
   const void* stream = nullptr;
-  // VMM: the physical handle (kVmmCreate and kVmmImport at a successful
-  // EXIT, kVmmRelease, kVmmMap).
+  // VMM: the physical handle (kVmmCreate, kVmmImport and kVmmRetain at a
+  // successful EXIT, kVmmRelease, kVmmMap); kVmmRetain's address too.
   uint64_t handle = 0;
   // A CUDA array's element size in bytes (array allocations).
   uint32_t array_element_bytes = 0;

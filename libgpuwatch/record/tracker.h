@@ -153,15 +153,20 @@ class Tracker {
   // cuMemUnmap: every mapping inside [address, address + size) is gone; an
   // unmap that ends none is counted in unknown_frees.
   void OnVmmUnmap(uint64_t address, uint64_t size);
-  // cuMemRelease, in two steps like a free: at the call's ENTER the handle's
-  // value is forgotten (the driver may give it to another thread's
-  // cuMemCreate at once) and its memory freed when no mapping is left;
-  // UndoVmmRelease puts both back when the call failed. False: the handle
-  // is unknown (nothing to undo).
+  // cuMemRetainAllocationHandle, at a successful EXIT: the handle mapped at
+  // `address` has one reference more, which a cuMemRelease drops without
+  // freeing anything. A handle released while still mapped is known again.
+  void OnVmmRetain(uint64_t handle, uint64_t address);
+  // cuMemRelease, in two steps like a free: at the call's ENTER a retained
+  // reference is dropped or, with none left, the handle's value is forgotten
+  // (the driver may give it to another thread's cuMemCreate at once) and its
+  // memory freed when no mapping is left; UndoVmmRelease puts it back when
+  // the call failed. False: the handle is unknown (nothing to undo).
   struct VmmMemory {
     uint64_t key = 0;   // its live entry's key
     uint64_t size = 0;  // imported: its first mapping's, 0 until then
     uint32_t maps = 0;
+    uint32_t retains = 0;  // cuMemRetainAllocationHandle references not released yet
     bool released = false;
     bool counted = false;  // made while not paused: live (kVmm) or counted (kVmmImported)
     MemKind kind = MemKind::kVmm;
@@ -169,7 +174,8 @@ class Tracker {
   };
   struct VmmRelease {
     uint64_t handle = 0;
-    bool freed = false;  // its memory too: `memory` and `removed` hold it
+    bool retained = false;  // a retained reference dropped, nothing else
+    bool freed = false;     // its memory too: `memory` and `removed` hold it
     VmmMemory memory;
     LiveAlloc removed;
   };

@@ -180,6 +180,12 @@ bool Tracker::BeginVmmRelease(uint64_t handle, VmmRelease* release) {
     const auto h = vmm_handles_.find(handle);
     if (h == vmm_handles_.end()) return false;
     auto m = vmm_memory_.find(h->second);
+    if (m != vmm_memory_.end() && m->second.retains > 0) {  // the handle stays
+      --m->second.retains;
+      release->retained = true;
+      release->memory = m->second;
+      return true;
+    }
     vmm_handles_.erase(h);
     if (m == vmm_memory_.end()) return false;
     m->second.released = true;
@@ -197,6 +203,10 @@ void Tracker::UndoVmmRelease(const VmmRelease& release) {
   const VmmMemory& memory = release.memory;
   {
     std::lock_guard<Mutex> lock(vmm_mu_);
+    if (release.retained) {
+      if (auto m = vmm_memory_.find(memory.key); m != vmm_memory_.end()) ++m->second.retains;
+      return;
+    }
     if (release.freed) {
       VmmMemory back = memory;
       back.released = false;
@@ -214,6 +224,24 @@ void Tracker::UndoVmmRelease(const VmmRelease& release) {
   } else {
     UndoFree(release.removed);
   }
+}
+
+void Tracker::OnVmmRetain(uint64_t handle, uint64_t address) {
+  std::lock_guard<Mutex> lock(vmm_mu_);
+  if (const auto h = vmm_handles_.find(handle); h != vmm_handles_.end()) {
+    if (auto m = vmm_memory_.find(h->second); m != vmm_memory_.end()) ++m->second.retains;
+    return;
+  }
+  // Released while mapped (or made before attach): the mapping at `address`
+  // names its memory, and the retain makes the handle the first reference.
+  auto it = vmm_mappings_.upper_bound(address);
+  if (it == vmm_mappings_.begin()) return;
+  --it;
+  if (address - it->first >= it->second.size) return;
+  auto m = vmm_memory_.find(it->second.key);
+  if (m == vmm_memory_.end()) return;
+  m->second.released = false;
+  vmm_handles_[handle] = it->second.key;
 }
 
 bool Tracker::ClassifyVmm(uint64_t address, MemKind* kind, int* device) const {

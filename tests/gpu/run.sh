@@ -5,7 +5,7 @@
 #                    [--python PY]
 #       Runs the validation on the GPU (parts: env, programs, sequences,
 #       questions, cupti_clients, live, torch_leak, torch_counters, torch_pytest, torch_phases,
-#       torch_profiler, sanitizer, torch_step, overhead; PyTorch's under PY, default
+#       torch_profiler, torch_modes, sanitizer, torch_step, overhead; PyTorch's under PY, default
 #       $GPUWATCH_TORCH_PYTHON, else python3). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
 #       to --out, else $OUT, else ./gpu-results. Exit 0 when nothing failed.

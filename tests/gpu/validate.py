@@ -21,6 +21,11 @@ lines; results go to --out, or $OUT, or ./gpu-results):
   torch_phases torch.cuda.nvtx ranges and gpuwatch.phase as phases
              (tests/gpu/torch_phases.py): does libtorch's NVTX load gpuwatch
              through NVTX_INJECTION64_PATH, and are the bytes per phase exact
+  torch_modes tests/e2e/programs/torch_{expandable,pinned,oom,nvtx}.py, which
+             tests/e2e/torch_modes_test.cc runs on the simulator: VMM bytes ==
+             memory_reserved() under expandable segments, pinned host memory ==
+             host_memory_stats(), the OOM report's live bytes == reserved at the
+             failing line, the bytes per NVTX phase
   sanitizer  compute-sanitizer --leak-check full on the leaky examples, its
              leaked bytes, allocations, sites and wall time against gpuwatch's
   torch_step the time of a PyTorch training step with and without gpuwatch
@@ -57,8 +62,8 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
 PARTS = ["env", "programs", "questions", "cupti_clients", "live", "sequences", "torch_leak",
-         "torch_counters", "torch_pytest", "torch_phases", "torch_profiler", "torch_step",
-         "overhead", "launches", "sanitizer"]
+         "torch_counters", "torch_pytest", "torch_phases", "torch_profiler", "torch_modes",
+         "torch_step", "overhead", "launches", "sanitizer"]
 
 
 def no_args(directory, names):
@@ -1024,6 +1029,73 @@ class Validator:
         self.record("PASS" if a == b and la == lb else "FAIL",
                     "torch_profiler gpuwatch report unchanged by the window",
                     f"device {a} / {b}; launches {la} / {lb}")
+
+    # --- torch_modes ----------------------------------------------------------
+
+    def part_torch_modes(self):
+        """The scripts of tests/e2e/torch_modes_test.cc on the real driver: do the
+        figures the simulator tests assert hold there (they are PyTorch's own)?"""
+        programs = os.path.join(SOURCE_DIR, "tests", "e2e", "programs")
+        package = os.path.join(self.build, "share", "gpuwatch", "python")
+        if self.args.sim or not self.torch_ok():
+            self.record("SKIP", "torch_modes", "needs PyTorch with CUDA on a GPU")
+            return
+        runs = [("expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+                ("pinned", {}), ("oom", {"TORCH_OOM_BYTES": str(1 << 50)}),
+                ("nvtx", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})]
+        for name, extra in runs:
+            script = os.path.join(programs, f"torch_{name}.py")
+            ran = self.run_torch_mode("torch_modes", name, dict(extra, PYTHONPATH=package),
+                                      ["python3", script])
+            if ran is None:
+                return
+            if not self.args.dry_run:
+                self.check_torch_mode(name, script, *ran)
+
+    def check_torch_mode(self, name, script, code, out, report_path, secs):
+        """The figures of one torch_modes script (its output and report)."""
+        mib = 1 << 20
+        values = {}
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+                values[parts[0]] = int(parts[1])
+        if name == "expandable":
+            points = ("first", "fits", "grown", "shrunk", "empty", "exit")
+            ok = code == 0 and all(values.get(f"{p}.reserved") == values.get(f"{p}.vmm")
+                                   for p in points)
+            detail = ", ".join(f"{p} {values.get(p + '.reserved')}/{values.get(p + '.vmm')}"
+                               for p in points)
+            self.record("PASS" if ok else "FAIL", "torch_modes expandable reserved == vmm",
+                        f"exit {code}; {detail}; {secs:.1f} s")
+        elif name == "pinned":
+            report = checks.load(report_path)
+            hosts = {s.get("location"): sorted((s.get("hosts") or {}).keys()) for s in
+                     checks.get(report, "transfers", "sites", default=[]) or []}
+            want = {f"torch_pinned.py:{checks.line_of(script, m)}": [h] for m, h in
+                    (("COPY:pinned", "pinned"), ("COPY:pageable", "pageable"))}
+            ok = (code == 0 and values.get("host_allocated") == values.get("host_live") ==
+                  8 * mib and all(hosts.get(k) == v for k, v in want.items()))
+            self.record("PASS" if ok else "FAIL", "torch_modes pinned",
+                        f"exit {code}; host {values.get('host_allocated')}/"
+                        f"{values.get('host_live')}; copies {hosts}")
+        elif name == "oom":
+            oom = checks.load(report_path + ".oom-1")
+            where = f"torch_oom.py:{checks.line_of(script, 'OOM:c')}"
+            live = checks.get(oom, "leaks", "device", "bytes")
+            ok = (code == 0 and values.get("oom") == 1 and
+                  checks.get(oom, "oom", "location") == where and
+                  live == values.get("reserved"))
+            self.record("PASS" if ok else "FAIL", "torch_modes oom",
+                        f"exit {code}; at {checks.get(oom, 'oom', 'location')} (want {where}); "
+                        f"live {live}, reserved {values.get('reserved')}")
+        else:
+            report = checks.load(report_path)
+            paths = {p.get("path"): p.get("alloc_bytes") for p in
+                     checks.get(report, "phases", "paths", default=[]) or []}
+            want = {"load": 4 * mib, "step": 8 * mib, "step/forward": 12 * mib}
+            ok = code == 0 and all(paths.get(k) == v for k, v in want.items())
+            self.record("PASS" if ok else "FAIL", "torch_modes nvtx", f"exit {code}; {paths}")
 
     # --- sanitizer ------------------------------------------------------------
 

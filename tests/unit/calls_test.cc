@@ -111,6 +111,7 @@ TEST(Registry, EveryVariantOfEveryFollowedApiIsSubscribed) {
       {"cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", CUPTI_CB_DOMAIN_DRIVER_API,
        "^(cuMemAlloc|cuMemFree|cuMemcpy|cuMemHostAlloc|cuMemHostRegister|cuMemHostUnregister|"
        "cuMemCreate|cuMemRelease|cuMemMap_|cuMemMap$|cuMemUnmap|cuMemImportFromShareableHandle|"
+       "cuMemRetainAllocationHandle|"
        "cuArrayCreate|cuArray3DCreate|"
        "cuArrayDestroy|cuMipmappedArrayCreate|cuMipmappedArrayDestroy|cuLaunchKernel|"
        "cuLaunchCooperativeKernel|cuGraphLaunch|cuGraphAddMemcpyNode|cuGraphAddMemAllocNode|"
@@ -358,6 +359,11 @@ TEST(Parse, VmmHandlesKnowTheirLocation) {
   const ParsedCall i = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle, Data(import));
   EXPECT_EQ(i.role, Role::kVmmImport);
   EXPECT_EQ(i.handle, 42u);
+  cuMemRetainAllocationHandle_params retain{&handle, reinterpret_cast<void*>(0x201000)};
+  const ParsedCall r = Driver(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, Data(retain));
+  EXPECT_EQ(r.role, Role::kVmmRetain);
+  EXPECT_EQ(r.handle, 42u);
+  EXPECT_EQ(r.address, 0x201000u);
 }
 
 // CUDA IPC: the open says the address it mapped at a successful EXIT (not

@@ -75,6 +75,40 @@ TEST(TrackerVmm, AHandleReleasedWhileMappedIsFreedAtItsLastUnmap) {
   EXPECT_EQ(Vmm(t.Snapshot()).frees, 1u);
 }
 
+// cuMemRetainAllocationHandle adds a reference to the handle mapped at an
+// address; the cuMemRelease that pairs with it frees nothing, and the memory
+// goes only with the last reference and the last mapping. A retain through the
+// mapping of a handle released while mapped makes it known again; a failed
+// release of a retained reference is undone.
+TEST(TrackerVmm, ARetainedReferenceIsReleasedWithoutAFree) {
+  Tracker t;
+  t.OnVmmCreate(7, Created(2 * kMiB, 1));
+  ASSERT_TRUE(t.OnVmmMap(7, kA, 2 * kMiB));
+  t.OnVmmRetain(7, kA + 4096);
+  Tracker::VmmRelease r;
+  ASSERT_TRUE(t.BeginVmmRelease(7, &r));
+  EXPECT_TRUE(r.retained);
+  EXPECT_FALSE(r.freed);
+  t.UndoVmmRelease(r);  // failed: the reference is back
+  Release(&t, 7);
+  t.OnVmmUnmap(kA, 2 * kMiB);  // the creating reference still holds it
+  EXPECT_EQ(t.DeviceCurrentBytes(), 2 * kMiB);
+  ASSERT_TRUE(t.OnVmmMap(7, kB, 2 * kMiB));  // its value is still known
+  Release(&t, 7);                            // the last reference: mapped, so not yet
+  EXPECT_EQ(t.DeviceCurrentBytes(), 2 * kMiB);
+  t.OnVmmRetain(7, kB);  // released while mapped: known again through the mapping
+  t.OnVmmUnmap(kB, 2 * kMiB);
+  EXPECT_EQ(t.DeviceCurrentBytes(), 2 * kMiB);
+  Release(&t, 7);
+  const TrackerSnapshot s = t.Snapshot();
+  EXPECT_EQ(Vmm(s).current_bytes, 0u);
+  EXPECT_EQ(Vmm(s).allocs, 1u);
+  EXPECT_EQ(Vmm(s).frees, 1u);
+  EXPECT_EQ(s.unknown_frees, 0u);
+  t.OnVmmRetain(8, kA);  // nothing mapped there: nothing known
+  EXPECT_FALSE(t.BeginVmmRelease(8, &r));
+}
+
 TEST(TrackerVmm, OneUnmapEndsEveryMappingInItsRange) {
   Tracker t;
   for (uint64_t h = 1; h <= 40; ++h) {

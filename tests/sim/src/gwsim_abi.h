@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define GWSIM_ABI_VERSION 1u
+#define GWSIM_ABI_VERSION 2u
 
 // One traced API call. The caller (the runtime, or the driver for its own entry points) fills
 // domain..symbol_name, calls gwsim_api_enter, runs the call, stores the address of its result
@@ -42,6 +42,7 @@ typedef struct gwsim_api_frame {
   uint32_t correlation_id;
   uint32_t flags;
   struct gwsim_api_frame* parent;
+  uint64_t start_ns;  // the simulated clock at ENTER (a RUNTIME or DRIVER record's start)
 } gwsim_api_frame;
 
 // Registered by the fake CUPTI. Every pointer must stay valid for the life of the process
@@ -55,7 +56,7 @@ typedef struct gwsim_cupti_hooks {
   // Whether records of this kind are wanted; a cheap check before building one.
   int (*activity_enabled)(CUpti_ActivityKind kind);
   // One complete record (CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4,
-  // CUpti_ActivityMemory4 or CUpti_ActivityKernel10); CUPTI copies it.
+  // CUpti_ActivityMemory4, CUpti_ActivityKernel10 or CUpti_ActivityAPI); CUPTI copies it.
   void (*activity)(const CUpti_Activity* record, size_t size);
 } gwsim_cupti_hooks;
 

@@ -123,6 +123,14 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         c.activity.kernels.push_back(*reinterpret_cast<CUpti_ActivityKernel10*>(record));
         break;
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER:
+        c.activity.api.push_back(*reinterpret_cast<CUpti_ActivityAPI*>(record));
+        break;
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        c.activity.external.push_back(
+            *reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record));
+        break;
       default:
         ADD_FAILURE() << "unexpected activity kind " << record->kind;
         break;
@@ -165,6 +173,8 @@ Activity ActivityCollector::Peek() {
   C().activity.peer.clear();
   C().activity.memory.clear();
   C().activity.kernels.clear();
+  C().activity.api.clear();
+  C().activity.external.clear();
   return out;
 }
 

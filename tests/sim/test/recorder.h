@@ -79,6 +79,8 @@ struct Activity {
   std::vector<CUpti_ActivityMemcpyPtoP4> peer;
   std::vector<CUpti_ActivityMemory4> memory;
   std::vector<CUpti_ActivityKernel10> kernels;
+  std::vector<CUpti_ActivityAPI> api;  // RUNTIME and DRIVER
+  std::vector<CUpti_ActivityExternalCorrelation> external;
   size_t buffers_completed = 0;
   size_t bytes_delivered = 0;
 };

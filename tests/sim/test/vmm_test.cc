@@ -146,5 +146,67 @@ TEST(Vmm, AnotherProcesssMemoryImportsWithoutCharge) {
   close(foreign);
 }
 
+// cuMemRetainAllocationHandle (PyTorch's expandable segments resolve it): any address inside a
+// mapping gives the handle it was mapped with and one reference more, which a cuMemRelease
+// drops; the memory returns to the device only when the last reference is gone and it is
+// unmapped. A released handle that is still mapped can be retained again. An address no mapping
+// covers (reserved but unmapped, past the mapping, never reserved) is an invalid value. The call
+// is traced under its cbid, with its params.
+TEST(Vmm, RetainAddsAReferenceThatReleaseDrops) {
+  InitCuda();
+  const size_t free_before = FreeMemory();
+  const CUmemAllocationProp prop = Prop(CU_MEM_HANDLE_TYPE_NONE);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, kGranularity, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 2 * kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, kGranularity, 0, h, 0), CUDA_SUCCESS);
+
+  CUmemGenericAllocationHandle retained = 0;
+  {
+    Recorder rec({CUPTI_CB_DOMAIN_DRIVER_API});
+    ASSERT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va + 4096)),
+              CUDA_SUCCESS);
+    const auto events =
+        rec.Of(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle);
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1].result, CUDA_SUCCESS);
+    EXPECT_EQ(events[1].name, "cuMemRetainAllocationHandle");
+  }
+  EXPECT_EQ(retained, h);  // the same value, not a new handle
+  CUmemGenericAllocationHandle none = 0;
+  EXPECT_EQ(cuMemRetainAllocationHandle(&none, reinterpret_cast<void*>(va + kGranularity)),
+            CUDA_ERROR_INVALID_VALUE);  // reserved, not mapped
+  EXPECT_EQ(cuMemRetainAllocationHandle(&none, reinterpret_cast<void*>(va - 1)),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRetainAllocationHandle(&none, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRetainAllocationHandle(nullptr, reinterpret_cast<void*>(va)),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(none, 0u);
+
+  // Two references: the first release leaves the handle usable.
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  CUdeviceptr second = 0;
+  ASSERT_EQ(cuMemAddressReserve(&second, kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(second, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(second, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(second, kGranularity), CUDA_SUCCESS);
+  // The last reference gone, the mapping keeps the memory, and a retain through it brings the
+  // handle back.
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(FreeMemory(), free_before - kGranularity);
+  ASSERT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va)), CUDA_SUCCESS);
+  EXPECT_EQ(retained, h);
+  ASSERT_EQ(cuMemUnmap(va, kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(FreeMemory(), free_before - kGranularity);  // still referenced
+  EXPECT_EQ(cuMemRetainAllocationHandle(&none, reinterpret_cast<void*>(va)),
+            CUDA_ERROR_INVALID_VALUE);  // unmapped
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(FreeMemory(), free_before);
+  EXPECT_EQ(cuMemMap(va, kGranularity, 0, h, 0), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuMemAddressFree(va, 2 * kGranularity), CUDA_SUCCESS);
+}
+
 }  // namespace
 }  // namespace gwsim::test

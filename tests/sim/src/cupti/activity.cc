@@ -23,6 +23,9 @@ static_assert(sizeof(CUpti_ActivityMemcpy6) % 8 == 0, "records must keep 8-byte 
 static_assert(sizeof(CUpti_ActivityMemcpyPtoP4) % 8 == 0, "records must keep 8-byte alignment");
 static_assert(sizeof(CUpti_ActivityMemory4) % 8 == 0, "records must keep 8-byte alignment");
 static_assert(sizeof(CUpti_ActivityKernel10) % 8 == 0, "records must keep 8-byte alignment");
+static_assert(sizeof(CUpti_ActivityAPI) % 8 == 0, "records must keep 8-byte alignment");
+static_assert(sizeof(CUpti_ActivityExternalCorrelation) % 8 == 0,
+              "records must keep 8-byte alignment");
 
 struct Buffer {
   uint8_t* data = nullptr;
@@ -46,6 +49,7 @@ struct ActivityState {
   std::vector<Buffer> spares;
   size_t dropped = 0;
   std::unordered_map<int, size_t> attributes;
+  std::atomic<CUpti_TimestampCallbackFunc> timestamp{nullptr};  // the client's clock, if any
 };
 ActivityState& A() { return Leaked<ActivityState>(); }
 
@@ -60,6 +64,11 @@ size_t RecordSize(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return sizeof(CUpti_ActivityExternalCorrelation);
     default:
       return 0;
   }
@@ -116,13 +125,83 @@ int ActivityKindEnabled(CUpti_ActivityKind kind) {
   return ValidKind(kind) && A().enabled[kind].load(std::memory_order_relaxed) != 0 ? 1 : 0;
 }
 
+void ActivityExternalCorrelation(uint32_t correlation_id) {
+  if (!ActivityKindEnabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) || t_ids == nullptr) return;
+  for (const auto& [kind, ids] : *t_ids) {
+    if (ids.empty()) continue;
+    CUpti_ActivityExternalCorrelation r{};
+    r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    r.externalKind = static_cast<CUpti_ExternalCorrelationKind>(kind);
+    r.externalId = ids.back();
+    r.correlationId = correlation_id;
+    ActivityRecord(reinterpret_cast<const CUpti_Activity*>(&r), sizeof(r));
+  }
+}
+
 void ActivityDisableAll() {
   for (auto& flag : A().enabled) flag.store(0, std::memory_order_relaxed);
 }
 
+namespace {
+
+// Moves a timestamp from the simulated clock onto the client's (delta: the client's now minus
+// the simulated now); CUPTI_TIMESTAMP_UNKNOWN and 0 (not collected) stay.
+void Shift(uint64_t* ts, uint64_t delta) {
+  if (*ts != 0 && *ts != CUPTI_TIMESTAMP_UNKNOWN) *ts += delta;
+}
+
+// With cuptiActivityRegisterTimestampCallback, a record's times are the client's clock: each
+// record is made as its work completes on the simulated clock, so it is moved by the
+// difference of the two clocks now (durations and order on the simulated clock are kept).
+void ToClientClock(CUpti_Activity* record, uint64_t delta) {
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      auto* r = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
+      Shift(&r->start, delta);
+      Shift(&r->end, delta);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      auto* r = reinterpret_cast<CUpti_ActivityMemcpyPtoP4*>(record);
+      Shift(&r->start, delta);
+      Shift(&r->end, delta);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      Shift(&reinterpret_cast<CUpti_ActivityMemory4*>(record)->timestamp, delta);
+      break;
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      auto* r = reinterpret_cast<CUpti_ActivityKernel10*>(record);
+      for (uint64_t* ts : {&r->start, &r->end, &r->completed, &r->queued, &r->submitted}) {
+        Shift(ts, delta);
+      }
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      auto* r = reinterpret_cast<CUpti_ActivityAPI*>(record);
+      Shift(&r->start, delta);
+      Shift(&r->end, delta);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
 void ActivityRecord(const CUpti_Activity* record, size_t size) {
   if (!ActivityKindEnabled(record->kind) || size != RecordSize(record->kind)) return;
   ActivityState& a = A();
+  alignas(8) uint8_t moved[sizeof(CUpti_ActivityKernel10)];
+  if (CUpti_TimestampCallbackFunc clock = a.timestamp.load(std::memory_order_acquire);
+      clock != nullptr && size <= sizeof(moved) && Link().now_ns != nullptr) {
+    std::memcpy(moved, record, size);
+    ToClientClock(reinterpret_cast<CUpti_Activity*>(moved), clock() - Link().now_ns());
+    record = reinterpret_cast<const CUpti_Activity*>(moved);
+  }
   for (;;) {
     std::unique_lock lock(a.mu);
     if (a.current.Fits(size)) {
@@ -331,8 +410,10 @@ GWSIM_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(u
   return CUPTI_SUCCESS;
 }
 
-// Accepted; the simulator's records keep its own clock (cuptiGetTimestamp's), not the callback's.
+// From now on the records' times are the callback's clock (ToClientClock), as CUPTI documents.
 GWSIM_EXPORT CUptiResult CUPTIAPI
 cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp) {
-  return funcTimestamp == nullptr ? CUPTI_ERROR_INVALID_PARAMETER : CUPTI_SUCCESS;
+  if (funcTimestamp == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  A().timestamp.store(funcTimestamp, std::memory_order_release);
+  return CUPTI_SUCCESS;
 }

@@ -68,6 +68,7 @@ void Deliver(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* dat
 }
 
 void OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data->callbackSite == CUPTI_API_ENTER) ActivityExternalCorrelation(data->correlationId);
   Deliver(domain, cbid, data);
 }
 

@@ -28,6 +28,10 @@ const DriverLink& Link();
 // Activity API, implemented in activity.cc.
 int ActivityKindEnabled(CUpti_ActivityKind kind);
 void ActivityRecord(const CUpti_Activity* record, size_t size);
+// At a runtime or driver call's ENTER: one EXTERNAL_CORRELATION record per kind of external id
+// the calling thread has pushed (cuptiActivityPushExternalCorrelationId), tying its innermost
+// id to the call's correlation id, when that kind of record is enabled.
+void ActivityExternalCorrelation(uint32_t correlation_id);
 void ActivityDisableAll();
 
 // Callback names (generated from cupti_*_cbid.h and cupti_result.h at configure time).

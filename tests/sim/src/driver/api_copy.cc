@@ -213,3 +213,16 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t ds
       cuMemsetD2D8Async_params{dstDevice, dstPitch, uc, Width, Height, hStream},
       [&] { return Memset(dstDevice, uc, 1, Width, Height, dstPitch, hStream, false); });
 }
+
+// cuStreamWriteValue32 (PyTorch resolves it): a stream-ordered 32-bit store to device memory,
+// as a memset of one element; the address must be 4-byte aligned, the flags 0 or
+// CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER.
+GWSIM_DRV_PER_THREAD_TWINS(
+    cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz,
+    (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),
+    (stream, addr, value, flags), {
+      if (addr % 4 != 0 || (flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      return Memset(addr, value, 4, 1, 1, 0, stream, per_thread);
+    })

@@ -358,6 +358,20 @@ GWSIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) 
                      [&] { return ReleasePhysical(handle); });
 }
 
+GWSIM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
+                                                          void* addr) {
+  return TraceDriver(GWSIM_DRV(cuMemRetainAllocationHandle),
+                     cuMemRetainAllocationHandle_params{handle, addr},
+                     [&] { return RetainPhysical(handle, reinterpret_cast<CUdeviceptr>(addr)); });
+}
+
+GWSIM_EXPORT CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(
+    CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  return TraceDriver(GWSIM_DRV(cuMemGetAllocationPropertiesFromHandle),
+                     cuMemGetAllocationPropertiesFromHandle_params{prop, handle},
+                     [&] { return PhysicalProperties(prop, handle); });
+}
+
 GWSIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                        CUmemGenericAllocationHandle handle,
                                        unsigned long long flags) {

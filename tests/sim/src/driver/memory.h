@@ -65,6 +65,10 @@ CUresult AddressFree(CUdeviceptr ptr, size_t size);
 CUresult CreatePhysical(CUmemGenericAllocationHandle* handle, size_t size,
                         const CUmemAllocationProp* prop);
 CUresult ReleasePhysical(CUmemGenericAllocationHandle handle);
+// cuMemRetainAllocationHandle: the handle mapped at `addr`, one reference more.
+CUresult RetainPhysical(CUmemGenericAllocationHandle* handle, CUdeviceptr addr);
+// cuMemGetAllocationPropertiesFromHandle: what cuMemCreate was given (device, handle types).
+CUresult PhysicalProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle);
 CUresult Map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle);
 CUresult Unmap(CUdeviceptr ptr, size_t size);
 CUresult SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count);

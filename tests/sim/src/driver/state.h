@@ -157,7 +157,8 @@ struct PhysicalMemory {
 struct Physical {
   uint64_t memory = 0;  // key in Driver::physical_memory
   int maps = 0;
-  bool released = false;
+  int refs = 1;  // the creating (or importing) call's, one per cuMemRetainAllocationHandle;
+                 // each cuMemRelease drops one, and at 0 the handle is released
   unsigned handle_types = 0;  // what it may be exported as (CUmemAllocationHandleType bits)
 };
 struct Mapping {

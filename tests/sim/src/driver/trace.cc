@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 namespace gwsim::drv {
 
@@ -19,12 +20,16 @@ bool NestedInRuntime(const gwsim_api_frame* frame) {
          parent->domain == CUPTI_CB_DOMAIN_RUNTIME_API && (parent->flags & kDispatching) == 0;
 }
 
+// Whether CUPTI sees the call (callbacks, API records): not the runtime's bookkeeping, and under
+// GWSIM_NESTED_DRIVER_CALLBACKS=0 not the runtime's driver work, which a real runtime may well
+// hide (it reaches the driver through private entry points).
+bool Visible(const gwsim_api_frame* frame) {
+  return T().quiet == 0 && (D().config.nested_driver_callbacks || !NestedInRuntime(frame));
+}
+
 void Dispatch(gwsim_api_frame* frame, CUpti_ApiCallbackSite site) {
   const gwsim_cupti_hooks* hooks = Hooks();
-  if (hooks == nullptr || T().quiet != 0) return;
-  // GWSIM_NESTED_DRIVER_CALLBACKS=0: the runtime's driver work is not reported as API calls,
-  // which a real runtime may well do (it reaches the driver through private entry points).
-  if (!D().config.nested_driver_callbacks && NestedInRuntime(frame)) return;
+  if (hooks == nullptr || !Visible(frame)) return;
   CUctx_st* ctx = CurrentContext();
   CUpti_CallbackData data{};
   data.callbackSite = site;
@@ -41,6 +46,30 @@ void Dispatch(gwsim_api_frame* frame, CUpti_ApiCallbackSite site) {
   frame->flags &= ~kDispatching;
 }
 
+// A RUNTIME or DRIVER record of the call, when that kind is enabled: its cbid, the simulated
+// clock at ENTER and EXIT, the calling thread, a correlation id and its result.
+void EmitApiRecord(const gwsim_api_frame* frame) {
+  const bool runtime = frame->domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const CUpti_ActivityKind kind =
+      runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+  if (!ActivityWanted(kind)) return;
+  CUpti_ActivityAPI r{};
+  r.kind = kind;
+  r.cbid = frame->cbid;
+  r.start = frame->start_ns;
+  r.end = Now();
+  r.processId = static_cast<uint32_t>(getpid());
+  r.threadId = static_cast<uint32_t>(gettid());
+  // A driver API record has a correlation id of its own, also where the callbacks of a driver
+  // call a runtime call makes share the runtime call's (GWSIM_CORRELATION=shared).
+  r.correlationId = NestedInRuntime(frame) && D().config.correlation == kCorrelationShared
+                        ? D().next_correlation_id.fetch_add(1, std::memory_order_relaxed)
+                        : frame->correlation_id;
+  // cudaError_t and CUresult are both 32-bit enums.
+  if (frame->return_value != nullptr) std::memcpy(&r.returnValue, frame->return_value, 4);
+  EmitActivity(&r, sizeof(r));
+}
+
 }  // namespace
 
 const gwsim_cupti_hooks* Hooks() { return g_hooks.load(std::memory_order_acquire); }
@@ -54,6 +83,7 @@ void EnterFrame(gwsim_api_frame* frame) {
   frame->flags = 0;
   frame->correlation_data = 0;
   t.top_frame = frame;
+  frame->start_ns = Now();
   // GWSIM_CORRELATION=shared: a driver call made by a runtime call shares its correlation id
   // ("the correlation ID in the driver and runtime API activity record"); `own`: it gets one of
   // its own, as a driver API activity record has. Calls a subscriber makes from inside a
@@ -68,6 +98,7 @@ void EnterFrame(gwsim_api_frame* frame) {
 
 void ExitFrame(gwsim_api_frame* frame) {
   Dispatch(frame, CUPTI_API_EXIT);
+  if (Visible(frame)) EmitApiRecord(frame);
   T().top_frame = frame->parent;
 }
 

@@ -3,9 +3,11 @@
 //
 // A reservation is a PROT_NONE anonymous mapping; cuMemCreate makes a memfd of the requested
 // size; cuMemMap maps that fd over the reservation (so two mappings of one handle alias, as on a
-// GPU), still PROT_NONE until cuMemSetAccess. The memory returns to the device when every handle
-// that refers to it (the created one, and any imported from its exported fd) is released and
-// unmapped, in either order, as cuda.h documents.
+// GPU), still PROT_NONE until cuMemSetAccess. A handle counts references: its cuMemCreate's (or
+// import's) and one per cuMemRetainAllocationHandle of an address it maps; each cuMemRelease
+// drops one. The memory returns to the device when every handle that refers to it (the created
+// one, and any imported from its exported fd) has no reference and no mapping left, in either
+// order, as cuda.h documents.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -66,7 +68,7 @@ constexpr char kMemfdPrefix[] = "gwsim-vmm-";
 // Caller holds vmm_mu.
 void DropPhysicalIfUnused(Driver& d, CUmemGenericAllocationHandle handle) {
   auto it = d.physicals.find(handle);
-  if (it == d.physicals.end() || !it->second.released || it->second.maps != 0) return;
+  if (it == d.physicals.end() || it->second.refs > 0 || it->second.maps != 0) return;
   const uint64_t key = it->second.memory;
   d.physicals.erase(it);
   auto mem = d.physical_memory.find(key);
@@ -79,7 +81,7 @@ void DropPhysicalIfUnused(Driver& d, CUmemGenericAllocationHandle handle) {
 // A new handle to `memory`. Caller holds vmm_mu.
 CUmemGenericAllocationHandle NewHandle(Driver& d, uint64_t memory, unsigned handle_types) {
   const CUmemGenericAllocationHandle h = d.next_physical++;
-  d.physicals[h] = Physical{memory, 0, false, handle_types};
+  d.physicals[h] = Physical{memory, 0, 1, handle_types};
   ++d.physical_memory[memory].handles;
   return h;
 }
@@ -88,6 +90,14 @@ CUmemGenericAllocationHandle NewHandle(Driver& d, uint64_t memory, unsigned hand
 PhysicalMemory* MemoryOf(Driver& d, const Physical& p) {
   auto it = d.physical_memory.find(p.memory);
   return it != d.physical_memory.end() ? &it->second : nullptr;
+}
+
+// The mapping that covers `addr`, or null. Caller holds vmm_mu.
+const Mapping* MappingAt(Driver& d, CUdeviceptr addr) {
+  auto m = d.mappings.upper_bound(addr);
+  if (m == d.mappings.begin()) return nullptr;
+  --m;
+  return addr - m->first < m->second.size ? &m->second : nullptr;
 }
 
 }  // namespace
@@ -135,9 +145,39 @@ CUresult ReleasePhysical(CUmemGenericAllocationHandle handle) {
   Driver& d = D();
   std::lock_guard lock(d.vmm_mu);
   auto it = d.physicals.find(handle);
-  if (it == d.physicals.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
-  it->second.released = true;
+  if (it == d.physicals.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  --it->second.refs;
   DropPhysicalIfUnused(d, handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult RetainPhysical(CUmemGenericAllocationHandle* handle, CUdeviceptr addr) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  // Any address inside a mapping; the handle it was mapped with, released or not (its mapping
+  // keeps it), one reference more.
+  const Mapping* m = MappingAt(d, addr);
+  auto phys = m != nullptr ? d.physicals.find(m->handle) : d.physicals.end();
+  if (handle == nullptr || phys == d.physicals.end()) return CUDA_ERROR_INVALID_VALUE;
+  ++phys->second.refs;
+  *handle = m->handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult PhysicalProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
+  Driver& d = D();
+  std::lock_guard lock(d.vmm_mu);
+  auto phys = d.physicals.find(handle);
+  const bool held = phys != d.physicals.end() && phys->second.refs > 0;
+  const PhysicalMemory* memory = held ? MemoryOf(d, phys->second) : nullptr;
+  if (prop == nullptr || memory == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *prop = CUmemAllocationProp{};
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop->location.id = memory->device;
+  prop->requestedHandleTypes = static_cast<CUmemAllocationHandleType>(phys->second.handle_types);
   return CUDA_SUCCESS;
 }
 
@@ -149,7 +189,7 @@ CUresult Map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocation
   Driver& d = D();
   std::lock_guard lock(d.vmm_mu);
   auto phys = d.physicals.find(handle);
-  if (phys == d.physicals.end() || phys->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  if (phys == d.physicals.end() || phys->second.refs == 0) return CUDA_ERROR_INVALID_HANDLE;
   const PhysicalMemory* memory = MemoryOf(d, phys->second);
   if (memory == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (offset > memory->size || size > memory->size - offset) return CUDA_ERROR_INVALID_VALUE;
@@ -248,7 +288,7 @@ CUresult ExportPhysical(void* shareable, CUmemGenericAllocationHandle handle,
   Driver& d = D();
   std::lock_guard lock(d.vmm_mu);
   auto phys = d.physicals.find(handle);
-  if (phys == d.physicals.end() || phys->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (phys == d.physicals.end() || phys->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
   // Only what cuMemCreate's requestedHandleTypes asked for can be exported.
   if ((phys->second.handle_types & type) == 0) return CUDA_ERROR_INVALID_VALUE;
   const PhysicalMemory* memory = MemoryOf(d, phys->second);
