@@ -30,6 +30,7 @@ std::string Source(const std::string& name) { return kSourceDir + "/tests/e2e/pr
 
 const std::string kScript = Source("torch_blocks.py");
 const std::string kNoTorchScript = Source("torch_blocks_none.py");
+const std::string kFakeTorchDir = Source("fake_torch");
 
 // The value printed on the line "NAME VALUE" of `out`; -1 when there is none.
 int64_t Printed(const std::string& out, const std::string& name) {
@@ -216,6 +217,55 @@ TEST(TorchBlocksTest, ProgramWithoutTorchIsUnchangedAndBadInputIsRefused) {
   EXPECT_EQ(report["leaks"]["device"]["bytes"], plain["leaks"]["device"]["bytes"]);
   EXPECT_EQ(report["leaks"]["device"]["sites"][0]["location"],
             plain["leaks"]["device"]["sites"][0]["location"]);
+}
+
+// The pytest plugin's --gpuwatch-torch-blocks, on a python with pytest and a stand-in for
+// torch (tests/e2e/programs/fake_torch: its segments are real cudaMallocs): the hook is installed
+// before the test module imports torch, the history starts at CUDA's initialization, and the
+// snapshot the test takes has the block at the test's line, in the segment gpuwatch saw made.
+TEST(TorchBlocksTest, PytestOptionPutsTheBlocksIntoTheTestsSnapshot) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  // The machine's python3, else the torch environment's (it has pytest); its torch is not
+  // imported: pytest puts the test's folder, with the stand-in, first on sys.path.
+  std::string python = "python3";
+  if (RunProcess({python, "-c", "import pytest"}, {}, "/").exit_code != 0) {
+    const char* torch_python =
+        std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
+    python = torch_python != nullptr ? torch_python : "";
+    if (python.empty() || RunProcess({python, "-c", "import pytest"}, {}, "/").exit_code != 0) {
+      GTEST_SKIP() << "neither python3 nor GPUWATCH_TORCH_PYTHON has pytest";
+    }
+  }
+  ScopedTempDir dir;
+  std::map<std::string, std::string> env = SimEnv();
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  const ProcessResult r = RunProcess(
+      {kCli, "run", "-o", dir.path() + "/report.json", "--", python, "-m", "pytest", "-q", "-p",
+       "no:cacheprovider", "--gpuwatch-torch-blocks", kFakeTorchDir + "/test_fake_torch.py"},
+      env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 passed"), std::string::npos) << r.out;
+  const json report = ReadReport(dir.path() + "/report.json.snapshot-1");
+  const json& blocks = report["torch_blocks"];
+  ASSERT_TRUE(blocks.is_object()) << report.dump(1).substr(0, 2000);
+  EXPECT_EQ(blocks["moment"], "snapshot");
+  EXPECT_EQ(blocks["allocated_bytes"], 3 << 20);
+  EXPECT_EQ(blocks["reserved_bytes"], 3 << 20);
+  EXPECT_EQ(blocks["unmatched_segments"], 0);
+  ASSERT_EQ(blocks["segments"].size(), 1u) << blocks.dump(1);
+  const json& segment = blocks["segments"][0];
+  const std::string malloc_line =
+      "__init__.py:" +
+      std::to_string(LineOf(kFakeTorchDir + "/torch/cuda/__init__.py", "# FAKE:malloc"));
+  EXPECT_EQ(segment["location"], malloc_line) << segment.dump(1);
+  const std::string test_file = kFakeTorchDir + "/test_fake_torch.py";
+  const json block =
+      BlockAt(segment, "test_fake_torch.py:" + std::to_string(LineOf(test_file, "# FAKE:make")));
+  ASSERT_FALSE(block.is_null()) << segment.dump(1);
+  EXPECT_EQ(block["size"], 3 << 20);
+  ASSERT_GE(block["frames"].size(), 2u) << block.dump(1);
+  EXPECT_EQ(block["frames"][1], test_file + ":" + std::to_string(LineOf(test_file, "# FAKE:test")) +
+                                    ":test_blocks_reach_the_snapshot_report");
 }
 
 }  // namespace
