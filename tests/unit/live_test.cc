@@ -232,7 +232,7 @@ TEST(LiveState, PyTorchsReservedAndAllocatedBytesReachTop) {
   EXPECT_EQ(lines.size(), 24u);
   size_t torch_lines = 0;
   for (const std::string& l : lines) {
-    torch_lines += l == "PyTorch (at snapshot): 20M reserved, 16M allocated in 1 segments";
+    torch_lines += l == "PyTorch (at snapshot): 20M reserved, 16M allocated in 1 segment";
   }
   EXPECT_EQ(torch_lines, 1u) << ::testing::PrintToString(lines);
 }

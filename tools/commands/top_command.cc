@@ -237,7 +237,8 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
       lines.push_back(Fit("PyTorch (at " + Printable(st.torch->moment) +
                               "): " + Short(Bytes(st.torch->reserved_bytes)) + " reserved, " +
                               Short(Bytes(st.torch->allocated_bytes)) + " allocated in " +
-                              std::to_string(st.torch->segments) + " segments",
+                              std::to_string(st.torch->segments) +
+                              (st.torch->segments == 1 ? " segment" : " segments"),
                           width, false));
     }
     const size_t site_width = width - (2 + 7 + 1 + 8 + 1 + 8 + 2 + kSparkWidth + 2);
