@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "gpuwatch/gpuwatch.h"
@@ -65,7 +66,12 @@ bool ReadHandOver(const char* text, size_t len, ReportTorchBlocks* out, std::str
 
 std::shared_ptr<const ReportTorchBlocks> LatestTorchBlocks() {
   Latest& latest = TheLatest();
-  const std::lock_guard<std::mutex> lock(latest.mu);
+  // Tried, never waited for: a signal's report may be written on the thread
+  // that holds the lock (for a pointer's swap, in gpuwatch_torch_blocks);
+  // that report goes without the section.
+  std::unique_lock<std::mutex> lock(latest.mu, std::defer_lock);
+  for (int i = 0; i < 1000 && !lock.try_lock(); ++i) std::this_thread::yield();
+  if (!lock.owns_lock()) return nullptr;
   return latest.blocks;
 }
 

@@ -10,7 +10,8 @@ namespace gpuwatch {
 
 struct ReportTorchBlocks;
 
-// The copy gpuwatch_torch_blocks() last accepted; null when none was.
+// The copy gpuwatch_torch_blocks() last accepted; null when none was (or,
+// rarely, when a hand-over held the lock throughout: never blocks).
 std::shared_ptr<const ReportTorchBlocks> LatestTorchBlocks();
 
 }  // namespace gpuwatch
