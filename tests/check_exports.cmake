@@ -26,7 +26,7 @@ if(unexpected)
 endif()
 foreach(required InitializeInjection InitializeInjectionNvtx2 InitializeInjectionNvtxExtension gpuwatch_version gpuwatch_is_active gpuwatch_snapshot
                  gpuwatch_mark gpuwatch_pause gpuwatch_resume gpuwatch_live gpuwatch_point
-                 gpuwatch_live_since gpuwatch_phase_push gpuwatch_phase_pop dlsym cuptiSubscribe
+                 gpuwatch_live_since gpuwatch_torch_blocks gpuwatch_phase_push gpuwatch_phase_pop dlsym cuptiSubscribe
                  cuptiSubscribe_v2 cuptiActivityRegisterCallbacks cuptiFinalize)
   if(NOT required IN_LIST names)
     message(FATAL_ERROR "libgpuwatch.so does not export ${required}")

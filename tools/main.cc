@@ -45,6 +45,9 @@ int Main(int argc, char** argv) {
       ->add_option("--sample-ms", run.sample_ms,
                    "Timeline sampling interval in ms for growth detection (0: off)")
       ->check(CLI::Range(0, 3600000));
+  run_cmd->add_flag("--torch-blocks", run.torch_blocks,
+                    "Python: put PyTorch's allocator blocks (with their Python lines) into the "
+                    "report (docs/pytorch.md)");
   run_cmd->add_option("--library", run.library, "libgpuwatch.so to use");
   run_cmd->add_option("command", run.command, "The command to run, after --")->required();
   run_cmd->positionals_at_end();

@@ -130,6 +130,19 @@ GPUWATCH_API uint64_t gpuwatch_point(void);
  */
 GPUWATCH_API long gpuwatch_live_since(uint64_t point, char* json, size_t size);
 
+/*
+ * Hands gpuwatch PyTorch's caching-allocator view (its segments and the
+ * blocks in them, each live block with its Python frames), as the JSON
+ * object docs/report-format.md describes under "torch_blocks" (`len` bytes,
+ * no NUL needed). gpuwatch keeps the latest copy and puts it into every
+ * report written after, each segment matched by address to the gpuwatch
+ * site that allocated it. `gpuwatch run --torch-blocks` calls it from Python
+ * (python/gpuwatch/torch_blocks.py); docs/pytorch.md. Returns 0 when the
+ * copy was kept, -1 when it was refused (not JSON, a field of the wrong type,
+ * over 64 MiB; one warning line says which), keeping the previous copy.
+ */
+GPUWATCH_API int gpuwatch_torch_blocks(const char* json, size_t len);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -17,6 +17,7 @@
 
 #include "interpose/agent/fatal_signals.h"
 #include "interpose/agent/reports.h"
+#include "interpose/agent/torch_blocks.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/fds.h"
@@ -126,6 +127,8 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   in.last_marks = agent.recording().timeline.LastMarks();
   in.history = &live.history;
   in.top = top;
+  const std::shared_ptr<const ReportTorchBlocks> torch_blocks = LatestTorchBlocks();
+  in.torch_blocks = torch_blocks.get();
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
     if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
   }

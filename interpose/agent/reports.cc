@@ -15,6 +15,7 @@
 
 #include "interpose/agent/fatal_signals.h"
 #include "interpose/agent/live.h"
+#include "interpose/agent/torch_blocks.h"
 #include "interpose/callbacks/activity.h"
 #include "interpose/callbacks/guard.h"
 #include "interpose/callbacks/not_recording.h"
@@ -57,6 +58,7 @@ ReportContext MakeContext(const Agent& agent, const char* trigger, const char* l
   // Read now, not at attach: PyTorch reads these when it first allocates.
   context.pytorch_allocator =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
+  context.torch_blocks = LatestTorchBlocks();
   if (const uint64_t at = agent.detached_ns.load(); at != 0) {
     context.recording_stopped = kDetachedWhy;
     context.recording_stopped_ns = at;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/symbolize/mixed_stack.h"
 #include "nlohmann/json.hpp"
 
@@ -127,6 +128,13 @@ std::string BuildLiveState(const LiveInputs& in, SiteResolver* sites) {
     }
   }
   doc["transfers"] = std::move(transfers);
+  if (in.torch_blocks != nullptr) {
+    const ReportTorchBlocks& b = *in.torch_blocks;
+    doc["torch"] = {{"moment", b.moment},
+                    {"reserved_bytes", b.reserved_bytes},
+                    {"allocated_bytes", b.allocated_bytes},
+                    {"segments", b.segment_count}};
+  }
 
   // Over the last minute: from the oldest sample kept to now.
   const LiveHistory::Sample* oldest = nullptr;

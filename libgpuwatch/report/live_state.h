@@ -3,7 +3,8 @@
 // format): device memory live and peak per device and kind, the sites that
 // hold the most with their growth per minute and per mark and their recent
 // history, the allocation, free and OOM counters, transfers per direction
-// and host kind, kernel launches, and who the process is.
+// and host kind, kernel launches, who the process is, and PyTorch's
+// reserved and allocated bytes as last handed over (--torch-blocks).
 //
 // Built on gpuwatch's background thread when a reader connects, from
 // counters that take no lock (Tracker::Totals, the per-site live bytes) and
@@ -25,6 +26,8 @@
 #include "libgpuwatch/record/transfers.h"
 
 namespace gpuwatch {
+
+struct ReportTorchBlocks;
 
 inline constexpr char kLiveSchema[] = "gpuwatch-live";
 inline constexpr int kLiveVersion = 1;
@@ -71,6 +74,9 @@ struct LiveInputs {
   size_t top = kLiveDefaultTop;  // sites listed; the rest in "other_sites"
   // Each device's memory (cuDeviceTotalMem); 0 = unknown.
   std::array<uint64_t, kMaxTrackedDevices> device_total_bytes{};
+  // PyTorch's blocks as last handed over (gpuwatch_torch_blocks()); null:
+  // no "torch" member.
+  const ReportTorchBlocks* torch_blocks = nullptr;
 };
 
 // The live state as JSON text (one line, ends with a newline).

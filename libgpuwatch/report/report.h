@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +37,7 @@
 
 namespace gpuwatch {
 
+struct ReportTorchBlocks;
 struct TimelineSnapshot;
 struct TraceSnapshot;
 
@@ -89,6 +91,9 @@ struct ReportContext {
   const PhasesSnapshot* phases = nullptr;
   // Null or empty: no "regions" section (no pool declared regions).
   const RegionsSnapshot* regions = nullptr;
+  // PyTorch's blocks as the Python side last handed them over
+  // (gpuwatch_torch_blocks()); null: no "torch_blocks" section.
+  std::shared_ptr<const ReportTorchBlocks> torch_blocks;
   // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
   // put in built-in categories either way.
   const Suppressions* suppressions = nullptr;

@@ -261,6 +261,10 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     m.regions = RegionsSection(*context.regions, snap, context.phases, sites);
     ThrowIfOutOfMemory();
   }
+  if (context.torch_blocks != nullptr) {
+    m.torch_blocks = TorchBlocksSection(*context.torch_blocks, snap, sites);
+    ThrowIfOutOfMemory();
+  }
   if (context.trace != nullptr) {
     m.trace = ReportTraceOf(*context.trace, snap, sites, context.phases);
     ThrowIfOutOfMemory();

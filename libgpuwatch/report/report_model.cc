@@ -229,6 +229,7 @@ void ReportModel::ToJson(json* doc, bool trace_events) const {
   }
   if (phases.has_value()) d[key::kPhases] = PhasesJson(*phases);
   if (regions.has_value()) d[key::kRegions] = RegionsJson(*regions);
+  if (torch_blocks.has_value()) d[key::kTorchBlocks] = TorchBlocksJson(*torch_blocks);
   if (transfers.has_value()) d[key::kTransfers] = TransfersJson(*transfers);
   if (kernels.has_value()) d[key::kKernels] = KernelsJson(*kernels);
   if (timeline.has_value()) d[key::kTimeline] = TimelineJson(*timeline);
@@ -424,6 +425,9 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
   if (const json* phases = r.ObjectAt(doc, "", key::kPhases)) m.phases = ReadPhases(&r, *phases);
   if (const json* regions = r.ObjectAt(doc, "", key::kRegions)) {
     m.regions = ReadRegions(&r, *regions);
+  }
+  if (const json* t = r.ObjectAt(doc, "", key::kTorchBlocks)) {
+    m.torch_blocks = ReadTorchBlocks(&r, *t);
   }
   if (const json* t = r.ObjectAt(doc, "", key::kTransfers)) m.transfers = ReadTransfers(&r, *t);
   if (const json* t = r.ObjectAt(doc, "", key::kTimeline)) m.timeline = ReadTimeline(&r, *t);

@@ -1,7 +1,8 @@
 // The report as types: what its header, totals, leaks, peak, allocation
 // sites, growth suspects, OOM request, phases and pool regions
 // (model_phases.h), transfers, kernels, timeline and lifecycle
-// (model_activity.h) and the event trace (model_trace.h) hold, with the one
+// (model_activity.h), PyTorch's blocks (model_torch.h) and the event trace
+// (model_trace.h) hold, with the one
 // JSON writer and the one JSON reader of every section. The library's writer fills a
 // ReportModel from its snapshots, `gpuwatch merge` reads many and writes
 // one, and the tools' reader and validator read every report through it, so
@@ -262,6 +263,7 @@ struct ReportUnwind {
 // The sections of model_*.h, which use the types above.
 #include "libgpuwatch/report/model_activity.h"  // IWYU pragma: export
 #include "libgpuwatch/report/model_phases.h"    // IWYU pragma: export
+#include "libgpuwatch/report/model_torch.h"     // IWYU pragma: export
 #include "libgpuwatch/report/model_trace.h"     // IWYU pragma: export
 
 namespace gpuwatch {
@@ -292,6 +294,8 @@ struct ReportModel {
   std::optional<OomSite> oom;
   std::optional<ReportPhases> phases;
   std::optional<ReportRegions> regions;
+  // PyTorch's allocator view (gpuwatch run --torch-blocks); merged: sums only.
+  std::optional<ReportTorchBlocks> torch_blocks;
   uint64_t merged_from = 0;  // merged reports; 0: absent
   std::vector<MergedProcess> processes;
   std::optional<ReportTransfers> transfers;

@@ -54,6 +54,7 @@ inline constexpr char kKernels[] = "kernels";
 inline constexpr char kLifecycle[] = "lifecycle";
 inline constexpr char kPhases[] = "phases";
 inline constexpr char kRegions[] = "regions";
+inline constexpr char kTorchBlocks[] = "torch_blocks";
 inline constexpr char kSegments[] = "segments";  // regions.segments
 inline constexpr char kHeaps[] = "heaps";        // regions.heaps
 inline constexpr char kTrace[] = "trace";

@@ -55,6 +55,11 @@ ReportRegions RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& sn
                              const PhasesSnapshot* phases, SiteResolver* sites);
 std::string RegionSummary(const RegionsSnapshot& r, SiteResolver* sites);
 
+// report_torch.cc: the `torch_blocks` section: PyTorch's segments as
+// handed over, each matched by address to the live allocation that is it.
+ReportTorchBlocks TorchBlocksSection(const ReportTorchBlocks& given, const TrackerSnapshot& snap,
+                                     SiteResolver* sites);
+
 }  // namespace gpuwatch
 
 #endif  // GPUWATCH_LIBGPUWATCH_REPORT_REPORT_SECTIONS_H_

@@ -48,6 +48,9 @@ Live = collections.namedtuple("Live", ["bytes", "count"])
 
 _lock = threading.Lock()
 _api = None  # the C API once found: gpuwatch does not unload
+# Called before each snapshot(): torch_blocks.install() sets it so that the
+# report has PyTorch's blocks of that moment.
+_before_snapshot = None
 
 
 def _bind(lib):
@@ -162,6 +165,8 @@ def snapshot(label=None):
     """Writes a report now (<output>.snapshot-N, `label` in it). True when it
     was written."""
     api = _find()
+    if api is not None and _before_snapshot is not None:
+        _before_snapshot("snapshot")
     return api is not None and api.gpuwatch_snapshot(_text(label)) == 0
 
 

@@ -138,6 +138,9 @@ def pytest_addoption(parser):
     group.addoption("--gpuwatch-allow-off", action="store_true", default=False,
                     help="when gpuwatch is loaded but does not record (CUPTI held by another "
                          "tool), warn instead of failing the tests it was asked to judge")
+    group.addoption("--gpuwatch-torch-blocks", action="store_true", default=False,
+                    help="put PyTorch's allocator blocks, with their Python lines, into "
+                         "gpuwatch's reports (as gpuwatch run --torch-blocks)")
 
 
 def pytest_configure(config):
@@ -650,3 +653,12 @@ class _Gate:
         if unjudged:
             tr.write_line("%d test%s not judged: their setup or call did not pass" %
                           (unjudged, "" if unjudged == 1 else "s"))
+
+
+def pytest_sessionstart(session):
+    """--gpuwatch-torch-blocks: PyTorch's blocks in gpuwatch's reports
+    (gpuwatch.torch_blocks; docs/pytorch.md), from before the tests import
+    torch or, when a conftest did, from now."""
+    if session.config.getoption("gpuwatch_torch_blocks"):
+        from gpuwatch import torch_blocks
+        torch_blocks.install()

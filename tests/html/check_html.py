@@ -17,6 +17,9 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
   - the report of tests/programs/nvtx_pool (NVTX's memory extension) has a
     row per site of pool regions, with its caller and the allocation that
     holds it;
+  - a report with a torch_blocks section (PyTorch's blocks) has a row per
+    segment and per block, each block at its Python line; one without has no
+    such section;
   - a report whose strings are markup (a hostile function name, location,
     mark label and command) shows them as text: no element is injected and
     the page still runs to its end.
@@ -171,6 +174,7 @@ def main():
 
         # The page ran, and drew what the report holds.
         dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + leaky)
+        leaky_dom = dom
         check_page_ran(dom, log, "leaky_loop")
         sites = report["timeline"]["sites"]
         marks = report["timeline"]["marks"]["samples"]
@@ -309,6 +313,36 @@ def main():
                        for site in pool_report["regions"]["sites"]]
         if inside != want_inside or inside[-1] != "(none live)":
             fail("region segments %s, expected %s" % (inside, want_inside))
+
+        # PyTorch's blocks (--torch-blocks): a row per segment and per block, each block at
+        # its Python line; no section in a report without them.
+        if 'id="gw-torch-blocks"' in leaky_dom:
+            fail("a PyTorch's blocks section in a report without torch_blocks")
+        torch_report = dict(report)
+        torch_report["torch_blocks"] = {
+            "moment": "exit", "reserved_bytes": 20971520, "allocated_bytes": 16777216,
+            "segment_count": 1, "block_count": 3,
+            "segments": [{"address": "0x7f0000000000", "device": 0, "pool": "large",
+                          "reserved_bytes": 20971520, "allocated_bytes": 16777216,
+                          "blocks": [
+                              {"address": "0x7f0000000000", "size": 4194304,
+                               "state": "active_allocated", "location": "train.py:14",
+                               "frames": ["/src/train.py:14:<module>"]},
+                              {"address": "0x7f0000400000", "size": 12582912,
+                               "state": "active_allocated", "location": "train.py:11",
+                               "frames": ["/src/train.py:11:make", "/src/train.py:15:<module>"]},
+                              {"address": "0x7f0001000000", "size": 4194304,
+                               "state": "inactive"}]}]}
+        torch_json = os.path.join(tmp, "torch.json")
+        with open(torch_json, "w") as f:
+            json.dump(torch_report, f)
+        torch_page = render(torch_json, "torch")
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + torch_page)
+        check_page_ran(dom, log, "torch_blocks")
+        segments = len(re.findall(r'class="gw-torch-segment"', dom))
+        blocks = re.findall(r'class="gw-torch-block"[^>]*data-location="([^"]*)"', dom)
+        if segments != 1 or blocks != ["train.py:14", "train.py:11", ""]:
+            fail("torch block rows: %d segments, blocks at %s" % (segments, blocks))
 
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)

@@ -16,6 +16,7 @@
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/base/live_dir.h"
 #include "libgpuwatch/report/live_state.h"
+#include "libgpuwatch/report/report_model.h"
 #include "nlohmann/json.hpp"
 #include "tools/commands/top_command.h"
 
@@ -196,6 +197,44 @@ tools::LiveProcess Process(pid_t pid, uint64_t live, int sites) {
   std::string problem;
   EXPECT_TRUE(tools::ReadLiveState(st, &p.state, &problem)) << problem;
   return p;
+}
+
+// PyTorch's blocks as last handed over (--torch-blocks): the state's "torch" member, read back,
+// and one line under the process line of `gpuwatch top`, the frame still its height.
+TEST(LiveState, PyTorchsReservedAndAllocatedBytesReachTop) {
+  Figures f;
+  ReportTorchBlocks blocks;
+  blocks.moment = "snapshot";
+  blocks.reserved_bytes = 20 * kMiB;
+  blocks.allocated_bytes = 16 * kMiB;
+  blocks.segment_count = 1;
+  f.in.torch_blocks = &blocks;
+  SiteResolver sites(nullptr);
+  const json st = json::parse(BuildLiveState(f.in, &sites));
+  EXPECT_EQ(st["torch"], json({{"moment", "snapshot"},
+                               {"reserved_bytes", 20 * kMiB},
+                               {"allocated_bytes", 16 * kMiB},
+                               {"segments", 1}}));
+  f.in.torch_blocks = nullptr;
+  EXPECT_FALSE(json::parse(BuildLiveState(f.in, &sites)).contains("torch"));
+
+  tools::LiveScan scan;
+  scan.processes.push_back(Process(1000, 20 * kMiB, 30));
+  std::string problem;
+  ASSERT_TRUE(tools::ReadLiveState(st, &scan.processes[0].state, &problem)) << problem;
+  ASSERT_TRUE(scan.processes[0].state.torch.has_value());
+  EXPECT_EQ(scan.processes[0].state.torch->allocated_bytes, 16 * kMiB);
+  tools::TopView view;
+  view.width = 80;
+  view.height = 24;
+  view.selected = 1000;
+  const std::vector<std::string> lines = tools::RenderTopFrame(scan, view);
+  EXPECT_EQ(lines.size(), 24u);
+  size_t torch_lines = 0;
+  for (const std::string& l : lines) {
+    torch_lines += l == "PyTorch (at snapshot): 20M reserved, 16M allocated in 1 segment";
+  }
+  EXPECT_EQ(torch_lines, 1u) << ::testing::PrintToString(lines);
 }
 
 // gpuwatch's thread hands the history one scan buffer every second: each

@@ -3,8 +3,8 @@
 // gpuwatch report itself (trigger "merge"), so `report`, `check` and `diff`
 // read it: totals summed, a per-process table ("processes"), sites summed
 // across processes, matched by their stacks (site ids are renumbered), and
-// phases by path. It is written in the schema's current version, with a frame
-// table.
+// phases by path, PyTorch's blocks as sums. It is written in the schema's current version, with a
+// frame table.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -320,6 +320,12 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
     SumMap(m.peak.kinds, &merged.peak.kinds);
     for (const PeakSite& s : m.peak.sites) peak_sites.Add(s);
     for (const AllocSite& s : m.sites) all_sites.Add(s);
+    // PyTorch's blocks: the sums only (a segment's address means something
+    // in its own process alone).
+    if (m.torch_blocks.has_value()) {
+      if (!merged.torch_blocks.has_value()) merged.torch_blocks.emplace();
+      MergeCounts(*m.torch_blocks, &*merged.torch_blocks);
+    }
     if (m.growth.has_value()) {
       if (m.growth->basis != "none") bases.insert(m.growth->basis);
       growth.samples = std::max(growth.samples, m.growth->samples);

@@ -334,6 +334,7 @@ int Text(const Report& r, int top, FILE* out) {
   if (m.leaks_host.bytes != 0) {
     PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, held, &p);
   }
+  PrintTorchBlocks(m, &p);
   PrintImported(m.leaks_ipc_imported, at_exit, &p);
   PrintRegions(m, at_exit, &p);
   PrintGrowth(m, &p);

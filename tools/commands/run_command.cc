@@ -297,10 +297,20 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
     SetEnv("NVTX_INJECTION64_PATH", library);
   }
   // `import gpuwatch` works in a Python child with no install step.
-  if (const std::string package = FindPythonPackage(self_exe); !package.empty()) {
+  const std::string package = FindPythonPackage(self_exe);
+  if (options.torch_blocks && package.empty()) {
+    std::fprintf(stderr,
+                 "gpuwatch run: --torch-blocks needs gpuwatch's Python package (looked in "
+                 "../share/gpuwatch/python next to %s)\n",
+                 self_exe.c_str());
+    return 2;
+  }
+  if (!package.empty()) {
     const char* old_path = std::getenv("PYTHONPATH");  // NOLINT
-    SetEnv("PYTHONPATH",
-           old_path != nullptr && *old_path != '\0' ? package + ":" + old_path : package);
+    std::string path = package;
+    // First, so that its sitecustomize runs (and chains to any other).
+    if (options.torch_blocks) path = package + "/gpuwatch/torch_shim:" + path;
+    SetEnv("PYTHONPATH", old_path != nullptr && *old_path != '\0' ? path + ":" + old_path : path);
     // pytest finds the plugin (--gpuwatch, --gpuwatch-max-leak) with no -p.
     AddPytestPlugin("gpuwatch.pytest_plugin");
   }

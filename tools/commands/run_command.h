@@ -15,6 +15,9 @@ struct RunOptions {
   std::string suppressions;  // --suppressions: GPUWATCH_SUPPRESSIONS ("" = none)
   int exitcode = -1;         // --exitcode: GPUWATCH_EXITCODE (-1 = library default)
   int sample_ms = -1;        // --sample-ms: GPUWATCH_SAMPLE_MS (-1 = library default)
+  // --torch-blocks: the Python child gets python/gpuwatch/torch_shim first
+  // on PYTHONPATH (its sitecustomize hands PyTorch's blocks over).
+  bool torch_blocks = false;
   std::vector<std::string> command;
 };
 

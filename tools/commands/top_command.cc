@@ -189,6 +189,8 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
     const size_t h = static_cast<size_t>(std::max(view.height, 10));
     process_rows = std::min(procs.size(), std::max<size_t>(3, (h - 6) / 3));
     site_rows = h - 6 - process_rows;  // header, 2 column heads, blank, process line, keys
+    // PyTorch's line under the process line.
+    if (selected != nullptr && selected->state.torch.has_value() && site_rows > 0) --site_rows;
   }
 
   char head[256];
@@ -231,6 +233,14 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
                        " allocs  " + std::to_string(st.ooms) + " OOMs  " +
                        std::to_string(st.marks) + " marks  up " + Uptime(st.uptime_ns);
     lines.push_back(Fit(line, width, false));
+    if (st.torch.has_value()) {
+      lines.push_back(Fit("PyTorch (at " + Printable(st.torch->moment) +
+                              "): " + Short(Bytes(st.torch->reserved_bytes)) + " reserved, " +
+                              Short(Bytes(st.torch->allocated_bytes)) + " allocated in " +
+                              std::to_string(st.torch->segments) +
+                              (st.torch->segments == 1 ? " segment" : " segments"),
+                          width, false));
+    }
     const size_t site_width = width - (2 + 7 + 1 + 8 + 1 + 8 + 2 + kSparkWidth + 2);
     lines.push_back("  " + Right("LIVE", 7) + " " + Right("GROW/MIN", 8) + " " + Right("/MARK", 8) +
                     "  " + Fit("LAST 60 s", kSparkWidth) + "  " + Fit("SITE", site_width, false));

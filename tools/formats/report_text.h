@@ -1,5 +1,5 @@
 // `gpuwatch report`'s text form: the printer every section is written with,
-// and its transfers and phases sections.
+// and its transfers, phases and PyTorch blocks sections.
 // For report_command.cc; report_text.cc holds the sections.
 #ifndef GPUWATCH_TOOLS_FORMATS_REPORT_TEXT_H_
 #define GPUWATCH_TOOLS_FORMATS_REPORT_TEXT_H_
@@ -86,6 +86,10 @@ void PrintTransfers(const ReportModel& m, Printer* p);
 
 // Memory by phase, as a tree: each path under the one it is nested in.
 void PrintPhases(const ReportModel& m, Printer* p);
+
+// PyTorch's segments by the gpuwatch site that made them, reserved against
+// allocated, each block with its Python line (torch_blocks_text.cc).
+void PrintTorchBlocks(const ReportModel& m, Printer* p);
 
 }  // namespace gpuwatch::tools
 

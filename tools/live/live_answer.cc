@@ -125,6 +125,11 @@ void ReadTotals(Reader* r, const json& doc, LiveState* out) {
     out->kernel_launches = r->CountAt(*c, "counters", "kernel_launches");
     out->unknown_frees = r->CountAt(*c, "counters", "unknown_frees");
   }
+  if (const json* t = r->ObjectAt(doc, "", "torch")) {
+    out->torch = LiveState::Torch{
+        r->TextAt(*t, "torch", "moment"), r->CountAt(*t, "torch", "reserved_bytes"),
+        r->CountAt(*t, "torch", "allocated_bytes"), r->CountAt(*t, "torch", "segments")};
+  }
   if (const json* k = r->ObjectAt(doc, "", "kinds")) {
     for (const auto& [name, v] : k->items()) {
       const std::string at = Reader::Join("kinds", name.c_str());

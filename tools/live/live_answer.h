@@ -69,6 +69,13 @@ struct LiveState {
   uint64_t marks = 0;
   std::vector<LiveSite> sites;
   uint64_t other_count = 0, other_bytes = 0;  // "other_sites"
+  // "torch": PyTorch's blocks as last handed over (--torch-blocks); absent
+  // when none was.
+  struct Torch {
+    std::string moment;
+    uint64_t reserved_bytes = 0, allocated_bytes = 0, segments = 0;
+  };
+  std::optional<Torch> torch;
 };
 
 // Reads an answer's text. False with *problem, one line without the pid
