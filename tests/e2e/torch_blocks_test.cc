@@ -225,15 +225,16 @@ TEST(TorchBlocksTest, ProgramWithoutTorchIsUnchangedAndBadInputIsRefused) {
 // snapshot the test takes has the block at the test's line, in the segment gpuwatch saw made.
 TEST(TorchBlocksTest, PytestOptionPutsTheBlocksIntoTheTestsSnapshot) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
-  // The machine's python3, else the torch environment's (it has pytest); its torch is not
-  // imported: pytest puts the test's folder, with the stand-in, first on sys.path.
-  std::string python = "python3";
+  // Debian's python3 (python3-pytest, as the gates tests), else the torch environment's (it
+  // has pytest); its torch is not imported: pytest puts the test's folder, with the stand-in,
+  // first on sys.path.
+  std::string python = "/usr/bin/python3";
   if (RunProcess({python, "-c", "import pytest"}, {}, "/").exit_code != 0) {
     const char* torch_python =
         std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
     python = torch_python != nullptr ? torch_python : "";
     if (python.empty() || RunProcess({python, "-c", "import pytest"}, {}, "/").exit_code != 0) {
-      GTEST_SKIP() << "neither python3 nor GPUWATCH_TORCH_PYTHON has pytest";
+      GTEST_SKIP() << "neither /usr/bin/python3 nor GPUWATCH_TORCH_PYTHON has pytest";
     }
   }
   ScopedTempDir dir;
