@@ -66,7 +66,9 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // The Session's (current_session.h), made at attach once CUPTI took the
   // subscription. Only once `active` is set.
   const Config& config() const { return CurrentSession()->config(); }
-  Recording& recording() const { return CurrentSession()->recording(); }
+  // The event API to the recording of the moment (events.h): what the agent
+  // records and reads of the tables.
+  Events events() const { return CurrentSession()->events(); }
 
   CuptiApi cupti;
   CUpti_SubscriberHandle subscriber = nullptr;

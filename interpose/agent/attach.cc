@@ -203,7 +203,6 @@ void DoAttach(const char* mode) {
   auto* session = new Session(std::move(config), &warning, &ProcessPhases());
   if (!warning.empty()) Warn("%s", warning.c_str());
   if (const std::string notice = NvtxNotice(); !notice.empty()) Warn("%s", notice.c_str());
-  Recording& tables = session->recording();
   if (session->stacks() != nullptr) {
     if (session->config().python) InitPythonStacks();  // Python frames too, in a CPython process
     // What the attaching thread's first capture would do, done now: with
@@ -214,7 +213,7 @@ void DoAttach(const char* mode) {
     PrimeStackBounds(pthread_self());
     session->stacks()->Prepare();
   }
-  if (tables.trace != nullptr) {
+  if (session->events().traced()) {
     // Activity records are stamped on CUPTI's clock: measure its offset from
     // the tracker's once. Without it copies and kernels are not traced.
     uint64_t gpu_now = 0;
@@ -230,8 +229,7 @@ void DoAttach(const char* mode) {
     // Attached inside cuInit, which the runtime runs at the start of the
     // program's first call, before that call's ENTER callback: the call is
     // seen whole, but it started before the attach.
-    tables.lifecycle.first_call_observed = false;
-    tables.lifecycle.FirstCall(tables.tracker.NowNs());
+    session->events().FirstCallUnobserved();
   }
   // Before anything that reads it is enabled: activity records, callbacks.
   PublishSession(session);
@@ -405,32 +403,23 @@ int gpuwatch_mark(const char* label) {
   gpuwatch::Agent& agent = gpuwatch::GetAgent();
   if (!agent.active.load()) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  gpuwatch::Recording& r = agent.recording();
-  const uint64_t now = r.tracker.NowNs();
-  uint64_t ordinal = 0;
-  {
-    const std::unique_lock<std::mutex> kept(agent.mark_scan_mu, std::try_to_lock);
-    std::vector<std::pair<uint32_t, uint64_t>> fresh;
-    auto* scan = kept.owns_lock() ? &agent.mark_scan : &fresh;
-    r.tracker.LiveDeviceBytesBySite(scan);
-    ordinal = r.timeline.AddMark(now, label != nullptr ? label : "", r.tracker.DeviceCurrentBytes(),
-                                 scan);
-  }
-  if (r.trace != nullptr) r.trace->Mark(now, ordinal, label);
+  const std::unique_lock<std::mutex> kept(agent.mark_scan_mu, std::try_to_lock);
+  std::vector<std::pair<uint32_t, uint64_t>> fresh;
+  agent.events().Marked(label, kept.owns_lock() ? &agent.mark_scan : &fresh);
   return 0;
 }
 
 int gpuwatch_pause(void) {
   gpuwatch::Agent& agent = gpuwatch::GetAgent();
   if (!agent.active.load()) return -1;
-  agent.recording().tracker.SetPaused(true);
+  agent.events().Paused(true);
   return 0;
 }
 
 int gpuwatch_resume(void) {
   gpuwatch::Agent& agent = gpuwatch::GetAgent();
   if (!agent.active.load()) return -1;
-  agent.recording().tracker.SetPaused(false);
+  agent.events().Paused(false);
   return 0;
 }
 
@@ -454,7 +443,7 @@ int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count
   }
   if (kinds == 0) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  const gpuwatch::Tracker::LiveFigures live = agent.recording().tracker.Live(kinds, device);
+  const gpuwatch::Tracker::LiveFigures live = agent.events().Live(kinds, device);
   if (bytes != nullptr) *bytes = live.bytes;
   if (count != nullptr) *count = live.count;
   return 0;
@@ -465,7 +454,7 @@ uint64_t gpuwatch_point(void) {
   // Before gpuwatch is active (no CUDA call yet): the start, before every
   // allocation it will record.
   const gpuwatch::Tracker::Point p =
-      agent.active.load() ? agent.recording().tracker.NewPoint() : gpuwatch::Tracker::kStart;
+      agent.active.load() ? agent.events().NewPoint() : gpuwatch::Tracker::kStart;
   // The handle: the millisecond above, the generation (never 0) below.
   return uint64_t{p.time_ms} << 32 | (p.generation & 0xffffffffu);
 }

@@ -25,12 +25,7 @@ namespace gpuwatch {
 namespace {
 
 // One timeline sample of what each site holds now.
-void SamplePeriodic(Agent& agent) {
-  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
-  agent.recording().timeline.AddPeriodic(agent.recording().tracker.NowNs(),
-                                         agent.recording().tracker.DeviceCurrentBytes(),
-                                         &agent.site_scan);
-}
+void SamplePeriodic(Agent& agent) { agent.events().Sampled(&agent.site_scan); }
 
 // What the request pipe asked for since the last round.
 struct Requests {

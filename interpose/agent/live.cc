@@ -118,12 +118,13 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   in.started_unix_ms = live.started_unix_ms;
   in.now_unix_ms = UnixMs();
   in.ooms = agent.ooms.load();
-  const TrackerSnapshot totals = agent.recording().tracker.Totals();
-  const TransfersSnapshot transfers = agent.recording().transfers.Totals();
+  const Events events = agent.events();
+  const TrackerSnapshot totals = events.Totals();
+  const TransfersSnapshot transfers = events.TransferTotals();
   in.totals = &totals;
   in.transfers = &transfers;
-  in.sites = agent.recording().tracker.LiveDeviceBytesBySite();
-  in.last_marks = agent.recording().timeline.LastMarks();
+  events.LiveDeviceBytesBySite(&in.sites);
+  in.last_marks = events.LastMarks();
   in.history = &live.history;
   in.top = top;
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
@@ -228,8 +229,9 @@ int LiveSocketFd() { return State().fd; }
 void LiveTick(Agent& agent) {
   Live& live = State();
   if (live.fd < 0) return;
-  const TrackerSnapshot totals = agent.recording().tracker.Totals();
-  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
+  const Events events = agent.events();
+  const TrackerSnapshot totals = events.Totals();
+  events.LiveDeviceBytesBySite(&agent.site_scan);
   live.history.Add(totals.time_ns, totals.device_current_bytes,
                    totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
                    totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,

@@ -75,8 +75,7 @@ bool NoticeDetach(Agent& agent) {
   if (agent.detached_ns.load() != 0) return true;
   if (!agent.active.load() || !mux::SelfDetached()) return false;
   uint64_t expected = 0;
-  if (!agent.detached_ns.compare_exchange_strong(expected, agent.recording().tracker.NowNs()))
-    return true;
+  if (!agent.detached_ns.compare_exchange_strong(expected, agent.events().NowNs())) return true;
   const double at = static_cast<double>(agent.detached_ns.load()) / 1e9;
   char why[256];
   std::snprintf(why, sizeof(why), "%s (found %.1f s after attach)", kDetachedWhy, at);
@@ -242,13 +241,13 @@ void WriteExitReport() {
   // come are counted from the calls alone. Outside report_mu: the buffer
   // callbacks run on the flushing thread.
   if (agent.activity && !in_callback) FlushActivity(agent.cupti);
-  agent.recording().transfers.Settle();
+  agent.events().CopiesSettled();
   std::lock_guard<Mutex> lock(agent.report_mu);
   if (agent.exit_report_written) return;
   agent.exit_report_written = true;
   WritePendingLocked(agent);  // captured before the end: they come first
   // A forked child that never used CUDA itself writes nothing.
-  if (agent.fork_child && agent.recording().tracker.EventCount() == 0) return;
+  if (agent.fork_child && agent.events().EventCount() == 0) return;
   uint64_t leaked = 0;
   if (WriteReport(agent, agent.output_path, "exit", nullptr, nullptr, agent.config().summary,
                   &leaked)) {
@@ -271,9 +270,9 @@ void OnProcessExit(int status, void*) {
   Agent& agent = GetAgent();
   if (CurrentSession() == nullptr) return;  // never attached: nothing to report
   CloseLiveSocket();                        // the process is ending: readers see it gone
-  if (status != kExitStatusUnknown) agent.recording().lifecycle.exit_status.store(status);
+  if (status != kExitStatusUnknown) agent.events().ExitStatus(status);
   WriteExitReport();
-  agent.exit_report_done_ns.store(agent.recording().tracker.NowNs());
+  agent.exit_report_done_ns.store(agent.events().NowNs());
 }
 
 // Teardown: a CUDA runtime that destroys its contexts from its own exit
@@ -286,8 +285,7 @@ void OnTeardownDone(int, void*) {
   const uint64_t done = agent.exit_report_done_ns.load();
   if (done == 0 || agent.exit_report_path.empty()) return;
   std::string error;
-  if (!SetReportTeardown(agent.exit_report_path, agent.recording().tracker.NowNs() - done,
-                         &error)) {
+  if (!SetReportTeardown(agent.exit_report_path, agent.events().NowNs() - done, &error)) {
     Warn("could not add the teardown time to the exit report: %s", error.c_str());
   }
 }
@@ -446,10 +444,7 @@ uint64_t MappedSize(uint64_t address) {
 void OnOutOfMemory(const OomEvent& event) {
   Agent& agent = GetAgent();
   agent.ooms.fetch_add(1);
-  if (agent.recording().trace != nullptr) {
-    agent.recording().trace->Oom(agent.recording().tracker.NowNs(), event.device, event.size,
-                                 event.kind, event.stack_id);
-  }
+  agent.events().OutOfMemory(event.device, event.size, event.kind, event.stack_id);
   constexpr uint64_t kMinGapNs = 1000000000ULL;
   constexpr int kMaxReports = 10;
   const uint64_t now = MonotonicNs();
@@ -470,7 +465,7 @@ void OnOutOfMemory(const OomEvent& event) {
   report.oom.stack_id = event.stack_id;
   report.oom.device = event.device;
   DeviceMemoryInfo(agent, &report.oom);
-  report.snapshot = agent.recording().tracker.LiveBySite();
+  report.snapshot = agent.events().LiveBySite();
   QueueReport(agent, std::move(report));
 }
 
@@ -488,12 +483,12 @@ void OnContextDestroy() {
     if (!agent.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
     return;
   }
-  if (agent.recording().tracker.DeviceCurrentBytes() == 0) return;
+  if (agent.events().DeviceCurrentBytes() == 0) return;
   const int n = agent.context_reports.fetch_add(1) + 1;
   PendingReport report;
   report.path = agent.output_path + ".context-" + std::to_string(n);
   report.trigger = "context_destroy";
-  report.snapshot = agent.recording().tracker.LiveBySite();
+  report.snapshot = agent.events().LiveBySite();
   QueueReport(agent, std::move(report));
 }
 
@@ -512,7 +507,7 @@ void WriteSignalReport(int sig, bool final) {
   if (final) CloseLiveSocket();  // the process ends with this signal
   // Only a process that made CUDA calls (of its own, after a fork) reports.
   if (!agent.active.load() || !ExitHandlerRegistered()) return;
-  if (agent.fork_child && agent.recording().tracker.EventCount() == 0) return;
+  if (agent.fork_child && agent.events().EventCount() == 0) return;
   const bool crash =
       sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
   // Not after a crash: CUPTI's state may be what broke.
@@ -537,8 +532,8 @@ void WriteSignalReport(int sig, bool final) {
 // (libgpuwatch/report/checkpoint.h); looked at once a second.
 void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
   if (!ExitHandlerRegistered()) return;  // no CUDA call yet
-  const uint64_t events = agent.recording().tracker.EventCount();
-  const uint64_t peak = agent.recording().tracker.DevicePeakBytes();
+  const uint64_t events = agent.events().EventCount();
+  const uint64_t peak = agent.events().DevicePeakBytes();
   const uint64_t interval_ns =
       static_cast<uint64_t>(agent.config().checkpoint_seconds) * 1000000000ULL;
   if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
