@@ -205,7 +205,8 @@ void DoAttach(const char* mode) {
   if (!warning.empty()) Warn("%s", warning.c_str());
   if (const std::string notice = NvtxNotice(); !notice.empty()) Warn("%s", notice.c_str());
   if (session->stacks() != nullptr) {
-    if (session->config().python) InitPythonStacks();  // Python frames too, in a CPython process
+    // Python frames too, in a CPython process: the table is the Session's.
+    if (session->config().python && InitPythonStacks()) session->stacks()->EnablePythonFrames();
     // What the attaching thread's first capture would do, done now: with
     // LD_PRELOAD that is before main(), not in the program's first CUDA
     // call. Its stack bounds (the main thread's come from reading all of

@@ -53,7 +53,10 @@ uint32_t CaptureSite() {
   if (stacks == nullptr || g_hooks.depth <= 0) return 0;
   uintptr_t pcs[kMaxCaptureDepth];
   int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
-  n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
+  // In a CPython process (the stack table has a Python frame table then).
+  if (PyFrameTable* python_frames = stacks->python_frames(); python_frames != nullptr) {
+    n += CapturePythonFrames(python_frames, pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
+  }
   return stacks->Intern(pcs, n);
 }
 

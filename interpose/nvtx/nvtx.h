@@ -8,7 +8,13 @@
 // libgpuwatch.so when it is unset (PointNvtxAtSelf), as `gpuwatch run` does.
 // Ranges may open before gpuwatch attaches (before the program's first CUDA
 // call): the phase table is the process's, made on first use, and the
-// session counts into it from attach on.
+// session is given it at attach (Session's `phases` argument) and counts
+// into it from then on. The NVTX state of nvtx.cc (domains, the chained
+// tool's domain and string handle maps, each thread's range stack) is the
+// process's for the same reason: nvtxDomainCreate, nvtxDomainRegisterString
+// and the pushes they name come before the first CUDA call as often as
+// after, and a fork child keeps them. The Session reaches that state only
+// through the phase table (phase paths hold domain and range names).
 #ifndef GPUWATCH_INTERPOSE_NVTX_NVTX_H_
 #define GPUWATCH_INTERPOSE_NVTX_NVTX_H_
 

@@ -2,7 +2,10 @@
 // as heaps (nvtxMemHeapRegister) and the blocks it hands out as regions
 // (nvtxMemRegionsRegister, ...); gpuwatch keeps the regions that are still
 // registered, with the stack and phase that registered each, in the
-// recording's RegionTable (libgpuwatch/record/regions.h).
+// recording's RegionTable (libgpuwatch/record/regions.h), through the
+// Session's event API, with the chained tool's region handles, if any (a
+// region is registered only once a Session records, so all of this state is
+// the Session's).
 //
 // NVTX loads extensions through their own entry point,
 // InitializeInjectionNvtxExtension, from the library NVTX_INJECTION64_PATH
@@ -20,16 +23,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
-#include <unordered_map>
 
 #include "interpose/callbacks/callbacks.h"
 #include "interpose/callbacks/current_session.h"
 #include "interpose/callbacks/guard.h"
 #include "interpose/nvtx/nvtx.h"
-#include "libgpuwatch/base/fork_locks.h"
-#include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/session/events.h"
 #include "libgpuwatch/session/session.h"
 
@@ -89,39 +88,6 @@ const T* ElementAt(const void* base, size_t element_size, size_t i) {
   if (base == nullptr || element_size < sizeof(T)) return nullptr;
   return reinterpret_cast<const T*>(static_cast<const char*>(base) + i * element_size);
 }
-
-// With a chained tool, region handles are that tool's: the address each
-// stands for, so that an unregistration by handle can be followed. Bounded;
-// an entry leaves when its handle is unregistered.
-class RegionHandles {
- public:
-  static RegionHandles& Get() {
-    static RegionHandles* const handles = [] {
-      auto* made = new RegionHandles();  // never destroyed: NVTX may call in during exit
-      fork_locks::AddLeaf(&made->mu_, "NVTX region handles");
-      return made;
-    }();
-    return *handles;
-  }
-  void Put(const void* handle, uint64_t address) {
-    std::lock_guard<Mutex> lock(mu_);
-    if (map_.size() < kMax) map_[Address(handle)] = address;
-  }
-  // The address `handle` stands for; 0 when unknown.
-  uint64_t Take(const void* handle) {
-    std::lock_guard<Mutex> lock(mu_);
-    const auto it = map_.find(Address(handle));
-    if (it == map_.end()) return 0;
-    const uint64_t address = it->second;
-    map_.erase(it);
-    return address;
-  }
-
- private:
-  static constexpr size_t kMax = size_t{1} << 20;
-  Mutex mu_;
-  std::unordered_map<uint64_t, uint64_t> map_;  // guarded by mu_
-};
 
 nvtxMemHeapHandle_t NVTX_API HeapRegister(nvtxDomainHandle_t domain,
                                           const nvtxMemHeapDesc_t* desc) {
@@ -187,7 +153,7 @@ void NVTX_API RegionsRegister(nvtxDomainHandle_t domain, const nvtxMemRegionsReg
         ElementAt<nvtxMemVirtualRangeDesc_t>(b->regionDescElements, b->regionDescElementSize, i);
     if (next != nullptr) {
       if (events && d != nullptr)
-        RegionHandles::Get().Put(b->regionHandleElementsOut[i], Address(d->ptr));
+        events->RegionHandleMade(Address(b->regionHandleElementsOut[i]), Address(d->ptr));
       continue;
     }
     // gpuwatch's own handle of a virtual-memory region is its address:
@@ -214,7 +180,7 @@ void NVTX_API RegionsResize(nvtxDomainHandle_t domain, const nvtxMemRegionsResiz
 void NVTX_API RegionsUnregister(nvtxDomainHandle_t domain,
                                 const nvtxMemRegionsUnregisterBatch_t* b) {
   // A handle is the region's address, unless a chained tool made it (then
-  // RegionHandles knows the address).
+  // the recording's region table knows the address: RegionHandleMade).
   const bool known_type = b != nullptr && (b->refType == NVTX_MEM_REGION_REF_TYPE_POINTER ||
                                            b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE);
   const bool their_handles = known_type && b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE &&
@@ -223,8 +189,11 @@ void NVTX_API RegionsUnregister(nvtxDomainHandle_t domain,
   for (size_t i = 0; events && i < b->refCount; ++i) {
     const auto* ref = ElementAt<nvtxMemRegionRef_t>(b->refElements, b->refElementSize, i);
     if (ref == nullptr) break;
-    events->RegionUnregistered(their_handles ? RegionHandles::Get().Take(ref->pointer)
-                                             : Address(ref->pointer));
+    if (their_handles) {
+      events->RegionUnregisteredByHandle(Address(ref->pointer));
+    } else {
+      events->RegionUnregistered(Address(ref->pointer));
+    }
   }
   const auto next =
       Next<void(NVTX_API*)(nvtxDomainHandle_t, const nvtxMemRegionsUnregisterBatch_t*)>(

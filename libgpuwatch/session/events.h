@@ -136,6 +136,14 @@ class Events {
   void RegionRegistered(const PoolRegion& region) { r_->regions.Register(region); }
   void RegionResized(uint64_t address, uint64_t size) { r_->regions.Resize(address, size); }
   void RegionUnregistered(uint64_t address) { r_->regions.Unregister(address); }
+  // A chained NVTX tool's handle for a region (RegionTable::RememberHandle),
+  // and a region unregistered by such a handle.
+  void RegionHandleMade(uint64_t handle, uint64_t address) {
+    r_->regions.RememberHandle(handle, address);
+  }
+  void RegionUnregisteredByHandle(uint64_t handle) {
+    r_->regions.Unregister(r_->regions.TakeHandle(handle));
+  }
 
   // --- What the agent records (API calls, the background thread, hooks) ------
   // gpuwatch_pause() / gpuwatch_resume().

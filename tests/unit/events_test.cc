@@ -235,5 +235,21 @@ TEST(Events, PoolRegionsLandInTheRegionTable) {
   EXPECT_EQ(snap.heaps[0].size, uint64_t{1} << 20);
 }
 
+TEST(Events, ARegionUnregisteredByAChainedToolsHandleLeavesTheTable) {
+  const Session session(NoStacks());
+  Events events = session.events();
+  PoolRegion region;
+  region.address = 0x40000;
+  region.size = 256;
+  events.RegionRegistered(region);
+  events.RegionHandleMade(0xBEEF, 0x40000);
+  events.RegionUnregisteredByHandle(0xBEEF);
+  events.RegionUnregisteredByHandle(0xBEEF);  // forgotten with its region: unknown now
+  const RegionsSnapshot snap = session.recording().regions.Snapshot();
+  EXPECT_TRUE(snap.live.empty());
+  EXPECT_EQ(snap.counters.unregistered, 1u);
+  EXPECT_EQ(snap.counters.unknown_unregisters, 1u);
+}
+
 }  // namespace
 }  // namespace gpuwatch
