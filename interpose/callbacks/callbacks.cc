@@ -226,10 +226,17 @@ void Launch(const char* name) {
 
 namespace {
 
-// The first CUDA call: start of the initialisation latency.
-void FirstCall() {
-  if (!CurrentEvents().FirstCall()) return;
+// The first CUDA call: start of the initialisation latency. The test is
+// inlined into every call's ENTER; the rest runs once per recording.
+__attribute__((noinline)) void RecordFirstCall(Events events) {
+  if (!events.FirstCall()) return;
   if (g_hooks.on_first_call != nullptr) g_hooks.on_first_call();
+}
+__attribute__((always_inline)) inline void FirstCall() {
+  const Events events = CurrentEvents();
+  if (events.first_call_seen()) [[likely]]
+    return;
+  RecordFirstCall(events);
 }
 
 void BlockEnter() {

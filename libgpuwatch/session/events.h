@@ -110,6 +110,10 @@ class Events {
 
   // --- Lifecycle -------------------------------------------------------------
   // The first CUDA call, at most once: true when this one was it.
+  // first_call_seen(): one was recorded already (the test every call makes).
+  bool first_call_seen() const {
+    return r_->lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0;
+  }
   bool FirstCall() {
     if (r_->lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0) return false;
     r_->lifecycle.FirstCall(r_->tracker.NowNs());

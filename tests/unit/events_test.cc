@@ -126,7 +126,9 @@ TEST(Events, LaunchesAreCountedByKernelName) {
 TEST(Events, AreNotEnabledWhilePausedAndMarkTheFirstCallOnce) {
   const Session session(NoStacks());
   Events events = session.events();
+  EXPECT_FALSE(events.first_call_seen());
   EXPECT_TRUE(events.FirstCall());
+  EXPECT_TRUE(events.first_call_seen());
   EXPECT_FALSE(events.FirstCall());
   EXPECT_NE(session.recording().lifecycle.first_call_ns.load(), 0u);
   session.recording().tracker.SetPaused(true);
