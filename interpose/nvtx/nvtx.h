@@ -29,9 +29,21 @@ namespace gpuwatch {
 // The process's phase table; never destroyed.
 PhaseTable& ProcessPhases();
 
+namespace nvtx_internal {
+// The calling thread's stack of open ranges, and whether its exit is
+// watched (nvtx.cc; use CurrentPhase). Read by every allocation, copy and
+// launch callback: initial-exec, with a constant initializer, so that no TLS
+// wrapper runs, and inlined (CurrentPhase).
+struct ThreadPhases {
+  PhaseStack stack;
+  bool watched = false;
+};
+extern constinit thread_local ThreadPhases t_phases __attribute__((tls_model("initial-exec")));
+}  // namespace nvtx_internal
+
 // The phase (path id) open on the calling thread; 0: none. A thread-local
 // read: on every allocation, copy and launch.
-uint32_t CurrentPhase();
+inline uint32_t CurrentPhase() { return nvtx_internal::t_phases.stack.current(); }
 
 // gpuwatch_phase_push/pop: a range of NVTX's default domain.
 void PushPhase(std::string_view name);
