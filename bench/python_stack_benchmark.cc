@@ -130,13 +130,21 @@ enum class What { kPythonFrames, kCaptureSite, kCaptureSiteNative };
 
 benchmark::State* g_state = nullptr;
 What g_what = What::kPythonFrames;
-StackTable* g_stacks = nullptr;
+// The stack table and its Python frame table, as the Session keeps them.
+StackTable& Stacks() {
+  static StackTable* const stacks = [] {
+    auto* made = new StackTable(1u << 16, size_t{64} << 20);
+    made->EnablePythonFrames();
+    return made;
+  }();
+  return *stacks;
+}
 
 // Called from Python, N frames deep; the timed loop runs here.
 void GwBenchInsidePython() {
   benchmark::State& state = *g_state;
   uintptr_t pcs[kMaxCaptureDepth];
-  if (CapturePythonFrames(pcs, kPythonDepth) == 0) {
+  if (CapturePythonFrames(Stacks().python_frames(), pcs, kPythonDepth) == 0) {
     state.SkipWithError("no Python frames captured");
     return;
   }
@@ -145,16 +153,16 @@ void GwBenchInsidePython() {
     int n = 0;
     switch (g_what) {
       case What::kPythonFrames:
-        n = CapturePythonFrames(pcs, kPythonDepth);
+        n = CapturePythonFrames(Stacks().python_frames(), pcs, kPythonDepth);
         break;
       case What::kCaptureSite:
         n = CaptureStack(pcs, kNativeDepth, 0);
-        n += CapturePythonFrames(pcs + n, kPythonDepth);
-        benchmark::DoNotOptimize(g_stacks->Intern(pcs, n));
+        n += CapturePythonFrames(Stacks().python_frames(), pcs + n, kPythonDepth);
+        benchmark::DoNotOptimize(Stacks().Intern(pcs, n));
         break;
       case What::kCaptureSiteNative:
         n = CaptureStack(pcs, kNativeDepth, 0);
-        benchmark::DoNotOptimize(g_stacks->Intern(pcs, n));
+        benchmark::DoNotOptimize(Stacks().Intern(pcs, n));
         break;
     }
     benchmark::DoNotOptimize(n);
@@ -171,7 +179,6 @@ void RunInsidePython(benchmark::State& state, What what) {
   }
   g_state = &state;
   g_what = what;
-  if (g_stacks == nullptr) g_stacks = new StackTable(1u << 16, size_t{64} << 20);
   const int depth = static_cast<int>(state.range(0));
   const bool gil = state.range(1) != 0;
   char code[1024];
@@ -212,7 +219,7 @@ std::vector<uintptr_t> g_report_stack;
 void GwBenchCaptureForReport() {
   uintptr_t pcs[kMaxCaptureDepth];
   int n = CaptureStack(pcs, kNativeDepth, 0);
-  n += CapturePythonFrames(pcs + n, kPythonDepth);
+  n += CapturePythonFrames(Stacks().python_frames(), pcs + n, kPythonDepth);
   g_report_stack.assign(pcs, pcs + n);
 }
 
@@ -235,10 +242,11 @@ void BM_MergeAtReport(benchmark::State& state) {
   PySym<void (*)(int)>("PyGILState_Release")(gstate);
   Symbolizer symbolizer;
   std::vector<Frame> frames;
-  SymbolizeMixedStack(&symbolizer, g_report_stack, &frames);  // warms the caches
-  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
+  SymbolizeMixedStack(&symbolizer, Stacks().python_frames(), g_report_stack,
+                      &frames);  // warms the caches
+  for (auto _ : state) {         // NOLINT(clang-analyzer-deadcode.DeadStores): the idiom
     frames.clear();
-    SymbolizeMixedStack(&symbolizer, g_report_stack, &frames);
+    SymbolizeMixedStack(&symbolizer, Stacks().python_frames(), g_report_stack, &frames);
     benchmark::DoNotOptimize(frames.data());
   }
   state.counters["frames"] = static_cast<double>(frames.size());

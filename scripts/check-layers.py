@@ -7,7 +7,8 @@ report needs, never interpose/, and links no part of the core above report/;
 interpose's call registry (the gpuwatch_calls library) includes only itself,
 base/ and record/'s event types; the callbacks' library (gpuwatch_interpose)
 includes nothing of libgpuwatch.so's own files (the agent, the reports): it
-reaches the Session through interpose/current_session.h. Prints one line per offending include or
+reaches the Session through interpose/current_session.h; interpose/ reaches the
+tables only through the Session's event API (no recording(), no Recording&). Prints one line per offending include or
 link and exits 1; silent and 0 when clean.
 
   scripts/check-layers.py [SOURCE_DIR]
@@ -78,7 +79,7 @@ def main():
                                 f"only {', '.join(sorted(TOOLS_MAY))} (not the writer's "
                                 "headers)")
     problems += project_includes(src) + calls_includes(src) + tools_links(src)
-    problems += interpose_includes(src) + tools_folders(src)
+    problems += interpose_includes(src) + tools_folders(src) + interpose_events(src)
     for p in problems:
         print(p)
     return 1 if problems else 0
@@ -170,6 +171,26 @@ def interpose_includes(src):
                     problems.append(f"interpose/{name}: includes {inc}, a header of "
                                     "libgpuwatch.so's; the callbacks' library reaches the "
                                     "Session through interpose/callbacks/current_session.h")
+    return problems
+
+
+# interpose/ records what the process does, and reads what it recorded,
+# through the Session's event API (libgpuwatch/session/events.h): it never
+# names the Recording or its tables.
+TABLE_ACCESS = re.compile(r"\brecording\(\)|\bTables\(\)|\bRecording\b[&*]")
+
+
+def interpose_events(src):
+    """interpose/ reaches the tables only through the event API."""
+    problems = []
+    for path in sources(os.path.join(src, "interpose")):
+        rel = os.path.relpath(path, src)
+        for n, line in enumerate(open(path, encoding="utf-8"), 1):
+            code = line.split("//", 1)[0]
+            if TABLE_ACCESS.search(code):
+                problems.append(f"{rel}:{n}: reaches the Recording's tables; record and read "
+                                "through the event API (Session::events(), "
+                                "libgpuwatch/session/events.h)")
     return problems
 
 

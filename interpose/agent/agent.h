@@ -7,11 +7,18 @@
 // thread) and fork.cc. One Agent, made at attach and never destroyed (exit
 // order cannot bite).
 //
+// Three parts, each with its own rule for threads and locks: what attach
+// decided (Attachment: immutable once `active` is set), the report scheduler
+// (ReportScheduler: report_mu, the queue, the exit report's state, the
+// counters) and the background thread (BackgroundThread: its mutex, pipe
+// and scan). A fork child resets each with one call (fork.cc).
+//
 // Threads and locks: the application's threads enter through CUPTI callbacks
 // (callbacks.cc, which take only the tables' own locks) and the C API;
 // reports take report_mu and then the tables' locks; the background thread
-// holds bg_mu except in poll(). No report is built inside a CUPTI callback:
-// a callback captures what only its moment knows and queues it (pending).
+// holds background.mu except in poll(). No report is built inside a CUPTI
+// callback: a callback captures what only its moment knows and queues it
+// (reports.pending).
 #ifndef GPUWATCH_INTERPOSE_AGENT_AGENT_H_
 #define GPUWATCH_INTERPOSE_AGENT_AGENT_H_
 
@@ -62,19 +69,32 @@ struct DriverQueries {
   std::atomic<MemGetAddressRangeFn> mem_get_address_range{nullptr};  // cuMemGetAddressRange_v2
 };
 
-struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
-  // The Session's (current_session.h), made at attach once CUPTI took the
-  // subscription. Only once `active` is set.
-  const Config& config() const { return CurrentSession()->config(); }
-  Recording& recording() const { return CurrentSession()->recording(); }
-
+// What attach decided (Attach, attach.cc): set before `active` is set and
+// read-only afterwards by every thread, without a lock. The one exception is
+// the child of a fork, which changes output_path and fork_child in its fork
+// handler (RestartInChild), while no other thread of it exists yet.
+struct Attachment {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   CuptiApi cupti;
   CUpti_SubscriberHandle subscriber = nullptr;
   bool activity = false;    // CUPTI activity records are enabled
   std::string output_path;  // absolute, expanded at attach time
   std::string attach_mode;
   std::vector<std::string> command;
-  std::atomic<bool> active{false};
+  std::string attach_dir;   // working directory at attach
+  bool fork_child = false;  // forked after attach
+
+  // The child of a fork: its own report path, and the fact that it is one.
+  void ResetInChild(std::string child_output_path);
+};
+
+// When each report is written (reports.cc). report_mu: one report at a time,
+// taken by the thread that writes one (the background thread, the exit
+// handler, a C API call, a checkpoint) before the tables' locks; the fields
+// marked "guarded by report_mu" are read and written under it. pending_mu
+// guards `pending` alone (a callback queues under it, holding no other
+// gpuwatch lock). The counters and flags are atomics: callbacks read and
+// bump them without a lock.
+struct ReportScheduler {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   // When CUPTI was found detached under gpuwatch (tracker clock), 0 while not.
   std::atomic<uint64_t> detached_ns{0};
   std::atomic<int> snapshots{0};
@@ -82,26 +102,8 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::atomic<int> context_reports{0};
   std::atomic<int> oom_reports{0};
   std::atomic<uint64_t> last_oom_report_ns{0};
-  // Requests to the background thread, one byte each: 's' a snapshot (the
-  // snapshot signal's handler), 'r' reports a callback captured (reports.h),
-  // 'f' the first CUDA call's work (FirstCallWork), anything else a fatal
-  // signal's report (fatal_signals.h). One pipe for
-  // all: gpuwatch keeps as few of the host's descriptors as it can.
-  int request_pipe[2] = {-1, -1};
   Mutex pending_mu;  // guards pending
   std::vector<PendingReport> pending;
-  DriverQueries driver;
-  // The background thread holds bg_mu except in poll() and while it writes a
-  // fatal signal's report, and bg_starting is set from pthread_create until
-  // the thread first takes it (a thread allocates as it starts): see ForkPrepare.
-  std::mutex bg_mu;
-  std::condition_variable bg_started;
-  bool bg_starting = false;  // guarded by bg_mu
-  // The background thread was started (and reads request_pipe): the first
-  // CUDA call leaves it the work that need not happen in the call
-  // (first_call_work, 'f' on the pipe).
-  std::atomic<bool> bg_running{false};
-  std::atomic<bool> first_call_work{false};
   Mutex report_mu;                   // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
   // Kept from report to report (checkpoints, exit), so that a pc is
@@ -114,22 +116,65 @@ struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
   std::atomic<uint64_t> exit_report_done_ns{0};
   std::atomic<bool> exiting{false};  // the exit report has begun
   std::atomic<bool> teardown_handler{false};
-  std::string attach_dir;   // working directory at attach
-  bool fork_child = false;  // forked after attach
   // A signal report that the process dies right after is on disk (or being
   // written): no checkpoint may replace it. Guarded by report_mu.
   bool final_report = false;
   // Device bytes the exit report counted as leaked (GPUWATCH_EXITCODE).
   std::atomic<uint64_t> exit_leaked_bytes{0};
   std::atomic<bool> exit_leak_known{false};
-  // The background thread's per-site scan (timeline samples, the live
-  // view's history), reused from second to second; only that thread touches
-  // it (SamplePeriodic and LiveTick each scan into it when due).
+
+  // The child of a fork starts with no report written, none queued (the
+  // parent writes those) and its counters at 0. Every lock is free by then.
+  void ResetInChild();
+};
+
+// gpuwatch's own thread (background.cc). It holds mu except in poll() and
+// while it writes a fatal signal's report, and `starting` is set from
+// pthread_create until the thread first takes mu (a thread allocates as it
+// starts): see LockAgent (fork.cc). Other threads only write a byte to
+// request_pipe and read `running`.
+struct BackgroundThread {
+  // Requests to the thread, one byte each: 's' a snapshot (the snapshot
+  // signal's handler), 'r' reports a callback captured (reports.h), 'f' the
+  // first CUDA call's work (FirstCallWork), anything else a fatal signal's
+  // report (fatal_signals.h). One pipe for all: gpuwatch keeps as few of the
+  // host's descriptors as it can.
+  int request_pipe[2] = {-1, -1};
+  std::mutex mu;
+  std::condition_variable started;
+  bool starting = false;  // guarded by mu
+  // The thread was started (and reads request_pipe): the first CUDA call
+  // leaves it the work that need not happen in the call (first_call_work,
+  // 'f' on the pipe).
+  std::atomic<bool> running{false};
+  std::atomic<bool> first_call_work{false};
+  // The thread's per-site scan (timeline samples, the live view's history),
+  // reused from second to second; only the thread touches it (SamplePeriodic
+  // and LiveTick each scan into it when due).
   std::vector<std::pair<uint32_t, uint64_t>> site_scan;
-  // gpuwatch_mark()'s, reused from mark to mark (a loop marks every step; a
-  // fresh scan of 10,000 sites is 160 KB of new pages each time). Taken with
-  // try_lock: a mark that finds it busy (another thread marking, or a fork
-  // child of a process that was) scans into a fresh one.
+
+  // The child of a fork: no thread (threads do not survive fork()), a pipe
+  // of its own in place of the parent's, no first-call work done.
+  void ResetInChild();
+};
+
+struct Agent {  // NOLINT(clang-analyzer-optin.performance.Padding): one, leaked
+  // The Session's (current_session.h), made at attach once CUPTI took the
+  // subscription. Only once `active` is set.
+  const Config& config() const { return CurrentSession()->config(); }
+  // The event API to the recording of the moment (events.h): what the agent
+  // records and reads of the tables.
+  Events events() const { return CurrentSession()->events(); }
+
+  std::atomic<bool> active{false};
+  Attachment attach;
+  ReportScheduler reports;
+  BackgroundThread background;
+  DriverQueries driver;
+  // gpuwatch_mark()'s scan, reused from mark to mark (a loop marks every
+  // step; a fresh scan of 10,000 sites is 160 KB of new pages each time).
+  // Taken with try_lock: a mark that finds it busy (another thread marking,
+  // or a fork child of a process that was) scans into a fresh one.
   std::mutex mark_scan_mu;
   std::vector<std::pair<uint32_t, uint64_t>> mark_scan;  // guarded by mark_scan_mu
 };

@@ -56,7 +56,7 @@ namespace gpuwatch {
 Agent& GetAgent() {
   static Agent* agent = [] {
     auto* made = new Agent();  // leaked on purpose: exit order cannot bite
-    fork_locks::AddLeaf(&made->pending_mu, "the report queue");
+    fork_locks::AddLeaf(&made->reports.pending_mu, "the report queue");
     // Held while gpuwatch_mark reads the live table: taken before the tables.
     fork_locks::AddOuter(&made->mark_scan_mu, "the mark's scan");
     return made;
@@ -147,25 +147,26 @@ void DoAttach(const char* mode) {
     MarkNotRecording(error, config.run_log);
     return;
   }
-  agent.cupti = mux::SelfView(*real);
+  agent.attach.cupti = mux::SelfView(*real);
 
   CUptiResult r = CUPTI_SUCCESS;
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};
-  if (agent.cupti.SubscribeV2 != nullptr) {
+  if (agent.attach.cupti.SubscribeV2 != nullptr) {
     CUpti_SubscriberParams params{};
     params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
     params.subscriberName = "gpuwatch";
     params.oldSubscriberName = holder;
     params.oldSubscriberSize = sizeof(holder);
-    r = agent.cupti.SubscribeV2(
-        &agent.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback), nullptr, &params);
+    r = agent.attach.cupti.SubscribeV2(&agent.attach.subscriber,
+                                       reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback),
+                                       nullptr, &params);
   } else {
-    r = agent.cupti.Subscribe(&agent.subscriber,
-                              reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback), nullptr);
+    r = agent.attach.cupti.Subscribe(
+        &agent.attach.subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnCuptiCallback), nullptr);
   }
   if (r != CUPTI_SUCCESS) {
     const char* text = nullptr;
-    agent.cupti.GetResultString(r, &text);
+    agent.attach.cupti.GetResultString(r, &text);
     const std::string code = "CUPTI error " + std::to_string(static_cast<int>(r)) + ": " +
                              (text != nullptr ? text : "?");
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -203,9 +204,9 @@ void DoAttach(const char* mode) {
   auto* session = new Session(std::move(config), &warning, &ProcessPhases());
   if (!warning.empty()) Warn("%s", warning.c_str());
   if (const std::string notice = NvtxNotice(); !notice.empty()) Warn("%s", notice.c_str());
-  Recording& tables = session->recording();
   if (session->stacks() != nullptr) {
-    if (session->config().python) InitPythonStacks();  // Python frames too, in a CPython process
+    // Python frames too, in a CPython process: the table is the Session's.
+    if (session->config().python && InitPythonStacks()) session->stacks()->EnablePythonFrames();
     // What the attaching thread's first capture would do, done now: with
     // LD_PRELOAD that is before main(), not in the program's first CUDA
     // call. Its stack bounds (the main thread's come from reading all of
@@ -214,15 +215,15 @@ void DoAttach(const char* mode) {
     PrimeStackBounds(pthread_self());
     session->stacks()->Prepare();
   }
-  if (tables.trace != nullptr) {
+  if (session->events().traced()) {
     // Activity records are stamped on CUPTI's clock: measure its offset from
     // the tracker's once. Without it copies and kernels are not traced.
     uint64_t gpu_now = 0;
-    if (agent.cupti.GetTimestamp != nullptr &&
-        agent.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
+    if (agent.attach.cupti.GetTimestamp != nullptr &&
+        agent.attach.cupti.GetTimestamp(&gpu_now) == CUPTI_SUCCESS) {
       session->SetGpuClock(gpu_now);
     } else {
-      agent.cupti.GetTimestamp = nullptr;
+      agent.attach.cupti.GetTimestamp = nullptr;
     }
   }
   if (!session->LoadSuppressions(&error)) Warn("%s; nothing is suppressed", error.c_str());
@@ -230,37 +231,36 @@ void DoAttach(const char* mode) {
     // Attached inside cuInit, which the runtime runs at the start of the
     // program's first call, before that call's ENTER callback: the call is
     // seen whole, but it started before the attach.
-    tables.lifecycle.first_call_observed = false;
-    tables.lifecycle.FirstCall(tables.tracker.NowNs());
+    session->events().FirstCallUnobserved();
   }
   // Before anything that reads it is enabled: activity records, callbacks.
   PublishSession(session);
-  agent.attach_mode = mode;
-  agent.command = ReadCommandLine();
-  agent.output_path = AbsolutePath(ExpandOutputPattern(
+  agent.attach.attach_mode = mode;
+  agent.attach.command = ReadCommandLine();
+  agent.attach.output_path = AbsolutePath(ExpandOutputPattern(
       agent.config().output, getpid(), HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); })));  // NOLINT
   char cwd[PATH_MAX];
-  agent.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+  agent.attach.attach_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   CallbackHooks hooks;
   hooks.depth = agent.config().depth;
   hooks.on_oom = &OnOutOfMemory;
   hooks.on_context_destroy = &OnContextDestroy;
   hooks.on_first_call = &OnFirstCall;
   hooks.mapped_size = &MappedSize;
-  hooks.get_device_id = agent.cupti.GetDeviceId;
-  hooks.get_graph_node_id = agent.cupti.GetGraphNodeId;
+  hooks.get_device_id = agent.attach.cupti.GetDeviceId;
+  hooks.get_graph_node_id = agent.attach.cupti.GetGraphNodeId;
   // Activity first, so that no copy is registered waiting for a record that
   // will never come.
-  agent.activity = EnableActivity(agent.cupti, agent.config().kernel_timing, &error);
-  if (!agent.activity)
+  agent.attach.activity = EnableActivity(agent.attach.cupti, agent.config().kernel_timing, &error);
+  if (!agent.attach.activity)
     Warn("%s; copies are counted without timing or host memory kinds", error.c_str());
-  hooks.copy_activity = agent.activity;
+  hooks.copy_activity = agent.attach.activity;
   SetCallbackHooks(hooks);
-  if (!EnableCallbacks(agent.cupti, agent.subscriber, &error)) {
+  if (!EnableCallbacks(agent.attach.cupti, agent.attach.subscriber, &error)) {
     Warn("profiling is off: %s", error.c_str());
     MarkNotRecording(error, agent.config().run_log);
-    agent.cupti.Unsubscribe(agent.subscriber);
+    agent.attach.cupti.Unsubscribe(agent.attach.subscriber);
     PublishSession(nullptr);  // nothing records into it (NVTX's memory extension, activity)
     return;
   }
@@ -276,7 +276,7 @@ void DoAttach(const char* mode) {
         std::strerror(errno));
   }
   InstallFatalSignalHandlers(agent.config().snapshot_signal, &WriteSignalReport,
-                             agent.request_pipe[1]);
+                             agent.background.request_pipe[1]);
   OpenLiveSocket(agent);
   if (StartBackgroundThread(agent)) InstallSnapshotSignal(agent);
   // Injection runs inside cuInit, within the program's first CUDA call: what
@@ -405,32 +405,23 @@ int gpuwatch_mark(const char* label) {
   gpuwatch::Agent& agent = gpuwatch::GetAgent();
   if (!agent.active.load()) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  gpuwatch::Recording& r = agent.recording();
-  const uint64_t now = r.tracker.NowNs();
-  uint64_t ordinal = 0;
-  {
-    const std::unique_lock<std::mutex> kept(agent.mark_scan_mu, std::try_to_lock);
-    std::vector<std::pair<uint32_t, uint64_t>> fresh;
-    auto* scan = kept.owns_lock() ? &agent.mark_scan : &fresh;
-    r.tracker.LiveDeviceBytesBySite(scan);
-    ordinal = r.timeline.AddMark(now, label != nullptr ? label : "", r.tracker.DeviceCurrentBytes(),
-                                 scan);
-  }
-  if (r.trace != nullptr) r.trace->Mark(now, ordinal, label);
+  const std::unique_lock<std::mutex> kept(agent.mark_scan_mu, std::try_to_lock);
+  std::vector<std::pair<uint32_t, uint64_t>> fresh;
+  agent.events().Marked(label, kept.owns_lock() ? &agent.mark_scan : &fresh);
   return 0;
 }
 
 int gpuwatch_pause(void) {
   gpuwatch::Agent& agent = gpuwatch::GetAgent();
   if (!agent.active.load()) return -1;
-  agent.recording().tracker.SetPaused(true);
+  agent.events().Paused(true);
   return 0;
 }
 
 int gpuwatch_resume(void) {
   gpuwatch::Agent& agent = gpuwatch::GetAgent();
   if (!agent.active.load()) return -1;
-  agent.recording().tracker.SetPaused(false);
+  agent.events().Paused(false);
   return 0;
 }
 
@@ -454,7 +445,7 @@ int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count
   }
   if (kinds == 0) return -1;
   const gpuwatch::ScopedInsideGpuwatch inside;
-  const gpuwatch::Tracker::LiveFigures live = agent.recording().tracker.Live(kinds, device);
+  const gpuwatch::Tracker::LiveFigures live = agent.events().Live(kinds, device);
   if (bytes != nullptr) *bytes = live.bytes;
   if (count != nullptr) *count = live.count;
   return 0;
@@ -465,7 +456,7 @@ uint64_t gpuwatch_point(void) {
   // Before gpuwatch is active (no CUDA call yet): the start, before every
   // allocation it will record.
   const gpuwatch::Tracker::Point p =
-      agent.active.load() ? agent.recording().tracker.NewPoint() : gpuwatch::Tracker::kStart;
+      agent.active.load() ? agent.events().NewPoint() : gpuwatch::Tracker::kStart;
   // The handle: the millisecond above, the generation (never 0) below.
   return uint64_t{p.time_ms} << 32 | (p.generation & 0xffffffffu);
 }

@@ -25,12 +25,7 @@ namespace gpuwatch {
 namespace {
 
 // One timeline sample of what each site holds now.
-void SamplePeriodic(Agent& agent) {
-  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
-  agent.recording().timeline.AddPeriodic(agent.recording().tracker.NowNs(),
-                                         agent.recording().tracker.DeviceCurrentBytes(),
-                                         &agent.site_scan);
-}
+void SamplePeriodic(Agent& agent) { agent.events().Sampled(&agent.background.site_scan); }
 
 // What the request pipe asked for since the last round.
 struct Requests {
@@ -66,16 +61,16 @@ bool ReadRequests(int fd, Requests* out) {
 // the signals that end the process, snapshots on a signal (the handlers only write a byte to a
 // pipe: no CUDA, lock or allocation in them), periodic timeline samples (GPUWATCH_SAMPLE_MS) and
 // checkpoints. It waits for all of them in poll(), whose timeout is the next timer's due time.
-void* BackgroundThread(void*) {
+void* BackgroundMain(void*) {
   Agent& agent = GetAgent();
   // Held except in poll(): ForkPrepare waits for that.
-  std::unique_lock<std::mutex> working(agent.bg_mu);
-  agent.bg_starting = false;
-  agent.bg_started.notify_all();
+  std::unique_lock<std::mutex> working(agent.background.mu);
+  agent.background.starting = false;
+  agent.background.started.notify_all();
   SetFatalSignalServerThread();
   FirstCallWork();  // a first call made before the thread started (injection)
   // An fd of -1 is ignored by poll.
-  pollfd fds[2] = {{agent.request_pipe[0], POLLIN, 0}, {LiveSocketFd(), POLLIN, 0}};
+  pollfd fds[2] = {{agent.background.request_pipe[0], POLLIN, 0}, {LiveSocketFd(), POLLIN, 0}};
   const bool live = fds[1].fd >= 0;
   const uint64_t interval_ns = static_cast<uint64_t>(agent.config().sample_ms) * 1000000ULL;
   constexpr uint64_t kCheckpointTickNs = 1000000000ULL;  // at most one checkpoint a second
@@ -100,8 +95,8 @@ void* BackgroundThread(void*) {
     working.unlock();
     const int n = poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) return nullptr;
-    // Before bg_mu: a fatal signal's handler waits for its report, and the
-    // signal may have interrupted ForkPrepare, which holds bg_mu.
+    // Before background.mu: a fatal signal's handler waits for its report, and the
+    // signal may have interrupted ForkPrepare, which holds background.mu.
     Requests requests;
     if (n > 0 && fds[0].revents != 0 && !ReadRequests(fds[0].fd, &requests)) {
       fds[0].fd = -1;  // the pipe is gone: keep the rest
@@ -147,7 +142,8 @@ void* BackgroundThread(void*) {
 void OnSnapshotSignal(int) {
   const int saved_errno = errno;
   const char byte = 's';
-  (void)!write(GetAgent().request_pipe[1], &byte, 1);  // non-blocking: a full pipe drops it
+  (void)!write(GetAgent().background.request_pipe[1], &byte,
+               1);  // non-blocking: a full pipe drops it
   errno = saved_errno;
 }
 
@@ -156,13 +152,13 @@ void OnSnapshotSignal(int) {
 // Both ends non-blocking: a handler never waits on a full pipe, and the
 // thread drains it without blocking.
 bool MakeRequestPipe(Agent& agent) {
-  return PipeAboveStdio(agent.request_pipe, O_CLOEXEC | O_NONBLOCK);
+  return PipeAboveStdio(agent.background.request_pipe, O_CLOEXEC | O_NONBLOCK);
 }
 
 // The thread blocks every signal so that the host's signals go to its own
 // threads, as they would without gpuwatch.
 bool StartBackgroundThread(Agent& agent) {
-  if (agent.request_pipe[0] < 0 && agent.config().sample_ms == 0 &&
+  if (agent.background.request_pipe[0] < 0 && agent.config().sample_ms == 0 &&
       agent.config().checkpoint_seconds == 0 && LiveSocketFd() < 0) {
     return true;
   }
@@ -172,21 +168,21 @@ bool StartBackgroundThread(Agent& agent) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t thread;
   {
-    std::lock_guard<std::mutex> lock(agent.bg_mu);
-    agent.bg_starting = true;
+    std::lock_guard<std::mutex> lock(agent.background.mu);
+    agent.background.starting = true;
   }
   // A stack of gpuwatch's size, not RLIMIT_STACK's: reports are written here.
   pthread_attr_t attr;
   int rc = pthread_attr_init(&attr);
   if (rc == 0) {
-    rc = SetWorkStack(&attr) ? pthread_create(&thread, &attr, BackgroundThread, nullptr) : EINVAL;
+    rc = SetWorkStack(&attr) ? pthread_create(&thread, &attr, BackgroundMain, nullptr) : EINVAL;
     pthread_attr_destroy(&attr);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     {
-      std::lock_guard<std::mutex> lock(agent.bg_mu);
-      agent.bg_starting = false;
+      std::lock_guard<std::mutex> lock(agent.background.mu);
+      agent.background.starting = false;
     }
     Warn(
         "cannot start gpuwatch's thread (%s); snapshots on a signal, periodic samples, "
@@ -195,7 +191,7 @@ bool StartBackgroundThread(Agent& agent) {
         std::strerror(rc));
     return false;
   }
-  agent.bg_running.store(true, std::memory_order_release);
+  agent.background.running.store(true, std::memory_order_release);
   FatalSignalServerCreated();
   pthread_detach(thread);
   pthread_setname_np(thread, "gpuwatch-bg");
@@ -214,7 +210,7 @@ void InstallSnapshotSignal(Agent& agent) {
         sig);
     return;
   }
-  if (agent.request_pipe[1] < 0) return;
+  if (agent.background.request_pipe[1] < 0) return;
   struct sigaction action {};
   action.sa_handler = OnSnapshotSignal;
   sigemptyset(&action.sa_mask);

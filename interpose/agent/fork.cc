@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "interpose/agent/agent.h"
 #include "interpose/agent/background.h"
@@ -28,16 +29,16 @@ namespace {
 // own (GCC 12's ASan allocator, for one) leaves the child a lock held forever
 // if the background thread was allocating at the fork. So the thread is first
 // brought to a point where it allocates nothing: started, and waiting in
-// poll() (it holds bg_mu otherwise). The host's own threads are the host's
+// poll() (it holds background.mu otherwise). The host's own threads are the host's
 // business.
 bool LockAgent() {
   Agent& agent = GetAgent();
   if (!agent.active.load()) return false;
-  std::unique_lock<std::mutex> background(agent.bg_mu);
-  agent.bg_started.wait(background, [&agent] { return !agent.bg_starting; });
+  std::unique_lock<std::mutex> background(agent.background.mu);
+  agent.background.started.wait(background, [&agent] { return !agent.background.starting; });
   background.release();  // held until UnlockAgent
   mux::LockForFork();
-  agent.report_mu.lock();
+  agent.reports.report_mu.lock();
   CurrentSession()->LockForFork();
   return true;
 }
@@ -45,9 +46,9 @@ bool LockAgent() {
 void UnlockAgent() {
   Agent& agent = GetAgent();
   CurrentSession()->UnlockAfterFork();
-  agent.report_mu.unlock();
+  agent.reports.report_mu.unlock();
   mux::UnlockAfterFork();
-  agent.bg_mu.unlock();
+  agent.background.mu.unlock();
 }
 
 // The report path of process `pid`: GPUWATCH_OUTPUT expanded again, relative
@@ -57,8 +58,8 @@ std::string ForkOutputPath(const Agent& agent, long pid) {
   std::string path = ExpandOutputPattern(
       agent.config().output, pid, HostName(),
       RankFromEnvironment([](const char* n) { return std::getenv(n); }));  // NOLINT
-  if (path.empty() || path[0] != '/') path = agent.attach_dir + "/" + path;
-  if (path == agent.output_path) path += ".child-" + std::to_string(pid);
+  if (path.empty() || path[0] != '/') path = agent.attach.attach_dir + "/" + path;
+  if (path == agent.attach.output_path) path += ".child-" + std::to_string(pid);
   return path;
 }
 
@@ -74,6 +75,37 @@ void RenewPipe(int fds[2]) {
   fds[1] = fresh[1];
 }
 
+}  // namespace
+
+void Attachment::ResetInChild(std::string child_output_path) {
+  output_path = std::move(child_output_path);
+  fork_child = true;
+}
+
+void ReportScheduler::ResetInChild() {
+  snapshots.store(0);
+  ooms.store(0);
+  context_reports.store(0);
+  oom_reports.store(0);
+  last_oom_report_ns.store(0);
+  exit_report_written = false;
+  exit_leak_known.store(false);
+  final_report = false;
+  exiting.store(false);
+  const std::lock_guard<Mutex> lock(pending_mu);
+  pending.clear();  // the parent's: it writes them
+}
+
+void BackgroundThread::ResetInChild() {
+  RenewPipe(request_pipe);
+  // The parent's first-call work is the parent's; the child's own first call
+  // (its recording starts without one) asks its own thread.
+  first_call_work.store(false);
+  running.store(false);
+}
+
+namespace {
+
 // The child of a fork() (a DataLoader worker, say) reports what it allocates
 // itself, never a copy of the parent's tables: it starts a recording of its
 // own (Session::StartChildRecording; the parent's copy is left untouched and
@@ -83,28 +115,11 @@ void RenewPipe(int fds[2]) {
 void RestartInChild() {
   Agent& agent = GetAgent();
   CurrentSession()->StartChildRecording();  // the callbacks and activity records see it at once
-  agent.snapshots.store(0);
-  agent.ooms.store(0);
-  agent.context_reports.store(0);
-  agent.oom_reports.store(0);
-  agent.last_oom_report_ns.store(0);
-  agent.exit_report_written = false;
-  agent.exit_leak_known.store(false);
-  agent.fork_child = true;
-  agent.final_report = false;
-  agent.exiting.store(false);
-  {
-    std::lock_guard<Mutex> lock(agent.pending_mu);
-    agent.pending.clear();  // the parent's: it writes them
-  }
-  agent.output_path = ForkOutputPath(agent, getpid());
-  RenewPipe(agent.request_pipe);
-  FatalSignalsAfterFork(agent.request_pipe[1]);  // before the background thread starts
+  agent.attach.ResetInChild(ForkOutputPath(agent, getpid()));
+  agent.reports.ResetInChild();
+  agent.background.ResetInChild();
+  FatalSignalsAfterFork(agent.background.request_pipe[1]);  // before the background thread starts
   LiveAfterFork(agent);
-  // The parent's first-call work is the parent's; the child's own first call
-  // (its recording starts without one) asks its own thread.
-  agent.first_call_work.store(false);
-  agent.bg_running.store(false);
   StartBackgroundThread(agent);
 }
 

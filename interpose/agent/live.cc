@@ -115,16 +115,17 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   in.pid = getpid();
   in.host = HostName();
   in.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
-  in.command = agent.command;
+  in.command = agent.attach.command;
   in.started_unix_ms = live.started_unix_ms;
   in.now_unix_ms = UnixMs();
-  in.ooms = agent.ooms.load();
-  const TrackerSnapshot totals = agent.recording().tracker.Totals();
-  const TransfersSnapshot transfers = agent.recording().transfers.Totals();
+  in.ooms = agent.reports.ooms.load();
+  const Events events = agent.events();
+  const TrackerSnapshot totals = events.Totals();
+  const TransfersSnapshot transfers = events.TransferTotals();
   in.totals = &totals;
   in.transfers = &transfers;
-  in.sites = agent.recording().tracker.LiveDeviceBytesBySite();
-  in.last_marks = agent.recording().timeline.LastMarks();
+  events.LiveDeviceBytesBySite(&in.sites);
+  in.last_marks = events.LastMarks();
   in.history = &live.history;
   in.top = top;
   const std::shared_ptr<const ReportTorchBlocks> torch_blocks = LatestTorchBlocks();
@@ -132,7 +133,7 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
     if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
   }
-  std::lock_guard<Mutex> lock(agent.report_mu);  // the reports' symbolizer
+  std::lock_guard<Mutex> lock(agent.reports.report_mu);  // the reports' symbolizer
   SiteResolver resolver(CurrentSession()->stacks(),
                         CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr);
   return BuildLiveState(in, &resolver);
@@ -231,12 +232,13 @@ int LiveSocketFd() { return State().fd; }
 void LiveTick(Agent& agent) {
   Live& live = State();
   if (live.fd < 0) return;
-  const TrackerSnapshot totals = agent.recording().tracker.Totals();
-  agent.recording().tracker.LiveDeviceBytesBySite(&agent.site_scan);
+  const Events events = agent.events();
+  const TrackerSnapshot totals = events.Totals();
+  events.LiveDeviceBytesBySite(&agent.background.site_scan);
   live.history.Add(totals.time_ns, totals.device_current_bytes,
                    totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
                    totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
-                   &agent.site_scan);
+                   &agent.background.site_scan);
 }
 
 void ServeLiveReaders(Agent& agent) {

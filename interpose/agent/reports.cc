@@ -52,14 +52,14 @@ ReportContext MakeContext(const Agent& agent, const char* trigger, const char* l
   context.pid = getpid();
   context.host = HostName();
   context.rank = RankFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
-  context.command = agent.command;
-  context.attach_mode = agent.attach_mode;
-  context.cupti_path = agent.cupti.path;
+  context.command = agent.attach.command;
+  context.attach_mode = agent.attach.attach_mode;
+  context.cupti_path = agent.attach.cupti.path;
   // Read now, not at attach: PyTorch reads these when it first allocates.
   context.pytorch_allocator =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
   context.torch_blocks = LatestTorchBlocks();
-  if (const uint64_t at = agent.detached_ns.load(); at != 0) {
+  if (const uint64_t at = agent.reports.detached_ns.load(); at != 0) {
     context.recording_stopped = kDetachedWhy;
     context.recording_stopped_ns = at;
   }
@@ -74,12 +74,12 @@ int CountUnloads(dl_phdr_info* info, size_t /*size*/, void* data) {
 }  // namespace
 
 bool NoticeDetach(Agent& agent) {
-  if (agent.detached_ns.load() != 0) return true;
+  if (agent.reports.detached_ns.load() != 0) return true;
   if (!agent.active.load() || !mux::SelfDetached()) return false;
   uint64_t expected = 0;
-  if (!agent.detached_ns.compare_exchange_strong(expected, agent.recording().tracker.NowNs()))
+  if (!agent.reports.detached_ns.compare_exchange_strong(expected, agent.events().NowNs()))
     return true;
-  const double at = static_cast<double>(agent.detached_ns.load()) / 1e9;
+  const double at = static_cast<double>(agent.reports.detached_ns.load()) / 1e9;
   char why[256];
   std::snprintf(why, sizeof(why), "%s (found %.1f s after attach)", kDetachedWhy, at);
   Warn("%s; the reports say so, and no gate passes them", why);
@@ -93,11 +93,11 @@ constexpr size_t kLibdwHeadroomBytes = size_t{64} << 20;
 Symbolizer* SharedSymbolizer(Agent& agent) {
   unsigned long long unloads = 0;
   dl_iterate_phdr(&CountUnloads, &unloads);
-  if (agent.symbolizer == nullptr || unloads != agent.symbolizer_unloads) {
-    agent.symbolizer = std::make_unique<Symbolizer>();
-    agent.symbolizer_unloads = unloads;
+  if (agent.reports.symbolizer == nullptr || unloads != agent.reports.symbolizer_unloads) {
+    agent.reports.symbolizer = std::make_unique<Symbolizer>();
+    agent.reports.symbolizer_unloads = unloads;
   }
-  return agent.symbolizer.get();
+  return agent.reports.symbolizer.get();
 }
 
 namespace {
@@ -124,14 +124,14 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   ReportRequest request;
   request.context = MakeContext(agent, trigger, label);
   request.context.oom = oom;
-  request.context.oom_count = agent.ooms.load();
+  request.context.oom_count = agent.reports.ooms.load();
   request.captured = captured;
   request.symbolizer = CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr;
   if (request.symbolizer != nullptr) {
     // libdw ends the process when it runs out of memory: near the host's
     // limit, this report gets names and modules without file:line.
     const bool room = CanAllocate(kLibdwHeadroomBytes);
-    if (!room && !std::exchange(agent.warned_low_memory, true)) {
+    if (!room && !std::exchange(agent.reports.warned_low_memory, true)) {
       Warn(
           "the process is close to its memory limit: reports show functions and modules "
           "without file:line while it is");
@@ -201,8 +201,8 @@ bool WriteReport(Agent& agent, const std::string& path, const char* trigger, con
 void WritePendingLocked(Agent& agent) {
   std::vector<PendingReport> pending;
   {
-    std::lock_guard<Mutex> lock(agent.pending_mu);
-    pending.swap(agent.pending);
+    std::lock_guard<Mutex> lock(agent.reports.pending_mu);
+    pending.swap(agent.reports.pending);
   }
   for (const PendingReport& r : pending) {
     WriteReport(agent, r.path, r.trigger, nullptr, r.has_oom ? &r.oom : nullptr, false, nullptr,
@@ -215,12 +215,12 @@ void WritePendingLocked(Agent& agent) {
 // a background thread the exit report writes it first.
 void QueueReport(Agent& agent, PendingReport&& report) {
   {
-    std::lock_guard<Mutex> lock(agent.pending_mu);
-    agent.pending.push_back(std::move(report));
+    std::lock_guard<Mutex> lock(agent.reports.pending_mu);
+    agent.reports.pending.push_back(std::move(report));
   }
-  if (agent.request_pipe[1] >= 0) {
+  if (agent.background.request_pipe[1] >= 0) {
     const char byte = 'r';
-    (void)!write(agent.request_pipe[1], &byte, 1);
+    (void)!write(agent.background.request_pipe[1], &byte, 1);
   }
 }
 
@@ -239,25 +239,25 @@ void WriteExitReport() {
   // may be in the middle of its own work, so its records are not flushed.
   const bool in_callback = InsideGpuwatch();
   const ScopedInsideGpuwatch inside;
-  agent.exiting.store(true);
+  agent.reports.exiting.store(true);
   // Records of finished copies first; then calls whose records will never
   // come are counted from the calls alone. Outside report_mu: the buffer
   // callbacks run on the flushing thread.
-  if (agent.activity && !in_callback) FlushActivity(agent.cupti);
-  agent.recording().transfers.Settle();
-  std::lock_guard<Mutex> lock(agent.report_mu);
-  if (agent.exit_report_written) return;
-  agent.exit_report_written = true;
+  if (agent.attach.activity && !in_callback) FlushActivity(agent.attach.cupti);
+  agent.events().CopiesSettled();
+  std::lock_guard<Mutex> lock(agent.reports.report_mu);
+  if (agent.reports.exit_report_written) return;
+  agent.reports.exit_report_written = true;
   WritePendingLocked(agent);  // captured before the end: they come first
   // A forked child that never used CUDA itself writes nothing.
-  if (agent.fork_child && agent.recording().tracker.EventCount() == 0) return;
+  if (agent.attach.fork_child && agent.events().EventCount() == 0) return;
   uint64_t leaked = 0;
-  if (WriteReport(agent, agent.output_path, "exit", nullptr, nullptr, agent.config().summary,
+  if (WriteReport(agent, agent.attach.output_path, "exit", nullptr, nullptr, agent.config().summary,
                   &leaked)) {
-    agent.exit_report_path = agent.output_path;
+    agent.reports.exit_report_path = agent.attach.output_path;
   }
-  agent.exit_leaked_bytes.store(leaked);
-  agent.exit_leak_known.store(true);
+  agent.reports.exit_leaked_bytes.store(leaked);
+  agent.reports.exit_leak_known.store(true);
 }
 
 std::atomic<bool> g_exit_handler{false};
@@ -273,9 +273,9 @@ void OnProcessExit(int status, void*) {
   Agent& agent = GetAgent();
   if (CurrentSession() == nullptr) return;  // never attached: nothing to report
   CloseLiveSocket();                        // the process is ending: readers see it gone
-  if (status != kExitStatusUnknown) agent.recording().lifecycle.exit_status.store(status);
+  if (status != kExitStatusUnknown) agent.events().ExitStatus(status);
   WriteExitReport();
-  agent.exit_report_done_ns.store(agent.recording().tracker.NowNs());
+  agent.reports.exit_report_done_ns.store(agent.events().NowNs());
 }
 
 // Teardown: a CUDA runtime that destroys its contexts from its own exit
@@ -285,11 +285,10 @@ void OnProcessExit(int status, void*) {
 // (driver 580, CUDA 13.0) reported no such destruction: teardown_ns stays null.
 void OnTeardownDone(int, void*) {
   Agent& agent = GetAgent();
-  const uint64_t done = agent.exit_report_done_ns.load();
-  if (done == 0 || agent.exit_report_path.empty()) return;
+  const uint64_t done = agent.reports.exit_report_done_ns.load();
+  if (done == 0 || agent.reports.exit_report_path.empty()) return;
   std::string error;
-  if (!SetReportTeardown(agent.exit_report_path, agent.recording().tracker.NowNs() - done,
-                         &error)) {
+  if (!SetReportTeardown(agent.reports.exit_report_path, agent.events().NowNs() - done, &error)) {
     Warn("could not add the teardown time to the exit report: %s", error.c_str());
   }
 }
@@ -312,15 +311,16 @@ void OnTeardownDone(int, void*) {
 void OnExitStatus(int status, void*) {
   Agent& agent = GetAgent();
   if (!agent.active.load() || agent.config().exitcode == 0 || status != 0) return;
-  if (agent.detached_ns.load() != 0) {  // not recorded to the end: no leak count can be trusted
+  if (agent.reports.detached_ns.load() !=
+      0) {  // not recorded to the end: no leak count can be trusted
     Warn("exit status 0 changed to %d: the run was not recorded to its end (GPUWATCH_EXITCODE)",
          agent.config().exitcode);
     std::fflush(nullptr);
     _exit(agent.config().exitcode);
   }
-  if (!agent.exit_leak_known.load() || agent.exit_leaked_bytes.load() == 0) return;
+  if (!agent.reports.exit_leak_known.load() || agent.reports.exit_leaked_bytes.load() == 0) return;
   Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
-       agent.config().exitcode, FormatBytes(agent.exit_leaked_bytes.load()).c_str());
+       agent.config().exitcode, FormatBytes(agent.reports.exit_leaked_bytes.load()).c_str());
   std::fflush(nullptr);
   _exit(agent.config().exitcode);
 }
@@ -408,10 +408,11 @@ void OnFirstCall() {
   RegisterExitHandler();
   Agent& agent = GetAgent();
   LogReport(agent, "cuda", "");
-  agent.first_call_work.store(true, std::memory_order_release);
-  if (agent.bg_running.load(std::memory_order_acquire) && agent.request_pipe[1] >= 0) {
+  agent.background.first_call_work.store(true, std::memory_order_release);
+  if (agent.background.running.load(std::memory_order_acquire) &&
+      agent.background.request_pipe[1] >= 0) {
     const char byte = 'f';
-    if (write(agent.request_pipe[1], &byte, 1) == 1) return;
+    if (write(agent.background.request_pipe[1], &byte, 1) == 1) return;
   }
   // No background thread (or a full pipe, which a fresh process cannot have
   // at its first call; or attach under injection, before the thread starts:
@@ -421,7 +422,7 @@ void OnFirstCall() {
 
 void FirstCallWork() {
   Agent& agent = GetAgent();
-  if (!agent.first_call_work.exchange(false, std::memory_order_acq_rel)) return;
+  if (!agent.background.first_call_work.exchange(false, std::memory_order_acq_rel)) return;
   // The runtime may have been loaded after attach (dlopen, import torch).
   // (A context's creation refreshes them too, in its callback, before any
   // allocation in it captures a stack.)
@@ -447,22 +448,19 @@ uint64_t MappedSize(uint64_t address) {
 // caches, so reports are rate-limited (one per second, ten in all); every failure is counted.
 void OnOutOfMemory(const OomEvent& event) {
   Agent& agent = GetAgent();
-  agent.ooms.fetch_add(1);
-  if (agent.recording().trace != nullptr) {
-    agent.recording().trace->Oom(agent.recording().tracker.NowNs(), event.device, event.size,
-                                 event.kind, event.stack_id);
-  }
+  agent.reports.ooms.fetch_add(1);
+  agent.events().OutOfMemory(event.device, event.size, event.kind, event.stack_id);
   constexpr uint64_t kMinGapNs = 1000000000ULL;
   constexpr int kMaxReports = 10;
   const uint64_t now = MonotonicNs();
-  uint64_t last = agent.last_oom_report_ns.load();
-  if ((last != 0 && now - last < kMinGapNs) || agent.oom_reports.load() >= kMaxReports ||
-      !agent.last_oom_report_ns.compare_exchange_strong(last, now)) {
+  uint64_t last = agent.reports.last_oom_report_ns.load();
+  if ((last != 0 && now - last < kMinGapNs) || agent.reports.oom_reports.load() >= kMaxReports ||
+      !agent.reports.last_oom_report_ns.compare_exchange_strong(last, now)) {
     return;
   }
-  const int n = agent.oom_reports.fetch_add(1) + 1;
+  const int n = agent.reports.oom_reports.fetch_add(1) + 1;
   PendingReport report;
-  report.path = agent.output_path + ".oom-" + std::to_string(n);
+  report.path = agent.attach.output_path + ".oom-" + std::to_string(n);
   report.trigger = "oom";
   report.has_oom = true;
   report.oom.size = event.size;
@@ -472,7 +470,7 @@ void OnOutOfMemory(const OomEvent& event) {
   report.oom.stack_id = event.stack_id;
   report.oom.device = event.device;
   DeviceMemoryInfo(agent, &report.oom);
-  report.snapshot = agent.recording().tracker.LiveBySite();
+  report.snapshot = agent.events().LiveBySite();
   QueueReport(agent, std::move(report));
 }
 
@@ -485,23 +483,23 @@ void OnOutOfMemory(const OomEvent& event) {
 void OnContextDestroy() {
   Agent& agent = GetAgent();
   if (!agent.active.load()) return;
-  if (agent.exiting.load()) {
+  if (agent.reports.exiting.load()) {
     // The runtime's teardown at exit: time it (OnTeardownDone).
-    if (!agent.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
+    if (!agent.reports.teardown_handler.exchange(true)) on_exit(OnTeardownDone, nullptr);
     return;
   }
-  if (agent.recording().tracker.DeviceCurrentBytes() == 0) return;
-  const int n = agent.context_reports.fetch_add(1) + 1;
+  if (agent.events().DeviceCurrentBytes() == 0) return;
+  const int n = agent.reports.context_reports.fetch_add(1) + 1;
   PendingReport report;
-  report.path = agent.output_path + ".context-" + std::to_string(n);
+  report.path = agent.attach.output_path + ".context-" + std::to_string(n);
   report.trigger = "context_destroy";
-  report.snapshot = agent.recording().tracker.LiveBySite();
+  report.snapshot = agent.events().LiveBySite();
   QueueReport(agent, std::move(report));
 }
 
 void WritePendingReports() {
   Agent& agent = GetAgent();
-  std::lock_guard<Mutex> lock(agent.report_mu);
+  std::lock_guard<Mutex> lock(agent.reports.report_mu);
   WritePendingLocked(agent);
 }
 
@@ -514,22 +512,22 @@ void WriteSignalReport(int sig, bool final) {
   if (final) CloseLiveSocket();  // the process ends with this signal
   // Only a process that made CUDA calls (of its own, after a fork) reports.
   if (!agent.active.load() || !ExitHandlerRegistered()) return;
-  if (agent.fork_child && agent.recording().tracker.EventCount() == 0) return;
+  if (agent.attach.fork_child && agent.events().EventCount() == 0) return;
   const bool crash =
       sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT;
   // Not after a crash: CUPTI's state may be what broke.
-  if (agent.activity && !crash) FlushActivity(agent.cupti);
-  std::unique_lock<Mutex> lock(agent.report_mu, std::defer_lock);
+  if (agent.attach.activity && !crash) FlushActivity(agent.attach.cupti);
+  std::unique_lock<Mutex> lock(agent.reports.report_mu, std::defer_lock);
   const uint64_t deadline = MonotonicNs() + (kSignalReportWaitMs - 2000) * 1000000ULL;
   while (!lock.try_lock()) {
     if (MonotonicNs() >= deadline) return;
     poll(nullptr, 0, 1);
   }
-  if (agent.exit_report_written) return;  // already exiting: the exit report stands
-  if (final) agent.final_report = true;
+  if (agent.reports.exit_report_written) return;  // already exiting: the exit report stands
+  if (final) agent.reports.final_report = true;
   char name[32];
-  WriteReport(agent, agent.output_path, "signal", FatalSignalName(sig, name, sizeof(name)), nullptr,
-              agent.config().summary);
+  WriteReport(agent, agent.attach.output_path, "signal", FatalSignalName(sig, name, sizeof(name)),
+              nullptr, agent.config().summary);
 }
 
 // Checkpoints (GPUWATCH_CHECKPOINT_SECONDS): the main report, replaced in
@@ -539,16 +537,17 @@ void WriteSignalReport(int sig, bool final) {
 // (libgpuwatch/report/checkpoint.h); looked at once a second.
 void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
   if (!ExitHandlerRegistered()) return;  // no CUDA call yet
-  const uint64_t events = agent.recording().tracker.EventCount();
-  const uint64_t peak = agent.recording().tracker.DevicePeakBytes();
+  const uint64_t events = agent.events().EventCount();
+  const uint64_t peak = agent.events().DevicePeakBytes();
   const uint64_t interval_ns =
       static_cast<uint64_t>(agent.config().checkpoint_seconds) * 1000000000ULL;
   if (!CheckpointDue(c.last, now, events, peak, interval_ns)) return;
-  std::lock_guard<Mutex> lock(agent.report_mu);
-  if (agent.exit_report_written || agent.final_report) return;  // the final report stands
+  std::lock_guard<Mutex> lock(agent.reports.report_mu);
+  if (agent.reports.exit_report_written || agent.reports.final_report)
+    return;  // the final report stands
   const uint64_t cpu_before = ThreadCpuNs();
   std::string failure;
-  if (!WriteReport(agent, agent.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
+  if (!WriteReport(agent, agent.attach.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
                    nullptr, &failure)) {
     // Said once; tried again, less and less often (a disk full for a moment).
     if (c.last.failures == 0) {
@@ -572,7 +571,7 @@ void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
 
 std::string LiveSince(Tracker::Point point) {
   Agent& agent = GetAgent();
-  std::lock_guard<Mutex> lock(agent.report_mu);
+  std::lock_guard<Mutex> lock(agent.reports.report_mu);
   const std::string mode =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
   return LiveSinceJson(*CurrentSession(), point,
@@ -582,10 +581,10 @@ std::string LiveSince(Tracker::Point point) {
 
 int WriteSnapshot(const char* label) {
   Agent& agent = GetAgent();
-  const int n = agent.snapshots.fetch_add(1) + 1;
-  if (agent.activity) FlushActivity(agent.cupti);  // outside report_mu
-  std::lock_guard<Mutex> lock(agent.report_mu);
-  const std::string path = agent.output_path + ".snapshot-" + std::to_string(n);
+  const int n = agent.reports.snapshots.fetch_add(1) + 1;
+  if (agent.attach.activity) FlushActivity(agent.attach.cupti);  // outside report_mu
+  std::lock_guard<Mutex> lock(agent.reports.report_mu);
+  const std::string path = agent.attach.output_path + ".snapshot-" + std::to_string(n);
   return WriteReport(agent, path, "snapshot", label, nullptr, false) ? 0 : -1;
 }
 

@@ -95,22 +95,13 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *max_records = 0;  // as many as fit
 }
 
-// A timed copy as a slice of the trace, with the site of the call it joined.
-template <typename R>
-void TraceCopy(Trace* trace, const R& r, const CopyRecord& c, uint32_t site) {
-  if (trace == nullptr) return;
-  trace->Copy(trace->FromGpuClock(r.start), trace->FromGpuClock(r.end),
-              static_cast<int>(r.deviceId), r.streamId, c.bytes, c.kind, c.host, site);
-}
-
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   const ScopedInsideGpuwatch inside;  // takes the tables' locks (guard.h)
   CUpti_Activity* record = nullptr;
-  // The tables are read per buffer, so that a fork child's records go to its own.
+  // The recording is taken per buffer, so that a fork child's records go to its own.
   Session* session = CurrentSession();
   if (session == nullptr) return;
-  Recording& tables = session->recording();
-  Trace* trace = tables.trace_gpu ? tables.trace.get() : nullptr;
+  ActivityEvents events = session->events().ActivityBuffer();
   while (g_next_record != nullptr && g_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
     // Kinds another CUPTI client enabled share the buffer (cupti_mux.h).
     if (!mux::SelfWantsKind(record->kind)) continue;
@@ -119,25 +110,20 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         CopyRecord c = MakeRecord(*r);
         c.runtime_correlation = r->runtimeCorrelationId;
-        const uint32_t site = tables.transfers.OnCopyRecord(c);
-        TraceCopy(trace, *r, c, site);
+        events.CopyRecorded(c, r->start, r->end, static_cast<int>(r->deviceId), r->streamId);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const auto* r = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
         const CopyRecord c = MakeRecord(*r);
-        const uint32_t site = tables.transfers.OnCopyRecord(c);
-        TraceCopy(trace, *r, c, site);
+        events.CopyRecorded(c, r->start, r->end, static_cast<int>(r->deviceId), r->streamId);
         break;
       }
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        tables.kernels.OnKernelRecord(r->name, r->start, r->end);
-        if (trace != nullptr) {
-          trace->Kernel(trace->FromGpuClock(r->start), trace->FromGpuClock(r->end),
-                        static_cast<int>(r->deviceId), r->streamId, trace->InternName(r->name));
-        }
+        events.KernelRecorded(r->name, r->start, r->end, static_cast<int>(r->deviceId),
+                              r->streamId);
         break;
       }
       default:

@@ -29,9 +29,9 @@ bool KnownActivityLayout(uint32_t cupti_version);
 // when the activity API is missing or refuses, or when this CUPTI's record
 // layouts are not known (an unknown version); copies are then counted from
 // the API calls alone, untimed.
-// Records go to the published Session's (current_session.h) recording() of
-// the moment (a fork child's to its own), and to its trace once CUPTI's
-// clock offset is known (Recording::trace_gpu).
+// Records go through the published Session's (current_session.h) event API
+// to its recording of the moment (a fork child's to its own), and to its
+// trace once CUPTI's clock offset is known (Recording::trace_gpu).
 bool EnableActivity(const CuptiApi& api, bool kernel_timing, std::string* error);
 
 // Delivers every buffered record now (cuptiActivityFlushAll with

@@ -14,6 +14,7 @@
 #include "interpose/calls/calls.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
+#include "libgpuwatch/session/events.h"
 #include "libgpuwatch/session/session.h"
 
 namespace gpuwatch::switchboard {
@@ -46,11 +47,12 @@ extern thread_local bool t_in_call __attribute__((tls_model("initial-exec")));
 
 inline uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-// The tables events go to now (a fork child swaps them: Session). Only once
-// a Session is published (GpuwatchCallback checks).
-inline Recording& Tables() { return CurrentSession()->recording(); }
+// The event API (libgpuwatch/session/events.h) to the recording events go
+// to now (a fork child swaps it: Session): taken once per event. Only once a
+// Session is published (GpuwatchCallback checks).
+inline Events CurrentEvents() { return CurrentSession()->events(); }
 
-inline bool IsRecording() { return !Tables().tracker.paused(); }
+inline bool IsRecording() { return CurrentEvents().enabled(); }
 
 // The name a kernel node added to a graph explicitly counts under at each
 // launch (CUPTI names the kernel of a captured launch only).

@@ -53,7 +53,10 @@ uint32_t CaptureSite() {
   if (stacks == nullptr || g_hooks.depth <= 0) return 0;
   uintptr_t pcs[kMaxCaptureDepth];
   int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
-  n += CapturePythonFrames(pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
+  // In a CPython process (the stack table has a Python frame table then).
+  if (PyFrameTable* python_frames = stacks->python_frames(); python_frames != nullptr) {
+    n += CapturePythonFrames(python_frames, pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
+  }
   return stacks->Intern(pcs, n);
 }
 
@@ -86,8 +89,8 @@ namespace {
 int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
 
 void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
-  Tracker& tracker = Tables().tracker;
-  if (call.address == 0 || tracker.paused()) return;  // paused: no stack either
+  Events events = CurrentEvents();
+  if (call.address == 0 || !events.enabled()) return;  // paused: no stack either
   AllocEvent e;
   e.address = call.address;
   e.size = call.size;
@@ -96,7 +99,7 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   e.stream = Addr(call.stream);
   e.stack_id = CallSite();
   e.phase = CurrentPhase();
-  tracker.OnAlloc(e);
+  events.Allocated(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
 }
 
@@ -104,40 +107,40 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
 // before attach), at the calling site; while paused known but not counted,
 // and no stack captured.
 void VmmCreate(const ParsedCall& call, const CUpti_CallbackData* d) {
-  Tracker& tracker = Tables().tracker;
+  Events events = CurrentEvents();
   AllocEvent e;
   e.size = call.size;
   e.kind = call.kind;
   e.device = call.device >= 0 ? call.device : DeviceOf(d);
-  if (!tracker.paused()) {
+  if (events.enabled()) {
     e.stack_id = CallSite();
     e.phase = CurrentPhase();
   }
-  tracker.OnVmmCreate(call.handle, e);
+  events.VmmCreated(call.handle, e);
 }
 
 void VmmMap(const ParsedCall& call, const CUpti_CallbackData* d) {
-  Tracker& tracker = Tables().tracker;
-  if (tracker.OnVmmMap(call.handle, call.address, call.size)) return;
+  Events events = CurrentEvents();
+  if (events.VmmMapped(call.handle, call.address, call.size)) return;
   VmmCreate(call, d);  // made before gpuwatch attached: counted from here, this size
-  tracker.OnVmmMap(call.handle, call.address, call.size);
+  events.VmmMapped(call.handle, call.address, call.size);
 }
 
 // Another process's memory opened through CUDA IPC, at the calling site. The
 // call does not say its size: the driver does (asked only for a mapping not
 // live yet; while paused nothing is asked or captured).
 void IpcOpen(const ParsedCall& call, const CUpti_CallbackData* d) {
-  Tracker& tracker = Tables().tracker;
+  Events events = CurrentEvents();
   AllocEvent e;
   e.address = call.address;
   e.kind = MemKind::kIpcImported;
   e.device = DeviceOf(d);
-  if (!tracker.paused()) {
+  if (events.enabled()) {
     e.size = g_hooks.mapped_size != nullptr ? g_hooks.mapped_size(call.address) : 0;
     e.stack_id = CallSite();
     e.phase = CurrentPhase();
   }
-  tracker.OnIpcOpen(e);
+  events.IpcOpened(e);
 }
 
 void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
@@ -157,7 +160,7 @@ void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error)
 // reads as pageable here; an activity record says better).
 HostKind HostOf(uint64_t address) {
   MemKind kind = MemKind::kDevice;
-  return Tables().tracker.ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
+  return CurrentEvents().ClassifyHost(address, &kind) ? HostKind::kPinned : HostKind::kPageable;
 }
 
 }  // namespace
@@ -171,8 +174,9 @@ void ClassifyCopy(const ParsedCall& parsed, CopyCall* call) {
     MemKind dst = MemKind::kDevice;
     int src_device_id = -1;
     int dst_device_id = -1;
-    const bool src_known = Tables().tracker.Classify(parsed.src, &src, &src_device_id);
-    const bool dst_known = Tables().tracker.Classify(parsed.dst, &dst, &dst_device_id);
+    const Events events = CurrentEvents();
+    const bool src_known = events.Classify(parsed.src, &src, &src_device_id);
+    const bool dst_known = events.Classify(parsed.dst, &dst, &dst_device_id);
     if (src_known && dst_known) {
       const bool src_device = !IsHostKind(src);
       const bool dst_device = !IsHostKind(dst);
@@ -215,30 +219,34 @@ CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_i
 }  // namespace
 
 void Launch(const char* name) {
-  Recording& r = Tables();
-  if (r.tracker.paused()) return;
-  r.tracker.OnLaunch(CurrentPhase());
-  r.kernels.OnLaunch(name);
+  Events events = CurrentEvents();
+  if (!events.enabled()) return;
+  events.Launched(CurrentPhase(), name);
 }
 
 namespace {
 
-// The first CUDA call: start of the initialisation latency.
-void FirstCall() {
-  Recording& r = Tables();
-  if (r.lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0) return;
-  r.lifecycle.FirstCall(r.tracker.NowNs());
+// The first CUDA call: start of the initialisation latency. The test is
+// inlined into every call's ENTER; the rest runs once per recording.
+__attribute__((noinline)) void RecordFirstCall(Events events) {
+  if (!events.FirstCall()) return;
   if (g_hooks.on_first_call != nullptr) g_hooks.on_first_call();
+}
+__attribute__((always_inline)) inline void FirstCall() {
+  const Events events = CurrentEvents();
+  if (events.first_call_seen()) [[likely]]
+    return;
+  RecordFirstCall(events);
 }
 
 void BlockEnter() {
-  if (t_block_start == 0) t_block_start = Tables().tracker.NowNs();
+  if (t_block_start == 0) t_block_start = CurrentEvents().NowNs();
 }
 
 void BlockExit(SyncKind kind) {
   if (t_block_start == 0) return;
-  Recording& r = Tables();
-  r.lifecycle.Blocked(kind, r.tracker.NowNs() - t_block_start);
+  Events events = CurrentEvents();
+  events.Blocked(kind, events.NowNs() - t_block_start);
   t_block_start = 0;
 }
 
@@ -269,23 +277,23 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
       if (!call.copy.async) BlockEnter();
       // Registered before the copy can complete, so that its record always
       // finds it; its stack is captured now.
-      if (g_hooks.copy_activity && IsRecording()) {
-        Tables().transfers.OnCopyCall(CopyOf(call, c.correlation, CallSite()), true);
+      if (Events events = CurrentEvents(); g_hooks.copy_activity && events.enabled()) {
+        events.CopyCalled(CopyOf(call, c.correlation, CallSite()), true);
       }
       break;
     case Role::kFree:
       // Before the driver can hand the address to another thread.
       if (!call.node_only && call.address != 0) {
-        c.freed = Tables().tracker.BeginFree(call.address, &c.removed);
+        c.freed = CurrentEvents().FreeBegun(call.address, &c.removed);
       }
       break;
     case Role::kVmmRelease:
       // Before the driver can give the handle's value to another thread.
-      c.vmm_released = Tables().tracker.BeginVmmRelease(call.handle, &c.vmm_release);
+      c.vmm_released = CurrentEvents().VmmReleaseBegun(call.handle, &c.vmm_release);
       break;
     case Role::kIpcClose:
       // Before the driver can map something else at the address.
-      c.ipc_closed = Tables().tracker.BeginIpcClose(call.address, &c.ipc_close);
+      c.ipc_closed = CurrentEvents().IpcCloseBegun(call.address, &c.ipc_close);
       break;
     case Role::kSync:
       BlockEnter();
@@ -316,9 +324,9 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     // its fixed address at the end of the call that made its node.
     if (entered.role == Role::kCopy && !entered.node_only) {
       if (!entered.copy.async) BlockExit(SyncKind::kCopy);
-      Tables().transfers.OnCopyFailed(c.correlation);
+      CurrentEvents().CopyFailed(c.correlation);
     }
-    if (c.freed) Tables().tracker.UndoFree(c.removed);
+    if (c.freed) CurrentEvents().FreeUndone(c.removed);
     if (entered.role == Role::kGraphLaunch) {  // a child graph node: no launch now
       GraphLaunchExit(entered, c.correlation, /*succeeded=*/false);
     }
@@ -343,26 +351,28 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     case Role::kFree:
       if (succeeded) {
         if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
-        if (!c.freed && entered.address != 0) Tables().tracker.CountUnknownFree();
+        if (!c.freed && entered.address != 0) CurrentEvents().UnknownFree();
       } else if (c.freed) {
-        Tables().tracker.UndoFree(c.removed);
+        CurrentEvents().FreeUndone(c.removed);
       }
       break;
-    case Role::kCopy:
+    case Role::kCopy: {
       if (!entered.copy.async) BlockExit(SyncKind::kCopy);
       if (!succeeded) {
         if (g_hooks.copy_activity) {
-          Tables().transfers.OnCopyFailed(c.correlation);
+          CurrentEvents().CopyFailed(c.correlation);
         }
         break;
       }
-      if (!IsRecording()) break;
-      Tables().tracker.OnCopy(
+      Events events = CurrentEvents();
+      if (!events.enabled()) break;
+      events.Copied(
           CopyEvent{entered.copy.bytes, entered.copy.kind, entered.copy.async, CurrentPhase()});
       if (!g_hooks.copy_activity) {
-        Tables().transfers.OnCopyCall(CopyOf(entered, c.correlation, CallSite()), false);
+        events.CopyCalled(CopyOf(entered, c.correlation, CallSite()), false);
       }
       break;
+    }
     case Role::kLaunch:
       if (succeeded) Launch(d->symbolName);
       break;
@@ -385,7 +395,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     case Role::kVmmImport: {
       ParsedCall out;
       if (succeeded && ParseCall(*c.spec, d, true, &out) && out.handle != 0) {
-        Tables().tracker.OnVmmImport(out.handle);
+        CurrentEvents().VmmImported(out.handle);
       }
       break;
     }
@@ -395,7 +405,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     case Role::kVmmRetain: {
       ParsedCall out;
       if (succeeded && ParseCall(*c.spec, d, true, &out) && out.handle != 0) {
-        Tables().tracker.OnVmmRetain(out.handle, out.address);
+        CurrentEvents().VmmRetained(out.handle, out.address);
       }
       break;
     }
@@ -405,14 +415,14 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       break;
     }
     case Role::kIpcClose:
-      if (!succeeded && c.ipc_closed) Tables().tracker.UndoIpcClose(c.ipc_close);
-      if (succeeded && !c.ipc_closed) Tables().tracker.CountUnknownFree();
+      if (!succeeded && c.ipc_closed) CurrentEvents().IpcCloseUndone(c.ipc_close);
+      if (succeeded && !c.ipc_closed) CurrentEvents().UnknownFree();
       break;
     case Role::kVmmRelease:
-      if (!succeeded && c.vmm_released) Tables().tracker.UndoVmmRelease(c.vmm_release);
+      if (!succeeded && c.vmm_released) CurrentEvents().VmmReleaseUndone(c.vmm_release);
       break;
     case Role::kVmmUnmap:
-      if (succeeded) Tables().tracker.OnVmmUnmap(entered.address, entered.size);
+      if (succeeded) CurrentEvents().VmmUnmapped(entered.address, entered.size);
       break;
     case Role::kInstantiate:
     case Role::kGraphNode:
@@ -441,13 +451,12 @@ void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, R
       }
       break;
     case Role::kFree:
-      if (succeeded && call.address != 0) Tables().tracker.OnFree(call.address);
+      if (succeeded && call.address != 0) CurrentEvents().Freed(call.address);
       break;
     case Role::kCopy:
-      if (succeeded && IsRecording()) {
-        Tables().tracker.OnCopy(
-            CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async, CurrentPhase()});
-        Tables().transfers.OnCopyCall(CopyOf(call, d->correlationId, CallSite()), false);
+      if (Events events = CurrentEvents(); succeeded && events.enabled()) {
+        events.Copied(CopyEvent{call.copy.bytes, call.copy.kind, call.copy.async, CurrentPhase()});
+        events.CopyCalled(CopyOf(call, d->correlationId, CallSite()), false);
       }
       break;
     case Role::kLaunch:

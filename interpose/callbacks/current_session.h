@@ -1,7 +1,7 @@
 // The process's one Session (libgpuwatch/session/session.h), as every file
 // of interpose/ reaches it: the callbacks (callbacks.cc, graph_callbacks.cc),
 // the activity buffers (activity.cc), NVTX's memory extension (nvtx_mem.cc)
-// and the agent (agent.h: config(), recording(); reports, fork, the live
+// and the agent (agent.h: config(), the recording; reports, fork, the live
 // view). One pointer, not a copy per file.
 //
 // Publication: attach makes the Session, sets it up whole (its stack table

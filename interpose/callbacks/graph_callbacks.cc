@@ -33,29 +33,30 @@ CopyCall GraphCopy(const GraphWork& work) {
 }  // namespace
 
 void GraphLaunchEnter(const ParsedCall& call, uint32_t correlation) {
-  if (!g_hooks.copy_activity || !IsRecording()) return;
+  Events events = CurrentEvents();
+  if (!g_hooks.copy_activity || !events.enabled()) return;
   for (const auto& [node, work] : CurrentSession()->graphs().WorkOf(Addr(call.graph_exec))) {
     if (work.type != GraphWork::Type::kCopy) continue;
     CopyCall copy = GraphCopy(work);
     copy.correlation = correlation;
-    Tables().transfers.OnGraphCopy(correlation, node, copy, /*activity=*/true);
+    events.GraphCopyCalled(correlation, node, copy, /*activity=*/true);
   }
 }
 
 void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeeded) {
-  const bool recording = IsRecording();
+  Events events = CurrentEvents();
+  const bool recording = events.enabled();
   for (const auto& [node, work] : CurrentSession()->graphs().WorkOf(Addr(call.graph_exec))) {
     switch (work.type) {
       case GraphWork::Type::kCopy:
         if (!succeeded) {
           if (g_hooks.copy_activity) {
-            Tables().transfers.OnGraphLaunchFailed(correlation, node);
+            events.GraphLaunchFailed(correlation, node);
           }
         } else if (recording) {
-          Tables().tracker.OnCopy(CopyEvent{work.bytes, work.copy_kind, true, CurrentPhase()});
+          events.Copied(CopyEvent{work.bytes, work.copy_kind, true, CurrentPhase()});
           if (!g_hooks.copy_activity) {
-            Tables().transfers.OnGraphCopy(correlation, node, GraphCopy(work),
-                                           /*activity=*/false);
+            events.GraphCopyCalled(correlation, node, GraphCopy(work), /*activity=*/false);
           }
         }
         break;
@@ -68,11 +69,11 @@ void GraphLaunchExit(const ParsedCall& call, uint32_t correlation, bool succeede
           e.device = work.device;
           e.stack_id = work.stack_id;
           e.phase = CurrentPhase();
-          Tables().tracker.OnAlloc(e);
+          events.Allocated(e);
         }
         break;
       case GraphWork::Type::kFree:
-        if (succeeded && work.address != 0) Tables().tracker.OnFree(work.address);
+        if (succeeded && work.address != 0) events.Freed(work.address);
         break;
       case GraphWork::Type::kKernel:  // each kernel node runs once per launch
         if (succeeded) {
@@ -163,27 +164,14 @@ std::atomic<int>& ContextsOn(int32_t device) {
   return counts[std::clamp<int32_t>(device, 0, kMaxTrackedDevices - 1)];
 }
 
-// What a context's destroy frees (cuda_runtime_api.h, cudaDeviceReset: the
-// allocations of cudaMalloc, cudaMallocPitch, cudaMallocHost, cudaMallocManaged
-// and CUDA arrays; not those of cudaMallocAsync/cudaMallocFromPoolAsync),
-// removed from the live table. The live table does not say which context
-// made an allocation: when another context shares the device, nothing is
-// removed, and that is counted.
+// A context destroyed (Events::ContextDestroyed frees what the driver frees
+// with it). The live table does not say which context made an allocation:
+// when another context shares the device, nothing is removed, and that is
+// counted.
 void ContextDestroyed(int32_t device) {
-  constexpr uint32_t kFreedWithContext =
-      1u << static_cast<int>(MemKind::kDevice) | 1u << static_cast<int>(MemKind::kManaged) |
-      1u << static_cast<int>(MemKind::kPinnedHost) | 1u << static_cast<int>(MemKind::kArray);
-  Lifecycle& lifecycle = Tables().lifecycle;
-  lifecycle.contexts_destroyed.fetch_add(1, std::memory_order_relaxed);
   const int before = ContextsOn(device).fetch_sub(1, std::memory_order_relaxed);
-  if (before > 1) {
-    lifecycle.context_destroys_kept.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   if (before <= 0) ContextsOn(device).store(0, std::memory_order_relaxed);
-  const Tracker::Freed freed = Tables().tracker.OnContextDestroyed(device, kFreedWithContext);
-  lifecycle.context_freed_count.fetch_add(freed.count, std::memory_order_relaxed);
-  lifecycle.context_freed_bytes.fetch_add(freed.bytes, std::memory_order_relaxed);
+  CurrentEvents().ContextDestroyed(device, /*others_on_device=*/before > 1);
 }
 
 }  // namespace
@@ -194,7 +182,7 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
       // The CUDA libraries of this context are loaded by now (a runtime
       // loaded after gpuwatch attached, or loaded again after a dlclose).
       if (CurrentSession()->stacks() != nullptr) RefreshToolModules();
-      Tables().lifecycle.ContextReady(Tables().tracker.NowNs());  // rare
+      CurrentEvents().ContextCreated();  // rare
       ContextsOn(DeviceOfContext(r->context, 0)).fetch_add(1, std::memory_order_relaxed);
       return;
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:

@@ -31,6 +31,10 @@
 
 namespace gpuwatch {
 
+namespace nvtx_internal {
+constinit thread_local ThreadPhases t_phases __attribute__((tls_model("initial-exec")));
+}  // namespace nvtx_internal
+
 namespace {
 
 // Domains by index (0, a null handle, is the default domain); a handle of
@@ -50,13 +54,8 @@ Domains& TheDomains() {
 }
 
 // The stack of the calling thread, and whether its exit is watched.
-struct ThreadPhases {
-  PhaseStack stack;
-  bool watched = false;
-};
-// Read by every allocation callback (CurrentPhase): initial-exec, with a
-// constant initializer, so that no TLS wrapper runs.
-constinit thread_local ThreadPhases t_phases __attribute__((tls_model("initial-exec")));
+using nvtx_internal::t_phases;
+using nvtx_internal::ThreadPhases;
 
 pthread_key_t g_exit_key;
 void OnThreadExit(void* stack) { ProcessPhases().ThreadExit(*static_cast<PhaseStack*>(stack)); }
@@ -522,8 +521,6 @@ PhaseTable& ProcessPhases() {
   }();
   return *table;
 }
-
-uint32_t CurrentPhase() { return t_phases.stack.current(); }
 
 void* ChainedNvtxSymbol(const char* name) {
   void* library = Chained().library;

@@ -8,7 +8,13 @@
 // libgpuwatch.so when it is unset (PointNvtxAtSelf), as `gpuwatch run` does.
 // Ranges may open before gpuwatch attaches (before the program's first CUDA
 // call): the phase table is the process's, made on first use, and the
-// session counts into it from attach on.
+// session is given it at attach (Session's `phases` argument) and counts
+// into it from then on. The NVTX state of nvtx.cc (domains, the chained
+// tool's domain and string handle maps, each thread's range stack) is the
+// process's for the same reason: nvtxDomainCreate, nvtxDomainRegisterString
+// and the pushes they name come before the first CUDA call as often as
+// after, and a fork child keeps them. The Session reaches that state only
+// through the phase table (phase paths hold domain and range names).
 #ifndef GPUWATCH_INTERPOSE_NVTX_NVTX_H_
 #define GPUWATCH_INTERPOSE_NVTX_NVTX_H_
 
@@ -23,9 +29,21 @@ namespace gpuwatch {
 // The process's phase table; never destroyed.
 PhaseTable& ProcessPhases();
 
+namespace nvtx_internal {
+// The calling thread's stack of open ranges, and whether its exit is
+// watched (nvtx.cc; use CurrentPhase). Read by every allocation, copy and
+// launch callback: initial-exec, with a constant initializer, so that no TLS
+// wrapper runs, and inlined (CurrentPhase).
+struct ThreadPhases {
+  PhaseStack stack;
+  bool watched = false;
+};
+extern constinit thread_local ThreadPhases t_phases __attribute__((tls_model("initial-exec")));
+}  // namespace nvtx_internal
+
 // The phase (path id) open on the calling thread; 0: none. A thread-local
 // read: on every allocation, copy and launch.
-uint32_t CurrentPhase();
+inline uint32_t CurrentPhase() { return nvtx_internal::t_phases.stack.current(); }
 
 // gpuwatch_phase_push/pop: a range of NVTX's default domain.
 void PushPhase(std::string_view name);

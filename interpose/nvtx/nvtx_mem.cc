@@ -2,7 +2,10 @@
 // as heaps (nvtxMemHeapRegister) and the blocks it hands out as regions
 // (nvtxMemRegionsRegister, ...); gpuwatch keeps the regions that are still
 // registered, with the stack and phase that registered each, in the
-// recording's RegionTable (libgpuwatch/record/regions.h).
+// recording's RegionTable (libgpuwatch/record/regions.h), through the
+// Session's event API, with the chained tool's region handles, if any (a
+// region is registered only once a Session records, so all of this state is
+// the Session's).
 //
 // NVTX loads extensions through their own entry point,
 // InitializeInjectionNvtxExtension, from the library NVTX_INJECTION64_PATH
@@ -20,15 +23,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
+#include <optional>
 
 #include "interpose/callbacks/callbacks.h"
 #include "interpose/callbacks/current_session.h"
 #include "interpose/callbacks/guard.h"
 #include "interpose/nvtx/nvtx.h"
-#include "libgpuwatch/base/fork_locks.h"
-#include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/session/events.h"
 #include "libgpuwatch/session/session.h"
 
 namespace gpuwatch {
@@ -69,19 +70,15 @@ const auto kNoHeap = reinterpret_cast<nvtxMemHeapHandle_t>(intptr_t{-1});
 const auto kNoRegion = reinterpret_cast<nvtxMemRegionHandle_t>(intptr_t{-1});
 // NOLINTEND(performance-no-int-to-ptr)
 
-// The recording regions go to, or null while gpuwatch is not recording
-// (before attach, after a failed one, paused: nothing new is registered).
-Recording* Active(bool registering) {
+// The event API to the recording regions go to, or none while gpuwatch is
+// not recording (before attach, after a failed one, paused: nothing new is
+// registered).
+std::optional<Events> Active(bool registering) {
   Session* session = CurrentSession();
-  if (session == nullptr) return nullptr;
-  Recording& r = session->recording();
-  if (registering && r.tracker.paused()) return nullptr;
-  return &r;
-}
-
-uint32_t NowMs(const Recording& r) {
-  const uint64_t ms = r.tracker.NowNs() / 1000000;
-  return ms > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(ms);
+  if (session == nullptr) return std::nullopt;
+  Events events = session->events();
+  if (registering && !events.enabled()) return std::nullopt;
+  return events;
 }
 
 // A batch's descriptors are `element_size` apart, and a descriptor is read
@@ -91,39 +88,6 @@ const T* ElementAt(const void* base, size_t element_size, size_t i) {
   if (base == nullptr || element_size < sizeof(T)) return nullptr;
   return reinterpret_cast<const T*>(static_cast<const char*>(base) + i * element_size);
 }
-
-// With a chained tool, region handles are that tool's: the address each
-// stands for, so that an unregistration by handle can be followed. Bounded;
-// an entry leaves when its handle is unregistered.
-class RegionHandles {
- public:
-  static RegionHandles& Get() {
-    static RegionHandles* const handles = [] {
-      auto* made = new RegionHandles();  // never destroyed: NVTX may call in during exit
-      fork_locks::AddLeaf(&made->mu_, "NVTX region handles");
-      return made;
-    }();
-    return *handles;
-  }
-  void Put(const void* handle, uint64_t address) {
-    std::lock_guard<Mutex> lock(mu_);
-    if (map_.size() < kMax) map_[Address(handle)] = address;
-  }
-  // The address `handle` stands for; 0 when unknown.
-  uint64_t Take(const void* handle) {
-    std::lock_guard<Mutex> lock(mu_);
-    const auto it = map_.find(Address(handle));
-    if (it == map_.end()) return 0;
-    const uint64_t address = it->second;
-    map_.erase(it);
-    return address;
-  }
-
- private:
-  static constexpr size_t kMax = size_t{1} << 20;
-  Mutex mu_;
-  std::unordered_map<uint64_t, uint64_t> map_;  // guarded by mu_
-};
 
 nvtxMemHeapHandle_t NVTX_API HeapRegister(nvtxDomainHandle_t domain,
                                           const nvtxMemHeapDesc_t* desc) {
@@ -141,35 +105,35 @@ nvtxMemHeapHandle_t NVTX_API HeapRegister(nvtxDomainHandle_t domain,
   if (handle == nullptr || handle == kNoHeap) {
     handle = static_cast<nvtxMemHeapHandle_t>(const_cast<void*>(range->ptr));
   }
-  if (Recording* r = Active(true)) {
+  if (std::optional<Events> events = Active(true)) {
     const ScopedInsideGpuwatch inside;
-    r->regions.RegisterHeap(
-        {Address(handle), Address(range->ptr), range->size, CaptureSiteNow(), NowMs(*r)});
+    events->HeapRegistered(
+        {Address(handle), Address(range->ptr), range->size, CaptureSiteNow(), events->NowMs()});
   }
   return handle;
 }
 
 void NVTX_API HeapUnregister(nvtxDomainHandle_t domain, nvtxMemHeapHandle_t heap) {
-  if (Recording* r = Active(false)) r->regions.UnregisterHeap(Address(heap));
+  if (std::optional<Events> events = Active(false)) events->HeapUnregistered(Address(heap));
   const auto next = Next<void(NVTX_API*)(nvtxDomainHandle_t, nvtxMemHeapHandle_t)>(kHeapUnregister);
   if (next != nullptr) next(domain, heap);
 }
 
 void NVTX_API HeapReset(nvtxDomainHandle_t domain, nvtxMemHeapHandle_t heap) {
-  if (Recording* r = Active(false)) r->regions.ResetHeap(Address(heap));
+  if (std::optional<Events> events = Active(false)) events->HeapReset(Address(heap));
   const auto next = Next<void(NVTX_API*)(nvtxDomainHandle_t, nvtxMemHeapHandle_t)>(kHeapReset);
   if (next != nullptr) next(domain, heap);
 }
 
 void NVTX_API RegionsRegister(nvtxDomainHandle_t domain, const nvtxMemRegionsRegisterBatch_t* b) {
   const bool ours = b != nullptr && b->regionType == NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-  Recording* r = ours ? Active(true) : nullptr;
-  if (r != nullptr) {
+  std::optional<Events> events = ours ? Active(true) : std::nullopt;
+  if (events) {
     const ScopedInsideGpuwatch inside;
     PoolRegion region;
     region.heap = Address(b->heap);
     region.stack_id = CaptureSiteNow();  // once per batch: one call site
-    region.time_ms = NowMs(*r);
+    region.time_ms = events->NowMs();
     region.phase = static_cast<uint16_t>(CurrentPhase());
     for (size_t i = 0; i < b->regionCount; ++i) {
       const auto* d =
@@ -177,7 +141,7 @@ void NVTX_API RegionsRegister(nvtxDomainHandle_t domain, const nvtxMemRegionsReg
       if (d == nullptr) break;
       region.address = Address(d->ptr);
       region.size = d->size;
-      r->regions.Register(region);
+      events->RegionRegistered(region);
     }
   }
   const auto next = Next<void(NVTX_API*)(nvtxDomainHandle_t, const nvtxMemRegionsRegisterBatch_t*)>(
@@ -188,8 +152,8 @@ void NVTX_API RegionsRegister(nvtxDomainHandle_t domain, const nvtxMemRegionsReg
     const auto* d =
         ElementAt<nvtxMemVirtualRangeDesc_t>(b->regionDescElements, b->regionDescElementSize, i);
     if (next != nullptr) {
-      if (r != nullptr && d != nullptr)
-        RegionHandles::Get().Put(b->regionHandleElementsOut[i], Address(d->ptr));
+      if (events && d != nullptr)
+        events->RegionHandleMade(Address(b->regionHandleElementsOut[i]), Address(d->ptr));
       continue;
     }
     // gpuwatch's own handle of a virtual-memory region is its address:
@@ -200,13 +164,13 @@ void NVTX_API RegionsRegister(nvtxDomainHandle_t domain, const nvtxMemRegionsReg
 }
 
 void NVTX_API RegionsResize(nvtxDomainHandle_t domain, const nvtxMemRegionsResizeBatch_t* b) {
-  Recording* r =
-      b != nullptr && b->regionType == NVTX_MEM_TYPE_VIRTUAL_ADDRESS ? Active(false) : nullptr;
-  for (size_t i = 0; r != nullptr && i < b->regionDescCount; ++i) {
+  std::optional<Events> events =
+      b != nullptr && b->regionType == NVTX_MEM_TYPE_VIRTUAL_ADDRESS ? Active(false) : std::nullopt;
+  for (size_t i = 0; events && i < b->regionDescCount; ++i) {
     const auto* d =
         ElementAt<nvtxMemVirtualRangeDesc_t>(b->regionDescElements, b->regionDescElementSize, i);
     if (d == nullptr) break;
-    r->regions.Resize(Address(d->ptr), d->size);
+    events->RegionResized(Address(d->ptr), d->size);
   }
   const auto next =
       Next<void(NVTX_API*)(nvtxDomainHandle_t, const nvtxMemRegionsResizeBatch_t*)>(kRegionsResize);
@@ -216,17 +180,20 @@ void NVTX_API RegionsResize(nvtxDomainHandle_t domain, const nvtxMemRegionsResiz
 void NVTX_API RegionsUnregister(nvtxDomainHandle_t domain,
                                 const nvtxMemRegionsUnregisterBatch_t* b) {
   // A handle is the region's address, unless a chained tool made it (then
-  // RegionHandles knows the address).
+  // the recording's region table knows the address: RegionHandleMade).
   const bool known_type = b != nullptr && (b->refType == NVTX_MEM_REGION_REF_TYPE_POINTER ||
                                            b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE);
   const bool their_handles = known_type && b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE &&
                              g_next[kRegionsRegister].load(std::memory_order_acquire) != 0;
-  Recording* r = known_type ? Active(false) : nullptr;
-  for (size_t i = 0; r != nullptr && i < b->refCount; ++i) {
+  std::optional<Events> events = known_type ? Active(false) : std::nullopt;
+  for (size_t i = 0; events && i < b->refCount; ++i) {
     const auto* ref = ElementAt<nvtxMemRegionRef_t>(b->refElements, b->refElementSize, i);
     if (ref == nullptr) break;
-    r->regions.Unregister(their_handles ? RegionHandles::Get().Take(ref->pointer)
-                                        : Address(ref->pointer));
+    if (their_handles) {
+      events->RegionUnregisteredByHandle(Address(ref->pointer));
+    } else {
+      events->RegionUnregistered(Address(ref->pointer));
+    }
   }
   const auto next =
       Next<void(NVTX_API*)(nvtxDomainHandle_t, const nvtxMemRegionsUnregisterBatch_t*)>(

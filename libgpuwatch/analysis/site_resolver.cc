@@ -45,7 +45,8 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
         if (own_symbolizer_ == nullptr) own_symbolizer_ = std::make_unique<Symbolizer>();
         symbolizer = own_symbolizer_.get();
       }
-      SymbolizeMixedStack(symbolizer, pcs, &frames);  // Python frames merged in
+      // Python frames merged in.
+      SymbolizeMixedStack(symbolizer, stacks_->python_frames(), pcs, &frames);
     }
   }
   return cache_.emplace(stack_id, std::move(frames)).first->second;

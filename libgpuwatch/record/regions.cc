@@ -170,12 +170,28 @@ RegionsSnapshot RegionTable::Snapshot() const {
   return out;
 }
 
+void RegionTable::RememberHandle(uint64_t handle, uint64_t address) {
+  const std::lock_guard<Mutex> lock(handle_mu_);
+  if (handles_.size() < kMaxHandles) handles_[handle] = address;
+}
+
+uint64_t RegionTable::TakeHandle(uint64_t handle) {
+  const std::lock_guard<Mutex> lock(handle_mu_);
+  const auto it = handles_.find(handle);
+  if (it == handles_.end()) return 0;
+  const uint64_t address = it->second;
+  handles_.erase(it);
+  return address;
+}
+
 void RegionTable::LockForFork() {
   heap_mu_.lock();
   for (int s = 0; s < kShards; ++s) shards_[s].mu.lock();
+  handle_mu_.lock();
 }
 
 void RegionTable::UnlockAfterFork() {
+  handle_mu_.unlock();
   for (int s = kShards - 1; s >= 0; --s) shards_[s].mu.unlock();
   heap_mu_.unlock();
 }

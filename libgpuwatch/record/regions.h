@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "libgpuwatch/base/mutex.h"
@@ -106,6 +107,14 @@ class RegionTable {
 
   RegionsSnapshot Snapshot() const;
 
+  // With a chained NVTX tool, region handles are that tool's: the address
+  // each stands for, so that an unregistration by handle can be followed.
+  // At most kMaxHandles; an entry leaves when its handle is unregistered.
+  static constexpr size_t kMaxHandles = size_t{1} << 20;
+  void RememberHandle(uint64_t handle, uint64_t address);
+  // The address `handle` stands for, forgotten; 0 when unknown.
+  uint64_t TakeHandle(uint64_t handle);
+
   // For pthread_atfork, as Tracker's.
   void LockForFork();
   void UnlockAfterFork();
@@ -120,6 +129,8 @@ class RegionTable {
   std::atomic<uint64_t> live_{0};
   mutable Mutex heap_mu_;
   std::map<uint64_t, PoolHeap> heaps_;  // by handle; guarded by heap_mu_
+  Mutex handle_mu_;
+  std::unordered_map<uint64_t, uint64_t> handles_;  // guarded by handle_mu_
 
   std::atomic<uint64_t> registered_{0};
   std::atomic<uint64_t> unregistered_{0};

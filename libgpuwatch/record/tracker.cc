@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
 #include <ctime>
 #include <map>
+#include <utility>
 
 #include "libgpuwatch/base/address_map.h"
 #include "libgpuwatch/base/clock.h"
@@ -36,18 +40,27 @@ Tracker::Site& Tracker::SiteFor(uint32_t stack_id) const {
   return sites_[stack_id <= max_sites_ ? stack_id : 0];
 }
 
+namespace {
+
+// The sum of a site's per-kind counters over the kinds of `kMask` (a
+// KindMask): unrolled, one load per kind in the mask.
+template <uint32_t kMask, size_t... k>
+uint64_t SumOfKinds(const std::array<std::atomic<uint64_t>, kNumMemKinds>& by_kind,
+                    std::index_sequence<k...> /*kinds*/) {
+  return ((kMask >> k & 1u ? by_kind[k].load(std::memory_order_relaxed) : 0) + ...);
+}
+template <uint32_t kMask>
+uint64_t SumOfKinds(const std::array<std::atomic<uint64_t>, kNumMemKinds>& by_kind) {
+  return SumOfKinds<kMask>(by_kind, std::make_index_sequence<kNumMemKinds>{});
+}
+
+}  // namespace
+
 void Tracker::CountSiteLive(Site& site, const LiveAlloc& alloc, int sign) {
   const auto delta = static_cast<uint64_t>(static_cast<int64_t>(sign));  // wraps for -1
-  const uint64_t bytes = delta * alloc.size;
-  if (IsDeviceKind(alloc.kind)) {
-    site.live_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    site.live_count.fetch_add(delta, std::memory_order_relaxed);
-  } else if (IsHostKind(alloc.kind)) {
-    site.host_live_count.fetch_add(delta, std::memory_order_relaxed);
-  } else {
-    site.imported_live_count.fetch_add(delta, std::memory_order_relaxed);
-  }
-  site.kind_live_bytes[static_cast<int>(alloc.kind)].fetch_add(bytes, std::memory_order_relaxed);
+  const int k = static_cast<int>(alloc.kind);
+  site.kind_live_count[k].fetch_add(delta, std::memory_order_relaxed);
+  site.kind_live_bytes[k].fetch_add(delta * alloc.size, std::memory_order_relaxed);
 }
 
 void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
@@ -64,7 +77,7 @@ void Tracker::MaybeCapturePeak(uint64_t device_bytes) {
   if (device_bytes <= peak_captured_bytes_.load(std::memory_order_relaxed)) return;
   peak_sites_.clear();
   for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
-    const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
+    const uint64_t live = SumOfKinds<kDeviceKinds>(sites_[id].kind_live_bytes);
     if (live != 0) peak_sites_.emplace_back(id, live);
   }
   for (int k = 0; k < kNumMemKinds; ++k) {
@@ -339,7 +352,7 @@ void Tracker::LiveDeviceBytesBySite(std::vector<std::pair<uint32_t, uint64_t>>* 
   out->clear();
   const uint32_t used = sites_used_.load(std::memory_order_acquire);
   for (uint32_t id = 0; id < used && id <= max_sites_; ++id) {
-    const uint64_t live = sites_[id].live_bytes.load(std::memory_order_relaxed);
+    const uint64_t live = SumOfKinds<kDeviceKinds>(sites_[id].kind_live_bytes);
     if (live != 0) out->emplace_back(id, live);
   }
 }
@@ -495,8 +508,8 @@ SiteTotals Tracker::TotalsOf(const Site& site) const {
   t.allocs = site.allocs.load(std::memory_order_relaxed);
   t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
   t.largest = site.largest.load(std::memory_order_relaxed);
-  t.live_bytes = site.live_bytes.load(std::memory_order_relaxed);
-  t.live_count = site.live_count.load(std::memory_order_relaxed);
+  t.live_bytes = SumOfKinds<kDeviceKinds>(site.kind_live_bytes);
+  t.live_count = SumOfKinds<kDeviceKinds>(site.kind_live_count);
   t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
   t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
   return t;
@@ -518,9 +531,9 @@ TrackerSnapshot Tracker::LiveBySite() const {
     const Site& site = sites_[id];
     if (const SiteTotals t = TotalsOf(site); t.allocs != 0) snap.sites.emplace_back(id, t);
     TrackerSnapshot::SiteLive live;
-    live.count = site.live_count.load(std::memory_order_relaxed);
-    live.host_count = site.host_live_count.load(std::memory_order_relaxed);
-    live.imported_count = site.imported_live_count.load(std::memory_order_relaxed);
+    live.count = SumOfKinds<kDeviceKinds>(site.kind_live_count);
+    live.host_count = SumOfKinds<kHostKinds>(site.kind_live_count);
+    live.imported_count = SumOfKinds<kImportedKinds>(site.kind_live_count);
     if (live.count == 0 && live.host_count == 0 && live.imported_count == 0) continue;
     for (int k = 0; k < kNumMemKinds; ++k) {
       live.kind_bytes[k] = site.kind_live_bytes[k].load(std::memory_order_relaxed);

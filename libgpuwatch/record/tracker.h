@@ -339,18 +339,17 @@ class Tracker {
   static constexpr int kShards = 64;
   // Per site (stack id). A snapshot counts its live allocations from the
   // live table; the live figures are also kept here, for what reads them
-  // between snapshots: peak captures and marks (live_bytes), and LiveBySite
-  // (the rest).
+  // between snapshots: peak captures and marks (the device kinds' bytes),
+  // and LiveBySite. Kept per kind only, so that an allocation or a free adds
+  // to two counters, with no branch on its kind; a reader sums the kinds it
+  // wants (the device kinds' bytes, the host kinds' count, ...).
   struct Site {
-    std::atomic<uint64_t> live_bytes{0};  // device kinds
     std::atomic<uint64_t> allocs{0};
     std::atomic<uint64_t> alloc_bytes{0};
     std::atomic<uint64_t> largest{0};
     std::atomic<uint64_t> host_allocs{0};  // host kinds only touch these two more
     std::atomic<uint64_t> host_alloc_bytes{0};
-    std::atomic<uint64_t> live_count{0};  // device kinds
-    std::atomic<uint64_t> host_live_count{0};
-    std::atomic<uint64_t> imported_live_count{0};
+    std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_count{};
     std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_bytes{};
   };
   struct Shard;
@@ -377,8 +376,8 @@ class Tracker {
   void AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns);
   // Live bytes (kind, device total, site) for a departed allocation.
   void ReleaseLive(const LiveAlloc& alloc);
-  // The site's live figures (device bytes, bytes by kind, counts), for an
-  // allocation that arrives (`sign` 1) or departs (-1); every kind,
+  // The site's live figures (count and bytes of the allocation's kind), for
+  // an allocation that arrives (`sign` 1) or departs (-1); every kind,
   // imported included.
   static void CountSiteLive(Site& site, const LiveAlloc& alloc, int sign);
   // A site's totals (live_count: the site's counter) and the peak's sites.

@@ -145,7 +145,9 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   context_.suppressions = session.suppressions();
   context_.depth = config.depth;
   context_.stacks_dropped = session.stacks() != nullptr ? session.stacks()->dropped() : 0;
-  if (const PyFrameTable* py = PythonFrameTable()) context_.python_frames_dropped = py->dropped();
+  const StackTable* stacks = session.stacks();
+  if (const PyFrameTable* py = stacks != nullptr ? stacks->python_frames() : nullptr)
+    context_.python_frames_dropped = py->dropped();
   context_.tool_frames = ToolFramesSeen();
   context_.unwinder = config.depth > 0 ? UnwindMethodName(ActiveUnwindMethod()) : "none";
   context_.unwind_fallbacks = CfiFallbacks();

@@ -31,35 +31,12 @@
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/report/report.h"
+#include "libgpuwatch/session/events.h"
+#include "libgpuwatch/session/recording.h"
 #include "libgpuwatch/stacks/stack_table.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
 namespace gpuwatch {
-
-// Distinct stacks (and per-site counters) at most.
-inline constexpr uint32_t kMaxStacks = 1u << 20;
-// The stack table's arena at most.
-inline constexpr size_t kMaxStackBytes = size_t{256} << 20;
-
-// What one process recorded since attach, or since the fork that made it.
-struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at a time
-  // `trace_events` 0: no event trace.
-  Recording(const Config& config, size_t trace_events, const PhaseTable* phase_table);
-
-  Tracker tracker;
-  Timeline timeline;
-  Transfers transfers;
-  KernelTable kernels;
-  Lifecycle lifecycle;
-  PhaseStats phases;             // what happened in each phase (the session's PhaseTable)
-  RegionTable regions;           // pool regions declared through NVTX's memory extension
-  std::unique_ptr<Trace> trace;  // GPUWATCH_TRACE_EVENTS; null: no event trace
-  // Activity records (copies, kernels) go into the trace: CUPTI's clock
-  // offset from the tracker's is known (Session::SetGpuClock).
-  bool trace_gpu = false;
-  // The fork parent's recording this one replaced; freed with the Session.
-  std::unique_ptr<Recording> parent;
-};
 
 class Session {
  public:
@@ -89,6 +66,9 @@ class Session {
   // The tables being written now. One acquire load: a callback calls it
   // once per event and uses the reference it got for that event.
   Recording& recording() const { return *recording_.load(std::memory_order_acquire); }
+  // The event API to the tables being written now (events.h): the same one
+  // acquire load; the capture path takes it once per event.
+  Events events() const { return Events(recording()); }
 
   // Loads config().suppressions, when set. False (and *error) when the file
   // cannot be used; nothing is suppressed then.

@@ -63,7 +63,6 @@ struct Runtime {
   ErrFetchFn err_fetch = nullptr;
   ErrRestoreFn err_restore = nullptr;
   BuildValueFn build_value = nullptr;
-  PyFrameTable* table = nullptr;
   // Report time: where the interpreter and its eval loop are.
   uintptr_t interp_lo = 0;
   uintptr_t interp_hi = 0;
@@ -165,7 +164,8 @@ uint32_t CheckOf(uintptr_t filename, uintptr_t name, int firstlineno) {
 }
 
 // First sight of a frame: copy its strings and compute its line.
-uint32_t InternFrame(const Runtime& rt, const PyFrameKey& key, uintptr_t filename, uintptr_t name) {
+uint32_t InternFrame(const Runtime& rt, PyFrameTable* table, const PyFrameKey& key,
+                     uintptr_t filename, uintptr_t name) {
   char file[PyFrameTable::kMaxString];
   char function[PyFrameTable::kMaxString];
   const size_t file_len = ReadString(rt, filename, file, sizeof(file));
@@ -173,12 +173,12 @@ uint32_t InternFrame(const Runtime& rt, const PyFrameKey& key, uintptr_t filenam
   const int offset = key.lasti < 0 ? -1 : key.lasti * rt.layout.lasti_bytes;
   int line = rt.addr2line(reinterpret_cast<void*>(key.code), offset);  // NOLINT
   if (line < 0) line = 0;
-  return rt.table->Insert(key, std::string_view(file, file_len),
-                          std::string_view(function, function_len), line);
+  return table->Insert(key, std::string_view(file, file_len),
+                       std::string_view(function, function_len), line);
 }
 
 // Walks the frames of `tstate`, innermost first. See Layout.
-int WalkFrames(const Runtime& rt, uintptr_t tstate, uintptr_t* out, int max) {
+int WalkFrames(const Runtime& rt, PyFrameTable* table, uintptr_t tstate, uintptr_t* out, int max) {
   const Layout& l = rt.layout;
   uintptr_t frame = 0;
   if (l.tstate_frame >= 0) {
@@ -222,8 +222,8 @@ int WalkFrames(const Runtime& rt, uintptr_t tstate, uintptr_t* out, int max) {
     const auto name = Load<uintptr_t>(code + l.code_name);
     const PyFrameKey key{code, lasti,
                          CheckOf(filename, name, Load<int>(code + l.code_firstlineno))};
-    uint32_t id = rt.table->Find(key);
-    if (id == 0) id = InternFrame(rt, key, filename, name);
+    uint32_t id = table->Find(key);
+    if (id == 0) id = InternFrame(rt, table, key, filename, name);
     out[n++] = MakePythonToken(id, entry);
     frame = back;
   }
@@ -375,21 +375,7 @@ bool ObjectRange(uintptr_t address, uintptr_t* lo, uintptr_t* hi) {
   return ctx.found;
 }
 
-void ResetInFlightInChild() {
-  g_in_flight.store(0);
-  const Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt != nullptr) rt->table->UnlockAfterFork();
-}
-
-void LockTableForFork() {
-  const Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt != nullptr) rt->table->LockForFork();
-}
-
-void UnlockTableAfterFork() {
-  const Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt != nullptr) rt->table->UnlockAfterFork();
-}
+void ResetInFlightInChild() { g_in_flight.store(0); }
 
 void DoInit() {
   using VersionFn = const char* (*)();
@@ -474,14 +460,15 @@ void DoInit() {
     rt->eval_lo = reinterpret_cast<uintptr_t>(eval);
     rt->eval_hi = rt->eval_lo + symbol->st_size;
   }
-  // 256 Ki distinct (code object, instruction) pairs in at most 64 MiB.
-  rt->table = new PyFrameTable(1u << 18, size_t{64} << 20);
+  // The frame table is the Session's (StackTable::EnablePythonFrames), locked
+  // around fork with its stack table; here only the reads in flight, which
+  // a fork child has none of.
   fork_locks::Entry entry;
-  entry.lock = [](void*) { LockTableForFork(); };
-  entry.unlock = [](void*) { UnlockTableAfterFork(); };
+  entry.lock = [](void*) {};
+  entry.unlock = [](void*) {};
   entry.child = [](void*) { ResetInFlightInChild(); };
   entry.tier = fork_locks::Tier::kOuter;
-  entry.name = "Python frames";
+  entry.name = "Python frame reads";
   fork_locks::Add(entry);
   g_runtime.store(rt, std::memory_order_release);
   g_enabled.store(true, std::memory_order_release);
@@ -497,9 +484,9 @@ bool InitPythonStacks() {
 
 bool PythonStacksEnabled() { return g_enabled.load(std::memory_order_acquire); }
 
-int CapturePythonFrames(uintptr_t* out, int max) {
+int CapturePythonFrames(PyFrameTable* table, uintptr_t* out, int max) {
   const Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  if (rt == nullptr || max <= 0 || rt->is_initialized() == 0) return 0;
+  if (rt == nullptr || table == nullptr || max <= 0 || rt->is_initialized() == 0) return 0;
   if (!g_arm_requested.load(std::memory_order_relaxed) && rt->is_finalizing() == 0) {
     RequestShutdownGuard(*rt);
   }
@@ -509,7 +496,7 @@ int CapturePythonFrames(uintptr_t* out, int max) {
   // from 3.12 it is this thread's, set only while it holds the GIL.
   if (current != 0 && (current == own || rt->layout.minor >= 12)) {
     if (rt->is_finalizing() != 0) return 0;
-    return WalkFrames(*rt, current, out, max);
+    return WalkFrames(*rt, table, current, out, max);
   }
   if (own == 0) return 0;  // a native thread that never entered Python
   // This thread does not hold the GIL: its frames stay put while it runs C
@@ -521,15 +508,10 @@ int CapturePythonFrames(uintptr_t* out, int max) {
   int n = 0;
   if ((main || !g_shutdown.load(std::memory_order_seq_cst)) && rt->is_initialized() != 0 &&
       rt->is_finalizing() == 0) {
-    n = WalkFrames(*rt, own, out, max);
+    n = WalkFrames(*rt, table, own, out, max);
   }
   g_in_flight.fetch_sub(1, std::memory_order_seq_cst);
   return n;
-}
-
-const PyFrameTable* PythonFrameTable() {
-  const Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  return rt != nullptr ? rt->table : nullptr;
 }
 
 bool IsPythonEvalPc(uintptr_t pc) {

@@ -76,17 +76,16 @@ bool InitPythonStacks();
 bool PythonStacksEnabled();
 
 // Writes the calling thread's Python frames as tokens (python_frames.h) to
-// out[0..max), innermost first, and returns how many. Returns 0 when Python
+// out[0..max), innermost first, interning them in `table` (the Session's:
+// StackTable::python_frames()), and returns how many. Returns 0 when
+// `table` is null. Returns 0 when Python
 // frames are off, the interpreter is starting or finalizing, the thread has no
 // Python frames, or reading them is not safe (see the file comment).
 // Thread-safe. Allocation-free and lock-free except the first time a frame is
 // seen. Not async-signal-safe.
-int CapturePythonFrames(uintptr_t* out, int max);
+int CapturePythonFrames(PyFrameTable* table, uintptr_t* out, int max);
 
 // --- Report time -----------------------------------------------------------
-
-// The interned frames; null when Python frames are off. Thread-safe.
-const PyFrameTable* PythonFrameTable();
 
 // True when the return address `pc` lies in the interpreter's eval loop
 // (_PyEval_EvalFrameDefault): one C-level call of it runs the Python frames

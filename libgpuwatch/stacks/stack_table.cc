@@ -124,12 +124,19 @@ uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
 }
 
 // Lock order: stripe, then arena (as in Intern).
+void StackTable::EnablePythonFrames() {
+  if (python_frames_ == nullptr)
+    python_frames_ = std::make_unique<PyFrameTable>(1u << 18, size_t{64} << 20);
+}
+
 void StackTable::LockForFork() {
   for (Stripe& stripe : stripes_) stripe.mu.lock();
   arena_.LockForFork();
+  if (python_frames_ != nullptr) python_frames_->LockForFork();
 }
 
 void StackTable::UnlockAfterFork() {
+  if (python_frames_ != nullptr) python_frames_->UnlockAfterFork();
   arena_.UnlockAfterFork();
   for (Stripe& stripe : stripes_) stripe.mu.unlock();
 }

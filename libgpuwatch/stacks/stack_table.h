@@ -32,11 +32,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 
 #include "libgpuwatch/base/arena.h"
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/stacks/python_frames.h"
 
 namespace gpuwatch {
 
@@ -93,10 +95,22 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
     }
   }
 
+  // The Python frames the stacks' Python tokens name (python_frames.h,
+  // python_stack.h): made by EnablePythonFrames, null until then (and in a
+  // process without a supported CPython). Owned by the table, so shared with
+  // a fork child like the stacks themselves. The capture path reaches it
+  // through the Session (Session::stacks()), the report path through the
+  // table a SiteResolver reads.
+  PyFrameTable* python_frames() const { return python_frames_.get(); }
+  // Makes the Python frame table (256 Ki frames in at most 64 MiB). Once,
+  // before any thread can capture into it: attach calls it before it
+  // publishes the Session, when InitPythonStacks() found a CPython.
+  void EnablePythonFrames();
+
   // For pthread_atfork: LockForFork() in the prepare handler takes every
-  // lock of the table (no insert is in flight afterwards); UnlockAfterFork()
-  // in both the parent and the child handler releases them. Lock-free
-  // lookups are unaffected.
+  // lock of the table and of its Python frame table (no insert is in flight
+  // afterwards); UnlockAfterFork() in both the parent and the child handler
+  // releases them. Lock-free lookups are unaffected.
   void LockForFork();
   void UnlockAfterFork();
 
@@ -112,6 +126,7 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   size_t max_bytes() const { return arena_.max_bytes(); }
 
  private:
+  std::unique_ptr<PyFrameTable> python_frames_;
   // A record in the arena: this header, then `n` pcs (see PcsOf).
   struct Record {
     uint32_t n;

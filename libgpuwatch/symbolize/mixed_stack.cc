@@ -137,8 +137,8 @@ std::vector<Frame> MergeMixedStack(std::vector<NativeUnit> units,
   return out;
 }
 
-void SymbolizeMixedStack(Symbolizer* symbolizer, std::span<const uintptr_t> pcs,
-                         std::vector<Frame>* out) {
+void SymbolizeMixedStack(Symbolizer* symbolizer, const PyFrameTable* python_frames,
+                         std::span<const uintptr_t> pcs, std::vector<Frame>* out) {
   const auto first_token = std::find_if(pcs.begin(), pcs.end(), IsPythonToken);
   if (first_token == pcs.end()) {
     std::vector<Frame> frames;
@@ -163,7 +163,7 @@ void SymbolizeMixedStack(Symbolizer* symbolizer, std::span<const uintptr_t> pcs,
     }
     units.push_back(std::move(unit));
   }
-  const PyFrameTable* table = PythonFrameTable();
+  const PyFrameTable* table = python_frames;
   std::vector<std::vector<Frame>> groups;
   std::vector<Frame> group;
   for (auto it = first_token; it != pcs.end(); ++it) {

@@ -35,6 +35,8 @@
 
 namespace gpuwatch {
 
+class PyFrameTable;
+
 // The module of every Python frame.
 inline constexpr std::string_view kPythonModule = "python";
 
@@ -74,11 +76,12 @@ std::vector<Frame> MergeMixedStack(std::vector<NativeUnit> units,
 // innermost first, trimmed as described above, and appends them to *out.
 // A stack without tokens reads exactly as Symbolizer::SymbolizeStack followed
 // by TrimTop(IsToolFrame). Python tokens are resolved through
-// PythonFrameTable() and eval loop and interpreter pcs recognised with
+// `python_frames` (the stack table's: StackTable::python_frames(); null:
+// none) and eval loop and interpreter pcs recognised with
 // IsPythonEvalPc() / IsPythonInterpreterPc() (python_stack.h), or by the name
 // _PyEval_EvalFrameDefault*.
-void SymbolizeMixedStack(Symbolizer* symbolizer, std::span<const uintptr_t> pcs,
-                         std::vector<Frame>* out);
+void SymbolizeMixedStack(Symbolizer* symbolizer, const PyFrameTable* python_frames,
+                         std::span<const uintptr_t> pcs, std::vector<Frame>* out);
 
 // The frame that names an allocation site (its `location`): the first frame
 // with a file and line, except that when that frame is a Python frame, the

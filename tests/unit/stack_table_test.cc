@@ -256,5 +256,31 @@ TEST(StackTableTest, ConcurrentInternIsConsistent) {
   EXPECT_EQ(table.bytes_used(), bytes);
 }
 
+TEST(StackTable, OwnsAPythonFrameTableOnceEnabledAndLocksItAroundFork) {
+  StackTable table(16, StackTable::kChunkBytes);
+  EXPECT_EQ(table.python_frames(), nullptr) << "no CPython: no frame table";
+  table.EnablePythonFrames();
+  PyFrameTable* frames = table.python_frames();
+  ASSERT_NE(frames, nullptr);
+  table.EnablePythonFrames();
+  EXPECT_EQ(table.python_frames(), frames) << "made once";
+  const uint32_t id = frames->Insert(PyFrameKey{0x1000, 4, 7}, "train.py", "step", 12);
+  ASSERT_NE(id, 0u);
+  // The fork protocol takes the frame table's locks with the stack table's;
+  // an insert from another thread completes once they are released.
+  table.LockForFork();
+  std::atomic<uint32_t> inserted{0};
+  std::thread other([&] {
+    inserted.store(frames->Insert(PyFrameKey{0x2000, 8, 9}, "model.py", "forward", 40));
+  });
+  table.UnlockAfterFork();
+  other.join();
+  EXPECT_NE(inserted.load(), 0u);
+  PyFrameInfo info;
+  ASSERT_TRUE(frames->Get(id, &info));
+  EXPECT_EQ(info.file, "train.py");
+  EXPECT_EQ(info.line, 12);
+}
+
 }  // namespace
 }  // namespace gpuwatch
