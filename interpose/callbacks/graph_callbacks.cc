@@ -6,7 +6,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -157,23 +156,6 @@ void OnGraphNodeCreated(const CUpti_ResourceData* r, const CUpti_GraphData* g) {
   CurrentSession()->graphs().OnNodeCreated(id, Addr(g->graph), work);
 }
 
-// Contexts alive per device, as CUPTI reported their creation (a context
-// made before gpuwatch attached is not counted: 0 reads as one).
-std::atomic<int>& ContextsOn(int32_t device) {
-  static std::atomic<int> counts[kMaxTrackedDevices];
-  return counts[std::clamp<int32_t>(device, 0, kMaxTrackedDevices - 1)];
-}
-
-// A context destroyed (Events::ContextDestroyed frees what the driver frees
-// with it). The live table does not say which context made an allocation:
-// when another context shares the device, nothing is removed, and that is
-// counted.
-void ContextDestroyed(int32_t device) {
-  const int before = ContextsOn(device).fetch_sub(1, std::memory_order_relaxed);
-  if (before <= 0) ContextsOn(device).store(0, std::memory_order_relaxed);
-  CurrentEvents().ContextDestroyed(device, /*others_on_device=*/before > 1);
-}
-
 }  // namespace
 
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
@@ -182,14 +164,13 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* r) {
       // The CUDA libraries of this context are loaded by now (a runtime
       // loaded after gpuwatch attached, or loaded again after a dlclose).
       if (CurrentSession()->stacks() != nullptr) RefreshToolModules();
-      CurrentEvents().ContextCreated();  // rare
-      ContextsOn(DeviceOfContext(r->context, 0)).fetch_add(1, std::memory_order_relaxed);
+      CurrentEvents().ContextCreated(DeviceOfContext(r->context, 0));  // rare
       return;
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       // The context report captures what it holds first; then its memory
       // leaves the live table, as the driver frees it.
       if (g_hooks.on_context_destroy != nullptr) g_hooks.on_context_destroy();
-      ContextDestroyed(DeviceOfContext(r->context, 0));
+      CurrentEvents().ContextDestroyed(DeviceOfContext(r->context, 0));
       return;
     default:
       break;

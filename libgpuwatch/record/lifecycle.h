@@ -32,6 +32,11 @@ struct Lifecycle {
   std::atomic<uint64_t> context_freed_count{0};
   std::atomic<uint64_t> context_freed_bytes{0};
   std::atomic<uint64_t> context_destroys_kept{0};
+  // Contexts alive per device (the tracker's device slots), as CUPTI
+  // reported their creation: a context made before gpuwatch attached is not
+  // counted (0 reads as one). A fork child starts with none, as the driver's.
+  static constexpr int kDeviceSlots = 64;
+  std::array<std::atomic<int>, kDeviceSlots> contexts_alive{};
 
   // Records `now` as the first call if none was recorded yet.
   void FirstCall(uint64_t now) {

@@ -1,5 +1,6 @@
 #include "libgpuwatch/session/events.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <utility>
@@ -7,7 +8,25 @@
 
 namespace gpuwatch {
 
-void Events::ContextDestroyed(int32_t device, bool others_on_device) {
+namespace {
+
+std::atomic<int>& ContextsAlive(Lifecycle& lifecycle, int32_t device) {
+  static_assert(Lifecycle::kDeviceSlots == kMaxTrackedDevices);
+  return lifecycle.contexts_alive[std::clamp<int32_t>(device, 0, kMaxTrackedDevices - 1)];
+}
+
+}  // namespace
+
+void Events::ContextCreated(int32_t device) {
+  r_->lifecycle.ContextReady(r_->tracker.NowNs());
+  ContextsAlive(r_->lifecycle, device).fetch_add(1, std::memory_order_relaxed);
+}
+
+void Events::ContextDestroyed(int32_t device) {
+  std::atomic<int>& alive = ContextsAlive(r_->lifecycle, device);
+  const int before = alive.fetch_sub(1, std::memory_order_relaxed);
+  if (before <= 0) alive.store(0, std::memory_order_relaxed);
+  const bool others_on_device = before > 1;
   // What a context's destroy frees (cuda_runtime_api.h, cudaDeviceReset: the
   // allocations of cudaMalloc, cudaMallocPitch, cudaMallocHost,
   // cudaMallocManaged and CUDA arrays; not those of cudaMallocAsync or

@@ -124,11 +124,13 @@ class Events {
   }
   // A thread blocked in a call for `ns`.
   void Blocked(SyncKind kind, uint64_t ns) { r_->lifecycle.Blocked(kind, ns); }
-  void ContextCreated() { r_->lifecycle.ContextReady(r_->tracker.NowNs()); }
+  // A context made on `device` (rare).
+  void ContextCreated(int32_t device);
   // A context destroyed on `device`: its memory (what the driver frees with
-  // a context) leaves the live table, unless `others_on_device` (the live
-  // table does not say which context made an allocation; that is counted).
-  void ContextDestroyed(int32_t device, bool others_on_device);
+  // a context) leaves the live table, unless another context is alive on the
+  // device (the live table does not say which context made an allocation;
+  // that is counted).
+  void ContextDestroyed(int32_t device);
 
   // --- Activity records -------------------------------------------------------
   // The activity records of one buffer (ActivityEvents, below).

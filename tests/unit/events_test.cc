@@ -140,9 +140,12 @@ TEST(Events, AContextDestroyedFreesItsMemoryUnlessAnotherContextSharesTheDevice)
   Events events = session.events();
   events.Allocated(Device(0x1000, 100));
   events.Allocated(Device(0x2000, 20));
-  events.ContextDestroyed(0, /*others_on_device=*/true);
+  events.ContextCreated(0);
+  events.ContextCreated(0);
+  events.ContextCreated(1);    // another device's: not sharing device 0
+  events.ContextDestroyed(0);  // the other context on device 0 keeps the memory
   EXPECT_EQ(session.recording().tracker.Snapshot().device_current_bytes, 120u);
-  events.ContextDestroyed(0, /*others_on_device=*/false);
+  events.ContextDestroyed(0);
   const Lifecycle& lifecycle = session.recording().lifecycle;
   EXPECT_EQ(lifecycle.contexts_destroyed.load(), 2u);
   EXPECT_EQ(lifecycle.context_destroys_kept.load(), 1u);
