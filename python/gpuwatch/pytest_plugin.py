@@ -61,21 +61,18 @@ recording: WHY", so that a gate never passes what was not measured, unless
 
 import gc
 import os
-import re
-import sys
 
 import pytest
 
 import gpuwatch
+from gpuwatch import pytest_torch
+from gpuwatch.sizes import format_bytes, parse_bytes
 
 _START = 1  # gpuwatch_point()'s handle of the start (include/gpuwatch/gpuwatch.h)
 _FRAMES_SHOWN = 8  # frames of a leaking site's stack in a failure, at most
 _RUNNER_PATHS = ("/_pytest/", "/pluggy/")  # frames from here on are pytest's
 _SITES_SHOWN = 3  # leaking sites in a failure
 _SUMMARY_ROWS = 30  # tests in the --gpuwatch summary
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-          # pytest-memray's units, 1024-based as it reads them ("24 MB" is 24 MiB)
-          "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "pb": 1 << 50}
 _MARKER = "gpuwatch(max_leak=None, max_peak=None, include_kept=False): gpuwatch's device " \
           "memory limits for this test: bytes it may leave live, bytes its call may need at " \
           "its peak (an int, or text such as '512KiB', '1.5GiB')"
@@ -86,34 +83,6 @@ _LIMIT_MARKER = "limit_gpu_memory(limit): fail the test if its call needs more t
 
 class GpuwatchWarning(pytest.PytestWarning):
     """gpuwatch's options were given and nothing can be measured."""
-
-
-def parse_bytes(value):
-    """Bytes from an int or a text such as "0", "512KiB", "1.5 GiB" (the
-    units of gpuwatch check) or "24 MB" (pytest-memray's: KB, MB, GB, TB,
-    PB, 1024-based). ValueError names the problem."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError("%d is negative" % value)
-        return value
-    if not isinstance(value, str):
-        raise ValueError("%r is not a size" % (value,))
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*", value)
-    if match is None or match.group(2).lower() not in _UNITS:
-        raise ValueError("%r is not a size (bytes, or a number with B, KiB, MiB, GiB or TiB, "
-                         "or pytest-memray's KB, MB, GB)" % value)
-    return int(round(float(match.group(1)) * _UNITS[match.group(2).lower()]))
-
-
-def format_bytes(n):
-    """As gpuwatch's reports write sizes: "512 B", "1.5 MiB"."""
-    if n < 1024:
-        return "%d B" % n
-    value, unit = float(n), 0
-    while value >= 1024.0 and unit < 4:
-        value /= 1024.0
-        unit += 1
-    return "%.1f %s" % (value, ("B", "KiB", "MiB", "GiB", "TiB")[unit])
 
 
 def _size_option(text):
@@ -212,61 +181,6 @@ class _Test:
         self.ran = False  # setup and call passed
 
 
-def _torch_cuda():
-    """torch.cuda where the suite imported torch and its CUDA is initialised,
-    else None. Never imports torch."""
-    cuda = getattr(sys.modules.get("torch"), "cuda", None)
-    try:
-        return cuda if cuda is not None and cuda.is_initialized() else None
-    except Exception:  # pylint: disable=broad-except  # a torch without CUDA, a broken one
-        return None
-
-
-def _torch_caching():
-    """torch.cuda where PyTorch's caching allocator holds the process's
-    device memory (the native backend, caching not turned off), else None."""
-    cuda = _torch_cuda()
-    if cuda is None or os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
-        return None
-    try:
-        return cuda if cuda.get_allocator_backend() == "native" else None
-    except Exception:  # pylint: disable=broad-except
-        return None
-
-
-def _torch_let_go():
-    """What PyTorch keeps that no test owns, let go before a leak is judged
-    again, as PyTorch's own leak check does (CudaMemoryLeakCheck): cuBLAS's
-    workspaces, and the cache."""
-    torch = sys.modules.get("torch")
-    if _torch_cuda() is None:
-        return
-    clear = getattr(getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None)
-    if clear is not None:
-        clear()
-    if _torch_caching() is not None:
-        torch.cuda.empty_cache()
-
-
-def _torch_sum(cuda, what):
-    """cuda.WHAT(device) summed over the devices; 0 without cuda."""
-    if cuda is None:
-        return 0
-    return sum(getattr(cuda, what)(d) for d in range(cuda.device_count()))
-
-
-def _torch_allocated(cuda):
-    return _torch_sum(cuda, "memory_allocated")
-
-
-def _torch_peak_start(cuda):
-    """Resets PyTorch's peaks: (allocated, reserved) now, the base of the
-    call's peak."""
-    for d in range(cuda.device_count()):
-        cuda.reset_peak_memory_stats(d)
-    return _torch_sum(cuda, "memory_allocated"), _torch_sum(cuda, "memory_reserved")
-
-
 class _Failure:
     """A longrepr in pytest's manner: the text, and the one-line message the
     short summary shows."""
@@ -356,14 +270,20 @@ class _Gate:
         if (self._asked or marker is not None or limit is not None) and \
                 (self._attached() or self._may_come):
             limits = _Limits(self._config, marker, limit)
-            cuda = _torch_caching()
+            cuda = pytest_torch.caching_cuda()
             if cuda is not None and limits.max_leak is not None:
                 cuda.empty_cache()  # what the test keeps gets segments of its own, at its lines
-            test = _Test(limits, gpuwatch.point() or _START, _torch_allocated(cuda))
+            test = _Test(limits, gpuwatch.point() or _START, pytest_torch.allocated(cuda))
             self._tests[item.nodeid] = test
             self._setup_of = test
         yield
         self._setup_of = None
+
+    @staticmethod
+    def _moment():
+        """Now, as _Test keeps a moment: gpuwatch's point and PyTorch's
+        allocated bytes (0 where its caching allocator is not in use)."""
+        return gpuwatch.point() or _START, pytest_torch.allocated(pytest_torch.caching_cuda())
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef, request):
@@ -375,14 +295,13 @@ class _Gate:
         # Not loaded yet (CUDA_INJECTION64_PATH): the start is before it.
         before = None
         if test.fixture_depth == 1:
-            before = (gpuwatch.point() or _START, _torch_allocated(_torch_caching()))
+            before = self._moment()
         try:
             yield
         finally:
             test.fixture_depth -= 1
             if before is not None:
-                after = (gpuwatch.point() or _START, _torch_allocated(_torch_caching()))
-                test.excluded.append((before, after))
+                test.excluded.append((before, self._moment()))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item):
@@ -390,9 +309,9 @@ class _Gate:
         # the end of the teardown.
         test = self._tests.get(item.nodeid)
         if test is not None and (self._summary or test.limits.max_peak is not None):
-            cuda = _torch_caching()
+            cuda = pytest_torch.caching_cuda()
             if cuda is not None:
-                test.torch_call = _torch_peak_start(cuda)
+                test.torch_call = pytest_torch.peak_start(cuda)
             test.call_point = gpuwatch.point() or _START
             live = gpuwatch.live()
             test.call_base = live.bytes if live is not None else 0
@@ -421,11 +340,11 @@ class _Gate:
             self._not_recorded(item, report, off)
             return
         limits = test.limits
-        cuda = _torch_caching()
+        cuda = pytest_torch.caching_cuda()
         left = self._left_live(test, cuda)
         if limits.max_leak is not None and left.bytes > limits.max_leak:
             gc.collect()  # memory held only by garbage is not a leak
-            _torch_let_go()  # the segments still live then hold what is still allocated
+            pytest_torch.let_go()  # the segments still live then hold what is still allocated
             left = self._left_live(test, cuda)
         peak = self._peak(test, cuda, left.window_peak)
         failures = []
@@ -452,8 +371,8 @@ class _Gate:
         if cuda is None:
             return peak
         allocated, reserved = test.torch_call or (0, 0)  # None: CUDA began during the call
-        tensors = max(0, _torch_sum(cuda, "max_memory_allocated") - allocated)
-        segments = max(0, _torch_sum(cuda, "max_memory_reserved") - reserved)
+        tensors = max(0, pytest_torch.summed(cuda, "max_memory_allocated") - allocated)
+        segments = max(0, pytest_torch.summed(cuda, "max_memory_reserved") - reserved)
         return tensors + max(0, peak - segments)
 
     def _not_recorded(self, item, report, why):
@@ -503,7 +422,10 @@ class _Gate:
                 entry[0] += sign * site["bytes"]
                 entry[1] += sign * site["count"]
         include_kept = test.limits.include_kept
-        tensors = 0 if cuda is None or include_kept else max(0, -tensors + _torch_allocated(cuda))
+        if cuda is None or include_kept:
+            tensors = 0
+        else:
+            tensors = max(0, pytest_torch.allocated(cuda) - tensors)
         if include_kept:
             leaked, kept = leaked + kept, 0
 

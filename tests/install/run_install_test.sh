@@ -35,7 +35,8 @@ prefix=$tmp/prefix
 for f in bin/gpuwatch lib/libgpuwatch.so include/gpuwatch/gpuwatch.h include/gpuwatch/gtest.h \
   lib/cmake/gpuwatch/gpuwatchConfig.cmake lib/cmake/gpuwatch/gpuwatchConfigVersion.cmake \
   lib/pkgconfig/gpuwatch.pc share/gpuwatch/python/gpuwatch/__init__.py \
-  share/gpuwatch/python/gpuwatch/pytest_plugin.py; do
+  share/gpuwatch/python/gpuwatch/pytest_plugin.py share/gpuwatch/python/gpuwatch/pytest_torch.py \
+  share/gpuwatch/python/gpuwatch/sizes.py; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
 [ "$(ls "$prefix/bin")" = "gpuwatch" ] || fail "bin/ holds more than gpuwatch: $(ls "$prefix/bin")"
