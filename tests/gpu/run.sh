@@ -72,7 +72,10 @@ make_bundle() {
   }
   copy lib/libgpuwatch.so strip
   copy bin/gpuwatch strip
-  for f in __init__.py pytest_plugin.py; do  # what `gpuwatch run` puts on PYTHONPATH
+  # What `gpuwatch run` puts on PYTHONPATH: the package (tools/CMakeLists.txt's
+  # GPUWATCH_PYTHON_FILES) and the --torch-blocks shim.
+  for f in __init__.py pytest_plugin.py pytest_torch.py sizes.py torch_blocks.py \
+           torch_shim/sitecustomize.py; do
     copy "share/gpuwatch/python/gpuwatch/$f"
   done
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
