@@ -430,6 +430,9 @@ class Tracker {
   // The counts of imported memory, in the shard of its key.
   void CountImported(const VmmMemory& memory, int allocs, int frees, int64_t bytes);
   bool ClassifyVmm(uint64_t address, MemKind* kind, int* device) const;
+  // The key of the memory mapped at `address` (inside a mapping), 0 when
+  // none. Under vmm_mu_.
+  uint64_t VmmKeyAt(uint64_t address) const;
   mutable Mutex vmm_mu_;
   std::unordered_map<uint64_t, uint64_t> vmm_handles_;  // handle value -> key
   std::unordered_map<uint64_t, VmmMemory> vmm_memory_;  // key -> memory, until freed

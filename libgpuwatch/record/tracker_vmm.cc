@@ -234,25 +234,26 @@ void Tracker::OnVmmRetain(uint64_t handle, uint64_t address) {
   }
   // Released while mapped (or made before attach): the mapping at `address`
   // names its memory, and the retain makes the handle the first reference.
-  auto it = vmm_mappings_.upper_bound(address);
-  if (it == vmm_mappings_.begin()) return;
-  --it;
-  if (address - it->first >= it->second.size) return;
-  auto m = vmm_memory_.find(it->second.key);
-  if (m == vmm_memory_.end()) return;
+  const uint64_t key = VmmKeyAt(address);
+  auto m = vmm_memory_.find(key);
+  if (key == 0 || m == vmm_memory_.end()) return;
   m->second.released = false;
-  vmm_handles_[handle] = it->second.key;
+  vmm_handles_[handle] = key;
+}
+
+uint64_t Tracker::VmmKeyAt(uint64_t address) const {
+  auto it = vmm_mappings_.upper_bound(address);
+  if (it == vmm_mappings_.begin()) return 0;
+  --it;
+  return address - it->first < it->second.size ? it->second.key : 0;
 }
 
 bool Tracker::ClassifyVmm(uint64_t address, MemKind* kind, int* device) const {
   if (vmm_mapping_count_.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<Mutex> lock(vmm_mu_);
-  auto it = vmm_mappings_.upper_bound(address);
-  if (it == vmm_mappings_.begin()) return false;
-  --it;
-  if (address - it->first >= it->second.size) return false;
-  const auto m = vmm_memory_.find(it->second.key);
-  if (m == vmm_memory_.end()) return false;
+  const uint64_t key = VmmKeyAt(address);
+  const auto m = vmm_memory_.find(key);
+  if (key == 0 || m == vmm_memory_.end()) return false;
   *kind = m->second.kind;
   if (device != nullptr) *device = m->second.device;
   return true;
