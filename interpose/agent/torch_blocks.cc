@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "gpuwatch/gpuwatch.h"
+#include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/report/report_model.h"
 
@@ -28,8 +29,14 @@ struct Latest {
 };
 
 // Never destroyed: the exit report may be written after static destructors.
+// Its lock is a leaf of the fork protocol: a fork while another thread swaps
+// the pointer must not leave the child's next hand-over waiting for ever.
 Latest& TheLatest() {
-  static auto* latest = new Latest;
+  static Latest* latest = [] {
+    auto* made = new Latest;
+    fork_locks::AddLeaf(&made->mu, "PyTorch's blocks");
+    return made;
+  }();
   return *latest;
 }
 

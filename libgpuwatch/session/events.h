@@ -118,7 +118,7 @@ class Events {
     return r_->lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0;
   }
   bool FirstCall() {
-    if (r_->lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0) return false;
+    if (first_call_seen()) return false;
     r_->lifecycle.FirstCall(r_->tracker.NowNs());
     return true;
   }
