@@ -38,10 +38,11 @@ struct Lifecycle {
   static constexpr int kDeviceSlots = 64;
   std::array<std::atomic<int>, kDeviceSlots> contexts_alive{};
 
-  // Records `now` as the first call if none was recorded yet.
-  void FirstCall(uint64_t now) {
+  // Records `now` as the first call if none was recorded yet; true when
+  // this one was it (of threads racing to it, one).
+  bool FirstCall(uint64_t now) {
     uint64_t expected = 0;
-    first_call_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
+    return first_call_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
   }
   void ContextReady(uint64_t now) {
     uint64_t expected = 0;

@@ -117,11 +117,7 @@ class Events {
   bool first_call_seen() const {
     return r_->lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0;
   }
-  bool FirstCall() {
-    if (first_call_seen()) return false;
-    r_->lifecycle.FirstCall(r_->tracker.NowNs());
-    return true;
-  }
+  bool FirstCall() { return !first_call_seen() && r_->lifecycle.FirstCall(r_->tracker.NowNs()); }
   // A thread blocked in a call for `ns`.
   void Blocked(SyncKind kind, uint64_t ns) { r_->lifecycle.Blocked(kind, ns); }
   // A context made on `device` (rare).

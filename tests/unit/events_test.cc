@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -133,6 +135,31 @@ TEST(Events, AreNotEnabledWhilePausedAndMarkTheFirstCallOnce) {
   EXPECT_NE(session.recording().lifecycle.first_call_ns.load(), 0u);
   session.recording().tracker.SetPaused(true);
   EXPECT_FALSE(session.events().enabled());
+}
+
+// Threads racing to the first call: one of them is it (the hook that writes
+// the "cuda" line and registers the exit handler runs once).
+TEST(Events, OfThreadsRacingToTheFirstCallOneIsIt) {
+  const Session session(NoStacks());
+  constexpr int kThreads = 8;
+  std::atomic<int> ready{0};
+  std::atomic<int> firsts{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      if (session.events().FirstCall()) firsts.fetch_add(1);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(firsts.load(), 1);
+  Lifecycle lifecycle;
+  EXPECT_TRUE(lifecycle.FirstCall(5));
+  EXPECT_FALSE(lifecycle.FirstCall(7));
+  EXPECT_EQ(lifecycle.first_call_ns.load(), 5u);
 }
 
 TEST(Events, AContextDestroyedFreesItsMemoryUnlessAnotherContextSharesTheDevice) {
