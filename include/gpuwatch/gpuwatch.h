@@ -143,6 +143,21 @@ GPUWATCH_API long gpuwatch_live_since(uint64_t point, char* json, size_t size);
  */
 GPUWATCH_API int gpuwatch_torch_blocks(const char* json, size_t len);
 
+/*
+ * PyTorch's counters when it raised torch.cuda.OutOfMemoryError, from its
+ * out-of-memory observer (python/gpuwatch/torch_blocks.py registers one):
+ * `allocated` and `reserved` bytes on `device` (torch.cuda.memory_stats()'s
+ * allocated_bytes.all.current and reserved_bytes.all.current). Call it on the
+ * thread whose allocation failed, before the error reaches Python: gpuwatch
+ * adds them, as the oom.torch member, to the out-of-memory report that
+ * failure wrote (docs/report-format.md) and writes that report again.
+ * Returns 0 when a report will carry them, -1 when none can: gpuwatch is
+ * inactive, this thread's last CUDA allocation failure wrote no report (one
+ * of ten reports already written, or another device's), or it ran out of
+ * memory.
+ */
+GPUWATCH_API int gpuwatch_torch_oom(int device, uint64_t allocated, uint64_t reserved);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

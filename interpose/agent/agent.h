@@ -102,8 +102,12 @@ struct ReportScheduler {  // NOLINT(clang-analyzer-optin.performance.Padding): o
   std::atomic<int> context_reports{0};
   std::atomic<int> oom_reports{0};
   std::atomic<uint64_t> last_oom_report_ns{0};
-  Mutex pending_mu;  // guards pending
+  Mutex pending_mu;  // guards pending, last_oom and last_oom_n
   std::vector<PendingReport> pending;
+  // The newest out-of-memory report as it was queued, and its number, kept
+  // for PyTorch's counters (gpuwatch_torch_oom(), captured_reports.cc).
+  PendingReport last_oom;
+  int last_oom_n = 0;
   Mutex report_mu;                   // one report written at a time
   bool exit_report_written = false;  // guarded by report_mu
   // Kept from report to report (checkpoints, exit), so that a pc is

@@ -94,6 +94,8 @@ void ReportScheduler::ResetInChild() {
   exiting.store(false);
   const std::lock_guard<Mutex> lock(pending_mu);
   pending.clear();  // the parent's: it writes them
+  last_oom = PendingReport{};
+  last_oom_n = 0;
 }
 
 void BackgroundThread::ResetInChild() {

@@ -149,7 +149,8 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   // Under `gpuwatch run` the command says where the reports went, once.
   const bool announce = ok && agent.config().run_log.empty();
   if (summary) WriteStderr(report.Summary(announce ? path : "").c_str());
-  if (ok && oom != nullptr) {
+  // Once per failure: written again with PyTorch's counters, it is not said again.
+  if (ok && oom != nullptr && !oom->has_torch) {
     Warn("out of memory: %s of %s failed at %s; report written to %s", oom->api.c_str(),
          FormatBytes(oom->size).c_str(), report.LocationOf(oom->stack_id).c_str(), path.c_str());
   }
@@ -207,20 +208,6 @@ void WritePendingLocked(Agent& agent) {
   for (const PendingReport& r : pending) {
     WriteReport(agent, r.path, r.trigger, nullptr, r.has_oom ? &r.oom : nullptr, false, nullptr,
                 &r.snapshot);
-  }
-}
-
-// Hands a report captured inside a callback to the background thread. The
-// pipe is non-blocking: when it is full, a wake-up is pending anyway. Without
-// a background thread the exit report writes it first.
-void QueueReport(Agent& agent, PendingReport&& report) {
-  {
-    std::lock_guard<Mutex> lock(agent.reports.pending_mu);
-    agent.reports.pending.push_back(std::move(report));
-  }
-  if (agent.background.request_pipe[1] >= 0) {
-    const char byte = 'r';
-    (void)!write(agent.background.request_pipe[1], &byte, 1);
   }
 }
 
@@ -327,32 +314,6 @@ void OnExitStatus(int status, void*) {
 
 std::atomic<bool> g_exit_status_handler{false};
 
-// What the driver in the process says of the memory at an out-of-memory
-// failure: the device's free and total memory, and the graph memory it keeps
-// for reuse that no graph holds (freed by graphs, returned to the device only
-// by cudaDeviceGraphMemTrim). Zeros where it cannot tell.
-// Stays in the failing call's callback, on its thread, by design:
-// cuMemGetInfo answers for the calling thread's current context (the
-// background thread has none, or another device's), and the free memory is
-// the moment's (a framework frees its caches and retries right after).
-void DeviceMemoryInfo(Agent& agent, OomInfo* oom) {
-  ResolveDriverQueries(agent);  // when the background thread has not yet
-  size_t f = 0;
-  size_t t = 0;
-  if (const MemGetInfoFn fn = agent.driver.mem_get_info.load(); fn != nullptr && fn(&f, &t) == 0) {
-    oom->device_free = f;
-    oom->device_total = t;
-  }
-  cuuint64_t reserved = 0;
-  cuuint64_t used = 0;
-  const GraphMemAttributeFn attr = agent.driver.graph_mem_attribute.load();
-  if (attr != nullptr &&
-      attr(oom->device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0 &&
-      attr(oom->device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == 0 && reserved > used) {
-    oom->graph_pool_idle = reserved - used;
-  }
-}
-
 }  // namespace
 
 // Registers OnProcessExit once. Exit handlers run in reverse order of registration,
@@ -440,38 +401,18 @@ uint64_t MappedSize(uint64_t address) {
   return size;
 }
 
-// An allocation failed for lack of memory. What only this moment knows is
-// captured before the error reaches the caller: the live memory by site (the
-// tracker's per-site counters, Tracker::LiveBySite: no shard lock, a cost
-// that grows with the sites, not the allocations), the failed request and the
-// device's free memory; the background thread writes the report. Frameworks retry after freeing
-// caches, so reports are rate-limited (one per second, ten in all); every failure is counted.
-void OnOutOfMemory(const OomEvent& event) {
-  Agent& agent = GetAgent();
-  agent.reports.ooms.fetch_add(1);
-  agent.events().OutOfMemory(event.device, event.size, event.kind, event.stack_id);
-  constexpr uint64_t kMinGapNs = 1000000000ULL;
-  constexpr int kMaxReports = 10;
-  const uint64_t now = MonotonicNs();
-  uint64_t last = agent.reports.last_oom_report_ns.load();
-  if ((last != 0 && now - last < kMinGapNs) || agent.reports.oom_reports.load() >= kMaxReports ||
-      !agent.reports.last_oom_report_ns.compare_exchange_strong(last, now)) {
-    return;
+// Hands a report captured inside a callback to the background thread. The
+// pipe is non-blocking: when it is full, a wake-up is pending anyway. Without
+// a background thread the exit report writes it first.
+void QueueReport(Agent& agent, PendingReport&& report) {
+  {
+    std::lock_guard<Mutex> lock(agent.reports.pending_mu);
+    agent.reports.pending.push_back(std::move(report));
   }
-  const int n = agent.reports.oom_reports.fetch_add(1) + 1;
-  PendingReport report;
-  report.path = agent.attach.output_path + ".oom-" + std::to_string(n);
-  report.trigger = "oom";
-  report.has_oom = true;
-  report.oom.size = event.size;
-  report.oom.kind = event.kind;
-  report.oom.api = event.api;
-  report.oom.error = event.error;
-  report.oom.stack_id = event.stack_id;
-  report.oom.device = event.device;
-  DeviceMemoryInfo(agent, &report.oom);
-  report.snapshot = agent.events().LiveBySite();
-  QueueReport(agent, std::move(report));
+  if (agent.background.request_pipe[1] >= 0) {
+    const char byte = 'r';
+    (void)!write(agent.background.request_pipe[1], &byte, 1);
+  }
 }
 
 // A CUDA context is about to be destroyed (cudaDeviceReset, cuCtxDestroy, or

@@ -35,7 +35,11 @@ void LogReport(const Agent& agent, const char* trigger, const std::string& path)
 // Not for the callback path.
 bool NoticeDetach(Agent& agent);
 
+// Hands a report captured inside a callback to the background thread (the
+// exit report writes it first where there is none).
+void QueueReport(Agent& agent, PendingReport&& report);
 // Callback hooks (callbacks.h): run inside the failing or destroying call.
+// OnOutOfMemory is in captured_reports.cc, with gpuwatch_torch_oom().
 void OnOutOfMemory(const OomEvent& event);
 void OnContextDestroy();
 void OnFirstCall();

@@ -25,7 +25,8 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
     "GPUWATCH_KERNEL_TIMING", "GPUWATCH_SUPPRESSIONS", "GPUWATCH_EXITCODE",
     "GPUWATCH_SAMPLE_MS",
-    "GPUWATCH_RUN_LOG",  // set by `gpuwatch run`
+    "GPUWATCH_RUN_LOG",       // set by `gpuwatch run`
+    "GPUWATCH_TORCH_BLOCKS",  // read by the Python side (python/gpuwatch/torch_hooks.py)
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
     "GPUWATCH_UNWIND",        "GPUWATCH_LIVE",         "GPUWATCH_LIVE_DIR",
     "GPUWATCH_NVTX",          "GPUWATCH_SHARE_CUPTI",

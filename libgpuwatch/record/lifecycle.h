@@ -20,6 +20,7 @@ struct Lifecycle {
   // Times in ns on the tracker's clock (Tracker::NowNs). 0 = not seen.
   std::atomic<uint64_t> first_call_ns{0};     // first CUDA API call seen
   std::atomic<uint64_t> context_ready_ns{0};  // first context created
+  std::atomic<uint64_t> first_launch_ns{0};   // first kernel launch recorded
   bool first_call_observed = true;            // false when attached inside cuInit (injection)
   std::array<std::atomic<uint64_t>, kNumSyncKinds> sync_ns{};
   std::array<std::atomic<uint64_t>, kNumSyncKinds> sync_count{};
@@ -28,6 +29,7 @@ struct Lifecycle {
   // allocations the driver freed with them; destroys whose memory was kept
   // live because other contexts shared the device (gpuwatch cannot tell
   // which context made an allocation).
+  std::atomic<uint64_t> contexts_created{0};  // as CUPTI reported them
   std::atomic<uint64_t> contexts_destroyed{0};
   std::atomic<uint64_t> context_freed_count{0};
   std::atomic<uint64_t> context_freed_bytes{0};
@@ -48,6 +50,10 @@ struct Lifecycle {
     uint64_t expected = 0;
     context_ready_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
   }
+  void FirstLaunch(uint64_t now) {
+    uint64_t expected = 0;
+    first_launch_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
+  }
   void Blocked(SyncKind kind, uint64_t ns) {
     sync_ns[static_cast<int>(kind)].fetch_add(ns, std::memory_order_relaxed);
     sync_count[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
@@ -58,11 +64,13 @@ struct Lifecycle {
 struct LifecycleFigures {
   uint64_t first_call_ns = 0;
   uint64_t context_ready_ns = 0;
+  uint64_t first_launch_ns = 0;
   bool first_call_observed = true;
   std::array<uint64_t, kNumSyncKinds> sync_ns{};
   std::array<uint64_t, kNumSyncKinds> sync_count{};
   int64_t teardown_ns = -1;  // -1: not measured (the report was written before teardown)
   int exit_status = -1;      // -1: unknown or not exited yet
+  uint64_t contexts_created = 0;
   uint64_t contexts_destroyed = 0;
   uint64_t context_freed_count = 0;
   uint64_t context_freed_bytes = 0;
@@ -73,12 +81,14 @@ inline LifecycleFigures LifecycleFiguresOf(const Lifecycle& l) {
   LifecycleFigures f;
   f.first_call_ns = l.first_call_ns.load(std::memory_order_relaxed);
   f.context_ready_ns = l.context_ready_ns.load(std::memory_order_relaxed);
+  f.first_launch_ns = l.first_launch_ns.load(std::memory_order_relaxed);
   f.first_call_observed = l.first_call_observed;
   for (int i = 0; i < kNumSyncKinds; ++i) {
     f.sync_ns[i] = l.sync_ns[i].load(std::memory_order_relaxed);
     f.sync_count[i] = l.sync_count[i].load(std::memory_order_relaxed);
   }
   f.exit_status = l.exit_status.load(std::memory_order_relaxed);
+  f.contexts_created = l.contexts_created.load(std::memory_order_relaxed);
   f.contexts_destroyed = l.contexts_destroyed.load(std::memory_order_relaxed);
   f.context_freed_count = l.context_freed_count.load(std::memory_order_relaxed);
   f.context_freed_bytes = l.context_freed_bytes.load(std::memory_order_relaxed);

@@ -218,7 +218,8 @@ class Tracker {
 
   void OnCopy(const CopyEvent& event);
   // A kernel launch made in `phase` (0: none).
-  void OnLaunch(uint32_t phase = 0);
+  // True for the first launch recorded (the lifecycle's cold start).
+  bool OnLaunch(uint32_t phase = 0);
 
   // gpuwatch_pause()/gpuwatch_resume(): while paused, allocations, copies and
   // launches are not recorded; frees still are, so that memory allocated

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "libgpuwatch/report/format.h"
+
 namespace gpuwatch {
 
 using nlohmann::json;
@@ -19,6 +21,7 @@ GPUWATCH_COUNTS_OF(ReportKernels, GPUWATCH_KERNELS_COUNTS)
 GPUWATCH_COUNTS_OF(BlockedRow, GPUWATCH_BLOCKED_COUNTS)
 GPUWATCH_COUNTS_OF(ContextFigures, GPUWATCH_CONTEXT_COUNTS)
 GPUWATCH_COUNTS_OF(ReportLifecycle, GPUWATCH_LIFECYCLE_COUNTS)
+GPUWATCH_COUNTS_OF(LifecycleFinding, GPUWATCH_LIFECYCLE_FINDING_COUNTS)
 
 namespace {
 
@@ -215,6 +218,13 @@ json TimelineJson(const ReportTimeline& t) {
           {key::kSites, std::move(sites)}};
 }
 
+std::string ContextChurnText(uint64_t created, uint64_t destroyed) {
+  return CountOf(created, "context", "contexts") + " created and " + std::to_string(destroyed) +
+         " destroyed while the process ran: a context per request or job? Each one repeats "
+         "CUDA's initialization and frees its memory with it; keep one context (or a pool) for "
+         "the process's life";
+}
+
 json LifecycleJson(const ReportLifecycle& l) {
   json blocked = json::object();
   for (const auto& [kind, row] : l.blocked) PutCounts(row, BlockedRow::Counts(), &blocked[kind]);
@@ -222,9 +232,17 @@ json LifecycleJson(const ReportLifecycle& l) {
   json out = {{"first_call_observed", l.first_call_observed}, {"blocked", std::move(blocked)}};
   PutCounts(l, ReportLifecycle::Counts(), &out);
   out["init_latency_ns"] = l.init_latency_ns.has_value() ? json(*l.init_latency_ns) : json();
+  out["cold_start_ns"] = l.cold_start_ns.has_value() ? json(*l.cold_start_ns) : json();
   out["teardown_ns"] = l.teardown_ns.has_value() ? json(*l.teardown_ns) : json();
   out["exit_status"] = l.exit_status.has_value() ? json(*l.exit_status) : json();
   PutCounts(l.contexts, ContextFigures::Counts(), &out["contexts"]);
+  json findings = json::array();
+  for (const LifecycleFinding& f : l.findings) {
+    json e = {{"type", f.type}};
+    PutCounts(f, LifecycleFinding::Counts(), &e);
+    findings.push_back(std::move(e));
+  }
+  out["findings"] = std::move(findings);
   return out;
 }
 
@@ -321,6 +339,9 @@ ReportLifecycle ReadLifecycle(ReportFieldReader* r, const json& section) {
   if (ReportFieldReader::Member(section, "init_latency_ns") != nullptr) {
     out.init_latency_ns = r->CountAt(section, path, "init_latency_ns");
   }
+  if (ReportFieldReader::Member(section, "cold_start_ns") != nullptr) {
+    out.cold_start_ns = r->CountAt(section, path, "cold_start_ns");
+  }
   if (ReportFieldReader::Member(section, "teardown_ns") != nullptr) {
     out.teardown_ns = r->CountAt(section, path, "teardown_ns");
   }
@@ -332,6 +353,11 @@ ReportLifecycle ReadLifecycle(ReportFieldReader* r, const json& section) {
     r->CountsAt(*contexts, ReportFieldReader::Join(path, "contexts"), ContextFigures::Counts(),
                 &out.contexts);
   }
+  r->Objects(section, path, "findings", [r, &out](const json& e, const std::string& at) {
+    LifecycleFinding& f = out.findings.emplace_back();
+    f.type = r->TextAt(e, at, "type");
+    r->CountsAt(e, at, LifecycleFinding::Counts(), &f);
+  });
   return out;
 }
 

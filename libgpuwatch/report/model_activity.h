@@ -156,16 +156,36 @@ struct BlockedRow {
 
 // lifecycle.contexts.
 // clang-format off
-#define GPUWATCH_CONTEXT_COUNTS(X) \
-  X(destroyed, kSum) X(freed_count, kSum) X(freed_bytes, kSum) X(destroys_kept, kSum)
+#define GPUWATCH_CONTEXT_COUNTS(X)                                                   \
+  X(created, kSum) X(destroyed, kSum) X(freed_count, kSum) X(freed_bytes, kSum) \
+  X(destroys_kept, kSum)
 // clang-format on
 struct ContextFigures {
   GPUWATCH_COUNTS(ContextFigures, GPUWATCH_CONTEXT_COUNTS)
 };
 
 // clang-format off
-#define GPUWATCH_LIFECYCLE_COUNTS(X) X(first_call_ns, kMin) X(context_ready_ns, kMin)
+#define GPUWATCH_LIFECYCLE_COUNTS(X) \
+  X(first_call_ns, kMin) X(context_ready_ns, kMin) X(first_launch_ns, kMin)
 // clang-format on
+// lifecycle.findings[]: what the process's lifecycle says about how it uses
+// CUDA. type "context_churn": contexts created and destroyed again and again
+// while it ran (a context per request or job instead of one for the
+// process), with the counts.
+// clang-format off
+#define GPUWATCH_LIFECYCLE_FINDING_COUNTS(X) X(contexts_created, kSum) X(contexts_destroyed, kSum)
+// clang-format on
+struct LifecycleFinding {
+  GPUWATCH_COUNTS(LifecycleFinding, GPUWATCH_LIFECYCLE_FINDING_COUNTS)
+  std::string type;
+};
+// Contexts destroyed while a process ran from which on that is a finding.
+inline constexpr uint64_t kContextChurnMin = 3;
+
+// The words of a context_churn finding (the exit summary's and the text
+// report's): the counts, and what to do.
+std::string ContextChurnText(uint64_t created, uint64_t destroyed);
+
 struct ReportLifecycle {
   GPUWATCH_COUNTS(ReportLifecycle, GPUWATCH_LIFECYCLE_COUNTS)
   bool first_call_observed = false;
@@ -174,9 +194,12 @@ struct ReportLifecycle {
   // Written as null when absent: no context was ready, none destroyed at
   // exit, or the report was written before exit.
   std::optional<uint64_t> init_latency_ns;
+  // The cold start: from the first CUDA call to the first kernel launch.
+  std::optional<uint64_t> cold_start_ns;
   std::optional<uint64_t> teardown_ns;
   std::optional<int64_t> exit_status;
   ContextFigures contexts;
+  std::vector<LifecycleFinding> findings;
 };
 
 // The sections as the report writes them.

@@ -54,6 +54,11 @@ struct OomInfo {
   // Graph memory the driver keeps for reuse that no graph holds (reserved
   // minus used, cuDeviceGetGraphMemAttribute); 0 when none or unknown.
   uint64_t graph_pool_idle = 0;
+  // PyTorch's counters when it raised OutOfMemoryError for this failure
+  // (gpuwatch_torch_oom(); report_model.h, OomTorch).
+  bool has_torch = false;
+  uint64_t torch_allocated = 0;
+  uint64_t torch_reserved = 0;
 };
 
 // Facts about the process and the reason the report is written.

@@ -154,10 +154,20 @@ ReportLifecycle LifecycleSection(const LifecycleFigures& l) {
   if (l.context_ready_ns >= l.first_call_ns && l.context_ready_ns != 0) {
     out.init_latency_ns = l.context_ready_ns - l.first_call_ns;
   }
+  if (l.first_launch_ns >= l.first_call_ns && l.first_launch_ns != 0) {
+    out.cold_start_ns = l.first_launch_ns - l.first_call_ns;
+  }
   if (l.teardown_ns >= 0) out.teardown_ns = static_cast<uint64_t>(l.teardown_ns);
   if (l.exit_status >= 0) out.exit_status = l.exit_status;
-  out.contexts = {l.contexts_destroyed, l.context_freed_count, l.context_freed_bytes,
-                  l.context_destroys_kept};
+  out.first_launch_ns = l.first_launch_ns;
+  out.contexts = {l.contexts_created, l.contexts_destroyed, l.context_freed_count,
+                  l.context_freed_bytes, l.context_destroys_kept};
+  if (l.contexts_destroyed >= kContextChurnMin) {
+    LifecycleFinding& f = out.findings.emplace_back();
+    f.type = "context_churn";
+    f.contexts_created = l.contexts_created;
+    f.contexts_destroyed = l.contexts_destroyed;
+  }
   return out;
 }
 
@@ -234,6 +244,11 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     o.device_free_bytes = oom.device_free;
     o.device_total_bytes = oom.device_total;
     o.graph_pool_idle_bytes = oom.graph_pool_idle;
+    if (oom.has_torch) {
+      o.torch.emplace();
+      o.torch->allocated_bytes = oom.torch_allocated;
+      o.torch->reserved_bytes = oom.torch_reserved;
+    }
   }
   if (context.timeline != nullptr) {
     m.growth =

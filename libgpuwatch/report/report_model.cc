@@ -18,6 +18,7 @@ GPUWATCH_COUNTS_OF(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(GrowthSite, GPUWATCH_GROWTH_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(OomSite, GPUWATCH_OOM_SITE_COUNTS)
+GPUWATCH_COUNTS_OF(OomTorch, GPUWATCH_OOM_TORCH_COUNTS)
 GPUWATCH_COUNTS_OF(LeakList, GPUWATCH_LEAK_LIST_COUNTS)
 GPUWATCH_COUNTS_OF(KindRow, GPUWATCH_KIND_ROW_COUNTS)
 GPUWATCH_COUNTS_OF(CopyRow, GPUWATCH_COPY_ROW_COUNTS)
@@ -225,6 +226,11 @@ void ReportModel::ToJson(json* doc, bool trace_events) const {
     o["api"] = oom->api;
     o["error"] = oom->error;
     o["device"] = oom->device;
+    if (oom->torch.has_value()) {
+      json t = json::object();
+      PutCounts(*oom->torch, OomTorch::Counts(), &t);
+      o["torch"] = std::move(t);
+    }
     d[key::kOom] = std::move(o);
   }
   if (phases.has_value()) d[key::kPhases] = PhasesJson(*phases);
@@ -419,6 +425,10 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
       o.api = r.TextAt(*oom, key::kOom, "api");
       o.error = r.IntegerAt(*oom, key::kOom, "error");
       o.device = r.IntegerAt(*oom, key::kOom, "device");
+      if (const json* t = r.ObjectAt(*oom, key::kOom, "torch")) {
+        r.CountsAt(*t, ReportFieldReader::Join(key::kOom, "torch"), OomTorch::Counts(),
+                   &o.torch.emplace());
+      }
     }
     m.oom = std::move(o);
   }

@@ -155,10 +155,23 @@ struct GrowthSite : ReportSite {
   X(size, kSum) X(device_free_bytes, kSum) X(device_total_bytes, kSum) \
   X(graph_pool_idle_bytes, kSum)
 // clang-format on
+// oom.torch: PyTorch's own counters when it raised OutOfMemoryError for this
+// failure (its out-of-memory observer, python/gpuwatch/torch_blocks.py):
+// allocated_bytes (its tensors' blocks) and reserved_bytes (its segments),
+// read after PyTorch emptied its cache and retried, so reserved_bytes may be
+// less than the device memory live at the failure.
+// clang-format off
+#define GPUWATCH_OOM_TORCH_COUNTS(X) X(allocated_bytes, kSum) X(reserved_bytes, kSum)
+// clang-format on
+struct OomTorch {
+  GPUWATCH_COUNTS(OomTorch, GPUWATCH_OOM_TORCH_COUNTS)
+};
+
 struct OomSite : ReportSite {
   GPUWATCH_COUNTS(OomSite, GPUWATCH_OOM_SITE_COUNTS)
-  std::string kind;  // the memory kind asked for
-  std::string api;   // CUPTI's function name
+  std::optional<OomTorch> torch;  // absent: PyTorch did not say (not PyTorch, no observer)
+  std::string kind;               // the memory kind asked for
+  std::string api;                // CUPTI's function name
   int64_t error = 0;
   int64_t device = 0;
 };

@@ -119,12 +119,21 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     const double init_ms = l.context_ready_ns >= l.first_call_ns
                                ? static_cast<double>(l.context_ready_ns - l.first_call_ns) / 1e6
                                : 0.0;
+    char cold[96] = "";
+    if (l.first_launch_ns != 0 && l.first_launch_ns >= l.first_call_ns) {
+      std::snprintf(cold, sizeof(cold), "; first kernel %.1f ms after the first CUDA call",
+                    static_cast<double>(l.first_launch_ns - l.first_call_ns) / 1e6);
+    }
     std::snprintf(line, sizeof(line),
-                  "gpuwatch: lifecycle: CUDA init %.1f ms%s; host blocked in synchronization "
+                  "gpuwatch: lifecycle: CUDA init %.1f ms%s%s; host blocked in synchronization "
                   "%.1f ms\n",
-                  init_ms, l.first_call_observed ? "" : " (from attach)",
+                  init_ms, l.first_call_observed ? "" : " (from attach)", cold,
                   static_cast<double>(blocked) / 1e6);
     out += line;
+  }
+  if (l.contexts_destroyed >= kContextChurnMin) {
+    out +=
+        "gpuwatch: finding: " + ContextChurnText(l.contexts_created, l.contexts_destroyed) + "\n";
   }
   if (!path.empty()) out += "gpuwatch: report written to " + path + "\n";
   return out;

@@ -19,6 +19,7 @@ std::atomic<int>& ContextsAlive(Lifecycle& lifecycle, int32_t device) {
 
 void Events::ContextCreated(int32_t device) {
   r_->lifecycle.ContextReady(r_->tracker.NowNs());
+  r_->lifecycle.contexts_created.fetch_add(1, std::memory_order_relaxed);
   ContextsAlive(r_->lifecycle, device).fetch_add(1, std::memory_order_relaxed);
 }
 

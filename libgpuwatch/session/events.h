@@ -107,7 +107,7 @@ class Events {
   // A kernel launched, counted under `name` (CUPTI's symbolName, or a
   // graph kernel node's).
   void Launched(uint32_t phase, const char* name) {
-    r_->tracker.OnLaunch(phase);
+    if (r_->tracker.OnLaunch(phase)) r_->lifecycle.FirstLaunch(r_->tracker.NowNs());
     r_->kernels.OnLaunch(name);
   }
 

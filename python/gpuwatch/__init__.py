@@ -48,7 +48,7 @@ Live = collections.namedtuple("Live", ["bytes", "count"])
 
 _lock = threading.Lock()
 _api = None  # the C API once found: gpuwatch does not unload
-# Called before each snapshot(): torch_blocks.install() sets it so that the
+# Called before each snapshot(): torch_blocks.start() sets it so that the
 # report has PyTorch's blocks of that moment.
 _before_snapshot = None
 

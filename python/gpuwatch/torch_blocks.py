@@ -11,9 +11,11 @@ it to segments and blocks (address, sizes, state, Python frames) and hands it
 to gpuwatch_torch_blocks() (include/gpuwatch/gpuwatch.h), which puts it into
 the next report's `torch_blocks` section (docs/report-format.md).
 
-`gpuwatch run --torch-blocks` calls install() from a sitecustomize.py
-(torch_shim/); a script run otherwise may call it itself, and the pytest
-plugin's --gpuwatch-torch-blocks does. Whatever fails costs one line on
+torch_hooks.py calls start() once torch's CUDA is up, under `gpuwatch run
+--torch-blocks` (from its sitecustomize.py, torch_shim/); a script run
+otherwise may call install() itself, and the pytest plugin's
+--gpuwatch-torch-blocks does. At torch.cuda.OutOfMemoryError torch_hooks
+hands a snapshot over too (moment "oom"). Whatever fails costs one line on
 stderr and PyTorch's blocks, never the program.
 """
 
@@ -22,7 +24,6 @@ import json
 import os
 import sys
 
-_installed = False
 _started = False
 _torch = None
 
@@ -97,74 +98,31 @@ def hand_over(moment="snapshot"):
         return False
 
 
-def _start():
-    """Runs at torch's CUDA initialization (torch.cuda._lazy_call)."""
-    global _started
+def start():
+    """Turns PyTorch's memory history on; torch_hooks calls it once torch's
+    CUDA is up. True when on."""
+    global _started, _torch
     try:
-        _torch.cuda.memory._record_memory_history(enabled="state", context="alloc",
-                                                  stacks="python")
+        import torch
+        _torch = torch
+        torch.cuda.memory._record_memory_history(enabled="state", context="alloc",
+                                                 stacks="python")
         _started = True
+        atexit.register(_at_exit)  # after torch's own: runs before them
+        import gpuwatch
+        gpuwatch._before_snapshot = hand_over
     except Exception as e:  # noqa: BLE001 - an exception here would fail CUDA's init
         _warn(f"could not start PyTorch's memory history ({type(e).__name__}: {e})")
+    return _started
 
 
 def _at_exit():
     hand_over("exit")
 
 
-def _on_torch(torch):
-    global _torch
-    try:
-        _torch = torch
-        torch.cuda._lazy_call(_start)  # now when CUDA is up, else at its initialization
-        atexit.register(_at_exit)  # after torch's own: runs before them
-    except Exception as e:  # noqa: BLE001
-        _warn(f"could not hook torch ({type(e).__name__}: {e})")
-
-
-class _TorchFinder:
-    """Finds torch for the import system like the finders after it, and
-    calls _on_torch once torch's module has run."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch":
-            return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                break
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _on_torch(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install():
     """Hands PyTorch's blocks to gpuwatch from now on (see the module's
     text). Idempotent; does nothing visible in a program that never imports
     torch."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    try:
-        if "torch" in sys.modules:
-            _on_torch(sys.modules["torch"])
-        else:
-            sys.meta_path.insert(0, _TorchFinder())
-        import gpuwatch
-        gpuwatch._before_snapshot = hand_over
-    except Exception as e:  # noqa: BLE001
-        _warn(f"could not install ({type(e).__name__}: {e})")
+    from gpuwatch import torch_hooks
+    torch_hooks.install(blocks=True)

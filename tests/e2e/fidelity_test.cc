@@ -532,7 +532,9 @@ TEST(Fidelity, DeviceResetFreesWhatTheDriverFreesAndKeepsStreamOrderedMemory) {
   EXPECT_EQ(at_peak["managed"], 0) << at_peak.dump();
   EXPECT_EQ(totals["kinds"]["managed"]["peak_bytes"], 1 * kMiB);
   const json& contexts = r["lifecycle"]["contexts"];
+  EXPECT_EQ(contexts["created"], 2);  // the primary context, then again after the reset
   EXPECT_EQ(contexts["destroyed"], 1);
+  EXPECT_EQ(r["lifecycle"]["findings"], json::array());  // one reset is not churn
   EXPECT_EQ(contexts["freed_count"], 4);
   EXPECT_EQ(contexts["freed_bytes"], (4 + 2 + 1 + 2) * kMiB);
   const json& sites = r["leaks"]["device"]["sites"];
@@ -551,6 +553,43 @@ TEST(Fidelity, DeviceResetFreesWhatTheDriverFreesAndKeepsStreamOrderedMemory) {
   ASSERT_EQ(live.size(), 4u) << live.dump();
   EXPECT_EQ(live[0]["location"], At("device_reset.cu", "AT:device"));
   EXPECT_EQ(live[1]["location"], At("device_reset.cu", "AT:ordered"));
+}
+
+// A context per request (tests/e2e/programs/context_churn.cu: 4 requests, each ending with
+// cudaDeviceReset): the lifecycle counts the 4 contexts made and destroyed, says so as a
+// context_churn finding in the report, the exit summary and the text report, and times the cold
+// start, from the first CUDA call to the first kernel launch.
+TEST(Fidelity, ContextPerRequestIsAFindingAndTheColdStartIsTimed) {
+  ScopedTempDir dir;
+  ProcessResult run;
+  const json r = RunUnder(dir, "context_churn", {}, &run);
+  ASSERT_NE(run.out.find("context_churn: done"), std::string::npos) << run.out << run.err;
+  const json& l = r["lifecycle"];
+  EXPECT_EQ(l["contexts"]["created"], 4) << l.dump(1);
+  EXPECT_EQ(l["contexts"]["destroyed"], 4) << l.dump(1);
+  ASSERT_EQ(l["findings"].size(), 1u) << l.dump(1);
+  EXPECT_EQ(l["findings"][0]["type"], "context_churn");
+  EXPECT_EQ(l["findings"][0]["contexts_created"], 4);
+  EXPECT_EQ(l["findings"][0]["contexts_destroyed"], 4);
+  // The first launch comes after the first call and the first context; the cold start is
+  // the time between the first call and it, exactly.
+  const uint64_t first_call = l["first_call_ns"];
+  const uint64_t first_launch = l["first_launch_ns"];
+  EXPECT_GE(first_launch, l["context_ready_ns"].get<uint64_t>()) << l.dump(1);
+  ASSERT_GT(first_launch, first_call) << l.dump(1);
+  EXPECT_EQ(l["cold_start_ns"], first_launch - first_call) << l.dump(1);
+  const std::string said =
+      "finding: 4 contexts created and 4 destroyed while the process ran: a context per request";
+  EXPECT_NE(run.err.find("gpuwatch: " + said), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" after the first CUDA call; host blocked"), std::string::npos) << run.err;
+  const ProcessResult text =
+      RunProcess({kCli, "report", dir.path() + "/context_churn.json"}, {}, "");
+  EXPECT_NE(text.out.find("Lifecycle: CUDA init "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" after the first CUDA call (cold start); 4 contexts created, 4 "
+                          "destroyed\n  " +
+                          said),
+            std::string::npos)
+      << text.out;
 }
 
 // Graph memory the driver may place at one address for two allocation nodes

@@ -39,6 +39,14 @@ int64_t Printed(const std::string& out, const std::string& name) {
   return std::stoll(lines[0].substr(name.size() + 1));
 }
 
+// GPUWATCH_TORCH_PYTHON when it names an interpreter, else null (the test skips).
+const char* TorchPython() {
+  const char* python = std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
+  return python != nullptr && *python != '\0' && access(python, X_OK) == 0 ? python : nullptr;
+}
+constexpr char kNoTorchPython[] =
+    "GPUWATCH_TORCH_PYTHON is not set to an interpreter (scripts/torch-env.sh)";
+
 // The block of `segment` whose location is `location`, or null.
 json BlockAt(const json& segment, const std::string& location) {
   for (const json& b : segment["blocks"]) {
@@ -71,10 +79,8 @@ ProcessResult RunUnderGpuwatch(const ScopedTempDir& dir, const std::string& pyth
 // device bytes. The exit report, after the second is freed, has the first block alone.
 TEST(TorchBlocksTest, ReportNamesEachTensorLineWithItsBlockInTheSegmentGpuwatchSaw) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
-  const char* python = std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
-  if (python == nullptr || *python == '\0' || access(python, X_OK) != 0) {
-    GTEST_SKIP() << "GPUWATCH_TORCH_PYTHON is not set to an interpreter (scripts/torch-env.sh)";
-  }
+  const char* python = TorchPython();
+  if (python == nullptr) GTEST_SKIP() << kNoTorchPython;
   ScopedTempDir dir;
   const ProcessResult r = RunUnderGpuwatch(dir, python, kScript, true);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -267,6 +273,36 @@ TEST(TorchBlocksTest, PytestOptionPutsTheBlocksIntoTheTestsSnapshot) {
   ASSERT_GE(block["frames"].size(), 2u) << block.dump(1);
   EXPECT_EQ(block["frames"][1], test_file + ":" + std::to_string(LineOf(test_file, "# FAKE:test")) +
                                     ":test_blocks_reach_the_snapshot_report");
+}
+
+// At torch.cuda.OutOfMemoryError (tests/e2e/programs/torch_oom.py on a 64 MiB device), PyTorch's
+// out-of-memory observer hands its blocks over (moment "oom") and then its counters: the .oom-1
+// report, written again with them, has both, and they agree with what the script printed.
+TEST(TorchBlocksTest, OutOfMemoryReportHasPyTorchsBlocksAtThatMoment) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const char* python = TorchPython();
+  if (python == nullptr) GTEST_SKIP() << kNoTorchPython;
+  ScopedTempDir dir;
+  const ProcessResult r = RunUnderGpuwatch(dir, python, Source("torch_oom.py"), true,
+                                           {{"GWSIM_DEVICE_MEMORY", "64MiB"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(Printed(r.out, "oom"), 1) << r.out << r.err;
+  const json report = ReadReport(dir.path() + "/report.json.oom-1");
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& torch = report["oom"]["torch"];
+  ASSERT_TRUE(torch.is_object()) << report["oom"].dump(1) << r.err;
+  EXPECT_EQ(torch["allocated_bytes"], Printed(r.out, "allocated"));
+  EXPECT_EQ(torch["reserved_bytes"], Printed(r.out, "reserved"));
+  const json& blocks = report["torch_blocks"];
+  EXPECT_EQ(blocks["moment"], "oom") << blocks.dump(1);
+  EXPECT_EQ(blocks["allocated_bytes"], Printed(r.out, "allocated")) << blocks.dump(1);
+  EXPECT_EQ(blocks["reserved_bytes"], Printed(r.out, "reserved")) << blocks.dump(1);
+  ASSERT_EQ(blocks["segments"].size(), 2u) << blocks.dump(1);
+  const std::string a =
+      "torch_oom.py:" + std::to_string(LineOf(Source("torch_oom.py"), "# TENSOR:a"));
+  EXPECT_FALSE(BlockAt(blocks["segments"][0], a).is_null() &&
+               BlockAt(blocks["segments"][1], a).is_null())
+      << blocks.dump(1);
 }
 
 }  // namespace

@@ -198,9 +198,16 @@ TEST_P(TorchModesTest, PinnedMemoryAndCopiesAreClassifiedAtTheirLines) {
 // names the script's line, the request and the device's free memory, with the device memory
 // live at that moment equal to memory_reserved() as the script prints it after catching the
 // error (two segments at their tensors' lines; memory_allocated() is less: 4 MiB of the first
-// segment's 20 are used).
-TEST_P(TorchModesTest, OutOfMemoryReportNamesTheLineWithReservedBytesLive) {
-  const ProcessResult r = Run("torch_oom.py", {{"GWSIM_DEVICE_MEMORY", "64MiB"}});
+// segment's 20 are used). PyTorch's own counters, from its out-of-memory observer
+// (python/gpuwatch/torch_hooks.py: `gpuwatch run` puts its sitecustomize on PYTHONPATH, the
+// other modes do it by hand as docs/pytorch.md says), are in the report's oom.torch, written
+// again with them, and in the text report.
+TEST_P(TorchModesTest, OutOfMemoryReportNamesTheLineWithPyTorchsCounters) {
+  std::map<std::string, std::string> env = {{"GWSIM_DEVICE_MEMORY", "64MiB"}};
+  if (GetParam() != Attach::kRun) {
+    env["PYTHONPATH"] = kSourceDir + "/python/gpuwatch/torch_shim:" + kSourceDir + "/python";
+  }
+  const ProcessResult r = Run("torch_oom.py", env);
   ASSERT_FALSE(HasFailure());
   std::map<std::string, int64_t> v = Values(r.out);
   ASSERT_EQ(v["oom"], 1) << r.out;
@@ -220,6 +227,9 @@ TEST_P(TorchModesTest, OutOfMemoryReportNamesTheLineWithReservedBytesLive) {
   EXPECT_EQ(oom["kind"], "device");
   EXPECT_EQ(oom["device_total_bytes"], 64 * kMiB);
   EXPECT_EQ(oom["device_free_bytes"], 20 * kMiB);
+  ASSERT_TRUE(oom["torch"].is_object()) << oom.dump(1) << r.err;
+  EXPECT_EQ(oom["torch"]["allocated_bytes"], v["allocated"]);
+  EXPECT_EQ(oom["torch"]["reserved_bytes"], v["reserved"]);
   const json& device = report["leaks"]["device"];
   EXPECT_EQ(device["bytes"], v["reserved"]) << device.dump(1);
   EXPECT_EQ(device["count"], 2) << device.dump(1);
@@ -230,10 +240,17 @@ TEST_P(TorchModesTest, OutOfMemoryReportNamesTheLineWithReservedBytesLive) {
   EXPECT_EQ(a["bytes"], 20 * kMiB);
   EXPECT_EQ(b["bytes"], 24 * kMiB);
   EXPECT_EQ(ReadReport(report_path())["totals"]["oom_count"], 2);
-  EXPECT_NE(r.err.find("out of memory: cudaMalloc of 32.0 MiB failed at " +
-                       Marked("torch_oom.py", "OOM:c")),
+  // Said once, though the report was written twice.
+  const std::string said =
+      "out of memory: cudaMalloc of 32.0 MiB failed at " + Marked("torch_oom.py", "OOM:c");
+  const size_t at = r.err.find(said);
+  EXPECT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(said, at + 1), std::string::npos) << r.err;
+  const ProcessResult text = RunProcess({kCli, "report", report_path() + ".oom-1"}, {}, "");
+  EXPECT_NE(text.out.find("PyTorch when it raised OutOfMemoryError: 28.0 MiB allocated, 44.0 MiB "
+                          "reserved (after emptying its cache)"),
             std::string::npos)
-      << r.err;
+      << text.out;
 }
 
 // The phases of a report with PyTorch's NVTX (each tensor a cudaMalloc of its own, with

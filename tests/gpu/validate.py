@@ -1045,7 +1045,9 @@ class Validator:
                 ("nvtx", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})]
         for name, extra in runs:
             script = os.path.join(programs, f"torch_{name}.py")
-            ran = self.run_torch_mode("torch_modes", name, dict(extra, PYTHONPATH=package),
+            # The shim as `gpuwatch run` puts it: PyTorch's out-of-memory observer.
+            path = os.path.join(package, "gpuwatch", "torch_shim") + os.pathsep + package
+            ran = self.run_torch_mode("torch_modes", name, dict(extra, PYTHONPATH=path),
                                       ["python3", script])
             if ran is None:
                 return
@@ -1083,12 +1085,16 @@ class Validator:
             oom = checks.load(report_path + ".oom-1")
             where = f"torch_oom.py:{checks.line_of(script, 'OOM:c')}"
             live = checks.get(oom, "leaks", "device", "bytes")
+            torch = checks.get(oom, "oom", "torch", default={}) or {}
             ok = (code == 0 and values.get("oom") == 1 and
                   checks.get(oom, "oom", "location") == where and
-                  live == values.get("reserved"))
+                  live == values.get("reserved") and
+                  torch.get("allocated_bytes") == values.get("allocated") and
+                  torch.get("reserved_bytes") == values.get("reserved"))
             self.record("PASS" if ok else "FAIL", "torch_modes oom",
                         f"exit {code}; at {checks.get(oom, 'oom', 'location')} (want {where}); "
-                        f"live {live}, reserved {values.get('reserved')}")
+                        f"live {live}, reserved {values.get('reserved')}; oom.torch {torch} "
+                        f"(want allocated {values.get('allocated')})")
         else:
             report = checks.load(report_path)
             paths = {p.get("path"): p.get("alloc_bytes") for p in

@@ -313,10 +313,50 @@ void PrintOom(const ReportModel& m, Printer* p) {
   p->Line("Out of memory: " + oom.api + " of " + FormatBytes(oom.size) + " failed at " +
           Describe(oom) + " (device free " + FormatBytes(oom.device_free_bytes) + " of " +
           FormatBytes(oom.device_total_bytes) + ")");
+  if (oom.torch.has_value()) {
+    const OomTorch& t = *oom.torch;
+    p->Line("  PyTorch when it raised OutOfMemoryError: " + FormatBytes(t.allocated_bytes) +
+            " allocated, " + FormatBytes(t.reserved_bytes) +
+            " reserved (after emptying its cache)");
+  }
   if (oom.graph_pool_idle_bytes != 0) {
     p->Line("  graph memory the driver kept for reuse, held by no graph: " +
             FormatBytes(oom.graph_pool_idle_bytes) +
             " (cudaDeviceGraphMemTrim returns it to the device)");
+  }
+}
+
+std::string Millis(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+// The lifecycle's figures a reader acts on (the cold start, contexts made
+// again and again) and its findings; nothing when it has none.
+void PrintLifecycle(const ReportModel& m, Printer* p) {
+  if (!m.lifecycle.has_value()) return;
+  const ReportLifecycle& l = *m.lifecycle;
+  std::string figures;
+  if (l.init_latency_ns.has_value()) {
+    figures += "CUDA init " + Millis(*l.init_latency_ns);
+  }
+  if (l.cold_start_ns.has_value()) {
+    figures += std::string(figures.empty() ? "" : "; ") + "first kernel " +
+               Millis(*l.cold_start_ns) + " after the first CUDA call (cold start)";
+  }
+  if (l.contexts.created != 0 || l.contexts.destroyed != 0) {
+    figures += std::string(figures.empty() ? "" : "; ") +
+               CountOf(l.contexts.created, "context", "contexts") + " created, " +
+               std::to_string(l.contexts.destroyed) + " destroyed";
+  }
+  if (figures.empty() && l.findings.empty()) return;
+  p->Blank();
+  p->Line("Lifecycle: " + figures);
+  for (const LifecycleFinding& f : l.findings) {
+    if (f.type == "context_churn") {
+      p->Line("  finding: " + ContextChurnText(f.contexts_created, f.contexts_destroyed));
+    }
   }
 }
 
@@ -341,6 +381,7 @@ int Text(const Report& r, int top, FILE* out) {
   PrintPeak(m.peak, &p);
   PrintPhases(r.model, &p);
   PrintTransfers(r.model, &p);
+  PrintLifecycle(m, &p);
   PrintAllocations(m.sites, &p);
   return 0;
 }

@@ -308,9 +308,12 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
   if (!package.empty()) {
     const char* old_path = std::getenv("PYTHONPATH");  // NOLINT
     std::string path = package;
-    // First, so that its sitecustomize runs (and chains to any other).
-    if (options.torch_blocks) path = package + "/gpuwatch/torch_shim:" + path;
+    // First, so that its sitecustomize runs (and chains to any other): it
+    // hooks PyTorch (python/gpuwatch/torch_hooks.py), with its blocks under
+    // --torch-blocks.
+    path = package + "/gpuwatch/torch_shim:" + path;
     SetEnv("PYTHONPATH", old_path != nullptr && *old_path != '\0' ? path + ":" + old_path : path);
+    if (options.torch_blocks) SetEnv("GPUWATCH_TORCH_BLOCKS", "1");
     // pytest finds the plugin (--gpuwatch, --gpuwatch-max-leak) with no -p.
     AddPytestPlugin("gpuwatch.pytest_plugin");
   }

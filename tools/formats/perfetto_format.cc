@@ -253,12 +253,14 @@ class Writer {
       const OomSite& oom = *model_.oom;
       // A device the report gives as negative (none known) shows as 0.
       const auto device = static_cast<uint64_t>(std::max<int64_t>(oom.device, 0));
+      json args = {
+          {"bytes", oom.size}, {"kind", oom.kind}, {"device", device}, {"location", oom.location}};
+      if (oom.torch.has_value()) {
+        args["torch_allocated_bytes"] = oom.torch->allocated_bytes;
+        args["torch_reserved_bytes"] = oom.torch->reserved_bytes;
+      }
       Instant("OOM: " + FormatBytes(oom.size) + " " + oom.kind + " at " + oom.location, "oom",
-              model_.process.elapsed_ns,
-              {{"bytes", oom.size},
-               {"kind", oom.kind},
-               {"device", device},
-               {"location", oom.location}});
+              model_.process.elapsed_ns, std::move(args));
     }
   }
 

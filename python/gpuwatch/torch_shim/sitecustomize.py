@@ -1,7 +1,8 @@
-"""`gpuwatch run --torch-blocks` puts this folder first on PYTHONPATH: Python
-imports this file at start-up, which runs any other sitecustomize on the
-path (the one it hides), then gpuwatch.torch_blocks.install(). A failure
-costs one line on stderr, never the program."""
+"""`gpuwatch run` puts this folder first on PYTHONPATH: Python imports this
+file at start-up, which runs any other sitecustomize on the path (the one it
+hides), then gpuwatch.torch_hooks.install(), with PyTorch's blocks when
+GPUWATCH_TORCH_BLOCKS=1 (`gpuwatch run --torch-blocks`). A failure costs one
+line on stderr, never the program."""
 
 
 def _chain():
@@ -18,8 +19,10 @@ def _chain():
 
 
 def _install():
-    import gpuwatch.torch_blocks
-    gpuwatch.torch_blocks.install()
+    import os
+
+    import gpuwatch.torch_hooks
+    gpuwatch.torch_hooks.install(blocks=os.environ.get("GPUWATCH_TORCH_BLOCKS") == "1")
 
 
 for _step in (_chain, _install):
@@ -27,5 +30,5 @@ for _step in (_chain, _install):
         _step()
     except Exception as _e:  # noqa: BLE001 - never the program's failure
         import sys
-        sys.stderr.write(f"gpuwatch: --torch-blocks: {_step.__name__[1:]} failed "
+        sys.stderr.write(f"gpuwatch: sitecustomize: {_step.__name__[1:]} failed "
                          f"({type(_e).__name__}: {_e}); carrying on\n")
