@@ -61,6 +61,7 @@ struct ExporterOptions {
   int interval = 15;                      // seconds between --textfile writes
   bool once = false;                      // --textfile: write once and exit
   int timeout_ms = 1000;                  // how long a scrape waits for the processes
+  uint64_t idle_after_s = 0;              // --idle-after; 0: GPUWATCH_IDLE_SECONDS, else 600
 };
 int ExporterCommand(const ExporterOptions& options);
 

@@ -122,6 +122,11 @@ int Main(int argc, char** argv) {
       ->add_option("--timeout-ms", top.timeout_ms,
                    "How long to wait for the processes' answers (default 500, 2000 with --once)")
       ->check(CLI::Range(1, 600000));
+  top_cmd
+      ->add_option("--idle-after", top.idle_after_s,
+                   "Seconds without CUDA activity that make a process idle (default: "
+                   "GPUWATCH_IDLE_SECONDS, else 600)")
+      ->check(CLI::Range(1, 31536000));
 
   gpuwatch::tools::ExporterOptions exporter;
   CLI::App* exporter_cmd = app.add_subcommand(
@@ -138,6 +143,11 @@ int Main(int argc, char** argv) {
       ->add_option("--timeout-ms", exporter.timeout_ms,
                    "How long a scrape waits for the processes' answers (default 1000)")
       ->check(CLI::Range(1, 600000));
+  exporter_cmd
+      ->add_option("--idle-after", exporter.idle_after_s,
+                   "Seconds without CUDA activity that make a process idle (default: "
+                   "GPUWATCH_IDLE_SECONDS, else 600)")
+      ->check(CLI::Range(1, 31536000));
   CLI::Option* textfile_opt =
       exporter_cmd
           ->add_option("--textfile", exporter.textfile,

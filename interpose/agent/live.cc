@@ -23,6 +23,7 @@
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/live_dir.h"
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/proc_stat.h"
 #include "libgpuwatch/report/live_state.h"
 
 namespace gpuwatch {
@@ -38,6 +39,11 @@ struct Live {
   std::string dir;
   uint64_t started_unix_ms = 0;
   LiveHistory history;
+  LiveActivity activity;
+  // The parent when the live view started (attach, or the fork), and its
+  // start time: readers tell an orphan by it.
+  pid_t parent_pid = 0;
+  uint64_t parent_start_ticks = 0;
   // cuDeviceTotalMem_v2 per device, asked once (0: not yet, or unknown).
   std::array<uint64_t, kMaxTrackedDevices> device_total{};
   DeviceTotalMemFn device_total_mem = nullptr;
@@ -130,6 +136,10 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   in.top = top;
   const std::shared_ptr<const ReportTorchBlocks> torch_blocks = LatestTorchBlocks();
   in.torch_blocks = torch_blocks.get();
+  in.parent_pid = live.parent_pid;
+  in.parent_start_ticks = live.parent_start_ticks;
+  in.activity = &live.activity;
+  in.now_ns = MonotonicNs();
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
     if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
   }
@@ -213,6 +223,17 @@ void Serve(Agent& agent, Live& live, int fd) {
   }
 }
 
+// What the live view starts from, at attach and in a fork's child: the
+// parent now, and no CUDA activity yet.
+void StartLive(Live& live) {
+  live.started_unix_ms = UnixMs();
+  live.activity.Reset(MonotonicNs(), live.started_unix_ms);
+  live.parent_pid = getppid();
+  const ProcStat parent = ReadProcStat(live.parent_pid);
+  live.parent_start_ticks = parent.known ? parent.start_ticks : 0;
+  if (!parent.known) live.parent_pid = 0;  // gone already: unknown
+}
+
 }  // namespace
 
 void OpenLiveSocket(Agent& agent) {
@@ -221,7 +242,7 @@ void OpenLiveSocket(Agent& agent) {
   live.dir = !agent.config().live_dir.empty()
                  ? agent.config().live_dir
                  : LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
-  live.started_unix_ms = UnixMs();
+  StartLive(live);
   if (!Bind(live, getpid())) return;
   // Removed at exit even when no CUDA call registers the exit report's handler.
   std::atexit(CloseLiveSocket);
@@ -235,6 +256,7 @@ void LiveTick(Agent& agent) {
   const Events events = agent.events();
   const TrackerSnapshot totals = events.Totals();
   events.LiveDeviceBytesBySite(&agent.background.site_scan);
+  live.activity.Tick(totals, MonotonicNs(), UnixMs());
   live.history.Add(totals.time_ns, totals.device_current_bytes,
                    totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
                    totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,
@@ -267,7 +289,7 @@ void LiveAfterFork(Agent& agent) {
   live.fd = -1;
   g_unlink_path[0] = '\0';
   live.history = LiveHistory();
-  live.started_unix_ms = UnixMs();
+  StartLive(live);
   Bind(live, getpid());
 }
 

@@ -6,7 +6,8 @@
 //
 // The background thread also keeps one sample a second of what the sites
 // hold (LiveHistory), so that a reader sees growth and recent history at
-// once.
+// once, and notes when the counters it samples last changed (LiveActivity:
+// the last CUDA activity, for readers that mark idle holders).
 #ifndef GPUWATCH_INTERPOSE_AGENT_LIVE_H_
 #define GPUWATCH_INTERPOSE_AGENT_LIVE_H_
 

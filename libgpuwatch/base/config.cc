@@ -30,7 +30,8 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
     "GPUWATCH_UNWIND",        "GPUWATCH_LIVE",         "GPUWATCH_LIVE_DIR",
     "GPUWATCH_NVTX",          "GPUWATCH_SHARE_CUPTI",
-    "GPUWATCH_NVTX_CHAIN",  // set for the NVTX tool gpuwatch chains to (interpose/nvtx/nvtx.h)
+    "GPUWATCH_IDLE_SECONDS",  // read by gpuwatch top and gpuwatch exporter
+    "GPUWATCH_NVTX_CHAIN",    // set for the NVTX tool gpuwatch chains to (interpose/nvtx/nvtx.h)
 };
 
 bool ParseBool(std::string_view text, bool* out) {

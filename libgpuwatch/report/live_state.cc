@@ -18,6 +18,22 @@ void LiveHistory::Add(uint64_t time_ns, uint64_t device_bytes, uint64_t h2d_byte
       {time_ns, device_bytes, h2d_bytes, d2h_bytes, LargestSites(sites, kSitesPerSample)});
 }
 
+void LiveActivity::Reset(uint64_t now_ns, uint64_t now_unix_ms) {
+  seen_ = 0;
+  last_ns_ = now_ns;
+  last_unix_ms_ = now_unix_ms;
+}
+
+void LiveActivity::Tick(const TrackerSnapshot& totals, uint64_t now_ns, uint64_t now_unix_ms) {
+  uint64_t sum = totals.launches;
+  for (const KindTotals& k : totals.kinds) sum += k.allocs + k.frees;
+  for (const CopyTotals& c : totals.copies) sum += c.count;
+  if (sum == seen_) return;
+  seen_ = sum;
+  last_ns_ = now_ns;
+  last_unix_ms_ = now_unix_ms;
+}
+
 namespace {
 
 // A site's bytes in a list sorted by id: 0 when the list has every site and
@@ -128,6 +144,11 @@ std::string BuildLiveState(const LiveInputs& in, SiteResolver* sites) {
     }
   }
   doc["transfers"] = std::move(transfers);
+  doc["parent"] = in.parent_pid != 0
+                      ? json{{"pid", in.parent_pid}, {"start_ticks", in.parent_start_ticks}}
+                      : json(nullptr);
+  doc["activity"] = {{"last_unix_ms", in.activity != nullptr ? in.activity->last_unix_ms() : 0},
+                     {"idle_ns", in.activity != nullptr ? in.activity->IdleNs(in.now_ns) : 0}};
   if (in.torch_blocks != nullptr) {
     const ReportTorchBlocks& b = *in.torch_blocks;
     doc["torch"] = {{"moment", b.moment},

@@ -3,8 +3,9 @@
 // format): device memory live and peak per device and kind, the sites that
 // hold the most with their growth per minute and per mark and their recent
 // history, the allocation, free and OOM counters, transfers per direction
-// and host kind, kernel launches, who the process is, and PyTorch's
-// reserved and allocated bytes as last handed over (--torch-blocks).
+// and host kind, kernel launches, who the process is (and its parent at
+// attach), when it last did something on CUDA, and PyTorch's reserved and
+// allocated bytes as last handed over (--torch-blocks).
 //
 // Built on gpuwatch's background thread when a reader connects, from
 // counters that take no lock (Tracker::Totals, the per-site live bytes) and
@@ -58,6 +59,26 @@ class LiveHistory {
   std::deque<Sample> samples_;
 };
 
+// When this process last did something on CUDA, as the background thread
+// sees it once a second from the counters it samples anyway (allocations,
+// frees, copies, kernel launches): nothing on the call path. A change of any
+// of them since the last tick is activity at that tick, so the time is
+// within a tick of the call.
+class LiveActivity {
+ public:
+  // From `now` (attach, or a fork): no activity seen yet.
+  void Reset(uint64_t now_ns, uint64_t now_unix_ms);
+  // Once a tick, with Tracker::Totals.
+  void Tick(const TrackerSnapshot& totals, uint64_t now_ns, uint64_t now_unix_ms);
+  uint64_t last_unix_ms() const { return last_unix_ms_; }
+  uint64_t IdleNs(uint64_t now_ns) const { return now_ns > last_ns_ ? now_ns - last_ns_ : 0; }
+
+ private:
+  uint64_t seen_ = 0;  // the sum of the counters at the last tick
+  uint64_t last_ns_ = 0;
+  uint64_t last_unix_ms_ = 0;
+};
+
 struct LiveInputs {
   long pid = 0;
   std::string host;
@@ -77,6 +98,15 @@ struct LiveInputs {
   // PyTorch's blocks as last handed over (gpuwatch_torch_blocks()); null:
   // no "torch" member.
   const ReportTorchBlocks* torch_blocks = nullptr;
+  // The parent at attach (or at the fork that made this process), with its
+  // start time (/proc, clock ticks since boot): a reader compares it with the
+  // parent now to tell an orphan. parent_pid 0: unknown ("parent" is null).
+  long parent_pid = 0;
+  uint64_t parent_start_ticks = 0;
+  // The last CUDA activity the background thread saw, and the time of this
+  // answer on its clock (MonotonicNs); null: "activity" says 0 and 0.
+  const LiveActivity* activity = nullptr;
+  uint64_t now_ns = 0;
 };
 
 // The live state as JSON text (one line, ends with a newline).

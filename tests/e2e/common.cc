@@ -413,11 +413,13 @@ std::string ProgramLine(const std::string& file, const std::string& marker) {
 
 LiveSteps::LiveSteps(const ScopedTempDir& dir, const std::string& live_dir, const std::string& name,
                      const std::map<std::string, std::string>& extra,
-                     const std::vector<std::string>& args) {
+                     const std::vector<std::string>& args,
+                     const std::vector<std::string>& launcher) {
   std::map<std::string, std::string> env =
       PreloadEnv(dir.path() + "/" + name + ".json", {{"GPUWATCH_LIVE_DIR", live_dir}});
   for (const auto& [k, v] : extra) env[k] = v;
-  std::vector<std::string> argv = {kPrograms + "/live_steps"};
+  std::vector<std::string> argv = launcher;
+  argv.push_back(kPrograms + "/live_steps");
   argv.insert(argv.end(), args.begin(), args.end());
   child_ = StartProcess(argv, env, dir.path(), {.stdin_pipe = true, .no_core_dumps = true});
   ready_ = WaitForOutput(child_, "live_steps: ready\n");

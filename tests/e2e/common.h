@@ -104,9 +104,12 @@ class ScopedTempDir;
 // its stdin; its report is DIR/NAME.json.
 class LiveSteps {
  public:
+  // `launcher`: a command line that starts live_steps (given as its next
+  // argument); pid() is then the launcher's.
   LiveSteps(const ScopedTempDir& dir, const std::string& live_dir,
             const std::string& name = "steps", const std::map<std::string, std::string>& extra = {},
-            const std::vector<std::string>& args = {});
+            const std::vector<std::string>& args = {},
+            const std::vector<std::string>& launcher = {});
   ~LiveSteps();
   LiveSteps(const LiveSteps&) = delete;
   LiveSteps& operator=(const LiveSteps&) = delete;

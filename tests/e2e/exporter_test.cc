@@ -154,8 +154,11 @@ using Stepper = LiveSteps;
 // in its first line; stopped with SIGTERM.
 class Exporter {
  public:
-  explicit Exporter(const std::string& live_dir) {
-    child_ = StartProcess({kCli, "exporter", "--listen", "127.0.0.1:0", "--dir", live_dir}, {}, "");
+  explicit Exporter(const std::string& live_dir, const std::vector<std::string>& args = {}) {
+    std::vector<std::string> argv = {kCli,          "exporter", "--listen",
+                                     "127.0.0.1:0", "--dir",    live_dir};
+    argv.insert(argv.end(), args.begin(), args.end());
+    child_ = StartProcess(argv, {}, "");
     const std::string prefix = "gpuwatch exporter: serving /metrics on http://127.0.0.1:";
     PollUntil(
         [&] {
@@ -188,10 +191,12 @@ class Exporter {
 };
 
 // A Prometheus server of its own (storage in `dir`) that scrapes the
-// exporter on `target_port` every second and loads the example rules.
+// exporter on `target_port` every second and loads the example rules (or
+// `rules`).
 class Prometheus {
  public:
-  Prometheus(const ScopedTempDir& dir, int target_port) {
+  Prometheus(const ScopedTempDir& dir, int target_port,
+             const std::string& rules = kSourceDir + "/examples/prometheus/gpuwatch-rules.yml") {
     const std::string config = dir.path() + "/prometheus.yml";
     WriteFile(config,
               "global:\n"
@@ -200,8 +205,8 @@ class Prometheus {
               "  evaluation_interval: 1s\n"
               "rule_files:\n"
               "  - " +
-                  kSourceDir +
-                  "/examples/prometheus/gpuwatch-rules.yml\n"
+                  rules +
+                  "\n"
                   "scrape_configs:\n"
                   "  - job_name: gpuwatch\n"
                   "    static_configs:\n"
@@ -297,9 +302,9 @@ TEST(Exporter, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
   for (const json& group : rules["data"]["groups"]) {
     for (const json& rule : group["rules"]) alerts.push_back(rule["name"]);
   }
-  EXPECT_EQ(alerts,
-            (std::vector<std::string>{"GpuwatchSiteMemoryGrowing", "GpuwatchDeviceMemoryNearlyFull",
-                                      "GpuwatchPageableCopiesDominate"}))
+  EXPECT_EQ(alerts, (std::vector<std::string>{
+                        "GpuwatchSiteMemoryGrowing", "GpuwatchDeviceMemoryNearlyFull",
+                        "GpuwatchPageableCopiesDominate", "GpuwatchDeviceMemoryHeldWhileInactive"}))
       << rules.dump();
 
   const std::string pid = std::to_string(steps.pid());
@@ -365,6 +370,50 @@ TEST(Exporter, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
   const ProcessResult stopped = exporter.Stop();
   EXPECT_FALSE(stopped.signaled) << stopped.signal;
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+}
+
+// The rule on device memory held by a process that does nothing fires in a
+// real server: a process that holds 2.25 MiB and makes no CUDA call for the
+// exporter's --idle-after of 1 s, with the rule's `for: 10m` cut to 2 s in a
+// copy of the example rules.
+TEST(Exporter, TheAlertOnMemoryHeldWhileInactiveFiresInPrometheus) {
+  SKIP_WITHOUT(kPrometheus);
+  std::string rules = ReadFile(kSourceDir + "/examples/prometheus/gpuwatch-rules.yml");
+  const size_t rule = rules.find("alert: GpuwatchDeviceMemoryHeldWhileInactive");
+  ASSERT_NE(rule, std::string::npos);
+  const size_t for_at = rules.find("for: 10m", rule);
+  ASSERT_NE(for_at, std::string::npos);
+  rules.replace(for_at, 8, "for: 2s");
+  ScopedTempDir dir;
+  WriteFile(dir.path() + "/rules.yml", rules);
+  Stepper steps(dir, dir.path() + "/live");
+  ASSERT_TRUE(ReadyAndStepped(steps, 2));
+  Exporter exporter(dir.path() + "/live", {"--idle-after", "1"});
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  Prometheus prom(dir, exporter.port(), dir.path() + "/rules.yml");
+  ASSERT_TRUE(prom.ready()) << prom.log();
+
+  const std::string pid = std::to_string(steps.pid());
+  const std::string firing =
+      "ALERTS{alertname=\"GpuwatchDeviceMemoryHeldWhileInactive\",alertstate=\"firing\",pid=\"" +
+      pid + "\"}";
+  json result;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        result = prom.Query(firing);
+        return result.is_array() && !result.empty();
+      },
+      90000))
+      << result.dump() << prom.log();
+  ASSERT_EQ(result.size(), 1u) << result.dump();
+  const json& labels = result[0]["metric"];
+  EXPECT_EQ(labels["state"], "idle") << result.dump();
+  EXPECT_EQ(labels["command"], "live_steps") << result.dump();
+  EXPECT_EQ(labels["severity"], "warning") << result.dump();
+  // What it holds, and for how long it has done nothing.
+  EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_process_device_memory_bytes{pid=\"" + pid + "\"}")),
+            2.0 * kMiB + 256.0 * kKiB);
+  EXPECT_GE(OnlyValue(prom.Query("gpuwatch_process_idle_seconds{pid=\"" + pid + "\"}")), 1.0);
 }
 
 TEST(Exporter, TheTextfileIsWholeAndPromtoolReadsIt) {
@@ -493,7 +542,16 @@ TEST(Exporter, AProcessThatStopsAnsweringIsAProblemNotAHang) {
       LineWith(r.body, {"gpuwatch_site_live_bytes{pid=\"" + std::to_string(healthy.pid()) + "\"",
                         "site=\"" + LeakSite() + "\"}"});
   EXPECT_EQ(line.substr(line.rfind(' ') + 1), std::to_string(2 * kMiB)) << r.body;
-  EXPECT_EQ(r.body.find("pid=\"" + std::to_string(stopped.pid()) + "\""), std::string::npos);
+  // Of the stopped process, its state and what is known of it only.
+  const std::string stopped_pid = "pid=\"" + std::to_string(stopped.pid()) + "\"";
+  for (const std::string& l : LinesStartingWith(r.body, "gpuwatch_")) {
+    if (l.find(stopped_pid) != std::string::npos) {
+      EXPECT_EQ(l.rfind("gpuwatch_process_", 0), 0u) << l;
+      EXPECT_EQ(l.rfind("gpuwatch_process_start_time_seconds", 0), std::string::npos) << l;
+    }
+  }
+  EXPECT_NE(LineWith(r.body, {"gpuwatch_process_state{" + stopped_pid, "state=\"stopped\"} 1"}), "")
+      << r.body;
 }
 
 TEST(Exporter, SigintStopsItWithStatus0) {

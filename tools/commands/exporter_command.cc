@@ -25,11 +25,14 @@
 #include <thread>
 #include <vector>
 
+#include "libgpuwatch/base/clock.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
 #include "tools/commands.h"
 #include "tools/live/live_client.h"
+#include "tools/live/live_holders.h"
+#include "tools/live/live_known.h"
 #include "tools/live/live_metrics.h"
 
 namespace gpuwatch::tools {
@@ -73,10 +76,24 @@ LiveScan SafeScan(const std::string& dir, size_t top, int timeout_ms) {
   }
 }
 
+// A scan, with what is known of the processes that did not answer
+// (live_known.h: `known` keeps what they answered on earlier scans).
+LiveScan ScanKnown(const std::string& dir, size_t top, int timeout_ms, LiveKnown* known,
+                   std::mutex* known_mu) {
+  LiveScan scan = SafeScan(dir, top, timeout_ms);
+  try {
+    const std::lock_guard<std::mutex> lock(*known_mu);
+    known->Update(&scan, ClockNs(CLOCK_REALTIME) / 1000000);
+  } catch (const std::exception& e) {
+    scan.problems.push_back(std::string("what is known of the silent processes: ") + e.what());
+  }
+  return scan;
+}
+
 class LiveCollectable : public prometheus::Collectable {
  public:
-  LiveCollectable(std::string dir, size_t top, int timeout_ms)
-      : dir_(std::move(dir)), top_(top), timeout_ms_(timeout_ms) {}
+  LiveCollectable(std::string dir, size_t top, int timeout_ms, uint64_t idle_after_ns)
+      : dir_(std::move(dir)), top_(top), timeout_ms_(timeout_ms), idle_after_ns_(idle_after_ns) {}
 
   // civetweb answers on worker threads with 100 KiB stacks (Debian's build);
   // parsing the processes' answers needs more (a sanitizer build overflowed
@@ -85,10 +102,10 @@ class LiveCollectable : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families;
     const auto collect = [&] {
-      const LiveScan scan = SafeScan(dir_, top_, timeout_ms_);
+      const LiveScan scan = ScanKnown(dir_, top_, timeout_ms_, &known_, &known_mu_);
       log_.Note(scan.problems);
       try {
-        families = LiveMetrics(scan, {.top = top_});
+        families = LiveMetrics(scan, {.top = top_, .idle_after_ns = idle_after_ns_});
       } catch (const std::exception& e) {
         LiveScan failed;
         failed.problems.push_back(e.what());
@@ -107,7 +124,10 @@ class LiveCollectable : public prometheus::Collectable {
   std::string dir_;
   size_t top_;
   int timeout_ms_;
+  uint64_t idle_after_ns_;
   mutable ProblemLog log_;
+  mutable std::mutex known_mu_;  // scrapes run on several threads at once
+  mutable LiveKnown known_;
 };
 
 // HOST:PORT as civetweb takes it: a numeric address (a name is resolved,
@@ -275,15 +295,19 @@ bool WaitForStop(const sigset_t& set, int seconds) {
   }
 }
 
-int Textfile(const ExporterOptions& options, const std::string& dir, const sigset_t& stop) {
+int Textfile(const ExporterOptions& options, const std::string& dir, uint64_t idle_after_ns,
+             const sigset_t& stop) {
   const auto top = static_cast<size_t>(options.top);
   bool first = true;
   ProblemLog log;
+  LiveKnown known;
+  std::mutex known_mu;
   for (;;) {
-    const LiveScan scan = SafeScan(dir, top, options.timeout_ms);
+    const LiveScan scan = ScanKnown(dir, top, options.timeout_ms, &known, &known_mu);
     log.Note(scan.problems);
     std::string problem;
-    if (!WriteTextfile(options.textfile, LiveMetrics(scan, {.top = top}), &problem)) {
+    if (!WriteTextfile(options.textfile,
+                       LiveMetrics(scan, {.top = top, .idle_after_ns = idle_after_ns}), &problem)) {
       std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
       if (first) return 2;  // a wrong directory; later, a passing problem
     }
@@ -308,13 +332,19 @@ int ExporterCommand(const ExporterOptions& options) {
     std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
     return 2;
   }
+  uint64_t idle_after_s = 0;
+  if (!ResolveIdleSeconds(options.idle_after_s, &idle_after_s, &problem)) {
+    std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
+    return 2;
+  }
+  const uint64_t idle_after_ns = idle_after_s * 1000000000ULL;
   const sigset_t stop = StopSignals();
   // An ignored signal is discarded, not waited for: a shell starts a
   // background job with SIGINT ignored.
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  if (!options.textfile.empty()) return Textfile(options, dir, stop);
+  if (!options.textfile.empty()) return Textfile(options, dir, idle_after_ns, stop);
 
   std::string bind;
   std::string host;
@@ -334,8 +364,8 @@ int ExporterCommand(const ExporterOptions& options) {
                  ListenProblem(bind, port).c_str());
     return 2;
   }
-  const auto collectable =
-      std::make_shared<LiveCollectable>(dir, static_cast<size_t>(options.top), options.timeout_ms);
+  const auto collectable = std::make_shared<LiveCollectable>(dir, static_cast<size_t>(options.top),
+                                                             options.timeout_ms, idle_after_ns);
   exposer->RegisterCollectable(collectable);
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (!ports.empty()) port = ports.front();

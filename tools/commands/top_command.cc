@@ -17,6 +17,10 @@
 #include <ctime>
 #include <limits>
 
+#include "libgpuwatch/base/clock.h"
+#include "tools/live/live_holders.h"
+#include "tools/live/live_known.h"
+
 namespace gpuwatch::tools {
 namespace {
 
@@ -158,11 +162,36 @@ double SiteKey(const LiveSite& site, const std::string& sort) {
 // A sample list's columns: live, growth/min, growth/mark, history, site.
 constexpr size_t kSparkWidth = 20;
 
+// The STATE column: running, idle, stopped, orphaned, stop+orph, idle+orph.
+constexpr size_t kStateWidth = 9;
+
+std::string Ago(uint64_t ms) { return Uptime(ms * 1000000) + " ago"; }
+
+// The selected process's line under its figures when it is not simply
+// running, or did not answer: what it is, since when, and where what is
+// shown comes from.
+std::string HolderLine(const LiveProcess& p, const HolderState& s) {
+  std::string line = HolderStateName(s);
+  if (s.stopped) line += " (" + std::string(p.proc.state == 't' ? "by a tracer" : "SIGSTOP") + ")";
+  if (s.orphaned && p.state.parent.has_value()) {
+    line += ", parent " + std::to_string(p.state.parent->pid) + " gone (now " +
+            std::to_string(p.proc.ppid) + ")";
+  }
+  if (s.idle_ns.has_value()) line += ", last CUDA activity " + Ago(*s.idle_ns / 1000000);
+  if (p.answered) return line;
+  line += ": no answer; ";
+  if (p.known_from.empty()) return line + "nothing known of what it holds";
+  return line + "as of its " +
+         (p.known_from == "answer" ? std::string("last answer") : Printable(p.known_from)) + ", " +
+         Ago(p.known_age_ms);
+}
+
 }  // namespace
 
 std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std::string& sort) {
   std::vector<const LiveProcess*> list;
   for (const LiveProcess& p : scan.processes) list.push_back(&p);
+  for (const LiveProcess& p : scan.silent) list.push_back(&p);
   std::stable_sort(list.begin(), list.end(), [&sort](const LiveProcess* a, const LiveProcess* b) {
     if (sort == "pid") return a->pid < b->pid;
     const double ka = SortKey(a->state, sort);
@@ -189,8 +218,13 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
     const size_t h = static_cast<size_t>(std::max(view.height, 10));
     process_rows = std::min(procs.size(), std::max<size_t>(3, (h - 6) / 3));
     site_rows = h - 6 - process_rows;  // header, 2 column heads, blank, process line, keys
-    // PyTorch's line under the process line.
+    // PyTorch's line under the process line, and what it is doing.
     if (selected != nullptr && selected->state.torch.has_value() && site_rows > 0) --site_rows;
+    if (selected != nullptr && site_rows > 0 &&
+        (!selected->answered ||
+         HolderStateName(HolderStateOf(*selected, view.idle_after_ns)) != "running")) {
+      --site_rows;
+    }
   }
 
   char head[256];
@@ -201,26 +235,35 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
   if (Columns(first) + 2 + Columns(dir) <= width) first = Fit(first, width - Columns(dir)) + dir;
   lines.push_back(Fit(first, width, false));
 
-  // PID RANK COMMAND... LIVE PEAK GROW/MIN H2D/s D2H/s
-  const size_t fixed = 1 + 7 + 1 + 4 + 1 + 1 + 7 + 1 + 7 + 1 + 8 + 1 + 8 + 1 + 8;
+  // PID RANK COMMAND... STATE LIVE PEAK GROW/MIN H2D/s D2H/s
+  const size_t fixed = 1 + 7 + 1 + 4 + 1 + 1 + kStateWidth + 1 + 7 + 1 + 7 + 1 + 8 + 1 + 8 + 1 + 8;
   const size_t command_width = width - fixed;
   lines.push_back(" " + Right("PID", 7) + " " + Fit("RANK", 4) + " " +
-                  Fit("COMMAND", command_width) + " " + Right("LIVE", 7) + " " + Right("PEAK", 7) +
-                  " " + Right("GROW/MIN", 8) + " " + Right("H2D/s", 8) + " " + Right("D2H/s", 8));
+                  Fit("COMMAND", command_width) + " " + Fit("STATE", kStateWidth) + " " +
+                  Right("LIVE", 7) + " " + Right("PEAK", 7) + " " + Right("GROW/MIN", 8) + " " +
+                  Right("H2D/s", 8) + " " + Right("D2H/s", 8));
   // The window of rows keeps the selected process in view.
   size_t first_row = 0;
   for (size_t i = 0; i < procs.size(); ++i) {
     if (procs[i] == selected && i >= process_rows) first_row = i + 1 - process_rows;
   }
   for (size_t i = first_row; i < procs.size() && i < first_row + process_rows; ++i) {
-    const LiveState& st = procs[i]->state;
+    const LiveProcess& p = *procs[i];
+    const LiveState& st = p.state;
     const std::string rank = st.rank.empty() ? "-" : Printable(st.rank);
-    lines.push_back(
-        std::string(procs[i] == selected ? ">" : " ") + Right(std::to_string(procs[i]->pid), 7) +
-        " " + Fit(rank, 4) + " " + Fit(CommandOf(st), command_width) + " " +
-        Right(Short(Bytes(st.live_bytes)), 7) + " " + Right(Short(Bytes(st.peak_bytes)), 7) + " " +
-        Right(Signed(st.device_bytes_per_min), 8) + " " + Right(Rate(st.h2d_bytes_per_s), 8) + " " +
-        Right(Rate(st.d2h_bytes_per_s), 8));
+    // A process that did not answer: what is known of it, marked '~' (as
+    // of its earlier answer or checkpoint), or '?' (nothing is known).
+    const bool known = p.answered || !p.known_from.empty();
+    const std::string mark = p.answered ? "" : known ? "~" : "?";
+    lines.push_back(std::string(procs[i] == selected ? ">" : " ") +
+                    Right(std::to_string(p.pid), 7) + " " + Fit(rank, 4) + " " +
+                    Fit(known ? CommandOf(st) : "(no answer)", command_width) + " " +
+                    Fit(HolderStateShort(HolderStateOf(p, view.idle_after_ns)), kStateWidth) + " " +
+                    Right(known ? mark + Short(Bytes(st.live_bytes)) : "?", 7) + " " +
+                    Right(known ? mark + Short(Bytes(st.peak_bytes)) : "?", 7) + " " +
+                    Right(p.answered ? Signed(st.device_bytes_per_min) : "-", 8) + " " +
+                    Right(p.answered ? Rate(st.h2d_bytes_per_s) : "-", 8) + " " +
+                    Right(p.answered ? Rate(st.d2h_bytes_per_s) : "-", 8));
   }
   if (procs.empty()) lines.push_back(" (no process under gpuwatch here)");
   lines.emplace_back();
@@ -232,7 +275,14 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
                        Short(Bytes(st.peak_bytes)) + "  " + std::to_string(st.allocs) +
                        " allocs  " + std::to_string(st.ooms) + " OOMs  " +
                        std::to_string(st.marks) + " marks  up " + Uptime(st.uptime_ns);
+    // Nothing is known of a process that did not answer: its pid alone.
+    if (!selected->answered && selected->known_from.empty())
+      line = "pid " + std::to_string(selected->pid);
     lines.push_back(Fit(line, width, false));
+    const HolderState holder = HolderStateOf(*selected, view.idle_after_ns);
+    if (!selected->answered || holder.stopped || holder.orphaned || holder.idle) {
+      lines.push_back(Fit(HolderLine(*selected, holder), width, false));
+    }
     if (st.torch.has_value()) {
       lines.push_back(Fit("PyTorch (at " + Printable(st.torch->moment) +
                               "): " + Short(Bytes(st.torch->reserved_bytes)) + " reserved, " +
@@ -272,7 +322,11 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
       lines.push_back("  " + Right(Short(Bytes(more_bytes)), 7) + " in " + std::to_string(more) +
                       " more site" + (more == 1 ? "" : "s"));
     }
-    if (sites.empty() && other_count == 0) lines.emplace_back("  (no device memory live)");
+    if (sites.empty() && other_count == 0) {
+      lines.emplace_back(!selected->answered && st.live_bytes > 0
+                             ? "  (its sites are not known without its answer)"
+                             : "  (no device memory live)");
+    }
   }
   for (const std::string& problem : scan.problems) {
     lines.push_back(Fit(Printable(problem), width, false));
@@ -400,6 +454,7 @@ int Interactive(const std::string& dir, TopView view, int timeout_ms) {
   sigaction(SIGWINCH, &action, nullptr);
   WriteAll(STDOUT_FILENO, "\x1b[?1049h\x1b[?25l");  // the alternate screen, no cursor
   LiveScan scan;
+  LiveKnown known;  // what earlier scans saw of processes that stop answering
   bool rescan = true;
   while (!g_stop.load()) {
     winsize ws{};
@@ -410,7 +465,10 @@ int Interactive(const std::string& dir, TopView view, int timeout_ms) {
       view.width = 80;
       view.height = 24;
     }
-    if (rescan) scan = ScanLive(dir, kLiveTopSites, timeout_ms);
+    if (rescan) {
+      scan = ScanLive(dir, kLiveTopSites, timeout_ms);
+      known.Update(&scan, ClockNs(CLOCK_REALTIME) / 1000000);
+    }
     view.clock = Clock();
     std::string frame = "\x1b[H";
     for (const std::string& line : RenderTopFrame(scan, view)) frame += line + "\x1b[K\r\n";
@@ -442,7 +500,13 @@ int TopCommand(const TopOptions& options, FILE* out) {
     std::fprintf(stderr, "gpuwatch top: %s\n", problem.c_str());
     return 2;
   }
+  uint64_t idle_after_s = 0;
+  if (!ResolveIdleSeconds(options.idle_after_s, &idle_after_s, &problem)) {
+    std::fprintf(stderr, "gpuwatch top: %s\n", problem.c_str());
+    return 2;
+  }
   TopView view;
+  view.idle_after_ns = idle_after_s * 1000000000ULL;
   view.sort = options.sort;
   view.selected = options.pid;
   view.sites = options.sites;
@@ -452,9 +516,10 @@ int TopCommand(const TopOptions& options, FILE* out) {
   if (!options.once) {
     return Interactive(dir, view, options.timeout_ms > 0 ? options.timeout_ms : kScanTimeoutMs);
   }
-  const LiveScan scan =
-      ScanLive(dir, std::max<size_t>(kLiveTopSites, static_cast<size_t>(options.sites)),
-               options.timeout_ms > 0 ? options.timeout_ms : kScanTimeoutMs * 4);
+  LiveScan scan = ScanLive(dir, std::max<size_t>(kLiveTopSites, static_cast<size_t>(options.sites)),
+                           options.timeout_ms > 0 ? options.timeout_ms : kScanTimeoutMs * 4);
+  LiveKnown().Update(&scan,
+                     ClockNs(CLOCK_REALTIME) / 1000000);  // no earlier scan: their checkpoints
   view.clock = Clock();
   for (const std::string& line : RenderTopFrame(scan, view))
     std::fprintf(out, "%s\n", line.c_str());

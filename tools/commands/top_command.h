@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct TopOptions {
   // How long a scan waits for the processes' answers; 0: 500 ms, 2 s with
   // --once.
   int timeout_ms = 0;
+  // --idle-after: no CUDA activity for this long is idle; 0: GPUWATCH_IDLE_SECONDS,
+  // else 600 (live_holders.h).
+  uint64_t idle_after_s = 0;
 };
 
 // Returns 0, or 2 with one line on stderr when the live directory cannot be
@@ -39,7 +43,8 @@ struct TopView {
   int sites = 10;     // with height 0
   bool utf8 = false;  // the sparkline in block characters, else ASCII
   std::string dir;
-  std::string clock;  // "12:18:44", shown in the first line
+  std::string clock;                         // "12:18:44", shown in the first line
+  uint64_t idle_after_ns = 600000000000ULL;  // the STATE column's idle
 };
 
 // One frame, a line each (no line ends, no terminal codes), at most
@@ -48,7 +53,8 @@ struct TopView {
 // selected process's sites below.
 std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& view);
 
-// The processes in the order the frame lists them.
+// The processes in the order the frame lists them: those that answered and
+// those that did not (LiveScan::silent, with what is known of them).
 std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std::string& sort);
 
 }  // namespace gpuwatch::tools

@@ -130,6 +130,14 @@ void ReadTotals(Reader* r, const json& doc, LiveState* out) {
         r->TextAt(*t, "torch", "moment"), r->CountAt(*t, "torch", "reserved_bytes"),
         r->CountAt(*t, "torch", "allocated_bytes"), r->CountAt(*t, "torch", "segments")};
   }
+  if (const json* parent = r->ObjectAt(doc, "", "parent")) {
+    out->parent = LiveState::Parent{r->CountAt(*parent, "parent", "pid"),
+                                    r->CountAt(*parent, "parent", "start_ticks")};
+  }
+  if (const json* a = r->ObjectAt(doc, "", "activity")) {
+    out->last_activity_unix_ms = OptionalCount(r, *a, "activity", "last_unix_ms");
+    out->idle_ns = OptionalCount(r, *a, "activity", "idle_ns");
+  }
   if (const json* k = r->ObjectAt(doc, "", "kinds")) {
     for (const auto& [name, v] : k->items()) {
       const std::string at = Reader::Join("kinds", name.c_str());

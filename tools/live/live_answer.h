@@ -76,6 +76,15 @@ struct LiveState {
     uint64_t reserved_bytes = 0, allocated_bytes = 0, segments = 0;
   };
   std::optional<Torch> torch;
+  // "parent": the parent when the live view started (attach, or the fork),
+  // with its start time (clock ticks since boot); absent when unknown.
+  struct Parent {
+    uint64_t pid = 0, start_ticks = 0;
+  };
+  std::optional<Parent> parent;
+  // "activity": the last CUDA activity (Unix ms) and how long before the
+  // answer it was; absent from an older process's answer.
+  std::optional<uint64_t> last_activity_unix_ms, idle_ns;
 };
 
 // Reads an answer's text. False with *problem, one line without the pid

@@ -21,26 +21,13 @@
 namespace gpuwatch::tools {
 namespace {
 
-// A task (/proc/.../stat) that is a zombie or exiting (PF_EXITING).
+// A task (/proc/.../stat) that is a zombie or exiting (PF_EXITING), or
+// reaped meanwhile.
 bool TaskEnding(const std::string& stat_path) {
-  const int fd = open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;  // reaped meanwhile
-  char buf[512];
-  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may
-  // hold anything, so the fields are counted from its last parenthesis.
-  const char* fields = std::strrchr(buf, ')');
-  char state = 0;
-  unsigned long flags = 0;
-  if (fields == nullptr ||
-      std::sscanf(fields + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) {
-    return false;
-  }
+  const ProcStat task = ReadProcStatFile(stat_path.c_str());
+  if (!task.known) return task.missing;
   constexpr unsigned long kExiting = 0x4;  // PF_EXITING
-  return state == 'Z' || state == 'X' || (flags & kExiting) != 0;
+  return task.state == 'Z' || task.state == 'X' || (task.flags & kExiting) != 0;
 }
 
 // Gone, or going: a process that no longer exists, or whose every thread is
@@ -209,16 +196,24 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
   for (Pending& p : pending) {
     close(p.fd);
     const std::string who = "pid " + std::to_string(p.pid) + ": ";
+    LiveProcess process;
+    process.pid = p.pid;
+    process.proc = ReadProcStat(p.pid);
+    if (process.proc.known) {
+      const ProcStat parent = ReadProcStat(process.proc.ppid);
+      process.parent_start_ticks = parent.known ? parent.start_ticks : 0;
+    }
     if (!p.done) {
       scan.problems.push_back(who + "no answer within " + std::to_string(timeout_ms) + " ms");
+      process.answered = false;
+      scan.silent.push_back(std::move(process));
       continue;
     }
     std::string problem;
-    LiveState state;
     if (p.too_long) {
       problem = "an answer of more than " + std::to_string(kMaxLiveAnswerBytes >> 20) + " MiB";
-    } else if (ParseLiveAnswer(p.answer, &state, &problem)) {
-      scan.processes.push_back({p.pid, std::move(state)});
+    } else if (ParseLiveAnswer(p.answer, &process.state, &problem)) {
+      scan.processes.push_back(std::move(process));
       continue;
     }
     if (ProcessGone(p.pid)) {

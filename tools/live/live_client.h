@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "libgpuwatch/base/proc_stat.h"
 #include "tools/live/live_answer.h"
 
 namespace gpuwatch::tools {
@@ -17,10 +18,25 @@ namespace gpuwatch::tools {
 struct LiveProcess {
   pid_t pid = 0;  // the entry's name: "<pid>.sock"
   LiveState state;
+  // What /proc says of it at the scan, and the start time of its parent now
+  // (0: unknown): whether it is stopped or orphaned (live_holders.h).
+  ProcStat proc;
+  uint64_t parent_start_ticks = 0;
+  // False for a process that did not answer (LiveScan::silent): `state` is
+  // then what is known of it without its answer (live_known.h), from
+  // `known_from` ("" when nothing is: `state` is empty), taken
+  // `known_age_ms` before the scan.
+  bool answered = true;
+  std::string known_from;
+  uint64_t known_age_ms = 0;
 };
 
 struct LiveScan {
   std::vector<LiveProcess> processes;  // by pid
+  // Processes that listen but did not answer in time (stopped, hung, too
+  // busy), by pid: each is also a problem line. LiveKnown::Fill gives them
+  // what is known.
+  std::vector<LiveProcess> silent;
   // One line per entry that answered badly (a process that stopped answering,
   // an answer that is not a live state, one served by another user), or the
   // one line that says why the directory was not read: the rest are still

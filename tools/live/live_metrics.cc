@@ -5,6 +5,8 @@
 #include <set>
 #include <utility>
 
+#include "tools/live/live_holders.h"
+
 namespace gpuwatch::tools {
 namespace {
 
@@ -18,10 +20,29 @@ struct Spec {
   const char* help;
 };
 
+// What the process is doing and what it holds as far as is known
+// (live_holders.h, live_known.h): also of processes that did not answer.
+constexpr char kStateHelp[] =
+    "1 for each state the process is in, 0 for the others: running, idle (no CUDA activity for "
+    "the exporter's --idle-after), stopped (SIGSTOP, a debugger), orphaned (the parent it had at "
+    "attach died).";
+constexpr char kIdleHelp[] =
+    "Seconds since the process's last CUDA activity (allocation, free, copy, kernel launch).";
+constexpr char kHeldHelp[] =
+    "Device memory the process holds, all devices; for a process that did not answer, as last "
+    "known (gpuwatch_process_known_age_seconds).";
+constexpr char kKnownAgeHelp[] =
+    "How old what is known of the process is: 0 when it answered this scrape; else the age of its "
+    "earlier answer or of its last checkpoint.";
+
 // Every family, in the order they are exposed.
 constexpr Spec kSpecs[] = {
     {"gpuwatch_process_start_time_seconds", MetricType::Gauge,
      "Start time of the process under gpuwatch since the Unix epoch in seconds."},
+    {"gpuwatch_process_state", MetricType::Gauge, kStateHelp},
+    {"gpuwatch_process_idle_seconds", MetricType::Gauge, kIdleHelp},
+    {"gpuwatch_process_device_memory_bytes", MetricType::Gauge, kHeldHelp},
+    {"gpuwatch_process_known_age_seconds", MetricType::Gauge, kKnownAgeHelp},
     {"gpuwatch_device_memory_live_bytes", MetricType::Gauge,
      "Device memory the process holds now, per device."},
     {"gpuwatch_device_memory_peak_bytes", MetricType::Gauge,
@@ -149,16 +170,42 @@ void AddSites(Builder& b, const LiveState& state, const std::vector<ClientMetric
   b.Add("gpuwatch_site_live_bytes", With(labels, "site", kOtherSite), other);
 }
 
+std::vector<ClientMetric::Label> ProcessLabels(const LiveProcess& p) {
+  return {{"pid", std::to_string(p.pid)},
+          {"command", CommandLabel(p.state.command)},
+          {"rank", p.state.rank},
+          {"host", p.state.host}};
+}
+
+// What the process is doing, and what it holds as far as is known: every
+// process listed, answered or not.
+void AddHolder(Builder& b, const LiveProcess& p, const LiveMetricsOptions& options) {
+  const std::vector<ClientMetric::Label> labels = ProcessLabels(p);
+  const HolderState s = HolderStateOf(p, options.idle_after_ns);
+  const std::pair<const char*, bool> states[] = {{"running", !s.stopped && !s.idle},
+                                                 {"idle", s.idle},
+                                                 {"stopped", s.stopped},
+                                                 {"orphaned", s.orphaned}};
+  for (const auto& [state, in] : states) {
+    b.Add("gpuwatch_process_state", With(labels, "state", state), in ? 1 : 0);
+  }
+  if (s.idle_ns.has_value()) {
+    b.Add("gpuwatch_process_idle_seconds", labels, static_cast<double>(*s.idle_ns) / 1e9);
+  }
+  if (!p.answered && p.known_from.empty()) return;  // nothing known of what it holds
+  b.Add("gpuwatch_process_device_memory_bytes", labels, static_cast<double>(p.state.live_bytes));
+  b.Add("gpuwatch_process_known_age_seconds", labels,
+        p.answered ? 0.0 : static_cast<double>(p.known_age_ms) / 1000.0);
+}
+
 void AddProcess(Builder& b, const LiveProcess& p, const LiveMetricsOptions& options) {
   const LiveState& st = p.state;
-  const std::vector<ClientMetric::Label> labels = {{"pid", std::to_string(p.pid)},
-                                                   {"command", CommandLabel(st.command)},
-                                                   {"rank", st.rank},
-                                                   {"host", st.host}};
+  const std::vector<ClientMetric::Label> labels = ProcessLabels(p);
   const auto n = [](uint64_t v) { return static_cast<double>(v); };
   if (st.started_unix_ms.has_value()) {
     b.Add("gpuwatch_process_start_time_seconds", labels, n(*st.started_unix_ms) / 1000.0);
   }
+  AddHolder(b, p, options);
   for (const LiveDevice& d : st.devices) {
     const std::vector<ClientMetric::Label> dl = With(labels, "device", std::to_string(d.device));
     b.Add("gpuwatch_device_memory_live_bytes", dl, n(d.live_bytes));
@@ -228,6 +275,7 @@ std::string SiteLabel(const LiveSite& site) {
 std::vector<MetricFamily> LiveMetrics(const LiveScan& scan, const LiveMetricsOptions& options) {
   Builder b;
   for (const LiveProcess& p : scan.processes) AddProcess(b, p, options);
+  for (const LiveProcess& p : scan.silent) AddHolder(b, p, options);
   b.Add("gpuwatch_exporter_processes", {}, static_cast<double>(scan.processes.size()));
   b.Add("gpuwatch_exporter_scrape_problems", {}, static_cast<double>(scan.problems.size()));
   return b.Take();

@@ -5,6 +5,7 @@
 #define GPUWATCH_TOOLS_LIVE_LIVE_METRICS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,16 @@ struct LiveMetricsOptions {
   // Sites per process, the largest by live bytes; the rest are one series,
   // site="other". The scan must have asked for at least as many.
   size_t top = 20;
+  // No CUDA activity for this long makes a process idle (live_holders.h).
+  uint64_t idle_after_ns = 600000000000ULL;
 };
 
 // Every metric family, in a fixed order, each with its HELP text; a family
 // with no series is left out (Prometheus wants none empty), except
 // gpuwatch_exporter_scrape_problems and gpuwatch_exporter_processes, always
-// there. No family holds one label set twice (Prometheus refuses the whole
-// scrape then): of series that would, the first is kept.
+// there. A process that did not answer (LiveScan::silent) has only the
+// gpuwatch_process_* series of its state and of what is known of it. No family holds one label set
+// twice (Prometheus refuses the whole scrape then): of series that would, the first is kept.
 std::vector<prometheus::MetricFamily> LiveMetrics(const LiveScan& scan,
                                                   const LiveMetricsOptions& options);
 
