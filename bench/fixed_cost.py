@@ -159,39 +159,55 @@ class Load:
                     return int(line.split()[1]) * 1024
         return 0
 
+    def cpu_s(self):
+        """CPU seconds the process has spent so far (user and system)."""
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def finish(self):
-        """Closes stdin; the seconds until the process has exited."""
+        """Closes stdin; the seconds until the process has exited, and the
+        CPU seconds it spent meanwhile (less sensitive to a busy machine)."""
+        cpu0 = self.cpu_s()
         t0 = time.monotonic()
         self.p.stdin.close()
-        rc = self.p.wait()
+        _, status, usage = os.wait4(self.p.pid, 0)
         wall = time.monotonic() - t0
+        self.p.returncode = os.waitstatus_to_exitcode(status)
         err = self.p.stderr.read()
-        if rc != 0:
-            die(f"live_load exited {rc}: {err[-2000:]}")
-        return wall
+        if self.p.returncode != 0:
+            die(f"live_load exited {self.p.returncode}: {err[-2000:]}")
+        return wall, usage.ru_utime + usage.ru_stime - cpu0
 
 
 def exit_report(setup, args):
     if args.exit_rounds == 0:  # the instruction counts alone
         return {"callgrind": exit_callgrind(setup, args)}
     walls = {tool: [] for tool in setup.tools}
+    cpus = {tool: [] for tool in setup.tools}
     for _ in range(args.exit_rounds):
         for tool in setup.tools:
             load = Load(setup, tool, leak=True, teardown=args.teardown)
-            walls[tool].append(load.finish())
+            wall, cpu = load.finish()
+            walls[tool].append(wall)
+            cpus[tool].append(cpu)
             setup.clean()
     how = (", GWSIM_EXIT_CONTEXT_DESTROY=1: the runtime destroys its context at exit and "
            "gpuwatch times that teardown" if args.teardown else "")
     print(f"# exit with {setup.per_site * 10000:,} live allocations over 10,000 sites{how}: "
           f"stdin closed to exit, median of {args.exit_rounds} interleaved rounds")
     print()
-    print("| | s | added s |")
-    print("| --- | ---: | ---: |")
+    print("| | wall s | added s | CPU s | added CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     out = {"rounds": args.exit_rounds, "teardown": args.teardown}
     for tool in setup.tools:
         added = statistics.median(g - b for b, g in zip(walls[False], walls[tool]))
-        out[NAMES[tool]] = {"s": statistics.median(walls[tool]), "added_s": added}
-        print(f"| {NAMES[tool]} | {statistics.median(walls[tool]):.3f} | {added:.3f} |")
+        added_cpu = statistics.median(g - b for b, g in zip(cpus[False], cpus[tool]))
+        row = {"s": statistics.median(walls[tool]), "added_s": added,
+               "cpu_s": statistics.median(cpus[tool]), "added_cpu_s": added_cpu}
+        out[NAMES[tool]] = row
+        print(f"| {NAMES[tool]} | {row['s']:.3f} | {added:.3f} | {row['cpu_s']:.3f} | "
+              f"{added_cpu:.3f} |")
     if args.exit_callgrind:
         print()
         out["callgrind"] = exit_callgrind(setup, args)
@@ -241,7 +257,7 @@ def memory(setup, args):
     idle = {tool: load.rss() for tool, load in loads.items()}
     live = loads[False].live
     for load in loads.values():
-        load.finish()
+        load.finish()  # the exit: not timed here
     setup.clean()
     print(f"# resident memory (VmRSS) with {live:,} live allocations over 10,000 sites, "
           "defaults; added bytes per live allocation")
