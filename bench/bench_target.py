@@ -1,9 +1,11 @@
-"""What bench/overhead.py and bench/live_poll.py share: their parser, with the
-options that say where the build is and whether the load runs on a GPU or on
-the simulator, and how they stop."""
+"""What bench/overhead.py, bench/live_poll.py and bench/fixed_cost.py share:
+their parser, with the options that say where the build is and whether the
+load runs on a GPU or on the simulator, how they stop, and a run under
+callgrind."""
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,3 +35,36 @@ def resolve_gpu(args):
         args.gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True).returncode == 0
     return args.gpu
+
+
+def callgrind(argv, env, out, extra=()):
+    """Runs `argv` under callgrind (with the options `extra`), its profile
+    written to `out` and its stdin empty; the instructions counted in all."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        die("the instruction counts need valgrind")
+    p = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", *extra]
+                       + argv, env=env, input="", capture_output=True, text=True)
+    if p.returncode != 0:
+        die(f"callgrind {' '.join(argv)}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    total = 0
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+            if m:
+                total = int(m.group(1))
+    return total
+
+
+def check_built(args, paths, deps):
+    """Dies unless every path exists; then whether the load runs on a GPU
+    (resolve_gpu), dying when it would need the simulator and it is not
+    built."""
+    for path in paths:
+        if not os.path.exists(path):
+            die(f"{path} is missing: build it with `ninja -C {args.build} {deps}`")
+    sim = os.path.join(os.path.abspath(args.build), "tests", "sim", "lib")
+    gpu = resolve_gpu(args)
+    if not gpu and not os.path.isdir(sim):
+        die(f"no GPU and no simulator at {sim}")
+    return gpu

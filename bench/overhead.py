@@ -301,27 +301,16 @@ def scaling(setup, args):
 def callgrind_ir(setup, config, phase, n, depth, sites):
     """Instructions executed inside the phase's function, and inside gpuwatch's
     callback (inclusive), per op."""
-    valgrind = shutil.which("valgrind")
     annotate = shutil.which("callgrind_annotate")
-    if not valgrind or not annotate:
-        die("--callgrind needs valgrind and callgrind_annotate")
+    if not annotate:
+        die("--callgrind needs callgrind_annotate")
     fn = {"cuda_alloc": "gw_bench_alloc", "host_alloc": "gw_bench_alloc",
           "copy": "gw_bench_copy", "launch": "gw_bench_launch"}[phase]
     outfile = os.path.join(setup.tmp, "cg.out")
     wl = ["--events", str(n), "--depth", str(depth), "--sites", str(sites), "--phases", phase,
           "--warmup", "0"]
-    argv = [valgrind, "--tool=callgrind", f"--callgrind-out-file={outfile}",
-            f"--toggle-collect={fn}", setup.workload] + wl
-    env = setup.env(config)
-    p = subprocess.run(argv, env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        die(f"callgrind {config} {phase}: exit {p.returncode}\n{p.stderr[-2000:]}")
-    total = 0
-    with open(outfile) as f:
-        for line in f:
-            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
-            if m:
-                total = int(m.group(1))
+    total = bench_target.callgrind([setup.workload] + wl, setup.env(config), outfile,
+                                   [f"--toggle-collect={fn}"])
     inside = {}
     a = subprocess.run([annotate, "--inclusive=yes", "--threshold=100", outfile],
                        capture_output=True, text=True).stdout

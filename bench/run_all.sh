@@ -4,8 +4,8 @@
 #   bench/run_all.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, bench-results)
 #
 # Build first:  ninja -C BUILD_DIR stack_benchmark hook_benchmark report_benchmark bench_overhead_deps \
-#                 bench_live_deps live_benchmark
-# Takes about 33 minutes on a 2-core machine; run it on an otherwise idle machine
+#                 bench_live_deps live_benchmark bench_fixed_cost_deps
+# Takes about 40 minutes on a 2-core machine; run it on an otherwise idle machine
 # (wall-clock figures are medians, but a busy machine inflates them all).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -53,5 +53,10 @@ python3 "$here/live_poll.py" --build "$build" --seconds 20 --repeat 3 \
   --json "$out/live.json" | tee "$out/live.md"
 run_gbench live_core "$bench/live_benchmark" '.' --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true
+# A process's fixed cost (a tiny process, start to exit), the exit report and
+# resident memory at 1,000,000 live allocations (about 7 minutes).
+echo "== fixed cost"
+python3 "$here/fixed_cost.py" --build "$build" --rounds 9 --exit-rounds 3 \
+  --json "$out/fixed_cost.json" | tee "$out/fixed_cost.md"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 echo "results in $out"

@@ -8,11 +8,13 @@
 // after the call (no tail call), so every pair is a distinct stack: the
 // cudaMalloc's return address is in Inner<B>, Inner<B>'s in Outer<A>.
 //
-//   live_load [--outer N] [--inner N] [--per-site N] [--bytes N]
+//   live_load [--outer N] [--inner N] [--per-site N] [--bytes N] [--leak]
 //
 // (defaults 100, 100, 10, 4096): N allocations per site, then one line on
 // stdout, "live_load: ready <allocations> <bytes>", and it waits, reading
-// stdin until EOF; then it frees everything and exits 0.
+// stdin until EOF; then it frees everything and exits 0. With --leak it exits
+// 0 without freeing: the exit report then lists every allocation as live
+// (bench/fixed_cost.py times that report).
 //
 // Built like the e2e test programs (nvcc, shared cudart, no RPATH), so it runs
 // on the simulator with LD_LIBRARY_PATH and unchanged on a GPU.
@@ -95,6 +97,7 @@ int ArgInt(int argc, char** argv, int& i) {
 int main(int argc, char** argv) {
   int outer = kLevel;
   int inner = kLevel;
+  bool leak = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--outer") == 0) {
       outer = ArgInt(argc, argv, i);
@@ -104,8 +107,11 @@ int main(int argc, char** argv) {
       g_per_site = ArgInt(argc, argv, i);
     } else if (std::strcmp(argv[i], "--bytes") == 0) {
       g_bytes = static_cast<size_t>(ArgInt(argc, argv, i));
+    } else if (std::strcmp(argv[i], "--leak") == 0) {
+      leak = true;
     } else {
-      std::fprintf(stderr, "usage: live_load [--outer N] [--inner N] [--per-site N] [--bytes N]\n");
+      std::fprintf(
+          stderr, "usage: live_load [--outer N] [--inner N] [--per-site N] [--bytes N] [--leak]\n");
       return 2;
     }
   }
@@ -127,6 +133,7 @@ int main(int argc, char** argv) {
     if (n == 0) break;
     if (n < 0 && errno != EINTR) break;
   }
+  if (leak) return 0;
   for (void* p : ptrs) Check(cudaFree(p), "cudaFree");
   return 0;
 }

@@ -117,6 +117,8 @@ struct ReportScheduler {  // NOLINT(clang-analyzer-optin.performance.Padding): o
   unsigned long long symbolizer_unloads = 0;
   bool warned_low_memory = false;  // guarded by report_mu (WriteReportOrThrow)
   std::string exit_report_path;    // set once the exit report is on disk
+  // Where in it the teardown time goes (OpenTeardownSlot); set with the path.
+  size_t exit_teardown_slot = std::string::npos;
   std::atomic<uint64_t> exit_report_done_ns{0};
   std::atomic<bool> exiting{false};  // the exit report has begun
   std::atomic<bool> teardown_handler{false};

@@ -1,6 +1,7 @@
 #include "interpose/agent/background.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -23,6 +24,16 @@
 
 namespace gpuwatch {
 namespace {
+
+// A report's snapshots and text are freed when it is written, but malloc
+// keeps their pages for reuse: with a million allocations live, a checkpoint
+// left about 80 MiB resident in a process that then idles. They go back to
+// the system after each checkpoint (the next one faults in what it needs).
+void ReleaseFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
 
 // One timeline sample of what each site holds now.
 void SamplePeriodic(Agent& agent) { agent.events().Sampled(&agent.background.site_scan); }
@@ -129,7 +140,9 @@ void* BackgroundMain(void*) {
       if (checkpoints) {
         const uint64_t t = MonotonicNs();
         if (t >= next_checkpoint) {
+          const uint64_t last = checkpoint.last.last_ns;
           MaybeCheckpoint(agent, checkpoint, t);
+          if (checkpoint.last.last_ns != last) ReleaseFreedMemory();
           next_checkpoint = t + kCheckpointTickNs;
         }
       }

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -142,8 +143,12 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   report.Build();
   ThrowIfOutOfMemory();
   if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
+  // The exit report keeps room for the teardown time (OnTeardownDone).
+  const bool is_exit = std::strcmp(trigger, "exit") == 0;
+  const size_t slot = is_exit ? report.OpenTeardownSlot() : std::string::npos;
   std::string error;
   const bool ok = WriteFileAtomically(path, report.json(), &error);
+  if (ok && is_exit) agent.reports.exit_teardown_slot = slot;
   if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(agent, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.
@@ -268,14 +273,17 @@ void OnProcessExit(int status, void*) {
 // Teardown: a CUDA runtime that destroys its contexts from its own exit
 // handler does so after the exit report. CONTEXT_DESTROY_STARTING then
 // registers this handler, which glibc runs as soon as the runtime's handler
-// returns; the time since the exit report is patched into it. NVIDIA's runtime
+// returns; the time since the exit report is written into the slot the
+// report kept for it (SetReportTeardown). NVIDIA's runtime
 // (driver 580, CUDA 13.0) reported no such destruction: teardown_ns stays null.
 void OnTeardownDone(int, void*) {
   Agent& agent = GetAgent();
   const uint64_t done = agent.reports.exit_report_done_ns.load();
-  if (done == 0 || agent.reports.exit_report_path.empty()) return;
+  const size_t slot = agent.reports.exit_teardown_slot;
+  if (done == 0 || agent.reports.exit_report_path.empty() || slot == std::string::npos) return;
   std::string error;
-  if (!SetReportTeardown(agent.reports.exit_report_path, agent.events().NowNs() - done, &error)) {
+  if (!SetReportTeardown(agent.reports.exit_report_path, slot, agent.events().NowNs() - done,
+                         &error)) {
     Warn("could not add the teardown time to the exit report: %s", error.c_str());
   }
 }

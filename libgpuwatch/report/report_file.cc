@@ -1,5 +1,5 @@
 // Writing report files: atomically (WriteFileAtomically), and the one
-// update of a written report (SetReportTeardown).
+// field written in place afterwards (OpenTeardownSlot, SetReportTeardown).
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -13,18 +13,14 @@
 #include <ctime>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "libgpuwatch/base/fds.h"
-#include "libgpuwatch/report/report.h"
-#include "libgpuwatch/report/report_model.h"
-#include "libgpuwatch/report/report_schema.h"
-#include "nlohmann/json.hpp"
+#include "libgpuwatch/report/file.h"
 
 namespace gpuwatch {
 
 namespace {
-
-using nlohmann::json;
 
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -138,35 +134,60 @@ bool WriteFileAtomically(const std::string& path, const std::string& contents, s
   return true;
 }
 
-bool SetReportTeardown(const std::string& path, uint64_t teardown_ns, std::string* error) {
-  std::string text;
-  {
-    const int fd = AboveStdio(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (fd < 0) {
-      *error = "cannot open " + path + ": " + std::strerror(errno);
-      return false;
-    }
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      text.append(buf, static_cast<size_t>(n));
-    }
-    close(fd);
-  }
-  json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const json* section = ReportFieldReader::Member(report, report_key::kLifecycle);
-  ReportFieldReader reader;
-  ReportLifecycle lifecycle;
-  if (section != nullptr && section->is_object()) lifecycle = ReadLifecycle(&reader, *section);
-  if (section == nullptr || !section->is_object() || reader.failed()) {
-    *error = path + " is not a gpuwatch report";
+namespace {
+
+// The empty slot: `null` right-aligned, as OpenTeardownSlot writes it.
+std::string EmptyTeardownSlot() { return std::string(kTeardownSlotWidth - 4, ' ') + "null"; }
+
+}  // namespace
+
+size_t OpenTeardownSlot(std::string* text) {
+  // DumpReport indents by 2: a top-level section opens at "\n  \"key\": {"
+  // and closes at the first "\n  }" after it (deeper levels are indented
+  // further; a newline inside a string is written as \n), and its members
+  // start at "\n    \"key\": ".
+  static constexpr std::string_view kOpen = "\n  \"lifecycle\": {";
+  static constexpr std::string_view kClose = "\n  }";
+  static constexpr std::string_view kNull = "\n    \"teardown_ns\": null";
+  const size_t open = text->find(kOpen);
+  if (open == std::string::npos) return std::string::npos;
+  const size_t close = text->find(kClose, open + kOpen.size());
+  const size_t at = text->find(kNull, open + kOpen.size());
+  if (at == std::string::npos || at > close) return std::string::npos;
+  const size_t value = at + kNull.size() - 4;  // where "null" starts
+  text->insert(value, kTeardownSlotWidth - 4, ' ');
+  return value;
+}
+
+bool SetReportTeardown(const std::string& path, size_t slot, uint64_t teardown_ns,
+                       std::string* error) {
+  const int fd = AboveStdio(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (fd < 0) {
+    *error = "cannot open " + path + ": " + std::strerror(errno);
     return false;
   }
-  lifecycle.teardown_ns = teardown_ns;
-  report[report_key::kLifecycle] = LifecycleJson(lifecycle);
-  return WriteFileAtomically(path, DumpReport(std::move(report)), error);
+  const std::string empty = EmptyTeardownSlot();
+  char was[kTeardownSlotWidth];
+  const auto offset = static_cast<off_t>(slot);
+  if (pread(fd, was, sizeof(was), offset) != static_cast<ssize_t>(sizeof(was)) ||
+      std::string_view(was, sizeof(was)) != empty) {
+    close(fd);
+    *error = path + " is no longer the exit report gpuwatch wrote";
+    return false;
+  }
+  char value[kTeardownSlotWidth + 1];
+  std::snprintf(value, sizeof(value), "%*llu", static_cast<int>(kTeardownSlotWidth),
+                static_cast<unsigned long long>(teardown_ns));
+  const FileSizeSignalGuard no_sigxfsz;
+  const bool ok =
+      pwrite(fd, value, kTeardownSlotWidth, offset) == static_cast<ssize_t>(kTeardownSlotWidth) &&
+      fdatasync(fd) == 0;
+  if (!ok) *error = "cannot write " + path + ": " + std::strerror(errno);
+  if (close(fd) != 0 && ok) {
+    *error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return ok;
 }
 
 }  // namespace gpuwatch

@@ -159,6 +159,8 @@ void SessionReport::Build() {
   json_ = BuildReportJson(snapshot_, context_, &sites_, analysis_);
 }
 
+size_t SessionReport::OpenTeardownSlot() { return gpuwatch::OpenTeardownSlot(&json_); }
+
 uint64_t SessionReport::leaked_device_bytes() {
   return LeakedDeviceBytes(analysis_, &sites_, session_.suppressions());
 }

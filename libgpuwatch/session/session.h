@@ -126,6 +126,9 @@ class SessionReport {
 
   void Build();
   const std::string& json() const { return json_; }
+  // For the exit report: makes room in json() for the teardown time, to be
+  // written in place later (OpenTeardownSlot); the slot's offset, or npos.
+  size_t OpenTeardownSlot();
   // Device bytes the report counts as leaked (LeakedDeviceBytes).
   uint64_t leaked_device_bytes();
   // The stderr summary; `path` is where the report went ("" when it failed).

@@ -419,6 +419,13 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
     sym_it = session_->symbols.emplace(mod, ReadFunctionSymbols(dw, mod)).first;
   }
   const std::string& outer_function = session_->DemangleCached(FindSymbol(sym_it->second, lookup));
+  if (IsStartupFunction(outer_function, base.module)) {
+    // Named by the symbol table alone: libc's line tables are in a separate
+    // debug file (libc6-dbg) that libdw decompresses whole on first use,
+    // about 200 million instructions, for a line below main nobody reads.
+    base.function = outer_function;
+    return {base};
+  }
 
   // The line table gives the innermost location, inside any inlined code.
   Frame innermost = base;
@@ -566,6 +573,12 @@ bool IsCudaInternalFrame(const Frame& frame) {
   // nvtxExt...): header-only, so they live in the user's module, above the
   // line that called them.
   return (StartsWith(fn, "nvtx") && upper_at(4)) || StartsWith(fn, "nvtx3::");
+}
+
+bool IsStartupFunction(std::string_view function, std::string_view module) {
+  if (StartsWith(function, "__libc_start") || function == "_start") return true;
+  return StartsWith(Basename(module), "libc.so") &&
+         (function == "start_thread" || function == "clone3" || function == "clone");
 }
 
 bool IsToolFrame(const Frame& frame) {

@@ -12,7 +12,9 @@
 // elfutils and libdw's own dependencies (libelf, libz, ...) stay out of the
 // host's global symbol scope. When libdw is missing, the fallback is dladdr +
 // abi::__cxa_demangle: function (exported symbols only) and module, no
-// file:line; one warning line says so.
+// file:line; one warning line says so. The frames that start a process or
+// a thread (IsStartupFunction) are named from the symbol table alone, never
+// with file:line: that would open libc's DWARF.
 //
 // Return addresses. Every pc from CaptureStack is a return address, which
 // can belong to the line after the call, or even to the next function when
@@ -156,6 +158,12 @@ bool IsCudaInternalFrame(const Frame& frame);
 // True when the frame's file is a source file (.cu, .cc, .cpp, .cxx, .c, .C),
 // not a header.
 bool InSourceFile(const Frame& frame);
+
+// True for the frames that start a process or a thread, below main or a
+// thread's own function: `__libc_start*` and `_start`, and libc's
+// start_thread, clone3 and clone. The symbolizer names them from the symbol
+// table alone, with no file:line.
+bool IsStartupFunction(std::string_view function, std::string_view module);
 
 // IsGpuwatchFrame || IsCudaInternalFrame: the default trimming predicate.
 bool IsToolFrame(const Frame& frame);

@@ -332,10 +332,11 @@ TEST(Report, AtomicWriteReplacesASymlinkInsteadOfFollowingIt) {
   EXPECT_FALSE(std::filesystem::is_symlink(path));
 }
 
-// The exit report's teardown is patched in after CUDA's teardown: the file
-// is the report the library wrote with lifecycle.teardown_ns set, every
-// other byte as it was (the other lifecycle fields' nulls too).
-TEST(Report, SetReportTeardownChangesTheTeardownAlone) {
+// The exit report's teardown is written after CUDA's teardown, into a slot
+// the report kept for it: the file is the report the library wrote with
+// lifecycle.teardown_ns set, every byte outside the slot as it was (the
+// other lifecycle fields' nulls too), and nothing read back or rewritten.
+TEST(Report, SetReportTeardownWritesTheTeardownIntoItsSlot) {
   TempDir dir;
   const std::string path = dir.path() + "/r.json";
   Tracker t;
@@ -344,19 +345,52 @@ TEST(Report, SetReportTeardownChangesTheTeardownAlone) {
   ctx.lifecycle.first_call_ns = 10;
   SiteResolver sites(nullptr);
   const std::string written = BuildReportJson(t.Snapshot(), ctx, &sites);
+  std::string text = written;
+  const size_t slot = OpenTeardownSlot(&text);
+  ASSERT_NE(slot, std::string::npos);
+  // The slot is whitespace before the null: the same document.
+  EXPECT_EQ(text.size(), written.size() + kTeardownSlotWidth - 4);
+  EXPECT_EQ(text.substr(slot, kTeardownSlotWidth),
+            std::string(kTeardownSlotWidth - 4, ' ') + "null");
+  EXPECT_EQ(nlohmann::json::parse(text), nlohmann::json::parse(written));
   std::string error;
-  ASSERT_TRUE(WriteFileAtomically(path, written, &error)) << error;
-  ASSERT_TRUE(SetReportTeardown(path, 598674, &error)) << error;
+  ASSERT_TRUE(WriteFileAtomically(path, text, &error)) << error;
+  ASSERT_TRUE(SetReportTeardown(path, slot, 598674, &error)) << error;
   nlohmann::json expected = nlohmann::json::parse(written);
   ASSERT_TRUE(expected["lifecycle"]["teardown_ns"].is_null());
   ASSERT_TRUE(expected["lifecycle"]["exit_status"].is_null());
   expected["lifecycle"]["teardown_ns"] = 598674;
-  EXPECT_EQ(Slurp(path), DumpReport(expected));
-  // A file whose lifecycle is not one is left alone, with a reason.
+  const std::string done = Slurp(path);
+  EXPECT_EQ(nlohmann::json::parse(done), expected);
+  ASSERT_EQ(done.size(), text.size());
+  EXPECT_EQ(done.substr(0, slot), text.substr(0, slot));
+  EXPECT_EQ(done.substr(slot, kTeardownSlotWidth),
+            std::string(kTeardownSlotWidth - 6, ' ') + "598674");
+  EXPECT_EQ(done.substr(slot + kTeardownSlotWidth), text.substr(slot + kTeardownSlotWidth));
+  // The largest teardown fills the slot.
+  ASSERT_TRUE(WriteFileAtomically(path, text, &error)) << error;
+  ASSERT_TRUE(SetReportTeardown(path, slot, UINT64_MAX, &error)) << error;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(path))["lifecycle"]["teardown_ns"], UINT64_MAX);
+  // A slot written already, or a file replaced since, is left alone, with a
+  // reason; so is a file that is gone.
+  const std::string filled = Slurp(path);
+  EXPECT_FALSE(SetReportTeardown(path, slot, 1, &error));
+  EXPECT_EQ(error, path + " is no longer the exit report gpuwatch wrote");
+  EXPECT_EQ(Slurp(path), filled);
   ASSERT_TRUE(WriteFileAtomically(path, R"({"lifecycle": {"exit_status": "0"}})", &error));
-  EXPECT_FALSE(SetReportTeardown(path, 1, &error));
-  EXPECT_EQ(error, path + " is not a gpuwatch report");
+  EXPECT_FALSE(SetReportTeardown(path, slot, 1, &error));
+  EXPECT_EQ(error, path + " is no longer the exit report gpuwatch wrote");
   EXPECT_EQ(Slurp(path), R"({"lifecycle": {"exit_status": "0"}})");
+  EXPECT_FALSE(SetReportTeardown(dir.path() + "/gone.json", slot, 1, &error));
+  EXPECT_EQ(error.rfind("cannot open " + dir.path() + "/gone.json: ", 0), 0u) << error;
+  // No slot in a report whose teardown_ns is set or missing: the text stays.
+  std::string set = filled;
+  EXPECT_EQ(OpenTeardownSlot(&set), std::string::npos);
+  EXPECT_EQ(set, filled);
+  std::string none = DumpReport(nlohmann::json{{"lifecycle", {{"exit_status", 0}}}});
+  const std::string none_was = none;
+  EXPECT_EQ(OpenTeardownSlot(&none), std::string::npos);
+  EXPECT_EQ(none, none_was);
 }
 
 TEST(Report, UnwritableDirectoryGivesAReasonNotACrash) {

@@ -177,6 +177,28 @@ TEST(SymbolizerTest, SymbolizesWholeStack) {
   EXPECT_TRUE(has_libc);
 }
 
+// The frames below main are named from the symbol table alone: no file:line
+// even where libc's debug file is installed (libdw would inflate all of it
+// for them). __libc_start_main is exported, so every machine names it.
+TEST(SymbolizerTest, StartupFramesHaveNamesAndNoLines) {
+  const gpuwatch_test::Site site = gpuwatch_test::KnownFunction(0);
+  Symbolizer symbolizer;
+  const std::vector<Frame> frames =
+      symbolizer.SymbolizeStack(std::span<const uintptr_t>(site.pcs, site.n));
+  int startup = 0;
+  for (const Frame& f : frames) {
+    if (!IsStartupFunction(f.function, f.module)) continue;
+    ++startup;
+    EXPECT_FALSE(f.module.empty()) << f.function;
+    EXPECT_TRUE(f.file.empty()) << f.function << " " << f.file;
+    EXPECT_EQ(f.line, 0) << f.function;
+    EXPECT_FALSE(f.inlined) << f.function;
+  }
+  EXPECT_GE(startup, 1);
+  // The program's own frames keep their lines.
+  EXPECT_EQ(frames[0].line, site.line);
+}
+
 TEST(SymbolizerTest, UnknownPcIsHarmless) {
   Symbolizer symbolizer;
   const Frame& frame = symbolizer.Symbolize(0x10);
@@ -306,6 +328,14 @@ TEST(TrimTest, Predicates) {
   EXPECT_FALSE(IsCudaInternalFrame(MakeFrame("cuda", "/x/app")));
   EXPECT_FALSE(IsCudaInternalFrame(MakeFrame("cute::copy()", "/x/app")));
   EXPECT_FALSE(IsCudaInternalFrame(MakeFrame("", "/x/libcudnn.so.9")));
+  EXPECT_TRUE(IsStartupFunction("__libc_start_call_main", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("__libc_start_main", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("_start", "/x/app"));
+  EXPECT_TRUE(IsStartupFunction("start_thread", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("clone3", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_FALSE(IsStartupFunction("start_thread", "/x/app"));  // the program's own
+  EXPECT_FALSE(IsStartupFunction("main", "/x/app"));
+  EXPECT_FALSE(IsStartupFunction("qsort", "/lib/x86_64-linux-gnu/libc.so.6"));
   EXPECT_EQ(Basename("/a/b/c.so"), "c.so");
   EXPECT_EQ(Basename("c.so"), "c.so");
 }

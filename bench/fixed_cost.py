@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""What gpuwatch costs a process whatever it does: start-up, the exit report,
+and the memory it keeps per live allocation, with the defaults (checkpoints
+on, event trace on).
+
+  tiny     bench/programs/tiny_process (one cudaMalloc, two cudaMemcpy, one
+           cudaFree), start to exit, with no tool and under gpuwatch
+           (LD_PRELOAD): wall time in --rounds interleaved rounds, each round
+           one run of each, and the median of the per-round ratios and
+           differences; and the instructions of each whole process under
+           callgrind (exact; --callgrind-out keeps the profiles for
+           `callgrind_annotate --inclusive=yes`).
+  exit     bench/programs/live_load --per-site 100 --leak (1,000,000 live
+           allocations over 10,000 sites at exit): the time from closing its
+           stdin to its exit, with no tool and under gpuwatch, medians of
+           --exit-rounds interleaved rounds. Under gpuwatch that is the exit
+           report (and its teardown).
+  memory   the same load, resident memory (VmRSS) once it is ready and again
+           after --idle seconds (checkpoints are written meanwhile), minus
+           the same without a tool, per live allocation.
+
+With --teardown the exit part runs the simulator with
+GWSIM_EXIT_CONTEXT_DESTROY=1: its runtime then destroys its context at exit,
+as a runtime may, and gpuwatch times that teardown into the exit report
+(NVIDIA's, driver 580, destroys none that gpuwatch hears of). The simulator's
+own teardown of 1,000,000 allocations then takes seconds, in both runs.
+
+Without a GPU the programs run on the simulator (LD_LIBRARY_PATH=the build's
+tests/sim/lib); with one (nvidia-smi works, or --gpu) on the real driver.
+
+  ninja -C build bench_fixed_cost_deps
+  bench/fixed_cost.py --build build                  # all three
+  bench/fixed_cost.py --build build --only tiny --rounds 9
+  bench/fixed_cost.py --build build --json out.json  # also write every figure
+  bench/fixed_cost.py --build build --before OLD/libgpuwatch.so  # before/after, same run
+
+Every part runs --before's library too, interleaved with the others, when
+given: a change's before and after measured on the same machine at the same
+time.
+"""
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+import bench_target
+from bench_target import die
+
+
+class Setup:
+    def __init__(self, args):
+        b = os.path.abspath(args.build)
+        self.tiny = os.path.join(b, "bench", "tiny_process")
+        self.load = os.path.join(b, "bench", "live_load")
+        self.lib = (os.path.abspath(args.lib) if args.lib
+                    else os.path.join(b, "lib", "libgpuwatch.so"))
+        self.sim = os.path.join(b, "tests", "sim", "lib")
+        self.gpu = bench_target.check_built(args, (self.tiny, self.load, self.lib),
+                                            "bench_fixed_cost_deps")
+        self.tmp = tempfile.mkdtemp(prefix="gwfixed.")
+
+    def env(self, tool, teardown=False):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("GPUWATCH_", "GWSIM_")) and
+               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
+        paths = [] if self.gpu else [self.sim]
+        if env.get("LD_LIBRARY_PATH"):
+            paths.append(env["LD_LIBRARY_PATH"])
+        if paths:
+            env["LD_LIBRARY_PATH"] = ":".join(paths)
+        if tool:
+            env["LD_PRELOAD"] = self.before if tool == "before" else self.lib
+            env["GPUWATCH_OUTPUT"] = os.path.join(self.tmp, "gw.%p.json")
+        if teardown and not self.gpu:
+            env["GWSIM_EXIT_CONTEXT_DESTROY"] = "1"
+        return env
+
+    def clean(self):
+        for f in os.listdir(self.tmp):
+            path = os.path.join(self.tmp, f)
+            if os.path.isfile(path):
+                os.unlink(path)
+
+
+NAMES = {False: "no tool", True: "gpuwatch", "before": "gpuwatch (--before)"}
+
+
+def run_tiny(setup, tool):
+    t0 = time.monotonic()
+    p = subprocess.run([setup.tiny], env=setup.env(tool), capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        die(f"tiny_process under {NAMES[tool]} exited {p.returncode}: {p.stderr}")
+    setup.clean()
+    return wall
+
+
+def callgrind_total(setup, tool, keep):
+    out = keep or os.path.join(setup.tmp, "cg.out")
+    total = bench_target.callgrind([setup.tiny], setup.env(tool), out)
+    if not keep:
+        os.unlink(out)
+    setup.clean()
+    return total
+
+
+def tiny(setup, args):
+    walls = {tool: [] for tool in setup.tools}
+    for _ in range(args.rounds):
+        for tool in setup.tools:  # interleaved: drift hits each alike
+            walls[tool].append(run_tiny(setup, tool))
+    keep = args.callgrind_out
+    print(f"# tiny process (one cudaMalloc, two cudaMemcpy, one cudaFree), start to exit; "
+          f"{'GPU' if setup.gpu else 'simulator'}; medians of {args.rounds} interleaved rounds; "
+          "added and ratio: medians of the rounds' own")
+    print()
+    print("| | wall ms | added ms | ratio | instructions (callgrind) | added |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    out = {"rounds": args.rounds}
+    base_ir = 0
+    for tool in setup.tools:
+        ir = callgrind_total(setup, tool, keep and f"{keep}.{NAMES[tool].split()[0]}"
+                             + ("-before" if tool == "before" else ""))
+        base_ir = base_ir or ir
+        ratios = [g / b for b, g in zip(walls[False], walls[tool])]
+        added = [g - b for b, g in zip(walls[False], walls[tool])]
+        row = {"wall_ms": 1e3 * statistics.median(walls[tool]),
+               "added_ms": 1e3 * statistics.median(added), "ratio": statistics.median(ratios),
+               "ir": ir, "ir_added": ir - base_ir}
+        out[NAMES[tool]] = row
+        print(f"| {NAMES[tool]} | {row['wall_ms']:.1f} | {row['added_ms']:.1f} | "
+              f"{row['ratio']:.2f} | {ir:,} | {ir - base_ir:,} |")
+    return out
+
+
+class Load:
+    """live_load running, ready: --per-site x 10,000 live allocations."""
+
+    def __init__(self, setup, tool, leak, teardown=False):
+        argv = [setup.load, "--per-site", str(setup.per_site)] + (["--leak"] if leak else [])
+        self.p = subprocess.Popen(argv, env=setup.env(tool, teardown),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("live_load: ready"):
+            self.p.kill()
+            die(f"live_load did not get ready: {line!r} {self.p.stderr.read()[-2000:]}")
+        self.live = int(line.split()[2])
+
+    def rss(self):
+        with open(f"/proc/{self.p.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def cpu_s(self):
+        """CPU seconds the process has spent so far (user and system)."""
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def finish(self):
+        """Closes stdin; the seconds until the process has exited, and the
+        CPU seconds it spent meanwhile (less sensitive to a busy machine)."""
+        cpu0 = self.cpu_s()
+        t0 = time.monotonic()
+        self.p.stdin.close()
+        _, status, usage = os.wait4(self.p.pid, 0)
+        wall = time.monotonic() - t0
+        self.p.returncode = os.waitstatus_to_exitcode(status)
+        err = self.p.stderr.read()
+        if self.p.returncode != 0:
+            die(f"live_load exited {self.p.returncode}: {err[-2000:]}")
+        return wall, usage.ru_utime + usage.ru_stime - cpu0
+
+
+def exit_report(setup, args):
+    if args.exit_rounds == 0:  # the instruction counts alone
+        return {"callgrind": exit_callgrind(setup, args)}
+    walls = {tool: [] for tool in setup.tools}
+    cpus = {tool: [] for tool in setup.tools}
+    for _ in range(args.exit_rounds):
+        for tool in setup.tools:
+            load = Load(setup, tool, leak=True, teardown=args.teardown)
+            wall, cpu = load.finish()
+            walls[tool].append(wall)
+            cpus[tool].append(cpu)
+            setup.clean()
+    how = (", GWSIM_EXIT_CONTEXT_DESTROY=1: the runtime destroys its context at exit and "
+           "gpuwatch times that teardown" if args.teardown else "")
+    print(f"# exit with {setup.per_site * 10000:,} live allocations over 10,000 sites{how}: "
+          f"stdin closed to exit, median of {args.exit_rounds} interleaved rounds")
+    print()
+    print("| | wall s | added s | CPU s | added CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    out = {"rounds": args.exit_rounds, "teardown": args.teardown}
+    for tool in setup.tools:
+        added = statistics.median(g - b for b, g in zip(walls[False], walls[tool]))
+        added_cpu = statistics.median(g - b for b, g in zip(cpus[False], cpus[tool]))
+        row = {"s": statistics.median(walls[tool]), "added_s": added,
+               "cpu_s": statistics.median(cpus[tool]), "added_cpu_s": added_cpu}
+        out[NAMES[tool]] = row
+        print(f"| {NAMES[tool]} | {row['s']:.3f} | {added:.3f} | {row['cpu_s']:.3f} | "
+              f"{added_cpu:.3f} |")
+    if args.exit_callgrind:
+        print()
+        out["callgrind"] = exit_callgrind(setup, args)
+    return out
+
+
+def exit_callgrind(setup, args):
+    """Instructions in gpuwatch's exit handlers (the exit report; the
+    teardown's), inclusive, under callgrind: exact, whatever the load."""
+    annotate = shutil.which("callgrind_annotate")
+    if not annotate:
+        die("--exit-callgrind needs callgrind_annotate")
+    per_site = args.exit_callgrind
+    handlers = {"exit report": "OnProcessExit", "teardown": "OnTeardownDone"}
+    print(f"# instructions in gpuwatch's exit handlers, {per_site * 10000:,} live allocations "
+          f"over 10,000 sites (callgrind){', teardown timed' if args.teardown else ''}")
+    print()
+    print("| | " + " | ".join(handlers) + " |")
+    print("| --- |" + " ---: |" * len(handlers))
+    out = {"live": per_site * 10000}
+    for tool in setup.tools[1:]:
+        cg = os.path.join(setup.tmp, "exit.cg")
+        bench_target.callgrind([setup.load, "--per-site", str(per_site), "--leak"],
+                               setup.env(tool, teardown=args.teardown), cg,
+                               ["--collect-atstart=no"]
+                               + [f"--toggle-collect=*{h}*" for h in handlers.values()])
+        text = subprocess.run([annotate, "--inclusive=yes", "--threshold=100", cg],
+                              capture_output=True, text=True).stdout
+        row = {}
+        for name, fn in handlers.items():
+            row[name] = 0
+            for line in text.splitlines():
+                m = re.match(r"\s*([\d,]+)\s.*" + fn + r"\(", line)
+                if m:
+                    row[name] = int(m.group(1).replace(",", ""))
+                    break
+        out[NAMES[tool]] = row
+        print(f"| {NAMES[tool]} | " + " | ".join(f"{row[n]:,}" for n in handlers) + " |")
+        setup.clean()
+    return out
+
+
+def memory(setup, args):
+    loads = {tool: Load(setup, tool, leak=False) for tool in setup.tools}
+    ready = {tool: load.rss() for tool, load in loads.items()}
+    time.sleep(args.idle)  # the process idles: what stays resident after its checkpoints
+    idle = {tool: load.rss() for tool, load in loads.items()}
+    live = loads[False].live
+    for load in loads.values():
+        load.finish()  # the exit: not timed here
+    setup.clean()
+    print(f"# resident memory (VmRSS) with {live:,} live allocations over 10,000 sites, "
+          "defaults; added bytes per live allocation")
+    print()
+    print(f"| | ready MiB | added B per allocation | after {args.idle:g} s idle MiB | added B |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    out = {"live": live}
+    for tool in setup.tools:
+        per_ready = (ready[tool] - ready[False]) / live
+        per_idle = (idle[tool] - idle[False]) / live
+        out[NAMES[tool]] = {"rss_ready": ready[tool], "rss_idle": idle[tool],
+                            "per_live_ready": per_ready, "per_live_idle": per_idle}
+        print(f"| {NAMES[tool]} | {ready[tool] / 2**20:.1f} | {per_ready:.0f} | "
+              f"{idle[tool] / 2**20:.1f} | {per_idle:.0f} |")
+    return out
+
+
+def main():
+    ap = bench_target.parser(__doc__)
+    ap.add_argument("--only", choices=["tiny", "exit", "memory"], help="run one part only")
+    ap.add_argument("--rounds", type=int, default=9, help="tiny: interleaved rounds (default 9)")
+    ap.add_argument("--exit-rounds", type=int, default=3, help="exit: rounds (default 3; 0: --exit-callgrind alone)")
+    ap.add_argument("--teardown", action="store_true",
+                    help="exit: the simulator's runtime destroys its context at exit "
+                         "(GWSIM_EXIT_CONTEXT_DESTROY=1), so gpuwatch times the teardown")
+    ap.add_argument("--exit-callgrind", type=int, default=0, metavar="PER_SITE",
+                    help="exit: also count the instructions of gpuwatch's exit handlers under "
+                         "callgrind, PER_SITE x 10,000 live allocations (10: about 2 minutes)")
+    ap.add_argument("--per-site", type=int, default=100,
+                    help="exit, memory: live allocations per site, 10,000 sites (default 100)")
+    ap.add_argument("--idle", type=float, default=20, help="memory: seconds idle (default 20)")
+    ap.add_argument("--callgrind-out", help="tiny: keep the profiles as FILE.base, FILE.gpuwatch")
+    ap.add_argument("--lib", help="the libgpuwatch.so to measure (default: the build's)")
+    ap.add_argument("--before", help="another libgpuwatch.so, measured beside this build's")
+    ap.add_argument("--json", help="write every figure to this file")
+    args = ap.parse_args()
+    setup = Setup(args)
+    setup.per_site = args.per_site
+    setup.before = args.before and os.path.abspath(args.before)
+    setup.tools = [False, True] + (["before"] if args.before else [])
+    result = {"machine": {"nproc": os.cpu_count(),
+                          "load": open("/proc/loadavg").read().split()[:3]}}
+    try:
+        for part, fn in (("tiny", tiny), ("exit", exit_report), ("memory", memory)):
+            if args.only in (None, part):
+                result[part] = fn(setup, args)
+                print()
+    finally:
+        shutil.rmtree(setup.tmp, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
