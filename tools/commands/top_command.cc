@@ -17,6 +17,8 @@
 #include <ctime>
 #include <limits>
 
+#include "tools/live/live_status.h"
+
 namespace gpuwatch::tools {
 namespace {
 
@@ -158,6 +160,9 @@ double SiteKey(const LiveSite& site, const std::string& sort) {
 // A sample list's columns: live, growth/min, growth/mark, history, site.
 constexpr size_t kSparkWidth = 20;
 
+// A CUDA call in progress this long is shown under its process's row.
+constexpr uint64_t kShowCallNs = 1000000000ULL;
+
 }  // namespace
 
 std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std::string& sort) {
@@ -221,6 +226,13 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
         Right(Short(Bytes(st.live_bytes)), 7) + " " + Right(Short(Bytes(st.peak_bytes)), 7) + " " +
         Right(Signed(st.device_bytes_per_min), 8) + " " + Right(Rate(st.h2d_bytes_per_s), 8) + " " +
         Right(Rate(st.d2h_bytes_per_s), 8));
+    // A call in progress for a second or more (status page), and a process
+    // known from its page alone.
+    std::string call;
+    if (procs[i]->status.has_value()) call = CallInProgressText(*procs[i]->status, kShowCallNs);
+    if (!procs[i]->answered)
+      call += std::string(call.empty() ? "" : "  ") + "(no answer: its status page)";
+    if (!call.empty()) lines.push_back(std::string(9, ' ') + call);
   }
   if (procs.empty()) lines.push_back(" (no process under gpuwatch here)");
   lines.emplace_back();

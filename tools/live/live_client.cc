@@ -17,6 +17,8 @@
 #include <ctime>
 
 #include "libgpuwatch/base/live_dir.h"
+#include "libgpuwatch/base/status_page.h"
+#include "tools/live/live_status.h"
 
 namespace gpuwatch::tools {
 namespace {
@@ -151,6 +153,31 @@ void ReadAnswers(std::vector<Pending>& pending, uint64_t deadline) {
   }
 }
 
+// A process that did not answer but is inside a CUDA call, from its status
+// page alone: the call, its device memory, its command line and this host.
+bool FromStatusPage(const std::string& dir, pid_t pid, LiveProcess* out) {
+  StatusView view;
+  std::string problem;
+  if (ProcessGone(pid) || !ReadStatusPage(StatusPagePath(dir, pid), &view, &problem) ||
+      LongestCall(view) == nullptr) {
+    return false;
+  }
+  out->pid = pid;
+  out->answered = false;
+  for (const auto& [device, bytes] : view.device_bytes) {
+    LiveDevice d;
+    d.device = static_cast<uint64_t>(device);
+    d.live_bytes = bytes;
+    out->state.devices.push_back(d);
+    out->state.live_bytes += bytes;
+  }
+  out->state.command = ProcessCommand(pid);
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) out->state.host = host;
+  out->status = std::move(view);
+  return true;
+}
+
 }  // namespace
 
 bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem) {
@@ -190,6 +217,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
       const bool refused = err == ECONNREFUSED;
       if (ProcessGone(pid) || (refused && Stale(p.path))) {
         if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
+        unlink(StatusPagePath(dir, pid).c_str());
       } else if (!refused && err != ENOENT) {
         scan.problems.push_back("pid " + std::to_string(pid) +
                                 ": cannot connect: " + std::strerror(err));
@@ -211,6 +239,9 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     const std::string who = "pid " + std::to_string(p.pid) + ": ";
     if (!p.done) {
       scan.problems.push_back(who + "no answer within " + std::to_string(timeout_ms) + " ms");
+      if (LiveProcess from_page; FromStatusPage(dir, p.pid, &from_page)) {
+        scan.processes.push_back(std::move(from_page));
+      }
       continue;
     }
     std::string problem;
@@ -218,16 +249,25 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     if (p.too_long) {
       problem = "an answer of more than " + std::to_string(kMaxLiveAnswerBytes >> 20) + " MiB";
     } else if (ParseLiveAnswer(p.answer, &state, &problem)) {
-      scan.processes.push_back({p.pid, std::move(state)});
+      LiveProcess process;
+      process.pid = p.pid;
+      process.state = std::move(state);
+      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.pid), &view, &problem)) {
+        process.status = std::move(view);
+      }
+      scan.processes.push_back(std::move(process));
       continue;
     }
     if (ProcessGone(p.pid)) {
       // Killed while it answered: gone, like one that had already exited.
       if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
+      unlink(StatusPagePath(dir, p.pid).c_str());
       continue;
     }
     scan.problems.push_back(who + problem);
   }
+  std::sort(scan.processes.begin(), scan.processes.end(),
+            [](const LiveProcess& a, const LiveProcess& b) { return a.pid < b.pid; });
   return scan;
 }
 

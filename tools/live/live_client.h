@@ -7,9 +7,11 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "libgpuwatch/base/status_page.h"
 #include "tools/live/live_answer.h"
 
 namespace gpuwatch::tools {
@@ -17,6 +19,13 @@ namespace gpuwatch::tools {
 struct LiveProcess {
   pid_t pid = 0;  // the entry's name: "<pid>.sock"
   LiveState state;
+  // Its status page (status_page.h), when it has one: its threads' CUDA
+  // calls in progress.
+  std::optional<StatusView> status;
+  // False for a process whose socket did not answer (hung, stopped) and
+  // whose page says it is inside a CUDA call: `state` then holds only its
+  // command line, its host and its device memory by device, from the page.
+  bool answered = true;
 };
 
 struct LiveScan {
@@ -48,7 +57,10 @@ bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* 
 // is unsafe now is one problem and no process; one that does not exist, none.
 // A process whose socket was made by another uid (SO_PEERCRED) is a problem,
 // not read. Each answer is read into a LiveState (ParseLiveAnswer) on its
-// own: a bad one is one problem and hides no other.
+// own: a bad one is one problem and hides no other. Each process's status
+// page is read too; one that did not answer in time but is inside a CUDA
+// call by its page is listed from the page (answered false) as well as
+// named in a problem.
 LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms);
 
 }  // namespace gpuwatch::tools

@@ -5,6 +5,8 @@
 #include <set>
 #include <utility>
 
+#include "tools/live/live_status.h"
+
 namespace gpuwatch::tools {
 namespace {
 
@@ -50,6 +52,9 @@ constexpr Spec kSpecs[] = {
      "Time spent in the timed memory copies, per direction and kind of host memory."},
     {"gpuwatch_marks_total", MetricType::Counter,
      "Iteration marks (gpuwatch_mark) the process has made."},
+    {"gpuwatch_cuda_call_in_progress_seconds", MetricType::Gauge,
+     "Time spent so far in the CUDA call in progress that began first, per process (its "
+     "status page); absent when the process is in none."},
     {"gpuwatch_site_live_bytes", MetricType::Gauge,
      "Device memory held now per allocation site (file:line (function)), for the largest "
      "sites of each process; site=\"other\" is the rest."},
@@ -156,6 +161,13 @@ void AddProcess(Builder& b, const LiveProcess& p, const LiveMetricsOptions& opti
                                                    {"rank", st.rank},
                                                    {"host", st.host}};
   const auto n = [](uint64_t v) { return static_cast<double>(v); };
+  if (p.status.has_value()) {
+    if (const StatusThreadView* t = LongestCall(*p.status); t != nullptr && t->call_start_ns != 0) {
+      b.Add("gpuwatch_cuda_call_in_progress_seconds", With(labels, "call", Printable(t->call)),
+            n(StatusSince(t->call_start_ns, p.status->now_ns)) / 1e9);
+    }
+  }
+  if (!p.answered) return;  // known from its status page alone: its call
   if (st.started_unix_ms.has_value()) {
     b.Add("gpuwatch_process_start_time_seconds", labels, n(*st.started_unix_ms) / 1000.0);
   }
@@ -227,8 +239,12 @@ std::string SiteLabel(const LiveSite& site) {
 
 std::vector<MetricFamily> LiveMetrics(const LiveScan& scan, const LiveMetricsOptions& options) {
   Builder b;
-  for (const LiveProcess& p : scan.processes) AddProcess(b, p, options);
-  b.Add("gpuwatch_exporter_processes", {}, static_cast<double>(scan.processes.size()));
+  double answered = 0;
+  for (const LiveProcess& p : scan.processes) {
+    AddProcess(b, p, options);
+    answered += p.answered ? 1 : 0;
+  }
+  b.Add("gpuwatch_exporter_processes", {}, answered);
   b.Add("gpuwatch_exporter_scrape_problems", {}, static_cast<double>(scan.problems.size()));
   return b.Take();
 }
