@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -103,6 +104,14 @@ bool OpenStatusPage(const std::string& path, const std::vector<const char*>& cal
                     std::string* problem) {
   if (path.size() >= sizeof(g_page_path)) {
     *problem = "the status page's path is too long";
+    return false;
+  }
+  // A file size limit below the page's would end the process (SIGXFSZ) at
+  // the page's ftruncate.
+  if (rlimit limit{}; getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+                      limit.rlim_cur < sizeof(StatusPage)) {
+    *problem = "the file size limit (ulimit -f) is below the page's " +
+               std::to_string(sizeof(StatusPage)) + " bytes";
     return false;
   }
   const std::string temporary = path + ".new";

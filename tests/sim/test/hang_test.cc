@@ -95,6 +95,12 @@ TEST(Hang, AKernelNamedByTheVariableNeverEndsAndWhatWaitsForItBlocks) {
     EXPECT_EQ(cudaStreamSynchronize(blocking), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(host, device, sizeof(host), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // The other tests of the process see the device as it was.
+    EXPECT_EQ(cudaFree(device), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(after), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(elsewhere), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(non_blocking), cudaSuccess);
     return;
   }
   // Queries answer "not ready": the kernel's stream, the legacy stream behind it, its event.
