@@ -11,6 +11,7 @@
 #include "tools/commands.h"
 #include "tools/commands/run_command.h"
 #include "tools/commands/top_command.h"
+#include "tools/commands/why_command.h"
 
 namespace {
 
@@ -128,6 +129,13 @@ int Main(int argc, char** argv) {
                    "GPUWATCH_IDLE_SECONDS, else 600)")
       ->check(CLI::Range(1, 31536000));
 
+  gpuwatch::tools::WhyOptions why;
+  CLI::App* why_cmd = app.add_subcommand(
+      "why", "What a process under gpuwatch is doing now, even hung in a CUDA call or stopped");
+  why_cmd->add_option("pid", why.pid, "The process")->required()->check(CLI::PositiveNumber);
+  why_cmd->add_option("--dir", why.dir,
+                      "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
+
   gpuwatch::tools::ExporterOptions exporter;
   CLI::App* exporter_cmd = app.add_subcommand(
       "exporter", "Serve the processes under gpuwatch on this machine as Prometheus metrics");
@@ -174,6 +182,7 @@ int Main(int argc, char** argv) {
   if (check_cmd->parsed()) return gpuwatch::tools::CheckCommand(check, stdout);
   if (merge_cmd->parsed()) return gpuwatch::tools::MergeCommand(merge, stdout);
   if (top_cmd->parsed()) return gpuwatch::tools::TopCommand(top, stdout);
+  if (why_cmd->parsed()) return gpuwatch::tools::WhyCommand(why, stdout);
   if (exporter_cmd->parsed()) return gpuwatch::tools::ExporterCommand(exporter);
   return 2;
 }

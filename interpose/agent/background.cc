@@ -132,7 +132,7 @@ void* BackgroundMain(void*) {
       if (live) {
         const uint64_t t = MonotonicNs();
         if (t >= next_live) {
-          LiveTick(agent);
+          LiveTick(agent, checkpoint.last.last_ns);
           next_live = std::max(next_live + kLiveTickNs, t);
         }
         if (n > 0 && fds[1].revents != 0) ServeLiveReaders(agent);

@@ -17,6 +17,7 @@
 
 #include "interpose/agent/fatal_signals.h"
 #include "interpose/agent/reports.h"
+#include "interpose/agent/status.h"
 #include "interpose/agent/torch_blocks.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/base/clock.h"
@@ -24,6 +25,7 @@
 #include "libgpuwatch/base/live_dir.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/proc_stat.h"
+#include "libgpuwatch/base/status_page.h"
 #include "libgpuwatch/report/live_state.h"
 
 namespace gpuwatch {
@@ -244,15 +246,17 @@ void OpenLiveSocket(Agent& agent) {
                  : LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
   StartLive(live);
   if (!Bind(live, getpid())) return;
+  OpenStatus(live.dir);
   // Removed at exit even when no CUDA call registers the exit report's handler.
   std::atexit(CloseLiveSocket);
 }
 
 int LiveSocketFd() { return State().fd; }
 
-void LiveTick(Agent& agent) {
+void LiveTick(Agent& agent, uint64_t checkpoint_ns) {
   Live& live = State();
   if (live.fd < 0) return;
+  StatusTick(agent, checkpoint_ns);
   const Events events = agent.events();
   const TrackerSnapshot totals = events.Totals();
   events.LiveDeviceBytesBySite(&agent.background.site_scan);
@@ -278,11 +282,13 @@ void ServeLiveReaders(Agent& agent) {
 }
 
 void CloseLiveSocket() {
+  RemoveStatusPageFile();
   if (g_unlink_path[0] != '\0') unlink(g_unlink_path);
   g_unlink_path[0] = '\0';
 }
 
 void LiveAfterFork(Agent& agent) {
+  DetachStatusPage();  // the parent's
   Live& live = State();
   if (live.fd < 0) return;
   close(live.fd);  // the parent's: its name stays
@@ -290,7 +296,7 @@ void LiveAfterFork(Agent& agent) {
   g_unlink_path[0] = '\0';
   live.history = LiveHistory();
   StartLive(live);
-  Bind(live, getpid());
+  if (Bind(live, getpid())) OpenStatus(live.dir);
 }
 
 }  // namespace gpuwatch

@@ -25,13 +25,16 @@ void OpenLiveSocket(Agent& agent);
 // The listening socket, -1 when none.
 int LiveSocketFd();
 
-// The background thread's part: a history sample (LiveTickNs apart), and the
-// readers waiting on the socket, answered one after the other.
+// The background thread's part: a history sample and the status page's
+// update (status.h; `checkpoint_ns`: the last checkpoint's time, 0 when
+// none), LiveTickNs apart, and the readers waiting on the socket, answered
+// one after the other.
 inline constexpr uint64_t kLiveTickNs = 1000000000ULL;
-void LiveTick(Agent& agent);
+void LiveTick(Agent& agent, uint64_t checkpoint_ns);
 void ServeLiveReaders(Agent& agent);
 
-// At exit: the socket's name is removed (readers then see the process gone).
+// At exit: the socket's and the status page's names are removed (readers
+// then see the process gone).
 void CloseLiveSocket();
 
 // In a fork child: the parent's socket is closed (its name stays: it is the

@@ -9,6 +9,7 @@
 #include "interpose/callbacks/guard.h"
 #include "interpose/cupti/cupti_mux.h"
 #include "interpose/nvtx/nvtx.h"
+#include "libgpuwatch/base/status_page.h"
 #include "libgpuwatch/session/session.h"
 #include "libgpuwatch/stacks/python_stack.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -252,6 +253,16 @@ void BlockExit(SyncKind kind) {
 
 // --- ENTER and EXIT of a tracked call -----------------------------------------
 
+// The registry's first entry: a call's name on the status page is its index.
+const CallbackSpec* const g_registry = CallbackRegistry().data();
+
+// The call in progress on the status page (status_page.h), with its site
+// when ENTER captured it: a few stores.
+void PublishEnter(const CallbackSpec& spec) {
+  const CallInProgress& c = t_call;
+  StatusCallBegins(static_cast<uint32_t>(&spec - g_registry), c.stack_captured ? c.stack_id : 0);
+}
+
 void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   CallInProgress& c = t_call;
   c.spec = &spec;
@@ -267,6 +278,7 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   if (!ParseCall(spec, d, /*succeeded=*/false, &c.call)) {
     c.spec = nullptr;  // nothing to record (an empty batch, a node of another type)
     t_in_call = true;
+    PublishEnter(spec);
     return;
   }
   t_in_call = true;
@@ -274,7 +286,11 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   switch (call.role) {
     case Role::kCopy:
       if (call.node_only) break;
-      if (!call.copy.async) BlockEnter();
+      if (!call.copy.async) {
+        BlockEnter();
+        // A blocking copy may never end: its site is on the status page.
+        if (CurrentEvents().enabled()) CallSite();
+      }
       // Registered before the copy can complete, so that its record always
       // finds it; its stack is captured now.
       if (Events events = CurrentEvents(); g_hooks.copy_activity && events.enabled()) {
@@ -297,6 +313,8 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
       break;
     case Role::kSync:
       BlockEnter();
+      // The host waits, perhaps for ever: the site is on the status page.
+      if (CurrentEvents().enabled()) CallSite();
       break;
     case Role::kGraphLaunch:
       GraphLaunchEnter(call, c.correlation);
@@ -304,11 +322,13 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
     default:
       break;
   }
+  PublishEnter(spec);
 }
 
 template <typename Result>
 void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   t_in_call = false;
+  StatusCallEnds();
   CallInProgress& c = t_call;
   if (c.spec == nullptr) return;
   const auto* ret = static_cast<const Result*>(d->functionReturnValue);

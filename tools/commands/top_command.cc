@@ -20,6 +20,7 @@
 #include "libgpuwatch/base/clock.h"
 #include "tools/live/live_holders.h"
 #include "tools/live/live_known.h"
+#include "tools/live/live_status.h"
 
 namespace gpuwatch::tools {
 namespace {
@@ -186,6 +187,9 @@ std::string HolderLine(const LiveProcess& p, const HolderState& s) {
          Ago(p.known_age_ms);
 }
 
+// A CUDA call in progress this long is shown under its process's row.
+constexpr uint64_t kShowCallNs = 1000000000ULL;
+
 }  // namespace
 
 std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std::string& sort) {
@@ -264,6 +268,14 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
                     Right(p.answered ? Signed(st.device_bytes_per_min) : "-", 8) + " " +
                     Right(p.answered ? Rate(st.h2d_bytes_per_s) : "-", 8) + " " +
                     Right(p.answered ? Rate(st.d2h_bytes_per_s) : "-", 8));
+    // A call in progress for a second or more (its status page), and a
+    // process that did not answer read from its page.
+    std::string call;
+    if (p.status.has_value()) call = CallInProgressText(*p.status, kShowCallNs);
+    if (!p.answered && p.status.has_value()) {
+      call += std::string(call.empty() ? "" : "  ") + "(no answer: its status page)";
+    }
+    if (!call.empty()) lines.push_back(std::string(9, ' ') + call);
   }
   if (procs.empty()) lines.push_back(" (no process under gpuwatch here)");
   lines.emplace_back();

@@ -17,6 +17,8 @@
 #include <ctime>
 
 #include "libgpuwatch/base/live_dir.h"
+#include "libgpuwatch/base/status_page.h"
+#include "tools/live/live_status.h"
 
 namespace gpuwatch::tools {
 namespace {
@@ -140,6 +142,21 @@ void ReadAnswers(std::vector<Pending>& pending, uint64_t deadline) {
 
 }  // namespace
 
+LiveState StateFromStatusPage(pid_t pid, const StatusView& view) {
+  LiveState state;
+  for (const auto& [device, bytes] : view.device_bytes) {
+    LiveDevice d;
+    d.device = static_cast<uint64_t>(device);
+    d.live_bytes = bytes;
+    state.devices.push_back(d);
+    state.live_bytes += bytes;
+  }
+  state.command = ProcessCommand(pid);
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) state.host = host;
+  return state;
+}
+
 bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem) {
   *resolved = !dir.empty() ? dir : LiveDirFromEnvironment([](const char* n) {
     return std::getenv(n);  // NOLINT(concurrency-mt-unsafe): read before any thread
@@ -177,6 +194,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
       const bool refused = err == ECONNREFUSED;
       if (ProcessGone(pid) || (refused && Stale(p.path))) {
         if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
+        unlink(StatusPagePath(dir, pid).c_str());
       } else if (!refused && err != ENOENT) {
         scan.problems.push_back("pid " + std::to_string(pid) +
                                 ": cannot connect: " + std::strerror(err));
@@ -206,6 +224,10 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     if (!p.done) {
       scan.problems.push_back(who + "no answer within " + std::to_string(timeout_ms) + " ms");
       process.answered = false;
+      std::string no_page;  // none: what else is known of it is used (live_known.h)
+      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.pid), &view, &no_page)) {
+        process.status = std::move(view);
+      }
       scan.silent.push_back(std::move(process));
       continue;
     }
@@ -213,16 +235,22 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     if (p.too_long) {
       problem = "an answer of more than " + std::to_string(kMaxLiveAnswerBytes >> 20) + " MiB";
     } else if (ParseLiveAnswer(p.answer, &process.state, &problem)) {
+      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.pid), &view, &problem)) {
+        process.status = std::move(view);
+      }
       scan.processes.push_back(std::move(process));
       continue;
     }
     if (ProcessGone(p.pid)) {
       // Killed while it answered: gone, like one that had already exited.
       if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
+      unlink(StatusPagePath(dir, p.pid).c_str());
       continue;
     }
     scan.problems.push_back(who + problem);
   }
+  std::sort(scan.processes.begin(), scan.processes.end(),
+            [](const LiveProcess& a, const LiveProcess& b) { return a.pid < b.pid; });
   return scan;
 }
 

@@ -7,10 +7,12 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "libgpuwatch/base/proc_stat.h"
+#include "libgpuwatch/base/status_page.h"
 #include "tools/live/live_answer.h"
 
 namespace gpuwatch::tools {
@@ -29,6 +31,9 @@ struct LiveProcess {
   bool answered = true;
   std::string known_from;
   uint64_t known_age_ms = 0;
+  // Its status page (status_page.h), when it has one: its threads' CUDA
+  // calls in progress, read whether it answered or not.
+  std::optional<StatusView> status;
 };
 
 struct LiveScan {
@@ -47,6 +52,11 @@ struct LiveScan {
   size_t cleaned = 0;
 };
 
+// What the status page of process `pid` says it holds (its device memory by
+// device), with its command line and this host: the state of a process that
+// did not answer, as far as its page knows (live_known.h).
+LiveState StateFromStatusPage(pid_t pid, const StatusView& view);
+
 // An entry nobody listens on, of a pid that exists (a process that exec'ed
 // into a program without gpuwatch, a file that is not a socket), is removed
 // once its name is this old: a process binds and listens at once.
@@ -64,7 +74,10 @@ bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* 
 // is unsafe now is one problem and no process; one that does not exist, none.
 // A process whose socket was made by another uid (SO_PEERCRED) is a problem,
 // not read. Each answer is read into a LiveState (ParseLiveAnswer) on its
-// own: a bad one is one problem and hides no other.
+// own: a bad one is one problem and hides no other. Each process's status
+// page is read too; one that did not answer in time but is inside a CUDA
+// call by its page is listed from the page (answered false) as well as
+// named in a problem.
 LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms);
 
 }  // namespace gpuwatch::tools

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "libgpuwatch/base/config.h"
+#include "tools/live/live_status.h"
 #include "tools/reading/report_reader.h"
 
 namespace gpuwatch::tools {
@@ -129,6 +130,13 @@ void LiveKnown::Update(LiveScan* scan, uint64_t now_unix_ms) {
       const uint64_t at_ms = static_cast<uint64_t>(mtime / 1000000);
       p.known_age_ms = now_unix_ms - std::min(now_unix_ms, at_ms);
       break;
+    }
+    if (!p.known_from.empty()) continue;
+    // Its status page, which it writes once a second until it stops.
+    if (p.status.has_value() && p.status->updated_ns != 0) {
+      p.state = StateFromStatusPage(p.pid, *p.status);
+      p.known_from = "status page";
+      p.known_age_ms = StatusSince(p.status->updated_ns, p.status->now_ns) / 1000000;
     }
   }
   std::erase_if(answers_, [&listed](const auto& e) { return listed.count(e.first) == 0; });

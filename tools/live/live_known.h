@@ -1,7 +1,7 @@
 // What a reader knows of a process that does not answer its socket (stopped
 // by SIGSTOP or a debugger, hung, too busy): `gpuwatch top` and `gpuwatch
 // exporter` still show it, with what it holds as far as is known, and say
-// where that came from and how old it is. The sources, freshest kind first:
+// where that came from and how old it is. The sources, in this order:
 //   "answer"      what it answered on an earlier scan of this reader (the
 //                 interactive top, the exporter between scrapes), kept while
 //                 its entry is listed and its pid is the same process
@@ -10,8 +10,9 @@
 //                 at GPUWATCH_OUTPUT as its environment and working
 //                 directory give it (/proc/PID/environ, /proc/PID/cwd),
 //                 when that report is this pid's.
-// A status page the process keeps for readers (issue 35) is one more source
-// to add here.
+//   "status page" else what its status page (status_page.h) says it holds
+//                 (device memory by device only), written once a second by
+//                 its gpuwatch thread until it stopped.
 #ifndef GPUWATCH_TOOLS_LIVE_LIVE_KNOWN_H_
 #define GPUWATCH_TOOLS_LIVE_LIVE_KNOWN_H_
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tools/live/live_holders.h"
+#include "tools/live/live_status.h"
 
 namespace gpuwatch::tools {
 namespace {
@@ -71,6 +72,9 @@ constexpr Spec kSpecs[] = {
      "Time spent in the timed memory copies, per direction and kind of host memory."},
     {"gpuwatch_marks_total", MetricType::Counter,
      "Iteration marks (gpuwatch_mark) the process has made."},
+    {"gpuwatch_cuda_call_in_progress_seconds", MetricType::Gauge,
+     "Time spent so far in the CUDA call in progress that began first, per process (its "
+     "status page); absent when the process is in none."},
     {"gpuwatch_site_live_bytes", MetricType::Gauge,
      "Device memory held now per allocation site (file:line (function)), for the largest "
      "sites of each process; site=\"other\" is the rest."},
@@ -191,6 +195,13 @@ void AddHolder(Builder& b, const LiveProcess& p, const LiveMetricsOptions& optio
   }
   if (s.idle_ns.has_value()) {
     b.Add("gpuwatch_process_idle_seconds", labels, static_cast<double>(*s.idle_ns) / 1e9);
+  }
+  // The CUDA call it is in (its status page), answered or not.
+  if (p.status.has_value()) {
+    if (const StatusThreadView* t = LongestCall(*p.status); t != nullptr && t->call_start_ns != 0) {
+      b.Add("gpuwatch_cuda_call_in_progress_seconds", With(labels, "call", Printable(t->call)),
+            static_cast<double>(StatusSince(t->call_start_ns, p.status->now_ns)) / 1e9);
+    }
   }
   if (!p.answered && p.known_from.empty()) return;  // nothing known of what it holds
   b.Add("gpuwatch_process_device_memory_bytes", labels, static_cast<double>(p.state.live_bytes));

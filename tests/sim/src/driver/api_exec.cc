@@ -1,6 +1,7 @@
 // Exported driver API: streams, events and kernel launches.
 #include "driver/cuda_headers.h"
 #include "driver/graph.h"
+#include "driver/hang.h"
 #include "driver/state.h"
 #include "driver/trace.h"
 #include "driver/work.h"
@@ -8,12 +9,14 @@
 namespace gwsim::drv {
 namespace {
 
-// cuEventQuery / cuEventSynchronize: work completes on the calling thread, so a valid event
-// has always completed; only the handle and the capture rules are checked.
-CUresult EventComplete(CUevent hEvent) {
+// cuEventQuery / cuEventSynchronize (`wait`): work completes on the calling thread, so a valid
+// event has completed unless recorded behind a kernel that never ends (hang.h).
+CUresult EventComplete(CUevent hEvent, bool wait) {
   if (CUresult r = RequireInit(); r != CUDA_SUCCESS) return r;
   if (!ValidEvent(hEvent)) return CUDA_ERROR_INVALID_HANDLE;
   if (auto r = CaptureEventUse(hEvent)) return *r;
+  if (EventHangs(hEvent) && !wait) return CUDA_ERROR_NOT_READY;
+  WaitIfHung(EventHangs(hEvent));
   return CUDA_SUCCESS;
 }
 
@@ -21,11 +24,15 @@ const char* SymbolOf(CUfunction f) {
   return f != nullptr && ValidFunction(f) ? f->name.c_str() : nullptr;
 }
 
-CUresult Synchronize(CUstream stream, bool per_thread) {
+// cuStreamSynchronize / cuStreamQuery (`wait` false).
+CUresult Synchronize(CUstream stream, bool per_thread, bool wait) {
   CUstream_st* s = nullptr;
   if (CUresult r = ResolveStream(stream, per_thread, &s); r != CUDA_SUCCESS) return r;
-  // A capturing stream cannot be waited for; any other has completed all its work.
+  // A capturing stream cannot be waited for; any other has completed all its work, unless a
+  // kernel on it never ends (hang.h).
   if (auto r = CaptureStreamSync(s)) return *r;
+  if (StreamHangs(s) && !wait) return CUDA_ERROR_NOT_READY;
+  WaitIfHung(StreamHangs(s));
   return CUDA_SUCCESS;
 }
 
@@ -118,10 +125,10 @@ GWSIM_DRV_TRACED(cuStreamDestroy_v2, false, (CUstream hStream), (hStream),
                  { return DestroyStream(hStream); })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuStreamSynchronize, cuStreamSynchronize_ptsz, (CUstream hStream),
-                           (hStream), { return Synchronize(hStream, per_thread); })
+                           (hStream), { return Synchronize(hStream, per_thread, true); })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuStreamQuery, cuStreamQuery_ptsz, (CUstream hStream), (hStream),
-                           { return Synchronize(hStream, per_thread); })
+                           { return Synchronize(hStream, per_thread, false); })
 
 GWSIM_DRV_PER_THREAD_TWINS(cuStreamWaitEvent, cuStreamWaitEvent_ptsz,
                            (CUstream hStream, CUevent hEvent, unsigned int Flags),
@@ -167,10 +174,12 @@ GWSIM_DRV_PER_THREAD_TWINS(cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz,
                            (hEvent, hStream, flags),
                            { return EventRecord(hEvent, hStream, per_thread); })
 
-// Work completes as it is submitted: querying an event or waiting for it are the same.
-GWSIM_DRV_TRACED(cuEventQuery, false, (CUevent hEvent), (hEvent), { return EventComplete(hEvent); })
+// Work completes as it is submitted: querying an event or waiting for it differ only behind a
+// kernel that never ends.
+GWSIM_DRV_TRACED(cuEventQuery, false, (CUevent hEvent), (hEvent),
+                 { return EventComplete(hEvent, false); })
 GWSIM_DRV_TRACED(cuEventSynchronize, false, (CUevent hEvent), (hEvent),
-                 { return EventComplete(hEvent); })
+                 { return EventComplete(hEvent, true); })
 
 GWSIM_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart,
                                                     CUevent hEnd) {

@@ -13,6 +13,7 @@
 #include "common/error_names.h"
 #include "driver/cuda_headers.h"
 #include "driver/graph.h"
+#include "driver/hang.h"
 #include "driver/memory.h"
 #include "driver/state.h"
 #include "driver/trace.h"
@@ -374,7 +375,8 @@ GWSIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
     if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
     // Not while a capture is open in the context: it would wait for the capture.
     if (auto r = CaptureContextSync(ctx)) return *r;
-    return CUDA_SUCCESS;  // all work is already complete
+    WaitIfHung(ContextHangs(ctx));  // a kernel that never ends (hang.h)
+    return CUDA_SUCCESS;            // all work is already complete
   });
 }
 
@@ -390,6 +392,7 @@ GWSIM_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
       if (!ValidContext(c) || !c->active.load()) return CUDA_ERROR_INVALID_CONTEXT;
     }
     if (auto r = CaptureContextSync(c)) return *r;
+    WaitIfHung(ContextHangs(c));  // a kernel that never ends (hang.h)
     return CUDA_SUCCESS;
   });
 }

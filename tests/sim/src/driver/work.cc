@@ -5,6 +5,7 @@
 #include "driver/array.h"
 #include "driver/function.h"
 #include "driver/graph.h"
+#include "driver/hang.h"
 #include "driver/memory.h"
 #include "driver/trace.h"
 
@@ -117,6 +118,7 @@ CUresult Copy(const CopyRequest& request) {
     return r;
   }
   if (auto r = CaptureCopy(request, stream)) return *r;  // a node of a graph being captured
+  if (!request.async) WaitIfHung(StreamHangs(stream));   // behind a kernel that never ends
   if (bytes == 0) return CUDA_SUCCESS;
   if (request.dst == 0 || request.src == 0) return CUDA_ERROR_INVALID_VALUE;
   size_t src_span = 0;
@@ -323,6 +325,7 @@ CUresult Launch(const LaunchRequest& request) {
     return r;
   }
   if (auto r = CaptureLaunch(request, stream)) return *r;
+  HangIfNamed(request.function, stream);  // GWSIM_HANG_KERNEL
   const uint64_t duration = D().config.kernel_ns;
   const uint64_t start = Advance(duration);
   CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -378,6 +381,7 @@ CUresult EventRecord(CUevent event, CUstream stream, bool per_thread) {
   if (CUresult r = ResolveStream(stream, per_thread, &resolved); r != CUDA_SUCCESS) return r;
   if (!ValidEvent(event)) return CUDA_ERROR_INVALID_HANDLE;
   if (auto r = CaptureEventRecord(event, resolved)) return *r;
+  RecordEventHang(event, resolved);  // never fires behind a kernel that never ends
   // All earlier work has already completed in the simulator, so "now" is when the event fires.
   event->time_ns.store(Now(), std::memory_order_relaxed);
   event->recorded.store(true, std::memory_order_release);

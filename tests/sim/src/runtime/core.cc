@@ -221,6 +221,7 @@ constexpr std::pair<CUresult, cudaError_t> kDriverToRuntimeErrors[] = {
     {CUDA_ERROR_INVALID_DEVICE, cudaErrorInvalidDevice},
     {CUDA_ERROR_INVALID_CONTEXT, cudaErrorDeviceUninitialized},
     {CUDA_ERROR_INVALID_HANDLE, cudaErrorInvalidResourceHandle},
+    {CUDA_ERROR_NOT_READY, cudaErrorNotReady},
     {CUDA_ERROR_NOT_FOUND, cudaErrorSymbolNotFound},
     {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cudaErrorHostMemoryAlreadyRegistered},
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cudaErrorHostMemoryNotRegistered},
