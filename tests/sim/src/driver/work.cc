@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "driver/array.h"
+#include "driver/fault.h"
 #include "driver/function.h"
 #include "driver/graph.h"
 #include "driver/memory.h"
@@ -323,6 +324,7 @@ CUresult Launch(const LaunchRequest& request) {
     return r;
   }
   if (auto r = CaptureLaunch(request, stream)) return *r;
+  NoteLaunchFault(stream->ctx, request.function->name.c_str());
   const uint64_t duration = D().config.kernel_ns;
   const uint64_t start = Advance(duration);
   CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
