@@ -235,6 +235,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     o.device_total_bytes = oom.device_total;
     o.graph_pool_idle_bytes = oom.graph_pool_idle;
   }
+  if (context.cuda_errors != nullptr && !context.cuda_errors->empty()) {
+    m.cuda_errors = CudaErrorsSection(*context.cuda_errors, sites);
+  }
   if (context.timeline != nullptr) {
     m.growth =
         GrowthSection(*context.timeline, analysis, context.suppressions, context.phases, sites);

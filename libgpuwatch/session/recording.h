@@ -11,6 +11,7 @@
 
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/base/config.h"
+#include "libgpuwatch/record/cuda_errors.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/record/lifecycle.h"
 #include "libgpuwatch/record/phases.h"
@@ -35,6 +36,8 @@ struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at 
   Timeline timeline;
   Transfers transfers;
   KernelTable kernels;
+  // Failed calls, sticky errors, kernels since each context's last sync.
+  CudaErrors errors{static_cast<uint32_t>(KernelTable::kMaxNames)};
   Lifecycle lifecycle;
   PhaseStats phases;             // what happened in each phase (the session's PhaseTable)
   RegionTable regions;           // pool regions declared through NVTX's memory extension

@@ -88,6 +88,7 @@ void Session::LockForFork() {
   r.timeline.LockForFork();
   r.transfers.LockForFork();
   r.kernels.LockForFork();
+  r.errors.LockForFork();
   r.regions.LockForFork();
   graphs_.LockForFork();
   // A phase table given to the session is its owner's to lock (the
@@ -100,6 +101,7 @@ void Session::UnlockAfterFork() {
   if (own_phases_ != nullptr) own_phases_->UnlockAfterFork();
   graphs_.UnlockAfterFork();
   r.regions.UnlockAfterFork();
+  r.errors.UnlockAfterFork();
   r.kernels.UnlockAfterFork();
   r.transfers.UnlockAfterFork();
   r.timeline.UnlockAfterFork();
@@ -124,6 +126,7 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
       snapshot_(LiveMemory(session.recording(), request.captured)),
       transfers_(session.recording().transfers.Snapshot()),
       kernels_(session.recording().kernels.Snapshot()),
+      cuda_errors_(session.recording().errors.Snapshot(session.recording().kernels)),
       timeline_(session.recording().timeline.Snapshot()),
       sites_(session.stacks(), session.stacks() != nullptr ? request.symbolizer : nullptr) {
   const Recording& r = session.recording();
@@ -134,6 +137,7 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   const Config& config = session.config();
   context_.transfers = &transfers_;
   context_.kernels = &kernels_;
+  context_.cuda_errors = &cuda_errors_;
   context_.kernel_timing = config.kernel_timing;
   context_.timeline = &timeline_;
   phases_ = SnapshotPhases(session.phases(), r.phases);
