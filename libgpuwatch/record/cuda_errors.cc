@@ -3,6 +3,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "libgpuwatch/base/clock.h"
+
 namespace gpuwatch {
 
 namespace {
@@ -95,7 +97,10 @@ bool IsExpectedCudaError(int code) {
 }
 
 CudaErrors::CudaErrors(uint32_t max_names)
-    : max_names_(max_names), sites_(new std::atomic<uint32_t>[max_names + 1]()) {}
+    : max_names_(max_names),
+      start_ticks_(Ticks()),
+      start_mono_ns_(MonotonicNs()),
+      sites_(new std::atomic<uint32_t>[max_names + 1]()) {}
 
 CudaErrors::Ring* CudaErrors::ClaimRing(uint32_t context_uid) {
   for (Ring& r : rings_) {
@@ -140,7 +145,15 @@ void CudaErrors::OnError(const CudaErrorEvent& e) {
   s.error = e;
   s.error.api = nullptr;
   CopyName(s.api, api);
-  // The launches since the last successful synchronization, oldest first.
+  // The launches since the last successful synchronization, oldest first,
+  // their ticks turned into the tracker's clock: each is `now_ns` less its
+  // age, at the rate Ticks() advanced since the table was made.
+  const uint64_t ticks_now = Ticks();
+  const uint64_t mono_now = MonotonicNs();
+  const double ns_per_tick = ticks_now > start_ticks_
+                                 ? static_cast<double>(mono_now - start_mono_ns_) /
+                                       static_cast<double>(ticks_now - start_ticks_)
+                                 : 1.0;
   if (Ring* ring = FindRing(e.context_uid); ring != nullptr) {
     const uint64_t next = ring->next.load(std::memory_order_acquire);
     const uint64_t synced = ring->synced.load(std::memory_order_relaxed);
@@ -154,7 +167,10 @@ void CudaErrors::OnError(const CudaErrorEvent& e) {
       Launch& kept = s.kernels[s.kernel_count++];
       kept.name_id.store(l.name_id.load(std::memory_order_relaxed), std::memory_order_relaxed);
       kept.stream.store(l.stream.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      kept.time_ns.store(l.time_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      const uint64_t ticks = l.ticks.load(std::memory_order_relaxed);
+      const auto age = static_cast<uint64_t>(
+          static_cast<double>(ticks_now > ticks ? ticks_now - ticks : 0) * ns_per_tick);
+      kept.ticks.store(e.now_ns > age ? e.now_ns - age : 0, std::memory_order_relaxed);
     }
   }
   sticky_count_.store(n + 1, std::memory_order_release);
@@ -183,7 +199,7 @@ CudaErrorsSnapshot CudaErrors::Snapshot(const KernelTable& kernels) const {
           {name != nullptr ? name : "",
            id != 0 && id <= max_names_ ? sites_[id].load(std::memory_order_relaxed) : 0,
            launch.stream.load(std::memory_order_relaxed),
-           launch.time_ns.load(std::memory_order_relaxed)});
+           launch.ticks.load(std::memory_order_relaxed)});
     }
   }
   return out;

@@ -92,15 +92,17 @@ class CudaErrors {
   CudaErrors(const CudaErrors&) = delete;
   CudaErrors& operator=(const CudaErrors&) = delete;
 
-  // A kernel (its KernelTable name id) launched on a context's stream.
-  void OnLaunch(uint32_t context_uid, uint32_t name_id, uint64_t stream, uint64_t now_ns) {
+  // A kernel (its KernelTable name id) launched on a context's stream, at
+  // `ticks` (base/clock.h's Ticks(): converted to the tracker's clock only
+  // when an error keeps the launch).
+  void OnLaunch(uint32_t context_uid, uint32_t name_id, uint64_t stream, uint64_t ticks) {
     Ring* ring = RingOf(context_uid);
     if (ring == nullptr) return;
     const uint64_t n = ring->next.load(std::memory_order_relaxed);
     Launch& slot = ring->launches[n % kRing];
     slot.name_id.store(name_id, std::memory_order_relaxed);
     slot.stream.store(stream, std::memory_order_relaxed);
-    slot.time_ns.store(now_ns, std::memory_order_relaxed);
+    slot.ticks.store(ticks, std::memory_order_relaxed);
     ring->next.store(n + 1, std::memory_order_release);
   }
   // A successful synchronization on the context: the launches before it
@@ -137,7 +139,7 @@ class CudaErrors {
   struct Launch {
     std::atomic<uint32_t> name_id{0};
     std::atomic<uint64_t> stream{0};
-    std::atomic<uint64_t> time_ns{0};
+    std::atomic<uint64_t> ticks{0};  // when it was launched; in a Sticky, on the tracker's clock
   };
   struct Ring {
     std::atomic<uint32_t> context_uid{0};  // 0: free
@@ -177,6 +179,9 @@ class CudaErrors {
   Ring* ClaimRing(uint32_t context_uid);
 
   uint32_t max_names_;
+  // When the table was made, on both clocks: the rate of Ticks().
+  uint64_t start_ticks_;
+  uint64_t start_mono_ns_;
   std::unique_ptr<std::atomic<uint32_t>[]> sites_;  // stack id per kernel name id
   Ring rings_[kContexts];
   mutable Mutex mu_;  // the tables below

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/record/lifecycle.h"
 #include "libgpuwatch/record/regions.h"
 #include "libgpuwatch/record/tracker.h"
@@ -114,7 +115,7 @@ class Events {
   // A launch (not a graph's) kept in its context's ring of kernels since the
   // last successful synchronization; its kernel's first launch site.
   void KernelQueued(uint32_t context_uid, uint32_t name_id, uint64_t stream) {
-    r_->errors.OnLaunch(context_uid, name_id, stream, NowNs());
+    r_->errors.OnLaunch(context_uid, name_id, stream, Ticks());
   }
   bool KernelSiteNeeded(uint32_t name_id) const { return r_->errors.NeedsSite(name_id); }
   void KernelSiteSeen(uint32_t name_id, uint32_t stack_id) {
