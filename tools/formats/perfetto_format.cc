@@ -39,7 +39,7 @@ class Writer {
 
   void Write() {
     ProcessName();
-    ThreadName(kEventsTid, "marks, peak, OOMs, CUDA errors");
+    ThreadName(kEventsTid, "marks, peak, OOMs");
     if (trace_ != nullptr) {
       FromTrace(*trace_);
     } else {
