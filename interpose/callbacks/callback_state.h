@@ -69,6 +69,14 @@ void ClassifyCopy(const ParsedCall& parsed, CopyCall* call);
 // A kernel (or graph) launch, counted under `name`.
 void Launch(const char* name);
 
+// error_callbacks.cc.
+// A kernel launched by the call `d` on `stream` (not a graph's): counted, and
+// kept in its context's ring of launches since the last successful
+// synchronization, with its kernel's first launch site.
+void KernelLaunch(const CUpti_CallbackData* d, const void* stream);
+// A call that returned `code`, not success (`domain`: which API's code).
+void CallFailed(const CUpti_CallbackData* d, CUpti_CallbackDomain domain, int code);
+
 // graph_callbacks.cc.
 // A graph launch: the copies of its memcpy nodes wait for their records from
 // ENTER (with activity); its memory nodes allocate and free at a successful

@@ -334,6 +334,9 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   const auto* ret = static_cast<const Result*>(d->functionReturnValue);
   const bool succeeded = ret != nullptr && *ret == ok_value;
   const bool oom = ret != nullptr && *ret == oom_value;
+  if (!succeeded && ret != nullptr) [[unlikely]] {
+    CallFailed(d, c.spec->domain, static_cast<int>(*ret));
+  }
   const ParsedCall& entered = c.call;
   if (entered.role == Role::kInstantiate) {
     CurrentSession()->graphs().EndInstantiation(pthread_self());
@@ -377,7 +380,10 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       }
       break;
     case Role::kCopy: {
-      if (!entered.copy.async) BlockExit(SyncKind::kCopy);
+      if (!entered.copy.async) {
+        BlockExit(SyncKind::kCopy);
+        if (succeeded) CurrentEvents().Synced(d->contextUid);
+      }
       if (!succeeded) {
         if (g_hooks.copy_activity) {
           CurrentEvents().CopyFailed(c.correlation);
@@ -394,13 +400,14 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       break;
     }
     case Role::kLaunch:
-      if (succeeded) Launch(d->symbolName);
+      if (succeeded) KernelLaunch(d, entered.stream);
       break;
     case Role::kGraphLaunch:
       GraphLaunchExit(entered, c.correlation, succeeded);
       break;
     case Role::kSync:
       BlockExit(entered.sync);
+      if (succeeded) CurrentEvents().Synced(d->contextUid);
       break;
     case Role::kVmmCreate: {
       ParsedCall out;

@@ -24,6 +24,22 @@ const P& Params(const CUpti_CallbackData* d) {
 inline uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 inline uint64_t Addr(CUdeviceptr p) { return p; }
 
+// A kernel launch: its stream (the launch ring of libgpuwatch/record/cuda_errors.h).
+template <typename P>
+bool ReadLaunch(const CUpti_CallbackData* d, bool, ParsedCall* c) {
+  const auto& p = Params<P>(d);
+  if constexpr (requires { p.stream; }) {
+    c->stream = p.stream;
+  } else if constexpr (requires { p.hStream; }) {
+    c->stream = p.hStream;
+  } else if constexpr (requires { p.config->stream; }) {
+    if (p.config != nullptr) c->stream = p.config->stream;
+  } else if constexpr (requires { p.config->hStream; }) {
+    if (p.config != nullptr) c->stream = p.config->hStream;
+  }
+  return true;
+}
+
 inline CopyKind FromRuntimeKind(cudaMemcpyKind kind) {
   switch (kind) {
     case cudaMemcpyHostToDevice:

@@ -1,5 +1,6 @@
-// The clocks gpuwatch reads: monotonic time for timers and rate limits, and
-// the calling thread's CPU time for what a report costs.
+// The clocks gpuwatch reads: monotonic time for timers and rate limits, the
+// calling thread's CPU time for what a report costs, and a tick counter for
+// the launch path (one instruction where the CPU has one).
 #ifndef GPUWATCH_LIBGPUWATCH_BASE_CLOCK_H_
 #define GPUWATCH_LIBGPUWATCH_BASE_CLOCK_H_
 
@@ -17,6 +18,21 @@ inline uint64_t ClockNs(clockid_t clock) {
 
 inline uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
 inline uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+// A counter that grows at a constant rate: the time-stamp counter (x86-64),
+// the virtual counter (AArch64), else monotonic nanoseconds. Its rate is
+// unknown: measure it against MonotonicNs() over an interval to convert.
+inline uint64_t Ticks() {
+#if defined(__x86_64__)
+  return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+  uint64_t ticks = 0;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
+  return ticks;
+#else
+  return MonotonicNs();
+#endif
+}
 
 }  // namespace gpuwatch
 

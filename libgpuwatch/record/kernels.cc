@@ -15,14 +15,15 @@ constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
 
 KernelTable::KernelTable() : counts_(std::make_unique<std::atomic<uint64_t>[]>(kMaxNames + 1)) {}
 
-void KernelTable::OnLaunch(const char* name) {
+uint32_t KernelTable::OnLaunch(const char* name) {
   launches_.fetch_add(1, std::memory_order_relaxed);
   const uint32_t id = names_.Intern(name != nullptr ? name : kNoName);
   if (id == 0) {
     overflow_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return 0;
   }
   counts_[id].fetch_add(1, std::memory_order_relaxed);
+  return id;
 }
 
 void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns) {

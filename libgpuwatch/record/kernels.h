@@ -35,8 +35,11 @@ class KernelTable {
   KernelTable(const KernelTable&) = delete;
   KernelTable& operator=(const KernelTable&) = delete;
 
-  // Counts one launch. `name` may be null (graph launches, unknown). Thread-safe.
-  void OnLaunch(const char* name);
+  // Counts one launch. `name` may be null (graph launches, unknown).
+  // Thread-safe. Returns the name's id (0: counted under "(other)").
+  uint32_t OnLaunch(const char* name);
+  // The name of an id OnLaunch returned; nullptr for 0 or an unknown id.
+  const char* NameOf(uint32_t id) const { return names_.Name(id); }
   // One kernel activity record. Thread-safe; takes a mutex.
   void OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns);
   // Every kernel, merged by name, most launched first.

@@ -24,6 +24,7 @@
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/record/cuda_errors.h"
 #include "libgpuwatch/record/event.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/record/lifecycle.h"
@@ -86,6 +87,8 @@ struct ReportContext {
   uint64_t unwind_fallbacks = 0;                 // CfiFallbacks() (unwind.h)
   const TransfersSnapshot* transfers = nullptr;  // null: no transfers section
   const std::vector<KernelStats>* kernels = nullptr;
+  // Null or empty: no "cuda_errors" section.
+  const CudaErrorsSnapshot* cuda_errors = nullptr;
   bool kernel_timing = false;
   LifecycleFigures lifecycle;
   // Null: no "growth" and "timeline" sections.

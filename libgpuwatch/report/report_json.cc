@@ -250,6 +250,9 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
       o.torch->reserved_bytes = oom.torch_reserved;
     }
   }
+  if (context.cuda_errors != nullptr && !context.cuda_errors->empty()) {
+    m.cuda_errors = CudaErrorsSection(*context.cuda_errors, sites);
+  }
   if (context.timeline != nullptr) {
     m.growth =
         GrowthSection(*context.timeline, analysis, context.suppressions, context.phases, sites);

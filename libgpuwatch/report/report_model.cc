@@ -133,6 +133,7 @@ void ReportModel::ForEachSite(const std::function<void(ReportSite&)>& fn) {
     for (GrowthSite& s : growth->suspects) fn(s);
   }
   if (oom.has_value()) fn(*oom);
+  if (cuda_errors.has_value()) cuda_errors->ForEachSite(fn);
   if (regions.has_value()) regions->ForEachSite(fn);
   if (transfers.has_value()) {
     for (TransferSite& s : transfers->sites) fn(s);
@@ -232,6 +233,11 @@ void ReportModel::ToJson(json* doc, bool trace_events) const {
       o["torch"] = std::move(t);
     }
     d[key::kOom] = std::move(o);
+  }
+  if (cuda_errors.has_value()) {
+    d[key::kCudaErrors] = CudaErrorsJson(*cuda_errors);
+    // What is live in a failed run was live when it failed: not known to leak.
+    if (cuda_errors->run_failed()) d[key::kLeaks][key::kLiveWhenFailed] = true;
   }
   if (phases.has_value()) d[key::kPhases] = PhasesJson(*phases);
   if (regions.has_value()) d[key::kRegions] = RegionsJson(*regions);
@@ -441,6 +447,9 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
   }
   if (const json* t = r.ObjectAt(doc, "", key::kTransfers)) m.transfers = ReadTransfers(&r, *t);
   if (const json* t = r.ObjectAt(doc, "", key::kTimeline)) m.timeline = ReadTimeline(&r, *t);
+  if (const json* e = r.ObjectAt(doc, "", key::kCudaErrors)) {
+    m.cuda_errors = ReadCudaErrors(&r, *e);
+  }
   if (const json* k = r.ObjectAt(doc, "", key::kKernels)) m.kernels = ReadKernels(&r, *k);
   if (const json* l = r.ObjectAt(doc, "", key::kLifecycle)) m.lifecycle = ReadLifecycle(&r, *l);
   if (const json* trace = r.ObjectAt(doc, "", key::kTrace)) {

@@ -275,6 +275,7 @@ struct ReportUnwind {
 
 // The sections of model_*.h, which use the types above.
 #include "libgpuwatch/report/model_activity.h"  // IWYU pragma: export
+#include "libgpuwatch/report/model_errors.h"    // IWYU pragma: export
 #include "libgpuwatch/report/model_phases.h"    // IWYU pragma: export
 #include "libgpuwatch/report/model_torch.h"     // IWYU pragma: export
 #include "libgpuwatch/report/model_trace.h"     // IWYU pragma: export
@@ -305,6 +306,8 @@ struct ReportModel {
   std::vector<AllocSite> sites;
   std::optional<ReportGrowth> growth;
   std::optional<OomSite> oom;
+  // CUDA errors; absent when the run had none.
+  std::optional<ReportCudaErrors> cuda_errors;
   std::optional<ReportPhases> phases;
   std::optional<ReportRegions> regions;
   // PyTorch's allocator view (gpuwatch run --torch-blocks); merged: sums only.

@@ -44,6 +44,13 @@ void ForEachReportSite(json* doc, const std::function<void(json&)>& fn) {
     for (const char* list : {key::kSites, key::kSegments, key::kHeaps}) each_in(*regions, list);
   }
   if (const auto oom = doc->find(key::kOom); oom != doc->end() && oom->is_object()) fn(*oom);
+  if (const auto errors = doc->find(key::kCudaErrors); errors != doc->end()) {
+    each_in(*errors, "calls");
+    each_in(*errors, "sticky");
+    if (const auto sticky = errors->find("sticky"); sticky != errors->end() && sticky->is_array()) {
+      for (json& s : *sticky) each_in(s, "kernels");
+    }
+  }
 }
 
 json FrameTableJson(const std::vector<const Frame*>& table) {

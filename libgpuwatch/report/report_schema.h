@@ -60,6 +60,8 @@ inline constexpr char kHeaps[] = "heaps";        // regions.heaps
 inline constexpr char kTrace[] = "trace";
 inline constexpr char kEvents[] = "events";  // trace.events
 inline constexpr char kOom[] = "oom";
+inline constexpr char kCudaErrors[] = "cuda_errors";
+inline constexpr char kLiveWhenFailed[] = "live_when_failed";  // leaks', with cuda_errors
 inline constexpr char kFrameTable[] = "frame_table";
 // leaks.device, leaks.host and leaks.ipc_imported.
 inline constexpr char kDevice[] = "device";
@@ -99,7 +101,8 @@ bool PhasePathBefore(std::string_view a, std::string_view b);
 
 // Calls `fn` on every site object of a report that may carry a stack: the
 // site lists of leaks.*, peak, sites, growth (suspects), transfers and
-// timeline, regions (sites, segments, heaps), and the oom request. Entries that are not objects are
+// timeline, regions (sites, segments, heaps), the oom request, and
+// cuda_errors (calls, sticky errors and the kernels before them). Entries that are not objects are
 // skipped.
 void ForEachReportSite(nlohmann::json* doc, const std::function<void(nlohmann::json&)>& fn);
 

@@ -55,6 +55,11 @@ ReportRegions RegionsSection(const RegionsSnapshot& r, const TrackerSnapshot& sn
                              const PhasesSnapshot* phases, SiteResolver* sites);
 std::string RegionSummary(const RegionsSnapshot& r, SiteResolver* sites);
 
+// report_errors.cc: the `cuda_errors` section, and the summary's lines
+// about it (which lead the summary of a run that failed).
+ReportCudaErrors CudaErrorsSection(const CudaErrorsSnapshot& e, SiteResolver* sites);
+std::string ErrorSummary(const CudaErrorsSnapshot& e, SiteResolver* sites);
+
 // report_torch.cc: the `torch_blocks` section: PyTorch's segments as
 // handed over, each matched by address to the live allocation that is it.
 ReportTorchBlocks TorchBlocksSection(const ReportTorchBlocks& given, const TrackerSnapshot& snap,

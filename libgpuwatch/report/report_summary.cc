@@ -16,7 +16,9 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
                              const ReportAnalysis& analysis, SiteResolver* sites,
                              const std::string& path) {
   constexpr size_t kTopSites = 5;
-  std::string out;
+  // A run that ended on a CUDA error leads with it.
+  std::string out = context.cuda_errors != nullptr ? ErrorSummary(*context.cuda_errors, sites) : "";
+  const bool failed = context.cuda_errors != nullptr && !context.cuda_errors->sticky.empty();
   char line[768];
   uint64_t device_allocs = 0;
   uint64_t host_allocs = 0;
@@ -63,8 +65,10 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     const char* one;
     const char* many;
   } lists[] = {
-      {&analysis.device_live, "still live", "device memory", "allocation", "allocations"},
-      {&analysis.host_live, "still live", "pinned host memory", "allocation", "allocations"},
+      {&analysis.device_live, failed ? "live when the run failed" : "still live", "device memory",
+       "allocation", "allocations"},
+      {&analysis.host_live, failed ? "live when the run failed" : "still live",
+       "pinned host memory", "allocation", "allocations"},
       {&analysis.imported_live, "still open",
        "another process's memory (CUDA IPC; not a leak of this process)", "mapping", "mappings"}};
   for (const auto& list : lists) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "libgpuwatch/analysis/growth.h"
+#include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/record/lifecycle.h"
 #include "libgpuwatch/record/regions.h"
 #include "libgpuwatch/record/tracker.h"
@@ -106,10 +107,28 @@ class Events {
   }
   // A kernel launched, counted under `name` (CUPTI's symbolName, or a
   // graph kernel node's).
-  void Launched(uint32_t phase, const char* name) {
+  // Returns the kernel's name id (KernelTable).
+  uint32_t Launched(uint32_t phase, const char* name) {
     if (r_->tracker.OnLaunch(phase)) r_->lifecycle.FirstLaunch(r_->tracker.NowNs());
-    r_->kernels.OnLaunch(name);
+    return r_->kernels.OnLaunch(name);
   }
+  // A launch (not a graph's) kept in its context's ring of kernels since the
+  // last successful synchronization; its kernel's first launch site.
+  void KernelQueued(uint32_t context_uid, uint32_t name_id, uint64_t stream) {
+    r_->errors.OnLaunch(context_uid, name_id, stream, Ticks());
+  }
+  bool KernelSiteNeeded(uint32_t name_id) const { return r_->errors.NeedsSite(name_id); }
+  void KernelSiteSeen(uint32_t name_id, uint32_t stack_id) {
+    r_->errors.SetSite(name_id, stack_id);
+  }
+  // A synchronization (a sync call, a synchronous copy) that succeeded.
+  void Synced(uint32_t context_uid) { r_->errors.OnSynced(context_uid); }
+
+  // --- Errors ------------------------------------------------------------------
+  // A call returned an error (not success): rare, events.cc.
+  void CallFailed(const CudaErrorEvent& e);
+  // A context had a sticky error: the run failed.
+  bool RunFailed() const { return r_->errors.failed(); }
 
   // --- Lifecycle -------------------------------------------------------------
   // The first CUDA call, at most once: true when this one was it.

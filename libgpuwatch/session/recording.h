@@ -11,6 +11,7 @@
 
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/base/config.h"
+#include "libgpuwatch/record/cuda_errors.h"
 #include "libgpuwatch/record/kernels.h"
 #include "libgpuwatch/record/lifecycle.h"
 #include "libgpuwatch/record/phases.h"
@@ -35,6 +36,8 @@ struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at 
   Timeline timeline;
   Transfers transfers;
   KernelTable kernels;
+  // Failed calls, sticky errors, kernels since each context's last sync.
+  CudaErrors errors{static_cast<uint32_t>(KernelTable::kMaxNames)};
   Lifecycle lifecycle;
   PhaseStats phases;             // what happened in each phase (the session's PhaseTable)
   RegionTable regions;           // pool regions declared through NVTX's memory extension
@@ -44,6 +47,13 @@ struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at 
   bool trace_gpu = false;
   // The fork parent's recording this one replaced; freed with the Session.
   std::unique_ptr<Recording> parent;
+
+  // Calls `fn` on each table with a lock that a fork takes, in the order the
+  // locks are taken (Session::LockForFork).
+  template <typename Fn>
+  void ForEachForkLocked(Fn&& fn) {
+    fn(tracker), fn(timeline), fn(transfers), fn(kernels), fn(errors), fn(regions);
+  }
 };
 
 }  // namespace gpuwatch

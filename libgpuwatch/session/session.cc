@@ -84,11 +84,7 @@ void Session::StartChildRecording() {
 void Session::LockForFork() {
   Recording& r = recording();
   if (stacks_ != nullptr) stacks_->LockForFork();
-  r.tracker.LockForFork();
-  r.timeline.LockForFork();
-  r.transfers.LockForFork();
-  r.kernels.LockForFork();
-  r.regions.LockForFork();
+  r.ForEachForkLocked([](auto& table) { table.LockForFork(); });
   graphs_.LockForFork();
   // A phase table given to the session is its owner's to lock (the
   // interposition layer's fork handlers take it).
@@ -99,11 +95,8 @@ void Session::UnlockAfterFork() {
   Recording& r = recording();
   if (own_phases_ != nullptr) own_phases_->UnlockAfterFork();
   graphs_.UnlockAfterFork();
-  r.regions.UnlockAfterFork();
-  r.kernels.UnlockAfterFork();
-  r.transfers.UnlockAfterFork();
-  r.timeline.UnlockAfterFork();
-  r.tracker.UnlockAfterFork();
+  // The order of unlocking does not matter.
+  r.ForEachForkLocked([](auto& table) { table.UnlockAfterFork(); });
   if (stacks_ != nullptr) stacks_->UnlockAfterFork();
 }
 
@@ -124,6 +117,7 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
       snapshot_(LiveMemory(session.recording(), request.captured)),
       transfers_(session.recording().transfers.Snapshot()),
       kernels_(session.recording().kernels.Snapshot()),
+      cuda_errors_(session.recording().errors.Snapshot(session.recording().kernels)),
       timeline_(session.recording().timeline.Snapshot()),
       sites_(session.stacks(), session.stacks() != nullptr ? request.symbolizer : nullptr) {
   const Recording& r = session.recording();
@@ -134,6 +128,7 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   const Config& config = session.config();
   context_.transfers = &transfers_;
   context_.kernels = &kernels_;
+  context_.cuda_errors = &cuda_errors_;
   context_.kernel_timing = config.kernel_timing;
   context_.timeline = &timeline_;
   phases_ = SnapshotPhases(session.phases(), r.phases);

@@ -142,6 +142,7 @@ class SessionReport {
   TrackerSnapshot snapshot_;
   TransfersSnapshot transfers_;
   std::vector<KernelStats> kernels_;
+  CudaErrorsSnapshot cuda_errors_;
   TimelineSnapshot timeline_;
   TraceSnapshot trace_;
   PhasesSnapshot phases_;

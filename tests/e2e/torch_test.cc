@@ -165,6 +165,41 @@ TEST_P(TorchTest, AsyncBackendLiveBytesAreAllocatedOneSitePerTensorLine) {
   EXPECT_EQ(b["category"], "");
 }
 
+// torch_fault.py's multiplication kernel faults (GWSIM_FAULT_KERNEL=MulFunctor): PyTorch raises
+// at the copy back to the host, and the report and the summary name that Python line, and the
+// kernel with the line that launched it.
+TEST_P(TorchTest, AKernelFaultIsReportedAtItsPythonLines) {
+  const std::string script = kSourceDir + "/tests/e2e/programs/torch_fault.py";
+  const auto line = [&script](const std::string& marker) {
+    return "torch_fault.py:" + std::to_string(LineOf(script, marker));
+  };
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/fault.json";
+  const ProcessResult r = Run(dir, script, out, {{"GWSIM_FAULT_KERNEL", "MulFunctor"}});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "launched\n");
+  EXPECT_NE(r.err.find("CUDA error: an illegal memory access was encountered"), std::string::npos)
+      << r.err;
+  const json report = ReadReport(out);
+  ASSERT_TRUE(report.is_object()) << r.err;
+  const json& sticky = report["cuda_errors"]["sticky"];
+  ASSERT_EQ(sticky.size(), 1u) << report["cuda_errors"].dump(1);
+  EXPECT_EQ(sticky[0]["name"], "cudaErrorIllegalAddress");
+  EXPECT_EQ(sticky[0]["location"], line("# SURFACES"));
+  ASSERT_EQ(sticky[0]["kernels"].size(), 1u) << sticky.dump(1);
+  const json& kernel = sticky[0]["kernels"][0];
+  EXPECT_NE(kernel["kernel"].get<std::string>().find("MulFunctor<float>"), std::string::npos);
+  EXPECT_EQ(kernel["location"], line("# LAUNCH:mul"));
+  // The exit summary leads with the error (under injection a line at attach comes first).
+  const size_t failed_at =
+      r.err.find("gpuwatch: the run failed: CUDA error cudaErrorIllegalAddress (700)");
+  ASSERT_NE(failed_at, std::string::npos) << r.err;
+  EXPECT_LT(failed_at, r.err.find(" device allocation")) << r.err;
+  EXPECT_NE(LineWith(r.err, {"gpuwatch: the run failed", " at " + line("# SURFACES")}), "")
+      << r.err;
+  EXPECT_NE(LineWith(r.err, {"MulFunctor", "launched at " + line("# LAUNCH:mul")}), "") << r.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Attach, TorchTest,
                          ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
                          [](const ::testing::TestParamInfo<Attach>& info) {

@@ -11,6 +11,8 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
   - a screenshot shows the chart: the first site's colour fills a real part
     of the chart's region (a small PNG decoder below, no PIL);
   - the OOM report of examples/oom has its OOM annotation;
+  - the report of a run that failed on a CUDA error (tests/programs/kernel_fault) leads with
+    it, the call where it surfaced and the kernels launched before it;
   - the report of tests/programs/nvtx_phases (NVTX ranges) draws one bar per
     range under the chart, a row per phase in tree order, and tags each leak
     with its phase;
@@ -242,6 +244,30 @@ def main():
             fail("the OOM is not annotated on the chart")
         if 'id="gw-oom-banner"' not in dom:
             fail("the OOM banner is missing")
+
+        # A run that failed on a CUDA error (tests/programs/kernel_fault, which exits 1): the
+        # page leads with the error, where it surfaced and the kernels launched before it.
+        fault_json = os.path.join(tmp, "fault.json")
+        r = run([args.cli, "run", "-o", fault_json, "--library", args.lib, "--",
+                 os.path.join(args.programs, "kernel_fault")],
+                dict(sim, GWSIM_FAULT_KERNEL="Scatter"), tmp)
+        if r.returncode != 1:
+            fail("kernel_fault: exit %d, expected 1: %s" % (r.returncode, r.stderr))
+        fault = render(fault_json, "fault")
+        dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + fault)
+        check_page_ran(dom, log, "fault")
+        sticky = json.load(open(fault_json))["cuda_errors"]["sticky"][0]
+        if 'id="gw-cuda-error-banner"' not in dom or \
+                "CUDA error cudaErrorIllegalAddress (700) surfaced in cudaMemcpy at " not in dom or \
+                sticky["location"] not in dom:
+            fail("the CUDA error banner is missing or does not name the call")
+        launched = [k["location"] for k in sticky["kernels"]]
+        items = re.findall(r'<ol class="gw-kernels-before">(.*?)</ol>', dom, re.S)
+        if len(items) != 1 or [l for l in launched if l not in items[0]] or \
+                items[0].count("<li>") != len(launched):
+            fail("the kernels before the error are not listed: %s" % items)
+        if "Device memory live when the run failed" not in dom:
+            fail("the live memory of the failed run is shown as leaks")
 
         # Markup in every string the page shows is shown as text.
         hostile_report = dict(report)

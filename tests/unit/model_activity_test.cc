@@ -94,7 +94,10 @@ ReportModel ActivityModel() {
   l.init_latency_ns = 48532;
   l.teardown_ns = 598674;
   l.exit_status = 3;
-  l.contexts = {1, 4, 9437184, 0};
+  l.first_launch_ns = 4493120;
+  l.cold_start_ns = 80211;
+  l.contexts = {2, 1, 4, 9437184, 0};
+  l.findings.push_back({.contexts_created = 5, .contexts_destroyed = 4, .type = "context_churn"});
   return m;
 }
 
@@ -201,7 +204,14 @@ TEST(ModelActivity, WhatIsWrittenReadsBackTheSame) {
   EXPECT_EQ(l.init_latency_ns, 48532u);
   EXPECT_EQ(l.teardown_ns, 598674u);
   EXPECT_EQ(l.exit_status, 3);
+  EXPECT_EQ(l.first_launch_ns, 4493120u);
+  EXPECT_EQ(l.cold_start_ns, 80211u);
+  EXPECT_EQ(l.contexts.created, 2u);
   EXPECT_EQ(l.contexts.destroyed, 1u);
+  ASSERT_EQ(l.findings.size(), 1u);
+  EXPECT_EQ(l.findings[0].type, "context_churn");
+  EXPECT_EQ(l.findings[0].contexts_created, 5u);
+  EXPECT_EQ(l.findings[0].contexts_destroyed, 4u);
   EXPECT_EQ(l.contexts.freed_count, 4u);
   EXPECT_EQ(l.contexts.freed_bytes, 9437184u);
   EXPECT_EQ(l.contexts.destroys_kept, 0u);
@@ -370,7 +380,7 @@ TEST(ModelActivity, FieldTablesNameEachMemberOnce) {
   }
   EXPECT_EQ(ReportLifecycle::Counts()[0].merge, MergeRule::kMin);
   EXPECT_EQ(KernelRow::Counts().size(), 3u);
-  EXPECT_EQ(ContextFigures::Counts()[2].key, std::string("freed_bytes"));
+  EXPECT_EQ(ContextFigures::Counts()[3].key, std::string("freed_bytes"));
 }
 
 }  // namespace

@@ -11,6 +11,10 @@
 //   while phase NAME was open (its "peak_bytes" in the phases section) at most
 //   BYTES, for every path that is NAME or ends in "/NAME". A NAME the report
 //   has no phase of breaks the rule (a misspelt phase must not pass).
+// - cuda error: the run ended on no sticky CUDA error (a kernel's fault).
+//   Checked only when the report has one, which always breaks it; the leak
+//   rule is then not judged (what was live when the run failed is not known
+//   to leak).
 // - growth (--max-growth): with --baseline, the device peak and the leaked
 //   bytes may exceed the baseline's by at most the limit; without it, each
 //   growth suspect of the report may grow by at most the limit (a percentage
@@ -108,6 +112,34 @@ std::vector<const T*> Pointers(const std::vector<T>& sites) {
   out.reserve(sites.size());
   for (const T& s : sites) out.push_back(&s);
   return out;
+}
+
+// Broken by the sticky errors of a run that failed: each, with the call
+// where it surfaced and the kernels launched before it since the last
+// successful synchronization.
+Rule CudaErrorRule(const ReportCudaErrors& errors, size_t top) {
+  Rule rule;
+  rule.name = "cuda error";
+  rule.broken = true;
+  const StickyErrorSite& first = errors.sticky.front();
+  const std::string code =
+      (first.name.empty() ? "error" : first.name) + " (" + std::to_string(first.code) + ")";
+  rule.summary = "the run failed: CUDA error " + code + " surfaced in " + first.api + " at " +
+                 Describe(first) + "; every later call on its context fails";
+  for (const StickyErrorSite& s : errors.sticky) {
+    if (&s != &first) {
+      rule.sites.push_back("also " + s.name + " in " + s.api + " at " + Describe(s));
+    }
+    const size_t n = s.kernels.size();
+    for (size_t i = 0; i < n && i < top; ++i) {
+      const KernelBeforeErrorSite& k = s.kernels[n - 1 - i];  // newest first
+      rule.sites.push_back(SiteLine(k, "kernel " + k.kernel +
+                                           " launched since the last "
+                                           "successful synchronization"));
+    }
+    if (n > top) rule.sites.push_back("... and " + std::to_string(n - top) + " more kernels");
+  }
+  return rule;
 }
 
 Rule LeakRule(const LeakSplit& split, uint64_t limit, size_t top) {
@@ -312,8 +344,17 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
                    " after attach); no limit can be judged";
     rules.push_back(std::move(rule));
   }
+  const bool failed = m.cuda_errors.has_value() && m.cuda_errors->run_failed();
+  if (failed) rules.push_back(CudaErrorRule(*m.cuda_errors, top));
   const LeakSplit split = SplitLeaks(m.leaks_device, extra, options.include_categories);
   rules.push_back(LeakRule(split, max_leak, top));
+  if (failed) {  // what was live when the run failed is not known to leak
+    Rule& leak = rules.back();
+    leak.broken = false;
+    leak.sites.clear();
+    leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
+                   " of device memory live when the run failed (cuda error)";
+  }
   std::map<std::string, uint64_t> by_rule;
   for (size_t i = 0; i < split.suppressed.size(); ++i) {
     by_rule[split.suppressed_by[i]] += split.suppressed[i]->bytes;

@@ -327,17 +327,10 @@ int Textfile(const ExporterOptions& options, const std::string& dir, uint64_t id
 
 int ExporterCommand(const ExporterOptions& options) {
   std::string dir;
-  std::string problem;
-  if (!ResolveLiveDir(options.dir, &dir, &problem)) {
-    std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
+  uint64_t idle_after_ns = 0;
+  if (!ResolveReaderOptions("exporter", options.dir, options.idle_after_s, &dir, &idle_after_ns)) {
     return 2;
   }
-  uint64_t idle_after_s = 0;
-  if (!ResolveIdleSeconds(options.idle_after_s, &idle_after_s, &problem)) {
-    std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
-    return 2;
-  }
-  const uint64_t idle_after_ns = idle_after_s * 1000000000ULL;
   const sigset_t stop = StopSignals();
   // An ignored signal is discarded, not waited for: a shell starts a
   // background job with SIGINT ignored.
@@ -349,6 +342,7 @@ int ExporterCommand(const ExporterOptions& options) {
   std::string bind;
   std::string host;
   int port = 0;
+  std::string problem;
   if (!ParseListen(options.listen, &bind, &host, &port, &problem)) {
     std::fprintf(stderr, "gpuwatch exporter: bad --listen '%s': %s\n", options.listen.c_str(),
                  problem.c_str());

@@ -107,14 +107,19 @@ void PrintHeld(const ReportSite& site, const HeldRegions& held, Printer* p) {
           " still registered (Pool regions, below)");
 }
 
-void PrintLeakSection(const LeakList& section, const char* what, bool at_exit,
+// `failed`: the run ended on a CUDA error, so what is live was live when it
+// failed, not known to leak.
+void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, bool failed,
                       const HeldRegions& held, Printer* p) {
   const LeakSplit split = SplitLeaks(section, nullptr, false);
   p->Blank();
-  const std::string title = std::string(at_exit ? "Leaked " : "Live ") + what;
+  const std::string title = failed    ? std::string("Live when the run failed, ") + what
+                            : at_exit ? std::string("Leaked ") + what
+                                      : std::string("Live ") + what;
   if (split.leaked_bytes == 0) {
-    p->Line(std::string(at_exit ? "No " : "No live ") + what +
-            (at_exit ? " leaked." : " outside categories and suppressions."));
+    p->Line(failed ? std::string("No ") + what + " live when the run failed."
+                   : std::string(at_exit ? "No " : "No live ") + what +
+                         (at_exit ? " leaked." : " outside categories and suppressions."));
   } else {
     p->Line(title + ": " + FormatBytes(split.leaked_bytes) + " in " +
             CountOf(split.leaked_count, "allocation", "allocations") + " from " +
@@ -365,14 +370,16 @@ int Text(const Report& r, int top, FILE* out) {
   const ReportModel& m = r.model;
   const std::string& trigger = m.trigger;
   const bool at_exit = trigger == "exit" || trigger == "merge" || trigger == "context_destroy";
+  const bool failed = m.cuda_errors.has_value() && m.cuda_errors->run_failed();
   PrintHeader(r, &p);
   PrintProcesses(m, &p);
+  PrintCudaErrors(m, &p);  // a run that failed leads with its error
   PrintOom(m, &p);
   PrintTotals(m, &p);
   const HeldRegions held = RegionsBySegmentSite(m);
-  PrintLeakSection(m.leaks_device, "device memory", at_exit, held, &p);
+  PrintLeakSection(m.leaks_device, "device memory", at_exit, failed, held, &p);
   if (m.leaks_host.bytes != 0) {
-    PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, held, &p);
+    PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, failed, held, &p);
   }
   PrintTorchBlocks(m, &p);
   PrintImported(m.leaks_ipc_imported, at_exit, &p);

@@ -507,18 +507,12 @@ int Interactive(const std::string& dir, TopView view, int timeout_ms) {
 
 int TopCommand(const TopOptions& options, FILE* out) {
   std::string dir;
-  std::string problem;
-  if (!ResolveLiveDir(options.dir, &dir, &problem)) {
-    std::fprintf(stderr, "gpuwatch top: %s\n", problem.c_str());
-    return 2;
-  }
-  uint64_t idle_after_s = 0;
-  if (!ResolveIdleSeconds(options.idle_after_s, &idle_after_s, &problem)) {
-    std::fprintf(stderr, "gpuwatch top: %s\n", problem.c_str());
+  uint64_t idle_after_ns = 0;
+  if (!ResolveReaderOptions("top", options.dir, options.idle_after_s, &dir, &idle_after_ns)) {
     return 2;
   }
   TopView view;
-  view.idle_after_ns = idle_after_s * 1000000000ULL;
+  view.idle_after_ns = idle_after_ns;
   view.sort = options.sort;
   view.selected = options.pid;
   view.sites = options.sites;

@@ -18,10 +18,10 @@ constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true
 // trace) can be large and would only make the file bigger.
 namespace key = report_key;
 constexpr const char* kSections[] = {
-    key::kSchema,  key::kVersion,   key::kTrigger,    key::kLabel, key::kGpuwatch,
-    key::kProcess, key::kProcesses, key::kTotals,     key::kLeaks, key::kPeak,
-    key::kGrowth,  key::kTimeline,  key::kTransfers,  key::kOom,   key::kMergedFrom,
-    key::kPhases,  key::kRegions,   key::kTorchBlocks};
+    key::kSchema,  key::kVersion,   key::kTrigger,     key::kLabel,     key::kGpuwatch,
+    key::kProcess, key::kProcesses, key::kTotals,      key::kLeaks,     key::kPeak,
+    key::kGrowth,  key::kTimeline,  key::kTransfers,   key::kOom,       key::kMergedFrom,
+    key::kPhases,  key::kRegions,   key::kTorchBlocks, key::kCudaErrors};
 
 // Ranges drawn under the chart at most: the newest.
 constexpr size_t kMaxPhaseSpans = 5000;

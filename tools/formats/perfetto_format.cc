@@ -45,6 +45,7 @@ class Writer {
     } else {
       FromTimeline();
     }
+    FromCudaErrors();
     const json other = {{"generator", "gpuwatch report --format perfetto"},
                         {"source", source_},
                         {"trigger", model_.trigger},
@@ -261,6 +262,29 @@ class Writer {
       }
       Instant("OOM: " + FormatBytes(oom.size) + " " + oom.kind + " at " + oom.location, "oom",
               model_.process.elapsed_ns, std::move(args));
+    }
+  }
+
+  // Each context's sticky CUDA error, where it surfaced, and the kernels
+  // launched before it since the last successful synchronization.
+  void FromCudaErrors() {
+    if (!model_.cuda_errors.has_value()) return;
+    for (const StickyErrorSite& e : model_.cuda_errors->sticky) {
+      json kernels = json::array();
+      for (const KernelBeforeErrorSite& k : e.kernels) {
+        kernels.push_back({{"kernel", k.kernel},
+                           {"stream", k.stream},
+                           {"before_ns", k.before_ns},
+                           {"launched_at", k.location}});
+      }
+      Instant("CUDA error: " + e.name + " in " + e.api + " at " + e.location, "cuda_error",
+              e.time_ns,
+              {{"error", e.name},
+               {"code", e.code},
+               {"api", e.api},
+               {"device", static_cast<uint64_t>(std::max<int64_t>(e.device, 0))},
+               {"location", e.location},
+               {"kernels_since_sync", std::move(kernels)}});
     }
   }
 

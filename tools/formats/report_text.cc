@@ -32,6 +32,64 @@ bool IsStartupFrame(const ReportFrame& f) {
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
 }
 
+namespace {
+
+std::string Seconds(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f s", static_cast<double>(ns) / 1e9);
+  return text;
+}
+
+std::string CodeText(const std::string& name, int64_t code) {
+  return name.empty() ? "error " + std::to_string(code) : name + " (" + std::to_string(code) + ")";
+}
+
+}  // namespace
+
+void PrintCudaErrors(const ReportModel& m, Printer* p) {
+  if (!m.cuda_errors.has_value()) return;
+  const ReportCudaErrors& e = *m.cuda_errors;
+  for (const StickyErrorSite& s : e.sticky) {
+    p->Blank();
+    p->Line("The run failed: CUDA error " + CodeText(s.name, s.code) + " in " + s.api + " at " +
+            Describe(s) + ", " + Seconds(s.time_ns) + " after attach (device " +
+            std::to_string(s.device) + "; sticky: every later call on the context fails)");
+    const std::vector<ReportFrame>& frames = s.frames;
+    for (size_t i = 1, shown = 0; i < frames.size() && shown < 2; ++i) {
+      if (IsStartupFrame(frames[i])) break;
+      p->Line("    <- " + FrameText(frames[i]));
+      ++shown;
+    }
+    if (s.kernels.empty()) {
+      p->Line("  No kernel was launched on the context since its last successful synchronization.");
+      continue;
+    }
+    p->Line(
+        "  Kernels launched since the last successful synchronization, oldest first"
+        " (before the error, stream, launched at):");
+    if (s.omitted_kernels != 0) {
+      p->Line("  (" + CountOf(s.omitted_kernels, "older launch", "older launches") + " not kept)");
+    }
+    for (const KernelBeforeErrorSite& k : s.kernels) {
+      char before[32];
+      std::snprintf(before, sizeof(before), "%.3f ms", static_cast<double>(k.before_ns) / 1e6);
+      char stream[32];
+      std::snprintf(stream, sizeof(stream), "0x%" PRIx64, k.stream);
+      p->Line("  " + Printer::Pad(before, 10) + "  " + Printer::Pad(stream, 14) + "  " + k.kernel +
+              " at " + Describe(k));
+    }
+  }
+  if (e.calls.empty()) return;
+  p->Blank();
+  p->Line("CUDA calls that failed (call, error, count, first at):");
+  for (size_t i = 0; i < e.calls.size() && i < p->top(); ++i) {
+    const ErrorCallSite& c = e.calls[i];
+    p->Line("  " + c.api + "  " + CodeText(c.name, c.code) + "  x" + std::to_string(c.count) +
+            "  " + Describe(c));
+  }
+  p->More(std::min(e.calls.size(), p->top()), e.calls.size(), "calls");
+}
+
 void PrintTransfers(const ReportModel& m, Printer* p) {
   p->Blank();
   if (!m.transfers.has_value()) {

@@ -83,6 +83,9 @@ std::vector<std::string> CounterNotes(const T& counters, std::span<const Counter
 
 // Copies by direction, host memory and site, and the findings.
 void PrintTransfers(const ReportModel& m, Printer* p);
+// The CUDA errors (cuda_errors): a run that failed leads with its sticky
+// error, the call where it surfaced and the kernels launched before it.
+void PrintCudaErrors(const ReportModel& m, Printer* p);
 
 // Memory by phase, as a tree: each path under the one it is nested in.
 void PrintPhases(const ReportModel& m, Printer* p);

@@ -1,5 +1,6 @@
 #include "tools/live/live_holders.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace gpuwatch::tools {
@@ -50,6 +51,19 @@ bool ResolveIdleSeconds(uint64_t option, uint64_t* seconds, std::string* problem
     return false;
   }
   *seconds = v;
+  return true;
+}
+
+bool ResolveReaderOptions(const char* command, const std::string& dir_option, uint64_t idle_option,
+                          std::string* dir, uint64_t* idle_after_ns) {
+  std::string problem;
+  uint64_t idle_s = 0;
+  if (!ResolveLiveDir(dir_option, dir, &problem) ||
+      !ResolveIdleSeconds(idle_option, &idle_s, &problem)) {
+    std::fprintf(stderr, "gpuwatch %s: %s\n", command, problem.c_str());
+    return false;
+  }
+  *idle_after_ns = idle_s * 1000000000ULL;
   return true;
 }
 

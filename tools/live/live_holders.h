@@ -44,6 +44,12 @@ std::string HolderStateShort(const HolderState& s);
 // 31536000.
 bool ResolveIdleSeconds(uint64_t option, uint64_t* seconds, std::string* problem);
 
+// What `gpuwatch top` and `gpuwatch exporter` (`command`) resolve first: the
+// live directory (ResolveLiveDir) and the idle threshold in ns. False after
+// one line on stderr ("gpuwatch COMMAND: ...").
+bool ResolveReaderOptions(const char* command, const std::string& dir_option, uint64_t idle_option,
+                          std::string* dir, uint64_t* idle_after_ns);
+
 }  // namespace gpuwatch::tools
 
 #endif  // GPUWATCH_TOOLS_LIVE_LIVE_HOLDERS_H_

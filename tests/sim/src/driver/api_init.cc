@@ -175,6 +175,8 @@ int Attribute(CUdevice_attribute attr, int device) {
   X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                   \
     "attempt to terminate a thread-local capture "                            \
     "sequence from another thread")                                           \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")   \
+  X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure")                   \
   X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 // A device query's checks, in NVIDIA's order: the device, then `out`; then *out = value().

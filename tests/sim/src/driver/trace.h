@@ -8,6 +8,7 @@
 #include <cstdint>
 #include "common/api_frame.h"
 #include "driver/cuda_headers.h"
+#include "driver/fault.h"
 #include "driver/state.h"
 
 namespace gwsim::drv {
@@ -32,7 +33,8 @@ uint32_t RecordRuntimeCorrelationId();
 bool InHostFunction();
 
 // Traces one driver API call: ENTER callback, body, EXIT callback with the result. On the
-// host-function thread the body does not run: the call returns CUDA_ERROR_NOT_PERMITTED.
+// host-function thread the body does not run: the call returns CUDA_ERROR_NOT_PERMITTED; nor on
+// a context whose kernel faulted (fault.h): the call returns the context's error.
 struct NoParams {};
 
 template <typename Params, typename Body>
@@ -42,7 +44,8 @@ CUresult TraceDriver(uint32_t cbid, const char* name, const Params& params, Body
   gwsim_api_frame frame =
       ApiFrame<NoParams>(CUPTI_CB_DOMAIN_DRIVER_API, cbid, name, params, symbol);
   EnterFrame(&frame);
-  CUresult result = InHostFunction() ? CUDA_ERROR_NOT_PERMITTED : body();
+  CUresult result = InHostFunction() ? CUDA_ERROR_NOT_PERMITTED : FaultedCall(name);
+  if (result == CUDA_SUCCESS) result = body();
   frame.return_value = &result;
   ExitFrame(&frame);
   return result;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "driver/array.h"
+#include "driver/fault.h"
 #include "driver/function.h"
 #include "driver/graph.h"
 #include "driver/hang.h"
@@ -326,6 +327,7 @@ CUresult Launch(const LaunchRequest& request) {
   }
   if (auto r = CaptureLaunch(request, stream)) return *r;
   HangIfNamed(request.function, stream);  // GWSIM_HANG_KERNEL
+  NoteLaunchFault(stream->ctx, request.function->name.c_str());
   const uint64_t duration = D().config.kernel_ns;
   const uint64_t start = Advance(duration);
   CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;

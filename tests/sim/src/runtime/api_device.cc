@@ -109,6 +109,8 @@ cudaError_t DeviceProperties(cudaDeviceProp* prop, int device) {
     "operation not permitted on an event last recorded in a capturing stream")                     \
   X(cudaErrorStreamCaptureWrongThread,                                                             \
     "attempt to terminate a thread-local capture sequence from another thread")                    \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                           \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                          \
   X(cudaErrorUnknown, "unknown error")
 
 GWSIM_ERROR_NAME_AND_STRING(cudaError_t, GWSIM_CUDA_ERRORS, "unrecognized error code")

@@ -238,6 +238,8 @@ constexpr std::pair<CUresult, cudaError_t> kDriverToRuntimeErrors[] = {
     {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, cudaErrorStreamCaptureImplicit},
     {CUDA_ERROR_CAPTURED_EVENT, cudaErrorCapturedEvent},
     {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, cudaErrorStreamCaptureWrongThread},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, cudaErrorIllegalAddress},
+    {CUDA_ERROR_LAUNCH_FAILED, cudaErrorLaunchFailure},
 };
 
 cudaError_t ToCudaError(CUresult r) {
@@ -324,7 +326,8 @@ void SetLastError(cudaError_t e) {
 cudaError_t TakeLastError() {
   ThreadRt& t = Thr();
   const cudaError_t e = t.last_error;
-  t.last_error = cudaSuccess;
+  // A sticky error (a faulted kernel's) stays: the context is unusable until the process ends.
+  if (e != cudaErrorIllegalAddress && e != cudaErrorLaunchFailure) t.last_error = cudaSuccess;
   return e;
 }
 

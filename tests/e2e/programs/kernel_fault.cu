@@ -1,0 +1,61 @@
+// A kernel that faults, as a GPU reports it: run with GWSIM_FAULT_KERNEL=Scatter, Scatter's
+// launch succeeds and the illegal address surfaces at the next synchronous copy; the program
+// checks the error, says so and exits 1 (its device memory still allocated). Without the
+// variable it runs to its end and prints "kernel_fault: done".
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+namespace {
+
+constexpr size_t kCount = 64 << 10;  // floats: 256 KiB per buffer
+
+__global__ void Fill(float* data, size_t n, float value) {
+  const size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] = value;
+}
+
+__global__ void Scale(float* data, size_t n, float factor) {
+  const size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] *= factor;
+}
+
+// Writes through an index it never checks: the fault.
+__global__ void Scatter(float* data, const int* index, size_t n) {
+  const size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[index[i]] = 1.0f;
+}
+
+bool Check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return true;
+  std::fprintf(stderr, "kernel_fault: %s: %s\n", what, cudaGetErrorString(err));
+  return false;
+}
+
+}  // namespace
+
+int main() {
+  float* data = nullptr;
+  int* index = nullptr;
+  if (!Check(cudaMalloc(&data, kCount * sizeof(float)), "cudaMalloc")) return 1;
+  if (!Check(cudaMalloc(&index, kCount * sizeof(int)), "cudaMalloc")) return 1;
+  const unsigned blocks = (kCount + 255) / 256;
+  Fill<<<blocks, 256>>>(data, kCount, 1.0f);
+  if (!Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize")) return 1;  // the last good sync
+  cudaStream_t stream = nullptr;
+  if (!Check(cudaStreamCreate(&stream), "cudaStreamCreate")) return 1;
+  Scale<<<blocks, 256, 0, stream>>>(data, kCount, 2.0f);     // launches Scale
+  Scatter<<<blocks, 256, 0, stream>>>(data, index, kCount);  // launches Scatter
+  if (!Check(cudaGetLastError(), "launch")) return 1;        // the launch itself succeeded
+  float head[16];
+  if (!Check(cudaMemcpy(head, data, sizeof(head), cudaMemcpyDeviceToHost),  // surfaces here
+             "cudaMemcpy")) {
+    cudaFree(index);  // fails as well: the context is unusable
+    return 1;
+  }
+  cudaStreamDestroy(stream);
+  cudaFree(index);
+  cudaFree(data);
+  std::printf("kernel_fault: done\n");
+  return 0;
+}
