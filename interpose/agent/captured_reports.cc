@@ -23,7 +23,7 @@ namespace {
 // rate-limited, the newest one, written at most a second earlier (PyTorch
 // retries once after emptying its cache); 0 when none covers it (ten were
 // written already).
-thread_local int t_oom_report = 0;
+thread_local int t_oom_report __attribute__((tls_model("initial-exec"))) = 0;
 
 // What the driver in the process says of the memory at an out-of-memory
 // failure: the device's free and total memory, and the graph memory it keeps
