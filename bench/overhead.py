@@ -305,7 +305,7 @@ def callgrind_ir(setup, config, phase, n, depth, sites):
     if not annotate:
         die("--callgrind needs callgrind_annotate")
     fn = {"cuda_alloc": "gw_bench_alloc", "host_alloc": "gw_bench_alloc",
-          "copy": "gw_bench_copy", "launch": "gw_bench_launch"}[phase]
+          "copy": "gw_bench_copy", "launch": "gw_bench_launch", "sync": "gw_bench_sync"}[phase]
     outfile = os.path.join(setup.tmp, "cg.out")
     wl = ["--events", str(n), "--depth", str(depth), "--sites", str(sites), "--phases", phase,
           "--warmup", "0"]
@@ -339,7 +339,7 @@ def callgrind(setup, args):
     print("| phase | base | null client | gpuwatch | gpuwatch 16 frames | gpuwatch no stack | "
           "in gpuwatch's callback | in its activity handler |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for phase in ("cuda_alloc", "copy", "launch"):
+    for phase in ("cuda_alloc", "copy", "launch", "sync"):
         row = {}
         for config in ("base", "null", "gpuwatch", "depth16", "nostack"):
             row[config] = callgrind_ir(setup, config, phase, n, args.depth, args.sites)

@@ -11,6 +11,8 @@
 //               depth and sites: the events heaptrack tracks.
 //   copy        cudaMemcpy host-to-device of --copy-bytes.
 //   launch      an empty kernel, <<<1, 1>>>.
+//   sync        cudaStreamSynchronize of the default stream, with nothing
+//               queued: the host-side cost of a synchronization.
 // Before timing, each phase runs --warmup operations per site, so stacks are
 // already interned (the steady state of a training loop).
 //
@@ -108,6 +110,12 @@ using AllocFn = void* (*)(size_t);
 using CopyFn = void (*)(void*, const void*, size_t);
 using LaunchFn = void (*)();
 
+template <int I>
+__attribute__((noinline)) void SyncLeaf() {
+  Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+  asm volatile("" ::: "memory");
+}
+
 template <int... I>
 constexpr auto MakeTables(std::integer_sequence<int, I...>) {
   struct Tables {
@@ -115,9 +123,13 @@ constexpr auto MakeTables(std::integer_sequence<int, I...>) {
     AllocFn host[sizeof...(I)];
     CopyFn copy[sizeof...(I)];
     LaunchFn launch[sizeof...(I)];
+    LaunchFn sync[sizeof...(I)];
   };
-  return Tables{
-      {&CudaAllocLeaf<I>...}, {&HostAllocLeaf<I>...}, {&CopyLeaf<I>...}, {&LaunchLeaf<I>...}};
+  return Tables{{&CudaAllocLeaf<I>...},
+                {&HostAllocLeaf<I>...},
+                {&CopyLeaf<I>...},
+                {&LaunchLeaf<I>...},
+                {&SyncLeaf<I>...}};
 }
 constexpr auto kLeaves = MakeTables(std::make_integer_sequence<int, kMaxSites>());
 
@@ -179,15 +191,24 @@ extern "C" __attribute__((noinline)) void gw_bench_copy(const Options& o, void* 
   r->n += n;
 }
 
-extern "C" __attribute__((noinline)) void gw_bench_launch(const Options& o, long n, Result* r) {
+// Launches (or synchronizations: `leaves`) in timed batches.
+void Calls(const Options& o, const LaunchFn* leaves, long n, Result* r) {
   for (long done = 0; done < n;) {
     const long b = std::min<long>(o.batch, n - done);
     const Stamp t0 = Now();
-    for (long i = 0; i < b; ++i) kLeaves.launch[(done + i) % o.sites]();
+    for (long i = 0; i < b; ++i) leaves[(done + i) % o.sites]();
     r->AddFirst(t0, Now());
     done += b;
   }
   r->n += n;
+}
+
+extern "C" __attribute__((noinline)) void gw_bench_launch(const Options& o, long n, Result* r) {
+  Calls(o, kLeaves.launch, n, r);
+}
+
+extern "C" __attribute__((noinline)) void gw_bench_sync(const Options& o, long n, Result* r) {
+  Calls(o, kLeaves.sync, n, r);
 }
 
 struct Phase {
@@ -213,6 +234,9 @@ void RunPhase(Phase* p) {
     gw_bench_launch(o, warm, &p->warm);
     gw_bench_launch(o, o.events, &p->timed);
     Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  } else if (p->name == "sync") {
+    gw_bench_sync(o, warm, &p->warm);
+    gw_bench_sync(o, o.events, &p->timed);
   } else {
     std::fprintf(stderr, "overhead_workload: unknown phase '%s'\n", p->name.c_str());
     std::exit(2);
@@ -269,7 +293,7 @@ Options ParseOptions(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: overhead_workload [--events N] [--depth D] [--sites S<=%d] "
                    "[--batch B] [--bytes B] [--copy-bytes B] [--warmup W] "
-                   "[--phases cuda_alloc,host_alloc,copy,launch]\n",
+                   "[--phases cuda_alloc,host_alloc,copy,launch,sync]\n",
                    kMaxSites);
       std::exit(2);
     }

@@ -313,8 +313,13 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
       break;
     case Role::kSync:
       BlockEnter();
-      // The host waits, perhaps for ever: the site is on the status page.
-      if (CurrentEvents().enabled()) CallSite();
+      // The host may wait for ever for a kernel queued since the context's
+      // last synchronization: then the site is on the status page. A sync
+      // with no kernel to wait for returns at once, without a capture.
+      if (const Events events = CurrentEvents();
+          events.enabled() && events.KernelsQueued(d->contextUid)) {
+        CallSite();
+      }
       break;
     case Role::kGraphLaunch:
       GraphLaunchEnter(call, c.correlation);
@@ -495,23 +500,28 @@ void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, R
 }
 
 void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
-  const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
   const bool first_runtime_callback = !t_runtime_seen;
   t_runtime_seen = true;
   if (d->callbackSite == CUPTI_API_ENTER) {
-    if (++t_runtime_depth == 1) FirstCall();
-    if (spec != nullptr && t_runtime_depth == 1 && !t_in_call) OnEnter(*spec, d);
+    if (++t_runtime_depth == 1) {
+      FirstCall();
+      if (t_in_call) return;
+      if (const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid)) OnEnter(*spec, d);
+    }
     return;
   }
   if (t_runtime_depth == 0) {
     // A call in flight when gpuwatch attached: EXIT without ENTER. Only a
     // thread's first runtime callback can be one.
+    const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
     if (spec != nullptr && first_runtime_callback) {
       OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
     }
     return;
   }
-  if (--t_runtime_depth == 0 && spec != nullptr && t_in_call) {
+  // The EXIT of the call whose ENTER OnEnter saw: the same correlation id
+  // (no lookup: its spec is the call's).
+  if (--t_runtime_depth == 0 && t_in_call && t_call.correlation == d->correlationId) {
     OnApiExit(d, cudaSuccess, cudaErrorMemoryAllocation);
   }
 }

@@ -31,8 +31,10 @@ void CallFailed(const CUpti_CallbackData* d, CUpti_CallbackDomain domain, int co
   e.code = code;
   e.context_uid = d->contextUid;
   e.device = DeviceOfContext(d->context, d->contextUid);
-  e.stack_id = CallSite();
   e.now_ns = events.NowNs();
+  // A stack only for what is kept new: a failure repeated in a loop costs a
+  // lookup, not a capture each time.
+  if (events.CallFailureKeepsNew(e)) e.stack_id = CallSite();
   events.CallFailed(e);
 }
 

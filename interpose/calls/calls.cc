@@ -307,22 +307,32 @@ constexpr CUpti_CallbackId kResourceCallbacks[] = {
     CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING,
 };
 
-// Registry entries by callback id, per domain: filled once, read lock-free.
-struct Index {
-  std::array<const CallbackSpec*, CUPTI_RUNTIME_TRACE_CBID_SIZE> runtime{};
-  std::array<const CallbackSpec*, CUPTI_DRIVER_TRACE_CBID_SIZE> driver{};
-  Index() {
-    for (const CallbackSpec& s : kRegistry) {
-      if (s.domain == CUPTI_CB_DOMAIN_RUNTIME_API && s.cbid < runtime.size()) runtime[s.cbid] = &s;
-      if (s.domain == CUPTI_CB_DOMAIN_DRIVER_API && s.cbid < driver.size()) driver[s.cbid] = &s;
+// The registry's entries by callback id, per domain, as FindSpec reads them:
+// 1 + the entry's index in kRegistry, 0 for an id gpuwatch does not handle.
+// Built by the compiler: no initialisation at run time, no pointer to relocate.
+template <size_t N>
+constexpr std::array<uint16_t, N> IndexOf(CUpti_CallbackDomain domain) {
+  std::array<uint16_t, N> index{};
+  for (size_t i = 0; i < std::size(kRegistry); ++i) {
+    if (kRegistry[i].domain == domain && kRegistry[i].cbid < N) {
+      index[kRegistry[i].cbid] = static_cast<uint16_t>(i + 1);
     }
   }
-};
-
-const Index& TheIndex() {
-  static const Index* index = new Index();  // never destroyed: callbacks may come during exit
-  return *index;
+  return index;
 }
+static_assert(std::size(kRegistry) < UINT16_MAX);
+
+}  // namespace
+
+namespace calls_internal {
+constexpr std::array<uint16_t, kRuntimeIds> kRuntimeIndex =
+    IndexOf<kRuntimeIds>(CUPTI_CB_DOMAIN_RUNTIME_API);
+constexpr std::array<uint16_t, kDriverIds> kDriverIndex =
+    IndexOf<kDriverIds>(CUPTI_CB_DOMAIN_DRIVER_API);
+const CallbackSpec* const kRegistryEntries = kRegistry;
+}  // namespace calls_internal
+
+namespace {
 
 struct ArrayShapes {
   Mutex mu;
@@ -344,20 +354,12 @@ std::span<const CallbackSpec> CallbackRegistry() { return kRegistry; }
 
 std::span<const CUpti_CallbackId> ResourceCallbacks() { return kResourceCallbacks; }
 
-const CallbackSpec* FindSpec(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  const Index& index = TheIndex();
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    return cbid < index.runtime.size() ? index.runtime[cbid] : nullptr;
-  }
-  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-    return cbid < index.driver.size() ? index.driver[cbid] : nullptr;
-  }
-  return nullptr;
-}
-
 bool ParseCall(const CallbackSpec& spec, const CUpti_CallbackData* data, bool succeeded,
                ParsedCall* out) {
-  *out = ParsedCall{};
+  // Copied from a constant: building a temporary first costs twice the
+  // stores, on every call.
+  static constexpr ParsedCall kEmpty{};
+  *out = kEmpty;
   out->role = spec.role;
   out->sync = spec.sync;
   if (spec.parse == nullptr) return true;

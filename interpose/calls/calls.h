@@ -11,6 +11,8 @@
 
 #include <cupti.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -97,9 +99,28 @@ std::span<const CallbackSpec> CallbackRegistry();
 // The resource callbacks gpuwatch handles (contexts and graphs).
 std::span<const CUpti_CallbackId> ResourceCallbacks();
 
+namespace calls_internal {
+inline constexpr size_t kRuntimeIds = CUPTI_RUNTIME_TRACE_CBID_SIZE;
+inline constexpr size_t kDriverIds = CUPTI_DRIVER_TRACE_CBID_SIZE;
+// Per domain, by callback id: 1 + the entry's index in the registry, 0 when
+// gpuwatch does not handle the id (calls.cc builds them at compile time).
+extern const std::array<uint16_t, kRuntimeIds> kRuntimeIndex;
+extern const std::array<uint16_t, kDriverIds> kDriverIndex;
+extern const CallbackSpec* const kRegistryEntries;  // CallbackRegistry().data()
+}  // namespace calls_internal
+
 // The registry's entry for a callback, or null when gpuwatch does not handle
-// it. Constant time; no allocation.
-const CallbackSpec* FindSpec(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+// it: two loads, on every callback.
+inline const CallbackSpec* FindSpec(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  using namespace calls_internal;  // NOLINT(google-build-using-namespace): the tables above
+  uint16_t entry = 0;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    entry = cbid < kRuntimeIds ? kRuntimeIndex[cbid] : 0;
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    entry = cbid < kDriverIds ? kDriverIndex[cbid] : 0;
+  }
+  return entry != 0 ? kRegistryEntries + (entry - 1) : nullptr;
+}
 
 // Reads `data` as `spec` says. See ParseFn.
 bool ParseCall(const CallbackSpec& spec, const CUpti_CallbackData* data, bool succeeded,

@@ -36,9 +36,7 @@ NameTable::NameTable(uint32_t max_names)
 NameTable::~NameTable() { Unmap(slots_, slots_bytes_); }
 
 NameTable::Slot* NameTable::SlotOf(const char* name, bool* found) const {
-  uint64_t h = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ULL;
-  h ^= h >> 29;
-  for (size_t i = h & slot_mask_;; i = (i + 1) & slot_mask_) {
+  for (size_t i = HashOf(name) & slot_mask_;; i = (i + 1) & slot_mask_) {
     const char* key = std::atomic_ref<const char*>(slots_[i].key).load(std::memory_order_acquire);
     if (key == name || key == nullptr) {
       *found = key != nullptr;
@@ -47,8 +45,7 @@ NameTable::Slot* NameTable::SlotOf(const char* name, bool* found) const {
   }
 }
 
-uint32_t NameTable::Intern(const char* name) {
-  if (name == nullptr || slots_ == nullptr) return 0;
+uint32_t NameTable::InternProbing(const char* name) {
   bool found = false;
   Slot* slot = SlotOf(name, &found);
   if (found) return IdOf(slot);

@@ -33,8 +33,16 @@ class NameTable {
   NameTable& operator=(const NameTable&) = delete;
 
   // The id of `name`'s pointer, copying its text on first sight; 0 for
-  // nullptr or when the table is full. Thread-safe.
-  uint32_t Intern(const char* name);
+  // nullptr or when the table is full. Thread-safe. Inline: a pointer seen
+  // before is found at its first probe, mostly (the table is kept sparse).
+  uint32_t Intern(const char* name) {
+    if (name == nullptr || slots_ == nullptr) return 0;
+    Slot& slot = slots_[HashOf(name) & slot_mask_];
+    if (std::atomic_ref<const char*>(slot.key).load(std::memory_order_acquire) == name) {
+      return std::atomic_ref<uint32_t>(slot.id).load(std::memory_order_relaxed);
+    }
+    return InternProbing(name);
+  }
   // The copy of an interned name; nullptr for 0 or an unknown id. Thread-safe,
   // lock-free; the text stays valid for the life of the table.
   const char* Name(uint32_t id) const { return static_cast<const char*>(arena_.Get(id)); }
@@ -57,8 +65,14 @@ class NameTable {
     const char* key;  // nullptr: empty; written last, with release
     uint32_t id;
   };
+  static uint64_t HashOf(const char* name) {
+    uint64_t h = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+  }
   // The slot holding `name` (*found = true), or the first empty one.
   Slot* SlotOf(const char* name, bool* found) const;
+  // Intern() past the first probe: a collision, or a pointer not seen yet.
+  uint32_t InternProbing(const char* name);
 
   Slot* slots_ = nullptr;
   size_t slot_mask_ = 0;

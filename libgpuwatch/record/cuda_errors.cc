@@ -111,18 +111,41 @@ CudaErrors::Ring* CudaErrors::ClaimRing(uint32_t context_uid) {
   return nullptr;  // more contexts than rings: their launches are not kept
 }
 
+int CudaErrors::IndexOfCall(const CudaErrorEvent& e, const char* api) const {
+  for (int i = 0; i < call_count_; ++i) {
+    const Call& c = calls_[i];
+    if (c.first.domain == e.domain && c.first.code == e.code &&
+        std::strncmp(c.api, api, kApiBytes - 1) == 0) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+bool CudaErrors::HasSticky(uint32_t context_uid) const {
+  const int n = sticky_count_.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (sticky_[i].error.context_uid == context_uid) return true;
+  }
+  return false;
+}
+
+bool CudaErrors::KeepsNew(const CudaErrorEvent& e) const {
+  if (IsExpectedCudaError(e.code)) return false;
+  const std::lock_guard<Mutex> lock(mu_);
+  if (call_count_ < kMaxCalls && IndexOfCall(e, e.api != nullptr ? e.api : "") < 0) {
+    return true;
+  }
+  return IsStickyCudaError(e.code) && sticky_count_.load(std::memory_order_relaxed) < kContexts &&
+         !HasSticky(e.context_uid);
+}
+
 void CudaErrors::OnError(const CudaErrorEvent& e) {
   if (IsExpectedCudaError(e.code)) return;
   const char* api = e.api != nullptr ? e.api : "";
   const std::lock_guard<Mutex> lock(mu_);
-  Call* call = nullptr;
-  for (int i = 0; i < call_count_ && call == nullptr; ++i) {
-    Call& c = calls_[i];
-    if (c.first.domain == e.domain && c.first.code == e.code &&
-        std::strncmp(c.api, api, kApiBytes - 1) == 0) {
-      call = &c;
-    }
-  }
+  const int found = IndexOfCall(e, api);
+  Call* call = found >= 0 ? &calls_[found] : nullptr;
   if (call == nullptr && call_count_ < kMaxCalls) {
     call = &calls_[call_count_++];
     call->first = e;
@@ -136,10 +159,8 @@ void CudaErrors::OnError(const CudaErrorEvent& e) {
     ++calls_not_kept_;
   }
   if (!IsStickyCudaError(e.code)) return;
+  if (HasSticky(e.context_uid)) return;  // its first is kept
   const int n = sticky_count_.load(std::memory_order_relaxed);
-  for (int i = 0; i < n; ++i) {
-    if (sticky_[i].error.context_uid == e.context_uid) return;  // its first is kept
-  }
   if (n == kContexts) return;
   Sticky& s = sticky_[n];
   s.error = e;

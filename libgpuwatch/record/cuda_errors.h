@@ -113,6 +113,19 @@ class CudaErrors {
       ring->synced.store(ring->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
   }
+  // Whether a synchronization of the context may wait for a kernel: one was
+  // launched on it since its last successful synchronization (or the rings
+  // are all taken by other contexts, and nothing is known). A few loads.
+  bool KernelsQueued(uint32_t context_uid) const {
+    for (const Ring& r : rings_) {
+      const uint32_t uid = r.context_uid.load(std::memory_order_relaxed);
+      if (uid == 0) return false;  // no launch on the context yet
+      if (uid == context_uid) {
+        return r.next.load(std::memory_order_relaxed) != r.synced.load(std::memory_order_relaxed);
+      }
+    }
+    return true;
+  }
   // Whether the kernel `name_id` has no launch site yet (SetSite).
   bool NeedsSite(uint32_t name_id) const {
     return name_id != 0 && name_id <= max_names_ &&
@@ -126,6 +139,10 @@ class CudaErrors {
 
   // A call returned `e.code`, not success. Expected failures are not kept.
   void OnError(const CudaErrorEvent& e);
+  // Whether OnError(e) would keep something new, and so needs e's stack: a
+  // (call, code) not counted yet, or a context's first sticky error. A
+  // failure repeated in a loop is counted without capturing its stack again.
+  bool KeepsNew(const CudaErrorEvent& e) const;
   // Whether a context has had a sticky error: the run failed.
   bool failed() const { return sticky_count_.load(std::memory_order_relaxed) != 0; }
 
@@ -161,6 +178,10 @@ class CudaErrors {
     uint64_t kernels_not_kept = 0;
   };
 
+  // The index of e's (call, code) in calls_; -1 when none. Under mu_.
+  int IndexOfCall(const CudaErrorEvent& e, const char* api) const;
+  // Whether e's context has its sticky error kept already.
+  bool HasSticky(uint32_t context_uid) const;
   Ring* FindRing(uint32_t context_uid) {
     for (Ring& r : rings_) {
       const uint32_t uid = r.context_uid.load(std::memory_order_relaxed);

@@ -9,21 +9,15 @@
 namespace gpuwatch {
 
 namespace {
-constexpr const char kNoName[] = "(unnamed)";
 constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
 }  // namespace
 
 KernelTable::KernelTable() : counts_(std::make_unique<std::atomic<uint64_t>[]>(kMaxNames + 1)) {}
 
-uint32_t KernelTable::OnLaunch(const char* name) {
-  launches_.fetch_add(1, std::memory_order_relaxed);
-  const uint32_t id = names_.Intern(name != nullptr ? name : kNoName);
-  if (id == 0) {
-    overflow_.fetch_add(1, std::memory_order_relaxed);
-    return 0;
-  }
-  counts_[id].fetch_add(1, std::memory_order_relaxed);
-  return id;
+uint64_t KernelTable::launches() const {
+  uint64_t n = overflow_.load(std::memory_order_relaxed);
+  for (uint32_t id = 1; id <= names_.size(); ++id) n += counts_[id].load(std::memory_order_relaxed);
+  return n;
 }
 
 void KernelTable::OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns) {

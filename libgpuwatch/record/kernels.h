@@ -37,14 +37,20 @@ class KernelTable {
 
   // Counts one launch. `name` may be null (graph launches, unknown).
   // Thread-safe. Returns the name's id (0: counted under "(other)").
-  uint32_t OnLaunch(const char* name);
+  uint32_t OnLaunch(const char* name) {
+    const uint32_t id = names_.Intern(name != nullptr ? name : kNoName);
+    std::atomic<uint64_t>& count = id != 0 ? counts_[id] : overflow_;
+    count.fetch_add(1, std::memory_order_relaxed);
+    return id;
+  }
   // The name of an id OnLaunch returned; nullptr for 0 or an unknown id.
   const char* NameOf(uint32_t id) const { return names_.Name(id); }
   // One kernel activity record. Thread-safe; takes a mutex.
   void OnKernelRecord(const char* name, uint64_t start_ns, uint64_t end_ns);
   // Every kernel, merged by name, most launched first.
   std::vector<KernelStats> Snapshot() const;
-  uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  // Launches counted, of every kernel (a sum: not for the launch path).
+  uint64_t launches() const;
   // Distinct names kept, for launches and for GPU time apart; launches and
   // records of kernels beyond them are counted under "(other)".
   static constexpr size_t kMaxNames = 4096;
@@ -59,11 +65,11 @@ class KernelTable {
   }
 
  private:
+  static constexpr const char kNoName[] = "(unnamed)";
   NameTable names_{static_cast<uint32_t>(kMaxNames)};
   // Launches per name id (1..kMaxNames). The library never destroys its
   // table (callbacks may run during exit); a table that is destroyed frees it.
   std::unique_ptr<std::atomic<uint64_t>[]> counts_;
-  std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> overflow_{0};
   mutable Mutex mu_;
   std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> timing_;  // guarded by mu_

@@ -121,12 +121,17 @@ class Events {
   void KernelSiteSeen(uint32_t name_id, uint32_t stack_id) {
     r_->errors.SetSite(name_id, stack_id);
   }
+  // Whether a synchronization of the context may wait for kernels queued
+  // since its last successful one (CudaErrors::KernelsQueued).
+  bool KernelsQueued(uint32_t context_uid) const { return r_->errors.KernelsQueued(context_uid); }
   // A synchronization (a sync call, a synchronous copy) that succeeded.
   void Synced(uint32_t context_uid) { r_->errors.OnSynced(context_uid); }
 
   // --- Errors ------------------------------------------------------------------
   // A call returned an error (not success): rare, events.cc.
   void CallFailed(const CudaErrorEvent& e);
+  // Whether CallFailed(e) keeps something new, which needs e's stack.
+  bool CallFailureKeepsNew(const CudaErrorEvent& e) const { return r_->errors.KeepsNew(e); }
   // A context had a sticky error: the run failed.
   bool RunFailed() const { return r_->errors.failed(); }
 

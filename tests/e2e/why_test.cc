@@ -27,11 +27,14 @@ namespace {
 // hung_copy under gpuwatch, its copy hung, serving its live state in `live`.
 class HungCopy {
  public:
-  HungCopy(const ScopedTempDir& dir, const std::string& live) {
+  // `mode`: "sync" hangs in cudaDeviceSynchronize instead of the copy.
+  HungCopy(const ScopedTempDir& dir, const std::string& live, const std::string& mode = "") {
     std::map<std::string, std::string> env =
         PreloadEnv(dir.path() + "/hung.json", {{"GPUWATCH_LIVE_DIR", live}});
     env["GWSIM_HANG_KERNEL"] = "never_ends";
-    child_ = StartProcess({kPrograms + "/hung_copy"}, env, dir.path(), {.no_core_dumps = true});
+    std::vector<std::string> argv = {kPrograms + "/hung_copy"};
+    if (!mode.empty()) argv.push_back(mode);
+    child_ = StartProcess(argv, env, dir.path(), {.no_core_dumps = true});
     copying_ = WaitForOutput(child_, "hung_copy: copying\n");
   }
   ~HungCopy() {
@@ -112,6 +115,22 @@ class Hung : public ::testing::Test {
   const std::string at = " at " + ProgramLine("hung_copy.cu", "HUNG:copy");
   const std::function<std::string()> why = [this] { return Why(live, hung.pid()).out; };
 };
+
+// A synchronization captures its site when a kernel was launched since the
+// context's last one (one with nothing to wait for does not, to stay cheap):
+// a process hung in cudaDeviceSynchronize behind that kernel shows its line.
+TEST(HungSync, ASyncWaitingForAKernelShowsItsLine) {
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  HungCopy hung(dir, live, "sync");
+  ASSERT_TRUE(hung.copying()) << hung.err();
+  const std::string at = " at " + ProgramLine("hung_copy.cu", "HUNG:sync");
+  const std::string out = Until([&] { return Why(live, hung.pid()).out; },
+                                [&](const std::string& o) { return Has(o, at); });
+  EXPECT_TRUE(Has(out, "thread " + std::to_string(hung.pid()) + ": in cudaDeviceSynchronize for "))
+      << out;
+  EXPECT_TRUE(Has(out, at)) << out;
+}
 
 TEST_F(Hung, WhyTopAndTheExporterShowTheCallItsDurationAndItsLine) {
   // The site is written by gpuwatch's thread within a second of the call.

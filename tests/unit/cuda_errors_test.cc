@@ -63,6 +63,30 @@ TEST(CudaErrors, CountsFailedCallsByCallAndCodeAndLeavesExpectedOnesOut) {
   EXPECT_TRUE(snap.sticky.empty());
 }
 
+// The callback captures a failed call's stack only when KeepsNew says the
+// table keeps something new with it: a failure repeated in a loop is counted
+// without a capture each time.
+TEST(CudaErrors, OnlyAFailureKeptNewNeedsItsStack) {
+  CudaErrors errors(KernelTable::kMaxNames);
+  EXPECT_TRUE(errors.KeepsNew(Error("cudaMemcpy", 1, 1, 20)));
+  errors.OnError(Error("cudaMemcpy", 1, 1, 20, 5));
+  EXPECT_FALSE(errors.KeepsNew(Error("cudaMemcpy", 1, 1, 30)));  // counted only
+  EXPECT_TRUE(errors.KeepsNew(Error("cudaMemcpy", 3, 1, 30)));   // another code
+  EXPECT_TRUE(errors.KeepsNew(Error("cudaFree", 1, 1, 30)));     // another call
+  EXPECT_FALSE(errors.KeepsNew(Error("cudaMalloc", 2, 1, 30)));  // expected: not kept at all
+  // A sticky error: new for its context even when its (call, code) is known.
+  errors.OnError(Error("cudaMemcpy", 700, 1, 40, 6));
+  EXPECT_FALSE(errors.KeepsNew(Error("cudaMemcpy", 700, 1, 50)));
+  EXPECT_TRUE(errors.KeepsNew(Error("cudaMemcpy", 700, 2, 50)));
+  errors.OnError(Error("cudaMemcpy", 700, 2, 50, 7));
+  EXPECT_FALSE(errors.KeepsNew(Error("cudaMemcpy", 700, 2, 60)));
+  // Once the table of calls is full, a new (call, code) is counted as not kept.
+  for (int code = 100; code < 100 + CudaErrors::kMaxCalls; ++code) {
+    errors.OnError(Error("cudaLaunchKernel", code, 1, 70, 8));
+  }
+  EXPECT_FALSE(errors.KeepsNew(Error("cudaEventRecord", 1, 1, 80)));
+}
+
 TEST(CudaErrors, AStickyErrorKeepsTheLaunchesSinceItsContextsLastSynchronization) {
   KernelTable kernels;
   CudaErrors errors(KernelTable::kMaxNames);

@@ -2,8 +2,10 @@
 // (tests/e2e/triage_test.cc): it allocates 512 KiB, launches a kernel that
 // never finishes when run with GWSIM_HANG_KERNEL=never_ends (the simulator's,
 // tests/sim/README.md), prints "hung_copy: copying" and copies the buffer back,
-// a copy that waits for that kernel for ever.
+// a copy that waits for that kernel for ever. With the argument "sync" it
+// synchronizes the device there instead of copying.
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "runtime_program.h"
@@ -15,7 +17,8 @@ __global__ void never_ends(char* p) {
   }
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const bool sync = argc > 1 && std::strcmp(argv[1], "sync") == 0;
   constexpr size_t kBytes = 512 << 10;
   char* device = nullptr;
   Check(cudaMalloc(&device, kBytes));  // HUNG:alloc
@@ -25,7 +28,11 @@ int main() {
   std::vector<char> host(kBytes);
   std::printf("hung_copy: copying\n");
   std::fflush(stdout);
-  Check(cudaMemcpy(host.data(), device, kBytes, cudaMemcpyDeviceToHost));  // HUNG:copy
+  if (sync) {
+    Check(cudaDeviceSynchronize());  // HUNG:sync
+  } else {
+    Check(cudaMemcpy(host.data(), device, kBytes, cudaMemcpyDeviceToHost));  // HUNG:copy
+  }
   std::printf("hung_copy: copied\n");
   return 0;
 }
