@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that building and testing gpuwatch need.
+# Installs the Debian packages gpuwatch needs.
+#
+#   scripts/install-deps.sh            what building and testing need (scripts/test.sh)
+#   scripts/install-deps.sh --build    what building needs (scripts/quickstart.sh): no test
+#                                      tools, servers or clang
+#
 # Idempotent: installs only what is missing, and runs apt-get update only then.
 # The CUDA toolkit itself (nvcc, headers, CUPTI) is not a Debian package here:
 # it is expected at $CUDA_HOME or /usr/local/cuda.
 set -euo pipefail
 
-packages=(
+# Configuring (CMakeLists.txt finds all of these, the test libraries included) and building.
+build=(
   build-essential cmake ninja-build pkg-config git python3
-  python3-pip python3-setuptools  # tests/e2e/python_test.cc: pip install ./python
-  python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
-  tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
   libunwind-dev libdw-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev
   prometheus-cpp-dev  # gpuwatch exporter (tools/commands/exporter_command.cc)
-  prometheus          # its tests: the server and promtool (tests/e2e/exporter_test.cc)
-  clang-format clang-tidy
-  clang libclang-rt-14-dev  # scripts/fuzz.sh: clang with the libFuzzer runtime
 )
+# Running the tests and the checks.
+tests=(
+  python3-pip python3-setuptools  # tests/e2e/python_test.cc: pip install ./python
+  python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
+  tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
+  prometheus                      # the exporter's tests: the server and promtool
+  clang-format clang-tidy
+  clang libclang-rt-14-dev        # scripts/fuzz.sh: clang with the libFuzzer runtime
+)
+
+case "${1:-}" in
+  --build) packages=("${build[@]}") ;;
+  "") packages=("${build[@]}" "${tests[@]}") ;;
+  *) echo "install-deps: unknown argument '$1' (use --build or nothing)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

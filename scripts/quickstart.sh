@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The README's first command: install what is missing, build, and run the main
-# job -- `gpuwatch run` on an example that leaks device memory -- on the GPU
-# when there is one, otherwise on gpuwatch's CUDA simulator.
+# The README's first command: install what building needs, build what the main job needs (the
+# library, the command, the example and the simulator: the `quickstart` target), and run the main
+# job -- `gpuwatch run` on an example that leaks device memory -- on the GPU when there is one,
+# otherwise on gpuwatch's CUDA simulator. The README's second command (scripts/test.sh) builds
+# and runs everything else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 
-scripts/install-deps.sh
+echo "== installing the Debian packages the build needs (only those missing)"
+scripts/install-deps.sh --build
+echo "== configuring build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_COMPILER="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" >/dev/null
-cmake --build build -j "$(nproc)"
+echo "== building the library, the command, the example and the simulator (about 2 minutes on 2 cores)"
+cmake --build build -j "$(nproc)" --target quickstart
 
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "== gpuwatch run -- build/examples/leaky_loop (on the GPU)"
@@ -20,3 +26,4 @@ else
 fi
 echo "== gpuwatch report build/leaky_loop.json"
 build/bin/gpuwatch report build/leaky_loop.json --top 5
+echo "== done in $((SECONDS - start)) s; the tests: scripts/test.sh"
