@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -370,6 +371,73 @@ TEST(Exporter, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
   const ProcessResult stopped = exporter.Stop();
   EXPECT_FALSE(stopped.signaled) << stopped.signal;
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+}
+
+// The queries of docs/prometheus.md's PromQL section: each one is the lines
+// after a comment, up to the next comment or the block's end.
+std::vector<std::pair<std::string, std::string>> DocsQueries() {
+  std::vector<std::pair<std::string, std::string>> queries;  // (comment, query)
+  const std::string doc = ReadFile(kSourceDir + "/docs/prometheus.md");
+  const size_t begin = doc.find("```promql\n");
+  const size_t end = doc.find("```\n", begin + 10);
+  if (begin == std::string::npos || end == std::string::npos) return queries;
+  std::istringstream lines(doc.substr(begin + 10, end - begin - 10));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# ", 0) == 0) {
+      queries.emplace_back(line.substr(2), "");
+    } else if (!line.empty() && !queries.empty()) {
+      std::string& query = queries.back().second;
+      // One query per line; a line indented under it continues it.
+      if (!query.empty() && line[0] != ' ') queries.emplace_back(queries.back().first, "");
+      queries.back().second += (queries.back().second.empty() ? "" : "\n") + line;
+    }
+  }
+  return queries;
+}
+
+// Every query the docs give runs in a real server and, where the process
+// has what it asks about (growth, copies, marks), returns series: a query
+// whose sides share no labels returns nothing, silently (issue 36).
+TEST(Exporter, EveryQueryInTheDocsReturnsSeriesInPrometheus) {
+  SKIP_WITHOUT(kPrometheus);
+  const std::vector<std::pair<std::string, std::string>> queries = DocsQueries();
+  ASSERT_GE(queries.size(), 10u) << "the PromQL section of docs/prometheus.md was not found";
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  Stepper steps(dir, live);
+  ASSERT_TRUE(steps.ready()) << steps.err();
+  Exporter exporter(live);
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  Prometheus prom(dir, exporter.port());
+  ASSERT_TRUE(prom.ready()) << prom.log();
+  const std::string pid = std::to_string(steps.pid());
+  const std::string marks = "gpuwatch_marks_total{pid=\"" + pid + "\"}";
+  // Steps scraped apart from each other, so that rates and derivatives have
+  // two different samples: a step, then the next once its mark is scraped.
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_TRUE(steps.Step(1));
+    EXPECT_TRUE(PollUntil([&] { return OnlyValue(prom.Query(marks)) == step; }, 60000))
+        << prom.Query(marks).dump();
+  }
+  // What this process never does: run out of memory, stop or idle.
+  const auto expect_empty = [](const std::string& query) {
+    return query.find("out_of_memory") != std::string::npos ||
+           query.find("gpuwatch_process_state") != std::string::npos;
+  };
+  for (const auto& [comment, query] : queries) {
+    json result;
+    const bool ok = PollUntil(
+        [&] {
+          result = prom.Query(query);
+          return result.is_array() && (expect_empty(query) || !result.empty());
+        },
+        30000);
+    EXPECT_TRUE(ok) << comment << ":\n" << query << "\n= " << result.dump();
+    if (expect_empty(query)) {
+      EXPECT_TRUE(result.is_array() && result.empty()) << query;
+    }
+  }
 }
 
 // The rule on device memory held by a process that does nothing fires in a
