@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -283,19 +284,33 @@ double OnlyValue(const json& result) {
 
 std::string LeakSite() { return ProgramLine("live_steps.cu", "LIVE:leak") + " (main)"; }
 
-TEST(Exporter, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
-  SKIP_WITHOUT(kPrometheus);
+// live_steps under gpuwatch, `gpuwatch exporter` serving its live directory,
+// and a Prometheus server scraping the exporter every second.
+class ExporterScraped : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT(kPrometheus);
+    stepper.emplace(dir, live);
+    ASSERT_TRUE(stepper->ready()) << stepper->err();
+    server.emplace(live);
+    ASSERT_NE(server->port(), 0) << server->first_line();
+    prometheus.emplace(dir, server->port());
+    ASSERT_TRUE(prometheus->ready()) << prometheus->log();
+  }
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
-  Stepper steps(dir, live);
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  Exporter exporter(live);
-  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  std::optional<Stepper> stepper;
+  std::optional<Exporter> server;
+  std::optional<Prometheus> prometheus;
+};
+
+TEST_F(ExporterScraped, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
+  Stepper& steps = *stepper;
+  Exporter& exporter = *server;
+  Prometheus& prom = *prometheus;
   EXPECT_EQ(exporter.first_line(), "gpuwatch exporter: serving /metrics on http://127.0.0.1:" +
                                        std::to_string(exporter.port()) + " for the processes in " +
                                        live);
-  Prometheus prom(dir, exporter.port());
-  ASSERT_TRUE(prom.ready()) << prom.log();
 
   // The example rules load in a real server.
   const json rules = prom.Get("/api/v1/rules");
@@ -399,18 +414,11 @@ std::vector<std::pair<std::string, std::string>> DocsQueries() {
 // Every query the docs give runs in a real server and, where the process
 // has what it asks about (growth, copies, marks), returns series: a query
 // whose sides share no labels returns nothing, silently (issue 36).
-TEST(Exporter, EveryQueryInTheDocsReturnsSeriesInPrometheus) {
-  SKIP_WITHOUT(kPrometheus);
+TEST_F(ExporterScraped, EveryQueryInTheDocsReturnsSeriesInPrometheus) {
   const std::vector<std::pair<std::string, std::string>> queries = DocsQueries();
   ASSERT_GE(queries.size(), 10u) << "the PromQL section of docs/prometheus.md was not found";
-  ScopedTempDir dir;
-  const std::string live = dir.path() + "/live";
-  Stepper steps(dir, live);
-  ASSERT_TRUE(steps.ready()) << steps.err();
-  Exporter exporter(live);
-  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
-  Prometheus prom(dir, exporter.port());
-  ASSERT_TRUE(prom.ready()) << prom.log();
+  Stepper& steps = *stepper;
+  Prometheus& prom = *prometheus;
   const std::string pid = std::to_string(steps.pid());
   const std::string marks = "gpuwatch_marks_total{pid=\"" + pid + "\"}";
   // Steps scraped apart from each other, so that rates and derivatives have
