@@ -69,8 +69,10 @@ GPUWATCH_API int gpuwatch_mark(const char* label);
  * kernel launches are not recorded; frees still are, so that memory allocated
  * before the pause and freed during it is not reported as leaked (memory
  * allocated during the pause and freed after it counts as an unknown free).
- * Not nested: one resume ends any number of pauses. Returns 0, or -1 when
- * gpuwatch is inactive.
+ * Not nested: one resume ends any number of pauses. Called before gpuwatch
+ * attaches (the process's first CUDA call, under Python), the last of them
+ * holds from the attach on. Returns 0, or -1 when gpuwatch is disabled
+ * (GPUWATCH_DISABLE).
  */
 GPUWATCH_API int gpuwatch_pause(void);
 GPUWATCH_API int gpuwatch_resume(void);

@@ -66,6 +66,16 @@ Agent& GetAgent() {
 
 namespace {
 
+// gpuwatch_pause()/gpuwatch_resume() before gpuwatch attaches (under Python it
+// attaches at the first CUDA call: a warm-up paused before it is usual): the
+// last one's state, applied when it attaches. -1: none came.
+std::atomic<int> g_paused_before_attach{-1};
+
+void ApplyPauseBeforeAttach(Agent& agent) {
+  const int paused = g_paused_before_attach.exchange(-1);
+  if (paused >= 0) agent.events().Paused(paused == 1);
+}
+
 std::vector<std::string> ReadCommandLine() {
   std::vector<std::string> args;
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -235,6 +245,7 @@ void DoAttach(const char* mode) {
   }
   // Before anything that reads it is enabled: activity records, callbacks.
   PublishSession(session);
+  ApplyPauseBeforeAttach(agent);
   agent.attach.attach_mode = mode;
   agent.attach.command = ReadCommandLine();
   agent.attach.output_path = AbsolutePath(ExpandOutputPattern(
@@ -267,6 +278,7 @@ void DoAttach(const char* mode) {
   InstallForkHandlers();
   if (agent.config().exitcode != 0) RegisterExitStatusHandler();  // before the report's handler
   agent.active.store(true);
+  ApplyPauseBeforeAttach(agent);  // one that came while attaching
   // The background thread polls the request pipe and the live socket.
   if (!MakeRequestPipe(agent)) {
     Warn(
@@ -302,6 +314,23 @@ bool EnvIsTrue(const char* name) {
   return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 ||
                           std::strcmp(v, "yes") == 0 || std::strcmp(v, "on") == 0);
 }
+
+namespace {
+// 0; -1 when gpuwatch is disabled. Held until the attach when it comes before.
+int SetPaused(bool paused) {
+  static const bool disabled = EnvIsTrue("GPUWATCH_DISABLE");
+  if (disabled) return -1;
+  Agent& agent = GetAgent();
+  if (!agent.active.load()) {
+    g_paused_before_attach.store(paused ? 1 : 0);
+    // The attach applies it, unless it became active meanwhile: then here.
+    if (!agent.active.load()) return 0;
+    g_paused_before_attach.store(-1);
+  }
+  agent.events().Paused(paused);
+  return 0;
+}
+}  // namespace
 
 // NVTX's entry points hand NVTX to the chained tool alone: gpuwatch is
 // disabled or GPUWATCH_NVTX=0.
@@ -411,19 +440,9 @@ int gpuwatch_mark(const char* label) {
   return 0;
 }
 
-int gpuwatch_pause(void) {
-  gpuwatch::Agent& agent = gpuwatch::GetAgent();
-  if (!agent.active.load()) return -1;
-  agent.events().Paused(true);
-  return 0;
-}
+int gpuwatch_pause(void) { return gpuwatch::SetPaused(true); }
 
-int gpuwatch_resume(void) {
-  gpuwatch::Agent& agent = gpuwatch::GetAgent();
-  if (!agent.active.load()) return -1;
-  agent.events().Paused(false);
-  return 0;
-}
+int gpuwatch_resume(void) { return gpuwatch::SetPaused(false); }
 
 int gpuwatch_live(const char* kind, int device, uint64_t* bytes, uint64_t* count) {
   if (bytes != nullptr) *bytes = 0;

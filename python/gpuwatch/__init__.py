@@ -172,14 +172,16 @@ def snapshot(label=None):
 
 def pause():
     """Stops recording new allocations, copies and launches (frees are still
-    recorded). Not nested: one resume() ends any number of pauses. True when
-    gpuwatch is attached."""
+    recorded). Not nested: one resume() ends any number of pauses. Before
+    gpuwatch attaches (the first CUDA call) the pause holds from the attach
+    on. True when gpuwatch is loaded and not disabled."""
     api = _find()
     return api is not None and api.gpuwatch_pause() == 0
 
 
 def resume():
-    """Records again after pause(). True when gpuwatch is attached."""
+    """Records again after pause(). True when gpuwatch is loaded and not
+    disabled."""
     api = _find()
     return api is not None and api.gpuwatch_resume() == 0
 

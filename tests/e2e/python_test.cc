@@ -465,6 +465,28 @@ TEST_F(PythonOptionsTest, TheModuleUnderGpuwatchRunMarksSnapshotsAndPauses) {
   EXPECT_EQ(snapshot["leaks"]["device"]["bytes"], 1 * kMiB);
 }
 
+// A pause before the first CUDA call (gpuwatch attaches at that call under
+// Python) holds once gpuwatch attaches: the paused warm-up's 3 MiB are not
+// recorded, the 1 MiB after the resume is.
+TEST_F(PythonOptionsTest, APauseBeforeTheFirstCudaCallHoldsFromTheAttachOn) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const std::string script = kSourceDir + "/tests/e2e/programs/python_pause_first.py";
+  std::map<std::string, std::string> env = SimEnv();
+  env["PYTHONPATH"] = "";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "--no-summary", "-o", out, "--", python_, script}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "attached before False pause True resume True attached after True\n") << r.err;
+  const json report = ReadReport(out);
+  const json& leaks = report["leaks"]["device"];
+  EXPECT_EQ(leaks["bytes"], 1 * kMiB) << leaks.dump(1);
+  ASSERT_EQ(leaks["sites"].size(), 1u) << leaks.dump(1);
+  EXPECT_EQ(leaks["sites"][0]["location"],
+            "python_pause_first.py:" + std::to_string(LineOf(script, "# PAUSE:kept")));
+}
+
 // Without gpuwatch every call is a no-op that says so, and the script runs.
 TEST_F(PythonOptionsTest, TheModuleWithoutGpuwatchDoesNothing) {
   ScopedTempDir dir;
