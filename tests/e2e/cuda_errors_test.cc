@@ -166,6 +166,34 @@ TEST(KernelFault, TextReportCheckPerfettoAndHtmlShowTheError) {
   EXPECT_NE(content.find("\"location\":\"" + At("launches Scatter") + "\""), std::string::npos);
 }
 
+// A job of two processes, one of which faulted: the merged report keeps the
+// error, its site and the kernels before it, and fails check as that one did.
+TEST(KernelFault, AMergedJobKeepsTheErrorOfTheProcessThatFailed) {
+  ScopedTempDir dir;
+  ScopedTempDir clean_dir;
+  ProcessResult faulted;
+  ProcessResult clean;
+  const std::string failed_report = FaultReport(dir, &faulted);
+  const std::string clean_report = FaultReport(clean_dir, &clean, /*fault=*/false);
+  ASSERT_EQ(faulted.exit_code, 1) << faulted.err;
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  const std::string merged = dir.path() + "/job.json";
+  const ProcessResult merge =
+      RunProcess({kCli, "merge", clean_report, failed_report, "-o", merged}, {}, dir.path());
+  ASSERT_EQ(merge.exit_code, 0) << merge.err;
+  const json errors = ReadReport(merged)["cuda_errors"];
+  ASSERT_TRUE(errors.is_object()) << ReadReport(merged).dump();
+  ASSERT_EQ(errors["sticky"].size(), 1u) << errors.dump();
+  EXPECT_EQ(errors["sticky"][0]["name"], "cudaErrorIllegalAddress");
+  EXPECT_EQ(errors["sticky"][0]["location"], At("surfaces here"));
+  ASSERT_EQ(errors["sticky"][0]["kernels"].size(), 2u);
+  EXPECT_EQ(errors["sticky"][0]["kernels"][1]["location"], At("launches Scatter"));
+  const ProcessResult check = RunProcess({kCli, "check", merged}, {}, dir.path());
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+  EXPECT_NE(LineWith(check.out, {"cuda error", "cudaErrorIllegalAddress", At("surfaces here")}), "")
+      << check.out;
+}
+
 TEST(KernelFault, WithoutTheFaultTheRunHasNoErrorsAndPassesCheck) {
   ScopedTempDir dir;
   ProcessResult r;

@@ -235,6 +235,31 @@ std::optional<ReportPhases> MergePhases(const std::vector<Report>& reports, Site
 
 }  // namespace
 
+// The calls that failed, merged by stack, call and code (counts summed, the
+// first and last times the extremes); each process's sticky errors as they
+// are, in the order of the inputs, their sites renumbered. None when no input
+// had the section.
+std::optional<ReportCudaErrors> MergeCudaErrors(const std::vector<Report>& reports, SiteIds* ids) {
+  std::optional<ReportCudaErrors> merged;
+  SiteMerger<ErrorCallSite> calls(ids);
+  for (const Report& r : reports) {
+    if (!r.model.cuda_errors.has_value()) continue;
+    const ReportCudaErrors& e = *r.model.cuda_errors;
+    if (!merged.has_value()) merged.emplace();
+    merged->omitted_calls += e.omitted_calls;
+    for (const ErrorCallSite& c : e.calls) {
+      calls.Add(c, "#" + c.domain + "#" + c.api + "#" + std::to_string(c.code));
+    }
+    for (StickyErrorSite s : e.sticky) {
+      s.site = ids->IdOf(s);
+      for (KernelBeforeErrorSite& k : s.kernels) k.site = ids->IdOf(k);
+      merged->sticky.push_back(std::move(s));
+    }
+  }
+  if (merged.has_value()) merged->calls = calls.Sorted(&ErrorCallSite::count);
+  return merged;
+}
+
 int MergeCommand(const MergeOptions& options, FILE* out) {
   if (options.files.empty()) {
     std::fprintf(stderr, "gpuwatch merge: no input reports given\n");
@@ -346,6 +371,7 @@ int MergeCommand(const MergeOptions& options, FILE* out) {
   json doc = json::object();
   merged.transfers = MergeTransfers(reports);
   merged.phases = MergePhases(reports, &ids);
+  merged.cuda_errors = MergeCudaErrors(reports, &ids);
   merged.BuildFrameTable();
   merged.ToJson(&doc);
   std::string error;
