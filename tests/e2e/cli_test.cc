@@ -552,6 +552,40 @@ TEST(BadInput, WrongArgumentsGiveExitTwo) {
   EXPECT_TRUE(Contains(r.err, "bad.supp:2: unknown suppression type \"leek\"")) << r.err;
 }
 
+// A newcomer's slips (issue 36, friction 9): a mistyped command gets the
+// nearest one, and a growth limit without a unit is refused, not taken as
+// bytes.
+TEST(BadInput, AMistypedCommandIsNamedWithTheNearestOne) {
+  ScopedTempDir dir;
+  const ProcessResult typo = Cli(dir, {"repotr", "x.json"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_EQ(typo.err, "gpuwatch: unknown command \"repotr\"; did you mean \"report\"?\n");
+  EXPECT_EQ(Cli(dir, {"chek", "x.json"}).err,
+            "gpuwatch: unknown command \"chek\"; did you mean \"check\"?\n");
+  const ProcessResult far = Cli(dir, {"frobnicate"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err,
+            "gpuwatch: unknown command \"frobnicate\" (the commands: run, report, diff, check, "
+            "merge, top, why, exporter)\n");
+}
+
+TEST(BadInput, AGrowthLimitNeedsAUnitOrAPercentage) {
+  ScopedTempDir dir;
+  // Grows 1 MiB per mark for 8 marks, all freed before exit: no leak.
+  const std::string report = GrowthLoop(dir, "grow", 8, kMiB, "free-at-end");
+  for (const char* bare : {"10", "0", "1.5"}) {
+    const ProcessResult r = Cli(dir, {"check", report, "--max-growth", bare});
+    EXPECT_EQ(r.exit_code, 2) << bare;
+    EXPECT_EQ(r.err, std::string("gpuwatch check: --max-growth: invalid limit \"") + bare +
+                         "\" (expected a percentage such as 10% or a size with its unit such as "
+                         "0B or 64MiB)\n")
+        << r.err;
+  }
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "0B"}).exit_code, 1);
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "10 B"}).exit_code, 1);
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "8MiB"}).exit_code, 0);
+}
+
 TEST(Help, EverySubcommandHasHelp) {
   ScopedTempDir dir;
   for (const char* command : {"run", "report", "diff", "check", "merge"}) {

@@ -20,6 +20,7 @@
 //   growth suspect of the report may grow by at most the limit (a percentage
 //   is then taken of the site's bytes at the start of its growth window).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -68,7 +69,9 @@ bool ParseGrowthLimit(const std::string& text, GrowthLimit* out) {
     out->pct = pct;
     return true;
   }
-  return ParseBytes(text, &out->bytes);
+  // A bare number is refused: `--max-growth 10` meant 10% as often as 10 bytes.
+  const bool has_unit = !text.empty() && std::isalpha(static_cast<unsigned char>(text.back()));
+  return has_unit && ParseBytes(text, &out->bytes);
 }
 
 struct Rule {
@@ -304,8 +307,10 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   }
   GrowthLimit growth;
   if (!options.max_growth.empty() && !ParseGrowthLimit(options.max_growth, &growth)) {
-    return ArgumentError("--max-growth: invalid limit \"" + options.max_growth +
-                         "\" (expected a percentage such as 10% or a size such as 64MiB)");
+    return ArgumentError(
+        "--max-growth: invalid limit \"" + options.max_growth +
+        "\" (expected a percentage such as 10% or a size with its unit such as 0B or "
+        "64MiB)");
   }
   std::vector<PhaseLimit> phase_limits;
   for (const std::string& text : options.max_phase_peak) {
