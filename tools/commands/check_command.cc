@@ -3,6 +3,9 @@
 // and figures), 2 when an input cannot be read or an argument is wrong.
 //
 // Rules:
+// - exit report: broken by a checkpoint (what a process killed with SIGKILL,
+//   or still running, leaves): nothing is known of its end, and the leak
+//   rule is then not judged (what was live then is not known to leak).
 // - leak: device memory live at exit, outside suppressions and (unless
 //   --include-categories) outside the built-in categories, at most --max-leak
 //   (default 0).
@@ -349,6 +352,16 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
                    " after attach); no limit can be judged";
     rules.push_back(std::move(rule));
   }
+  // A checkpoint (what SIGKILL leaves) says nothing of the process's end:
+  // the gate fails it, saying when it was taken.
+  const bool checkpoint = m.trigger == "checkpoint";
+  if (checkpoint) {
+    Rule rule;
+    rule.name = "exit report";
+    rule.broken = true;
+    rule.summary = CheckpointTaken(report);
+    rules.push_back(std::move(rule));
+  }
   const bool failed = m.cuda_errors.has_value() && m.cuda_errors->run_failed();
   if (failed) rules.push_back(CudaErrorRule(*m.cuda_errors, top));
   const LeakSplit split = SplitLeaks(m.leaks_device, extra, options.include_categories);
@@ -359,6 +372,12 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
     leak.sites.clear();
     leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
                    " of device memory live when the run failed (cuda error)";
+  } else if (checkpoint) {  // live then, not known to leak
+    Rule& leak = rules.back();
+    leak.broken = false;
+    leak.sites.clear();
+    leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
+                   " of device memory live at the checkpoint, not known to leak";
   }
   std::map<std::string, uint64_t> by_rule;
   for (size_t i = 0; i < split.suppressed.size(); ++i) {

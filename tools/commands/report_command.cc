@@ -44,6 +44,10 @@ void PrintHeader(const Report& r, Printer* p) {
   if (!m.process.host.empty()) who += " on " + m.process.host;
   if (!m.process.rank.empty()) who += ", rank " + m.process.rank;
   p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(r.model.process));
+  if (m.trigger == "checkpoint") {
+    p->Line("  " + CheckpointTaken(r));
+    return;
+  }
   std::string when = "  written at " + m.trigger;
   if (!m.label.empty()) when += " \"" + m.label + "\"";
   when += " after " + Seconds(m.process.elapsed_ns);
