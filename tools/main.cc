@@ -2,10 +2,12 @@
 // of them links the in-process library.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "tools/commands.h"
@@ -21,6 +23,52 @@ std::string SelfExe(const char* argv0) {
   if (n <= 0) return argv0;
   buf[n] = '\0';
   return buf;
+}
+
+// Edits (insert, delete, replace, swap two neighbours) between a and b.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// A first argument that is no subcommand (`gpuwatch repotr x.json`): one line
+// naming it and the nearest subcommand, as git does; CLI11 alone would say
+// only that the arguments were not expected. Returns false when `word` is a
+// subcommand or an option.
+bool UnknownSubcommand(const CLI::App& app, const std::string& word) {
+  if (word.empty() || word[0] == '-') return false;
+  std::string names;
+  std::string nearest;
+  size_t nearest_edits = 3;  // suggest only within 2 edits
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string& name = sub->get_name();
+    if (name == word) return false;
+    names += (names.empty() ? "" : ", ") + name;
+    const size_t edits = EditDistance(word, name);
+    if (edits < nearest_edits) {
+      nearest_edits = edits;
+      nearest = name;
+    }
+  }
+  if (nearest.empty()) {
+    std::fprintf(stderr, "gpuwatch: unknown command \"%s\" (the commands: %s)\n", word.c_str(),
+                 names.c_str());
+  } else {
+    std::fprintf(stderr, "gpuwatch: unknown command \"%s\"; did you mean \"%s\"?\n", word.c_str(),
+                 nearest.c_str());
+  }
+  return true;
 }
 
 int Main(int argc, char** argv) {
@@ -170,6 +218,7 @@ int Main(int argc, char** argv) {
   exporter_cmd->add_flag("--once", exporter.once, "Write the --textfile once and exit")
       ->needs(textfile_opt);
 
+  if (argc > 1 && UnknownSubcommand(app, argv[1])) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

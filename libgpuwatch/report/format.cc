@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace gpuwatch {
 
@@ -29,6 +31,31 @@ std::string FormatRate(double rate, std::string_view unit, RateStyle style) {
   const bool per_mark = unit == "mark";
   if (style == RateStyle::kProse) return bytes + (per_mark ? " per mark" : " per second");
   return bytes + (per_mark ? "/mark" : "/s");
+}
+
+void AddSuppressionUse(std::vector<SuppressionUse>* uses, std::string_view rule, uint64_t count,
+                       uint64_t bytes) {
+  auto it = std::find_if(uses->begin(), uses->end(),
+                         [rule](const SuppressionUse& u) { return u.rule == rule; });
+  if (it == uses->end()) it = uses->insert(uses->end(), SuppressionUse{std::string(rule)});
+  it->count += count;
+  it->bytes += bytes;
+}
+
+std::string SuppressionsUsedTable(std::vector<SuppressionUse> uses, const std::string& prefix) {
+  if (uses.empty()) return "";
+  std::stable_sort(uses.begin(), uses.end(), [](const SuppressionUse& a, const SuppressionUse& b) {
+    return a.bytes > b.bytes;
+  });
+  char row[96];
+  std::snprintf(row, sizeof(row), "%10s  %11s  ", "count", "bytes");
+  std::string out = prefix + "Suppressions used:\n" + prefix + row + "suppression\n";
+  for (const SuppressionUse& u : uses) {
+    std::snprintf(row, sizeof(row), "%10llu  %11s  ", static_cast<unsigned long long>(u.count),
+                  FormatBytes(u.bytes).c_str());
+    out += prefix + row + u.rule + "\n";
+  }
+  return out;
 }
 
 }  // namespace gpuwatch

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "libgpuwatch/report/format.h"
 #include "libgpuwatch/report/report_sections.h"
 #include "libgpuwatch/symbolize/mixed_stack.h"
 
@@ -57,46 +58,75 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
     out += line;
   }
   // Another process's memory still open is shown after this process's own,
-  // and is not its leak.
+  // and is not its leak. What a `leak:` suppression matches is listed apart,
+  // with its rule, and counted in the "Suppressions used" table after.
+  const char* live_state = failed ? "live when the run failed" : "still live";
   const struct {
     const std::vector<LeakGroup>* groups;
     const char* state;
     const char* what;
     const char* one;
     const char* many;
+    bool suppressible;
   } lists[] = {
-      {&analysis.device_live, failed ? "live when the run failed" : "still live", "device memory",
-       "allocation", "allocations"},
-      {&analysis.host_live, failed ? "live when the run failed" : "still live",
-       "pinned host memory", "allocation", "allocations"},
+      {&analysis.device_live, live_state, "device memory", "allocation", "allocations", true},
+      {&analysis.host_live, live_state, "pinned host memory", "allocation", "allocations", true},
       {&analysis.imported_live, "still open",
-       "another process's memory (CUDA IPC; not a leak of this process)", "mapping", "mappings"}};
-  for (const auto& list : lists) {
-    const std::vector<LeakGroup>& groups = *list.groups;
-    if (groups.empty()) continue;
+       "another process's memory (CUDA IPC; not a leak of this process)", "mapping", "mappings",
+       false}};
+  std::vector<SuppressionUse> uses;
+  const auto print = [&](const std::vector<const LeakGroup*>& groups,
+                         const std::vector<const Suppression*>& rules, const char* state,
+                         const char* what, const char* one, const char* many) {
+    if (groups.empty()) return;
     uint64_t bytes = 0;
     uint64_t count = 0;
-    for (const LeakGroup& g : groups) {
-      bytes += g.bytes;
-      count += g.count;
+    for (const LeakGroup* g : groups) {
+      bytes += g->bytes;
+      count += g->count;
     }
-    std::snprintf(line, sizeof(line), "gpuwatch: %s: %s of %s in %s from %s\n", list.state,
-                  FormatBytes(bytes).c_str(), list.what,
-                  CountOf(count, list.one, list.many).c_str(),
+    std::snprintf(line, sizeof(line), "gpuwatch: %s: %s of %s in %s from %s\n", state,
+                  FormatBytes(bytes).c_str(), what, CountOf(count, one, many).c_str(),
                   CountOf(groups.size(), "site", "sites").c_str());
     out += line;
     for (size_t i = 0; i < groups.size() && i < kTopSites; ++i) {
-      const std::vector<Frame>& frames = sites->FramesOf(groups[i].stack_id);
+      const LeakGroup& g = *groups[i];
+      const std::vector<Frame>& frames = sites->FramesOf(g.stack_id);
       const Frame* site = SiteFrame(frames);
       const std::string function =
           site != nullptr ? site->function : (frames.empty() ? "" : frames.front().function);
-      std::snprintf(line, sizeof(line), "gpuwatch:   %10s in %6" PRIu64 " at %s%s%s%s\n",
-                    FormatBytes(groups[i].bytes).c_str(), groups[i].count,
-                    sites->LocationOf(groups[i].stack_id).c_str(), function.empty() ? "" : " (",
-                    function.c_str(), function.empty() ? "" : ")");
+      const std::string rule = rules.empty() ? "" : " by " + rules[i]->Text();
+      std::snprintf(line, sizeof(line), "gpuwatch:   %10s in %6" PRIu64 " at %s%s%s%s%s\n",
+                    FormatBytes(g.bytes).c_str(), g.count, sites->LocationOf(g.stack_id).c_str(),
+                    function.empty() ? "" : " (", function.c_str(), function.empty() ? "" : ")",
+                    rule.c_str());
       out += line;
     }
+  };
+  for (const auto& list : lists) {
+    std::vector<const LeakGroup*> live;
+    std::vector<const LeakGroup*> suppressed;
+    std::vector<const Suppression*> rules;
+    for (size_t i = 0; i < list.groups->size(); ++i) {
+      const LeakGroup& g = (*list.groups)[i];
+      // As in the report: sites past its limit are not classified.
+      const Suppression* rule =
+          list.suppressible && i < kMaxSitesPerSection
+              ? sites->ClassOf(g.stack_id, context.suppressions, SuppressionKind::kLeak).suppressed
+              : nullptr;
+      if (rule == nullptr) {
+        live.push_back(&g);
+        continue;
+      }
+      suppressed.push_back(&g);
+      rules.push_back(rule);
+      AddSuppressionUse(&uses, rule->Text(), g.count, g.bytes);
+    }
+    print(live, {}, list.state, list.what, list.one, list.many);
+    const std::string state = std::string("suppressed, ") + list.state + " (not counted as leaked)";
+    print(suppressed, rules, state.c_str(), list.what, list.one, list.many);
   }
+  out += SuppressionsUsedTable(std::move(uses), "gpuwatch: ");
   if (snap.unknown_frees > 0) {
     out += "gpuwatch: " + CountOf(snap.unknown_frees, "free", "frees") + " of unknown pointers\n";
   }

@@ -30,8 +30,9 @@ library workspaces) or that a suppressions file matches is kept on purpose
 and does not count unless include_kept asks. Judged only when the test's
 setup and call passed (a failing test's traceback keeps its locals alive),
 after a garbage collection when the first measure is over the limit. The
-verdict comes after teardown, so pytest shows it as a failure reported at
-teardown; the summary line names the test, the bytes and the largest site.
+verdict comes after teardown and is the test's failure, reported with its
+call, once (gpuwatch.pytest_verdict); the summary line names the test, the
+bytes and the largest site.
 
 The peak is the most device memory the test needed above what was live when
 its call started, from then to the end of its teardown. Memory is all device memory of the process,
@@ -65,7 +66,7 @@ import os
 import pytest
 
 import gpuwatch
-from gpuwatch import pytest_torch
+from gpuwatch import pytest_torch, pytest_verdict
 from gpuwatch.sizes import format_bytes, parse_bytes
 
 _START = 1  # gpuwatch_point()'s handle of the start (include/gpuwatch/gpuwatch.h)
@@ -115,17 +116,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", _MARKER)
     config.addinivalue_line("markers", _LIMIT_MARKER)
-    config.pluginmanager.register(_Gate(config), "gpuwatch-gate")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_report_teststatus(report, config):
-    # A leak is judged after teardown: show it as the test's failure, not as
-    # an error of its teardown.
-    if report.when == "teardown" and report.failed and \
-            (getattr(report, "gpuwatch", None) or {}).get("failed"):
-        return "failed", "F", "FAILED"
-    return None
+    gate = _Gate(config)
+    config.pluginmanager.register(gate, "gpuwatch-gate")
+    config.pluginmanager.register(gate.verdict, "gpuwatch-verdict")
 
 
 class _Limits:
@@ -240,6 +233,14 @@ class _Gate:
         self._may_come = not self._found and bool(os.environ.get("CUDA_INJECTION64_PATH"))
         if self._asked and not self._found and not self._may_come:
             self._warn()
+        self.verdict = pytest_verdict.Verdict(config, self.judges)
+
+    def judges(self, item):
+        """Whether the gate measures `item` (an option or a marker asks, and
+        gpuwatch is attached or may attach when CUDA starts)."""
+        return (self._asked or item.get_closest_marker("gpuwatch") is not None or
+                item.get_closest_marker("limit_gpu_memory") is not None) and \
+            (self._attached() or self._may_come)
 
     def _warn(self):
         self._config.issue_config_time_warning(
@@ -265,11 +266,9 @@ class _Gate:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item):
-        marker = item.get_closest_marker("gpuwatch")
-        limit = item.get_closest_marker("limit_gpu_memory")
-        if (self._asked or marker is not None or limit is not None) and \
-                (self._attached() or self._may_come):
-            limits = _Limits(self._config, marker, limit)
+        if self.judges(item):
+            limits = _Limits(self._config, item.get_closest_marker("gpuwatch"),
+                             item.get_closest_marker("limit_gpu_memory"))
             cuda = pytest_torch.caching_cuda()
             if cuda is not None and limits.max_leak is not None:
                 cuda.empty_cache()  # what the test keeps gets segments of its own, at its lines
@@ -524,24 +523,13 @@ class _Gate:
     def pytest_runtest_logreport(self, report):
         # From the reports, so that the summary also sees the tests that
         # pytest-xdist's workers ran.
+        # The call's report carries them (pytest_verdict), else the teardown's.
         figures = getattr(report, "gpuwatch", None)
-        if report.when != "teardown" or not figures:
+        if not figures:
             return
-        if figures["failed"]:
-            self._count_once(report.nodeid)
+        self.verdict.count_once(report)
         self._rows.append((figures.get("left"), figures.get("kept", 0), figures.get("peak") or 0,
                            report.nodeid, "FAILED" if figures["failed"] else ""))
-
-    def _count_once(self, nodeid):
-        """The call of a test that leaked passed, and pytest counted it as
-        passed: it counts once, as failed."""
-        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-        stats = getattr(reporter, "stats", None)
-        if isinstance(stats, dict) and stats.get("passed"):
-            stats["passed"] = [r for r in stats["passed"]
-                               if getattr(r, "nodeid", None) != nodeid or r.when != "call"]
-            if not stats["passed"]:
-                del stats["passed"]
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self._summary:

@@ -135,6 +135,53 @@ TEST(Run, ExitCodeOption) {
 
 // --- check -------------------------------------------------------------------
 
+// What a suppression took is said at run time (issue 36, friction 5): the
+// summary lists the suppressed site apart, with its rule, never as "still
+// live", then LeakSanitizer's "Suppressions used" table; `gpuwatch report`
+// ends its leaks with the same table.
+TEST(Run, SaysWhatTheSuppressionsTookAsLeakSanitizerDoes) {
+  ScopedTempDir dir;
+  const std::string supp = dir.path() + "/ci.supp";
+  std::ofstream(supp) << "# the history is kept on purpose\nleak:AllocateHistory\nleak:Unused\n";
+  const std::string out = dir.path() + "/r.json";
+  const ProcessResult r =
+      RunProcess({kCli, "run", "-o", out, "--suppressions", supp, "--", kExamples + "/leaky_loop"},
+                 SimEnv(), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(LinesStartingWith(r.err, "gpuwatch: still live").empty()) << r.err;
+  const std::vector<std::string> lines = LinesStartingWith(r.err, "gpuwatch: suppressed");
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0],
+            "gpuwatch: suppressed, still live (not counted as leaked): 2.0 MiB of device memory in "
+            "8 allocations from 1 site");
+  EXPECT_EQ(LineWith(r.err, {"gpuwatch:      2.0 MiB in      8 at " + LeakyAt()}),
+            "gpuwatch:      2.0 MiB in      8 at " + LeakyAt() +
+                " ((anonymous namespace)::AllocateHistory()) by leak:AllocateHistory")
+      << r.err;
+  const std::string table =
+      "Suppressions used:\n"
+      "     count        bytes  suppression\n"
+      "         8      2.0 MiB  leak:AllocateHistory\n";
+  std::string prefixed;
+  for (size_t at = 0, end; (end = table.find('\n', at)) != std::string::npos; at = end + 1) {
+    prefixed += "gpuwatch: " + table.substr(at, end - at + 1);
+  }
+  EXPECT_TRUE(Contains(r.err, prefixed)) << r.err;
+  EXPECT_EQ(ReadJson(out)["leaks"]["device"]["leaked_bytes"], 0);
+  const ProcessResult text = Cli(dir, {"report", out});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(Contains(text.out, "No device memory leaked.\nSuppressed: 2.0 MiB\n")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "\n\n" + table)) << text.out;
+  // Without suppressions: no table, and the site is still live.
+  const ProcessResult plain =
+      RunProcess({kCli, "run", "-o", out, "--", kExamples + "/leaky_loop"}, SimEnv(), dir.path());
+  EXPECT_FALSE(Contains(plain.err, "Suppressions used")) << plain.err;
+  EXPECT_EQ(LinesStartingWith(plain.err, "gpuwatch: still live: 2.0 MiB of device memory").size(),
+            1u)
+      << plain.err;
+  EXPECT_FALSE(Contains(Cli(dir, {"report", out}).out, "Suppressions used"));
+}
+
 TEST(Check, FailsOnALeakingProgramAndPassesOnACleanOne) {
   ScopedTempDir dir;
   const std::string leaky = Traced(dir, "leaky", {kExamples + "/leaky_loop"});
@@ -550,6 +597,40 @@ TEST(BadInput, WrongArgumentsGiveExitTwo) {
   const ProcessResult r = Cli(dir, {"check", good, "--suppressions", dir.path() + "/bad.supp"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(Contains(r.err, "bad.supp:2: unknown suppression type \"leek\"")) << r.err;
+}
+
+// A newcomer's slips (issue 36, friction 9): a mistyped command gets the
+// nearest one, and a growth limit without a unit is refused, not taken as
+// bytes.
+TEST(BadInput, AMistypedCommandIsNamedWithTheNearestOne) {
+  ScopedTempDir dir;
+  const ProcessResult typo = Cli(dir, {"repotr", "x.json"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_EQ(typo.err, "gpuwatch: unknown command \"repotr\"; did you mean \"report\"?\n");
+  EXPECT_EQ(Cli(dir, {"chek", "x.json"}).err,
+            "gpuwatch: unknown command \"chek\"; did you mean \"check\"?\n");
+  const ProcessResult far = Cli(dir, {"frobnicate"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err,
+            "gpuwatch: unknown command \"frobnicate\" (the commands: run, report, diff, check, "
+            "merge, top, why, exporter)\n");
+}
+
+TEST(BadInput, AGrowthLimitNeedsAUnitOrAPercentage) {
+  ScopedTempDir dir;
+  // Grows 1 MiB per mark for 8 marks, all freed before exit: no leak.
+  const std::string report = GrowthLoop(dir, "grow", 8, kMiB, "free-at-end");
+  for (const char* bare : {"10", "0", "1.5"}) {
+    const ProcessResult r = Cli(dir, {"check", report, "--max-growth", bare});
+    EXPECT_EQ(r.exit_code, 2) << bare;
+    EXPECT_EQ(r.err, std::string("gpuwatch check: --max-growth: invalid limit \"") + bare +
+                         "\" (expected a percentage such as 10% or a size with its unit such as "
+                         "0B or 64MiB)\n")
+        << r.err;
+  }
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "0B"}).exit_code, 1);
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "10 B"}).exit_code, 1);
+  EXPECT_EQ(Cli(dir, {"check", report, "--max-growth", "8MiB"}).exit_code, 0);
 }
 
 TEST(Help, EverySubcommandHasHelp) {

@@ -143,6 +143,78 @@ TEST_F(PytestPlugin, FailsTheTestsThatLeakNamingBytesAndSite) {
   EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
 }
 
+// Counts `tag` elements ("<testcase ", "<failure ", "<error ") in `xml`.
+size_t CountOf(const std::string& xml, const std::string& tag) {
+  size_t n = 0;
+  for (size_t at = xml.find(tag); at != std::string::npos; at = xml.find(tag, at + 1)) ++n;
+  return n;
+}
+
+// A test that leaks fails as that test, once, in its call (issue 36,
+// friction 6): `-v` prints FAILED for it and nothing else, JUnit XML has one
+// test case per test and a failure, not a teardown error; the limit takes
+// pytest-memray's units (MB is 1024 * 1024 bytes there and here: 0.5MB lets
+// 512 KiB pass and fails 1 MiB).
+TEST_F(PytestPlugin, ALeakFailsTheTestOnceInItsCall) {
+  GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
+  const std::string xml = dir_.path() + "/junit.xml";
+  const ProcessResult r = UnderGpuwatch(
+      {"-v", "--junitxml=" + xml, "--gpuwatch-max-leak=0.5MB", "-k",
+       "test_clean or test_leaks or test_fixture_leaks or test_fails_and_leaks or test_setup"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::vector<std::string> verdicts;  // "NODEID STATUS" of each -v line
+  for (const std::string& line : LinesStartingWith(r.out, "test_suite.py::")) {
+    const size_t space = line.find(' ');
+    verdicts.push_back(line.substr(0, line.find(' ', space + 1)));
+  }
+  EXPECT_EQ(verdicts,
+            (std::vector<std::string>{
+                "test_suite.py::test_clean PASSED", "test_suite.py::test_leaks FAILED",
+                "test_suite.py::test_fixture_leaks PASSED", "test_suite.py::test_setup_error ERROR",
+                "test_suite.py::test_fails_and_leaks FAILED"}))
+      << r.out;
+  EXPECT_EQ(Section(r.out, "test_leaks"),
+            "gpuwatch: test_suite.py::test_leaks left 1.0 MiB of device memory live (1048576 "
+            "bytes), more than 512.0 KiB allowed (--gpuwatch-max-leak)\n  1.0 MiB in 1 "
+            "allocation at " +
+                SuiteLine("test_suite.py", "leak") + " (test_leaks)\n")
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "_ test_leaks _")) << r.out;
+  EXPECT_FALSE(Has(r.out, "ERROR at teardown"));
+  EXPECT_EQ(Outcome(r.out), "2 failed, 2 passed, 10 deselected, 1 error");
+  const std::string junit = ReadFile(xml);
+  EXPECT_EQ(CountOf(junit, "<testcase "), 5u) << junit;
+  EXPECT_EQ(CountOf(junit, "<failure "), 2u) << junit;
+  EXPECT_EQ(CountOf(junit, "<error "), 1u) << junit;  // test_setup_error's setup
+  for (const char* count : {"errors=\"1\"", "failures=\"2\"", "tests=\"5\""}) {
+    EXPECT_TRUE(Has(junit, count));
+  }
+  EXPECT_TRUE(Has(junit,
+                  "<failure message=\"gpuwatch: left 1.0 MiB of device memory live, "
+                  "over 512.0 KiB; largest at " +
+                      SuiteLine("test_suite.py", "leak") + " (test_leaks)\""));
+}
+
+// With --strict-markers and the plugin absent (plain pytest, no gpuwatch),
+// the marker lines docs/testing.md gives for pytest.ini let a suite that
+// uses gpuwatch's markers collect and run; without them it stops.
+TEST_F(PytestPlugin, StrictMarkersWithoutThePluginNeedTheDocumentedLines) {
+  const std::string doc = ReadFile(kSourceDir + "/docs/testing.md");
+  const size_t at = doc.find("```ini\n");
+  ASSERT_NE(at, std::string::npos) << "docs/testing.md has no ini block";
+  const size_t end = doc.find("```", at + 7);
+  const std::string ini = doc.substr(at + 7, end - at - 7);
+  const std::vector<std::string> argv = {
+      kPython, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-q"};
+  const ProcessResult without = RunProcess(argv, Env(), suite_);
+  EXPECT_NE(without.exit_code, 0) << without.out;
+  EXPECT_TRUE(Has(without.out, "'gpuwatch' not found in `markers` configuration option"));
+  std::ofstream(suite_ + "/pytest.ini") << ini;
+  const ProcessResult with = RunProcess(argv, Env(), suite_);
+  EXPECT_EQ(with.exit_code, 1) << with.out << with.err;
+  EXPECT_EQ(Outcome(with.out), "1 failed, 13 passed, 1 error");
+}
+
 // -x stops at the first test that leaks, as at any failure.
 TEST_F(PytestPlugin, StopsAtTheFirstLeakWithX) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();

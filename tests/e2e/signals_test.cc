@@ -252,8 +252,23 @@ void StartUntilCheckpoint(const std::string& mode, const std::string& out, const
   EXPECT_EQ(checkpoint["trigger"], "checkpoint");
 }
 
+// "YYYY-MM-DD HH:MM:SS UTC" of a file's modification time.
+std::string FileTimeUtc(const std::string& path) {
+  struct stat st {};
+  struct tm utc {};
+  char when[32] = "";
+  if (stat(path.c_str(), &st) == 0 && gmtime_r(&st.st_mtime, &utc) != nullptr) {
+    std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  }
+  return when;
+}
+
 // SIGKILL cannot be caught: what is left is the last checkpoint, a complete
-// report at the main path, refreshed every GPUWATCH_CHECKPOINT_SECONDS.
+// report at the main path, refreshed every GPUWATCH_CHECKPOINT_SECONDS. It is
+// not taken for an exit report (issue 36, friction 4): `gpuwatch check`
+// fails it, saying it is a checkpoint and when it was taken, and does not
+// judge what was live then as leaked; `gpuwatch report` says the same in its
+// header.
 TEST(Signals, CheckpointSurvivesSigkill) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
@@ -266,6 +281,24 @@ TEST(Signals, CheckpointSurvivesSigkill) {
   EXPECT_EQ(r.out, "ready\n");
   EXPECT_EQ(r.err, "");
   ExpectReportOfTheLeak(out, "checkpoint");
+  const json report = ReadJson(out);
+  char after[32];
+  std::snprintf(after, sizeof(after), "%.1f s",
+                report["process"]["elapsed_ns"].get<double>() / 1e9);
+  const std::string taken = std::string("a checkpoint taken ") + after +
+                            " after attach (its file written " + FileTimeUtc(out) +
+                            "), not an exit report: the process had not exited then (killed "
+                            "with SIGKILL, or still running)";
+  const ProcessResult check = RunProcess({kCli, "check", out}, {}, dir.path());
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+  EXPECT_EQ(check.out, "gpuwatch check " + out + "\n  FAIL  exit report: " + taken +
+                           "\n  ok    leak: not judged: 5.0 MiB of device memory live at the "
+                           "checkpoint, not known to leak\ngpuwatch check: FAILED: 1 of 2 rules "
+                           "broken\n");
+  const ProcessResult text = RunProcess({kCli, "report", out}, {}, dir.path());
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(LinesStartingWith(text.out, "  " + taken).size(), 1u) << text.out;
+  EXPECT_TRUE(LineWith(text.out, {"written at checkpoint"}).empty()) << text.out;
 }
 
 // The exit report replaces the checkpoints of a process that exits normally.

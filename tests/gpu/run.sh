@@ -74,7 +74,7 @@ make_bundle() {
   copy bin/gpuwatch strip
   # What `gpuwatch run` puts on PYTHONPATH: the package (tools/CMakeLists.txt's
   # GPUWATCH_PYTHON_FILES) and the --torch-blocks shim.
-  for f in __init__.py pytest_plugin.py pytest_torch.py sizes.py torch_blocks.py \
+  for f in __init__.py pytest_plugin.py pytest_torch.py pytest_verdict.py sizes.py torch_blocks.py \
            torch_shim/sitecustomize.py; do
     copy "share/gpuwatch/python/gpuwatch/$f"
   done

@@ -39,6 +39,20 @@ for f in bin/gpuwatch lib/libgpuwatch.so include/gpuwatch/gpuwatch.h include/gpu
   share/gpuwatch/python/gpuwatch/sizes.py; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
+# ... and docs/install.md's table names each of them: by its path, its name, a
+# glob of either (`gpuwatchTargets*.cmake`), or a directory (`.../gpuwatch/`).
+mapfile -t documented < <(grep '^| `' "$source/docs/install.md" | grep -o '`[^`]*`' | tr -d '`')
+while IFS= read -r f; do
+  named=0
+  for d in "${documented[@]}"; do
+    # shellcheck disable=SC2053 # $d is a glob on purpose
+    if [[ $f == $d || ${f##*/} == $d || ($d == */ && $f == "$d"*) ]]; then
+      named=1
+      break
+    fi
+  done
+  [ "$named" = 1 ] || fail "$f is installed but docs/install.md's table does not name it"
+done < <(cd "$prefix" && find . -type f ! -path '*/__pycache__/*' | sed 's|^\./||' | sort)
 [ "$(ls "$prefix/bin")" = "gpuwatch" ] || fail "bin/ holds more than gpuwatch: $(ls "$prefix/bin")"
 if find "$prefix" -name 'libcuda*' -o -name 'libcupti*' -o -name 'libgwsim*' \
   -o -name 'leak_sites' -o -name 'leaky_loop' | grep .; then

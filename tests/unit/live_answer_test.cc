@@ -6,12 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "prometheus/text_serializer.h"
 #include "tools/commands/top_command.h"
 #include "tools/live/live_client.h"
+#include "tools/live/live_growth.h"
 #include "tools/live/live_metrics.h"
 
 namespace gpuwatch::tools {
@@ -176,6 +179,87 @@ TEST(TopFrame, ControlCharactersAreShownNotSent) {
   }
   EXPECT_TRUE(site);
   EXPECT_TRUE(problem);
+}
+
+// Growth is a sustained rise (issue 36, friction 7): a step (a one-time
+// allocation) is not growth, a leak is, at its own rate even after a step.
+TEST(LiveGrowth, AStepIsNotGrowthALeakIs) {
+  constexpr uint64_t kMiB = 1 << 20;
+  std::vector<std::optional<uint64_t>> step;
+  std::vector<std::optional<uint64_t>> leak;
+  std::vector<std::optional<uint64_t>> step_then_leak;
+  std::vector<std::optional<uint64_t>> sawtooth;
+  std::vector<std::optional<uint64_t>> falling;
+  for (uint64_t i = 0; i < 15; ++i) {
+    step.emplace_back(i < 3 ? 0 : 64 * kMiB);
+    leak.emplace_back(i * kMiB);
+    step_then_leak.emplace_back(i < 2 ? 0 : 64 * kMiB + i * kMiB);
+    sawtooth.emplace_back(i % 2 == 0 ? 0 : 8 * kMiB);
+    falling.emplace_back((15 - i) * kMiB);
+  }
+  EXPECT_EQ(SustainedGrowthPerMin(step, 1000), 0.0);
+  EXPECT_EQ(SustainedGrowthPerMin(leak, 1000), 60.0 * kMiB);
+  EXPECT_EQ(SustainedGrowthPerMin(step_then_leak, 1000), 60.0 * kMiB);
+  EXPECT_EQ(SustainedGrowthPerMin(sawtooth, 1000), 0.0);
+  EXPECT_EQ(SustainedGrowthPerMin(falling, 1000), -60.0 * kMiB);
+  // Every other second unknown: the known samples, at their own times.
+  std::vector<std::optional<uint64_t>> gaps = leak;
+  for (size_t i = 1; i < gaps.size(); i += 2) gaps[i] = std::nullopt;
+  EXPECT_EQ(SustainedGrowthPerMin(gaps, 1000), 60.0 * kMiB);
+  // Under 5 s of history, or no interval: unknown.
+  EXPECT_EQ(SustainedGrowthPerMin({1, 2, 3, 4, 5}, 1000), std::nullopt);
+  EXPECT_EQ(SustainedGrowthPerMin(leak, 0), std::nullopt);
+}
+
+// `gpuwatch top --sort growth` ranks a leak above a one-time 64 MiB
+// allocation made 12 s ago, which shows no growth (it showed +274M/min, the
+// window's difference, during its first minute).
+TEST(TopFrame, SortByGrowthRanksALeakAboveAOneTimeAllocation) {
+  std::string step;
+  std::string leak;
+  std::string device;
+  for (uint64_t i = 0; i < 15; ++i) {
+    const uint64_t load = i < 3 ? 0 : 64 << 20;
+    const uint64_t kept = i << 20;
+    step += (i == 0 ? "" : ",") + std::to_string(load);
+    leak += (i == 0 ? "" : ",") + std::to_string(kept);
+    device += (i == 0 ? "" : ",") + std::to_string(load + kept);
+  }
+  LiveScan scan;
+  scan.processes.push_back(
+      Process(42, R"({"schema":"gpuwatch-live","version":1,"command":["train.py"],
+      "device":{"live_bytes":81788928,"peak_bytes":81788928},
+      "rates":{"window_ns":14000000000,"device_bytes_per_min":350513737},
+      "history":{"interval_ms":1000,"device_bytes":[)" +
+                      device + R"(]},
+      "sites":[{"location":"model.py:10","function":"load","live_bytes":67108864,
+                "growth_per_min":287603492,"history":[)" +
+                      step + R"(]},
+               {"location":"train.py:52","function":"step","live_bytes":14680064,
+                "growth_per_min":62914560,"history":[)" +
+                      leak + R"(]}]})"));
+  TopView view;
+  view.width = 100;
+  view.sites = 5;
+  view.sort = "growth";
+  view.clock = "10:00:00";
+  const std::vector<std::string> lines = RenderTopFrame(scan, view);
+  std::vector<std::string> sites;
+  std::string process;
+  for (const std::string& l : lines) {
+    if (l.find("model.py:10") != std::string::npos || l.find("train.py:52") != std::string::npos) {
+      std::istringstream words(l);
+      std::string live;
+      std::string growth;
+      words >> live >> growth;
+      sites.push_back(live + " " + growth + " " + l.substr(l.rfind("  ") + 2));
+    }
+    if (l.rfind(">     42", 0) == 0) process = l;
+  }
+  EXPECT_EQ(sites,
+            (std::vector<std::string>{"14M +60M train.py:52 (step)", "64M 0 model.py:10 (load)"}));
+  // The process: the leak's rate, not the step's.
+  EXPECT_NE(process.find("   +60M "), std::string::npos) << process;
 }
 
 }  // namespace

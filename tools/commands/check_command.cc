@@ -3,6 +3,9 @@
 // and figures), 2 when an input cannot be read or an argument is wrong.
 //
 // Rules:
+// - exit report: broken by a checkpoint (what a process killed with SIGKILL,
+//   or still running, leaves): nothing is known of its end, and the leak
+//   rule is then not judged (what was live then is not known to leak).
 // - leak: device memory live at exit, outside suppressions and (unless
 //   --include-categories) outside the built-in categories, at most --max-leak
 //   (default 0).
@@ -20,6 +23,7 @@
 //   growth suspect of the report may grow by at most the limit (a percentage
 //   is then taken of the site's bytes at the start of its growth window).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -68,7 +72,9 @@ bool ParseGrowthLimit(const std::string& text, GrowthLimit* out) {
     out->pct = pct;
     return true;
   }
-  return ParseBytes(text, &out->bytes);
+  // A bare number is refused: `--max-growth 10` meant 10% as often as 10 bytes.
+  const bool has_unit = !text.empty() && std::isalpha(static_cast<unsigned char>(text.back()));
+  return has_unit && ParseBytes(text, &out->bytes);
 }
 
 struct Rule {
@@ -304,8 +310,10 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   }
   GrowthLimit growth;
   if (!options.max_growth.empty() && !ParseGrowthLimit(options.max_growth, &growth)) {
-    return ArgumentError("--max-growth: invalid limit \"" + options.max_growth +
-                         "\" (expected a percentage such as 10% or a size such as 64MiB)");
+    return ArgumentError(
+        "--max-growth: invalid limit \"" + options.max_growth +
+        "\" (expected a percentage such as 10% or a size with its unit such as 0B or "
+        "64MiB)");
   }
   std::vector<PhaseLimit> phase_limits;
   for (const std::string& text : options.max_phase_peak) {
@@ -344,6 +352,16 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
                    " after attach); no limit can be judged";
     rules.push_back(std::move(rule));
   }
+  // A checkpoint (what SIGKILL leaves) says nothing of the process's end:
+  // the gate fails it, saying when it was taken.
+  const bool checkpoint = m.trigger == "checkpoint";
+  if (checkpoint) {
+    Rule rule;
+    rule.name = "exit report";
+    rule.broken = true;
+    rule.summary = CheckpointTaken(report);
+    rules.push_back(std::move(rule));
+  }
   const bool failed = m.cuda_errors.has_value() && m.cuda_errors->run_failed();
   if (failed) rules.push_back(CudaErrorRule(*m.cuda_errors, top));
   const LeakSplit split = SplitLeaks(m.leaks_device, extra, options.include_categories);
@@ -354,6 +372,12 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
     leak.sites.clear();
     leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
                    " of device memory live when the run failed (cuda error)";
+  } else if (checkpoint) {  // live then, not known to leak
+    Rule& leak = rules.back();
+    leak.broken = false;
+    leak.sites.clear();
+    leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
+                   " of device memory live at the checkpoint, not known to leak";
   }
   std::map<std::string, uint64_t> by_rule;
   for (size_t i = 0; i < split.suppressed.size(); ++i) {

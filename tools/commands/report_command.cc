@@ -44,6 +44,10 @@ void PrintHeader(const Report& r, Printer* p) {
   if (!m.process.host.empty()) who += " on " + m.process.host;
   if (!m.process.rank.empty()) who += ", rank " + m.process.rank;
   p->Line("gpuwatch report " + r.path + ": " + who + ": " + CommandLine(r.model.process));
+  if (m.trigger == "checkpoint") {
+    p->Line("  " + CheckpointTaken(r));
+    return;
+  }
   std::string when = "  written at " + m.trigger;
   if (!m.label.empty()) when += " \"" + m.label + "\"";
   when += " after " + Seconds(m.process.elapsed_ns);
@@ -109,8 +113,9 @@ void PrintHeld(const ReportSite& site, const HeldRegions& held, Printer* p) {
 
 // `failed`: the run ended on a CUDA error, so what is live was live when it
 // failed, not known to leak.
+// Prints a leaks section, adding what its suppressions took to `uses`.
 void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, bool failed,
-                      const HeldRegions& held, Printer* p) {
+                      const HeldRegions& held, std::vector<SuppressionUse>* uses, Printer* p) {
   const LeakSplit split = SplitLeaks(section, nullptr, false);
   p->Blank();
   const std::string title = failed    ? std::string("Live when the run failed, ") + what
@@ -150,6 +155,10 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, b
     for (size_t i = 0; i < split.suppressed.size() && i < p->top(); ++i) {
       const LeakSite& site = *split.suppressed[i];
       p->Site(FormatBytes(site.bytes), std::to_string(site.count), site, split.suppressed_by[i]);
+    }
+    for (size_t i = 0; i < split.suppressed.size(); ++i) {
+      AddSuppressionUse(uses, split.suppressed_by[i], split.suppressed[i]->count,
+                        split.suppressed[i]->bytes);
     }
     p->More(std::min(split.suppressed.size(), p->top()), split.suppressed.size(), "sites");
   }
@@ -377,9 +386,17 @@ int Text(const Report& r, int top, FILE* out) {
   PrintOom(m, &p);
   PrintTotals(m, &p);
   const HeldRegions held = RegionsBySegmentSite(m);
-  PrintLeakSection(m.leaks_device, "device memory", at_exit, failed, held, &p);
+  std::vector<SuppressionUse> uses;
+  PrintLeakSection(m.leaks_device, "device memory", at_exit, failed, held, &uses, &p);
   if (m.leaks_host.bytes != 0) {
-    PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, failed, held, &p);
+    PrintLeakSection(m.leaks_host, "pinned host memory", at_exit, failed, held, &uses, &p);
+  }
+  if (!uses.empty()) {  // as LeakSanitizer ends its report
+    p.Blank();
+    const std::string table = SuppressionsUsedTable(std::move(uses), "");
+    for (size_t at = 0, end; (end = table.find('\n', at)) != std::string::npos; at = end + 1) {
+      p.Line(table.substr(at, end - at));
+    }
   }
   PrintTorchBlocks(m, &p);
   PrintImported(m.leaks_ipc_imported, at_exit, &p);

@@ -150,13 +150,13 @@ std::string Sparkline(const std::vector<std::optional<uint64_t>>& values, size_t
 }
 
 double SortKey(const LiveState& state, const std::string& sort) {
-  if (sort == "growth") return state.device_bytes_per_min.value_or(0);
+  if (sort == "growth") return state.device_growth.value_or(0);
   if (sort == "peak") return Bytes(state.peak_bytes);
   return Bytes(state.live_bytes);
 }
 
 double SiteKey(const LiveSite& site, const std::string& sort) {
-  if (sort == "growth") return site.growth_per_min.value_or(0);
+  if (sort == "growth") return site.growth.value_or(0);
   return Bytes(site.live_bytes);
 }
 
@@ -265,7 +265,7 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
                     Fit(HolderStateShort(HolderStateOf(p, view.idle_after_ns)), kStateWidth) + " " +
                     Right(known ? mark + Short(Bytes(st.live_bytes)) : "?", 7) + " " +
                     Right(known ? mark + Short(Bytes(st.peak_bytes)) : "?", 7) + " " +
-                    Right(p.answered ? Signed(st.device_bytes_per_min) : "-", 8) + " " +
+                    Right(p.answered ? Signed(st.device_growth) : "-", 8) + " " +
                     Right(p.answered ? Rate(st.h2d_bytes_per_s) : "-", 8) + " " +
                     Right(p.answered ? Rate(st.d2h_bytes_per_s) : "-", 8));
     // A call in progress for a second or more (its status page), and a
@@ -321,10 +321,10 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
       if (shown == listed) break;
       std::string where = s->location.empty() ? "?" : Printable(s->location);
       if (!s->function.empty()) where += " (" + Printable(s->function) + ")";
-      lines.push_back(
-          "  " + Right(Short(Bytes(s->live_bytes)), 7) + " " + Right(Signed(s->growth_per_min), 8) +
-          " " + Right(Signed(s->growth_per_mark), 8) + "  " +
-          Sparkline(s->history, kSparkWidth, view.utf8) + "  " + Fit(where, site_width, false));
+      lines.push_back("  " + Right(Short(Bytes(s->live_bytes)), 7) + " " +
+                      Right(Signed(s->growth), 8) + " " + Right(Signed(s->growth_per_mark), 8) +
+                      "  " + Sparkline(s->history, kSparkWidth, view.utf8) + "  " +
+                      Fit(where, site_width, false));
       ++shown;
     }
     const size_t more = sites.size() - shown + other_count;

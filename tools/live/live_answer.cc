@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "libgpuwatch/report/report_model.h"
+#include "tools/live/live_growth.h"
 #include "tools/reading/report_validate.h"
 
 namespace gpuwatch::tools {
@@ -92,6 +93,21 @@ std::vector<T> Objects(Reader* r, const json& obj, const char* key, Read read) {
   return out;
 }
 
+// The samples of the array `key` of `obj` (null: unknown), oldest first.
+std::vector<std::optional<uint64_t>> ReadHistory(Reader* r, const json& obj,
+                                                 const std::string& path, const char* key) {
+  std::vector<std::optional<uint64_t>> out;
+  if (const json* h = r->ArrayAt(obj, path, key)) {
+    const std::string at = Reader::Join(path, key);
+    for (size_t i = 0; i < h->size() && !r->failed(); ++i) {
+      const json& v = (*h)[i];
+      out.push_back(v.is_null() ? std::nullopt
+                                : std::optional<uint64_t>(r->Count(v, Reader::Element(at, i))));
+    }
+  }
+  return out;
+}
+
 LiveSite ReadSite(Reader* r, const json& e, const std::string& at) {
   LiveSite s;
   s.site = r->CountAt(e, at, "site");
@@ -100,15 +116,7 @@ LiveSite ReadSite(Reader* r, const json& e, const std::string& at) {
   s.live_bytes = r->CountAt(e, at, "live_bytes");
   s.growth_per_min = OptionalReal(r, e, at, "growth_per_min");
   s.growth_per_mark = OptionalReal(r, e, at, "growth_per_mark");
-  if (const json* h = r->ArrayAt(e, at, "history")) {
-    const std::string hat = Reader::Join(at, "history");
-    for (size_t i = 0; i < h->size() && !r->failed(); ++i) {
-      const json& v = (*h)[i];
-      s.history.push_back(v.is_null()
-                              ? std::nullopt
-                              : std::optional<uint64_t>(r->Count(v, Reader::Element(hat, i))));
-    }
-  }
+  s.history = ReadHistory(r, e, at, "history");
   return s;
 }
 
@@ -191,9 +199,17 @@ bool ReadLiveState(const json& doc, LiveState* out, std::string* problem) {
     s.h2d_bytes_per_s = OptionalReal(&r, *rates, "rates", "h2d_bytes_per_s");
     s.d2h_bytes_per_s = OptionalReal(&r, *rates, "rates", "d2h_bytes_per_s");
   }
+  if (const json* history = r.ObjectAt(doc, "", "history")) {
+    s.history_interval_ms = r.CountAt(*history, "history", "interval_ms");
+    s.device_history = ReadHistory(&r, *history, "history", "device_bytes");
+  }
+  s.device_growth = SustainedGrowthPerMin(s.device_history, s.history_interval_ms);
   s.marks = r.CountAt(doc, "", "marks");
   s.sites = Objects<LiveSite>(
       &r, doc, "sites", [&r](const json& e, const std::string& at) { return ReadSite(&r, e, at); });
+  for (LiveSite& site : s.sites) {
+    site.growth = SustainedGrowthPerMin(site.history, s.history_interval_ms);
+  }
   if (const json* other = r.ObjectAt(doc, "", "other_sites")) {
     s.other_count = r.CountAt(*other, "other_sites", "count");
     s.other_bytes = r.CountAt(*other, "other_sites", "live_bytes");

@@ -32,6 +32,9 @@ struct LiveSite {
   std::optional<double> growth_per_min;          // unknown before 5 s of history
   std::optional<double> growth_per_mark;         // unknown with fewer than two marks
   std::vector<std::optional<uint64_t>> history;  // unknown where not sampled
+  // Not the protocol's: growth per minute from `history`, a sustained rise
+  // only (live_growth.h), as `gpuwatch top` shows and sorts it.
+  std::optional<double> growth;
 };
 
 // The fields below are the protocol's (docs/live.md), by the same names.
@@ -66,6 +69,13 @@ struct LiveState {
   std::vector<LiveTransfer> transfers;
   // "rates": unknown before 5 s of history
   std::optional<double> device_bytes_per_min, h2d_bytes_per_s, d2h_bytes_per_s;
+  // "history": device memory live at each sample, oldest first, one every
+  // history_interval_ms.
+  std::vector<std::optional<uint64_t>> device_history;
+  uint64_t history_interval_ms = 0;
+  // Not the protocol's: growth per minute of device memory from
+  // device_history, a sustained rise only (live_growth.h).
+  std::optional<double> device_growth;
   uint64_t marks = 0;
   std::vector<LiveSite> sites;
   uint64_t other_count = 0, other_bytes = 0;  // "other_sites"

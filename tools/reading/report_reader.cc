@@ -1,11 +1,14 @@
 #include "tools/reading/report_reader.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "libgpuwatch/base/read_file.h"
 #include "libgpuwatch/report/format.h"
@@ -270,6 +273,23 @@ LeakSplit SplitLeaks(const LeakList& section, const Suppressions* extra, bool in
   split.suppressed_bytes = split.figures.suppressed_bytes;
   split.categorized_bytes = split.figures.categorized_bytes;
   return split;
+}
+
+std::string CheckpointTaken(const Report& report) {
+  char after[32];
+  std::snprintf(after, sizeof(after), "%.1f s",
+                static_cast<double>(report.model.process.elapsed_ns) / 1e9);
+  std::string text = std::string("a checkpoint taken ") + after + " after attach";
+  struct stat st {};
+  struct tm utc {};
+  char when[32];
+  if (stat(report.path.c_str(), &st) == 0 && gmtime_r(&st.st_mtime, &utc) != nullptr &&
+      std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc) != 0) {
+    text += std::string(" (its file written ") + when + ")";
+  }
+  return text +
+         ", not an exit report: the process had not exited then (killed with SIGKILL, or still "
+         "running)";
 }
 
 std::string GrowthWindow(const GrowthSite& suspect) {

@@ -48,6 +48,14 @@ enum class TraceSection { kSkip, kKeep };
 bool ReadReport(const std::string& path, Report* out, std::string* error,
                 TraceSection trace = TraceSection::kSkip);
 
+// What a checkpoint report is, for the header of `report` and the rule of
+// `check`: "a checkpoint taken 2.1 s after attach (its file written
+// 2026-12-06 22:30:05 UTC), not an exit report: the process had not exited
+// then (killed with SIGKILL, or still running)". The file's time is its
+// modification time (a report is written whole, then renamed), left out when
+// it cannot be read.
+std::string CheckpointTaken(const Report& report);
+
 // The command line of a report's process: its arguments joined by spaces.
 std::string CommandLine(const ReportProcess& process);
 
