@@ -16,8 +16,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "tools/reading/report_reader.h"
@@ -167,6 +169,21 @@ bool ReadAvailable(RunningProcess& child, int timeout_ms) {
     }
   }
   return child.out >= 0 || child.err >= 0;
+}
+
+bool StopProcess(pid_t pid) {
+  if (kill(pid, SIGSTOP) != 0) return false;
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path);
+    const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the command may hold spaces and parentheses
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+    if (stat[paren + 2] == 'T') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 ProcessResult FinishProcess(RunningProcess& child, int timeout_ms, bool* timed_out) {

@@ -97,6 +97,11 @@ bool WaitForOutput(RunningProcess& child, const std::string& text, int timeout_m
 // output by then, and `*timed_out` says so.
 ProcessResult FinishProcess(RunningProcess& child, int timeout_ms = -1, bool* timed_out = nullptr);
 
+// Sends SIGSTOP to `pid` and waits until the kernel has stopped it (state T
+// in /proc/PID/stat: the signal takes effect asynchronously, and a process
+// scanned meanwhile may still answer), for 60 s at most. False on failure.
+bool StopProcess(pid_t pid);
+
 class ScopedTempDir;
 
 // tests/programs/live_steps (a training loop that steps when told) under

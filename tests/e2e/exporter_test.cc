@@ -599,7 +599,7 @@ TEST(Exporter, AProcessThatStopsAnsweringIsAProblemNotAHang) {
   ASSERT_TRUE(healthy.Step(2));
   Exporter exporter(live);
   ASSERT_NE(exporter.port(), 0) << exporter.first_line();
-  ASSERT_EQ(kill(stopped.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(stopped.pid()));
   // Each scrape is answered while the process stays stopped: no hang. On a
   // busy machine the healthy process too may miss a scrape's 1 s: scraped
   // again until it is in (a hang guard of 30 scrapes).

@@ -88,7 +88,7 @@ TEST(Holders, AStoppedProcessIsShownStoppedWithWhatItsCheckpointSaysItHolds) {
     const json r = ReadJson(checkpoint);
     return r.is_object() && r["totals"]["device_current_bytes"] == held;
   }));
-  ASSERT_EQ(kill(steps.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(steps.pid()));
   const ProcessResult r = Top(live, steps.pid(), {"--timeout-ms", "500"});
   const std::string metrics = Textfile(dir, live, {"--timeout-ms", "500"});
   kill(steps.pid(), SIGCONT);

@@ -251,7 +251,7 @@ TEST(Live, DeadProcessesAreCleanedAndAStoppedOneDoesNotHoldTheRest) {
   const pid_t killed_pid = killed.pid();
   killed.Kill();  // kill -9 leaves its entry behind
   ASSERT_EQ(ListLiveSockets(live).size(), 3u);
-  ASSERT_EQ(kill(stopped.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(stopped.pid()));
   LiveScan scan = ScanLive(live, 50, 1000);
   EXPECT_EQ(scan.cleaned, 1u);  // the killed one's entry, at once
   // The stopped process never answers within the scan's 1 s. The healthy one
@@ -270,7 +270,7 @@ TEST(Live, DeadProcessesAreCleanedAndAStoppedOneDoesNotHoldTheRest) {
   const std::vector<pid_t> left = ListLiveSockets(live);
   EXPECT_EQ(std::count(left.begin(), left.end(), killed_pid), 0);
   // Stopped and killed while top waits for its answer: top lists the rest.
-  ASSERT_EQ(kill(stopped.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(stopped.pid()));
   RunningProcess top = StartProcess({kCli, "top", "--once", "--timeout-ms", "60000", "--dir", live},
                                     {{"LANG", "C"}}, "");
   stopped.Kill();

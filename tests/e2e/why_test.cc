@@ -180,7 +180,7 @@ TEST_F(Hung, StoppedItIsReadFromItsPage) {
   });
   ASSERT_TRUE(Has(running, at)) << running;
   const double before = CallSeconds(running);
-  ASSERT_EQ(kill(hung.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(hung.pid()));
   // Stopped: the socket does not answer; the page still says where it is,
   // and the call's time goes on.
   const std::string stopped = Until(why, [&](const std::string& o) {
