@@ -11,6 +11,11 @@
 //               depth and sites: the events heaptrack tracks.
 //   copy        cudaMemcpy host-to-device of --copy-bytes.
 //   launch      an empty kernel, <<<1, 1>>>.
+//   nvtx        nvtxRangePushA(a literal, one per site) + nvtxRangePop: one op
+//               is the pair (timed as "first"; "second" stays 0). NVTX is the
+//               toolkit's header-only nvtx3: with no tool named by
+//               NVTX_INJECTION64_PATH each call is a no-op through NVTX's
+//               table; under gpuwatch, gpuwatch's RangePushA/RangePop.
 // Before timing, each phase runs --warmup operations per site, so stacks are
 // already interned (the steady state of a training loop).
 //
@@ -24,6 +29,7 @@
 // on the simulator with LD_LIBRARY_PATH and unchanged on a GPU.
 #include <cuda_runtime.h>
 #include <malloc.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -104,6 +110,21 @@ __attribute__((noinline)) void LaunchLeaf() {
   asm volatile("" ::: "memory");
 }
 
+// A range per site: its name a string literal of its own, as a program's
+// nvtxRangePushA("forward") passes the same pointer every time.
+template <int I>
+struct SiteName {
+  static constexpr char text[] = {
+      's', 'i', 't', 'e', static_cast<char>('0' + I / 10), static_cast<char>('0' + I % 10), '\0'};
+};
+
+template <int I>
+__attribute__((noinline)) void NvtxLeaf() {
+  nvtxRangePushA(SiteName<I>::text);
+  nvtxRangePop();
+  asm volatile("" ::: "memory");
+}
+
 using AllocFn = void* (*)(size_t);
 using CopyFn = void (*)(void*, const void*, size_t);
 using LaunchFn = void (*)();
@@ -115,9 +136,13 @@ constexpr auto MakeTables(std::integer_sequence<int, I...>) {
     AllocFn host[sizeof...(I)];
     CopyFn copy[sizeof...(I)];
     LaunchFn launch[sizeof...(I)];
+    LaunchFn nvtx[sizeof...(I)];
   };
-  return Tables{
-      {&CudaAllocLeaf<I>...}, {&HostAllocLeaf<I>...}, {&CopyLeaf<I>...}, {&LaunchLeaf<I>...}};
+  return Tables{{&CudaAllocLeaf<I>...},
+                {&HostAllocLeaf<I>...},
+                {&CopyLeaf<I>...},
+                {&LaunchLeaf<I>...},
+                {&NvtxLeaf<I>...}};
 }
 constexpr auto kLeaves = MakeTables(std::make_integer_sequence<int, kMaxSites>());
 
@@ -179,15 +204,24 @@ extern "C" __attribute__((noinline)) void gw_bench_copy(const Options& o, void* 
   r->n += n;
 }
 
-extern "C" __attribute__((noinline)) void gw_bench_launch(const Options& o, long n, Result* r) {
+// Calls leaves[i % sites]() n times, timed by batch: launches and NVTX pairs.
+void CallLeaves(const Options& o, const LaunchFn* leaves, long n, Result* r) {
   for (long done = 0; done < n;) {
     const long b = std::min<long>(o.batch, n - done);
     const Stamp t0 = Now();
-    for (long i = 0; i < b; ++i) kLeaves.launch[(done + i) % o.sites]();
+    for (long i = 0; i < b; ++i) leaves[(done + i) % o.sites]();
     r->AddFirst(t0, Now());
     done += b;
   }
   r->n += n;
+}
+
+extern "C" __attribute__((noinline)) void gw_bench_launch(const Options& o, long n, Result* r) {
+  CallLeaves(o, kLeaves.launch, n, r);
+}
+
+extern "C" __attribute__((noinline)) void gw_bench_nvtx(const Options& o, long n, Result* r) {
+  CallLeaves(o, kLeaves.nvtx, n, r);
 }
 
 struct Phase {
@@ -213,6 +247,9 @@ void RunPhase(Phase* p) {
     gw_bench_launch(o, warm, &p->warm);
     gw_bench_launch(o, o.events, &p->timed);
     Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  } else if (p->name == "nvtx") {
+    gw_bench_nvtx(o, warm, &p->warm);
+    gw_bench_nvtx(o, o.events, &p->timed);
   } else {
     std::fprintf(stderr, "overhead_workload: unknown phase '%s'\n", p->name.c_str());
     std::exit(2);
@@ -269,7 +306,7 @@ Options ParseOptions(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: overhead_workload [--events N] [--depth D] [--sites S<=%d] "
                    "[--batch B] [--bytes B] [--copy-bytes B] [--warmup W] "
-                   "[--phases cuda_alloc,host_alloc,copy,launch]\n",
+                   "[--phases cuda_alloc,host_alloc,copy,launch,nvtx]\n",
                    kMaxSites);
       std::exit(2);
     }
