@@ -40,24 +40,14 @@ class NvtxPushTest : public ::testing::Test {
 
 TEST_F(NvtxPushTest, AReusedBufferIsNamedByItsTextNow) {
   char buffer[32];
-  std::strcpy(buffer, "nvtx-alpha");
-  PushPhase(buffer);
-  EXPECT_EQ(Leaf(), "nvtx-alpha");
-  ASSERT_TRUE(PopPhase());
-  // The same pointer, another text: the cache must not answer the old name.
-  std::strcpy(buffer, "nvtx-beta");
-  PushPhase(buffer);
-  EXPECT_EQ(Leaf(), "nvtx-beta");
-  ASSERT_TRUE(PopPhase());
-  // A shorter text that the old one starts with, and a longer one.
-  std::strcpy(buffer, "nvtx-bet");
-  PushPhase(buffer);
-  EXPECT_EQ(Leaf(), "nvtx-bet");
-  ASSERT_TRUE(PopPhase());
-  std::strcpy(buffer, "nvtx-beta2");
-  PushPhase(buffer);
-  EXPECT_EQ(Leaf(), "nvtx-beta2");
-  ASSERT_TRUE(PopPhase());
+  // Each text in turn from the same pointer: the cache must not answer an
+  // old name (nor one the new text starts with, nor one that starts with it).
+  for (const char* text : {"nvtx-alpha", "nvtx-beta", "nvtx-bet", "nvtx-beta2"}) {
+    std::strcpy(buffer, text);
+    PushPhase(buffer);
+    EXPECT_EQ(Leaf(), text);
+    ASSERT_TRUE(PopPhase());
+  }
   EXPECT_EQ(CurrentPhase(), 0u);
   EXPECT_EQ(Opens("nvtx-alpha"), 1u);
   EXPECT_EQ(Opens("nvtx-beta"), 1u);
