@@ -45,16 +45,19 @@ class NameCache {
   }
 
   // `text` in `domain` (<= 255) is name `name`, whose interned text is
-  // `prefix` (<= 255) bytes of the domain's and then the text. The most
-  // recent first in its set; the older one of the set goes.
+  // `prefix` (<= 255) bytes of the domain's and then the text. Its own entry
+  // when it has one, else the first way while it is empty, else the second:
+  // a set's first name stays, so that names taken in turn, more of them than
+  // a set holds, still find the first (least recently used would find none).
   Entry* Put(const char* text, uint32_t domain, uint32_t name, size_t prefix) {
     const size_t set = SetOf(text, domain);
-    if (entries_[set].key != text || entries_[set].domain != domain) {
-      entries_[set + 1] = entries_[set];
+    Entry* e = &entries_[set + 1];
+    if (entries_[set].name == 0 || (entries_[set].key == text && entries_[set].domain == domain)) {
+      e = &entries_[set];
     }
-    entries_[set] = Entry{text, static_cast<uint16_t>(name), static_cast<uint8_t>(domain),
-                          static_cast<uint8_t>(prefix)};
-    return &entries_[set];
+    *e = Entry{text, static_cast<uint16_t>(name), static_cast<uint8_t>(domain),
+               static_cast<uint8_t>(prefix)};
+    return e;
   }
 
  private:
