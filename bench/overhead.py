@@ -28,6 +28,8 @@ tests/sim/lib); with one (nvidia-smi works, or --gpu) on the real driver.
   bench/overhead.py --build build --scaling          # per-op cost from 1e3 to 1e7 events
   bench/overhead.py --build build --callgrind        # instructions per op (noise-free)
   bench/overhead.py --build build --json out.json    # also write every figure
+  bench/overhead.py --build build --only nvtx        # NVTX push+pop: ns and instructions
+  bench/overhead.py --build build --only nvtx --before OLD/libgpuwatch.so  # and a before
 """
 
 import json
@@ -62,11 +64,12 @@ class Setup:
         self.tmp = tempfile.mkdtemp(prefix="gwbench.")
         self.extra_ld_path = args.extra_ld_path
         self.unwind = args.unwind
+        self.before = args.before and os.path.abspath(args.before)
 
     def env(self, config):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
+               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
         paths = [] if self.gpu else [self.sim]
         if self.extra_ld_path:
             paths.append(self.extra_ld_path)
@@ -85,12 +88,18 @@ class Setup:
             env["GWBENCH_NULL_LAUNCH"] = config[len("null-"):]
         elif config == "gpuwatch":
             env["LD_PRELOAD"] = self.lib
+        elif config in ("before", "before-notrace"):
+            env["LD_PRELOAD"] = self.before
+        elif config == "notrace":
+            env["LD_PRELOAD"] = self.lib
         elif config == "nostack":
             env["LD_PRELOAD"] = self.lib
             env["GPUWATCH_DEPTH"] = "0"
         elif config == "depth16":
             env["LD_PRELOAD"] = self.lib
             env["GPUWATCH_DEPTH"] = "16"
+        if config.endswith("notrace"):
+            env["GPUWATCH_TRACE_EVENTS"] = "0"
         return env
 
 
@@ -305,7 +314,8 @@ def callgrind_ir(setup, config, phase, n, depth, sites):
     if not annotate:
         die("--callgrind needs callgrind_annotate")
     fn = {"cuda_alloc": "gw_bench_alloc", "host_alloc": "gw_bench_alloc",
-          "copy": "gw_bench_copy", "launch": "gw_bench_launch", "sync": "gw_bench_sync"}[phase]
+          "copy": "gw_bench_copy", "launch": "gw_bench_launch", "sync": "gw_bench_sync",
+          "nvtx": "gw_bench_nvtx"}[phase]
     outfile = os.path.join(setup.tmp, "cg.out")
     wl = ["--events", str(n), "--depth", str(depth), "--sites", str(sites), "--phases", phase,
           "--warmup", "0"]
@@ -353,6 +363,46 @@ def callgrind(setup, args):
     return out
 
 
+def nvtx(setup, args):
+    """NVTX's nvtxRangePushA + nvtxRangePop, the full path: the toolkit's nvtx3
+    headers in the workload, gpuwatch injected by its preload constructor
+    (NVTX_INJECTION64_PATH), a session attached (the workload's first
+    cudaMalloc) with its defaults (event trace on) and with the trace off.
+    Per pair: thread CPU ns (median of --repeat interleaved runs) and
+    instructions (callgrind, exact); added = config - base, which is NVTX's
+    no-op call through its table."""
+    configs = ["base", "gpuwatch", "notrace"]
+    if setup.before:
+        configs += ["before", "before-notrace"]
+    names = {"base": "no tool (NVTX's no-op)", "gpuwatch": "gpuwatch",
+             "notrace": "gpuwatch, GPUWATCH_TRACE_EVENTS=0", "before": "--before",
+             "before-notrace": "--before, GPUWATCH_TRACE_EVENTS=0"}
+    wl = ["--events", str(args.events), "--depth", str(args.depth), "--sites", str(args.sites),
+          "--phases", "nvtx"]
+    runs = collect(setup, configs, wl, args.repeat)
+    n = args.callgrind_events
+    print(f"# NVTX push+pop; {'GPU' if setup.gpu else 'simulator'}; {args.events:,} pairs, "
+          f"{args.sites} name(s), call depth {args.depth}, median of {args.repeat} interleaved "
+          f"runs (thread CPU ns); instructions: callgrind, {n:,} pairs")
+    print()
+    print("| configuration | ns per pair | added per pair | added per call | instructions per pair "
+          "| added per pair |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    out = {}
+    base_ns = per_op(runs, "base", "nvtx")[0]
+    base_ir = None
+    for c in configs:
+        ns = per_op(runs, c, "nvtx")[0]
+        ir, _ = callgrind_ir(setup, c, "nvtx", n, args.depth, args.sites)
+        if base_ir is None:
+            base_ir = ir
+        out[c] = {"ns": ns, "added_ns": ns - base_ns, "ir": ir, "added_ir": ir - base_ir,
+                  "rounds_ns": [r[0]["nvtx"]["first_cpu_per_op_ns"] for r in runs[c]]}
+        print(f"| {names[c]} | {fmt(ns)} | {fmt(ns - base_ns)} | {fmt((ns - base_ns) / 2)} | "
+              f"{ir:,.0f} | {ir - base_ir:,.0f} |")
+    return out
+
+
 def main():
     ap = bench_target.parser(__doc__)
     ap.add_argument("--no-heaptrack", action="store_true")
@@ -365,7 +415,9 @@ def main():
     ap.add_argument("--scaling-repeat", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true", help="also: instructions per op")
     ap.add_argument("--callgrind-events", type=int, default=20000)
-    ap.add_argument("--only", choices=["comparison", "scaling", "callgrind", "launches"],
+    ap.add_argument("--before", help="--only nvtx: another libgpuwatch.so, measured beside "
+                    "this build's in the same interleaved runs")
+    ap.add_argument("--only", choices=["comparison", "scaling", "callgrind", "launches", "nvtx"],
                     help="run one part only")
     ap.add_argument("--extra-ld-path", help="prepended to LD_LIBRARY_PATH (carried libraries)")
     ap.add_argument("--unwind", choices=["cfi", "libunwind"],
@@ -389,6 +441,8 @@ def main():
             result["scaling"] = scaling(setup, args)
         if args.only == "launches":
             result["launches"] = launch_matrix(setup, args)
+        if args.only == "nvtx":
+            result["nvtx"] = nvtx(setup, args)
         if args.callgrind or args.only == "callgrind":
             print()
             result["callgrind"] = callgrind(setup, args)

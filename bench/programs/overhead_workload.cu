@@ -13,6 +13,11 @@
 //   launch      an empty kernel, <<<1, 1>>>.
 //   sync        cudaStreamSynchronize of the default stream, with nothing
 //               queued: the host-side cost of a synchronization.
+//   nvtx        nvtxRangePushA(a literal, one per site) + nvtxRangePop: one op
+//               is the pair (timed as "first"; "second" stays 0). NVTX is the
+//               toolkit's header-only nvtx3: with no tool named by
+//               NVTX_INJECTION64_PATH each call is a no-op through NVTX's
+//               table; under gpuwatch, gpuwatch's RangePushA/RangePop.
 // Before timing, each phase runs --warmup operations per site, so stacks are
 // already interned (the steady state of a training loop).
 //
@@ -26,6 +31,7 @@
 // on the simulator with LD_LIBRARY_PATH and unchanged on a GPU.
 #include <cuda_runtime.h>
 #include <malloc.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -106,6 +112,21 @@ __attribute__((noinline)) void LaunchLeaf() {
   asm volatile("" ::: "memory");
 }
 
+// A range per site: its name a string literal of its own, as a program's
+// nvtxRangePushA("forward") passes the same pointer every time.
+template <int I>
+struct SiteName {
+  static constexpr char text[] = {
+      's', 'i', 't', 'e', static_cast<char>('0' + I / 10), static_cast<char>('0' + I % 10), '\0'};
+};
+
+template <int I>
+__attribute__((noinline)) void NvtxLeaf() {
+  nvtxRangePushA(SiteName<I>::text);
+  nvtxRangePop();
+  asm volatile("" ::: "memory");
+}
+
 using AllocFn = void* (*)(size_t);
 using CopyFn = void (*)(void*, const void*, size_t);
 using LaunchFn = void (*)();
@@ -124,12 +145,14 @@ constexpr auto MakeTables(std::integer_sequence<int, I...>) {
     CopyFn copy[sizeof...(I)];
     LaunchFn launch[sizeof...(I)];
     LaunchFn sync[sizeof...(I)];
+    LaunchFn nvtx[sizeof...(I)];
   };
   return Tables{{&CudaAllocLeaf<I>...},
                 {&HostAllocLeaf<I>...},
                 {&CopyLeaf<I>...},
                 {&LaunchLeaf<I>...},
-                {&SyncLeaf<I>...}};
+                {&SyncLeaf<I>...},
+                {&NvtxLeaf<I>...}};
 }
 constexpr auto kLeaves = MakeTables(std::make_integer_sequence<int, kMaxSites>());
 
@@ -191,8 +214,8 @@ extern "C" __attribute__((noinline)) void gw_bench_copy(const Options& o, void* 
   r->n += n;
 }
 
-// Launches (or synchronizations: `leaves`) in timed batches.
-void Calls(const Options& o, const LaunchFn* leaves, long n, Result* r) {
+// Calls leaves[i % sites]() n times, timed by batch: launches, syncs and NVTX pairs.
+void CallLeaves(const Options& o, const LaunchFn* leaves, long n, Result* r) {
   for (long done = 0; done < n;) {
     const long b = std::min<long>(o.batch, n - done);
     const Stamp t0 = Now();
@@ -204,11 +227,15 @@ void Calls(const Options& o, const LaunchFn* leaves, long n, Result* r) {
 }
 
 extern "C" __attribute__((noinline)) void gw_bench_launch(const Options& o, long n, Result* r) {
-  Calls(o, kLeaves.launch, n, r);
+  CallLeaves(o, kLeaves.launch, n, r);
 }
 
 extern "C" __attribute__((noinline)) void gw_bench_sync(const Options& o, long n, Result* r) {
-  Calls(o, kLeaves.sync, n, r);
+  CallLeaves(o, kLeaves.sync, n, r);
+}
+
+extern "C" __attribute__((noinline)) void gw_bench_nvtx(const Options& o, long n, Result* r) {
+  CallLeaves(o, kLeaves.nvtx, n, r);
 }
 
 struct Phase {
@@ -237,6 +264,9 @@ void RunPhase(Phase* p) {
   } else if (p->name == "sync") {
     gw_bench_sync(o, warm, &p->warm);
     gw_bench_sync(o, o.events, &p->timed);
+  } else if (p->name == "nvtx") {
+    gw_bench_nvtx(o, warm, &p->warm);
+    gw_bench_nvtx(o, o.events, &p->timed);
   } else {
     std::fprintf(stderr, "overhead_workload: unknown phase '%s'\n", p->name.c_str());
     std::exit(2);
@@ -293,7 +323,7 @@ Options ParseOptions(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: overhead_workload [--events N] [--depth D] [--sites S<=%d] "
                    "[--batch B] [--bytes B] [--copy-bytes B] [--warmup W] "
-                   "[--phases cuda_alloc,host_alloc,copy,launch,sync]\n",
+                   "[--phases cuda_alloc,host_alloc,copy,launch,sync,nvtx]\n",
                    kMaxSites);
       std::exit(2);
     }

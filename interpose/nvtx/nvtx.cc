@@ -10,14 +10,12 @@
 #define NVTX_NO_IMPL
 #include "interpose/nvtx/nvtx.h"
 
-#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <cwchar>
 #include <memory>
@@ -26,7 +24,6 @@
 
 #include "interpose/nvtx/nvtx_names.h"
 #include "libgpuwatch/base/fork_locks.h"
-#include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 
 namespace gpuwatch {
@@ -61,15 +58,18 @@ pthread_key_t g_exit_key;
 void OnThreadExit(void* stack) { ProcessPhases().ThreadExit(*static_cast<PhaseStack*>(stack)); }
 bool WatchExits() { return pthread_key_create(&g_exit_key, &OnThreadExit) == 0; }
 
+// Once per thread: a thread that ends inside a range is counted.
+__attribute__((noinline)) void Watch(ThreadPhases& t) {
+  static const bool watching = WatchExits();
+  if (watching) pthread_setspecific(g_exit_key, &t.stack);
+  t.stack.thread = static_cast<uint32_t>(gettid());
+  t.watched = true;
+}
+
 void Push(uint32_t name, uint32_t domain) {
   ThreadPhases& t = t_phases;
-  if (!t.watched) {
-    // Once per thread: a thread that ends inside a range is counted.
-    static const bool watching = WatchExits();
-    if (watching) pthread_setspecific(g_exit_key, &t.stack);
-    t.stack.thread = static_cast<uint32_t>(gettid());
-    t.watched = true;
-  }
+  if (!t.watched) [[unlikely]]
+    Watch(t);
   ProcessPhases().Push(&t.stack, name, domain);
 }
 
@@ -82,6 +82,62 @@ NameBuffer NameIn(uint32_t domain) {
   if (domain <= d.used.load(std::memory_order_acquire)) name.Append(d.names[domain]);
   name.Append(":");
   return name;
+}
+
+// A name the thread's cache did not hold: built ("domain:text"), interned,
+// and kept in the cache (*entry) when what was interned is what was built
+// (not "(other)", past the table's limit) and the domain's name is set for
+// good; *entry null otherwise.
+__attribute__((noinline)) uint32_t InternText(const char* text, uint32_t domain,
+                                              NameCache::Entry** entry) {
+  NameBuffer name = NameIn(domain);
+  const size_t prefix = name.view().size();
+  name.Append(text);
+  const uint32_t id = ProcessPhases().InternName(name.view());
+  const bool fixed = domain == 0 || domain <= TheDomains().used.load(std::memory_order_acquire);
+  *entry = fixed && ProcessPhases().NameText(id) == name.view()
+               ? t_phases.names.Put(text, domain, id, prefix)
+               : nullptr;
+  return id;
+}
+
+// The name id of range name `text` (NUL-terminated; null: "(unnamed)") in
+// `domain`, and its entry in the thread's cache (null: none): the cache's
+// (a pointer compare and the text's), else interned.
+uint32_t NameOfText(const PhaseTable& phases, const char* text, uint32_t domain,
+                    NameCache::Entry** entry) {
+  if (text == nullptr) text = "(unnamed)";
+  *entry = t_phases.names.Find(phases, text, domain);
+  return *entry != nullptr ? (*entry)->name : InternText(text, domain, entry);
+}
+
+uint32_t NameOfText(const char* text, uint32_t domain) {
+  NameCache::Entry* entry = nullptr;
+  return NameOfText(ProcessPhases(), text, domain, &entry);
+}
+
+// Opens range `text` of `domain` on the calling thread: its name from the
+// thread's cache, and its path too when the thread opened it in the same
+// place before (paths below kMaxPhasePaths never change).
+void PushText(const char* text, uint32_t domain) {
+  ThreadPhases& t = t_phases;
+  if (!t.watched) [[unlikely]]
+    Watch(t);
+  PhaseTable& phases = ProcessPhases();
+  NameCache::Entry* e = nullptr;
+  const uint32_t name = NameOfText(phases, text, domain, &e);
+  PhaseStack& stack = t.stack;
+  const uint32_t parent = stack.current();
+  if (e != nullptr && e->path != 0 && e->parent == parent && stack.depth < kMaxPhaseDepth) {
+    phases.Open(&stack, name, domain, e->path);
+    return;
+  }
+  const int depth = stack.depth;
+  phases.Push(&stack, name, domain);
+  if (e != nullptr && stack.depth > depth && stack.current() < kMaxPhasePaths) {
+    e->parent = static_cast<uint16_t>(parent);
+    e->path = static_cast<uint16_t>(stack.current());
+  }
 }
 
 // NVTX's handles are opaque to the program: ours are small integers, a
@@ -157,14 +213,13 @@ uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
     // Interned, with its domain, when it was registered: no text to copy.
     if (const uint32_t id = NameOfHandle(a->message.registered); id != 0) return id;
   }
+  if (valid && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr) {
+    return NameOfText(a->message.ascii, domain);
+  }
   NameBuffer name = NameIn(domain);
-  const bool ascii =
-      valid && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr;
   const bool wide =
       valid && a->messageType == NVTX_MESSAGE_TYPE_UNICODE && a->message.unicode != nullptr;
-  if (ascii) {
-    name.Append(a->message.ascii);
-  } else if (wide) {
+  if (wide) {
     name.AppendWide(a->message.unicode);
   } else {
     name.Append("(unnamed)");  // no text, a bad handle or an unknown message type
@@ -172,13 +227,20 @@ uint32_t NameOf(const nvtxEventAttributes_t* a, uint32_t domain) {
   return ProcessPhases().InternName(name.view());
 }
 
+void PushAttributes(const nvtxEventAttributes_t* a, uint32_t domain) {
+  if (a != nullptr && a->size >= NVTX_EVENT_ATTRIB_STRUCT_SIZE &&
+      a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr) {
+    PushText(a->message.ascii, domain);
+  } else {
+    Push(NameOf(a, domain), domain);
+  }
+}
+
 // The NVTX functions. A push returns the depth of the range it opened (0:
 // outermost); a pop the depth of the range it closed, or a negative value
 // when none was open. Chained, the other tool's answer is returned.
 int NVTX_API RangePushA(const char* message) {
-  NameBuffer name;
-  name.Append(message != nullptr ? message : "(unnamed)");
-  Push(ProcessPhases().InternName(name.view()), 0);
+  PushText(message, 0);
   if (const auto next = Next<int(NVTX_API*)(const char*)>(kPushA)) return next(message);
   return Depth() - 1;
 }
@@ -192,7 +254,7 @@ int NVTX_API RangePushW(const wchar_t* message) {
 }
 
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* attributes) {
-  Push(NameOf(attributes, 0), 0);
+  PushAttributes(attributes, 0);
   if (const auto next = Next<int(NVTX_API*)(const nvtxEventAttributes_t*)>(kPushEx)) {
     return next(attributes);
   }
@@ -206,8 +268,7 @@ int NVTX_API RangePop() {
 }
 
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
-  const uint32_t d = DomainOf(domain);
-  Push(NameOf(attributes, d), d);
+  PushAttributes(attributes, DomainOf(domain));
   if (const auto next =
           Next<int(NVTX_API*)(nvtxDomainHandle_t, const nvtxEventAttributes_t*)>(kDomainPushEx)) {
     return next(domain, attributes);
@@ -225,9 +286,7 @@ int NVTX_API DomainRangePop(nvtxDomainHandle_t domain) {
 // gpuwatch chains to a tool that takes them, they are that tool's alone
 // (its range ids are what the program holds).
 nvtxRangeId_t NVTX_API RangeStartA(const char* message) {
-  NameBuffer name;
-  name.Append(message != nullptr ? message : "(unnamed)");
-  return ProcessPhases().Start(ProcessPhases().InternName(name.view()));
+  return ProcessPhases().Start(NameOfText(message, 0));
 }
 
 nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* message) {
@@ -388,57 +447,6 @@ bool TablesOf(NvtxGetExportTableFunc_t get_export_table, Tables* out) {
   return true;
 }
 
-// The tool gpuwatch chains to, and one it left NVTX_INJECTION64_PATH to.
-std::string& OtherNvtxTool() {
-  static auto* path = new std::string();
-  return *path;
-}
-std::string& LeftAlone() {
-  static auto* path = new std::string();
-  return *path;
-}
-
-// The tool gpuwatch chains to: its path, and its library, loaded once
-// (null: none, or it cannot be loaded, which is said in one line).
-struct ChainedTool {
-  std::string path;
-  void* library = nullptr;
-};
-const ChainedTool& Chained() {
-  static const ChainedTool* const tool = [] {
-    auto* t = new ChainedTool();  // never destroyed: NVTX may call in during exit
-    t->path = OtherNvtxTool();
-    if (t->path.empty()) {
-      const char* chain = std::getenv("GPUWATCH_NVTX_CHAIN");  // NOLINT(concurrency-mt-unsafe)
-      if (chain != nullptr) t->path = chain;
-    }
-    if (t->path.empty()) return t;
-    t->library = dlopen(t->path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (t->library == nullptr) {
-      const char* why = dlerror();
-      Warn("cannot chain NVTX to %s (%s); NVTX ranges go to gpuwatch alone", t->path.c_str(),
-           why != nullptr ? why : "dlopen failed");
-    }
-    return t;
-  }();
-  return *tool;
-}
-
-// The other tool's entry point, looked up once (null: none; said in one line).
-NvtxInitializeInjectionNvtxFunc_t ChainedEntryPoint() {
-  static const NvtxInitializeInjectionNvtxFunc_t entry = [] {
-    void* fn = ChainedNvtxSymbol("InitializeInjectionNvtx2");
-    if (fn == nullptr && Chained().library != nullptr) {
-      Warn(
-          "cannot chain NVTX to %s (it has no InitializeInjectionNvtx2); NVTX ranges go to "
-          "gpuwatch alone",
-          Chained().path.c_str());
-    }
-    return reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(fn);
-  }();
-  return entry;
-}
-
 // The other tool first, then gpuwatch's functions over its own in the slots
 // gpuwatch takes (what it set there is called after them).
 bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
@@ -447,7 +455,7 @@ bool FillTables(NvtxGetExportTableFunc_t get_export_table) {
   const auto& specs = Specs();
   const auto& start_end = StartEndSpecs();
   std::array<bool, 6> start_end_taken{};  // by the tool gpuwatch chains to
-  if (const NvtxInitializeInjectionNvtxFunc_t chained = ChainedEntryPoint()) {
+  if (const nvtx_internal::NvtxEntryPoint chained = nvtx_internal::ChainedEntryPoint()) {
     std::array<NvtxFunctionPointer, kNumSlots> before{};
     for (size_t i = 0; i < kNumSlots; ++i) {
       if (NvtxFunctionPointer* slot = tables.At(specs[i])) before[i] = *slot;
@@ -522,52 +530,13 @@ PhaseTable& ProcessPhases() {
   return *table;
 }
 
-void* ChainedNvtxSymbol(const char* name) {
-  void* library = Chained().library;
-  return library != nullptr ? dlsym(library, name) : nullptr;
-}
-
-void PushPhase(std::string_view name) {
-  NameBuffer text;
-  text.Append(name);
-  Push(ProcessPhases().InternName(text.view()), 0);
-}
+void PushPhase(const char* name) { PushText(name, 0); }
 
 bool PopPhase() { return ProcessPhases().Pop(&t_phases.stack, 0); }
-
-void PointNvtxAtSelf(const std::string& self) {
-  if (self.empty()) return;
-  const char* current = std::getenv("NVTX_INJECTION64_PATH");  // NOLINT(concurrency-mt-unsafe)
-  if (current == nullptr || *current == '\0') {
-    setenv("NVTX_INJECTION64_PATH", self.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-    return;
-  }
-  if (self == current) return;
-  // Another tool's: chain to it when it is there to load, else leave it.
-  if (access(current, R_OK) != 0) {
-    LeftAlone() = current;
-    return;
-  }
-  OtherNvtxTool() = current;
-  setenv("GPUWATCH_NVTX_CHAIN", current, 1);         // NOLINT(concurrency-mt-unsafe)
-  setenv("NVTX_INJECTION64_PATH", self.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-}
 
 int InitializeNvtx(NvtxExportTableGetter get_export_table) {
   ProcessPhases();  // made now, not inside a first push
   return FillTables(get_export_table) ? 1 : 0;
-}
-
-int InitializeNvtxChainOnly(NvtxExportTableGetter get_export_table) {
-  const NvtxInitializeInjectionNvtxFunc_t chained = ChainedEntryPoint();
-  return chained != nullptr ? chained(get_export_table) : 0;
-}
-
-std::string NvtxNotice() {
-  const std::string& other = LeftAlone();
-  if (other.empty()) return "";
-  return "NVTX_INJECTION64_PATH names " + other +
-         ", which cannot be read: NVTX ranges are left to it, and this report has no NVTX phases";
 }
 
 }  // namespace gpuwatch

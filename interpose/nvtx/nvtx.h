@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "interpose/nvtx/name_cache.h"
 #include "libgpuwatch/record/phases.h"
 
 namespace gpuwatch {
@@ -30,12 +31,14 @@ namespace gpuwatch {
 PhaseTable& ProcessPhases();
 
 namespace nvtx_internal {
-// The calling thread's stack of open ranges, and whether its exit is
-// watched (nvtx.cc; use CurrentPhase). Read by every allocation, copy and
-// launch callback: initial-exec, with a constant initializer, so that no TLS
-// wrapper runs, and inlined (CurrentPhase).
+// The calling thread's stack of open ranges, the names it pushed last by
+// pointer, and whether its exit is watched (nvtx.cc; use CurrentPhase). Read
+// by every allocation, copy and launch callback: initial-exec, with a
+// constant initializer, so that no TLS wrapper runs, and inlined
+// (CurrentPhase).
 struct ThreadPhases {
   PhaseStack stack;
+  NameCache names;
   bool watched = false;
 };
 extern constinit thread_local ThreadPhases t_phases __attribute__((tls_model("initial-exec")));
@@ -45,8 +48,9 @@ extern constinit thread_local ThreadPhases t_phases __attribute__((tls_model("in
 // read: on every allocation, copy and launch.
 inline uint32_t CurrentPhase() { return nvtx_internal::t_phases.stack.current(); }
 
-// gpuwatch_phase_push/pop: a range of NVTX's default domain.
-void PushPhase(std::string_view name);
+// gpuwatch_phase_push/pop: a range of NVTX's default domain (`name`:
+// NUL-terminated, not null).
+void PushPhase(const char* name);
 bool PopPhase();
 
 // NVTX's injection entry point (InitializeInjectionNvtx2, exported by
@@ -57,6 +61,13 @@ int InitializeNvtx(NvtxExportTableGetter get_export_table);
 // With gpuwatch disabled: the tool gpuwatch would chain to alone (its answer;
 // 0 when there is none), so that it keeps its ranges.
 int InitializeNvtxChainOnly(NvtxExportTableGetter get_export_table);
+
+namespace nvtx_internal {
+// The entry point of the tool gpuwatch chains to (nvtx_chain.cc), looked up
+// once; null when there is none (said in one line when it cannot be loaded).
+using NvtxEntryPoint = int (*)(NvtxExportTableGetter get_export_table);
+NvtxEntryPoint ChainedEntryPoint();
+}  // namespace nvtx_internal
 
 // A symbol of the NVTX tool gpuwatch chains to (GPUWATCH_NVTX_CHAIN); null
 // when there is none or it lacks the symbol.

@@ -114,10 +114,15 @@ void PhaseTable::Push(PhaseStack* stack, uint32_t name, uint32_t domain) {
     too_deep_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint32_t path = PathOf(stack->current(), name);
+  Open(stack, name, domain, PathOf(stack->current(), name));
+}
+
+void PhaseTable::Open(PhaseStack* stack, uint32_t name, uint32_t domain, uint32_t path) {
   PhaseStats* stats = stats_.load(std::memory_order_acquire);
   const uint64_t opened = stats != nullptr ? stats->OnOpen(path) : 0;
-  stack->levels[stack->depth++] = PhaseStack::Level{path, name, domain, opened};
+  stack->levels[stack->depth++] =
+      PhaseStack::Level{static_cast<uint16_t>(path), static_cast<uint16_t>(name),
+                        static_cast<uint16_t>(domain), opened};
 }
 
 bool PhaseTable::Pop(PhaseStack* stack, uint32_t domain) {
@@ -125,6 +130,17 @@ bool PhaseTable::Pop(PhaseStack* stack, uint32_t domain) {
     --stack->overflow;
     return true;
   }
+  const int top = stack->depth - 1;
+  if (top < 0 || stack->levels[top].domain != domain) return PopBelow(stack, domain);
+  // The innermost range: nothing above it to rebuild or reopen.
+  if (PhaseStats* stats = stats_.load(std::memory_order_acquire)) {
+    stats->OnClose(stack->levels[top], stack->thread);
+  }
+  stack->depth = top;
+  return true;
+}
+
+__attribute__((noinline)) bool PhaseTable::PopBelow(PhaseStack* stack, uint32_t domain) {
   int i = stack->depth - 1;
   while (i >= 0 && stack->levels[i].domain != domain) --i;
   if (i < 0) {
@@ -149,7 +165,7 @@ bool PhaseTable::Pop(PhaseStack* stack, uint32_t domain) {
 void PhaseTable::Rebuild(PhaseStack* stack, int from) {
   for (int j = from; j < stack->depth; ++j) {
     const uint32_t parent = j > 0 ? stack->levels[j - 1].path : 0;
-    stack->levels[j].path = PathOf(parent, stack->levels[j].name);
+    stack->levels[j].path = static_cast<uint16_t>(PathOf(parent, stack->levels[j].name));
   }
 }
 
@@ -185,7 +201,7 @@ bool PhaseTable::End(uint64_t id) {
   for (OpenSlot& slot : open_) {
     uint64_t range = slot.range.load(std::memory_order_acquire);
     if (id == 0 || range >> 12 != id) continue;
-    const PhaseStack::Level level{static_cast<uint32_t>(range & 0xfff), 0, 0, slot.opened_ns};
+    const PhaseStack::Level level{static_cast<uint16_t>(range & 0xfff), 0, 0, slot.opened_ns};
     if (!slot.range.compare_exchange_strong(range, 0, std::memory_order_acq_rel)) break;
     open_count_.fetch_sub(1, std::memory_order_release);
     if (PhaseStats* stats = stats_.load(std::memory_order_acquire)) stats->OnClose(level, 0);
@@ -322,6 +338,13 @@ PhaseStats::~PhaseStats() {
 }
 
 void PhaseStats::RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id) {
+  // The common case (a range opens, an allocation is made, below the peak)
+  // returns here, before the arrays below are made.
+  if (device_bytes <= counters_[path].peak_bytes.load(std::memory_order_relaxed)) return;
+  RaisePeakFrom(path, device_bytes, stack_id);
+}
+
+void PhaseStats::RaisePeakFrom(uint32_t path, uint64_t device_bytes, uint32_t stack_id) {
   // The path and the paths it is nested in, innermost first; a parent's peak
   // is at least its child's, so the walk stops at the first one not raised.
   // A path whose peak rose by 1/64 or more since its top site was captured
@@ -364,7 +387,9 @@ uint64_t PhaseStats::TraceNow() const {
   return trace_ != nullptr ? std::max<uint64_t>(tracker_->NowNs(), 1) : 0;
 }
 
-void PhaseStats::OnClose(const PhaseStack::Level& level, uint32_t thread) {
+// Not inlined into PhaseTable::Pop, whose common path then saves no registers.
+__attribute__((noinline)) void PhaseStats::OnClose(const PhaseStack::Level& level,
+                                                   uint32_t thread) {
   if (trace_ == nullptr || level.opened_ns == 0) return;
   trace_->Phase(level.opened_ns, tracker_->NowNs(), thread, level.path);
 }

@@ -43,10 +43,12 @@ inline constexpr char kOtherPhase[] = "(other)";
 // The open ranges of one thread. Owned by its thread (thread_local in the
 // interposition layer); only PhaseTable changes it.
 struct PhaseStack {
+  // 16 bytes: the stack is initial-exec thread-local storage in the
+  // interposition layer, of which a dlopen'ed library gets little.
   struct Level {
-    uint32_t path = 0;
-    uint32_t name = 0;
-    uint32_t domain = 0;     // NVTX domain (0: the default one); pops match it
+    uint16_t path = 0;       // <= kMaxPhasePaths
+    uint16_t name = 0;       // <= kMaxPhaseNames
+    uint16_t domain = 0;     // NVTX domain (0: the default one); pops match it
     uint64_t opened_ns = 0;  // for the event trace; 0: not traced
   };
   std::array<Level, kMaxPhaseDepth> levels{};
@@ -72,14 +74,26 @@ class PhaseTable {
   // interned on first sight. Lock-free for a name seen before; a new one
   // takes a mutex. Past the limit: the id of "(other)", and counted.
   uint32_t InternName(std::string_view name);
+  // The text of name `id` as interned ("" for an id not interned). It stays
+  // where it is for the table's life: a caller may keep the pointer.
+  std::string_view NameText(uint32_t id) const {
+    if (id == 0 || id > names_used_.load(std::memory_order_acquire)) return {};
+    return names_[id];
+  }
 
-  // Opens range `name` (an InternName id) of `domain` on `stack` (the
-  // phase's peak starts at the device memory live now). Lock-free for a path
-  // seen before.
+  // Opens range `name` (an InternName id) of `domain` (< 65536) on `stack`
+  // (the phase's peak starts at the device memory live now). Lock-free for a
+  // path seen before.
   void Push(PhaseStack* stack, uint32_t name, uint32_t domain);
+  // Push's second half, for a caller that kept the path a push of `name`
+  // found on the same stack with the same range innermost (stack->current()):
+  // paths below kMaxPhasePaths never change. `stack` is below kMaxPhaseDepth.
+  void Open(PhaseStack* stack, uint32_t name, uint32_t domain, uint32_t path);
   // Closes the innermost open range of `domain` on `stack` (ranges of other
   // domains opened inside it stay open, their paths without it). False, and
-  // counted, when none is open.
+  // counted, when none is open. The innermost range is the one closed
+  // unless domains interleave: that pop is a load, a compare and the trace's
+  // slice.
   bool Pop(PhaseStack* stack, uint32_t domain);
   // A thread ends with `stack` as it is: its open ranges are counted.
   void ThreadExit(const PhaseStack& stack);
@@ -146,6 +160,9 @@ class PhaseTable {
 
   uint32_t FindName(std::string_view name, uint64_t hash) const;
   uint32_t PathOf(uint32_t parent, uint32_t name);
+  // Pop below the innermost range: a range of another domain is open inside
+  // the one closed, or none of `domain` is open.
+  bool PopBelow(PhaseStack* stack, uint32_t domain);
   // The path of `stack`'s level `i` from the one below it.
   void Rebuild(PhaseStack* stack, int from);
 
@@ -245,7 +262,10 @@ class PhaseStats {
   };
   // The cell of (path, stack_id); made when `make` (null when the table is full).
   Cell* CellOf(uint32_t path, uint32_t stack_id, bool make);
+  // Raises the peaks of `path` and the paths it is nested in to
+  // `device_bytes`; returns at once when `path`'s own is as high already.
   void RaisePeak(uint32_t path, uint64_t device_bytes, uint32_t stack_id);
+  void RaisePeakFrom(uint32_t path, uint64_t device_bytes, uint32_t stack_id);
   // For each path of `paths` (a peak just raised by 1/64 or more since its
   // last capture): the cell of its own or a nested path holding the most
   // bytes now. One pass over the cells; skipped when another thread is in it.
