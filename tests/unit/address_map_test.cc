@@ -68,7 +68,9 @@ TEST(AddressMap, GrowsByHalfAndStaysMoreThanHalfFull) {
     }
     // Never fuller than 7/8; from 1,000 entries on, never emptier than 7/12.
     ASSERT_LE(map.size() * 8, map.capacity() * 7) << k;
-    if (k >= 1000) ASSERT_GE(map.size() * 12, map.capacity() * 7) << k;
+    if (k >= 1000) {
+      ASSERT_GE(map.size() * 12, map.capacity() * 7) << k;
+    }
   }
   ASSERT_GE(capacities.size(), 4u);
   EXPECT_EQ(capacities[0], 16u);
@@ -79,7 +81,7 @@ TEST(AddressMap, GrowsByHalfAndStaysMoreThanHalfFull) {
     ASSERT_NE(map.Find(k * 512), nullptr) << k;
     EXPECT_EQ(*map.Find(k * 512), k);
   }
-  EXPECT_EQ(map.Find(100001 * 512), nullptr);
+  EXPECT_EQ(map.Find(uint64_t{100001} * 512), nullptr);
 }
 
 // Random inserts and erases against std::unordered_map as the reference:
