@@ -15,9 +15,16 @@ on, event trace on).
            stdin to its exit, with no tool and under gpuwatch, medians of
            --exit-rounds interleaved rounds. Under gpuwatch that is the exit
            report (and its teardown).
-  memory   the same load, resident memory (VmRSS) once it is ready and again
-           after --idle seconds (checkpoints are written meanwhile), minus
-           the same without a tool, per live allocation.
+  memory   the same load, resident memory (VmRSS) once it is ready, once the
+           first checkpoint is written, and again after --idle seconds
+           (checkpoints are written meanwhile), minus the same without a
+           tool, per live allocation.
+  checkpoint
+           live_load --per-site 1 --free (10,000 sites, nothing live),
+           GPUWATCH_CHECKPOINT_SECONDS=1: the CPU time of gpuwatch's thread
+           (its schedstat, in ns) spent on each checkpoint: the first one
+           after the allocations, then --touches more, each after one more
+           allocation and free at one site (one site changed).
 
 With --teardown the exit part runs the simulator with
 GWSIM_EXIT_CONTEXT_DESTROY=1: its runtime then destroys its context at exit,
@@ -29,7 +36,7 @@ Without a GPU the programs run on the simulator (LD_LIBRARY_PATH=the build's
 tests/sim/lib); with one (nvidia-smi works, or --gpu) on the real driver.
 
   ninja -C build bench_fixed_cost_deps
-  bench/fixed_cost.py --build build                  # all three
+  bench/fixed_cost.py --build build                  # all four
   bench/fixed_cost.py --build build --only tiny --rounds 9
   bench/fixed_cost.py --build build --json out.json  # also write every figure
   bench/fixed_cost.py --build build --before OLD/libgpuwatch.so  # before/after, same run
@@ -63,6 +70,9 @@ class Setup:
         self.gpu = bench_target.check_built(args, (self.tiny, self.load, self.lib),
                                             "bench_fixed_cost_deps")
         self.tmp = tempfile.mkdtemp(prefix="gwfixed.")
+
+    def output(self):
+        return os.path.join(self.tmp, "gw.json")
 
     def env(self, tool, teardown=False):
         env = {k: v for k, v in os.environ.items()
@@ -141,9 +151,10 @@ def tiny(setup, args):
 class Load:
     """live_load running, ready: --per-site x 10,000 live allocations."""
 
-    def __init__(self, setup, tool, leak, teardown=False):
-        argv = [setup.load, "--per-site", str(setup.per_site)] + (["--leak"] if leak else [])
-        self.p = subprocess.Popen(argv, env=setup.env(tool, teardown),
+    def __init__(self, setup, tool, leak, teardown=False, extra=(), env=None):
+        argv = ([setup.load, "--per-site", str(setup.per_site)] + (["--leak"] if leak else [])
+                + list(extra))
+        self.p = subprocess.Popen(argv, env=env or setup.env(tool, teardown),
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
@@ -178,6 +189,80 @@ class Load:
         if self.p.returncode != 0:
             die(f"live_load exited {self.p.returncode}: {err[-2000:]}")
         return wall, usage.ru_utime + usage.ru_stime - cpu0
+
+
+def bg_cpu_ns(pid):
+    """CPU ns of the process's thread named gpuwatch-bg (0: none)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != "gpuwatch-bg":
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                return int(f.read().split()[0])
+        except OSError:
+            continue
+    return 0
+
+
+def wait_checkpoint(path, after, timeout=120):
+    """Waits for a checkpoint written after `after` (an inode number, 0:
+    none yet): the report is replaced by a rename, so a new one is a new
+    inode. Returns its inode."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ino = os.stat(path).st_ino
+            if ino != after:
+                return ino
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+    die(f"no checkpoint written to {path} within {timeout} s")
+
+
+def checkpoint(setup, args):
+    """CPU of gpuwatch's thread per checkpoint, 10,000 sites, nothing live."""
+    out = {}
+    saved = setup.per_site
+    setup.per_site = 1
+    print("# one checkpoint, 10,000 sites, nothing live (live_load --per-site 1 --free), "
+          "GPUWATCH_CHECKPOINT_SECONDS=1: CPU ms of gpuwatch's thread (schedstat) per "
+          f"checkpoint; the first, then each after one site changed (median of {args.touches})")
+    print()
+    print("| | first checkpoint ms | one site changed ms | report bytes |")
+    print("| --- | ---: | ---: | ---: |")
+    for tool in setup.tools[1:]:
+        env = setup.env(tool)
+        env["GPUWATCH_OUTPUT"] = setup.output()
+        env["GPUWATCH_CHECKPOINT_SECONDS"] = "1"
+        load = Load(setup, tool, leak=False, extra=["--free"], env=env)
+        cpu0 = bg_cpu_ns(load.p.pid)
+        ino = wait_checkpoint(setup.output(), 0)
+        time.sleep(0.3)  # the thread's round ends after the rename
+        first = bg_cpu_ns(load.p.pid) - cpu0
+        touched = []
+        for _ in range(args.touches):
+            load.p.stdin.write("t\n")
+            load.p.stdin.flush()
+            if load.p.stdout.readline().strip() != "live_load: touched":
+                die("live_load did not answer a touch")
+            c = bg_cpu_ns(load.p.pid)
+            ino = wait_checkpoint(setup.output(), ino)
+            time.sleep(0.3)
+            touched.append(bg_cpu_ns(load.p.pid) - c)
+        size = os.stat(setup.output()).st_size
+        load.finish()
+        setup.clean()
+        # The first touch makes a new site; the rest change it.
+        row = {"first_ms": first / 1e6, "touched_ms": [t / 1e6 for t in touched],
+               "touched_median_ms": statistics.median(touched[1:] or touched) / 1e6,
+               "report_bytes": size}
+        out[NAMES[tool]] = row
+        print(f"| {NAMES[tool]} | {row['first_ms']:.1f} | {row['touched_median_ms']:.1f} | "
+              f"{size:,} |")
+    setup.per_site = saved
+    return out
 
 
 def exit_report(setup, args):
@@ -251,8 +336,19 @@ def exit_callgrind(setup, args):
 
 
 def memory(setup, args):
-    loads = {tool: Load(setup, tool, leak=False) for tool in setup.tools}
+    loads = {}
+    for tool in setup.tools:
+        env = setup.env(tool)
+        if tool:
+            env["GPUWATCH_OUTPUT"] = os.path.join(setup.tmp, f"mem-{NAMES[tool][:8]}.json")
+        loads[tool] = Load(setup, tool, leak=False, env=env)
     ready = {tool: load.rss() for tool, load in loads.items()}
+    checkpointed = {False: ready[False]}
+    for tool in setup.tools[1:]:  # the first checkpoint is written (checkpoints are on)
+        wait_checkpoint(os.path.join(setup.tmp, f"mem-{NAMES[tool][:8]}.json"), 0)
+        time.sleep(0.5)
+        checkpointed[tool] = loads[tool].rss()
+    checkpointed[False] = loads[False].rss()
     time.sleep(args.idle)  # the process idles: what stays resident after its checkpoints
     idle = {tool: load.rss() for tool, load in loads.items()}
     live = loads[False].live
@@ -262,22 +358,29 @@ def memory(setup, args):
     print(f"# resident memory (VmRSS) with {live:,} live allocations over 10,000 sites, "
           "defaults; added bytes per live allocation")
     print()
-    print(f"| | ready MiB | added B per allocation | after {args.idle:g} s idle MiB | added B |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| | ready MiB | added B per allocation | after the first checkpoint MiB | added B "
+          f"| after {args.idle:g} s idle MiB | added B |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     out = {"live": live}
     for tool in setup.tools:
         per_ready = (ready[tool] - ready[False]) / live
+        per_checkpoint = (checkpointed[tool] - checkpointed[False]) / live
         per_idle = (idle[tool] - idle[False]) / live
-        out[NAMES[tool]] = {"rss_ready": ready[tool], "rss_idle": idle[tool],
-                            "per_live_ready": per_ready, "per_live_idle": per_idle}
+        out[NAMES[tool]] = {"rss_ready": ready[tool], "rss_checkpoint": checkpointed[tool],
+                            "rss_idle": idle[tool], "per_live_ready": per_ready,
+                            "per_live_checkpoint": per_checkpoint, "per_live_idle": per_idle}
         print(f"| {NAMES[tool]} | {ready[tool] / 2**20:.1f} | {per_ready:.0f} | "
+              f"{checkpointed[tool] / 2**20:.1f} | {per_checkpoint:.0f} | "
               f"{idle[tool] / 2**20:.1f} | {per_idle:.0f} |")
     return out
 
 
 def main():
     ap = bench_target.parser(__doc__)
-    ap.add_argument("--only", choices=["tiny", "exit", "memory"], help="run one part only")
+    ap.add_argument("--only", choices=["tiny", "exit", "memory", "checkpoint"],
+                    help="run one part only")
+    ap.add_argument("--touches", type=int, default=5,
+                    help="checkpoint: checkpoints after one site changed (default 5)")
     ap.add_argument("--rounds", type=int, default=9, help="tiny: interleaved rounds (default 9)")
     ap.add_argument("--exit-rounds", type=int, default=3, help="exit: rounds (default 3; 0: --exit-callgrind alone)")
     ap.add_argument("--teardown", action="store_true",
@@ -301,7 +404,8 @@ def main():
     result = {"machine": {"nproc": os.cpu_count(),
                           "load": open("/proc/loadavg").read().split()[:3]}}
     try:
-        for part, fn in (("tiny", tiny), ("exit", exit_report), ("memory", memory)):
+        for part, fn in (("tiny", tiny), ("exit", exit_report), ("memory", memory),
+                         ("checkpoint", checkpoint)):
             if args.only in (None, part):
                 result[part] = fn(setup, args)
                 print()

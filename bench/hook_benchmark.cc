@@ -48,7 +48,7 @@ constexpr int kRecursion = 48;
 constexpr uint64_t kBase = 0x7f0000000000ULL;
 constexpr uint64_t Addr(uint64_t i) { return kBase + i * 512; }
 
-// The capacity-doubling table stores this per slot: the address (key) and a
+// The live table stores this per slot: the address (key) and a
 // LiveAlloc packed in 16 bytes (tracker.cc's LiveRecord).
 constexpr size_t kSlotBytes = sizeof(uint64_t) + 16;
 

@@ -8,13 +8,18 @@
 // after the call (no tail call), so every pair is a distinct stack: the
 // cudaMalloc's return address is in Inner<B>, Inner<B>'s in Outer<A>.
 //
-//   live_load [--outer N] [--inner N] [--per-site N] [--bytes N] [--leak]
+//   live_load [--outer N] [--inner N] [--per-site N] [--bytes N] [--leak] [--free]
 //
 // (defaults 100, 100, 10, 4096): N allocations per site, then one line on
 // stdout, "live_load: ready <allocations> <bytes>", and it waits, reading
 // stdin until EOF; then it frees everything and exits 0. With --leak it exits
 // 0 without freeing: the exit report then lists every allocation as live
-// (bench/fixed_cost.py times that report).
+// (bench/fixed_cost.py times that report). With --free it frees everything
+// before it says ready: every site allocated, nothing is live (what a
+// checkpoint of a process that has settled costs). Each line "t" on stdin
+// makes one cudaMalloc and cudaFree more, from main through Inner<0> (a site
+// of its own: new at the first "t", changed at the next), and the answer
+// "live_load: touched".
 //
 // Built like the e2e test programs (nvcc, shared cudart, no RPATH), so it runs
 // on the simulator with LD_LIBRARY_PATH and unchanged on a GPU.
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
   int outer = kLevel;
   int inner = kLevel;
   bool leak = false;
+  bool free_first = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--outer") == 0) {
       outer = ArgInt(argc, argv, i);
@@ -109,9 +115,12 @@ int main(int argc, char** argv) {
       g_bytes = static_cast<size_t>(ArgInt(argc, argv, i));
     } else if (std::strcmp(argv[i], "--leak") == 0) {
       leak = true;
+    } else if (std::strcmp(argv[i], "--free") == 0) {
+      free_first = true;
     } else {
-      std::fprintf(
-          stderr, "usage: live_load [--outer N] [--inner N] [--per-site N] [--bytes N] [--leak]\n");
+      std::fprintf(stderr,
+                   "usage: live_load [--outer N] [--inner N] [--per-site N] [--bytes N] [--leak] "
+                   "[--free]\n");
       return 2;
     }
   }
@@ -125,6 +134,10 @@ int main(int argc, char** argv) {
   g_ptrs = &ptrs;
   Check(cudaFree(nullptr), "cudaFree(0)");  // the context, before the first site
   for (int a = 0; a < outer; ++a) kOuter[a](inner);
+  if (free_first) {
+    for (void* p : ptrs) Check(cudaFree(p), "cudaFree");
+    ptrs.clear();
+  }
   std::printf("live_load: ready %zu %zu\n", ptrs.size(), ptrs.size() * g_bytes);
   std::fflush(stdout);
   char buf[256];
@@ -132,6 +145,15 @@ int main(int argc, char** argv) {
     const ssize_t n = read(0, buf, sizeof(buf));
     if (n == 0) break;
     if (n < 0 && errno != EINTR) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != 't') continue;
+      const size_t before = ptrs.size();
+      kInner[0](1);
+      Check(cudaFree(ptrs.back()), "cudaFree");
+      ptrs.resize(before);
+      std::printf("live_load: touched\n");
+      std::fflush(stdout);
+    }
   }
   if (leak) return 0;
   for (void* p : ptrs) Check(cudaFree(p), "cudaFree");

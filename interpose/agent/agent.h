@@ -115,6 +115,10 @@ struct ReportScheduler {  // NOLINT(clang-analyzer-optin.performance.Padding): o
   // its cached pcs may then name another. Guarded by report_mu.
   std::unique_ptr<Symbolizer> symbolizer;
   unsigned long long symbolizer_unloads = 0;
+  // With it, the reports' sites (which read the same), so that a checkpoint
+  // symbolizes only the sites it lists; made with `symbolizer` and dropped
+  // when it is replaced. Guarded by report_mu.
+  std::unique_ptr<SiteResolver> sites;
   bool warned_low_memory = false;  // guarded by report_mu (WriteReportOrThrow)
   std::string exit_report_path;    // set once the exit report is on disk
   // Where in it the teardown time goes (OpenTeardownSlot); set with the path.

@@ -95,10 +95,21 @@ Symbolizer* SharedSymbolizer(Agent& agent) {
   unsigned long long unloads = 0;
   dl_iterate_phdr(&CountUnloads, &unloads);
   if (agent.reports.symbolizer == nullptr || unloads != agent.reports.symbolizer_unloads) {
+    agent.reports.sites.reset();  // made with the old one
     agent.reports.symbolizer = std::make_unique<Symbolizer>();
     agent.reports.symbolizer_unloads = unloads;
   }
   return agent.reports.symbolizer.get();
+}
+
+SiteResolver* SharedSites(Agent& agent) {
+  const StackTable* stacks = CurrentSession()->stacks();
+  if (stacks == nullptr) return nullptr;
+  Symbolizer* symbolizer = SharedSymbolizer(agent);
+  if (agent.reports.sites == nullptr) {
+    agent.reports.sites = std::make_unique<SiteResolver>(stacks, symbolizer);
+  }
+  return agent.reports.sites.get();
 }
 
 namespace {
@@ -128,6 +139,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   request.context.oom_count = agent.reports.ooms.load();
   request.captured = captured;
   request.symbolizer = CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr;
+  request.sites = SharedSites(agent);
   if (request.symbolizer != nullptr) {
     // libdw ends the process when it runs out of memory: near the host's
     // limit, this report gets names and modules without file:line.

@@ -22,6 +22,9 @@ std::string HostName();
 // The symbolizer that reports (and the live state) share, kept from one to
 // the next; the caller holds report_mu.
 Symbolizer* SharedSymbolizer(Agent& agent);
+// The site resolver reports keep with it (the caller holds report_mu); null
+// without stacks.
+SiteResolver* SharedSites(Agent& agent);
 
 // Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
 // one line "TRIGGER<TAB>PATH<TAB>PID", appended with one write(2); trigger

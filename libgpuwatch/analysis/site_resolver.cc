@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <span>
 #include <utility>
 
@@ -74,34 +75,65 @@ const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
   return stack_indices_.emplace(stack_id, std::move(indices)).first->second;
 }
 
+void SiteResolver::ReleaseFrames() {
+  ClearFrameTable();
+  cache_.clear();
+}
+
 void SiteResolver::ClearFrameTable() {
   frame_table_.clear();
   frame_index_.clear();
   stack_indices_.clear();
 }
 
+std::string SiteResolver::KeyOf(uint32_t stack_id) {
+  // Keyed by what the user reads (function, file, line), not by pc: the
+  // compiler may unroll one source-level call into several call sites.
+  std::string key;
+  for (const Frame& f : FramesOf(stack_id)) {
+    key += f.module;
+    key += '\0';
+    key += f.function;
+    key += '\0';
+    if (f.line > 0) {
+      key += f.file;
+      key += ':' + std::to_string(f.line);
+    } else {
+      key += std::to_string(f.offset);
+    }
+    key += '\n';
+  }
+  return key;
+}
+
+void SiteResolver::Recanonicalize(uint32_t from, uint32_t to) {
+  for (uint32_t& c : canonical_flat_) {
+    if (c == from) c = to;
+  }
+  for (auto& [id, c] : canonical_) {
+    if (c == from) c = to;
+  }
+  for (auto& [key, c] : collided_) {
+    if (c == from) c = to;
+  }
+}
+
 uint32_t SiteResolver::ResolveCanonical(uint32_t stack_id) {
   if (auto it = canonical_.find(stack_id); it != canonical_.end()) return it->second;
-  const std::vector<Frame>& frames = FramesOf(stack_id);
   uint32_t canonical = stack_id;
-  if (!frames.empty()) {
-    // Keyed by what the user reads (function, file, line), not by pc: the
-    // compiler may unroll one source-level call into several call sites.
-    std::string key;
-    for (const Frame& f : frames) {
-      key += f.module;
-      key += '\0';
-      key += f.function;
-      key += '\0';
-      if (f.line > 0) {
-        key += f.file;
-        key += ':' + std::to_string(f.line);
-      } else {
-        key += std::to_string(f.offset);
-      }
-      key += '\n';
+  if (std::string key = KeyOf(stack_id); !key.empty()) {
+    const uint64_t hash = std::hash<std::string>()(key);
+    const auto [at, added] = by_hash_.try_emplace(hash, stack_id);
+    uint32_t* holder = &at->second;
+    if (!added && KeyOf(*holder) != key) {  // another stack with the same hash
+      holder = &collided_.try_emplace(std::move(key), stack_id).first->second;
     }
-    canonical = by_frames_.emplace(std::move(key), stack_id).first->second;
+    if (stack_id < *holder) {  // resolved after larger ids that read the same
+      const uint32_t from = *holder;
+      *holder = stack_id;
+      if (from != stack_id) Recanonicalize(from, stack_id);
+    }
+    canonical = *holder;
   }
   if (stack_id < canonical_flat_.size()) {
     canonical_flat_[stack_id] = canonical;

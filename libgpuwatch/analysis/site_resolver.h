@@ -32,6 +32,11 @@ struct SiteClass {
 // Turns stack ids into frames for a report: symbolized, with gpuwatch's,
 // CUPTI's, the driver's and cudart's frames trimmed from the top, cached per
 // id. Report time only; not thread-safe.
+//
+// One resolver may serve report after report (ReleaseFrames() after each):
+// what it keeps is which ids read the same (a few bytes per id, no frames),
+// so that a report of a process whose sites did not change symbolizes only
+// the sites it lists, and a new site costs its own symbolization.
 class SiteResolver {
  public:
   // `stacks` may be null (no stacks captured): every site then has no frames.
@@ -41,6 +46,13 @@ class SiteResolver {
   ~SiteResolver();
   SiteResolver(const SiteResolver&) = delete;
   SiteResolver& operator=(const SiteResolver&) = delete;
+
+  // Drops what one report needed (frames, the frame table) and keeps the
+  // ids' canonical ids and classes, for the next report with the same
+  // symbolizer.
+  void ReleaseFrames();
+  // Stacks whose frames are held now (for tests).
+  size_t frames_cached() const { return cache_.size(); }
 
   const std::vector<Frame>& FramesOf(uint32_t stack_id);
   // The site's frames as indices into frame_table(), innermost first: each
@@ -53,8 +65,10 @@ class SiteResolver {
   // Stacks that read the same after trimming are one site to the user: they
   // may differ in the trimmed frames (the runtime takes another internal path
   // on its first call) or in pcs that map to the same lines (an unrolled
-  // loop calls from two addresses). Returns the smallest id resolved so far with the same trimmed
-  // stack; resolve ids in increasing order (Prepare) for a stable answer.
+  // loop calls from two addresses). Returns the smallest id resolved so far
+  // with the same trimmed stack: ids resolved in increasing order (Prepare)
+  // keep their answer, and a smaller id resolved later becomes the answer of
+  // every id that reads as it does.
   uint32_t Canonical(uint32_t stack_id) {
     // Inline: a report asks once per live allocation, and the ids Prepare
     // saw are answered from the flat table.
@@ -81,12 +95,21 @@ class SiteResolver {
                            SuppressionKind kind);
   // PytorchAllocatesPerTensor() of the process: its allocator's frames are
   // no category. Set before the first ClassOf.
-  void set_pytorch_per_tensor(bool on) { pytorch_per_tensor_ = on; }
+  void set_pytorch_per_tensor(bool on) {
+    if (on != pytorch_per_tensor_) classes_.clear();
+    pytorch_per_tensor_ = on;
+  }
 
  private:
   static constexpr uint32_t kUnresolved = UINT32_MAX;
 
   uint32_t ResolveCanonical(uint32_t stack_id);  // Canonical() beyond the flat table
+  // What the user reads of a stack (function, file, line per frame); "" when
+  // it has no frames.
+  std::string KeyOf(uint32_t stack_id);
+  // Every id whose canonical id is `from` now answers `to` (a smaller id
+  // that reads the same, resolved after them).
+  void Recanonicalize(uint32_t from, uint32_t to);
 
   const StackTable* stacks_;
   bool pytorch_per_tensor_ = false;
@@ -97,8 +120,11 @@ class SiteResolver {
   // up one id per live allocation), a map for any other.
   std::vector<uint32_t> canonical_flat_;
   std::unordered_map<uint32_t, uint32_t> canonical_;
-  std::unordered_map<uint64_t, SiteClass> classes_;      // (kind, id) -> class
-  std::unordered_map<std::string, uint32_t> by_frames_;  // trimmed frames -> id
+  std::unordered_map<uint64_t, SiteClass> classes_;  // (kind, id) -> class
+  // The hash of KeyOf() -> its canonical id; a key whose hash another key
+  // holds is kept whole in collided_ (checked against the holder's key).
+  std::unordered_map<uint64_t, uint32_t> by_hash_;
+  std::unordered_map<std::string, uint32_t> collided_;
   // The report's frame table: its frames, an index per distinct frame, and
   // each stack id's indices.
   std::vector<const Frame*> frame_table_;

@@ -3,11 +3,20 @@
 // Used for the live-allocation table, where memory per entry and the cost of
 // an insert or erase under a shard lock matter. Linear probing with
 // backward-shift deletion (no tombstones), so lookups stay short after
-// millions of alloc/free pairs. Grows by doubling at 7/8 load.
+// millions of alloc/free pairs. Grows by half at 7/8 load, so that the
+// table is 58% to 88% full however many entries it holds (doubling left it
+// 44% full just past a growth: 55 bytes per entry of 24 instead of 27 to 41;
+// docs/BENCHMARKS.md). The capacity is no power of two: a key's home slot is
+// its Fibonacci hash scaled to the capacity (a multiply, no division). Slots
+// of 64 KiB and more are mapped, not taken from malloc: a table left behind
+// by a growth goes back to the system at once, where malloc would keep it
+// in its heap once its threshold for mapping had risen.
 //
 // Not thread-safe: callers shard it and hold a lock per shard.
 #ifndef GPUWATCH_LIBGPUWATCH_BASE_ADDRESS_MAP_H_
 #define GPUWATCH_LIBGPUWATCH_BASE_ADDRESS_MAP_H_
+
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -25,7 +34,7 @@ class AddressMap {
   AddressMap() = default;
   AddressMap(const AddressMap&) = delete;
   AddressMap& operator=(const AddressMap&) = delete;
-  ~AddressMap() { std::free(slots_); }
+  ~AddressMap() { FreeSlots(slots_, capacity_); }
 
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
@@ -47,7 +56,7 @@ class AddressMap {
         slots_[i].value = value;
         return true;
       }
-      i = (i + 1) & mask_;
+      i = Next(i);
     }
     slots_[i].key = key;
     slots_[i].value = value;
@@ -57,7 +66,7 @@ class AddressMap {
 
   const V* Find(uint64_t key) const {
     if (size_ == 0) return nullptr;
-    for (size_t i = Home(key); slots_[i].key != 0; i = (i + 1) & mask_) {
+    for (size_t i = Home(key); slots_[i].key != 0; i = Next(i)) {
       if (slots_[i].key == key) return &slots_[i].value;
     }
     return nullptr;
@@ -70,12 +79,12 @@ class AddressMap {
     size_t i = Home(key);
     while (slots_[i].key != key) {
       if (slots_[i].key == 0) return false;
-      i = (i + 1) & mask_;
+      i = Next(i);
     }
     *out = slots_[i].value;
     // Backward shift: move later members of the probe run into the hole.
     size_t hole = i;
-    for (size_t j = (i + 1) & mask_; slots_[j].key != 0; j = (j + 1) & mask_) {
+    for (size_t j = Next(i); slots_[j].key != 0; j = Next(j)) {
       const size_t home = Home(slots_[j].key);
       // Move j into the hole when its home is not in (hole, j] cyclically.
       const bool in_range = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
@@ -109,36 +118,52 @@ class AddressMap {
   };
 
   size_t Home(uint64_t key) const {
-    // Fibonacci hashing: allocations are aligned, so the low bits carry little.
-    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> shift_);
+    // Fibonacci hashing (allocations are aligned, so the low bits carry
+    // little), its 64 bits taken as a fraction of the capacity.
+    const uint64_t hash = key * 0x9E3779B97F4A7C15ULL;
+    return static_cast<size_t>((static_cast<unsigned __int128>(hash) * capacity_) >> 64);
+  }
+  size_t Next(size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
+
+  static constexpr size_t kMapBytes = size_t{64} << 10;
+  // Zeroed slots.
+  static Slot* AllocSlots(size_t n) {
+    if (n * sizeof(Slot) < kMapBytes) return static_cast<Slot*>(std::calloc(n, sizeof(Slot)));
+    void* mem =
+        mmap(nullptr, n * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return mem == MAP_FAILED ? nullptr : static_cast<Slot*>(mem);
+  }
+  static void FreeSlots(Slot* slots, size_t n) {
+    if (slots == nullptr) return;
+    if (n * sizeof(Slot) < kMapBytes) {
+      std::free(slots);
+    } else {
+      munmap(slots, n * sizeof(Slot));
+    }
   }
 
   bool Grow() {
-    const size_t new_capacity = capacity_ == 0 ? 16 : capacity_ * 2;
-    auto* fresh = static_cast<Slot*>(std::calloc(new_capacity, sizeof(Slot)));
+    const size_t new_capacity = capacity_ == 0 ? 16 : capacity_ + capacity_ / 2;
+    Slot* fresh = AllocSlots(new_capacity);
     if (fresh == nullptr) return false;
     Slot* old = slots_;
     const size_t old_capacity = capacity_;
     slots_ = fresh;
     capacity_ = new_capacity;
-    mask_ = new_capacity - 1;
-    shift_ = 64 - __builtin_ctzll(new_capacity);
     size_ = 0;
     for (size_t i = 0; i < old_capacity; ++i) {
       if (old[i].key == 0) continue;
       size_t j = Home(old[i].key);
-      while (slots_[j].key != 0) j = (j + 1) & mask_;
+      while (slots_[j].key != 0) j = Next(j);
       slots_[j] = old[i];
       ++size_;
     }
-    std::free(old);
+    FreeSlots(old, old_capacity);
     return true;
   }
 
   Slot* slots_ = nullptr;
   size_t capacity_ = 0;
-  size_t mask_ = 0;
-  int shift_ = 64;
   size_t size_ = 0;
 };
 

@@ -119,7 +119,12 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
       kernels_(session.recording().kernels.Snapshot()),
       cuda_errors_(session.recording().errors.Snapshot(session.recording().kernels)),
       timeline_(session.recording().timeline.Snapshot()),
-      sites_(session.stacks(), session.stacks() != nullptr ? request.symbolizer : nullptr) {
+      own_sites_(request.sites != nullptr
+                     ? nullptr
+                     : std::make_unique<SiteResolver>(session.stacks(), session.stacks() != nullptr
+                                                                            ? request.symbolizer
+                                                                            : nullptr)),
+      sites_(request.sites != nullptr ? request.sites : own_sites_.get()) {
   const Recording& r = session.recording();
   if (r.trace != nullptr) {
     trace_ = r.trace->Snapshot();
@@ -146,22 +151,27 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
   context_.tool_frames = ToolFramesSeen();
   context_.unwinder = config.depth > 0 ? UnwindMethodName(ActiveUnwindMethod()) : "none";
   context_.unwind_fallbacks = CfiFallbacks();
-  sites_.set_pytorch_per_tensor(PytorchAllocatesPerTensor(context_.pytorch_allocator));
+  sites_->set_pytorch_per_tensor(PytorchAllocatesPerTensor(context_.pytorch_allocator));
+}
+
+// A kept resolver keeps its canonical ids, not this report's frames.
+SessionReport::~SessionReport() {
+  if (own_sites_ == nullptr) sites_->ReleaseFrames();
 }
 
 void SessionReport::Build() {
-  analysis_ = AnalyzeReport(snapshot_, context_, &sites_);
-  json_ = BuildReportJson(snapshot_, context_, &sites_, analysis_);
+  analysis_ = AnalyzeReport(snapshot_, context_, sites_);
+  json_ = BuildReportJson(snapshot_, context_, sites_, analysis_);
 }
 
 size_t SessionReport::OpenTeardownSlot() { return gpuwatch::OpenTeardownSlot(&json_); }
 
 uint64_t SessionReport::leaked_device_bytes() {
-  return LeakedDeviceBytes(analysis_, &sites_, session_.suppressions());
+  return LeakedDeviceBytes(analysis_, sites_, session_.suppressions());
 }
 
 std::string SessionReport::Summary(const std::string& path) {
-  return BuildSummaryText(snapshot_, context_, analysis_, &sites_, path);
+  return BuildSummaryText(snapshot_, context_, analysis_, sites_, path);
 }
 
 namespace {

@@ -112,6 +112,11 @@ struct ReportRequest {
   // Kept from report to report by the caller (symbolization is the costly
   // part of a report); null: a fresh one, for this report only.
   Symbolizer* symbolizer = nullptr;
+  // Kept from report to report by the caller with `symbolizer` (made with
+  // it, and replaced with it): which sites read the same, so that a report
+  // symbolizes only the sites it lists (SiteResolver::ReleaseFrames, when
+  // the report is done). Null: a fresh one, for this report only.
+  SiteResolver* sites = nullptr;
 };
 
 // One report of a session, in two steps that a benchmark can time apart:
@@ -121,6 +126,7 @@ struct ReportRequest {
 class SessionReport {
  public:
   SessionReport(const Session& session, ReportRequest request);
+  ~SessionReport();
   SessionReport(const SessionReport&) = delete;
   SessionReport& operator=(const SessionReport&) = delete;
 
@@ -134,7 +140,7 @@ class SessionReport {
   // The stderr summary; `path` is where the report went ("" when it failed).
   std::string Summary(const std::string& path);
   // "file:line (function)" of a stack, as the report names it.
-  std::string LocationOf(uint32_t stack_id) { return sites_.LocationOf(stack_id); }
+  std::string LocationOf(uint32_t stack_id) { return sites_->LocationOf(stack_id); }
 
  private:
   const Session& session_;
@@ -147,7 +153,8 @@ class SessionReport {
   TraceSnapshot trace_;
   PhasesSnapshot phases_;
   RegionsSnapshot regions_;
-  SiteResolver sites_;
+  std::unique_ptr<SiteResolver> own_sites_;  // when the request gave none
+  SiteResolver* sites_;
   ReportAnalysis analysis_;
   std::string json_;
 };

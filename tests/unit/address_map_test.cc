@@ -5,6 +5,7 @@
 #include <random>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace gpuwatch {
 namespace {
@@ -46,6 +47,41 @@ TEST(AddressMap, ClearEmptiesAndKeepsCapacity) {
   EXPECT_EQ(visited, 0u);
   EXPECT_FALSE(map.Upsert(7, 1, &old, &dropped));  // usable again
   EXPECT_EQ(*map.Find(7), 1u);
+}
+
+// The table grows by half at 7/8 load: from 16 slots, 16 -> 24 -> 36 -> ...,
+// so that it is never less than 7/12 full past its first growths (memory per
+// live allocation: docs/BENCHMARKS.md). Every key stays reachable across
+// each growth, with capacities that are no power of two.
+TEST(AddressMap, GrowsByHalfAndStaysMoreThanHalfFull) {
+  AddressMap<uint64_t> map;
+  uint64_t old = 0;
+  bool dropped = false;
+  size_t capacity = 0;
+  std::vector<size_t> capacities;
+  for (uint64_t k = 1; k <= 100000; ++k) {
+    ASSERT_FALSE(map.Upsert(k * 512, k, &old, &dropped));
+    ASSERT_FALSE(dropped);
+    if (map.capacity() != capacity) {
+      capacity = map.capacity();
+      capacities.push_back(capacity);
+    }
+    // Never fuller than 7/8; from 1,000 entries on, never emptier than 7/12.
+    ASSERT_LE(map.size() * 8, map.capacity() * 7) << k;
+    if (k >= 1000) {
+      ASSERT_GE(map.size() * 12, map.capacity() * 7) << k;
+    }
+  }
+  ASSERT_GE(capacities.size(), 4u);
+  EXPECT_EQ(capacities[0], 16u);
+  EXPECT_EQ(capacities[1], 24u);
+  EXPECT_EQ(capacities[2], 36u);
+  EXPECT_EQ(capacities[3], 54u);
+  for (uint64_t k = 1; k <= 100000; ++k) {
+    ASSERT_NE(map.Find(k * 512), nullptr) << k;
+    EXPECT_EQ(*map.Find(k * 512), k);
+  }
+  EXPECT_EQ(map.Find(uint64_t{100001} * 512), nullptr);
 }
 
 // Random inserts and erases against std::unordered_map as the reference:

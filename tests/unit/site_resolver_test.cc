@@ -1,0 +1,111 @@
+// A SiteResolver kept from report to report (the reports' one,
+// interpose/agent/reports.cc): which ids read the same survives
+// ReleaseFrames(), the frames do not, and a smaller id resolved after a
+// larger one that reads the same becomes the answer of both.
+#include "libgpuwatch/analysis/site_resolver.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "libgpuwatch/stacks/stack_table.h"
+#include "libgpuwatch/stacks/unwind.h"
+
+namespace site_resolver_test_sites {
+
+__attribute__((noinline)) int Capture(uintptr_t* pcs, int max) {
+  const int n = gpuwatch::CaptureStack(pcs, max, 0);
+  asm volatile("" ::: "memory");  // keep the call from becoming a tail call
+  return n;
+}
+
+}  // namespace site_resolver_test_sites
+
+namespace gpuwatch {
+
+// Two functions of namespace gpuwatch: frames the resolver trims from the top
+// of a stack, as it trims the callback's own frames.
+__attribute__((noinline)) int SiteResolverTestTrimmedA(int x) {
+  asm volatile("" ::: "memory");
+  return x + 1;
+}
+__attribute__((noinline)) int SiteResolverTestTrimmedB(int x) {
+  asm volatile("" ::: "memory");
+  return x + 2;
+}
+
+namespace {
+
+// A pc inside one of them (a return address: the symbolizer looks up pc - 1).
+uintptr_t GpuwatchPc(int which) {
+  const auto fn = which == 0 ? reinterpret_cast<uintptr_t>(&SiteResolverTestTrimmedA)
+                             : reinterpret_cast<uintptr_t>(&SiteResolverTestTrimmedB);
+  return fn + 1;
+}
+
+// One stack three ways: as captured, and under one more gpuwatch frame (two
+// different ones). All three read the same once trimmed.
+struct ThreeIds {
+  StackTable table{1000, 1 << 20};
+  uint32_t plain = 0;
+  uint32_t under_a = 0;
+  uint32_t under_b = 0;
+  ThreeIds() {
+    std::vector<uintptr_t> pcs(33);
+    const int n = site_resolver_test_sites::Capture(pcs.data() + 1, 32);
+    if (n <= 0) return;
+    plain = table.Intern(pcs.data() + 1, n);
+    pcs[0] = GpuwatchPc(0);
+    under_a = table.Intern(pcs.data(), n + 1);
+    pcs[0] = GpuwatchPc(1);
+    under_b = table.Intern(pcs.data(), n + 1);
+  }
+};
+
+TEST(SiteResolver, KeptAcrossReportsKeepsCanonicalIdsNotFrames) {
+  const ThreeIds ids;
+  ASSERT_NE(ids.plain, 0u);
+  ASSERT_LT(ids.plain, ids.under_a);
+  ASSERT_LT(ids.under_a, ids.under_b);
+  Symbolizer symbolizer;
+  SiteResolver sites(&ids.table, &symbolizer);
+  // A first report lists the larger id alone: it is its own site.
+  sites.Prepare({ids.under_a});
+  EXPECT_EQ(sites.Canonical(ids.under_a), ids.under_a);
+  const std::string location = sites.LocationOf(ids.under_a);
+  EXPECT_NE(location.find("site_resolver_test.cc:"), std::string::npos) << location;
+  EXPECT_GT(sites.frames_cached(), 0u);
+  sites.ReleaseFrames();
+  EXPECT_EQ(sites.frames_cached(), 0u);
+  // The next report: the smaller id that reads the same is resolved after
+  // it, and becomes the answer of both.
+  sites.Prepare({ids.plain, ids.under_a});
+  EXPECT_EQ(sites.Canonical(ids.plain), ids.plain);
+  EXPECT_EQ(sites.Canonical(ids.under_a), ids.plain);
+  sites.ReleaseFrames();
+  // A report of ids already resolved symbolizes nothing for them.
+  sites.Prepare({ids.plain, ids.under_a});
+  EXPECT_EQ(sites.Canonical(ids.under_a), ids.plain);
+  EXPECT_EQ(sites.frames_cached(), 0u);
+  // A new id that reads as an old one merges with it, though that one's
+  // frames were released; the frames come back when a report lists them.
+  sites.Prepare({ids.plain, ids.under_a, ids.under_b});
+  EXPECT_EQ(sites.Canonical(ids.under_b), ids.plain);
+  EXPECT_EQ(sites.LocationOf(ids.plain), location);
+}
+
+// A fresh resolver given the ids in increasing order answers as the kept
+// one does.
+TEST(SiteResolver, FreshResolverAgreesWithTheKeptOne) {
+  const ThreeIds ids;
+  ASSERT_NE(ids.plain, 0u);
+  SiteResolver sites(&ids.table);
+  sites.Prepare({ids.under_b, ids.plain, ids.under_a});
+  EXPECT_EQ(sites.Canonical(ids.plain), ids.plain);
+  EXPECT_EQ(sites.Canonical(ids.under_a), ids.plain);
+  EXPECT_EQ(sites.Canonical(ids.under_b), ids.plain);
+}
+
+}  // namespace
+}  // namespace gpuwatch
