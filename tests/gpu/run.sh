@@ -3,8 +3,8 @@
 #
 #   tests/gpu/run.sh [--build DIR] [--out DIR] [--only PARTS] [--skip PARTS] [--budget S]
 #                    [--python PY]
-#       Runs the validation on the GPU (parts: env, programs, sequences,
-#       questions, cupti_clients, live, torch_leak, torch_counters, torch_pytest, torch_phases,
+#       Runs the validation on the GPU (parts: env, programs, sequences, questions,
+#       cupti_clients, live, triage, torch_leak, torch_counters, torch_pytest, torch_phases,
 #       torch_profiler, torch_modes, sanitizer, torch_step, overhead; PyTorch's under PY, default
 #       $GPUWATCH_TORCH_PYTHON, else python3). Prints PASS/FAIL/SKIP/INFO
 #       lines and a last line "PASS|FAIL gpu-validation ..."; writes everything
@@ -81,7 +81,7 @@ make_bundle() {
   for p in leaky_loop oom pool_and_driver; do copy "examples/$p"; done
   for p in api_mix exit_with leak_sites threads snapshot_signal transfers reuse_race zero_copy \
            copy_findings arrays graphs graph_reuse default_copies vmm_striped nvtx_pool live_steps \
-           cupti_client cupti_client_dlsym ipc_pair vmm_handles; do
+           cupti_client cupti_client_dlsym ipc_pair vmm_handles kernel_fault hung_copy; do
     copy "tests/programs/$p"
   done
   for p in leaky_loop oom pool_and_driver api_mix leak_sites transfers; do copy "tests/gpu/static/$p"; done

@@ -9,6 +9,12 @@ lines; results go to --out, or $OUT, or ./gpu-results):
   programs   the examples and e2e test programs, shared and static cudart,
              each under LD_PRELOAD and under CUDA_INJECTION64_PATH, their
              reports checked as the simulator tests check them (checks.py)
+  triage     issue 35 (triage.py): kernel_fault, whose kernel faults, under
+             gpuwatch: the report's sticky error at the call where the program
+             saw it, the kernels before it, and the question where a fault
+             surfaces on this driver; hung_copy hung in a copy behind a kernel
+             that never finishes: `gpuwatch why PID` names the call and its line,
+             then SIGKILL and wait
   sequences  every program also under a CUPTI recorder, on the GPU and on the
              simulator; compare_sequences.py diffs what gpuwatch would see
   torch_leak examples/torch_leak.py under each PyTorch allocator mode
@@ -33,7 +39,8 @@ lines; results go to --out, or $OUT, or ./gpu-results):
 
 --sim runs everything that can run without a GPU on the simulator (the shared
 builds, the sequences of the simulator against itself, the overhead
-benchmark, and the PyTorch parts that need no cuBLAS: torch_counters,
+benchmark, triage with the simulator's GWSIM_FAULT_KERNEL and GWSIM_HANG_KERNEL,
+and the PyTorch parts that need no cuBLAS: torch_counters,
 torch_pytest, torch_phases), which is how this script is tested where there
 is no GPU. PyTorch's parts run under --python (default: $GPUWATCH_TORCH_PYTHON,
 else python3); scripts/torch-env.sh prints one for the simulator.
@@ -46,7 +53,9 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -57,13 +66,14 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 import checks  # noqa: E402
 import compare_sequences  # noqa: E402
+import triage  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 # In the order they run: what the next parts need first, and what a short
 # lease must not miss (the simulator's questions, PyTorch) before the longest.
-PARTS = ["env", "programs", "questions", "cupti_clients", "live", "sequences", "torch_leak",
-         "torch_counters", "torch_pytest", "torch_phases", "torch_profiler", "torch_modes",
-         "torch_step", "overhead", "launches", "sanitizer"]
+PARTS = ["env", "programs", "questions", "cupti_clients", "live", "triage", "sequences",
+         "torch_leak", "torch_counters", "torch_pytest", "torch_phases", "torch_profiler",
+         "torch_modes", "torch_step", "overhead", "launches", "sanitizer"]
 
 
 def no_args(directory, names):
@@ -675,12 +685,7 @@ class Validator:
             self.record("INFO", "question cuDeviceTotalMem from gpuwatch's thread",
                         f"devices' total_bytes {totals} (null: the driver did not answer "
                         "without a context on that thread)")
-            cli = os.path.join(self.build, "bin", "gpuwatch")
-            cli_env = self.base_env()
-            cli_deps = os.path.join(self.build, "deps", "cli")
-            if os.path.isdir(cli_deps):
-                cli_env["LD_LIBRARY_PATH"] = ":".join(
-                    [cli_deps] + [x for x in [cli_env.get("LD_LIBRARY_PATH")] if x])
+            cli, cli_env = self.cli()
             code, out, err, _ = self.run([cli, "top", "--once", "--dir", live], cli_env, 30,
                                          label="live top")
             shown = f"{p.pid} " in out and "live_steps.cu" in out
@@ -693,6 +698,148 @@ class Validator:
         gone = not os.path.exists(os.path.join(live, f"{p.pid}.sock"))
         self.record("PASS" if gone else "FAIL", "live entry removed at exit",
                     "the socket's name went with the process" if gone else "it stayed")
+
+    def cli(self):
+        """The gpuwatch command and its environment: its libraries from deps/cli
+        in a bundle (the GPU machine has none of Debian's)."""
+        env = self.base_env()
+        deps = os.path.join(self.build, "deps", "cli")
+        if os.path.isdir(deps):
+            env["LD_LIBRARY_PATH"] = ":".join([deps] + [x for x in [env.get("LD_LIBRARY_PATH")]
+                                                        if x])
+        return os.path.join(self.build, "bin", "gpuwatch"), env
+
+    # --- triage -------------------------------------------------------------------
+
+    def part_triage(self):
+        """Issue 35 on a real driver (triage.py): a kernel's fault in the report,
+        where it surfaced (a question), and `gpuwatch why` of a copy hung behind a
+        kernel that never finishes. On the simulator, GWSIM_FAULT_KERNEL and
+        GWSIM_HANG_KERNEL make them fault and hang."""
+        if not self.have_time("triage", 45):
+            return
+        self.triage_fault()
+        self.triage_hang([], "cudaMemcpy", "HUNG:copy")
+        # hung_copy sync (cudaDeviceSynchronize in place of the copy), where the
+        # sources it was built from have it.
+        source = triage.program_source(self.source_dir, "hung_copy.cu")
+        if checks.line_of(source, "HUNG:sync") and self.have_time("triage hung_copy sync", 30):
+            self.triage_hang(["sync"], "cudaDeviceSynchronize", "HUNG:sync")
+
+    def triage_fault(self):
+        label = "triage kernel_fault"
+        path = self.program_path("kernel_fault", "tests/programs", False)
+        if not os.path.exists(path) and not self.args.dry_run:
+            self.record("FAIL", label, f"{path} is missing from the build (ninja gwgpu_all)")
+            return
+        rdir = os.path.dirname(self.out_path("triage", "kernel_fault", "x"))
+        report = os.path.join(rdir, "report.json")
+        env = self.gpuwatch_env("preload", report)
+        if self.args.sim:
+            env["GWSIM_FAULT_KERNEL"] = "Scatter"
+        code, out, err, secs = self.run([path], env, 60, cwd=rdir, label=label)
+        if self.args.dry_run:
+            return
+        with open(os.path.join(rdir, "output.txt"), "w") as f:
+            f.write(out + "\n--- stderr ---\n" + err)
+        if code != 1:
+            self.record("FAIL", label, "timed out" if code is None else
+                        f"exit {code}, expected 1 (the kernel's fault seen): {err.strip()[-300:]}")
+            return
+        doc = checks.load(report)
+        self.record("INFO", "question where a kernel fault surfaces", triage.surfaced(doc, err))
+        results = triage.fault_checks(doc, err, self.source_dir)
+        with open(os.path.join(rdir, "checks.txt"), "w") as f:
+            for ok, t in results:
+                f.write(f"{'ok  ' if ok else 'FAIL'} {t}\n")
+        failed = [t for ok, t in results if not ok]
+        if failed:
+            self.record("FAIL", f"{label} error in the report",
+                        f"{len(failed)} of {len(results)} checks failed: "
+                        + "; ".join(failed[:4]) + f" ({rdir}/checks.txt)")
+        else:
+            self.record("PASS", f"{label} error in the report",
+                        f"{len(results)} checks, {secs:.1f} s")
+
+    def triage_hang(self, args, call, marker):
+        """hung_copy ARGS hung in `call`: `gpuwatch why PID` must name it with
+        its line (the line marked `marker`) within 20 s; then SIGKILL, and the
+        process must be gone within 30 s."""
+        label = " ".join(["triage hung_copy"] + args)
+        path = self.program_path("hung_copy", "tests/programs", False)
+        cli, cli_env = self.cli()
+        rdir = os.path.dirname(self.out_path("triage", ".".join(["hung_copy"] + args), "x"))
+        live = os.path.join(rdir, "live")
+        env = self.gpuwatch_env("preload", os.path.join(rdir, "report.json"))
+        env["GPUWATCH_LIVE_DIR"] = live
+        if self.args.sim:
+            env["GWSIM_HANG_KERNEL"] = "never_ends"
+        if self.args.dry_run:
+            self.run([path] + args, env, 0, label=label)
+            self.run([cli, "why", "PID", "--dir", live], cli_env, 0, label=f"{label} why")
+            return
+        if not os.path.exists(path):
+            self.record("FAIL", label, f"{path} is missing from the build (ninja gwgpu_all)")
+            return
+        source = triage.program_source(self.source_dir, "hung_copy.cu")
+        site = f"hung_copy.cu:{checks.line_of(source, marker)}"
+        self.log.write(f"[{time.monotonic() - self.start:7.1f}s] {label}: {path} "
+                       f"{' '.join(args)} (GPUWATCH_LIVE_DIR={live})\n")
+        with open(os.path.join(rdir, "stderr.txt"), "w") as err_file:
+            p = subprocess.Popen([path] + args, env=env, stdout=subprocess.PIPE, stderr=err_file)
+        try:
+            if self.reached(p, b"hung_copy: copying\n", label):
+                self.why_hung(p, label, call, site, cli, cli_env, live)
+        finally:
+            self.kill_and_wait(p, label)
+
+    def reached(self, p, text, label, seconds=30):
+        """Whether `p` printed `text` within `seconds` (FAIL when not)."""
+        printed = b""
+        deadline = time.monotonic() + seconds
+        while text not in printed and time.monotonic() < deadline:
+            if select.select([p.stdout], [], [], 0.5)[0]:
+                chunk = os.read(p.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                printed += chunk
+        if text not in printed:
+            self.record("FAIL", label, f"no {text!r} within {seconds} s (exit {p.poll()}): "
+                        f"{printed.decode(errors='replace')[-200:]!r}")
+        return text in printed
+
+    def why_hung(self, p, label, call, site, cli, cli_env, live):
+        """Polls `gpuwatch why PID` for 20 s at most until it names `call` at `site`."""
+        shown, out, err, t0 = None, "", "", time.monotonic()
+        while shown is None and time.monotonic() < t0 + 20 and self.left() > 5:
+            _, out, err, _ = self.run([cli, "why", str(p.pid), "--dir", live], cli_env, 10,
+                                      label=f"{label} why")
+            shown = triage.why_shows(out, call, site)
+            if shown is None:
+                time.sleep(0.25)  # the page's site is written by gpuwatch's thread each second
+        with open(os.path.join(os.path.dirname(live), "why.txt"), "w") as f:
+            f.write(out + ("" if shown else f"\n--- stderr ---\n{err}"))
+        hung = p.poll() is None
+        if shown and hung:
+            self.record("PASS", f"{label} why", f"after {time.monotonic() - t0:.1f} s: {shown}")
+        else:
+            self.record("FAIL", f"{label} why",
+                        f"no 'in {call} for ... at {site}' within 20 s (still running: {hung}): "
+                        + (out.strip() or err.strip())[-300:])
+
+    def kill_and_wait(self, p, label):
+        """SIGKILL to a process still running; FAIL unless it is gone within 30 s."""
+        t0 = time.monotonic()
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            try:
+                code = p.wait(timeout=30)
+                self.record("PASS" if code == -signal.SIGKILL else "FAIL", f"{label} killed",
+                            f"exit {code} {time.monotonic() - t0:.1f} s after SIGKILL")
+            except subprocess.TimeoutExpired:
+                self.record("FAIL", f"{label} killed", "still there 30 s after SIGKILL "
+                            f"({triage.proc_state(p.pid)}); left running")
+        p.stdout.close()
 
     # --- torch_leak --------------------------------------------------------------
 

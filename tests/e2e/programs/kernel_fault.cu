@@ -1,7 +1,11 @@
-// A kernel that faults, as a GPU reports it: run with GWSIM_FAULT_KERNEL=Scatter, Scatter's
-// launch succeeds and the illegal address surfaces at the next synchronous copy; the program
-// checks the error, says so and exits 1 (its device memory still allocated). Without the
-// variable it runs to its end and prints "kernel_fault: done".
+// A kernel that faults, as a GPU reports it: Scatter writes through indices that are all far
+// out of bounds (each int of the index buffer is 0x7f7f7f7f: 8 GiB past a 256 KiB buffer), so
+// on a GPU its launch succeeds and the illegal address surfaces at a later call (the next
+// synchronous copy; where a driver surfaces it is a question tests/gpu/validate.py's `triage`
+// part asks); the program checks the error, says so and exits 1 (its device memory still
+// allocated). The simulator does not run kernels: there Scatter faults only under
+// GWSIM_FAULT_KERNEL=Scatter, and without the variable the program runs to its end and prints
+// "kernel_fault: done".
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -39,6 +43,8 @@ int main() {
   int* index = nullptr;
   if (!Check(cudaMalloc(&data, kCount * sizeof(float)), "cudaMalloc")) return 1;
   if (!Check(cudaMalloc(&index, kCount * sizeof(int)), "cudaMalloc")) return 1;
+  // Every index far out of bounds (cudaMalloc leaves the buffer as it was, often zeros: no fault).
+  if (!Check(cudaMemset(index, 0x7f, kCount * sizeof(int)), "cudaMemset")) return 1;
   const unsigned blocks = (kCount + 255) / 256;
   Fill<<<blocks, 256>>>(data, kCount, 1.0f);
   if (!Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize")) return 1;  // the last good sync
