@@ -61,6 +61,7 @@ constexpr int kRecentBits = 6;
 constexpr int kRecentSets = 1 << kRecentBits;
 struct RecentStack {
   uint64_t table;  // the table's serial (StackTable::serial_); 0: empty
+  uint64_t key;    // RecentKey of the stack: compared before its record is read
   const uintptr_t* pcs;
   uint32_t id;
   uint32_t n;
@@ -71,7 +72,7 @@ struct RecentStacks {
   RecentStack entry[kRecentSets][2];
 };
 
-// 3 KiB a thread, mapped on the thread's first Intern and unmapped when it
+// 4 KiB a thread, mapped on the thread's first Intern and unmapped when it
 // exits. Only a pointer is a thread_local: a library dlopen'ed with
 // initial-exec TLS must fit all its TLS in glibc's small static surplus.
 thread_local RecentStacks* t_recent __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -112,17 +113,21 @@ RecentStacks* ThreadRecent() {
   return recent;
 }
 
-// The set a stack of n >= 1 pcs may be found in.
-inline int RecentSet(const uintptr_t* pcs, int n) {
+// A key of five of the pcs of a stack of n >= 1 pcs; its top bits pick the set.
+inline uint64_t RecentKey(const uintptr_t* pcs, int n) {
   const auto un = static_cast<unsigned>(n);
-  uint64_t key = pcs[0] ^ std::rotl(pcs[un / 4], 13) ^ std::rotl(pcs[un / 2], 26) ^
-                 std::rotl(pcs[3 * un / 4], 39) ^ std::rotl(pcs[un - 1], 52) ^ un;
-  key *= 0x9E3779B97F4A7C15ULL;
-  return static_cast<int>(key >> (64 - kRecentBits));
+  const uint64_t key = pcs[0] ^ std::rotl(pcs[un / 4], 13) ^ std::rotl(pcs[un / 2], 26) ^
+                       std::rotl(pcs[3 * un / 4], 39) ^ std::rotl(pcs[un - 1], 52) ^ un;
+  return key * 0x9E3779B97F4A7C15ULL;
 }
 
-inline bool Holds(const RecentStack& entry, uint64_t table, const uintptr_t* pcs, int n) {
-  return entry.table == table && entry.n == static_cast<uint32_t>(n) && entry.pcs[0] == pcs[0] &&
+// Whether `entry` is the stack pcs[0, n) of the table `table` with key `key`.
+// The record is read only when everything else matches: an entry of another
+// stack costs no read of that stack's record (a cache miss where there are
+// many).
+inline bool Holds(const RecentStack& entry, uint64_t table, uint64_t key, const uintptr_t* pcs,
+                  int n) {
+  return entry.key == key && entry.table == table && entry.n == static_cast<uint32_t>(n) &&
          std::memcmp(entry.pcs, pcs, static_cast<size_t>(n) * sizeof(uintptr_t)) == 0;
 }
 
@@ -172,10 +177,11 @@ uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
   n = std::min(n, kMaxFrames);
   RecentStacks* recent = ThreadRecent();
   if (recent == nullptr) return InternShared(pcs, n);
-  const int set = RecentSet(pcs, n);
+  const uint64_t key = RecentKey(pcs, n);
+  const auto set = static_cast<int>(key >> (64 - kRecentBits));
   RecentStack* ways = recent->entry[set];
   for (int way = 0; way < 2; ++way) {
-    if (Holds(ways[way], serial_, pcs, n)) {
+    if (Holds(ways[way], serial_, key, pcs, n)) {
       recent->last_used[set] = static_cast<uint8_t>(way);
       ++recent->hits;
       return ways[way].id;
@@ -185,7 +191,7 @@ uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
   // The record is published before its id is handed out: never null here.
   if (const Record* record = id != 0 ? RecordOf(id) : nullptr; record != nullptr) {
     const int way = 1 - recent->last_used[set];  // the one used less recently
-    ways[way] = {serial_, PcsOf(record), id, static_cast<uint32_t>(n)};
+    ways[way] = {serial_, key, PcsOf(record), id, static_cast<uint32_t>(n)};
     recent->last_used[set] = static_cast<uint8_t>(way);
   }
   return id;

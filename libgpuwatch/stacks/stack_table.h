@@ -25,7 +25,7 @@
 // Memory: besides the arena, the table reserves 24-40 bytes of index per
 // allowed stack (8-byte hash slots at load <= 1/2, plus an 8-byte id array),
 // mapped up front with mmap and backed by pages only as they are touched.
-// Each thread that interns maps 3 KiB for its recent stacks (stack_table.cc),
+// Each thread that interns maps 4 KiB for its recent stacks (stack_table.cc),
 // shared by every table and unmapped when the thread exits.
 //
 // fork(): a child inherits any of the table's mutexes that another thread
