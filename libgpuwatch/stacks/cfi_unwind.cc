@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -230,15 +231,55 @@ __attribute__((no_sanitize("address", "hwaddress", "thread"))) inline Step StepB
 // is followed, not compared). Those are independent loads: checking a frame
 // costs about a nanosecond. The first difference ends the check, and the
 // walk goes on by rules from the last frame that matched.
-constexpr int kRemembered = 64;  // frames kept per thread
+//
+// The check is two passes over arrays of the record (one array per field,
+// so that the first pass is a load and a compare a frame): the return
+// addresses, then, for the few frames whose CFA is rbp plus an offset, rbp.
+// A frame's rbp is never followed frame by frame: it is the value saved by
+// the nearest frame below it that saved rbp (a bit mask finds that frame),
+// or, when none did since the join, the register's value at the join.
+constexpr int kRemembered = 64;  // frames kept per thread (one bit each in a mask)
 constexpr int kFresh = 24;       // frames walked by rule looking for a recorded one
 
-struct Record {
+// The bits [from, to) of a 64-bit mask.
+inline uint64_t Bits(int from, int to) {
+  const auto low = [](int n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; };
+  return low(to) & ~low(from);
+}
+
+// Frames walked by rule, one array per field: frame i's registers, where its
+// caller's ip was read and, when its rule saved rbp, where rbp was saved;
+// bit i of the masks: frame i's CFA was rbp plus an offset, frame i saved rbp.
+template <int N>
+struct Frames {
+  uintptr_t ip[N];
+  uintptr_t sp[N];
+  uintptr_t bp[N];
+  uintptr_t ra_at[N];  // frame i to its caller (valid for i < count - 1)
+  uintptr_t bp_at[N];
+  uint64_t cfa_rbp = 0;
+  uint64_t saves_rbp = 0;
+
+  void Set(int i, const Regs& frame, const Transition& t) {
+    ip[i] = frame.ip;
+    sp[i] = frame.sp;
+    bp[i] = frame.bp;
+    SetTransition(i, t);
+  }
+  void SetTransition(int i, const Transition& t) {
+    ra_at[i] = t.ra_at;
+    bp_at[i] = t.bp_at;
+    const uint64_t bit = uint64_t{1} << i;
+    cfa_rbp = t.from_rbp ? cfa_rbp | bit : cfa_rbp & ~bit;
+    saves_rbp = t.bp_at != 0 ? saves_rbp | bit : saves_rbp & ~bit;
+  }
+  Regs RegsOf(int i) const { return {ip[i], sp[i], bp[i]}; }
+};
+
+struct Record : Frames<kRemembered> {
   uint64_t generation = 0;  // g_generation when recorded; the rules may have changed since
   uint64_t reused = 0;      // frames taken from the record so far (tests)
   int count = 0;            // frames recorded, innermost first
-  Regs regs[kRemembered];
-  Transition next[kRemembered];  // frame i to its caller (valid for i < count - 1)
 };
 // 3 KiB a thread, mapped on the thread's first capture and unmapped when it
 // exits. Not a thread_local: a library dlopen'ed with initial-exec TLS
@@ -278,28 +319,83 @@ Record* ThreadRecord() {
   return rec;
 }
 
+// Bits [from, from + n) of `mask` moved to start at `to`, bits below `to` kept
+// and those above the moved ones cleared.
+inline uint64_t MoveBits(uint64_t mask, int from, int to, int n) {
+  return (mask & Bits(0, to)) | (((mask >> from) & Bits(0, n)) << to);
+}
+
 // Moves the recorded frames [from, count) to start at `to` (at most kRemembered kept).
 void Shift(Record* rec, int from, int to) {
   if (from == to) return;
   const int moved = std::min(rec->count - from, kRemembered - to);
-  const auto bytes = static_cast<size_t>(moved);
-  std::memmove(rec->regs + to, rec->regs + from, bytes * sizeof(Regs));
-  std::memmove(rec->next + to, rec->next + from, bytes * sizeof(Transition));
+  const size_t bytes = static_cast<size_t>(moved) * sizeof(uintptr_t);
+  for (uintptr_t* field : {rec->ip, rec->sp, rec->bp, rec->ra_at, rec->bp_at}) {
+    std::memmove(field + to, field + from, bytes);
+  }
+  rec->cfa_rbp = MoveBits(rec->cfa_rbp, from, to, moved);
+  rec->saves_rbp = MoveBits(rec->saves_rbp, from, to, moved);
   rec->count = to + moved;
 }
 
 // Frames walked by rule before the walk joined the record (or gave up looking).
-struct FreshFrames {
-  Regs regs[kFresh];
-  Transition next[kFresh];
-};
+using FreshFrames = Frames<kFresh>;
 
-// Copies fresh[0, count) to the record's frames [at, at + count).
+// Copies fresh[0, count) to the record's frames [at, at + count). Mostly a
+// frame or two (where successive walks diverge): a loop, not memcpy calls.
 void Adopt(Record* rec, int at, const FreshFrames& fresh, int count) {
+  for (int i = 0; i < count; ++i) {
+    rec->ip[at + i] = fresh.ip[i];
+    rec->sp[at + i] = fresh.sp[i];
+    rec->bp[at + i] = fresh.bp[i];
+    rec->ra_at[at + i] = fresh.ra_at[i];
+    rec->bp_at[at + i] = fresh.bp_at[i];
+  }
   if (count == 0) return;
-  const auto bytes = static_cast<size_t>(count);
-  std::memcpy(rec->regs + at, fresh.regs, bytes * sizeof(Regs));
-  std::memcpy(rec->next + at, fresh.next, bytes * sizeof(Transition));
+  const uint64_t kept = ~Bits(at, at + count);
+  rec->cfa_rbp = (rec->cfa_rbp & kept) | ((fresh.cfa_rbp & Bits(0, count)) << at);
+  rec->saves_rbp = (rec->saves_rbp & kept) | ((fresh.saves_rbp & Bits(0, count)) << at);
+}
+
+// This walk's rbp in recorded frame i, for a walk that joined the record at
+// frame `joined` (i >= joined) with rbp `bp_joined`, where frames [joined, i)
+// are the record's: the value the nearest of them that saved rbp saved.
+__attribute__((no_sanitize("address", "hwaddress", "thread"))) inline uintptr_t RbpAt(
+    const Record& rec, int joined, int i, uintptr_t bp_joined) {
+  const uint64_t saved = rec.saves_rbp & Bits(joined, i);
+  if (saved == 0) return bp_joined;
+  return LoadWord(rec.bp_at[63 - std::countl_zero(saved)]);
+}
+
+// Takes the record's frames from `k` on, where this walk has joined it
+// (frame k is the same in both, with rbp `bp` in this walk), while they are
+// still this stack's: appends the ips of frames k + 1 ... to buffer[*n, size)
+// and returns the last frame taken, with its rbp in this walk stored.
+__attribute__((no_sanitize("address", "hwaddress", "thread"))) int TakeRecorded(Record* record,
+                                                                                int k, uintptr_t bp,
+                                                                                uintptr_t* buffer,
+                                                                                int* n, int size) {
+  Record& rec = *record;
+  // The addresses were checked against this thread's stack when they were
+  // recorded, for a frame with this same sp: no need again.
+  const int last = std::min(rec.count - 1, k + (size - *n));
+  int end = k;
+  while (end < last && LoadWord(rec.ra_at[end]) == rec.ip[end + 1]) ++end;
+  // A frame whose CFA was rbp plus an offset led to its recorded caller only
+  // with the recorded rbp. (A recorded rbp that no CFA depends on may differ
+  // from this walk's: it is never used.)
+  for (uint64_t from_rbp = rec.cfa_rbp & Bits(k, end); from_rbp != 0; from_rbp &= from_rbp - 1) {
+    const int i = std::countr_zero(from_rbp);
+    if (RbpAt(rec, k, i, bp) != rec.bp[i]) {
+      end = i;
+      break;
+    }
+  }
+  std::memcpy(buffer + *n, rec.ip + k + 1, static_cast<size_t>(end - k) * sizeof(uintptr_t));
+  *n += end - k;
+  rec.reused += static_cast<uint64_t>(end - k);
+  rec.bp[end] = RbpAt(rec, k, end, bp);
+  return end;
 }
 
 }  // namespace
@@ -350,10 +446,10 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
     rec.generation = generation;
     rec.count = 0;
   }
-  // This walk's frames so far: rec.regs[0, f) (final), then fresh[0, m),
+  // This walk's frames so far: the record's [0, f) (final), then fresh[0, m),
   // walked by rule since the last join. r is frame f + m, stored nowhere yet.
-  // The last walk's frames not passed yet are rec.regs[j, rec.count): their
-  // sps rise with depth, as this walk's do, so one cursor finds a join.
+  // The last walk's frames not passed yet are the record's [j, rec.count):
+  // their sps rise with depth, as this walk's do, so one cursor finds a join.
   FreshFrames fresh;
   int n = 0;  // pcs written; buffer[i - 1] is frame i's ip
   int f = 0;
@@ -362,38 +458,21 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
   bool joining = true;
   for (;;) {
     if (joining) {
-      while (j < rec.count && rec.regs[j].sp < r.sp) ++j;
-      if (j < rec.count && rec.regs[j].sp == r.sp && rec.regs[j].ip == r.ip &&
-          f + m < kRemembered) {
-        // The last walk's frames from j on are this walk's from k on, while
-        // their return addresses are in place and rbp is the same where a
-        // CFA was computed from it. (A recorded rbp that no CFA depends on
-        // may differ from this walk's: it is never used.)
+      while (j < rec.count && rec.sp[j] < r.sp) ++j;
+      if (j < rec.count && rec.sp[j] == r.sp && rec.ip[j] == r.ip && f + m < kRemembered) {
+        // The last walk's frames from j on are this walk's from k on, as
+        // far as TakeRecorded finds them unchanged.
         int k = f + m;
         Shift(&rec, j, k);
         Adopt(&rec, f, fresh, m);
-        const int joined_at = k;
-        uintptr_t bp = r.bp;  // this walk's rbp in frame k
-        // The addresses were checked against this thread's stack when they
-        // were recorded, for a frame with this same sp: no need again.
-        const int last = std::min(rec.count - 1, k + (size - n));
-        for (; k < last; ++k) {
-          const Transition& t = rec.next[k];
-          if (t.from_rbp && bp != rec.regs[k].bp) break;
-          const uintptr_t ip = rec.regs[k + 1].ip;
-          if (LoadWord(t.ra_at) != ip) break;
-          if (t.bp_at != 0) bp = LoadWord(t.bp_at);
-          buffer[n++] = ip;
-        }
-        rec.reused += static_cast<uint64_t>(k - joined_at);
+        k = TakeRecorded(&rec, k, r.bp, buffer, &n, size);
         if (n == size) return n;  // the frames beyond stay recorded: still the last walk's
         // Frame k is this walk's; its caller is found by rule, below. The
         // last walk's frames after k are still candidates.
-        rec.regs[k].bp = bp;
-        r = rec.regs[k];
+        r = rec.RegsOf(k);
         Transition t{};
         const Step step = StepByRule(stack, k == 0, &r, &t);
-        rec.next[k] = t;
+        rec.SetTransition(k, t);
         if (step == Step::kDecline) {
           rec.count = 0;
           return -1;
@@ -430,13 +509,11 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
       return -1;
     }
     if (joining) {
-      fresh.regs[m] = frame;
-      fresh.next[m] = t;
+      fresh.Set(m, frame, t);
       ++m;
     } else {
       if (f < kRemembered) {
-        rec.regs[f] = frame;
-        rec.next[f] = t;
+        rec.Set(f, frame, t);
         rec.count = f + 1;
       }
       ++f;

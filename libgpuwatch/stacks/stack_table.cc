@@ -1,8 +1,14 @@
 #include "libgpuwatch/stacks/stack_table.h"
 
+#include <pthread.h>
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
+#include <mutex>
+#include <new>
 
 #include "libgpuwatch/base/log.h"
 
@@ -10,28 +16,119 @@ namespace gpuwatch {
 
 namespace {
 
-// Two independent multiply-rotate lanes (so the CPU overlaps them), then a
-// murmur3 finaliser. Return addresses share their high bits, so the low bits
-// must reach the whole word; the finaliser does that. Not cryptographic: a
-// collision only costs a pc comparison.
+// Four independent xor-multiply lanes (so the CPU overlaps them; three
+// instructions a pc), then a murmur3 finaliser. Each step is a bijection of
+// its lane for a given pc, so no pc's bits are lost; return addresses share
+// their high bits, so the low bits must reach the whole word, which the
+// finaliser does. Not cryptographic: a collision only costs a pc comparison.
 inline uint64_t HashPcs(const uintptr_t* pcs, int n) {
   constexpr uint64_t kMulA = 0x9E3779B97F4A7C15ULL;
   constexpr uint64_t kMulB = 0xC2B2AE3D27D4EB4FULL;
   uint64_t a = static_cast<uint64_t>(n) * kMulA;
   uint64_t b = 0x2545F4914F6CDD1DULL;
+  uint64_t c = 0x165667B19E3779F9ULL;
+  uint64_t d = 0x27D4EB2F165667C5ULL;
   int i = 0;
-  for (; i + 1 < n; i += 2) {
-    a = std::rotl((a ^ pcs[i]) * kMulA, 29);
-    b = std::rotl((b ^ pcs[i + 1]) * kMulB, 31);
+  for (; i + 3 < n; i += 4) {
+    a = (a ^ pcs[i]) * kMulA;
+    b = (b ^ pcs[i + 1]) * kMulB;
+    c = (c ^ pcs[i + 2]) * kMulA;
+    d = (d ^ pcs[i + 3]) * kMulB;
   }
-  if (i < n) a = std::rotl((a ^ pcs[i]) * kMulA, 29);
-  uint64_t h = a ^ std::rotl(b, 17);
+  for (; i < n; ++i) a = (a ^ pcs[i]) * kMulB;
+  uint64_t h = a ^ std::rotl(b, 17) ^ std::rotl(c, 31) ^ std::rotl(d, 47);
   h ^= h >> 33;
   h *= 0xFF51AFD7ED558CCDULL;
   h ^= h >> 33;
   h *= 0xC4CEB9FE1A85EC53ULL;
   h ^= h >> 33;
   return h;
+}
+
+// ---- Each thread's recent stacks ---------------------------------------------
+//
+// A thread that allocates in a loop interns the same few stacks over and
+// over. Each thread keeps the stacks it interned last, with their ids, in a
+// two-way set-associative cache of kRecentSets sets picked by five of the
+// stack's pcs (a set keeps its two most recently used stacks); an entry gives
+// its id only to a stack equal in every pc to the one it names, in the same
+// table. So a stack seen again costs a comparison with its record (in cache
+// when it is a recent one): no hash of every pc, and none of the table's
+// shared slots (lines other threads write). An entry points at the table's
+// record, which never moves while the table lives, so a miss costs a few
+// stores, not a copy of the stack.
+constexpr int kRecentBits = 6;
+constexpr int kRecentSets = 1 << kRecentBits;
+struct RecentStack {
+  uint64_t table;  // the table's serial (StackTable::serial_); 0: empty
+  uint64_t key;    // RecentKey of the stack: compared before its record is read
+  const uintptr_t* pcs;
+  uint32_t id;
+  uint32_t n;
+};
+struct RecentStacks {
+  uint64_t hits;                   // stacks found here (tests)
+  uint8_t last_used[kRecentSets];  // per set, the way used last
+  RecentStack entry[kRecentSets][2];
+};
+
+// 4 KiB a thread, mapped on the thread's first Intern and unmapped when it
+// exits. Only a pointer is a thread_local: a library dlopen'ed with
+// initial-exec TLS must fit all its TLS in glibc's small static surplus.
+thread_local RecentStacks* t_recent __attribute__((tls_model("initial-exec"))) = nullptr;
+constexpr uintptr_t kRecentGone = 1;  // t_recent after the thread's key destructor ran
+
+constinit pthread_key_t g_recent_key{};
+constinit std::once_flag g_recent_key_once;
+constinit std::atomic<bool> g_recent_key_ok{false};
+// Serials of tables: an entry of a table that was destroyed, with another
+// made at its address, is not taken for the new one's.
+constinit std::atomic<uint64_t> g_table_serials{0};
+
+void UnmapRecent(void* recent) {
+  munmap(recent, sizeof(RecentStacks));
+  t_recent = reinterpret_cast<RecentStacks*>(kRecentGone);  // NOLINT(performance-no-int-to-ptr)
+}
+
+// The calling thread's recent stacks, or null (no memory, or the thread is
+// exiting).
+RecentStacks* ThreadRecent() {
+  RecentStacks* recent = t_recent;
+  if (recent != nullptr) {
+    return reinterpret_cast<uintptr_t>(recent) == kRecentGone ? nullptr : recent;
+  }
+  std::call_once(g_recent_key_once, [] {
+    g_recent_key_ok.store(pthread_key_create(&g_recent_key, &UnmapRecent) == 0);
+  });
+  void* memory = mmap(nullptr, sizeof(RecentStacks), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    t_recent = reinterpret_cast<RecentStacks*>(kRecentGone);  // NOLINT(performance-no-int-to-ptr)
+    return nullptr;
+  }
+  recent = new (memory) RecentStacks{};
+  // Without the key the cache stays mapped after the thread exits.
+  if (g_recent_key_ok.load()) pthread_setspecific(g_recent_key, recent);
+  t_recent = recent;
+  return recent;
+}
+
+// A key of five of the pcs of a stack of n >= 1 pcs; its top bits pick the set.
+inline uint64_t RecentKey(const uintptr_t* pcs, int n) {
+  const auto un = static_cast<unsigned>(n);
+  const uint64_t key = pcs[0] ^ std::rotl(pcs[un / 4], 13) ^ std::rotl(pcs[un / 2], 26) ^
+                       std::rotl(pcs[3 * un / 4], 39) ^ std::rotl(pcs[un - 1], 52) ^ un;
+  return key * 0x9E3779B97F4A7C15ULL;
+}
+
+// Whether `entry` is the stack pcs[0, n) of the table `table` with key `key`.
+// The record is read only when everything else matches: an entry of another
+// stack costs no read of that stack's record (a cache miss where there are
+// many).
+inline bool Holds(const RecentStack& entry, uint64_t table, uint64_t key, const uintptr_t* pcs,
+                  int n) {
+  return entry.key == key && entry.table == table && entry.n == static_cast<uint32_t>(n) &&
+         std::memcmp(entry.pcs, pcs, static_cast<size_t>(n) * sizeof(uintptr_t)) == 0;
 }
 
 inline std::atomic_ref<uint64_t> SlotRef(uint64_t* slots, size_t i) {
@@ -41,7 +138,8 @@ inline std::atomic_ref<uint64_t> SlotRef(uint64_t* slots, size_t i) {
 }  // namespace
 
 StackTable::StackTable(uint32_t max_stacks, size_t max_bytes)
-    : arena_(max_stacks, max_bytes, kChunkBytes, "stacks") {
+    : serial_(g_table_serials.fetch_add(1, std::memory_order_relaxed) + 1),
+      arena_(max_stacks, max_bytes, kChunkBytes, "stacks") {
   if (!arena_.usable()) return;
   slots_ = static_cast<uint64_t*>(
       MapSlots(arena_.max_records(), sizeof(uint64_t), &slot_mask_, &slots_bytes_));
@@ -77,6 +175,34 @@ void StackTable::Prepare() { arena_.Prepare(); }
 uint32_t StackTable::Intern(const uintptr_t* pcs, int n) {
   if (n <= 0 || pcs == nullptr) return 0;
   n = std::min(n, kMaxFrames);
+  RecentStacks* recent = ThreadRecent();
+  if (recent == nullptr) return InternShared(pcs, n);
+  const uint64_t key = RecentKey(pcs, n);
+  const auto set = static_cast<int>(key >> (64 - kRecentBits));
+  RecentStack* ways = recent->entry[set];
+  for (int way = 0; way < 2; ++way) {
+    if (Holds(ways[way], serial_, key, pcs, n)) {
+      recent->last_used[set] = static_cast<uint8_t>(way);
+      ++recent->hits;
+      return ways[way].id;
+    }
+  }
+  const uint32_t id = InternShared(pcs, n);
+  // The record is published before its id is handed out: never null here.
+  if (const Record* record = id != 0 ? RecordOf(id) : nullptr; record != nullptr) {
+    const int way = 1 - recent->last_used[set];  // the one used less recently
+    ways[way] = {serial_, key, PcsOf(record), id, static_cast<uint32_t>(n)};
+    recent->last_used[set] = static_cast<uint8_t>(way);
+  }
+  return id;
+}
+
+uint64_t StackTable::RecentHitsOnThisThread() {
+  const RecentStacks* recent = ThreadRecent();
+  return recent != nullptr ? recent->hits : 0;
+}
+
+uint32_t StackTable::InternShared(const uintptr_t* pcs, int n) {
   if (slots_ == nullptr) {
     Drop();
     return 0;

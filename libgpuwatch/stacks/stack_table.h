@@ -3,11 +3,14 @@
 //
 // Intern() runs on every recorded allocation, from any thread, usually inside
 // a CUDA callback. Its common case (the stack was seen before) is lock-free
-// and allocation-free: hash the pcs, probe an open-addressing table of atomic
-// 64-bit slots, compare against the stored pcs. Only a new stack takes a lock:
-// one of 64 stripes chosen by the hash (so two threads inserting the same
-// stack serialise and store it once) and, for a few nanoseconds, the arena
-// lock that hands out an id and bytes.
+// and allocation-free: first the calling thread's own cache of the stacks it
+// interned last (128 entries in two-way sets picked by five of the pcs; a
+// stack found there is compared in full with its record), else hash the
+// pcs, probe an open-addressing table of atomic 64-bit slots, compare
+// against the stored pcs. Only a new stack takes a lock: one of 64 stripes
+// chosen by the hash (so two threads inserting the same stack serialise and
+// store it once) and, for a few nanoseconds, the arena lock that hands out
+// an id and bytes.
 //
 // Storage never moves and is never freed while the table lives: records sit
 // in a RecordArena (base/arena.h: 1 MiB chunks, faulted in when mapped, so
@@ -22,6 +25,8 @@
 // Memory: besides the arena, the table reserves 24-40 bytes of index per
 // allowed stack (8-byte hash slots at load <= 1/2, plus an 8-byte id array),
 // mapped up front with mmap and backed by pages only as they are touched.
+// Each thread that interns maps 4 KiB for its recent stacks (stack_table.cc),
+// shared by every table and unmapped when the thread exits.
 //
 // fork(): a child inherits any of the table's mutexes that another thread
 // held at the fork, locked forever. The owner must call LockForFork() /
@@ -70,8 +75,13 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // when n <= 0 or the stack is new and the table is full (counted in
   // dropped()). Thread-safe. Lock-free and allocation-free when the stack is
   // already stored; a new stack takes two short mutexes and may mmap a new
-  // chunk. Not async-signal-safe.
+  // chunk. A thread's first call maps its cache of recent stacks (below).
+  // Not async-signal-safe, nor re-entrant on one thread.
   uint32_t Intern(const uintptr_t* pcs, int n);
+
+  // How many Intern() calls of the calling thread, in any table, found their
+  // stack in the thread's cache of recent stacks (tests).
+  static uint64_t RecentHitsOnThisThread();
 
   // Maps the arena's first chunk now (faulting its pages in), so that the
   // first Intern() does not: gpuwatch's background thread calls it. Thread-safe.
@@ -142,6 +152,8 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
     Mutex mu;
   };
 
+  // Intern() without the thread's cache: hash, probe, insert.
+  uint32_t InternShared(const uintptr_t* pcs, int n);
   // Probes from the hash's home slot. Returns the id of an equal stored
   // stack, or 0 and the index of the first empty slot seen in *empty_slot.
   uint32_t Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* empty_slot) const;
@@ -152,6 +164,9 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // through std::atomic_ref. Written once (CAS from 0), after the record is
   // published.
   uint64_t* slots_ = nullptr;
+  // Names this table in the threads' caches of recent stacks (never 0, never
+  // reused).
+  uint64_t serial_;
   size_t slot_mask_ = 0;
   size_t slots_bytes_ = 0;
 

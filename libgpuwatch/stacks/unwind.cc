@@ -112,15 +112,20 @@ __attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwindMethod fallb
   return std::clamp(n, 0, size);
 }
 
-// Captures with `method` and copies the frames that start at `caller_ra`
-// (plus `skip`) into pcs.
-int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
-                UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
+// Captures with `method` into buffer[0, kMaxCaptureDepth) and finds the frames
+// that start at `caller_ra` (plus `skip`): returns how many there are (at
+// most max_depth) and their index in buffer in *begin. Always inlined: its
+// callers' frames are the ones kMaxOwnFrames counts.
+__attribute__((always_inline)) inline int CaptureInto(uintptr_t caller_ra, UnwindMethod method,
+                                                      UnwindMethod fallback,
+                                                      UnwBacktraceFn unw_backtrace,
+                                                      uintptr_t* buffer, int max_depth, int skip,
+                                                      int* begin) {
+  *begin = 0;
   if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
   // Clamped first so that the sum below cannot overflow.
   skip = std::clamp(skip, 0, kMaxCaptureDepth);
   max_depth = std::min(max_depth, kMaxCaptureDepth);
-  uintptr_t buffer[kMaxCaptureDepth];
   const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
   const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want);
   // Find the caller's frame. Matching the return address rather than counting
@@ -134,9 +139,19 @@ int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
     }
   }
   if (first < 0) return 0;  // not expected; an empty stack beats a wrong one
-  const int begin = first + skip;
-  if (begin >= n) return 0;
-  const int count = std::min(n - begin, max_depth);
+  *begin = first + skip;
+  if (*begin >= n) return 0;
+  return std::min(n - *begin, max_depth);
+}
+
+// Captures with `method` and copies the frames that start at `caller_ra`
+// (plus `skip`) into pcs.
+int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
+                UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
+  uintptr_t buffer[kMaxCaptureDepth];
+  int begin = 0;
+  const int count =
+      CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip, &begin);
   std::memcpy(pcs, buffer + begin, static_cast<size_t>(count) * sizeof(uintptr_t));
   return count;
 }
@@ -181,6 +196,14 @@ UnwindMethod MethodOver(UnwindMethod fallback) {
   return g_use_cfi.load(std::memory_order_relaxed) ? UnwindMethod::kCfi : fallback;
 }
 
+// The loaded unwinder (an UnwindMethod), loading it first if needed.
+int LoadedMethod() {
+  const int loaded = g_method.load(std::memory_order_acquire);
+  if (loaded >= 0) return loaded;
+  InitUnwinder();
+  return g_method.load(std::memory_order_acquire);
+}
+
 void RaiseTo(std::atomic<int>& value, int to) {
   int seen = value.load(std::memory_order_relaxed);
   while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
@@ -212,14 +235,22 @@ int LeadingToolFrames(const uintptr_t* pcs, int n) {
 }
 
 __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
+  const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   if (depth <= 0) return 0;
   depth = std::min(depth, kMaxCaptureDepth);
+  const auto fallback = static_cast<UnwindMethod>(LoadedMethod());
+  const UnwindMethod method = MethodOver(fallback);
+  const UnwBacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_relaxed);
   int want = std::min(depth + g_tool_frames.load(std::memory_order_relaxed), kMaxCaptureDepth);
+  // The frames are captured once into `buffer` and copied once: those from
+  // our caller's frame on start at buffer[begin].
+  uintptr_t buffer[kMaxCaptureDepth];
+  int begin = 0;
   int n = 0;
   int lead = 0;
   for (;;) {
-    n = CaptureStack(pcs, want, /*skip=*/1);  // from our caller's frame on
-    lead = LeadingToolFrames(pcs, n);
+    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, &begin);
+    lead = LeadingToolFrames(buffer + begin, n);
     RaiseTo(g_tool_frames, lead);
     if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen
     if (n - lead >= depth) break;                     // enough of the user's frames
@@ -228,11 +259,9 @@ __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
     want = std::min(lead == n ? want * 2 : lead + depth, kMaxCaptureDepth);
   }
   lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
-  const int count = std::min(n - lead, depth);
-  if (lead > 0 && count > 0) {
-    std::memmove(pcs, pcs + lead, static_cast<size_t>(count) * sizeof(uintptr_t));
-  }
-  asm volatile("" ::: "memory");  // keeps CaptureStack's caller frame this one
+  const int count = std::max(std::min(n - lead, depth), 0);
+  std::memcpy(pcs, buffer + begin + lead, static_cast<size_t>(count) * sizeof(uintptr_t));
+  asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for
   return count;
 }
 
@@ -323,12 +352,7 @@ bool UnwinderAvailable() { return ActiveUnwindMethod() != UnwindMethod::kNone; }
 
 __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-  int loaded = g_method.load(std::memory_order_acquire);
-  if (loaded < 0) {
-    InitUnwinder();
-    loaded = g_method.load(std::memory_order_acquire);
-  }
-  const auto fallback = static_cast<UnwindMethod>(loaded);
+  const auto fallback = static_cast<UnwindMethod>(LoadedMethod());
   const int n = CaptureFrom(caller_ra, MethodOver(fallback), fallback,
                             g_unw_backtrace.load(std::memory_order_relaxed), pcs, max_depth, skip);
   asm volatile("" ::: "memory");

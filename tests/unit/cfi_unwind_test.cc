@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -495,6 +496,121 @@ TEST(CfiUnwind, WalksDeeperThanTheRecordAndBackAgain) {
     SCOPED_TRACE(depth);
     ExpectSameAsLibunwind(Recurse(depth));
   }
+}
+
+// gw_cfi_test_with_rbp(fn, arg, value) saves rbp, puts `value` in it, calls
+// fn(arg) and restores rbp: the frames above it see an rbp that holds data,
+// saved in its frame (its CFA is rsp plus an offset). Written by hand, since a
+// compiler that keeps frame pointers (the sanitizer builds) cannot be asked
+// for that.
+extern "C" void gw_cfi_test_with_rbp(void (*fn)(void*), void* arg, uintptr_t value);
+asm(R"(
+  .text
+  .p2align 4
+  .globl gw_cfi_test_with_rbp
+  .hidden gw_cfi_test_with_rbp
+  .type gw_cfi_test_with_rbp, @function
+gw_cfi_test_with_rbp:
+  .cfi_startproc
+  pushq %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  movq %rdx, %rbp
+  movq %rdi, %rax
+  movq %rsi, %rdi
+  call *%rax
+  popq %rbp
+  .cfi_def_cfa_offset 8
+  ret
+  .cfi_endproc
+  .size gw_cfi_test_with_rbp, .-gw_cfi_test_with_rbp
+)");
+
+// A chain of frames of three kinds, innermost last: 0 an ordinary frame, 1
+// one that saves rbp and puts data in it (gw_cfi_test_with_rbp), 2 one
+// addressed from rbp (alloca of `bytes`).
+struct Chain {
+  static constexpr int kMaxLevels = 12;
+  int n = 0;
+  int kind[kMaxLevels] = {};
+  int bytes[kMaxLevels] = {};
+  uintptr_t value[kMaxLevels] = {};
+  int at = 0;  // the level being entered
+  Stacks out;
+};
+
+void Level(void* arg);
+
+__attribute__((noinline)) void Ordinary(Chain* c) {
+  Level(c);
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void FromRbp(Chain* c, int bytes) {
+  auto* scratch = static_cast<volatile char*>(alloca(static_cast<size_t>(bytes)));
+  scratch[0] = 1;
+  Level(c);
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void Level(void* arg) {
+  auto* c = static_cast<Chain*>(arg);
+  if (c->at == c->n) {
+    c->out = CaptureAll();
+    return;
+  }
+  const int i = c->at++;
+  if (c->kind[i] == 1) {
+    gw_cfi_test_with_rbp(&Level, c, c->value[i]);
+  } else if (c->kind[i] == 2) {
+    FromRbp(c, c->bytes[i]);
+  } else {
+    Ordinary(c);
+  }
+  asm volatile("" ::: "memory");
+}
+
+// Successive walks that differ in one thing: a frame's kind, an alloca's size
+// (a frame's rbp and the sps above it) or the data in rbp. A walk that takes
+// the last walk's frames must find every such difference; where it finds
+// none, the frames must be the same as libunwind's.
+TEST(CfiUnwind, ChainsOfFramesThatSaveOrUseRbpAgreeWithLibunwind) {
+  SKIP_WITHOUT_LIBUNWIND();
+  std::mt19937 rng(20261206);
+  const auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const uint64_t reused = internal::CfiFramesReused();
+  Chain c;
+  for (int round = 0; round < 600; ++round) {
+    SCOPED_TRACE(round);
+    if (round % 50 == 0) {
+      c.n = 2 + pick(Chain::kMaxLevels - 1);
+      for (int i = 0; i < c.n; ++i) {
+        c.kind[i] = pick(3);
+        c.bytes[i] = 16 * (1 + pick(12));
+        c.value[i] = 0x1000 + 8 * static_cast<uintptr_t>(pick(4));
+      }
+    } else {
+      const int i = pick(c.n);
+      switch (pick(3)) {
+        case 0:
+          c.kind[i] = pick(3);
+          break;
+        case 1:
+          c.bytes[i] = 16 * (1 + pick(12));
+          break;
+        default:
+          c.value[i] = 0x1000 + 8 * static_cast<uintptr_t>(pick(4));
+          break;
+      }
+    }
+    c.at = 0;
+    Level(&c);
+    ASSERT_NO_FATAL_FAILURE(ExpectSameAsLibunwind(c.out));
+    // Level's frames, and as many of the others: more than the chain.
+    EXPECT_GE(c.out.cfi.size(), static_cast<size_t>(2 * c.n + 1));
+  }
+  // Most frames were taken from the last walk (and checked).
+  EXPECT_GT(internal::CfiFramesReused(), reused + uint64_t{600} * 10);
 }
 
 TEST(CfiUnwind, ThreadsWalkTogether) {

@@ -52,6 +52,53 @@ TEST(StackTableTest, InternsAndGets) {
   EXPECT_EQ(table.dropped(), 0u);
 }
 
+// A thread's cache of the stacks it interned last gives an id only for a
+// stack equal in every pc, interned in the same table (not one destroyed at
+// the same address).
+TEST(StackTableTest, AThreadsRecentStacksAreFoundOnlyWhenEqualAndInTheSameTable) {
+  StackTable table(1000, 1 << 20);
+  std::vector<Stack> stacks;
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 8; ++i) {
+    stacks.push_back(MakeStack(100 + static_cast<uint64_t>(i), 32));
+    ids.push_back(Intern(table, stacks.back()));
+  }
+  const uint64_t hits = StackTable::RecentHitsOnThisThread();
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(Intern(table, stacks[static_cast<size_t>(i)]), ids[static_cast<size_t>(i)]) << i;
+  EXPECT_GT(StackTable::RecentHitsOnThisThread(), hits);
+  // One pc differs, none of those that pick the set (0, 8, 16, 24, 31): the
+  // same set, not the same stack.
+  Stack near = stacks[0];
+  near[5] += 1;
+  const uint32_t near_id = Intern(table, near);
+  EXPECT_NE(near_id, 0u);
+  EXPECT_NE(near_id, ids[0]);
+  EXPECT_EQ(AsVector(table.Get(near_id)), near);
+  EXPECT_EQ(Intern(table, stacks[0]), ids[0]);
+  EXPECT_EQ(Intern(table, near), near_id);
+  // Another table names the same stack by its own id.
+  StackTable other(1000, 1 << 20);
+  EXPECT_EQ(Intern(other, stacks[1]), 1u);
+  EXPECT_EQ(Intern(table, stacks[1]), ids[1]);
+  EXPECT_EQ(Intern(other, stacks[1]), 1u);
+  EXPECT_EQ(Intern(other, stacks[2]), 2u);
+  // A table made where a destroyed one was starts from nothing: the stack
+  // it interns first is its 1 (a stale entry would say 2 in round 1).
+  for (int round = 0; round < 3; ++round) {
+    const Stack& first = round % 2 == 0 ? stacks[3] : stacks[7];
+    const Stack& second = round % 2 == 0 ? stacks[7] : stacks[3];
+    auto* fresh = new StackTable(1000, 1 << 20);
+    EXPECT_EQ(Intern(*fresh, first), 1u) << round;
+    EXPECT_EQ(Intern(*fresh, second), 2u) << round;
+    EXPECT_EQ(Intern(*fresh, first), 1u) << round;
+    EXPECT_EQ(fresh->size(), 2u);
+    delete fresh;
+  }
+  EXPECT_EQ(table.size(), 9u);
+  EXPECT_EQ(Intern(table, stacks[7]), ids[7]);
+}
+
 TEST(StackTableTest, EmptyAndUnknownIds) {
   StackTable table(10, 1 << 16);
   uintptr_t pc = 1;
