@@ -1,5 +1,5 @@
 // A program hung in a CUDA call, for `gpuwatch why`, `top` and the exporter
-// (tests/e2e/triage_test.cc): it allocates 512 KiB, launches a kernel that
+// (tests/e2e/why_test.cc): it allocates 512 KiB, launches a kernel that
 // never finishes when run with GWSIM_HANG_KERNEL=never_ends (the simulator's,
 // tests/sim/README.md), prints "hung_copy: copying" and copies the buffer back,
 // a copy that waits for that kernel for ever. With the argument "sync" it
