@@ -147,12 +147,8 @@ constexpr auto MakeTables(std::integer_sequence<int, I...>) {
     LaunchFn sync[sizeof...(I)];
     LaunchFn nvtx[sizeof...(I)];
   };
-  return Tables{{&CudaAllocLeaf<I>...},
-                {&HostAllocLeaf<I>...},
-                {&CopyLeaf<I>...},
-                {&LaunchLeaf<I>...},
-                {&SyncLeaf<I>...},
-                {&NvtxLeaf<I>...}};
+  return Tables{{&CudaAllocLeaf<I>...}, {&HostAllocLeaf<I>...}, {&CopyLeaf<I>...},
+                {&LaunchLeaf<I>...},    {&SyncLeaf<I>...},      {&NvtxLeaf<I>...}};
 }
 constexpr auto kLeaves = MakeTables(std::make_integer_sequence<int, kMaxSites>());
 
