@@ -107,7 +107,8 @@ TEST(LiveAnswer, WhatATerminalWouldActOnIsShown) {
 }
 
 LiveProcess Process(pid_t pid, const std::string& json_text) {
-  LiveProcess p{pid, {}};
+  LiveProcess p;
+  p.pid = pid;
   std::string problem;
   EXPECT_TRUE(ParseLiveAnswer(json_text, &p.state, &problem)) << problem;
   return p;

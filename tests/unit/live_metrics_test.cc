@@ -22,6 +22,14 @@ LiveState Typed(const json& doc) {
   return state;
 }
 
+// A process of the scan that answered with `state`.
+LiveProcess Answered(pid_t pid, LiveState state) {
+  LiveProcess p;
+  p.pid = pid;
+  p.state = std::move(state);
+  return p;
+}
+
 LiveState State() {
   return Typed(json::parse(R"({
     "schema":"gpuwatch-live","version":1,"pid":42,"host":"node1","rank":"3",
@@ -94,7 +102,7 @@ void ExpectSeries(const std::vector<prometheus::MetricFamily>& families, const E
 
 TEST(LiveMetrics, EveryFamilyHasHelpAndTheStatesNumbers) {
   LiveScan scan;
-  scan.processes.push_back({42, State()});
+  scan.processes.push_back(Answered(42, State()));
   scan.problems.push_back("pid 7: no answer within 1000 ms");
   const auto families = LiveMetrics(scan, {.top = 20});
   for (const auto& f : families) {
@@ -128,7 +136,7 @@ TEST(LiveMetrics, EveryFamilyHasHelpAndTheStatesNumbers) {
 
 TEST(LiveMetrics, SitesThatReadTheSameAreOneSeriesAndTheRestIsOther) {
   LiveScan scan;
-  scan.processes.push_back({42, State()});
+  scan.processes.push_back(Answered(42, State()));
   const auto all = LiveMetrics(scan, {.top = 20});
   const auto* sites = FamilyWith(all, "gpuwatch_site_live_bytes", 4u);
   ASSERT_NE(sites, nullptr);
@@ -165,7 +173,8 @@ TEST(LiveMetrics, NoProcessesIsTheExportersOwnMetricsOnly) {
 
 TEST(LiveMetrics, AStateWithMissingFieldsGivesWhatItHas) {
   LiveScan scan;
-  scan.processes.push_back({7, Typed(json::parse(R"({"schema":"gpuwatch-live","pid":7})"))});
+  scan.processes.push_back(
+      Answered(7, Typed(json::parse(R"({"schema":"gpuwatch-live","pid":7})"))));
   const auto families = LiveMetrics(scan, {});
   const auto* sites = FamilyWith(families, "gpuwatch_site_live_bytes", 1u);
   ASSERT_NE(sites, nullptr);

@@ -193,7 +193,8 @@ tools::LiveProcess Process(pid_t pid, uint64_t live, int sites) {
                     {"history", {0, kMiB}}});
   }
   st["sites"] = list;
-  tools::LiveProcess p{pid, {}};
+  tools::LiveProcess p;
+  p.pid = pid;
   std::string problem;
   EXPECT_TRUE(tools::ReadLiveState(st, &p.state, &problem)) << problem;
   return p;

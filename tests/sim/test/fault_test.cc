@@ -38,9 +38,7 @@ TEST(FaultKernel, RuntimeErrorSurfacesAtTheNextSynchronizingCallAndSticks) {
   ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
   char host[256] = {};
   // A kernel whose name does not contain the substring runs, and a synchronization succeeds.
-  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&OtherStub), dim3(1), dim3(1), nullptr,
-                             0, nullptr),
-            cudaSuccess);
+  ASSERT_EQ(LaunchStub(&OtherStub), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   Recorder rec({kRuntime, kDriver});
@@ -71,9 +69,7 @@ TEST(FaultKernel, RuntimeErrorSurfacesAtTheNextSynchronizingCallAndSticks) {
   EXPECT_EQ(cudaMalloc(&more, 64), cudaErrorIllegalAddress);
   EXPECT_EQ(cudaMemcpyAsync(d, host, sizeof(host), cudaMemcpyHostToDevice, nullptr),
             cudaErrorIllegalAddress);
-  EXPECT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&OtherStub), dim3(1), dim3(1), nullptr,
-                             0, nullptr),
-            cudaErrorIllegalAddress);
+  EXPECT_EQ(LaunchStub(&OtherStub), cudaErrorIllegalAddress);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
   EXPECT_EQ(cudaFree(d), cudaErrorIllegalAddress);
   // What needs no work of the context still answers.

@@ -70,14 +70,10 @@ TEST(Hang, AKernelNamedByTheVariableNeverEndsAndWhatWaitsForItBlocks) {
   char host[64] = {};
 
   // A kernel that does not match ends, on any stream.
-  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&KernelStub), dim3(1), dim3(1), nullptr,
-                             0, non_blocking),
-            cudaSuccess);
+  ASSERT_EQ(LaunchStub(&KernelStub, non_blocking), cudaSuccess);
   ASSERT_EQ(cudaStreamQuery(non_blocking), cudaSuccess);
   // The launch of the matching kernel succeeds.
-  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&OtherStub), dim3(1), dim3(1), nullptr,
-                             0, blocking),
-            cudaSuccess);
+  ASSERT_EQ(LaunchStub(&OtherStub, blocking), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(after, blocking), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(elsewhere, non_blocking), cudaSuccess);
   // A stream that does not wait for it goes on: copies and waits there complete.

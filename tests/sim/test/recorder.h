@@ -113,6 +113,11 @@ void KernelStub();
 void OtherStub();
 extern int g_device_var_shadow[16];  // registered as "g_device_var", 64 bytes
 const FakeModule& Module();
+// Launches a stub above as a <<<1, 1>>> kernel without arguments on `stream`.
+inline cudaError_t LaunchStub(void (*stub)(), cudaStream_t stream = nullptr) {
+  return cudaLaunchKernel(reinterpret_cast<const void*>(stub), dim3(1), dim3(1), nullptr, 0,
+                          stream);
+}
 
 // Settings the simulator reads, with its defaults, for computing expected values.
 struct Model {
