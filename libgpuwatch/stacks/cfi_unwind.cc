@@ -1,15 +1,14 @@
 #include "libgpuwatch/stacks/cfi_unwind.h"
 
 #include <pthread.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstring>
-#include <mutex>
-#include <new>
+
+#include "libgpuwatch/base/thread_block.h"
 
 namespace gpuwatch {
 
@@ -281,43 +280,8 @@ struct Record : Frames<kRemembered> {
   uint64_t reused = 0;      // frames taken from the record so far (tests)
   int count = 0;            // frames recorded, innermost first
 };
-// 3 KiB a thread, mapped on the thread's first capture and unmapped when it
-// exits. Not a thread_local: a library dlopen'ed with initial-exec TLS
-// (CUDA_INJECTION64_PATH) must fit all its TLS in glibc's small static
-// surplus, so only a pointer lives there.
-thread_local Record* t_record __attribute__((tls_model("initial-exec"))) = nullptr;
-constexpr uintptr_t kRecordGone = 1;  // t_record after the thread's key destructor ran
-
-constinit pthread_key_t g_record_key{};
-constinit std::once_flag g_record_key_once;
-constinit std::atomic<bool> g_record_key_ok{false};
-
-void UnmapRecord(void* record) {
-  munmap(record, sizeof(Record));
-  // A capture from a later TLS destructor of this thread walks without one.
-  t_record = reinterpret_cast<Record*>(kRecordGone);  // NOLINT(performance-no-int-to-ptr)
-}
-
-// The calling thread's record, or null when it has none (no memory, or the
-// thread is exiting).
-Record* ThreadRecord() {
-  Record* rec = t_record;
-  if (rec != nullptr) return reinterpret_cast<uintptr_t>(rec) == kRecordGone ? nullptr : rec;
-  std::call_once(g_record_key_once, [] {
-    g_record_key_ok.store(pthread_key_create(&g_record_key, &UnmapRecord) == 0);
-  });
-  void* memory =
-      mmap(nullptr, sizeof(Record), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) {
-    t_record = reinterpret_cast<Record*>(kRecordGone);  // NOLINT(performance-no-int-to-ptr)
-    return nullptr;
-  }
-  rec = new (memory) Record;
-  // Without the key the record stays mapped after the thread exits.
-  if (g_record_key_ok.load()) pthread_setspecific(g_record_key, rec);
-  t_record = rec;
-  return rec;
-}
+// 3 KiB a thread, mapped on the thread's first capture (base/thread_block.h).
+Record* ThreadRecord() { return ThreadBlock<Record>::Get(); }
 
 // Bits [from, from + n) of `mask` moved to start at `to`, bits below `to` kept
 // and those above the moved ones cleared.

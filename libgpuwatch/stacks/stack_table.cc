@@ -1,16 +1,13 @@
 #include "libgpuwatch/stacks/stack_table.h"
 
-#include <pthread.h>
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
 #include <mutex>
-#include <new>
 
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/thread_block.h"
 
 namespace gpuwatch {
 
@@ -72,46 +69,12 @@ struct RecentStacks {
   RecentStack entry[kRecentSets][2];
 };
 
-// 4 KiB a thread, mapped on the thread's first Intern and unmapped when it
-// exits. Only a pointer is a thread_local: a library dlopen'ed with
-// initial-exec TLS must fit all its TLS in glibc's small static surplus.
-thread_local RecentStacks* t_recent __attribute__((tls_model("initial-exec"))) = nullptr;
-constexpr uintptr_t kRecentGone = 1;  // t_recent after the thread's key destructor ran
+// 4 KiB a thread, mapped on the thread's first Intern (base/thread_block.h).
+RecentStacks* ThreadRecent() { return ThreadBlock<RecentStacks>::Get(); }
 
-constinit pthread_key_t g_recent_key{};
-constinit std::once_flag g_recent_key_once;
-constinit std::atomic<bool> g_recent_key_ok{false};
 // Serials of tables: an entry of a table that was destroyed, with another
 // made at its address, is not taken for the new one's.
 constinit std::atomic<uint64_t> g_table_serials{0};
-
-void UnmapRecent(void* recent) {
-  munmap(recent, sizeof(RecentStacks));
-  t_recent = reinterpret_cast<RecentStacks*>(kRecentGone);  // NOLINT(performance-no-int-to-ptr)
-}
-
-// The calling thread's recent stacks, or null (no memory, or the thread is
-// exiting).
-RecentStacks* ThreadRecent() {
-  RecentStacks* recent = t_recent;
-  if (recent != nullptr) {
-    return reinterpret_cast<uintptr_t>(recent) == kRecentGone ? nullptr : recent;
-  }
-  std::call_once(g_recent_key_once, [] {
-    g_recent_key_ok.store(pthread_key_create(&g_recent_key, &UnmapRecent) == 0);
-  });
-  void* memory = mmap(nullptr, sizeof(RecentStacks), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) {
-    t_recent = reinterpret_cast<RecentStacks*>(kRecentGone);  // NOLINT(performance-no-int-to-ptr)
-    return nullptr;
-  }
-  recent = new (memory) RecentStacks{};
-  // Without the key the cache stays mapped after the thread exits.
-  if (g_recent_key_ok.load()) pthread_setspecific(g_recent_key, recent);
-  t_recent = recent;
-  return recent;
-}
 
 // A key of five of the pcs of a stack of n >= 1 pcs; its top bits pick the set.
 inline uint64_t RecentKey(const uintptr_t* pcs, int n) {
