@@ -366,18 +366,13 @@ int CheckCommand(const CheckOptions& options, FILE* out) {
   if (failed) rules.push_back(CudaErrorRule(*m.cuda_errors, top));
   const LeakSplit split = SplitLeaks(m.leaks_device, extra, options.include_categories);
   rules.push_back(LeakRule(split, max_leak, top));
-  if (failed) {  // what was live when the run failed is not known to leak
+  if (failed || checkpoint) {  // what was live then is not known to leak
     Rule& leak = rules.back();
     leak.broken = false;
     leak.sites.clear();
     leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
-                   " of device memory live when the run failed (cuda error)";
-  } else if (checkpoint) {  // live then, not known to leak
-    Rule& leak = rules.back();
-    leak.broken = false;
-    leak.sites.clear();
-    leak.summary = "not judged: " + FormatBytes(split.leaked_bytes) +
-                   " of device memory live at the checkpoint, not known to leak";
+                   (failed ? " of device memory live when the run failed (cuda error)"
+                           : " of device memory live at the checkpoint, not known to leak");
   }
   std::map<std::string, uint64_t> by_rule;
   for (size_t i = 0; i < split.suppressed.size(); ++i) {
