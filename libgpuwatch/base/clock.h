@@ -33,6 +33,13 @@ inline uint64_t Ticks() {
   return MonotonicNs();
 #endif
 }
+// Whether Ticks() counts nanoseconds (a CPU without a counter read above).
+inline constexpr bool kTicksAreNs =
+#if defined(__x86_64__) || defined(__aarch64__)
+    false;
+#else
+    true;
+#endif
 
 }  // namespace gpuwatch
 

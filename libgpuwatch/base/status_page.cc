@@ -145,9 +145,9 @@ bool OpenStatusPage(const std::string& path, const std::vector<const char*>& cal
   page->size = sizeof(StatusPage);
   page->thread_slots = kStatusThreadSlots;
   page->call_names = static_cast<uint32_t>(std::min<size_t>(call_names.size(), kStatusCallNames));
-  page->started_ticks = StatusTicks();
+  page->started_ticks = Ticks();
   page->started_ns = MonotonicNs();
-  page->ticks_are_ns = kStatusTicksAreNs ? 1 : 0;
+  page->ticks_are_ns = kTicksAreNs ? 1 : 0;
   page->version = kStatusVersion;
   page->magic = kStatusMagic;
   if (rename(temporary.c_str(), path.c_str()) != 0) {
@@ -189,7 +189,7 @@ void StatusUpdateProcess(const uint64_t* device_bytes, int devices, uint64_t che
   }
   p.checkpoint_ns.store(checkpoint_ns, std::memory_order_relaxed);
   if (checkpoint_ns != 0) p.checkpoint_path.Store(checkpoint_path);
-  p.updated_ticks.store(StatusTicks(), std::memory_order_relaxed);
+  p.updated_ticks.store(Ticks(), std::memory_order_relaxed);
   p.updated_ns.store(MonotonicNs(), std::memory_order_relaxed);
   p.seq.store(q + 2, std::memory_order_release);
 }

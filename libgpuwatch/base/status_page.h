@@ -20,16 +20,14 @@
 #define GPUWATCH_LIBGPUWATCH_BASE_STATUS_PAGE_H_
 
 #include <sys/types.h>
-#include <time.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "libgpuwatch/base/clock.h"
 
 namespace gpuwatch {
 
@@ -58,10 +56,10 @@ struct StatusThread {
   std::atomic<int32_t> tid;          // 0: free; claimed by a compare-exchange
   std::atomic<uint32_t> call;        // the call in progress: its name's index + 1; 0: none
   std::atomic<uint32_t> stack_id;    // its site, when captured (0: not)
-  std::atomic<uint64_t> call_start;  // StatusTicks()
+  std::atomic<uint64_t> call_start;  // Ticks()
   std::atomic<uint32_t> last_call;   // the last completed call's name index + 1; 0: none
   std::atomic<uint32_t> reserved;
-  std::atomic<uint64_t> last_end;  // StatusTicks()
+  std::atomic<uint64_t> last_end;  // Ticks()
   std::atomic<uint64_t> calls;     // calls completed
   std::atomic<uint32_t> site_seq;
   std::atomic<uint32_t> site_stack_id;  // the stack `site` was resolved from
@@ -73,7 +71,7 @@ struct StatusProcess {
   std::atomic<uint32_t> seq;
   std::atomic<uint32_t> threads_without_slot;          // threads that found every slot taken
   std::atomic<uint64_t> updated_ns;                    // CLOCK_MONOTONIC of the last write
-  std::atomic<uint64_t> updated_ticks;                 // StatusTicks() then
+  std::atomic<uint64_t> updated_ticks;                 // Ticks() then
   std::atomic<uint64_t> device_bytes[kStatusDevices];  // live device memory per device
   std::atomic<uint64_t> checkpoint_ns;  // CLOCK_MONOTONIC of the last checkpoint; 0: none
   StatusText<kStatusPathWords> checkpoint_path;
@@ -88,8 +86,8 @@ struct StatusPage {
   uint32_t thread_slots;
   uint32_t call_names;
   uint64_t started_ns;     // CLOCK_MONOTONIC at attach
-  uint64_t started_ticks;  // StatusTicks() then
-  uint32_t ticks_are_ns;   // 1: StatusTicks() is CLOCK_MONOTONIC_COARSE
+  uint64_t started_ticks;  // Ticks() then
+  uint32_t ticks_are_ns;   // 1: Ticks() counts CLOCK_MONOTONIC ns (kTicksAreNs)
   uint32_t reserved;
   StatusProcess process;
   StatusThread threads[kStatusThreadSlots];
@@ -108,24 +106,9 @@ extern thread_local StatusThread* t_status_slot __attribute__((tls_model("initia
 // no one reads when all are taken; null when there is no page.
 StatusThread* ClaimStatusSlot();
 
-// The call path's clock: the time-stamp counter on x86-64 (one instruction;
-// the background thread writes it beside CLOCK_MONOTONIC each second, and a
-// reader converts between the two pairs), else CLOCK_MONOTONIC_COARSE in ns.
-inline constexpr bool kStatusTicksAreNs =
-#if defined(__x86_64__)
-    false;
-#else
-    true;
-#endif
-inline uint64_t StatusTicks() {
-#if defined(__x86_64__)
-  return __rdtsc();
-#else
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
-#endif
-}
+// The call path's clock is base/clock.h's Ticks() (the time-stamp counter
+// on x86-64: one instruction): the background thread writes it beside
+// CLOCK_MONOTONIC each second, and a reader converts between the two pairs.
 
 // The call path's two writes: a call (`name_index` in the page's names)
 // begins with its site's stack id (0: not captured), and the call in
@@ -141,7 +124,7 @@ inline void StatusCallBegins(uint32_t name_index, uint32_t stack_id) {
   std::atomic_thread_fence(std::memory_order_release);
   s->call.store(name_index + 1, std::memory_order_relaxed);
   s->stack_id.store(stack_id, std::memory_order_relaxed);
-  s->call_start.store(StatusTicks(), std::memory_order_relaxed);
+  s->call_start.store(Ticks(), std::memory_order_relaxed);
   s->seq.store(q + 2, std::memory_order_release);
 }
 
@@ -152,7 +135,7 @@ inline void StatusCallEnds() {
   s->seq.store(q + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s->last_call.store(s->call.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  s->last_end.store(StatusTicks(), std::memory_order_relaxed);
+  s->last_end.store(Ticks(), std::memory_order_relaxed);
   s->calls.store(s->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   s->call.store(0, std::memory_order_relaxed);
   s->seq.store(q + 2, std::memory_order_release);

@@ -40,7 +40,7 @@ std::string NameOf(const StatusPage& page, uint32_t index_plus_one) {
   return std::string(page.names[i], strnlen(page.names[i], kStatusNameBytes));
 }
 
-// StatusTicks() to CLOCK_MONOTONIC ns, between the page's two (ticks, ns)
+// Ticks() to CLOCK_MONOTONIC ns, between the page's two (ticks, ns)
 // pairs: its start and gpuwatch's thread's last write. 0 when unknown.
 struct TickClock {
   bool ns = false;

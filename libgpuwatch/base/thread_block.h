@@ -45,8 +45,8 @@ class ThreadBlock {
 
   __attribute__((noinline)) static T* Make() {
     std::call_once(key_once_, [] { key_ok_.store(pthread_key_create(&key_, &Unmap) == 0); });
-    void* memory = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
+    void* memory =
+        mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) {
       SetGone();
       return nullptr;
