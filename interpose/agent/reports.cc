@@ -138,8 +138,10 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   request.context.oom = oom;
   request.context.oom_count = agent.reports.ooms.load();
   request.captured = captured;
-  request.symbolizer = CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr;
+  // One look at the symbolizer: a library unloaded between two looks would
+  // replace it, and the first pointer with it.
   request.sites = SharedSites(agent);
+  request.symbolizer = request.sites != nullptr ? agent.reports.symbolizer.get() : nullptr;
   if (request.symbolizer != nullptr) {
     // libdw ends the process when it runs out of memory: near the host's
     // limit, this report gets names and modules without file:line.

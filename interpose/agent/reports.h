@@ -23,7 +23,8 @@ std::string HostName();
 // the next; the caller holds report_mu.
 Symbolizer* SharedSymbolizer(Agent& agent);
 // The site resolver reports keep with it (the caller holds report_mu); null
-// without stacks.
+// without stacks. It may replace the symbolizer (a library was unloaded since
+// the last look): take the symbolizer after it, from agent.reports.
 SiteResolver* SharedSites(Agent& agent);
 
 // Under `gpuwatch run` (GPUWATCH_RUN_LOG), tells it a report was written:
