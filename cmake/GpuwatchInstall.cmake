@@ -7,10 +7,25 @@
 #   P/lib/pkgconfig/gpuwatch.pc        pkg-config gpuwatch
 #   P/share/gpuwatch/python/gpuwatch/  the Python package (`gpuwatch run` puts
 #                                      P/share/gpuwatch/python on PYTHONPATH)
+#   P/share/doc/gpuwatch/              README.md and docs/ (as README.md links them)
 # The directories are fixed (not GNUInstallDirs' multiarch libdir) because
 # `gpuwatch run` finds the library at <its directory>/../lib, and both package
 # files locate the prefix relative to themselves, so a prefix can be moved.
+# The Debian package (cmake/GpuwatchPackage.cmake) holds the same files under /usr.
 include(CMakePackageConfigHelpers)
+
+# The Python wheel (python/pyproject.toml; scikit-build-core sets SKBUILD): the
+# command, the library and the Python package in the environment's bin/, lib/
+# and share/gpuwatch/python, the layout above, so that the command finds the
+# other two as it does in any prefix. Component `wheel` only: the wheel
+# installs that and no other (no headers, CMake or pkg-config files, docs).
+if(SKBUILD)
+  install(TARGETS gpuwatch LIBRARY DESTINATION ${SKBUILD_DATA_DIR}/lib COMPONENT wheel)
+  install(TARGETS gpuwatch_cli RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT wheel)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/gpuwatch
+    DESTINATION ${SKBUILD_DATA_DIR}/share/gpuwatch/python COMPONENT wheel FILES_MATCHING PATTERN "*.py")
+  return()
+endif()
 
 install(TARGETS gpuwatch EXPORT gpuwatchTargets
   LIBRARY DESTINATION lib
@@ -34,3 +49,6 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/gpuwatchConfig.cmake
 
 configure_file(${CMAKE_CURRENT_LIST_DIR}/gpuwatch.pc.in ${CMAKE_BINARY_DIR}/cmake/gpuwatch.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/cmake/gpuwatch.pc DESTINATION lib/pkgconfig)
+
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION share/doc/gpuwatch)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs DESTINATION share/doc/gpuwatch)  # README.md links docs/
