@@ -20,7 +20,8 @@ build=(
 )
 # Running the tests and the checks.
 tests=(
-  python3-pip python3-setuptools  # tests/e2e/python_test.cc: pip install ./python
+  python3-pip python3-venv        # tests/install/run_wheel_test.sh: pip install ./python in a venv
+                                  # (pip fetches scikit-build-core from the package index)
   python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
   tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
   prometheus                      # the exporter's tests: the server and promtool

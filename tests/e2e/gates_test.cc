@@ -5,6 +5,7 @@
 // and without it, on the simulator.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -398,21 +399,29 @@ TEST_F(PytestPlugin, PythonApiTellsLoadedFromRecording) {
   EXPECT_EQ(recorded.out, "True False None\nTrue True None\n");
 }
 
-// pip-installed, pytest finds the plugin through its pytest11 entry point:
-// with LD_PRELOAD alone, and under `gpuwatch run`, which also names it in
-// PYTEST_PLUGINS (registered once).
-TEST_F(PytestPlugin, PipInstalledItIsFoundThroughItsEntryPoint) {
+// Installed from the Python wheel, pytest finds the plugin through its pytest11
+// entry point: with LD_PRELOAD alone, and under `gpuwatch run`, which also names
+// it in PYTEST_PLUGINS (registered once). The wheel is the one ctest's
+// python_wheel (tests/install/run_wheel_test.sh) built with `pip wheel ./python`
+// (a fixture of these tests); its pure-Python part is unpacked where pip would
+// put it, next to its metadata (gpuwatch-<version>.dist-info/entry_points.txt).
+TEST_F(PytestPlugin, WheelInstalledItIsFoundThroughItsEntryPoint) {
   GPUWATCH_SKIP_PYTHON_UNDER_RUN_IN_TSAN();
-  if (RunProcess({kPython, "-m", "pip", "--version"}, {}, "/").exit_code != 0) {
-    GTEST_SKIP() << "no pip for " << kPython << " (Debian's python3-pip)";
+  // gpuwatch-<version>-py3-none-<platform>.whl
+  const std::string prefix = std::string("gpuwatch-") + GPUWATCH_TEST_VERSION + "-py3-none-";
+  std::string wheel;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(GPUWATCH_TEST_WHEEL_DIR, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(prefix) && name.ends_with(".whl")) wheel = entry.path().string();
+  }
+  if (wheel.empty()) {
+    GTEST_SKIP() << "no " << prefix << "*.whl in " << GPUWATCH_TEST_WHEEL_DIR
+                 << " (ctest python_wheel builds it; not under sanitizers)";
   }
   ASSERT_EQ(
-      RunProcess({"cp", "-r", kSourceDir + "/python", dir_.path() + "/src"}, {}, "/").exit_code, 0);
-  const ProcessResult pip =
-      RunProcess({kPython, "-m", "pip", "install", "--no-build-isolation", "--no-deps",
-                  "--no-index", "--target", dir_.path() + "/site", dir_.path() + "/src"},
-                 {{"PIP_DISABLE_PIP_VERSION_CHECK", "1"}}, dir_.path());
-  ASSERT_EQ(pip.exit_code, 0) << pip.out << pip.err;
+      RunProcess({kPython, "-m", "zipfile", "-e", wheel, dir_.path() + "/site"}, {}, "/").exit_code,
+      0);
   const std::string expected =
       "FAILED test_suite.py::test_leaks - gpuwatch: left 1.0 MiB of device memory live, over 0 B; "
       "largest at " +

@@ -19,14 +19,8 @@ set -euo pipefail
 
 build=$1 source=$2 sim=$3 cpack=$4 cmake=$5 version=$6
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuwatch-deb.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-unset GPUWATCH_LIBRARY LD_PRELOAD CUDA_INJECTION64_PATH GPUWATCH_OUTPUT GPUWATCH_DISABLE PYTHONPATH \
-  PYTHONDONTWRITEBYTECODE
+# shellcheck source=tests/install/common.sh
+source "$(dirname "$0")/common.sh" deb
 
 # --- the package ------------------------------------------------------------
 start=$SECONDS
