@@ -184,6 +184,7 @@ TEST(StackTableTest, IndexGrowsWithTheStacks) {
   StackTable table(1u << 20, 64 << 20);
   EXPECT_EQ(table.index_bytes(), 4096u * 8);
   std::vector<uint32_t> ids;
+  ids.reserve(10000);
   for (int i = 0; i < 2048; ++i) ids.push_back(Intern(table, MakeStack(i, 8 + i % 24)));
   EXPECT_EQ(table.index_bytes(), 4096u * 8);  // 2,048 stacks: half of 4,096, not past it
   ids.push_back(Intern(table, MakeStack(2048, 8 + 2048 % 24)));
@@ -221,10 +222,12 @@ TEST(StackTableTest, LookupsDuringIndexDoublingsFindTheirIds) {
   constexpr int kNew = 60000;
   StackTable table(1u << 20, 64 << 20);
   std::vector<uint32_t> ids;
+  ids.reserve(kOld);
   for (int i = 0; i < kOld; ++i) ids.push_back(Intern(table, MakeStack(i, 6 + i % 20)));
   std::atomic<bool> done{false};
   std::atomic<long> lookups{0};
   std::vector<std::thread> readers;
+  readers.reserve(3);
   for (int t = 0; t < 3; ++t) {
     readers.emplace_back([&, t] {
       // More stacks in turn than a thread's recent stacks hold: shared lookups.
