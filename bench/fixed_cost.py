@@ -18,7 +18,8 @@ on, event trace on).
   memory   the same load, resident memory (VmRSS) once it is ready, once the
            first checkpoint is written, and again after --idle seconds
            (checkpoints are written meanwhile), minus the same without a
-           tool, per live allocation.
+           tool, per live allocation; and at the end, that split into
+           anonymous memory and mapped files (RssAnon, RssFile).
   checkpoint
            live_load --per-site 1 --free (10,000 sites, nothing live),
            GPUWATCH_CHECKPOINT_SECONDS=1: the CPU time of gpuwatch's thread
@@ -163,10 +164,11 @@ class Load:
             die(f"live_load did not get ready: {line!r} {self.p.stderr.read()[-2000:]}")
         self.live = int(line.split()[2])
 
-    def rss(self):
+    def rss(self, field="VmRSS"):
+        """Bytes of /proc/PID/status's `field` (VmRSS, RssAnon, RssFile)."""
         with open(f"/proc/{self.p.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
         return 0
 
@@ -351,6 +353,10 @@ def memory(setup, args):
     checkpointed[False] = loads[False].rss()
     time.sleep(args.idle)  # the process idles: what stays resident after its checkpoints
     idle = {tool: load.rss() for tool, load in loads.items()}
+    # Anonymous memory (gpuwatch's tables, rings, malloc arenas) apart from
+    # mapped files (its libraries and debug files), at the same moment.
+    anon = {tool: load.rss("RssAnon") for tool, load in loads.items()}
+    files = {tool: load.rss("RssFile") for tool, load in loads.items()}
     live = loads[False].live
     for load in loads.values():
         load.finish()  # the exit: not timed here
@@ -368,10 +374,16 @@ def memory(setup, args):
         per_idle = (idle[tool] - idle[False]) / live
         out[NAMES[tool]] = {"rss_ready": ready[tool], "rss_checkpoint": checkpointed[tool],
                             "rss_idle": idle[tool], "per_live_ready": per_ready,
-                            "per_live_checkpoint": per_checkpoint, "per_live_idle": per_idle}
+                            "per_live_checkpoint": per_checkpoint, "per_live_idle": per_idle,
+                            "per_live_idle_anon": (anon[tool] - anon[False]) / live,
+                            "per_live_idle_files": (files[tool] - files[False]) / live}
         print(f"| {NAMES[tool]} | {ready[tool] / 2**20:.1f} | {per_ready:.0f} | "
               f"{checkpointed[tool] / 2**20:.1f} | {per_checkpoint:.0f} | "
               f"{idle[tool] / 2**20:.1f} | {per_idle:.0f} |")
+    print()
+    print(f"after {args.idle:g} s idle, added B per allocation: " + "; ".join(
+        f"{NAMES[tool]} {out[NAMES[tool]]['per_live_idle_anon']:.1f} anonymous, "
+        f"{out[NAMES[tool]]['per_live_idle_files']:.1f} mapped files" for tool in setup.tools[1:]))
     return out
 
 

@@ -40,6 +40,10 @@ void Unmap(void* mem, size_t bytes) {
 void* MapSlots(uint32_t max_entries, size_t slot_size, size_t* mask, size_t* bytes) {
   const size_t num_slots = std::bit_ceil(std::max<size_t>(size_t{2} * max_entries, 16));
   *mask = num_slots - 1;
+  return MapSlotArray(num_slots, slot_size, bytes);
+}
+
+void* MapSlotArray(size_t num_slots, size_t slot_size, size_t* bytes) {
   *bytes = num_slots * slot_size;
   void* slots = MapZeroed(*bytes);
   // Slots are probed at random: huge pages (where THP is in madvise mode)

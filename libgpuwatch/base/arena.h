@@ -35,6 +35,9 @@ void Unmap(void* mem, size_t bytes);
 // *mask is the slot count minus one (a power of two), *bytes the mapping's
 // size. nullptr when it cannot be mapped.
 void* MapSlots(uint32_t max_entries, size_t slot_size, size_t* mask, size_t* bytes);
+// `num_slots` zeroed slots of `slot_size` bytes, as MapSlots maps them; *bytes
+// the mapping's size. nullptr when it cannot be mapped.
+void* MapSlotArray(size_t num_slots, size_t slot_size, size_t* bytes);
 
 // The padding is deliberate: what an allocation writes shares one cache line.
 class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)

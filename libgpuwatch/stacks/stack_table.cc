@@ -1,5 +1,7 @@
 #include "libgpuwatch/stacks/stack_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -94,6 +96,9 @@ inline bool Holds(const RecentStack& entry, uint64_t table, uint64_t key, const 
          std::memcmp(entry.pcs, pcs, static_cast<size_t>(n) * sizeof(uintptr_t)) == 0;
 }
 
+// The first index: 32 KiB, enough for 2,048 stacks.
+constexpr size_t kFirstIndexSlots = 4096;
+
 inline std::atomic_ref<uint64_t> SlotRef(uint64_t* slots, size_t i) {
   return std::atomic_ref<uint64_t>(slots[i]);
 }
@@ -104,22 +109,31 @@ StackTable::StackTable(uint32_t max_stacks, size_t max_bytes)
     : serial_(g_table_serials.fetch_add(1, std::memory_order_relaxed) + 1),
       arena_(max_stacks, max_bytes, kChunkBytes, "stacks") {
   if (!arena_.usable()) return;
-  slots_ = static_cast<uint64_t*>(
-      MapSlots(arena_.max_records(), sizeof(uint64_t), &slot_mask_, &slots_bytes_));
-  if (slots_ == nullptr) {
-    Warn("cannot map %zu bytes for the stack table; stacks will not be recorded", slots_bytes_);
+  max_slots_ = std::bit_ceil(std::max<size_t>(size_t{2} * arena_.max_records(), 16));
+  Index& first = indexes_[0];
+  const size_t num_slots = std::min(kFirstIndexSlots, max_slots_);
+  first.slots = static_cast<uint64_t*>(MapSlotArray(num_slots, sizeof(uint64_t), &first.bytes));
+  if (first.slots == nullptr) {
+    Warn("cannot map %zu bytes for the stack table; stacks will not be recorded", first.bytes);
+    return;
   }
+  first.mask = num_slots - 1;
+  num_indexes_ = 1;
+  index_.store(&first, std::memory_order_release);
 }
 
-StackTable::~StackTable() { Unmap(slots_, slots_bytes_); }
+StackTable::~StackTable() {
+  for (int i = 0; i < num_indexes_; ++i) Unmap(indexes_[i].slots, indexes_[i].bytes);
+}
 
-uint32_t StackTable::Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* empty_slot) const {
+uint32_t StackTable::Find(const Index& index, uint64_t hash, const uintptr_t* pcs, int n,
+                          size_t* empty_slot) const {
   const uint64_t tag = hash >> 32;
   const size_t bytes = static_cast<size_t>(n) * sizeof(uintptr_t);
-  for (size_t i = hash & slot_mask_;; i = (i + 1) & slot_mask_) {
+  for (size_t i = hash & index.mask;; i = (i + 1) & index.mask) {
     // Acquire pairs with the inserter's release CAS: seeing the slot means
     // seeing its by_id_ entry and the record's contents.
-    const uint64_t slot = SlotRef(slots_, i).load(std::memory_order_acquire);
+    const uint64_t slot = SlotRef(index.slots, i).load(std::memory_order_acquire);
     if (slot == 0) {
       *empty_slot = i;
       return 0;
@@ -166,25 +180,41 @@ uint64_t StackTable::RecentHitsOnThisThread() {
 }
 
 uint32_t StackTable::InternShared(const uintptr_t* pcs, int n) {
-  if (slots_ == nullptr) {
+  const Index* index = index_.load(std::memory_order_acquire);
+  if (index == nullptr) {
     Drop();
     return 0;
   }
   const uint64_t hash = HashPcs(pcs, n);
   size_t empty_slot = 0;
-  uint32_t id = Find(hash, pcs, n, &empty_slot);
+  // A miss here may be a false one: an index replaced while this probe read
+  // it has its pages given back and reads empty. The re-probe below, under
+  // the stripe, reads the current index.
+  uint32_t id = Find(*index, hash, pcs, n, &empty_slot);
   if (id != 0) return id;
-  if (arena_.full()) {
-    Drop();
-    return 0;
+  Mutex& stripe = stripes_[(hash >> 20) % kStripes].mu;
+  // New stack (or a false miss). Every thread inserting this same stack has
+  // the same hash and so the same stripe: the second one waits here and then
+  // finds the first one's record in the re-probe below, so a stack is stored
+  // once. The index cannot be replaced while a stripe is held.
+  std::unique_lock<Mutex> lock(stripe);
+  for (;;) {
+    index = index_.load(std::memory_order_acquire);
+    id = Find(*index, hash, pcs, n, &empty_slot);
+    if (id != 0) return id;
+    if (arena_.full()) {
+      Drop();
+      return 0;
+    }
+    if (!IndexFull()) break;
+    lock.unlock();
+    const bool grown = GrowIndex();
+    lock.lock();
+    if (!grown && IndexFull()) {
+      Drop();
+      return 0;
+    }
   }
-
-  // New stack. Every thread inserting this same stack has the same hash and
-  // so the same stripe: the second one waits here and then finds the first
-  // one's record in the re-probe below, so a stack is stored once.
-  std::lock_guard<Mutex> lock(stripes_[(hash >> 20) % kStripes].mu);
-  id = Find(hash, pcs, n, &empty_slot);
-  if (id != 0) return id;
   const size_t pcs_bytes = static_cast<size_t>(n) * sizeof(uintptr_t);
   auto* record = static_cast<Record*>(arena_.Allocate(sizeof(Record) + pcs_bytes, &id));
   if (record == nullptr) {
@@ -192,6 +222,7 @@ uint32_t StackTable::InternShared(const uintptr_t* pcs, int n) {
     return 0;
   }
   record->n = static_cast<uint32_t>(n);
+  record->hash_low = static_cast<uint32_t>(hash);
   std::memcpy(PcsOf(record), pcs, pcs_bytes);
   arena_.Publish(id, record);
 
@@ -202,14 +233,65 @@ uint32_t StackTable::InternShared(const uintptr_t* pcs, int n) {
   // cannot stop short of our entry. The load factor bound guarantees an
   // empty slot exists.
   const uint64_t value = (hash & 0xFFFFFFFF00000000ULL) | id;
-  for (size_t i = empty_slot;; i = (i + 1) & slot_mask_) {
+  for (size_t i = empty_slot;; i = (i + 1) & index->mask) {
     uint64_t expected = 0;
-    if (SlotRef(slots_, i).compare_exchange_strong(expected, value, std::memory_order_release,
-                                                   std::memory_order_relaxed)) {
+    if (SlotRef(index->slots, i)
+            .compare_exchange_strong(expected, value, std::memory_order_release,
+                                     std::memory_order_relaxed)) {
       break;
     }
   }
   return id;
+}
+
+bool StackTable::IndexFull() const {
+  // Ids handed out count the inserts in flight under the other stripes (at
+  // most one each), so the load stays under 1/2 + 64 slots: below 1 from the
+  // first index's 4,096 slots on. The largest index holds every allowed id at
+  // load 1/2.
+  const Index* index = index_.load(std::memory_order_relaxed);
+  const size_t slots = index->mask + 1;
+  return slots < max_slots_ && (size_t{arena_.size()} + 1) * 2 > slots;
+}
+
+bool StackTable::GrowIndex() {
+  for (Stripe& s : stripes_) s.mu.lock();
+  bool ok = true;
+  if (IndexFull() && num_indexes_ == kMaxIndexes) {
+    ok = false;  // unreachable: 4,096 slots doubled 23 times pass any max_slots_
+  } else if (IndexFull()) {
+    const Index& old = indexes_[num_indexes_ - 1];
+    size_t num_slots = (old.mask + 1) * 2;
+    while (num_slots < max_slots_ && (size_t{arena_.size()} + 1) * 2 > num_slots) num_slots *= 2;
+    Index& next = indexes_[num_indexes_];
+    next.slots = static_cast<uint64_t*>(MapSlotArray(num_slots, sizeof(uint64_t), &next.bytes));
+    if (next.slots == nullptr) {
+      Warn("cannot map %zu bytes for the stack table's index; new stacks may be dropped",
+           next.bytes);
+      next = {};
+      ok = false;
+    } else {
+      // No insert is in flight (every stripe is held): plain copies. A
+      // slot's home in the new index needs the hash's low bits: the record's.
+      next.mask = num_slots - 1;
+      for (size_t i = 0; i <= old.mask; ++i) {
+        const uint64_t slot = old.slots[i];
+        if (slot == 0) continue;
+        const uint64_t hash =
+            (slot & 0xFFFFFFFF00000000ULL) | RecordOf(static_cast<uint32_t>(slot))->hash_low;
+        size_t j = hash & next.mask;
+        while (next.slots[j] != 0) j = (j + 1) & next.mask;
+        next.slots[j] = slot;
+      }
+      ++num_indexes_;
+      index_.store(&next, std::memory_order_release);
+      // Lookups that loaded the old index may still read it: it stays
+      // mapped, and reads as empty slots once its pages are given back.
+      madvise(old.slots, old.bytes, MADV_DONTNEED);
+    }
+  }
+  for (int i = kStripes - 1; i >= 0; --i) stripes_[i].mu.unlock();
+  return ok;
 }
 
 // Lock order: stripe, then arena (as in Intern).

@@ -10,7 +10,8 @@
 // against the stored pcs. Only a new stack takes a lock: one of 64 stripes
 // chosen by the hash (so two threads inserting the same stack serialise and
 // store it once) and, for a few nanoseconds, the arena lock that hands out
-// an id and bytes.
+// an id and bytes; so does, rarely, a lookup that raced a doubling of the
+// index (below). A new stack that doubles the index takes every stripe.
 //
 // Storage never moves and is never freed while the table lives: records sit
 // in a RecordArena (base/arena.h: 1 MiB chunks, faulted in when mapped, so
@@ -22,9 +23,16 @@
 // stack is not stored: Intern returns 0 ("no stack") and dropped() counts it.
 // Stacks already stored are still found.
 //
-// Memory: besides the arena, the table reserves 24-40 bytes of index per
-// allowed stack (8-byte hash slots at load <= 1/2, plus an 8-byte id array),
-// mapped up front with mmap and backed by pages only as they are touched.
+// Memory: besides the arena, an 8-byte id array per allowed stack, reserved
+// with mmap up front and backed by pages only as ids are handed out (so 8
+// bytes per stored stack), and the hash index: 8-byte slots at load <= 1/2,
+// 4,096 at first, doubled when a new stack would pass half (16-32 bytes per
+// stored stack; 256 KiB for 10,000). A doubling copies the slots into a new
+// mapping under every stripe's lock and then publishes it; the old mapping
+// stays mapped (readable) for the table's life but its pages are given back
+// (MADV_DONTNEED), so a lookup still probing it reads empty slots: a miss,
+// which the insert path checks again on the current index under its stripe's
+// lock. README.md says why this and not a segmented index.
 // Each thread that interns maps 4 KiB for its recent stacks (stack_table.cc),
 // shared by every table and unmapped when the thread exits.
 //
@@ -134,13 +142,19 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   uint32_t max_stacks() const { return arena_.max_records(); }
   size_t max_bytes() const { return arena_.max_bytes(); }
+  // Bytes of the current hash index (its mapping; grows with the stacks).
+  // Thread-safe.
+  size_t index_bytes() const {
+    const Index* index = index_.load(std::memory_order_acquire);
+    return index != nullptr ? index->bytes : 0;
+  }
 
  private:
   std::unique_ptr<PyFrameTable> python_frames_;
   // A record in the arena: this header, then `n` pcs (see PcsOf).
   struct Record {
     uint32_t n;
-    uint32_t reserved;
+    uint32_t hash_low;  // the low 32 bits of the pcs' hash (a slot keeps the high ones)
   };
   static const uintptr_t* PcsOf(const Record* record) {
     return reinterpret_cast<const uintptr_t*>(record + 1);
@@ -152,23 +166,48 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
     Mutex mu;
   };
 
+  // The hash index: 2^k slots, 0 = empty, otherwise (hash >> 32) << 32 | id.
+  // Slots are accessed only through std::atomic_ref and written once (CAS
+  // from 0), after the record is published. An Index is written before it is
+  // published in index_ and never changes afterwards.
+  struct Index {
+    uint64_t* slots = nullptr;
+    size_t mask = 0;
+    size_t bytes = 0;
+  };
+  // Doublings from the first index to the largest (2^32 slots): enough.
+  static constexpr int kMaxIndexes = 24;
+
   // Intern() without the thread's cache: hash, probe, insert.
   uint32_t InternShared(const uintptr_t* pcs, int n);
-  // Probes from the hash's home slot. Returns the id of an equal stored
-  // stack, or 0 and the index of the first empty slot seen in *empty_slot.
-  uint32_t Find(uint64_t hash, const uintptr_t* pcs, int n, size_t* empty_slot) const;
+  // Probes `index` from the hash's home slot. Returns the id of an equal
+  // stored stack, or 0 and the index of the first empty slot seen in
+  // *empty_slot.
+  uint32_t Find(const Index& index, uint64_t hash, const uintptr_t* pcs, int n,
+                size_t* empty_slot) const;
+  // Whether one more stack would load the current index past half while a
+  // larger one is allowed. Called holding a stripe.
+  bool IndexFull() const;
+  // Doubles the index (until ids handed out fill at most half of it) unless
+  // another thread did: takes every stripe, so no insert is in flight.
+  // Returns false when the new index cannot be mapped (the old one stays,
+  // and new stacks are dropped once it is half full).
+  bool GrowIndex();
   const Record* RecordOf(uint32_t id) const { return static_cast<const Record*>(arena_.Get(id)); }
   void Drop() { dropped_.fetch_add(1, std::memory_order_relaxed); }
 
-  // Hash slots: 0 = empty, otherwise (hash >> 32) << 32 | id. Accessed only
-  // through std::atomic_ref. Written once (CAS from 0), after the record is
-  // published.
-  uint64_t* slots_ = nullptr;
+  // The current index (one of indexes_), read with acquire; null when the
+  // first could not be mapped.
+  std::atomic<const Index*> index_{nullptr};
+  // Every index made, the current one last; the older ones are kept mapped
+  // with their pages given back. Written under every stripe's lock.
+  Index indexes_[kMaxIndexes];
+  int num_indexes_ = 0;
+  // The most slots an index may have: enough for every allowed id at load 1/2.
+  size_t max_slots_ = 0;
   // Names this table in the threads' caches of recent stacks (never 0, never
   // reused).
   uint64_t serial_;
-  size_t slot_mask_ = 0;
-  size_t slots_bytes_ = 0;
 
   RecordArena arena_;
   alignas(64) std::atomic<uint64_t> dropped_{0};

@@ -176,6 +176,82 @@ TEST(StackTableTest, SpansStayValidAcrossChunks) {
   EXPECT_EQ(AsVector(span), copy);
 }
 
+// The hash index starts at 4,096 slots (32 KiB) whatever the cap, and
+// doubles as the stacks pass half of it: 10,000 stacks under a cap of a
+// million take 32,768 slots (256 KiB), not the 2 Mi slots (16 MiB) the cap
+// would. Every stack keeps its id across the doublings.
+TEST(StackTableTest, IndexGrowsWithTheStacks) {
+  StackTable table(1u << 20, 64 << 20);
+  EXPECT_EQ(table.index_bytes(), 4096u * 8);
+  std::vector<uint32_t> ids;
+  ids.reserve(10000);
+  for (int i = 0; i < 2048; ++i) ids.push_back(Intern(table, MakeStack(i, 8 + i % 24)));
+  EXPECT_EQ(table.index_bytes(), 4096u * 8);  // 2,048 stacks: half of 4,096, not past it
+  ids.push_back(Intern(table, MakeStack(2048, 8 + 2048 % 24)));
+  EXPECT_EQ(table.index_bytes(), 8192u * 8);
+  for (int i = 2049; i < 10000; ++i) ids.push_back(Intern(table, MakeStack(i, 8 + i % 24)));
+  EXPECT_EQ(table.index_bytes(), 32768u * 8);
+  EXPECT_EQ(table.size(), 10000u);
+  // Found again, in another thread (so not from this thread's recent stacks).
+  std::thread([&] {
+    for (int i = 0; i < 10000; ++i) {
+      ASSERT_EQ(Intern(table, MakeStack(i, 8 + i % 24)), ids[static_cast<size_t>(i)]) << i;
+    }
+  }).join();
+  EXPECT_EQ(table.size(), 10000u);
+  EXPECT_EQ(table.dropped(), 0u);
+}
+
+// The index stops at the cap's size (load 1/2 with every id handed out).
+TEST(StackTableTest, IndexStopsAtTheCapsSize) {
+  StackTable table(3000, 16 << 20);  // 6,000 slots at load 1/2: 8,192
+  for (int i = 0; i < 3000; ++i) ASSERT_NE(Intern(table, MakeStack(i, 4)), 0u);
+  EXPECT_EQ(table.index_bytes(), 8192u * 8);
+  EXPECT_EQ(Intern(table, MakeStack(3000, 4)), 0u);  // the id cap
+  EXPECT_EQ(table.dropped(), 1u);
+  EXPECT_EQ(table.index_bytes(), 8192u * 8);
+  EXPECT_NE(Intern(table, MakeStack(2999, 4)), 0u);
+}
+
+// Lookups of stored stacks from several threads while another thread's new
+// stacks double the index again and again: a lookup that reads an index
+// being replaced (its pages given back: empty slots) must still find its
+// stack's id, never store it a second time.
+TEST(StackTableTest, LookupsDuringIndexDoublingsFindTheirIds) {
+  constexpr int kOld = 1500;
+  constexpr int kNew = 60000;
+  StackTable table(1u << 20, 64 << 20);
+  std::vector<uint32_t> ids;
+  ids.reserve(kOld);
+  for (int i = 0; i < kOld; ++i) ids.push_back(Intern(table, MakeStack(i, 6 + i % 20)));
+  std::atomic<bool> done{false};
+  std::atomic<long> lookups{0};
+  std::vector<std::thread> readers;
+  readers.reserve(3);
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      // More stacks in turn than a thread's recent stacks hold: shared lookups.
+      for (int round = 0; !done.load(); ++round) {
+        for (int i = t; i < kOld; i += 3) {
+          const uint32_t id = Intern(table, MakeStack(i, 6 + i % 20));
+          if (id != ids[static_cast<size_t>(i)]) {
+            ADD_FAILURE() << "stack " << i << ": id " << id << ", not " << ids[i];
+            return;
+          }
+          lookups.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    });
+  }
+  for (int i = 0; i < kNew; ++i) ASSERT_NE(Intern(table, MakeStack(100000 + i, 5)), 0u);
+  done.store(true);
+  for (auto& reader : readers) reader.join();
+  EXPECT_EQ(table.size(), static_cast<uint32_t>(kOld + kNew));
+  EXPECT_EQ(table.index_bytes(), 131072u * 8);  // 61,500 stacks: past 65,536 slots' half
+  EXPECT_EQ(table.dropped(), 0u);
+  EXPECT_GT(lookups.load(), 0);
+}
+
 #ifdef GPUWATCH_COUNT_MALLOC
 TEST(StackTableTest, InternDoesNotMalloc) {
   std::vector<Stack> stacks;
