@@ -54,7 +54,7 @@ void BM_TrackerAllocFree(benchmark::State& state) {
   }
   for (uint64_t i = next - 1000; i < next; ++i) tracker.OnFree(Alloc(i).address);
 }
-BENCHMARK(BM_TrackerAllocFree)->Arg(0)->Arg(1)->ThreadRange(1, 2)->UseRealTime();
+BENCHMARK(BM_TrackerAllocFree)->Arg(0)->Arg(1)->ThreadRange(1, 2)->Threads(8)->UseRealTime();
 
 }  // namespace
 }  // namespace gpuwatch

@@ -526,9 +526,13 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   }
 }
 
+// Whether a driver callback comes from inside a runtime call of this thread
+// (cudaMalloc -> cuMemAlloc_v2): those are the runtime's business. Asked
+// first, before the guard: every runtime call that reaches the driver
+// delivers two of them.
+inline bool NestedInRuntime() { return t_runtime_depth > 0; }
+
 void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
-  // Calls nested in a runtime call are the runtime's business.
-  if (t_runtime_depth > 0) return;
   const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   if (spec == nullptr) return;
   if (d->callbackSite == CUPTI_API_ENTER) {
@@ -555,6 +559,7 @@ namespace {
 // that the callback path without another CUPTI client pays one load more.
 __attribute__((always_inline)) inline void Handle(CUpti_CallbackDomain domain,
                                                   CUpti_CallbackId cbid, const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API && switchboard::NestedInRuntime()) return;
   if (CurrentSession() == nullptr || data == nullptr) return;
   // A callback inside gpuwatch's own work on this thread is gpuwatch's (guard.h).
   if (InsideGpuwatch()) return;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <initializer_list>
 #include <map>
 #include <ostream>
@@ -361,6 +363,42 @@ TEST(Tracker, ConcurrentAllocAndFreeGiveExactTotals) {
   EXPECT_EQ(Kind(s, MemKind::kDevice).frees, uint64_t{kThreads} * kPerThread / 2);
   EXPECT_EQ(s.device_current_bytes, uint64_t{kThreads} * kPerThread / 2 * 512);
   EXPECT_EQ(s.live.size(), size_t{kThreads} * kPerThread / 2);
+}
+
+// The shards' locks under contention: eight
+// threads free each other's allocations, so that every shard is taken by
+// several at once, while a reader walks every shard. Counts stay exact, and
+// no thread is left counted as holding a gpuwatch lock.
+TEST(Tracker, ShardLocksUnderContentionKeepExactCounts) {
+  Tracker t;
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 5000;
+  std::atomic<int> still_holding{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&t, &still_holding, th] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t mine = (static_cast<uint64_t>(th) << 40) + (i + 1) * 256ULL;
+        const uint64_t next = (static_cast<uint64_t>((th + 1) % kThreads) << 40) + (i + 1) * 256ULL;
+        t.OnAlloc(Event(mine, 256, MemKind::kDevice));
+        t.OnFree(next);  // the next thread's, allocated by now or not yet
+      }
+      if (HoldsGpuwatchLock()) still_holding.fetch_add(1);
+    });
+  }
+  std::thread reader([&t] {
+    for (int i = 0; i < 50; ++i) (void)t.Snapshot();
+  });
+  for (auto& th : threads) th.join();
+  reader.join();
+  const TrackerSnapshot s = t.Snapshot();
+  const uint64_t frees = Kind(s, MemKind::kDevice).frees;
+  EXPECT_EQ(Kind(s, MemKind::kDevice).allocs, uint64_t{kThreads} * kPerThread);
+  EXPECT_EQ(s.live.size(), uint64_t{kThreads} * kPerThread - frees);
+  EXPECT_EQ(s.device_current_bytes, (uint64_t{kThreads} * kPerThread - frees) * 256);
+  EXPECT_EQ(still_holding.load(), 0);
+  EXPECT_FALSE(HoldsGpuwatchLock());
 }
 
 }  // namespace
