@@ -23,6 +23,7 @@ tests=(
   python3-pip python3-setuptools  # tests/e2e/python_test.cc: pip install ./python
   python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
   tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
+  zsh                             # tests/cli/check_docs.sh: the zsh completion loads
   prometheus                      # the exporter's tests: the server and promtool
   clang-format clang-tidy
   clang libclang-rt-14-dev        # scripts/fuzz.sh: clang with the libFuzzer runtime
