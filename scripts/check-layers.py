@@ -93,6 +93,7 @@ TOOLS_FOLDERS = {
     "formats": {"reading", "pprof", "report_html.h"},
     "live": {"reading"},
     "commands": {"reading", "formats", "live", "commands.h"},
+    "cli": {"commands", "commands.h"},
 }
 TOOLS_INCLUDE = re.compile(r'^\s*#\s*include\s+"tools/([^"/]+)', re.M)
 

@@ -24,6 +24,7 @@ tests=(
                                   # (pip fetches scikit-build-core from the package index)
   python3-pytest                  # tests/e2e/gates_test.cc: the pytest plugin
   tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
+  zsh                             # tests/cli/check_docs.sh: the zsh completion loads
   prometheus                      # the exporter's tests: the server and promtool
   clang-format clang-tidy
   clang libclang-rt-14-dev        # scripts/fuzz.sh: clang with the libFuzzer runtime

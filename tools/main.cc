@@ -1,5 +1,6 @@
 // The `gpuwatch` command. Subcommands read report files or run programs; none
-// of them links the in-process library.
+// of them links the in-process library. The command line itself is defined in
+// tools/cli/cli_app.cc (the man pages and completions are generated from it).
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,10 +11,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "tools/commands.h"
-#include "tools/commands/run_command.h"
-#include "tools/commands/top_command.h"
-#include "tools/commands/why_command.h"
+#include "tools/cli/cli_app.h"
 
 namespace {
 
@@ -72,152 +70,9 @@ bool UnknownSubcommand(const CLI::App& app, const std::string& word) {
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"gpuwatch: GPU memory and transfer profiler", "gpuwatch"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", GPUWATCH_VERSION_STRING);
-
-  gpuwatch::tools::RunOptions run;
-  CLI::App* run_cmd =
-      app.add_subcommand("run", "Run COMMAND with gpuwatch attached and write its report");
-  run_cmd->add_option("-o,--output", run.output,
-                      "Report file pattern (%p pid, %h host, %r rank); default gpuwatch.%p.json");
-  run_cmd->add_option("--depth", run.depth, "Native frames per stack (0-128)")
-      ->check(CLI::Range(0, 128));
-  run_cmd->add_flag("--no-summary", run.no_summary, "Do not print the summary on stderr");
-  run_cmd->add_option("--suppressions", run.suppressions,
-                      "Suppressions file (leak:PATTERN, growth:PATTERN lines)");
-  run_cmd
-      ->add_option("--exitcode", run.exitcode,
-                   "Exit with N instead of 0 when device memory leaked (0: never)")
-      ->check(CLI::Range(0, 255));
-  run_cmd
-      ->add_option("--sample-ms", run.sample_ms,
-                   "Timeline sampling interval in ms for growth detection (0: off)")
-      ->check(CLI::Range(0, 3600000));
-  run_cmd->add_flag("--torch-blocks", run.torch_blocks,
-                    "Python: put PyTorch's allocator blocks (with their Python lines) into the "
-                    "report (docs/pytorch.md)");
-  run_cmd->add_option("--library", run.library, "libgpuwatch.so to use");
-  run_cmd->add_option("command", run.command, "The command to run, after --")->required();
-  run_cmd->positionals_at_end();
-
-  gpuwatch::tools::ReportOptions report;
-  CLI::App* report_cmd = app.add_subcommand(
-      "report", "Render a report: leaks, growth, peak and transfers, each with file:line");
-  report_cmd->add_option("file", report.file, "Report file")->required();
-  report_cmd
-      ->add_option("--format", report.format,
-                   "text (default), json, collapsed stacks, html (a self-contained page), "
-                   "pprof (gzipped profile.proto; needs -o), or perfetto (trace-event JSON for "
-                   "ui.perfetto.dev)")
-      ->check(CLI::IsMember({"text", "json", "collapsed", "html", "pprof", "perfetto"}));
-  report_cmd->add_option("-o,--output", report.output, "Write to FILE instead of stdout");
-  report_cmd->add_option("--top", report.top, "Sites shown per list (default 10)")
-      ->check(CLI::Range(1, 1000000));
-  report_cmd
-      ->add_option("--what", report.what,
-                   "What --format collapsed weighs: leaks (default), peak or allocated")
-      ->check(CLI::IsMember({"leaks", "peak", "allocated"}));  // not a report key: --what's choices
-
-  gpuwatch::tools::DiffOptions diff;
-  CLI::App* diff_cmd = app.add_subcommand(
-      "diff", "Compare two reports: per site and in total, what grew, shrank, appeared or went");
-  diff_cmd->add_option("base", diff.base, "Report to compare against")->required();
-  diff_cmd->add_option("new", diff.now, "Report to compare")->required();
-  diff_cmd->add_option("--top", diff.top, "Sites shown per list (default 20)")
-      ->check(CLI::Range(1, 1000000));
-
-  gpuwatch::tools::CheckOptions check;
-  CLI::App* check_cmd = app.add_subcommand(
-      "check", "CI gate: exit 0 when the report is within every limit, 1 when not, 2 on bad input");
-  check_cmd->add_option("file", check.file, "Report file")->required();
-  check_cmd->add_option("--max-leak", check.max_leak,
-                        "Device memory that may leak, e.g. 0 (default), 4096, 64MiB");
-  check_cmd->add_option("--max-peak", check.max_peak, "Highest device peak allowed, e.g. 2GiB");
-  check_cmd->add_option("--max-growth", check.max_growth,
-                        "Growth allowed, PERCENT% or BYTES: over --baseline (peak and leaks), "
-                        "else per growth suspect");
-  check_cmd->add_option("--max-phase-peak", check.max_phase_peak,
-                        "NAME=BYTES: highest device memory while phase NAME was open (a path "
-                        "such as step/forward, or its last part); repeatable");
-  check_cmd->add_option("--baseline", check.baseline, "Report of a known-good run");
-  check_cmd->add_option("--suppressions", check.suppressions,
-                        "Suppressions file (leak:PATTERN, growth:PATTERN lines)");
-  check_cmd->add_flag("--include-categories", check.include_categories,
-                      "Count memory kept by libraries (cuBLAS, NCCL, caching allocators, ...)");
-  check_cmd->add_option("--top", check.top, "Sites printed per broken rule (default 5)")
-      ->check(CLI::Range(1, 1000000));
-
-  gpuwatch::tools::MergeOptions merge;
-  CLI::App* merge_cmd =
-      app.add_subcommand("merge", "Merge the reports of many processes or ranks into one report");
-  merge_cmd->add_option("files", merge.files, "Report files")->required();
-  merge_cmd->add_option("-o,--output", merge.output, "Merged report to write")->required();
-
-  gpuwatch::tools::TopOptions top;
-  CLI::App* top_cmd = app.add_subcommand(
-      "top", "Watch the processes under gpuwatch on this machine: device memory, growth, sites");
-  top_cmd->add_flag("--once", top.once, "Print one frame as plain text and exit");
-  top_cmd->add_option("--dir", top.dir,
-                      "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
-  top_cmd->add_option("--pid", top.pid, "Select this process (default: the first listed)");
-  top_cmd->add_option("--sites", top.sites, "Sites listed for the selected process (--once)")
-      ->check(CLI::Range(1, 1000));
-  top_cmd->add_option("--sort", top.sort, "Sort processes and sites by: live, growth, peak, pid")
-      ->check(CLI::IsMember({"live", "growth", "peak", "pid"}));
-  top_cmd->add_option("--width", top.width, "Columns of a --once frame (default 80)")
-      ->check(CLI::Range(60, 1000));
-  top_cmd
-      ->add_option("--timeout-ms", top.timeout_ms,
-                   "How long to wait for the processes' answers (default 500, 2000 with --once)")
-      ->check(CLI::Range(1, 600000));
-  top_cmd
-      ->add_option("--idle-after", top.idle_after_s,
-                   "Seconds without CUDA activity that make a process idle (default: "
-                   "GPUWATCH_IDLE_SECONDS, else 600)")
-      ->check(CLI::Range(1, 31536000));
-
-  gpuwatch::tools::WhyOptions why;
-  CLI::App* why_cmd = app.add_subcommand(
-      "why", "What a process under gpuwatch is doing now, even hung in a CUDA call or stopped");
-  why_cmd->add_option("pid", why.pid, "The process")->required()->check(CLI::PositiveNumber);
-  why_cmd->add_option("--dir", why.dir,
-                      "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
-
-  gpuwatch::tools::ExporterOptions exporter;
-  CLI::App* exporter_cmd = app.add_subcommand(
-      "exporter", "Serve the processes under gpuwatch on this machine as Prometheus metrics");
-  CLI::Option* listen_opt =
-      exporter_cmd->add_option("--listen", exporter.listen,
-                               "HOST:PORT to serve /metrics on (default 127.0.0.1:9468; port 0: "
-                               "any free port)");
-  exporter_cmd->add_option("--dir", exporter.dir,
-                           "Live directory (default: GPUWATCH_LIVE_DIR, else per user)");
-  exporter_cmd->add_option("--top", exporter.top, "Sites per process (default 20)")
-      ->check(CLI::Range(1, 1000));
-  exporter_cmd
-      ->add_option("--timeout-ms", exporter.timeout_ms,
-                   "How long a scrape waits for the processes' answers (default 1000)")
-      ->check(CLI::Range(1, 600000));
-  exporter_cmd
-      ->add_option("--idle-after", exporter.idle_after_s,
-                   "Seconds without CUDA activity that make a process idle (default: "
-                   "GPUWATCH_IDLE_SECONDS, else 600)")
-      ->check(CLI::Range(1, 31536000));
-  CLI::Option* textfile_opt =
-      exporter_cmd
-          ->add_option("--textfile", exporter.textfile,
-                       "Write DIR/gpuwatch.prom for node_exporter's textfile collector instead "
-                       "of serving")
-          ->excludes(listen_opt);
-  exporter_cmd
-      ->add_option("--interval", exporter.interval,
-                   "Seconds between --textfile writes (default 15)")
-      ->check(CLI::Range(1, 86400))
-      ->needs(textfile_opt);
-  exporter_cmd->add_flag("--once", exporter.once, "Write the --textfile once and exit")
-      ->needs(textfile_opt);
-
+  CLI::App app;
+  gpuwatch::tools::CliOptions o;
+  gpuwatch::tools::DefineCli(&app, &o, GPUWATCH_VERSION_STRING);
   if (argc > 1 && UnknownSubcommand(app, argv[1])) return 2;
   try {
     app.parse(argc, argv);
@@ -225,14 +80,15 @@ int Main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (run_cmd->parsed()) return gpuwatch::tools::RunCommand(run, SelfExe(argv[0]));
-  if (report_cmd->parsed()) return gpuwatch::tools::ReportCommand(report, stdout);
-  if (diff_cmd->parsed()) return gpuwatch::tools::DiffCommand(diff, stdout);
-  if (check_cmd->parsed()) return gpuwatch::tools::CheckCommand(check, stdout);
-  if (merge_cmd->parsed()) return gpuwatch::tools::MergeCommand(merge, stdout);
-  if (top_cmd->parsed()) return gpuwatch::tools::TopCommand(top, stdout);
-  if (why_cmd->parsed()) return gpuwatch::tools::WhyCommand(why, stdout);
-  if (exporter_cmd->parsed()) return gpuwatch::tools::ExporterCommand(exporter);
+  const auto parsed = [&app](const char* name) { return app.get_subcommand(name)->parsed(); };
+  if (parsed("run")) return gpuwatch::tools::RunCommand(o.run, SelfExe(argv[0]));
+  if (parsed("report")) return gpuwatch::tools::ReportCommand(o.report, stdout);
+  if (parsed("diff")) return gpuwatch::tools::DiffCommand(o.diff, stdout);
+  if (parsed("check")) return gpuwatch::tools::CheckCommand(o.check, stdout);
+  if (parsed("merge")) return gpuwatch::tools::MergeCommand(o.merge, stdout);
+  if (parsed("top")) return gpuwatch::tools::TopCommand(o.top, stdout);
+  if (parsed("why")) return gpuwatch::tools::WhyCommand(o.why, stdout);
+  if (parsed("exporter")) return gpuwatch::tools::ExporterCommand(o.exporter);
   return 2;
 }
 

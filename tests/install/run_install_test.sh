@@ -36,7 +36,8 @@ for f in bin/gpuwatch lib/libgpuwatch.so include/gpuwatch/gpuwatch.h include/gpu
   lib/cmake/gpuwatch/gpuwatchConfig.cmake lib/cmake/gpuwatch/gpuwatchConfigVersion.cmake \
   lib/pkgconfig/gpuwatch.pc share/gpuwatch/python/gpuwatch/__init__.py \
   share/gpuwatch/python/gpuwatch/pytest_plugin.py share/gpuwatch/python/gpuwatch/pytest_torch.py \
-  share/gpuwatch/python/gpuwatch/sizes.py; do
+  share/gpuwatch/python/gpuwatch/sizes.py share/man/man1/gpuwatch.1 share/man/man1/gpuwatch-run.1 \
+  share/bash-completion/completions/gpuwatch share/zsh/vendor-completions/_gpuwatch; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
 # ... and docs/install.md's table names each of them: by its path, its name, a

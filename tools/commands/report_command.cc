@@ -17,6 +17,7 @@
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 #include "tools/commands.h"
+#include "tools/commands/report_progress.h"
 #include "tools/formats/html_format.h"
 #include "tools/formats/perfetto_format.h"
 #include "tools/formats/pprof_format.h"
@@ -523,12 +524,17 @@ int ReportCommand(const ReportOptions& options, FILE* out) {
   std::string error;
   const bool with_trace =
       options.format == "json" || options.format == "perfetto" || options.format == "html";
+  ReportProgress progress(options.file);  // a large file on a terminal: a line while it works
   if (!ReadReport(options.file, &r, &error,
                   with_trace ? TraceSection::kKeep : TraceSection::kSkip)) {
+    progress.Erase();
     std::fprintf(stderr, "gpuwatch report: %s\n", error.c_str());
     return 2;
   }
-  if (options.format == "pprof" && options.output.empty() && isatty(fileno(out))) {
+  const bool out_is_terminal = options.output.empty() && isatty(fileno(out)) != 0;
+  progress.Rendering(options.format, out_is_terminal);
+  if (options.format == "pprof" && out_is_terminal) {
+    progress.Erase();
     std::fprintf(stderr,
                  "gpuwatch report: --format pprof is binary; write it to a file with -o FILE\n");
     return 2;
@@ -537,6 +543,7 @@ int ReportCommand(const ReportOptions& options, FILE* out) {
   // Opened only once the input is known good, so a bad input leaves it as it was.
   FILE* file = std::fopen(options.output.c_str(), "w");
   if (file == nullptr) {
+    progress.Erase();
     std::fprintf(stderr, "gpuwatch report: cannot write %s: %s\n", options.output.c_str(),
                  std::strerror(errno));
     return 2;
