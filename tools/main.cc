@@ -87,6 +87,11 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--suppressions", run.suppressions,
                       "Suppressions file (leak:PATTERN, growth:PATTERN lines)");
   run_cmd
+      ->add_option("--alloc-fn", run.alloc_fns,
+                   "An allocation helper of the program (a function name, * globs; "
+                   "repeatable): sites are named by its callers")
+      ->allow_extra_args(false);
+  run_cmd
       ->add_option("--exitcode", run.exitcode,
                    "Exit with N instead of 0 when device memory leaked (0: never)")
       ->check(CLI::Range(0, 255));
