@@ -147,7 +147,8 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   }
   std::lock_guard<Mutex> lock(agent.reports.report_mu);  // the reports' symbolizer
   SiteResolver resolver(CurrentSession()->stacks(),
-                        CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr);
+                        CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr,
+                        CurrentSession()->alloc_fns());
   return BuildLiveState(in, &resolver);
 }
 

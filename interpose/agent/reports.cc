@@ -107,7 +107,8 @@ SiteResolver* SharedSites(Agent& agent) {
   if (stacks == nullptr) return nullptr;
   Symbolizer* symbolizer = SharedSymbolizer(agent);
   if (agent.reports.sites == nullptr) {
-    agent.reports.sites = std::make_unique<SiteResolver>(stacks, symbolizer);
+    agent.reports.sites =
+        std::make_unique<SiteResolver>(stacks, symbolizer, CurrentSession()->alloc_fns());
   }
   return agent.reports.sites.get();
 }

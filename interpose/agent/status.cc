@@ -29,7 +29,8 @@ void StatusTick(Agent& agent, uint64_t checkpoint_ns) {
   const std::vector<StatusSiteRequest> sites = StatusSitesToResolve();
   if (sites.empty() || CurrentSession()->stacks() == nullptr) return;
   std::lock_guard<Mutex> lock(agent.reports.report_mu);  // the reports' symbolizer
-  SiteResolver resolver(CurrentSession()->stacks(), SharedSymbolizer(agent));
+  SiteResolver resolver(CurrentSession()->stacks(), SharedSymbolizer(agent),
+                        CurrentSession()->alloc_fns());
   for (const StatusSiteRequest& r : sites) {
     StatusWriteSite(r.slot, r.stack_id, resolver.LocationOf(r.stack_id));
   }

@@ -32,7 +32,8 @@ struct CallInProgress {
   bool stack_captured = false;
   bool made_node = false;  // a graph node was made inside it (GRAPHNODE_CREATED)
   uint64_t node = 0;
-  bool freed = false;  // kFree: the allocation was removed at ENTER
+  uint64_t enter_ticks = 0;  // kAlloc, kFree: Ticks() at ENTER (the call's time)
+  bool freed = false;        // kFree: the allocation was removed at ENTER
   LiveAlloc removed;
   const char* symbol = nullptr;  // kLaunch: the kernel's name (CUPTI's symbolName)
   bool vmm_released = false;     // kVmmRelease: the handle was released at ENTER

@@ -9,6 +9,7 @@
 #include "interpose/callbacks/guard.h"
 #include "interpose/cupti/cupti_mux.h"
 #include "interpose/nvtx/nvtx.h"
+#include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/status_page.h"
 #include "libgpuwatch/session/session.h"
 #include "libgpuwatch/stacks/python_stack.h"
@@ -89,7 +90,7 @@ namespace {
 
 int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
 
-void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
+void Alloc(const ParsedCall& call, const CUpti_CallbackData* d, uint64_t call_ticks = 0) {
   Events events = CurrentEvents();
   if (call.address == 0 || !events.enabled()) return;  // paused: no stack either
   AllocEvent e;
@@ -100,6 +101,7 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d) {
   e.stream = Addr(call.stream);
   e.stack_id = CallSite();
   e.phase = CurrentPhase();
+  e.call_ticks = call_ticks;
   events.Allocated(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
 }
@@ -297,11 +299,15 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
         events.CopyCalled(CopyOf(call, c.correlation, CallSite()), true);
       }
       break;
+    case Role::kAlloc:
+      c.enter_ticks = Ticks();
+      break;
     case Role::kFree:
       // Before the driver can hand the address to another thread.
       if (!call.node_only && call.address != 0) {
         c.freed = CurrentEvents().FreeBegun(call.address, &c.removed);
       }
+      c.enter_ticks = Ticks();
       break;
     case Role::kVmmRelease:
       // Before the driver can give the handle's value to another thread.
@@ -370,7 +376,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       ParsedCall out;
       if (!ParseCall(*c.spec, d, succeeded, &out)) break;
       if (succeeded) {
-        Alloc(out, d);
+        Alloc(out, d, Ticks() - c.enter_ticks);
       } else if (oom) {
         OutOfMemory(out, d, static_cast<int>(*ret));
       }
@@ -378,6 +384,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     }
     case Role::kFree:
       if (succeeded) {
+        if (c.freed) CurrentEvents().FreeDone(c.removed, Ticks() - c.enter_ticks);
         if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
         if (!c.freed && entered.address != 0) CurrentEvents().UnknownFree();
       } else if (c.freed) {

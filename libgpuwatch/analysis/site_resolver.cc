@@ -30,8 +30,9 @@ SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* sup
 
 }  // namespace
 
-SiteResolver::SiteResolver(const StackTable* stacks, Symbolizer* symbolizer)
-    : stacks_(stacks), shared_symbolizer_(symbolizer) {}
+SiteResolver::SiteResolver(const StackTable* stacks, Symbolizer* symbolizer,
+                           const AllocFunctions* alloc_fns)
+    : stacks_(stacks), alloc_fns_(alloc_fns), shared_symbolizer_(symbolizer) {}
 SiteResolver::~SiteResolver() = default;
 
 const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
@@ -48,6 +49,10 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
       }
       // Python frames merged in.
       SymbolizeMixedStack(symbolizer, stacks_->python_frames(), pcs, &frames);
+      // The user's allocation helpers are not the site: their callers are.
+      if (alloc_fns_ != nullptr && !alloc_fns_->empty()) {
+        TrimTop(&frames, [this](const Frame& f) { return alloc_fns_->Matches(f.function); });
+      }
     }
   }
   return cache_.emplace(stack_id, std::move(frames)).first->second;
@@ -166,20 +171,9 @@ namespace {
 // "a::B" of "a::B::f(int) const": a function's name up to its last "::",
 // parameters left out; "" for a function outside any class or namespace.
 std::string_view ScopeOf(std::string_view function) {
-  size_t end = function.size();
-  // Back over the parameter list: from its last ')' to the matching '('.
-  if (const size_t close = function.rfind(')'); close != std::string_view::npos) {
-    int depth = 0;
-    for (size_t i = close + 1; i-- > 0;) {
-      if (function[i] == ')') ++depth;
-      if (function[i] == '(' && --depth == 0) {
-        end = i;
-        break;
-      }
-    }
-  }
-  const size_t colons = function.substr(0, end).rfind("::");
-  return colons == std::string_view::npos ? std::string_view() : function.substr(0, colons);
+  const std::string_view name = FunctionNameOf(function);
+  const size_t colons = name.rfind("::");
+  return colons == std::string_view::npos ? std::string_view() : name.substr(0, colons);
 }
 
 }  // namespace

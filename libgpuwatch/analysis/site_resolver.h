@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "libgpuwatch/analysis/alloc_functions.h"
 #include "libgpuwatch/analysis/suppressions.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
@@ -30,8 +31,10 @@ struct SiteClass {
 };
 
 // Turns stack ids into frames for a report: symbolized, with gpuwatch's,
-// CUPTI's, the driver's and cudart's frames trimmed from the top, cached per
-// id. Report time only; not thread-safe.
+// CUPTI's, the driver's and cudart's frames trimmed from the top, and then the
+// user's allocation helpers (AllocFunctions), cached per id. Every output of a
+// report (sites, phases, the live state, collapsed stacks) reads its frames
+// here, so they name the same site. Report time only; not thread-safe.
 //
 // One resolver may serve report after report (ReleaseFrames() after each):
 // what it keeps is which ids read the same (a few bytes per id, no frames),
@@ -42,7 +45,9 @@ class SiteResolver {
   // `stacks` may be null (no stacks captured): every site then has no frames.
   // `symbolizer`, when given, is used instead of a Symbolizer of the
   // resolver's own, so that what it resolved serves the next report too.
-  explicit SiteResolver(const StackTable* stacks, Symbolizer* symbolizer = nullptr);
+  // `alloc_fns` (may be null), kept by the caller: the helpers trimmed.
+  explicit SiteResolver(const StackTable* stacks, Symbolizer* symbolizer = nullptr,
+                        const AllocFunctions* alloc_fns = nullptr);
   ~SiteResolver();
   SiteResolver(const SiteResolver&) = delete;
   SiteResolver& operator=(const SiteResolver&) = delete;
@@ -112,6 +117,7 @@ class SiteResolver {
   void Recanonicalize(uint32_t from, uint32_t to);
 
   const StackTable* stacks_;
+  const AllocFunctions* alloc_fns_;
   bool pytorch_per_tensor_ = false;
   Symbolizer* shared_symbolizer_;
   std::unique_ptr<Symbolizer> own_symbolizer_;

@@ -24,7 +24,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_SIGNAL",        "GPUWATCH_SUMMARY",      "GPUWATCH_CUPTI_LIBRARY",
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
     "GPUWATCH_KERNEL_TIMING", "GPUWATCH_SUPPRESSIONS", "GPUWATCH_EXITCODE",
-    "GPUWATCH_SAMPLE_MS",
+    "GPUWATCH_SAMPLE_MS",     "GPUWATCH_ALLOC_FN",
     "GPUWATCH_RUN_LOG",       // set by `gpuwatch run`
     "GPUWATCH_TORCH_BLOCKS",  // read by the Python side (python/gpuwatch/torch_hooks.py)
     "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
@@ -56,6 +56,21 @@ bool ParseInt(std::string_view text, long min, long max, long* out) {
   if (value < min || value > max) return false;
   *out = value;
   return true;
+}
+
+// "a, b,,c" -> {"a", "b", "c"}: the items of a comma-separated list, spaces
+// around each left out, empty ones dropped.
+std::vector<std::string> SplitNames(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+  }
+  return out;
 }
 
 struct SignalName {
@@ -230,6 +245,7 @@ Config ParseConfig(const EnvLookup& lookup, const std::vector<std::string>& env_
   read_bool("GPUWATCH_KERNEL_TIMING", &config.kernel_timing);
   if (const char* v = lookup("GPUWATCH_CUPTI_LIBRARY")) config.cupti_library = v;
   if (const char* v = lookup("GPUWATCH_SUPPRESSIONS")) config.suppressions = v;
+  if (const char* v = lookup("GPUWATCH_ALLOC_FN")) config.alloc_fns = SplitNames(v);
   read_int("GPUWATCH_EXITCODE", 0, 255, "expected an exit status from 1 to 255, or 0 for off",
            &config.exitcode);
   read_int("GPUWATCH_SAMPLE_MS", 0, 3600000, "expected milliseconds from 0 (off) to 3600000",

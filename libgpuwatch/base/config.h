@@ -36,6 +36,10 @@ struct Config {
   std::string cupti_library;
   // GPUWATCH_SUPPRESSIONS: path of a suppressions file (leak:PATTERN lines).
   std::string suppressions;
+  // GPUWATCH_ALLOC_FN: the program's own allocation helpers, comma-separated
+  // function names or globs (analysis/alloc_functions.h): a site is named by
+  // the first frame outside them.
+  std::vector<std::string> alloc_fns;
   // GPUWATCH_EXITCODE: exit status that replaces 0 when device memory leaked
   // outside suppressions and categories; 0 = never change the status.
   int exitcode = 0;

@@ -45,6 +45,14 @@ constexpr uint32_t KindMask() {
   }
   return mask;
 }
+// The kinds whose every allocation and free is a call into the driver that
+// takes memory from the device or the system (not stream-ordered pools, graph
+// memory, VMM handles or another process's): allocating them again and again
+// is churn (Tracker::OnFreeDone).
+constexpr bool IsChurnKind(MemKind kind) {
+  return kind == MemKind::kDevice || kind == MemKind::kManaged || kind == MemKind::kPinnedHost ||
+         kind == MemKind::kRegisteredHost || kind == MemKind::kArray;
+}
 inline constexpr uint32_t kDeviceKinds = KindMask<IsDeviceKind>();
 inline constexpr uint32_t kHostKinds = KindMask<IsHostKind>();
 inline constexpr uint32_t kImportedKinds = KindMask<IsImportedKind>();
@@ -71,8 +79,9 @@ struct AllocEvent {
   MemKind kind = MemKind::kDevice;
   int32_t device = 0;
   uint64_t stream = 0;
-  uint32_t stack_id = 0;  // 0: no stack captured
-  uint32_t phase = 0;     // the path of ranges open on its thread (phases.h); 0: none
+  uint32_t stack_id = 0;    // 0: no stack captured
+  uint32_t phase = 0;       // the path of ranges open on its thread (phases.h); 0: none
+  uint64_t call_ticks = 0;  // Ticks() (base/clock.h) spent in the call; 0: not timed
 };
 
 // A host<->device copy as seen at the API call.

@@ -22,7 +22,10 @@ namespace gpuwatch {
 using namespace tracker_internal;  // NOLINT(google-build-using-namespace): this file's own
 
 Tracker::Tracker(uint32_t max_sites)
-    : start_ns_(MonotonicNs()), shards_(new Shard[kShards]), max_sites_(max_sites) {
+    : start_ns_(MonotonicNs()),
+      start_ticks_(Ticks()),
+      shards_(new Shard[kShards]),
+      max_sites_(max_sites) {
   const size_t bytes = (size_t{max_sites_} + 1) * sizeof(Site);
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -227,6 +230,19 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   }
   if (had_old) ReleaseLive(replaced);  // a free we never saw
   AccountAlloc(alloc, now_ns);
+  if (event.call_ticks != 0) {
+    SiteFor(alloc.stack_id).call_ticks.fetch_add(event.call_ticks, std::memory_order_relaxed);
+  }
+}
+
+void Tracker::OnFreeDone(const LiveAlloc& removed, uint64_t call_ticks) {
+  Site& site = SiteFor(removed.stack_id);
+  site.frees.fetch_add(1, std::memory_order_relaxed);
+  site.call_ticks.fetch_add(call_ticks, std::memory_order_relaxed);
+  if (IsChurnKind(removed.kind) &&
+      site.kind_live_count[static_cast<int>(removed.kind)].load(std::memory_order_relaxed) == 0) {
+    site.churn_cycles.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 bool Tracker::OnFree(uint64_t address) {
@@ -494,8 +510,9 @@ TrackerSnapshot Tracker::Snapshot() const {
     const uint32_t id = a.stack_id <= max_sites_ ? a.stack_id : 0;
     if (IsDeviceKind(a.kind) && id < used) ++live_count[id];
   }
+  const double ns_per_tick = NsPerTick();
   for (uint32_t id = 0; id < used; ++id) {
-    SiteTotals t = TotalsOf(sites_[id]);
+    SiteTotals t = TotalsOf(sites_[id], ns_per_tick);
     if (t.allocs == 0) continue;
     t.live_count = live_count[id];
     snap.sites.emplace_back(id, t);
@@ -504,8 +521,19 @@ TrackerSnapshot Tracker::Snapshot() const {
   return snap;
 }
 
-SiteTotals Tracker::TotalsOf(const Site& site) const {
+double Tracker::NsPerTick() const {
+  if (kTicksAreNs) return 1.0;
+  const uint64_t ticks = Ticks() - start_ticks_;
+  const uint64_t ns = MonotonicNs() - start_ns_;
+  return ticks > 0 ? static_cast<double>(ns) / static_cast<double>(ticks) : 1.0;
+}
+
+SiteTotals Tracker::TotalsOf(const Site& site, double ns_per_tick) const {
   SiteTotals t;
+  t.frees = site.frees.load(std::memory_order_relaxed);
+  t.churn_cycles = site.churn_cycles.load(std::memory_order_relaxed);
+  t.call_ns = static_cast<uint64_t>(
+      static_cast<double>(site.call_ticks.load(std::memory_order_relaxed)) * ns_per_tick);
   t.allocs = site.allocs.load(std::memory_order_relaxed);
   t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
   t.largest = site.largest.load(std::memory_order_relaxed);
@@ -528,9 +556,11 @@ TrackerSnapshot Tracker::LiveBySite() const {
   TrackerSnapshot snap = Totals();
   snap.live_by_site = true;
   const uint32_t used = std::min(sites_used_.load(std::memory_order_acquire), max_sites_ + 1);
+  const double ns_per_tick = NsPerTick();
   for (uint32_t id = 0; id < used; ++id) {
     const Site& site = sites_[id];
-    if (const SiteTotals t = TotalsOf(site); t.allocs != 0) snap.sites.emplace_back(id, t);
+    if (const SiteTotals t = TotalsOf(site, ns_per_tick); t.allocs != 0)
+      snap.sites.emplace_back(id, t);
     TrackerSnapshot::SiteLive live;
     live.count = SumOfKinds<kDeviceKinds>(site.kind_live_count);
     live.host_count = SumOfKinds<kHostKinds>(site.kind_live_count);

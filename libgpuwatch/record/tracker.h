@@ -63,6 +63,11 @@ struct SiteTotals {
   uint64_t largest = 0;
   uint64_t host_allocs = 0;  // of allocs and alloc_bytes: pinned and registered host memory
   uint64_t host_alloc_bytes = 0;
+  uint64_t frees = 0;  // its allocations freed by a free call (OnFreeDone)
+  // Frees of a churn kind (IsChurnKind) that left the site with none of
+  // that kind live: each a cycle of an allocate-and-free loop.
+  uint64_t churn_cycles = 0;
+  uint64_t call_ns = 0;  // time in its allocation calls and its allocations' free calls
 };
 
 struct CopyTotals {
@@ -129,6 +134,10 @@ class Tracker {
   // then); UndoFree puts it back as it was when the call failed.
   bool BeginFree(uint64_t address, LiveAlloc* removed);
   void UndoFree(const LiveAlloc& removed);
+  // The end of a free whose BeginFree removed `removed`, when the call
+  // succeeded: counts it for its site (frees, churn_cycles) with the
+  // call's time in Ticks() (0: not timed). A few relaxed adds.
+  void OnFreeDone(const LiveAlloc& removed, uint64_t call_ticks);
   // A free of an address that was not live (counted in unknown_frees).
   void CountUnknownFree() { unknown_frees_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -350,6 +359,9 @@ class Tracker {
     std::atomic<uint64_t> largest{0};
     std::atomic<uint64_t> host_allocs{0};  // host kinds only touch these two more
     std::atomic<uint64_t> host_alloc_bytes{0};
+    std::atomic<uint64_t> frees{0};
+    std::atomic<uint64_t> churn_cycles{0};
+    std::atomic<uint64_t> call_ticks{0};  // Ticks(); nanoseconds in a snapshot
     std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_count{};
     std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_bytes{};
   };
@@ -382,10 +394,13 @@ class Tracker {
   // imported included.
   static void CountSiteLive(Site& site, const LiveAlloc& alloc, int sign);
   // A site's totals (live_count: the site's counter) and the peak's sites.
-  SiteTotals TotalsOf(const Site& site) const;
+  // `ns_per_tick`: Ticks()'s period (NsPerTick()).
+  SiteTotals TotalsOf(const Site& site, double ns_per_tick) const;
+  double NsPerTick() const;
   void FillPeak(TrackerSnapshot* snap) const;
 
   uint64_t start_ns_ = 0;
+  uint64_t start_ticks_ = 0;  // Ticks() with start_ns_: their rate converts call_ticks
   std::unique_ptr<Shard[]> shards_;
   std::array<Counters, kNumMemKinds> kinds_;
   std::atomic<uint64_t> device_current_{0};

@@ -2,6 +2,7 @@
 // tables, JSON writers and readers (model_activity.h).
 #include "libgpuwatch/report/model_activity.h"
 
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,7 @@ namespace key = report_key;
 GPUWATCH_COUNTS_OF(TransferFigures, GPUWATCH_TRANSFER_COUNTS)
 GPUWATCH_COUNTS_OF(TransferSite, GPUWATCH_TRANSFER_SITE_COUNTS)
 GPUWATCH_COUNTS_OF(TransferFindingRow, GPUWATCH_TRANSFER_FINDING_COUNTS)
+GPUWATCH_COUNTS_OF(AllocChurn, GPUWATCH_ALLOC_CHURN_COUNTS)
 GPUWATCH_COUNTS_OF(ReportTransfers, GPUWATCH_TRANSFERS_COUNTS)
 GPUWATCH_COUNTS_OF(KernelRow, GPUWATCH_KERNEL_COUNTS)
 GPUWATCH_COUNTS_OF(ReportKernels, GPUWATCH_KERNELS_COUNTS)
@@ -225,6 +227,16 @@ std::string ContextChurnText(uint64_t created, uint64_t destroyed) {
          "the process's life";
 }
 
+std::string AllocChurnText(const AllocChurn& c) {
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.1f ms", static_cast<double>(c.call_ns) / 1e6);
+  return CountOf(c.count, "allocation", "allocations") + " at " + c.location +
+         " freed and made again (" + CountOf(c.cycles, "cycle", "cycles") +
+         " of allocate-and-free): " + ms +
+         " in those allocation and free calls; allocate once and reuse the buffer (or use "
+         "cudaMallocAsync's pool)";
+}
+
 json LifecycleJson(const ReportLifecycle& l) {
   json blocked = json::object();
   for (const auto& [kind, row] : l.blocked) PutCounts(row, BlockedRow::Counts(), &blocked[kind]);
@@ -239,7 +251,12 @@ json LifecycleJson(const ReportLifecycle& l) {
   json findings = json::array();
   for (const LifecycleFinding& f : l.findings) {
     json e = {{"type", f.type}};
-    PutCounts(f, LifecycleFinding::Counts(), &e);
+    if (f.churn.has_value()) {
+      PutCounts(*f.churn, AllocChurn::Counts(), &e);
+      e["location"] = f.churn->location;
+    } else {
+      PutCounts(f, LifecycleFinding::Counts(), &e);
+    }
     findings.push_back(std::move(e));
   }
   out["findings"] = std::move(findings);
@@ -356,7 +373,13 @@ ReportLifecycle ReadLifecycle(ReportFieldReader* r, const json& section) {
   r->Objects(section, path, "findings", [r, &out](const json& e, const std::string& at) {
     LifecycleFinding& f = out.findings.emplace_back();
     f.type = r->TextAt(e, at, "type");
-    r->CountsAt(e, at, LifecycleFinding::Counts(), &f);
+    if (f.type == kAllocChurnType) {
+      AllocChurn& c = f.churn.emplace();
+      r->CountsAt(e, at, AllocChurn::Counts(), &c);
+      c.location = r->TextAt(e, at, "location");
+    } else {
+      r->CountsAt(e, at, LifecycleFinding::Counts(), &f);
+    }
   });
   return out;
 }

@@ -175,16 +175,31 @@ struct ContextFigures {
 // clang-format off
 #define GPUWATCH_LIFECYCLE_FINDING_COUNTS(X) X(contexts_created, kSum) X(contexts_destroyed, kSum)
 // clang-format on
+// type "alloc_churn": a site that allocated and freed again and again
+// (report.h's ChurnSite): its site, location and figures, written instead of
+// the context counts.
+// clang-format off
+#define GPUWATCH_ALLOC_CHURN_COUNTS(X) \
+  X(site, kMax) X(count, kSum) X(cycles, kSum) X(bytes, kSum) X(call_ns, kSum)
+// clang-format on
+struct AllocChurn {
+  GPUWATCH_COUNTS(AllocChurn, GPUWATCH_ALLOC_CHURN_COUNTS)
+  std::string location;
+};
 struct LifecycleFinding {
   GPUWATCH_COUNTS(LifecycleFinding, GPUWATCH_LIFECYCLE_FINDING_COUNTS)
   std::string type;
+  std::optional<AllocChurn> churn;  // type "alloc_churn"
 };
+inline constexpr const char* kAllocChurnType = "alloc_churn";
 // Contexts destroyed while a process ran from which on that is a finding.
 inline constexpr uint64_t kContextChurnMin = 3;
 
 // The words of a context_churn finding (the exit summary's and the text
 // report's): the counts, and what to do.
 std::string ContextChurnText(uint64_t created, uint64_t destroyed);
+// The words of an alloc_churn finding: count, cycles, time, location.
+std::string AllocChurnText(const AllocChurn& c);
 
 struct ReportLifecycle {
   GPUWATCH_COUNTS(ReportLifecycle, GPUWATCH_LIFECYCLE_COUNTS)

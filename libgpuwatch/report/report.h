@@ -107,6 +107,20 @@ struct ReportContext {
   const Suppressions* suppressions = nullptr;
 };
 
+// A site (canonical id) that allocated and freed memory of a churn kind
+// (IsChurnKind) in a loop: at least kAllocChurnMinCycles frees that left it
+// with none of that kind live. Its figures: the SiteTotals of its stack ids
+// summed (frees, churn_cycles, alloc_bytes and call_ns are read).
+struct ChurnSite {
+  uint32_t stack_id = 0;
+  SiteTotals totals;
+};
+inline constexpr uint64_t kAllocChurnMinCycles = 10;
+inline constexpr size_t kMaxChurnFindings = 10;
+// The churning sites of `snap`, merged by canonical id, most time in their
+// calls first (then most cycles), at most kMaxChurnFindings.
+std::vector<ChurnSite> ChurnSites(const TrackerSnapshot& snap, SiteResolver* sites);
+
 // Live allocations of one site (canonical id), device kinds, host kinds and
 // imported kinds apart.
 struct LeakGroup {
@@ -135,6 +149,9 @@ struct ReportAnalysis {
   // From the marks when the program made any, else from the periodic
   // samples (growth.h has the rules); empty without context.timeline.
   std::vector<GrowthSuspect> growth_suspects;
+  // Sites that allocate and free again and again (ChurnSites), most time
+  // in those calls first.
+  std::vector<ChurnSite> churn;
 };
 
 // Resolves every site the report will name (SiteResolver::Prepare, so that

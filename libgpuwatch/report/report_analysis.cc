@@ -120,6 +120,44 @@ std::vector<std::pair<uint32_t, SiteTransfers>> MergedTransferSites(const Transf
 
 }  // namespace
 
+std::vector<ChurnSite> ChurnSites(const TrackerSnapshot& snap, SiteResolver* sites) {
+  std::unordered_map<uint32_t, ChurnSite> merged;
+  for (const auto& [id, t] : snap.sites) {
+    if (t.churn_cycles == 0) continue;
+    SiteTotals& c = merged[sites->Canonical(id)].totals;
+    c.frees += t.frees;
+    c.churn_cycles += t.churn_cycles;
+    c.alloc_bytes += t.alloc_bytes;
+    c.call_ns += t.call_ns;
+  }
+  std::vector<ChurnSite> out;
+  for (auto& [id, c] : merged) {
+    if (c.totals.churn_cycles < kAllocChurnMinCycles) continue;
+    c.stack_id = id;
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const ChurnSite& a, const ChurnSite& b) {
+    const SiteTotals& x = a.totals;
+    const SiteTotals& y = b.totals;
+    if (x.call_ns != y.call_ns) return x.call_ns > y.call_ns;
+    return x.churn_cycles != y.churn_cycles ? x.churn_cycles > y.churn_cycles
+                                            : a.stack_id < b.stack_id;
+  });
+  if (out.size() > kMaxChurnFindings) out.resize(kMaxChurnFindings);
+  return out;
+}
+
+AllocChurn AllocChurnOf(const ChurnSite& c, SiteResolver* sites) {
+  AllocChurn out;
+  out.site = c.stack_id;
+  out.count = c.totals.frees;
+  out.cycles = c.totals.churn_cycles;
+  out.bytes = c.totals.alloc_bytes;
+  out.call_ns = c.totals.call_ns;
+  out.location = sites->LocationOf(c.stack_id);
+  return out;
+}
+
 ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& context,
                              SiteResolver* sites) {
   std::vector<uint32_t> ids;
@@ -168,6 +206,7 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
         by_mark ? t.marks : t.periodic, by_mark ? GrowthUnit::kMark : GrowthUnit::kSecond,
         [sites](uint32_t id) { return sites->Canonical(id); });
   }
+  analysis.churn = ChurnSites(snap, sites);
   return analysis;
 }
 

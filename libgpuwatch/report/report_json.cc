@@ -107,6 +107,9 @@ std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* s
     m.largest = std::max(m.largest, t.largest);
     m.host_allocs += t.host_allocs;
     m.host_alloc_bytes += t.host_alloc_bytes;
+    m.frees += t.frees;
+    m.churn_cycles += t.churn_cycles;
+    m.call_ns += t.call_ns;
   }
   std::vector<AllocSite> out;
   out.reserve(merged.size());
@@ -268,6 +271,11 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     ThrowIfOutOfMemory();
   }
   m.lifecycle = LifecycleSection(context.lifecycle);
+  for (const ChurnSite& c : analysis.churn) {
+    LifecycleFinding& f = m.lifecycle->findings.emplace_back();
+    f.type = kAllocChurnType;
+    f.churn = AllocChurnOf(c, sites);
+  }
   ThrowIfOutOfMemory();
   // The sections the model does not type.
   json report = json::object();

@@ -124,7 +124,7 @@ struct PeakSite : ReportSite {
 #define GPUWATCH_ALLOC_SITE_COUNTS(X)                                        \
   X(allocs, kSum) X(alloc_bytes, kSum) X(largest, kMax)                      \
   X(live_device_bytes, kSum) X(live_device_count, kSum) X(host_allocs, kSum) \
-  X(host_alloc_bytes, kSum)
+  X(host_alloc_bytes, kSum) X(frees, kSum) X(churn_cycles, kSum) X(call_ns, kSum)
 // clang-format on
 struct AllocSite : ReportSite {
   GPUWATCH_COUNTS(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)

@@ -27,6 +27,9 @@ void FillSite(uint32_t id, const SiteClass* c, SiteResolver* sites, ReportSite* 
 // Copies of one direction. With a transfers section, its totals: directions
 // resolved from activity records (cudaMemcpyDefault, cuMemcpy) and graph
 // copies included, so that both places give one answer; else the tracker's.
+// An alloc_churn finding's figures, from a churning site of the analysis.
+AllocChurn AllocChurnOf(const ChurnSite& c, SiteResolver* sites);
+
 CopyTotals CopiesOf(const TrackerSnapshot& snap, const ReportContext& context, CopyKind kind);
 
 // report_transfers.cc: the `transfers` section and its summary lines.

@@ -9,9 +9,86 @@
 
 #include "libgpuwatch/report/format.h"
 #include "libgpuwatch/report/report_sections.h"
+#include "libgpuwatch/report/site_groups.h"
 #include "libgpuwatch/symbolize/mixed_stack.h"
 
 namespace gpuwatch {
+
+namespace {
+
+// A frame as the summary names it: "file:line (function)", "function
+// (module)", or "" past the end of the stack.
+std::string FrameText(const std::vector<Frame>& frames, size_t i) {
+  if (i >= frames.size()) return "";
+  const Frame& f = frames[i];
+  std::string text = f.line > 0 ? std::string(Basename(f.file)) + ":" + std::to_string(f.line)
+                                : std::string(Basename(f.module));
+  if (!f.function.empty()) text += " (" + f.function + ")";
+  return text;
+}
+
+// The rows of a leak list, at most `top` locations: sites that read the same
+// (location and function) are one row, with their call paths under it.
+std::string LeakRows(const std::vector<const LeakGroup*>& groups,
+                     const std::vector<const Suppression*>& rules, SiteResolver* sites,
+                     size_t top) {
+  std::vector<std::string> keys;
+  std::vector<uint64_t> bytes_of;
+  keys.reserve(groups.size());
+  for (const LeakGroup* g : groups) {
+    bytes_of.push_back(g->bytes);
+    const std::vector<Frame>& frames = sites->FramesOf(g->stack_id);
+    const Frame* site = SiteFrame(frames);
+    const std::string function =
+        site != nullptr ? site->function : (frames.empty() ? "" : frames.front().function);
+    std::string key = sites->LocationOf(g->stack_id);
+    if (!function.empty()) key += " (" + function + ")";
+    keys.push_back(std::move(key));
+  }
+  std::string out;
+  char line[768];
+  const std::vector<SiteGroup> by_location = GroupByLocation(keys, bytes_of);
+  for (size_t i = 0; i < by_location.size() && i < top; ++i) {
+    const SiteGroup& at = by_location[i];
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    for (const size_t m : at.members) {
+      bytes += groups[m]->bytes;
+      count += groups[m]->count;
+    }
+    const size_t first = at.members.front();
+    const std::string rule = rules.empty() ? "" : " by " + rules[first]->Text();
+    const std::string paths =
+        at.members.size() > 1 ? ", " + CountOf(at.members.size(), "call path", "call paths") : "";
+    std::snprintf(line, sizeof(line), "gpuwatch:   %10s in %6" PRIu64 " at %s%s%s\n",
+                  FormatBytes(bytes).c_str(), count, keys[first].c_str(), rule.c_str(),
+                  paths.c_str());
+    out += line;
+    if (at.members.size() < 2) continue;
+    const auto frame = [&](size_t row, size_t index) {
+      return FrameText(sites->FramesOf(groups[row]->stack_id), index);
+    };
+    const size_t split = FirstDifference(at.members, frame);
+    for (size_t k = 0; k < at.members.size() && k < kCallPathsShown; ++k) {
+      const LeakGroup& g = *groups[at.members[k]];
+      const std::string via = frame(at.members[k], split);
+      std::snprintf(line, sizeof(line), "gpuwatch:     %10s in %6" PRIu64 " via %s\n",
+                    FormatBytes(g.bytes).c_str(), g.count, via.empty() ? "?" : via.c_str());
+      out += line;
+    }
+    if (at.members.size() > kCallPathsShown) {
+      out += "gpuwatch:     " + MoreCallPaths(at.members.size() - kCallPathsShown) + "\n";
+    }
+  }
+  if (by_location.size() > top) {
+    out += "gpuwatch:   ... and " +
+           CountOf(by_location.size() - top, "more location", "more locations") +
+           " (in the report)\n";
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& context,
                              const ReportAnalysis& analysis, SiteResolver* sites,
@@ -89,19 +166,7 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
                   FormatBytes(bytes).c_str(), what, CountOf(count, one, many).c_str(),
                   CountOf(groups.size(), "site", "sites").c_str());
     out += line;
-    for (size_t i = 0; i < groups.size() && i < kTopSites; ++i) {
-      const LeakGroup& g = *groups[i];
-      const std::vector<Frame>& frames = sites->FramesOf(g.stack_id);
-      const Frame* site = SiteFrame(frames);
-      const std::string function =
-          site != nullptr ? site->function : (frames.empty() ? "" : frames.front().function);
-      const std::string rule = rules.empty() ? "" : " by " + rules[i]->Text();
-      std::snprintf(line, sizeof(line), "gpuwatch:   %10s in %6" PRIu64 " at %s%s%s%s%s\n",
-                    FormatBytes(g.bytes).c_str(), g.count, sites->LocationOf(g.stack_id).c_str(),
-                    function.empty() ? "" : " (", function.c_str(), function.empty() ? "" : ")",
-                    rule.c_str());
-      out += line;
-    }
+    out += LeakRows(groups, rules, sites, kTopSites);
   };
   for (const auto& list : lists) {
     std::vector<const LeakGroup*> live;
@@ -168,6 +233,9 @@ std::string BuildSummaryText(const TrackerSnapshot& snap, const ReportContext& c
   if (l.contexts_destroyed >= kContextChurnMin) {
     out +=
         "gpuwatch: finding: " + ContextChurnText(l.contexts_created, l.contexts_destroyed) + "\n";
+  }
+  for (const ChurnSite& c : analysis.churn) {
+    out += "gpuwatch: finding: " + AllocChurnText(AllocChurnOf(c, sites)) + "\n";
   }
   if (!path.empty()) out += "gpuwatch: report written to " + path + "\n";
   return out;

@@ -61,11 +61,15 @@ class Events {
   // graph's free node).
   void Freed(uint64_t address) { r_->tracker.OnFree(address); }
   // A free in three steps: begun at ENTER (before the driver can hand the
-  // address to another thread), undone when the call failed.
+  // address to another thread), undone when the call failed, done when it
+  // succeeded (counted for its site with the call's time, in Ticks()).
   bool FreeBegun(uint64_t address, LiveAlloc* removed) {
     return r_->tracker.BeginFree(address, removed);
   }
   void FreeUndone(const LiveAlloc& removed) { r_->tracker.UndoFree(removed); }
+  void FreeDone(const LiveAlloc& removed, uint64_t call_ticks) {
+    r_->tracker.OnFreeDone(removed, call_ticks);
+  }
   // A free (or IPC close) of an address gpuwatch never saw allocated.
   void UnknownFree() { r_->tracker.CountUnknownFree(); }
 

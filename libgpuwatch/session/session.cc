@@ -30,7 +30,8 @@ Recording::Recording(const Config& config, size_t trace_events, const PhaseTable
 Session::Session(Config config, std::string* warning, PhaseTable* phases)
     : config_(std::move(config)),
       own_phases_(phases == nullptr ? std::make_unique<PhaseTable>() : nullptr),
-      phases_(phases != nullptr ? phases : own_phases_.get()) {
+      phases_(phases != nullptr ? phases : own_phases_.get()),
+      alloc_fns_(config_.alloc_fns) {
   if (config_.depth > 0) stacks_ = std::make_unique<StackTable>(kMaxStacks, kMaxStackBytes);
   const size_t trace_events =
       config_.trace_events > 0 ? static_cast<size_t>(config_.trace_events) : 0;
@@ -121,9 +122,10 @@ SessionReport::SessionReport(const Session& session, ReportRequest request)
       timeline_(session.recording().timeline.Snapshot()),
       own_sites_(request.sites != nullptr
                      ? nullptr
-                     : std::make_unique<SiteResolver>(session.stacks(), session.stacks() != nullptr
-                                                                            ? request.symbolizer
-                                                                            : nullptr)),
+                     : std::make_unique<SiteResolver>(
+                           session.stacks(),
+                           session.stacks() != nullptr ? request.symbolizer : nullptr,
+                           session.alloc_fns())),
       sites_(request.sites != nullptr ? request.sites : own_sites_.get()) {
   const Recording& r = session.recording();
   if (r.trace != nullptr) {
@@ -225,7 +227,8 @@ LeakList LiveSinceSection(const Tracker::SiteRows& rows, const Suppressions* sup
 std::string LiveSinceJson(const Session& session, Tracker::Point point, Symbolizer* symbolizer,
                           bool pytorch_per_tensor) {
   const Tracker& tracker = session.recording().tracker;
-  SiteResolver sites(session.stacks(), session.stacks() != nullptr ? symbolizer : nullptr);
+  SiteResolver sites(session.stacks(), session.stacks() != nullptr ? symbolizer : nullptr,
+                     session.alloc_fns());
   sites.set_pytorch_per_tensor(pytorch_per_tensor);
   const Suppressions* suppressions = session.suppressions();
   const std::vector<Tracker::SiteRows> rows = tracker.LiveSince(point, {kDeviceKinds, kHostKinds});

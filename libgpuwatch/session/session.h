@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "libgpuwatch/analysis/alloc_functions.h"
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/analysis/suppressions.h"
@@ -62,6 +63,8 @@ class Session {
   const PhaseTable& phases() const { return *phases_; }
   // GPUWATCH_SUPPRESSIONS as loaded (LoadSuppressions); null: none.
   const Suppressions* suppressions() const { return suppressions_.get(); }
+  // GPUWATCH_ALLOC_FN: the helpers every SiteResolver of the process trims.
+  const AllocFunctions* alloc_fns() const { return &alloc_fns_; }
 
   // The tables being written now. One acquire load: a callback calls it
   // once per event and uses the reference it got for that event.
@@ -98,6 +101,7 @@ class Session {
   std::unique_ptr<PhaseTable> own_phases_;  // when not given one
   PhaseTable* phases_;
   std::unique_ptr<Suppressions> suppressions_;
+  AllocFunctions alloc_fns_;
   std::atomic<Recording*> recording_;
 };
 

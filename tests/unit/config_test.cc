@@ -170,5 +170,16 @@ TEST(Config, CheckpointSecondsDefaultsToFiveAndZeroTurnsThemOff) {
   }
 }
 
+TEST(Config, AllocFnIsACommaSeparatedListOfNames) {
+  std::vector<std::string> warnings;
+  Env env;
+  EXPECT_TRUE(Parse(env, &warnings).alloc_fns.empty());
+  env.vars["GPUWATCH_ALLOC_FN"] = " Alloc, ,ns::Pool::Get*,Alloc(unsigned long) ";
+  const Config c = Parse(env, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(c.alloc_fns,
+            (std::vector<std::string>{"Alloc", "ns::Pool::Get*", "Alloc(unsigned long)"}));
+}
+
 }  // namespace
 }  // namespace gpuwatch

@@ -80,6 +80,34 @@ TEST(Events, AFailedFreeIsUndoneAndAnUnknownOneCounted) {
   EXPECT_TRUE(snap.live.empty());
 }
 
+// A free done (its call succeeded) counts for the allocation's site: its
+// frees, a churn cycle when it left the site with none of its kind live, and
+// the calls' time (allocation and free, in Ticks()).
+TEST(Events, AFreeDoneCountsForItsSiteWithTheCallsTime) {
+  const Session session(NoStacks());
+  Events events = session.events();
+  AllocEvent first = Device(0x1000, 4096, 7);
+  first.call_ticks = 1000;
+  events.Allocated(first);
+  events.Allocated(Device(0x2000, 4096, 7));
+  LiveAlloc removed;
+  ASSERT_TRUE(events.FreeBegun(0x1000, &removed));
+  events.FreeDone(removed, 500);  // 0x2000 still live: no cycle
+  ASSERT_TRUE(events.FreeBegun(0x2000, &removed));
+  events.FreeDone(removed, 500);  // none left: a cycle
+  AllocEvent pooled = Device(0x3000, 4096, 7);
+  pooled.kind = MemKind::kPool;
+  events.Allocated(pooled);
+  ASSERT_TRUE(events.FreeBegun(0x3000, &removed));
+  events.FreeDone(removed, 0);  // stream-ordered: freed, never a cycle
+  const TrackerSnapshot snap = session.recording().tracker.Snapshot();
+  ASSERT_EQ(snap.sites.size(), 1u);
+  const SiteTotals& t = snap.sites[0].second;
+  EXPECT_EQ(t.frees, 3u);
+  EXPECT_EQ(t.churn_cycles, 1u);
+  EXPECT_GT(t.call_ns, 0u);
+}
+
 TEST(Events, CopiesLandInTheTrackerAndTheTransfersTable) {
   const Session session(NoStacks());
   Events events = session.events();

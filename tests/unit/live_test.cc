@@ -297,5 +297,36 @@ TEST(TopFrame, FitsTheTerminalAndKeepsTheSelectionInView) {
   EXPECT_EQ(lines.back().substr(0, 14), "up/down select");
 }
 
+// Sites that read the same (one helper's line from many call paths) are one
+// row in top, their bytes and histories summed, with how many call paths.
+TEST(TopFrame, SitesThatReadTheSameAreOneRow) {
+  tools::LiveScan scan;
+  tools::LiveProcess p = Process(1000, 6 * kMiB, 3);
+  p.state.sites[1].location = p.state.sites[0].location;  // f0's line, from another path
+  p.state.sites[1].function = p.state.sites[0].function;
+  scan.processes.push_back(p);
+  tools::TopView view;
+  view.width = 100;
+  view.height = 24;
+  view.selected = 1000;
+  const std::vector<std::string> lines = tools::RenderTopFrame(scan, view);
+  int rows = 0;
+  for (const std::string& l : lines) {
+    if (l.find("app.cc:100 (f0)") == std::string::npos) continue;
+    ++rows;
+    EXPECT_NE(l.find("app.cc:100 (f0), 2 call paths"), std::string::npos) << l;
+    EXPECT_EQ(l.substr(0, 9), "     5.0M") << l;  // 3 + 2 MiB
+  }
+  EXPECT_EQ(rows, 1);
+  std::vector<tools::LiveSite> sites = p.state.sites;
+  tools::GroupSitesByLocation(&sites, 1000);
+  ASSERT_EQ(sites.size(), 2u);
+  EXPECT_EQ(sites[0].live_bytes, 5 * kMiB);
+  EXPECT_EQ(sites[0].call_paths, 2u);
+  ASSERT_EQ(sites[0].history.size(), 2u);
+  EXPECT_EQ(sites[0].history[1], std::optional<uint64_t>(2 * kMiB));
+  EXPECT_EQ(sites[1].call_paths, 1u);
+}
+
 }  // namespace
 }  // namespace gpuwatch

@@ -199,8 +199,10 @@ TEST(ReportModel, FieldTablesNameEachMemberOnce) {
   Number(&a, 1);
   uint64_t sum = 0;
   for (const CountField<AllocSite>& f : AllocSite::Counts()) sum += a.*f.member;
-  EXPECT_EQ(sum, 1u + 2 + 3 + 4 + 5 + 6 + 7);
-  EXPECT_EQ(AllocSite::Counts().size(), 7u);
+  // allocs .. host_alloc_bytes, then frees, churn_cycles, call_ns.
+  EXPECT_EQ(sum, 1u + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10);
+  EXPECT_EQ(AllocSite::Counts().size(), 10u);
+  EXPECT_EQ(AllocSite::Counts()[8].key, std::string("churn_cycles"));
   EXPECT_EQ(AllocSite::Counts()[2].key, std::string("largest"));
   EXPECT_EQ(AllocSite::Counts()[2].merge, MergeRule::kMax);
   EXPECT_EQ(LeakSite::Counts()[2].key, std::string("oldest_ns"));

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "libgpuwatch/report/site_groups.h"
 #include "libgpuwatch/stacks/stack_table.h"
 #include "libgpuwatch/stacks/unwind.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
@@ -411,6 +412,30 @@ TEST(Report, FormatsGrowthRatesOneWayInSentencesAndOneWayInTables) {
   EXPECT_EQ(FormatRate(1 << 20, "mark", RateStyle::kCompact), "1.0 MiB/mark");
   EXPECT_EQ(FormatRate(1536.4, "second", RateStyle::kCompact), "1.5 KiB/s");
   EXPECT_EQ(FormatRate(-4096, "second", RateStyle::kCompact), "0 B/s");  // shrinking: no growth
+}
+
+// Rows that read the same are one group, in the order of their first row;
+// their call paths split at the first frame where the stacks differ.
+TEST(SiteGroups, GroupByLocationAndFirstDifference) {
+  const std::vector<std::string> keys = {"a.cc:3 (f)", "b.cc:9 (g)", "a.cc:3 (f)", "a.cc:3 (f)"};
+  const std::vector<SiteGroup> groups = GroupByLocation(keys, {5, 9, 3, 2});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].members, (std::vector<size_t>{0, 2, 3}));
+  EXPECT_EQ(groups[0].bytes, 10u);
+  EXPECT_EQ(groups[1].members, (std::vector<size_t>{1}));
+  // By bytes: one row of 9 before a group of 10 would not be.
+  EXPECT_EQ(GroupByLocation(keys, {1, 9, 1, 1})[0].members, (std::vector<size_t>{1}));
+  const std::vector<std::vector<std::string>> stacks = {
+      {"f", "helper:4", "main:10"}, {}, {"f", "helper:4", "main:11"}, {"f", "helper:4"}};
+  const auto frame = [&stacks](size_t row, size_t i) {
+    return i < stacks[row].size() ? stacks[row][i] : std::string();
+  };
+  EXPECT_EQ(FirstDifference(groups[0].members, frame), 2u);
+  EXPECT_EQ(FirstDifference({0, 3}, frame), 2u);  // one stack ends there
+  EXPECT_EQ(FirstDifference({0}, frame), 0u);
+  EXPECT_EQ(MoreCallPaths(0), "");
+  EXPECT_EQ(MoreCallPaths(1), "... and 1 more call path");
+  EXPECT_EQ(MoreCallPaths(997), "... and 997 more call paths");
 }
 
 }  // namespace

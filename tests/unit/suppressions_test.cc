@@ -1,5 +1,7 @@
 #include "libgpuwatch/analysis/suppressions.h"
 
+#include "libgpuwatch/analysis/alloc_functions.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -118,6 +120,26 @@ TEST(Categories, LibrariesThatKeepMemoryOnPurpose) {
                          {"main", "/src/app.cc", "/bin/app"}}),
             "");
   EXPECT_EQ(CategoryOf(V{}), "");
+}
+
+// --alloc-fn names: the whole function, with or without its parameters;
+// `*` globs; never a part of a longer name.
+TEST(AllocFunctions, MatchWholeNamesWithOrWithoutParameters) {
+  const AllocFunctions fns({"Alloc", "ns::Pool::Get*", "Make(int)", ""});
+  EXPECT_TRUE(fns.Matches("Alloc(unsigned long)"));
+  EXPECT_TRUE(fns.Matches("Alloc"));
+  EXPECT_FALSE(fns.Matches("AllocScratch(unsigned long)"));
+  EXPECT_FALSE(fns.Matches("(anonymous namespace)::Alloc(unsigned long)"));
+  EXPECT_FALSE(fns.Matches("cudaMalloc"));
+  EXPECT_TRUE(fns.Matches("ns::Pool::Get(unsigned long) const"));
+  EXPECT_TRUE(fns.Matches("ns::Pool::GetBlock(std::function<void (int)>)"));
+  EXPECT_TRUE(fns.Matches("Make(int)"));
+  EXPECT_FALSE(fns.Matches("Make(long)"));
+  EXPECT_FALSE(fns.Matches(""));
+  EXPECT_TRUE(AllocFunctions({"*::Alloc"}).Matches("(anonymous namespace)::Alloc(unsigned long)"));
+  EXPECT_TRUE(AllocFunctions().empty());
+  EXPECT_EQ(FunctionNameOf("a::B::f(std::function<void (int)>) const"), "a::B::f");
+  EXPECT_EQ(FunctionNameOf("main"), "main");
 }
 
 }  // namespace

@@ -26,6 +26,11 @@ void DefineRun(CLI::App* app, RunOptions* run) {
   cmd->add_option("--suppressions", run->suppressions,
                   "Suppressions file (leak:PATTERN, growth:PATTERN lines)")
       ->type_name("FILE");
+  cmd->add_option("--alloc-fn", run->alloc_fns,
+                  "An allocation helper of the program (a function name, * globs; "
+                  "repeatable): sites are named by its callers")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
   cmd->add_option("--exitcode", run->exitcode,
                   "Exit with N instead of 0 when device memory leaked (0: never)")
       ->check(CLI::Range(0, 255));

@@ -118,6 +118,7 @@ void PrintHeld(const ReportSite& site, const HeldRegions& held, Printer* p) {
 void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, bool failed,
                       const HeldRegions& held, std::vector<SuppressionUse>* uses, Printer* p) {
   const LeakSplit split = SplitLeaks(section, nullptr, false);
+  const auto print_held = [&held, p](const LeakSite& site) { PrintHeld(site, held, p); };
   p->Blank();
   const std::string title = failed    ? std::string("Live when the run failed, ") + what
                             : at_exit ? std::string("Leaked ") + what
@@ -130,13 +131,11 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, b
     p->Line(title + ": " + FormatBytes(split.leaked_bytes) + " in " +
             CountOf(split.leaked_count, "allocation", "allocations") + " from " +
             CountOf(split.leaked.size(), "site", "sites"));
-    for (size_t i = 0; i < split.leaked.size() && i < p->top(); ++i) {
-      const LeakSite& site = *split.leaked[i];
-      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site,
-              site.phase.empty() ? "" : "in " + site.phase);
-      PrintHeld(site, held, p);
+    std::vector<std::string> phases;
+    for (const LeakSite* site : split.leaked) {
+      phases.push_back(site->phase.empty() ? "" : "in " + site->phase);
     }
-    p->More(std::min(split.leaked.size(), p->top()), split.leaked.size(), "sites");
+    PrintLeakRows(split.leaked, phases, print_held, p);
     if (split.omitted_bytes != 0) {
       p->Line("  (" + FormatBytes(split.omitted_bytes) + " more in sites the report omitted)");
     }
@@ -144,24 +143,15 @@ void PrintLeakSection(const LeakList& section, const char* what, bool at_exit, b
   if (!split.categorized.empty()) {
     p->Line("Kept by libraries on purpose (not counted as leaked): " +
             FormatBytes(split.categorized_bytes));
-    for (size_t i = 0; i < split.categorized.size() && i < p->top(); ++i) {
-      const LeakSite& site = *split.categorized[i];
-      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site, split.category_of[i]);
-      PrintHeld(site, held, p);
-    }
-    p->More(std::min(split.categorized.size(), p->top()), split.categorized.size(), "sites");
+    PrintLeakRows(split.categorized, split.category_of, print_held, p);
   }
   if (!split.suppressed.empty()) {
     p->Line("Suppressed: " + FormatBytes(split.suppressed_bytes));
-    for (size_t i = 0; i < split.suppressed.size() && i < p->top(); ++i) {
-      const LeakSite& site = *split.suppressed[i];
-      p->Site(FormatBytes(site.bytes), std::to_string(site.count), site, split.suppressed_by[i]);
-    }
+    PrintLeakRows(split.suppressed, split.suppressed_by, nullptr, p);
     for (size_t i = 0; i < split.suppressed.size(); ++i) {
       AddSuppressionUse(uses, split.suppressed_by[i], split.suppressed[i]->count,
                         split.suppressed[i]->bytes);
     }
-    p->More(std::min(split.suppressed.size(), p->top()), split.suppressed.size(), "sites");
   }
 }
 
@@ -372,6 +362,7 @@ void PrintLifecycle(const ReportModel& m, Printer* p) {
     if (f.type == "context_churn") {
       p->Line("  finding: " + ContextChurnText(f.contexts_created, f.contexts_destroyed));
     }
+    if (f.churn.has_value()) p->Line("  finding: " + AllocChurnText(*f.churn));
   }
 }
 

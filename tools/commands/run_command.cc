@@ -330,6 +330,12 @@ int RunCommand(const RunOptions& options, const std::string& self_exe) {
     }
     SetEnv("GPUWATCH_SUPPRESSIONS", resolved);
   }
+  if (!options.alloc_fns.empty()) {
+    const char* old_fns = std::getenv("GPUWATCH_ALLOC_FN");  // NOLINT
+    std::string fns = old_fns != nullptr ? old_fns : "";
+    for (const std::string& fn : options.alloc_fns) fns += (fns.empty() ? "" : ",") + fn;
+    SetEnv("GPUWATCH_ALLOC_FN", fns);
+  }
   if (options.exitcode >= 0) SetEnv("GPUWATCH_EXITCODE", std::to_string(options.exitcode));
   if (options.sample_ms >= 0) SetEnv("GPUWATCH_SAMPLE_MS", std::to_string(options.sample_ms));
   const std::string run_log = MakeRunLog();

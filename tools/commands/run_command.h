@@ -13,8 +13,10 @@ struct RunOptions {
   int depth = -1;       // --depth: GPUWATCH_DEPTH (-1 = library default)
   bool no_summary = false;
   std::string suppressions;  // --suppressions: GPUWATCH_SUPPRESSIONS ("" = none)
-  int exitcode = -1;         // --exitcode: GPUWATCH_EXITCODE (-1 = library default)
-  int sample_ms = -1;        // --sample-ms: GPUWATCH_SAMPLE_MS (-1 = library default)
+  // --alloc-fn (repeatable): GPUWATCH_ALLOC_FN, after what the environment has.
+  std::vector<std::string> alloc_fns;
+  int exitcode = -1;   // --exitcode: GPUWATCH_EXITCODE (-1 = library default)
+  int sample_ms = -1;  // --sample-ms: GPUWATCH_SAMPLE_MS (-1 = library default)
   // --torch-blocks: the Python child gets python/gpuwatch/torch_shim first
   // on PYTHONPATH (its sitecustomize hands PyTorch's blocks over).
   bool torch_blocks = false;

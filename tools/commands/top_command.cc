@@ -306,8 +306,12 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
     const size_t site_width = width - (2 + 7 + 1 + 8 + 1 + 8 + 2 + kSparkWidth + 2);
     lines.push_back("  " + Right("LIVE", 7) + " " + Right("GROW/MIN", 8) + " " + Right("/MARK", 8) +
                     "  " + Fit("LAST 60 s", kSparkWidth) + "  " + Fit("SITE", site_width, false));
+    // One row per location: a helper's line reached from many call paths
+    // is one row, with how many.
+    std::vector<LiveSite> grouped = st.sites;
+    GroupSitesByLocation(&grouped, st.history_interval_ms);
     std::vector<const LiveSite*> sites;
-    for (const LiveSite& s : st.sites) sites.push_back(&s);
+    for (const LiveSite& s : grouped) sites.push_back(&s);
     std::stable_sort(sites.begin(), sites.end(), [&view](const LiveSite* a, const LiveSite* b) {
       return SiteKey(*a, view.sort) > SiteKey(*b, view.sort);
     });
@@ -321,6 +325,7 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
       if (shown == listed) break;
       std::string where = s->location.empty() ? "?" : Printable(s->location);
       if (!s->function.empty()) where += " (" + Printable(s->function) + ")";
+      if (s->call_paths > 1) where += ", " + std::to_string(s->call_paths) + " call paths";
       lines.push_back("  " + Right(Short(Bytes(s->live_bytes)), 7) + " " +
                       Right(Signed(s->growth), 8) + " " + Right(Signed(s->growth_per_mark), 8) +
                       "  " + Sparkline(s->history, kSparkWidth, view.utf8) + "  " +

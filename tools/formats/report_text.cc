@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "libgpuwatch/report/format.h"
+#include "libgpuwatch/report/site_groups.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
 namespace gpuwatch::tools {
@@ -30,6 +31,54 @@ std::string FrameText(const ReportFrame& f) {
 bool IsStartupFrame(const ReportFrame& f) {
   const std::string& function = f.function;
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
+}
+
+void PrintLeakRows(const std::vector<const LeakSite*>& sites, const std::vector<std::string>& tags,
+                   const std::function<void(const LeakSite&)>& after, Printer* p) {
+  std::vector<std::string> keys;
+  std::vector<uint64_t> bytes;
+  keys.reserve(sites.size());
+  for (const LeakSite* s : sites) {
+    keys.push_back(Describe(*s));
+    bytes.push_back(s->bytes);
+  }
+  const std::vector<SiteGroup> groups = GroupByLocation(keys, bytes);
+  const auto tag = [&tags](size_t i) { return i < tags.size() ? tags[i] : std::string(); };
+  for (size_t g = 0; g < groups.size() && g < p->top(); ++g) {
+    const std::vector<size_t>& members = groups[g].members;
+    const LeakSite& first = *sites[members.front()];
+    if (members.size() == 1) {
+      p->Site(FormatBytes(first.bytes), std::to_string(first.count), first, tag(members.front()));
+      if (after) after(first);
+      continue;
+    }
+    uint64_t count = 0;
+    for (const size_t m : members) count += sites[m]->count;
+    const std::string t = tag(members.front());
+    p->Line("  " + Printer::Pad(FormatBytes(groups[g].bytes), 10) + "  " +
+            Printer::Pad(std::to_string(count), 7) + "  " + (t.empty() ? "" : "[" + t + "] ") +
+            keys[members.front()] + ", " + CountOf(members.size(), "call path", "call paths") +
+            ":");
+    const auto frame = [&sites](size_t row, size_t index) {
+      const std::vector<ReportFrame>& frames = sites[row]->frames;
+      return index < frames.size() ? FrameText(frames[index]) : std::string();
+    };
+    const size_t split = FirstDifference(members, frame);
+    for (size_t k = 0; k < members.size() && k < kCallPathsShown; ++k) {
+      const LeakSite& s = *sites[members[k]];
+      const std::string via = frame(members[k], split);
+      p->Line("    " + Printer::Pad(FormatBytes(s.bytes), 10) + "  " +
+              Printer::Pad(std::to_string(s.count), 7) + "    <- " + (via.empty() ? "?" : via));
+      if (after) after(s);
+    }
+    if (members.size() > kCallPathsShown) {
+      p->Line(std::string(27, ' ') + MoreCallPaths(members.size() - kCallPathsShown));
+    }
+  }
+  if (groups.size() > p->top()) {
+    p->Line("  ... and " + CountOf(groups.size() - p->top(), "more location", "more locations") +
+            " (--top to show more)");
+  }
 }
 
 namespace {

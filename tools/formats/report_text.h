@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,6 +81,15 @@ std::vector<std::string> CounterNotes(const T& counters, std::span<const Counter
   }
   return out;
 }
+
+// Leak sites, at most p->top() locations: sites that read the same
+// (Describe: one helper's line reached from many call paths) are one row,
+// their call paths under it (the first frame where their stacks differ,
+// site_groups.h), then a row for the locations not shown. `tags[i]` (may be
+// empty) is row i's tag; `after(site)` (may be null) prints what follows a
+// site's row.
+void PrintLeakRows(const std::vector<const LeakSite*>& sites, const std::vector<std::string>& tags,
+                   const std::function<void(const LeakSite&)>& after, Printer* p);
 
 // Copies by direction, host memory and site, and the findings.
 void PrintTransfers(const ReportModel& m, Printer* p);

@@ -1,6 +1,8 @@
 #include "tools/live/live_answer.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -220,6 +222,43 @@ bool ReadLiveState(const json& doc, LiveState* out, std::string* problem) {
   }
   *out = std::move(s);
   return true;
+}
+
+void GroupSitesByLocation(std::vector<LiveSite>* sites, uint64_t interval_ms) {
+  std::vector<LiveSite> rows;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (LiveSite& s : *sites) {
+    const auto [at, added] = index.try_emplace({s.location, s.function}, rows.size());
+    if (added) {
+      rows.push_back(std::move(s));
+      continue;
+    }
+    LiveSite& row = rows[at->second];
+    row.live_bytes += s.live_bytes;
+    ++row.call_paths;
+    if (row.growth_per_mark.has_value() && s.growth_per_mark.has_value()) {
+      *row.growth_per_mark += *s.growth_per_mark;
+    } else {
+      row.growth_per_mark.reset();
+    }
+    if (row.growth_per_min.has_value() && s.growth_per_min.has_value()) {
+      *row.growth_per_min += *s.growth_per_min;
+    } else {
+      row.growth_per_min.reset();
+    }
+    row.history.resize(std::max(row.history.size(), s.history.size()));
+    for (size_t i = 0; i < row.history.size(); ++i) {
+      if (i < s.history.size() && row.history[i].has_value() && s.history[i].has_value()) {
+        *row.history[i] += *s.history[i];
+      } else {
+        row.history[i].reset();
+      }
+    }
+  }
+  for (LiveSite& row : rows) {
+    if (row.call_paths > 1) row.growth = SustainedGrowthPerMin(row.history, interval_ms);
+  }
+  *sites = std::move(rows);
 }
 
 bool ParseLiveAnswer(std::string_view text, LiveState* out, std::string* problem) {

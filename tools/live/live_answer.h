@@ -35,7 +35,16 @@ struct LiveSite {
   // Not the protocol's: growth per minute from `history`, a sustained rise
   // only (live_growth.h), as `gpuwatch top` shows and sorts it.
   std::optional<double> growth;
+  // Not the protocol's: sites of the answer merged into this row because
+  // they read the same (GroupSitesByLocation); 1 for a site of its own.
+  size_t call_paths = 1;
 };
+
+// Sites that read the same (location and function: one helper's line
+// reached from many call paths) merged into the first's row: live bytes,
+// growth per mark and history summed (unknown where one is unknown), growth
+// recomputed, `call_paths` counted. `gpuwatch top` shows them so.
+void GroupSitesByLocation(std::vector<LiveSite>* sites, uint64_t interval_ms);
 
 // The fields below are the protocol's (docs/live.md), by the same names.
 struct LiveDevice {
