@@ -15,16 +15,19 @@
 #include <memory>
 #include <string>
 
+#include "interpose/agent/device_identity.h"
 #include "interpose/agent/fatal_signals.h"
 #include "interpose/agent/reports.h"
 #include "interpose/agent/status.h"
 #include "interpose/agent/torch_blocks.h"
 #include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/base/cgroup.h"
 #include "libgpuwatch/base/clock.h"
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/live_dir.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/proc_stat.h"
+#include "libgpuwatch/base/read_file.h"
 #include "libgpuwatch/base/status_page.h"
 #include "libgpuwatch/report/live_state.h"
 
@@ -46,6 +49,9 @@ struct Live {
   // start time: readers tell an orphan by it.
   pid_t parent_pid = 0;
   uint64_t parent_start_ticks = 0;
+  // The container, unit and pod the process runs in, read when the live
+  // view starts.
+  CgroupLabels cgroup;
   // cuDeviceTotalMem_v2 per device, asked once (0: not yet, or unknown).
   std::array<uint64_t, kMaxTrackedDevices> device_total{};
   DeviceTotalMemFn device_total_mem = nullptr;
@@ -145,6 +151,8 @@ std::string BuildState(Agent& agent, Live& live, size_t top) {
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
     if (totals.device_peak_bytes_by_device[d] != 0) in.device_total_bytes[d] = DeviceTotal(live, d);
   }
+  in.device_identity = &DeviceIdentitiesFor(totals.device_peak_bytes_by_device);
+  in.cgroup = live.cgroup;
   std::lock_guard<Mutex> lock(agent.reports.report_mu);  // the reports' symbolizer
   SiteResolver resolver(CurrentSession()->stacks(),
                         CurrentSession()->stacks() != nullptr ? SharedSymbolizer(agent) : nullptr,
@@ -235,6 +243,12 @@ void StartLive(Live& live) {
   const ProcStat parent = ReadProcStat(live.parent_pid);
   live.parent_start_ticks = parent.known ? parent.start_ticks : 0;
   if (!parent.known) live.parent_pid = 0;  // gone already: unknown
+  std::string cgroup;
+  std::string problem;
+  live.cgroup = ReadRegularFile("/proc/self/cgroup", uint64_t{64} << 10, &cgroup, &problem)
+                    ? ParseCgroup(cgroup)
+                    : CgroupLabels{};
+  AddPodEnvironment([](const char* n) { return std::getenv(n); }, &live.cgroup);  // NOLINT
 }
 
 }  // namespace

@@ -114,14 +114,25 @@ std::string BuildLiveState(const LiveInputs& in, SiteResolver* sites) {
   json devices = json::array();
   for (int d = 0; d < kMaxTrackedDevices; ++d) {
     if (t.device_peak_bytes_by_device[d] == 0) continue;
+    const DeviceIdentity none;
+    const DeviceIdentity& id = in.device_identity != nullptr ? (*in.device_identity)[d] : none;
+    const auto text = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
     devices.push_back(
         {{"device", d},
          {"live_bytes", t.device_bytes_by_device[d]},
          {"peak_bytes", t.device_peak_bytes_by_device[d]},
          {"total_bytes",
-          in.device_total_bytes[d] != 0 ? json(in.device_total_bytes[d]) : json(nullptr)}});
+          in.device_total_bytes[d] != 0 ? json(in.device_total_bytes[d]) : json(nullptr)},
+         {"uuid", text(id.uuid)},
+         {"pci_bus_id", text(id.pci_bus_id)},
+         {"gpu", id.gpu >= 0 ? json(id.gpu) : json(nullptr)}});
   }
   doc["devices"] = std::move(devices);
+  doc["cgroup"] = {{"container_id", in.cgroup.container_id},
+                   {"systemd_unit", in.cgroup.systemd_unit},
+                   {"pod_uid", in.cgroup.pod_uid},
+                   {"namespace", in.cgroup.pod_namespace},
+                   {"pod", in.cgroup.pod_name}};
   doc["kinds"] = std::move(kinds);
   doc["counters"] = {{"allocs", allocs},
                      {"frees", frees},

@@ -23,6 +23,8 @@
 
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/analysis/site_resolver.h"
+#include "libgpuwatch/base/cgroup.h"
+#include "libgpuwatch/base/device_identity.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
 
@@ -95,6 +97,11 @@ struct LiveInputs {
   size_t top = kLiveDefaultTop;  // sites listed; the rest in "other_sites"
   // Each device's memory (cuDeviceTotalMem); 0 = unknown.
   std::array<uint64_t, kMaxTrackedDevices> device_total_bytes{};
+  // Which physical GPU each device is (UUID, PCI bus id, NVML's index);
+  // null: all unknown.
+  const std::array<DeviceIdentity, kMaxTrackedDevices>* device_identity = nullptr;
+  // The container, unit and pod the process runs in (read at attach).
+  CgroupLabels cgroup;
   // PyTorch's blocks as last handed over (gpuwatch_torch_blocks()); null:
   // no "torch" member.
   const ReportTorchBlocks* torch_blocks = nullptr;

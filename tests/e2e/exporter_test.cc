@@ -312,15 +312,21 @@ TEST_F(ExporterScraped, PrometheusScrapesTheExactBytesTheGrowthAndTheEnd) {
                                        std::to_string(exporter.port()) + " for the processes in " +
                                        live);
 
-  // The example rules load in a real server.
+  // The example rules load in a real server: the alerts on one process, and
+  // the recording rules and the alert per GPU, node and pod.
   const json rules = prom.Get("/api/v1/rules");
   std::vector<std::string> alerts;
   for (const json& group : rules["data"]["groups"]) {
     for (const json& rule : group["rules"]) alerts.push_back(rule["name"]);
   }
-  EXPECT_EQ(alerts, (std::vector<std::string>{
-                        "GpuwatchSiteMemoryGrowing", "GpuwatchDeviceMemoryNearlyFull",
-                        "GpuwatchPageableCopiesDominate", "GpuwatchDeviceMemoryHeldWhileInactive"}))
+  EXPECT_EQ(alerts,
+            (std::vector<std::string>{
+                "GpuwatchSiteMemoryGrowing", "GpuwatchDeviceMemoryNearlyFull",
+                "GpuwatchPageableCopiesDominate", "GpuwatchDeviceMemoryHeldWhileInactive",
+                "uuid:gpuwatch_device_memory_live_bytes:sum",
+                "uuid:gpuwatch_device_memory_total_bytes:max", "uuid:gpuwatch_processes:count",
+                "instance:gpuwatch_process_device_memory_bytes:sum",
+                "pod:gpuwatch_process_device_memory_bytes:sum", "GpuwatchGpuMemoryNearlyFull"}))
       << rules.dump();
 
   const std::string pid = std::to_string(steps.pid());
@@ -428,10 +434,13 @@ TEST_F(ExporterScraped, EveryQueryInTheDocsReturnsSeriesInPrometheus) {
     EXPECT_TRUE(PollUntil([&] { return OnlyValue(prom.Query(marks)) == step; }, 60000))
         << prom.Query(marks).dump();
   }
-  // What this process never does: run out of memory, stop or idle.
+  // What this process never does: run out of memory, stop or idle; and
+  // dcgm-exporter's series, which this server does not scrape (the join's
+  // rows are checked by promtool: examples/prometheus/gpuwatch-rules.test.yml).
   const auto expect_empty = [](const std::string& query) {
     return query.find("out_of_memory") != std::string::npos ||
-           query.find("gpuwatch_process_state") != std::string::npos;
+           query.find("gpuwatch_process_state") != std::string::npos ||
+           query.find("DCGM_") != std::string::npos;
   };
   for (const auto& [comment, query] : queries) {
     json result;
@@ -490,6 +499,73 @@ TEST(Exporter, TheAlertOnMemoryHeldWhileInactiveFiresInPrometheus) {
   EXPECT_EQ(OnlyValue(prom.Query("gpuwatch_process_device_memory_bytes{pid=\"" + pid + "\"}")),
             2.0 * kMiB + 256.0 * kKiB);
   EXPECT_GE(OnlyValue(prom.Query("gpuwatch_process_idle_seconds{pid=\"" + pid + "\"}")), 1.0);
+}
+
+// Three processes on a node of four GPUs, each using its device 0: under
+// CUDA_VISIBLE_DEVICES=2, =3,1 and =2,0 that is GPU 2, 3 and 2 again. Each
+// device series carries its GPU's UUID, NVML index and PCI bus id as
+// dcgm-exporter spells them, and in Prometheus `sum by (UUID)` adds the
+// first and the third, where `sum by (device)` would add all three.
+TEST(Exporter, DevicesAreLabelledByTheirPhysicalGpuAndSumByUuidAddsTheRightOnes) {
+  SKIP_WITHOUT(kPrometheus);
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  const auto visible = [](const char* devices) {
+    return std::map<std::string, std::string>{{"GWSIM_DEVICE_COUNT", "4"},
+                                              {"CUDA_VISIBLE_DEVICES", devices}};
+  };
+  Stepper a(dir, live, "a", visible("2"));
+  Stepper b(dir, live, "b", visible("3,1"));
+  Stepper c(dir, live, "c", visible("2,0"));
+  // 0.25 MiB at start and 1 MiB a step: 1.25, 2.25 and 3.25 MiB.
+  ASSERT_TRUE(ReadyAndStepped(a, 1));
+  ASSERT_TRUE(ReadyAndStepped(b, 2));
+  ASSERT_TRUE(ReadyAndStepped(c, 3));
+  Exporter exporter(live, {"--timeout-ms", "60000"});
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  Prometheus prom(dir, exporter.port());
+  ASSERT_TRUE(prom.ready()) << prom.log();
+
+  const std::string gpu2 = "GPU-67777369-6d2d-6465-7669-63652d303200";  // "gwsim-device-02"
+  const std::string gpu3 = "GPU-67777369-6d2d-6465-7669-63652d303300";
+  const std::string pids =
+      std::to_string(a.pid()) + "|" + std::to_string(b.pid()) + "|" + std::to_string(c.pid());
+  const std::string per_gpu =
+      "sum by (UUID, gpu, pci_bus_id) (gpuwatch_device_memory_live_bytes{pid=~\"" + pids + "\"})";
+  json result;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        result = prom.Query(per_gpu);
+        return result.is_array() && result.size() == 2;
+      },
+      90000))
+      << result.dump() << prom.log();
+  std::map<std::string, std::pair<json, double>> by_uuid;
+  for (const json& r : result) {
+    by_uuid[r["metric"].value("UUID", "")] = {r["metric"],
+                                              std::stod(r["value"][1].get<std::string>())};
+  }
+  ASSERT_EQ(by_uuid.count(gpu2), 1u) << result.dump();
+  ASSERT_EQ(by_uuid.count(gpu3), 1u) << result.dump();
+  EXPECT_EQ(by_uuid[gpu2].second, 4.0 * kMiB + 512.0 * kKiB) << result.dump();
+  EXPECT_EQ(by_uuid[gpu2].first["gpu"], "2") << result.dump();
+  EXPECT_EQ(by_uuid[gpu2].first["pci_bus_id"], "00000000:03:00.0") << result.dump();
+  EXPECT_EQ(by_uuid[gpu3].second, 2.0 * kMiB + 256.0 * kKiB) << result.dump();
+  EXPECT_EQ(by_uuid[gpu3].first["gpu"], "3") << result.dump();
+  EXPECT_EQ(by_uuid[gpu3].first["pci_bus_id"], "00000000:04:00.0") << result.dump();
+  // Each process's own series: device "0" all three.
+  const json one =
+      prom.Query("gpuwatch_device_memory_live_bytes{pid=\"" + std::to_string(b.pid()) + "\"}");
+  ASSERT_TRUE(one.is_array() && one.size() == 1) << one.dump();
+  EXPECT_EQ(one[0]["metric"]["device"], "0") << one.dump();
+  EXPECT_EQ(one[0]["metric"]["UUID"], gpu3) << one.dump();
+  // The recording rule gives the same sums.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return OnlyValue(prom.Query("uuid:gpuwatch_device_memory_live_bytes:sum{UUID=\"" + gpu3 +
+                                    "\"}")) == 2.0 * kMiB + 256.0 * kKiB;
+      },
+      60000));
 }
 
 TEST(Exporter, TheTextfileIsWholeAndPromtoolReadsIt) {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -24,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "libgpuwatch/base/cgroup.h"
 #include "libgpuwatch/base/live_dir.h"
+#include "libgpuwatch/base/read_file.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
 #include "tools/live/live_client.h"
@@ -123,6 +126,23 @@ TEST(Live, TheStateOfATrainingLoopIsExact) {
   ASSERT_EQ(st["devices"].size(), 1u);
   EXPECT_EQ(st["devices"][0]["device"], 0);
   EXPECT_TRUE(st["devices"][0]["total_bytes"].is_number_unsigned()) << st["devices"].dump();
+  // Which GPU it is: the simulator's device 0 ("gwsim-device-00"), on bus 1, NVML's index 0.
+  EXPECT_EQ(st["devices"][0]["uuid"], "GPU-67777369-6d2d-6465-7669-63652d303000");
+  EXPECT_EQ(st["devices"][0]["pci_bus_id"], "00000000:01:00.0");
+  EXPECT_EQ(st["devices"][0]["gpu"], 0);
+  // Its cgroup, as the parser reads the process's own file.
+  std::string cgroup_text;
+  std::string problem;
+  ASSERT_TRUE(ReadRegularFile("/proc/" + std::to_string(steps.pid()) + "/cgroup", 1 << 16,
+                              &cgroup_text, &problem))
+      << problem;
+  CgroupLabels cgroup = ParseCgroup(cgroup_text);
+  AddPodEnvironment([](const char* n) { return std::getenv(n); }, &cgroup);  // inherited
+  EXPECT_EQ(st["cgroup"], json({{"container_id", cgroup.container_id},
+                                {"systemd_unit", cgroup.systemd_unit},
+                                {"pod_uid", cgroup.pod_uid},
+                                {"namespace", cgroup.pod_namespace},
+                                {"pod", cgroup.pod_name}}));
   ASSERT_EQ(st["transfers"].size(), 1u) << st["transfers"].dump();
   EXPECT_EQ(st["transfers"][0]["direction"], "h2d");
   EXPECT_EQ(st["transfers"][0]["host"], "pageable");

@@ -183,6 +183,60 @@ TEST(LiveMetrics, AStateWithMissingFieldsGivesWhatItHas) {
   EXPECT_EQ(Family(families, "gpuwatch_device_memory_live_bytes"), nullptr);
 }
 
+// A device's physical identity on its series, the cgroup's labels on every
+// series of the process; none of them where the process did not say (an
+// older process's answer, a device the driver said nothing of).
+TEST(LiveMetrics, DevicesCarryTheirGpusIdentityAndProcessesTheirContainerAndPod) {
+  json doc = json::parse(R"({"schema":"gpuwatch-live","pid":9,"host":"pod-a",
+    "devices":[{"device":0,"live_bytes":2048,"peak_bytes":4096,"total_bytes":85899345920,
+                "uuid":"GPU-3b7d5e1a-00ff-1234-5678-9abcdef00102","pci_bus_id":"00000000:3B:00.0",
+                "gpu":5},
+               {"device":1,"live_bytes":1024,"peak_bytes":1024,"total_bytes":null,
+                "uuid":null,"pci_bus_id":null,"gpu":null}],
+    "cgroup":{"container_id":"abc","systemd_unit":"","pod_uid":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+              "namespace":"ml","pod":"trainer-0"}})");
+  LiveScan scan;
+  scan.processes.push_back(Answered(9, Typed(doc)));
+  const auto families = LiveMetrics(scan, {});
+  const auto* live = FamilyWith(families, "gpuwatch_device_memory_live_bytes", 2u);
+  ASSERT_NE(live, nullptr);
+  const std::vector<std::pair<std::string, std::string>> first = {
+      {"device", "0"},
+      {"UUID", "GPU-3b7d5e1a-00ff-1234-5678-9abcdef00102"},
+      {"gpu", "5"},
+      {"pci_bus_id", "00000000:3B:00.0"},
+      {"container_id", "abc"},
+      {"systemd_unit", "<none>"},  // "" is no label
+      {"pod_uid", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
+      {"namespace", "ml"},
+      {"pod", "trainer-0"}};
+  for (const auto& [name, value] : first) EXPECT_EQ(Label(live->metric[0], name), value) << name;
+  for (const char* name : {"UUID", "gpu", "pci_bus_id"}) {
+    EXPECT_EQ(Label(live->metric[1], name), "<none>") << name;
+  }
+  EXPECT_EQ(Label(live->metric[1], "pod"), "trainer-0");
+  const auto* marks = FamilyWith(families, "gpuwatch_marks_total", 1u);
+  ASSERT_NE(marks, nullptr);
+  EXPECT_EQ(Label(marks->metric[0], "pod_uid"), "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+  EXPECT_EQ(Label(marks->metric[0], "UUID"), "<none>");
+  // A value the process made up is escaped and cut.
+  doc["cgroup"]["pod"] = std::string(300, 'p') + "\n";
+  doc["devices"][0]["uuid"] = "GPU-\x1b[2J";
+  LiveScan odd;
+  odd.processes.push_back(Answered(9, Typed(doc)));
+  const auto odd_families = LiveMetrics(odd, {});
+  const auto* odd_live = FamilyWith(odd_families, "gpuwatch_device_memory_live_bytes", 2u);
+  ASSERT_NE(odd_live, nullptr);
+  EXPECT_EQ(Label(odd_live->metric[0], "pod"), std::string(128, 'p'));
+  EXPECT_EQ(Label(odd_live->metric[0], "UUID"), "GPU-\\x1b[2J");
+  // A device of the wrong type refuses the answer, as any other field.
+  doc["devices"][0]["gpu"] = "5";
+  LiveState state;
+  std::string problem;
+  EXPECT_FALSE(ReadLiveState(doc, &state, &problem));
+  EXPECT_EQ(problem, "devices[0].gpu is \"5\", expected a count (an integer)");
+}
+
 TEST(LiveMetrics, LabelsAreShortened) {
   EXPECT_EQ(CommandLabel({"/usr/bin/python3", "train.py"}), "python3 train.py");
   const std::string long_arg(100, 'x');

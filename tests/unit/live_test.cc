@@ -111,7 +111,11 @@ struct Figures {
         GrowthSample{50 * kSecond, 6, "step", 9 * kMiB, {{1, 7 * kMiB}, {2, 2 * kMiB}}}};
     in.history = &history;
     in.device_total_bytes[1] = 80ULL << 30;
+    identity[1] = {"GPU-3b7d5e1a-00ff-1234-5678-9abcdef00102", "00000000:3B:00.0", 6};
+    in.device_identity = &identity;
+    in.cgroup = {"4a3b", "docker-4a3b.scope", "", "ml", "trainer-0"};
   }
+  std::array<DeviceIdentity, kMaxTrackedDevices> identity{};
 };
 
 TEST(LiveState, RatesGrowthAndHistoryAreExact) {
@@ -127,6 +131,14 @@ TEST(LiveState, RatesGrowthAndHistoryAreExact) {
   ASSERT_EQ(st["devices"].size(), 1u);
   EXPECT_EQ(st["devices"][0]["device"], 1);
   EXPECT_EQ(st["devices"][0]["total_bytes"], 80ULL << 30);
+  EXPECT_EQ(st["devices"][0]["uuid"], "GPU-3b7d5e1a-00ff-1234-5678-9abcdef00102");
+  EXPECT_EQ(st["devices"][0]["pci_bus_id"], "00000000:3B:00.0");
+  EXPECT_EQ(st["devices"][0]["gpu"], 6);
+  EXPECT_EQ(st["cgroup"], json({{"container_id", "4a3b"},
+                                {"systemd_unit", "docker-4a3b.scope"},
+                                {"pod_uid", ""},
+                                {"namespace", "ml"},
+                                {"pod", "trainer-0"}}));
   EXPECT_EQ(st["kinds"]["device"]["alloc_bytes"], 14 * kMiB);
   EXPECT_EQ(st["counters"]["kernel_launches"], 42);
   EXPECT_EQ(st["counters"]["allocs"], 5);

@@ -161,9 +161,16 @@ void ReadTotals(Reader* r, const json& doc, LiveState* out) {
     }
   }
   out->devices = Objects<LiveDevice>(r, doc, "devices", [r](const json& e, const std::string& at) {
-    return LiveDevice{r->CountAt(e, at, "device"), r->CountAt(e, at, "live_bytes"),
-                      r->CountAt(e, at, "peak_bytes"), OptionalCount(r, e, at, "total_bytes")};
+    return LiveDevice{r->CountAt(e, at, "device"),     r->CountAt(e, at, "live_bytes"),
+                      r->CountAt(e, at, "peak_bytes"), OptionalCount(r, e, at, "total_bytes"),
+                      r->TextAt(e, at, "uuid"),        r->TextAt(e, at, "pci_bus_id"),
+                      OptionalCount(r, e, at, "gpu")};
   });
+  if (const json* c = r->ObjectAt(doc, "", "cgroup")) {
+    out->cgroup = {r->TextAt(*c, "cgroup", "container_id"), r->TextAt(*c, "cgroup", "systemd_unit"),
+                   r->TextAt(*c, "cgroup", "pod_uid"), r->TextAt(*c, "cgroup", "namespace"),
+                   r->TextAt(*c, "cgroup", "pod")};
+  }
   out->transfers =
       Objects<LiveTransfer>(r, doc, "transfers", [r](const json& e, const std::string& at) {
         return LiveTransfer{r->TextAt(e, at, "direction"),    r->TextAt(e, at, "host"),

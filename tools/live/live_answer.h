@@ -50,6 +50,9 @@ void GroupSitesByLocation(std::vector<LiveSite>* sites, uint64_t interval_ms);
 struct LiveDevice {
   uint64_t device = 0, live_bytes = 0, peak_bytes = 0;
   std::optional<uint64_t> total_bytes;
+  // Which physical GPU it is: "" or unknown when the process did not say.
+  std::string uuid, pci_bus_id;
+  std::optional<uint64_t> gpu;
 };
 
 struct LiveKind {
@@ -104,6 +107,12 @@ struct LiveState {
   // "activity": the last CUDA activity (Unix ms) and how long before the
   // answer it was; absent from an older process's answer.
   std::optional<uint64_t> last_activity_unix_ms, idle_ns;
+  // "cgroup": the container, systemd unit and pod the process runs in; ""
+  // each when none (and all from an older process's answer).
+  struct Cgroup {
+    std::string container_id, systemd_unit, pod_uid, pod_namespace, pod_name;
+  };
+  Cgroup cgroup;
 };
 
 // Reads an answer's text. False with *problem, one line without the pid

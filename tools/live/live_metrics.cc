@@ -143,6 +143,11 @@ std::vector<ClientMetric::Label> With(std::vector<ClientMetric::Label> labels,
 
 constexpr char kOtherSite[] = "other";
 
+// The longest value of a container, unit or pod label, and of a device's
+// UUID or PCI bus id (docs/prometheus.md, Cardinality).
+constexpr size_t kMaxGroupLabelBytes = 128;
+constexpr size_t kMaxDeviceLabelBytes = 64;
+
 void AddSites(Builder& b, const LiveState& state, const std::vector<ClientMetric::Label>& labels,
               size_t top) {
   // Sites that read the same are one series (a label set may appear once);
@@ -174,11 +179,36 @@ void AddSites(Builder& b, const LiveState& state, const std::vector<ClientMetric
   b.Add("gpuwatch_site_live_bytes", With(labels, "site", kOtherSite), other);
 }
 
+// `labels` and name="value" when the value is not "" (the same to
+// Prometheus as no label), cut to `max_bytes` (whole characters, escaped).
+void AddIfSet(std::vector<ClientMetric::Label>* labels, const char* name, const std::string& value,
+              size_t max_bytes) {
+  if (!value.empty()) labels->push_back({name, Printable(value, max_bytes)});
+}
+
 std::vector<ClientMetric::Label> ProcessLabels(const LiveProcess& p) {
-  return {{"pid", std::to_string(p.pid)},
-          {"command", CommandLabel(p.state.command)},
-          {"rank", p.state.rank},
-          {"host", p.state.host}};
+  std::vector<ClientMetric::Label> labels = {{"pid", std::to_string(p.pid)},
+                                             {"command", CommandLabel(p.state.command)},
+                                             {"rank", p.state.rank},
+                                             {"host", p.state.host}};
+  const LiveState::Cgroup& c = p.state.cgroup;
+  AddIfSet(&labels, "container_id", c.container_id, kMaxGroupLabelBytes);
+  AddIfSet(&labels, "systemd_unit", c.systemd_unit, kMaxGroupLabelBytes);
+  AddIfSet(&labels, "pod_uid", c.pod_uid, kMaxGroupLabelBytes);
+  AddIfSet(&labels, "namespace", c.pod_namespace, kMaxGroupLabelBytes);
+  AddIfSet(&labels, "pod", c.pod_name, kMaxGroupLabelBytes);
+  return labels;
+}
+
+// A device's labels: its ordinal in the process, and which physical GPU it
+// is (dcgm-exporter's UUID, gpu and pci_bus_id) when the process said.
+std::vector<ClientMetric::Label> DeviceLabels(std::vector<ClientMetric::Label> labels,
+                                              const LiveDevice& d) {
+  labels.push_back({"device", std::to_string(d.device)});
+  AddIfSet(&labels, "UUID", d.uuid, kMaxDeviceLabelBytes);
+  if (d.gpu.has_value()) labels.push_back({"gpu", std::to_string(*d.gpu)});
+  AddIfSet(&labels, "pci_bus_id", d.pci_bus_id, kMaxDeviceLabelBytes);
+  return labels;
 }
 
 // What the process is doing, and what it holds as far as is known: every
@@ -218,7 +248,7 @@ void AddProcess(Builder& b, const LiveProcess& p, const LiveMetricsOptions& opti
   }
   AddHolder(b, p, options);
   for (const LiveDevice& d : st.devices) {
-    const std::vector<ClientMetric::Label> dl = With(labels, "device", std::to_string(d.device));
+    const std::vector<ClientMetric::Label> dl = DeviceLabels(labels, d);
     b.Add("gpuwatch_device_memory_live_bytes", dl, n(d.live_bytes));
     b.Add("gpuwatch_device_memory_peak_bytes", dl, n(d.peak_bytes));
     if (d.total_bytes.has_value())

@@ -73,6 +73,9 @@ typedef struct gwsim_config_info {
   // GWSIM_EXIT_CONTEXT_DESTROY=1: the runtime releases its primary contexts when the process
   // exits or the runtime is unloaded (CONTEXT_DESTROY_STARTING); 0 (default): it does not.
   int exit_context_destroy;
+  // The node's devices (GWSIM_DEVICE_COUNT), all of which NVML lists; device_count is those
+  // CUDA_VISIBLE_DEVICES lets the process see.
+  int node_device_count;
 } gwsim_config_info;
 
 // Exported by the fake driver. All are thread-safe.

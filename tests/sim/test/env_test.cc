@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -73,6 +74,50 @@ TEST(ZeroDevices, CudaReportsNoDevice) {
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorNoDevice);
   EXPECT_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+// CUDA_VISIBLE_DEVICES=2,0,9,1 on a node of four: ordinals 0 and 1 are the node's devices 2 and
+// 0 (the list ends at 9, no device), with their UUIDs and PCI bus ids; NVML lists all four and
+// gives each its node index.
+TEST(VisibleDevices, OrdinalsAreTheListedNodeDevicesAndNvmlSeesTheNode) {
+  if (!EnvIs("CUDA_VISIBLE_DEVICES", "2,0,9,1")) GTEST_SKIP() << "needs CUDA_VISIBLE_DEVICES";
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_EQ(count, 2);
+  const int node[] = {2, 0};
+  for (int ordinal = 0; ordinal < 2; ++ordinal) {
+    CUuuid uuid{};
+    ASSERT_EQ(cuDeviceGetUuid_v2(&uuid, ordinal), CUDA_SUCCESS);
+    char expected[17];
+    std::snprintf(expected, sizeof(expected), "gwsim-device-%02d", node[ordinal]);
+    EXPECT_EQ(std::memcmp(uuid.bytes, expected, sizeof(uuid.bytes)), 0) << ordinal;
+    char bus_id[32] = {};
+    ASSERT_EQ(cuDeviceGetPCIBusId(bus_id, sizeof(bus_id), ordinal), CUDA_SUCCESS);
+    EXPECT_EQ(std::string(bus_id), "0000:0" + std::to_string(node[ordinal] + 1) + ":00.0");
+    int bus = 0;
+    ASSERT_EQ(cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, ordinal), CUDA_SUCCESS);
+    EXPECT_EQ(bus, node[ordinal] + 1);
+  }
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(nvml, nullptr) << dlerror();
+  using InitFn = int (*)();
+  using CountFn = int (*)(unsigned int*);
+  using ByPciFn = int (*)(const char*, void**);
+  using IndexFn = int (*)(void*, unsigned int*);
+  const auto init = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlInit_v2"));
+  const auto node_count = reinterpret_cast<CountFn>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+  const auto by_pci = reinterpret_cast<ByPciFn>(dlsym(nvml, "nvmlDeviceGetHandleByPciBusId_v2"));
+  const auto index_of = reinterpret_cast<IndexFn>(dlsym(nvml, "nvmlDeviceGetIndex"));
+  ASSERT_TRUE(init != nullptr && node_count != nullptr && by_pci != nullptr && index_of != nullptr);
+  ASSERT_EQ(init(), 0);
+  unsigned int n = 0;
+  ASSERT_EQ(node_count(&n), 0);
+  EXPECT_EQ(n, 4u);
+  void* handle = nullptr;
+  unsigned int index = 99;
+  ASSERT_EQ(by_pci("00000000:03:00.0", &handle), 0);
+  ASSERT_EQ(index_of(handle, &index), 0);
+  EXPECT_EQ(index, 2u);
 }
 
 // Init order, seen by a subscriber that is there before the first CUDA call.

@@ -1,5 +1,6 @@
 #include "common/env.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -92,6 +93,25 @@ void ReadFlag(const char* name, bool* field) {
 
 }  // namespace
 
+std::vector<int> ParseVisibleDevices(const char* text, int node_count) {
+  std::vector<int> visible;
+  if (text == nullptr) {
+    for (int i = 0; i < node_count; ++i) visible.push_back(i);
+    return visible;
+  }
+  std::string rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string entry = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    uint64_t index = 0;
+    if (!ParseUnsigned(entry.c_str(), &index) || index >= static_cast<uint64_t>(node_count)) break;
+    if (std::find(visible.begin(), visible.end(), static_cast<int>(index)) != visible.end()) break;
+    visible.push_back(static_cast<int>(index));
+  }
+  return visible;
+}
+
 SimConfig ReadSimConfig() {
   SimConfig config;
   if (const char* v = std::getenv("GWSIM_DEVICE_MEMORY")) {
@@ -110,6 +130,7 @@ SimConfig ReadSimConfig() {
       Warn("GWSIM_DEVICE_COUNT", v, "an integer from 0 to 16");
     }
   }
+  config.visible = ParseVisibleDevices(std::getenv("CUDA_VISIBLE_DEVICES"), config.device_count);
   struct {
     const char* name;
     double* field;

@@ -75,7 +75,7 @@ CUresult Init(unsigned flags) {
 }
 
 // The attributes of the simulated device (a compute capability 9.0 GPU): those not listed are 0,
-// and the PCI bus id is the ordinal + 1.
+// and the PCI bus id is the node's device (CUDA_VISIBLE_DEVICES) + 1.
 constexpr std::pair<CUdevice_attribute, int> kAttributes[] = {
     {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
     {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
@@ -115,7 +115,9 @@ constexpr std::pair<CUdevice_attribute, int> kAttributes[] = {
 };
 
 int Attribute(CUdevice_attribute attr, int device) {
-  if (attr == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) return device + 1;
+  if (attr == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) {
+    return D().devices[static_cast<size_t>(device)]->physical + 1;
+  }
   for (const auto& [a, value] : kAttributes) {
     if (a == attr) return value;
   }
@@ -231,13 +233,14 @@ GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev)
   });
 }
 
-// "0000:<bus>:00.0", the bus being CU_DEVICE_ATTRIBUTE_PCI_BUS_ID (device + 1).
+// "0000:<bus>:00.0", the bus being CU_DEVICE_ATTRIBUTE_PCI_BUS_ID (the node's device + 1).
 GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
   return TraceDriver(GWSIM_DRV(cuDeviceGetPCIBusId), cuDeviceGetPCIBusId_params{pciBusId, len, dev},
                      [&] {
                        if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
                        if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-                       std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", dev + 1);
+                       std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0",
+                                     D().devices[static_cast<size_t>(dev)]->physical + 1);
                        return CUDA_SUCCESS;
                      });
 }
@@ -259,7 +262,9 @@ GWSIM_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
     if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
     if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
     char text[sizeof(uuid->bytes) + 1];
-    std::snprintf(text, sizeof(text), "gwsim-device-%02d", dev);
+    // The node's device's (CUDA_VISIBLE_DEVICES), as NVML's UUID of it.
+    std::snprintf(text, sizeof(text), "gwsim-device-%02d",
+                  D().devices[static_cast<size_t>(dev)]->physical);
     std::memcpy(uuid->bytes, text, sizeof(uuid->bytes));
     return CUDA_SUCCESS;
   });
@@ -498,6 +503,7 @@ GWSIM_EXPORT void gwsim_get_config(gwsim_config_info* out) {
   const Driver& d = D();
   out->fail_mode = d.config.fail_mode;
   out->device_count = static_cast<int>(d.devices.size());
+  out->node_device_count = d.config.device_count;
   out->cupti_version = d.config.cupti_version != 0 ? static_cast<uint32_t>(d.config.cupti_version)
                                                    : CUPTI_API_VERSION;
   out->exit_context_destroy = d.config.exit_context_destroy ? 1 : 0;

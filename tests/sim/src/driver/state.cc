@@ -13,9 +13,11 @@
 namespace gwsim::drv {
 
 Driver::Driver() : config(ReadSimConfig()) {
-  for (int i = 0; i < config.device_count; ++i) {
+  const int count = static_cast<int>(config.visible.size());
+  for (int i = 0; i < count; ++i) {
     auto* dev = new DeviceState();
     dev->ordinal = i;
+    dev->physical = config.visible[static_cast<size_t>(i)];
     dev->primary = new CUctx_st();
     dev->primary->device = i;
     dev->primary->primary = true;

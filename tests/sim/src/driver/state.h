@@ -137,6 +137,7 @@ class MemoryTable {
 
 struct DeviceState {
   int ordinal = 0;
+  int physical = 0;  // the node's device (CUDA_VISIBLE_DEVICES): its UUID and PCI bus id
   std::atomic<uint64_t> used{0};
   CUctx_st* primary = nullptr;
   CUmemPoolHandle_st* default_pool = nullptr;

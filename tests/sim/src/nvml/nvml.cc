@@ -105,7 +105,8 @@ GWSIM_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) {
     gwsim_config_info info{};
     get_config(&info);
     if (info.fail_mode == GWSIM_FAIL_NO_DRIVER) return kDriverNotLoaded;
-    S().device_count = info.device_count < kMaxDevices ? info.device_count : kMaxDevices;
+    // NVML lists the node's devices whatever CUDA_VISIBLE_DEVICES says.
+    S().device_count = info.node_device_count < kMaxDevices ? info.node_device_count : kMaxDevices;
   }
   ++S().inits;
   return kSuccess;
@@ -193,6 +194,15 @@ GWSIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_
     return kNotFound;
   }
   *device = Handle(static_cast<int>(bus) - 1);
+  return kSuccess;
+}
+
+// The node's index of the device (NVML numbers devices by PCI bus id, as the simulator's are).
+GWSIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  if (Count() < 0) return kUninitialized;
+  const int ordinal = Ordinal(device);
+  if (ordinal < 0 || index == nullptr) return kInvalidArgument;
+  *index = static_cast<unsigned int>(ordinal);
   return kSuccess;
 }
 
