@@ -97,7 +97,15 @@ ReportModel ActivityModel() {
   l.first_launch_ns = 4493120;
   l.cold_start_ns = 80211;
   l.contexts = {2, 1, 4, 9437184, 0};
-  l.findings.push_back({.contexts_created = 5, .contexts_destroyed = 4, .type = "context_churn"});
+  l.findings.push_back(
+      {.contexts_created = 5, .contexts_destroyed = 4, .type = "context_churn", .churn = {}});
+  const AllocChurn churn{.site = 7,
+                         .count = 50,
+                         .cycles = 50,
+                         .bytes = 52428800,
+                         .call_ns = 913000,
+                         .location = "churn_loop.cu:31"};
+  l.findings.push_back({.type = kAllocChurnType, .churn = churn});
   return m;
 }
 
@@ -208,10 +216,18 @@ TEST(ModelActivity, WhatIsWrittenReadsBackTheSame) {
   EXPECT_EQ(l.cold_start_ns, 80211u);
   EXPECT_EQ(l.contexts.created, 2u);
   EXPECT_EQ(l.contexts.destroyed, 1u);
-  ASSERT_EQ(l.findings.size(), 1u);
+  ASSERT_EQ(l.findings.size(), 2u);
   EXPECT_EQ(l.findings[0].type, "context_churn");
   EXPECT_EQ(l.findings[0].contexts_created, 5u);
   EXPECT_EQ(l.findings[0].contexts_destroyed, 4u);
+  EXPECT_FALSE(l.findings[0].churn.has_value());
+  EXPECT_EQ(l.findings[1].type, "alloc_churn");
+  ASSERT_TRUE(l.findings[1].churn.has_value());
+  EXPECT_EQ(l.findings[1].churn->site, 7u);
+  EXPECT_EQ(l.findings[1].churn->cycles, 50u);
+  EXPECT_EQ(l.findings[1].churn->bytes, 52428800u);
+  EXPECT_EQ(l.findings[1].churn->call_ns, 913000u);
+  EXPECT_EQ(l.findings[1].churn->location, "churn_loop.cu:31");
   EXPECT_EQ(l.contexts.freed_count, 4u);
   EXPECT_EQ(l.contexts.freed_bytes, 9437184u);
   EXPECT_EQ(l.contexts.destroys_kept, 0u);
