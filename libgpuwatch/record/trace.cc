@@ -66,10 +66,11 @@ void Trace::Record(const TraceEvent& event) {
   slot.seq.store(index + 1, std::memory_order_release);
 }
 
-void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes) {
+void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes, uint32_t site) {
   TraceEvent e{};
   e.time_ns = time_ns;
   e.value = live_bytes;
+  e.site = site;
   e.device = DeviceField(device);
   e.kind = TraceKind::kMemory;
   Record(e);

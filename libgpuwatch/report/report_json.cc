@@ -107,6 +107,8 @@ std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* s
     m.largest = std::max(m.largest, t.largest);
     m.host_allocs += t.host_allocs;
     m.host_alloc_bytes += t.host_alloc_bytes;
+    m.sizes.resize(kSizeBucketCount);
+    for (size_t b = 0; b < kSizeBucketCount && b < t.sizes.size(); ++b) m.sizes[b] += t.sizes[b];
   }
   std::vector<AllocSite> out;
   out.reserve(merged.size());
