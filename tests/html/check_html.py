@@ -35,6 +35,8 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
     allocation names its size and file:line, the leak table has one row for
     the helper line with its three callers under it (largest first), and its
     allocation-size histogram has the bucket counts of the report's sites;
+    with a trace of 20 events, the chart marks where the trace starts and
+    its steps end at what was live at exit;
   - the report of `html_steps paths` (1,000 call paths through the helper
     line): the page is at most twice the report's size, its leak table is
     one row whose callers are the 1,000 paths (50 shown, then "and 950 more
@@ -310,6 +312,27 @@ def check_steps(args, browser, profile, traced, render):
     if not shown or shown.group(1) != ",".join(map(str, want)):
         fail("html_steps: the helper's size histogram shows %s, expected %s"
              % (shown.group(1) if shown else None, want))
+
+    # A trace of 20 events keeps the end of the run: the chart says where it
+    # starts, and its steps still end at what was live at exit (1 MiB +
+    # 128 KiB + 1.5 KiB), counted from the devices' levels in the trace.
+    trimmed_json = traced("trimmed", "html_steps", {"GPUWATCH_TRACE_EVENTS": "20"},
+                          where=args.programs)
+    trimmed = json.load(open(trimmed_json))
+    kept = len([e for e in trimmed["trace"]["events"] if e[0] == "mem"])
+    if trimmed["trace"]["dropped"] == 0 or kept == 0:
+        fail("html_steps with 20 trace events: nothing dropped, or no mem event kept")
+    dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + render(trimmed_json, "trimmed"))
+    check_page_ran(dom, log, "html_steps, trimmed trace")
+    top, ph, ymax = (float(v) for v in attr(dom, "data-gw-y").split(","))
+    total = re.search(r'<path d="([^"]*)"[^>]*class="gw-total"', dom)
+    last = path_points(total.group(1))[-1] if total else None
+    at_exit = top + ph * (1 - (mib + 128 * 1024 + 1536) / ymax)
+    if 'id="gw-trace-start"' not in dom or attr(dom, "data-gw-steps") != str(kept) or \
+            not last or abs(last[1] - at_exit) > 0.15:
+        fail("html_steps, trimmed trace: start marked %s, %s steps of %d, the total ends at %s "
+             "(expected y=%.1f)" % ('id="gw-trace-start"' in dom, attr(dom, "data-gw-steps"), kept,
+                                    last, at_exit))
     return page
 
 
