@@ -314,8 +314,9 @@ def check_steps(args, browser, profile, traced, render):
              % (shown.group(1) if shown else None, want))
 
     # A trace of 20 events keeps the end of the run: the chart says where it
-    # starts, and its steps still end at what was live at exit (1 MiB +
-    # 128 KiB + 1.5 KiB), counted from the devices' levels in the trace.
+    # starts, each kept event's level is on the total line at its time
+    # (counted from the devices' levels in the trace), and it ends at what was
+    # live at exit (1 MiB + 128 KiB + 1.5 KiB).
     trimmed_json = traced("trimmed", "html_steps", {"GPUWATCH_TRACE_EVENTS": "20"},
                           where=args.programs)
     trimmed = json.load(open(trimmed_json))
@@ -328,6 +329,14 @@ def check_steps(args, browser, profile, traced, render):
     total = re.search(r'<path d="([^"]*)"[^>]*class="gw-total"', dom)
     last = path_points(total.group(1))[-1] if total else None
     at_exit = top + ph * (1 - (mib + 128 * 1024 + 1536) / ymax)
+    left, pw, tmax, _ = (float(v) for v in attr(dom, "data-gw-x").split(","))
+    drawn = path_points(total.group(1)) if total else []
+    # Every kept event's level at its time (one device here).
+    missed = [e for e in trimmed["trace"]["events"] if e[0] == "mem" and not any(
+        abs(x - (left + pw * e[1] / tmax)) < 0.15 and abs(y - (top + ph * (1 - e[3] / ymax))) < 0.15
+        for x, y in drawn)]
+    if missed:
+        fail("html_steps, trimmed trace: events not on the total line: %s" % missed)
     if 'id="gw-trace-start"' not in dom or attr(dom, "data-gw-steps") != str(kept) or \
             not last or abs(last[1] - at_exit) > 0.15:
         fail("html_steps, trimmed trace: start marked %s, %s steps of %d, the total ends at %s "
