@@ -314,7 +314,7 @@ def check_steps(args, browser, profile, traced, render):
              % (shown.group(1) if shown else None, want))
 
     # A trace of 20 events keeps the end of the run: the chart says where it
-    # starts, each kept event's level is on the total line at its time
+    # starts, the kept events' levels are on the total line at their times
     # (counted from the devices' levels in the trace), and it ends at what was
     # live at exit (1 MiB + 128 KiB + 1.5 KiB).
     trimmed_json = traced("trimmed", "html_steps", {"GPUWATCH_TRACE_EVENTS": "20"},
@@ -331,8 +331,16 @@ def check_steps(args, browser, profile, traced, render):
     at_exit = top + ph * (1 - (mib + 128 * 1024 + 1536) / ymax)
     left, pw, tmax, _ = (float(v) for v in attr(dom, "data-gw-x").split(","))
     drawn = path_points(total.group(1)) if total else []
-    # Every kept event's level at its time (one device here).
-    missed = [e for e in trimmed["trace"]["events"] if e[0] == "mem" and not any(
+    # In each pixel column, the highest and the lowest level of the kept
+    # events there are on the line at their times (one device here; the page
+    # keeps at most four points a column: the first, lowest, highest, last).
+    columns = {}
+    for e in trimmed["trace"]["events"]:
+        if e[0] == "mem":
+            columns.setdefault(int(left + pw * e[1] / tmax), []).append(e)
+    wanted = [e for col in columns.values() for e in (min(col, key=lambda e: e[3]),
+                                                      max(col, key=lambda e: e[3]))]
+    missed = [e for e in wanted if not any(
         abs(x - (left + pw * e[1] / tmax)) < 0.15 and abs(y - (top + ph * (1 - e[3] / ymax))) < 0.15
         for x, y in drawn)]
     if missed:
