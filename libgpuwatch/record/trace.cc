@@ -68,10 +68,12 @@ void Trace::Record(const TraceEvent& event) {
 
 // Record inlined (flatten), as Phase: every allocation and free of device
 // memory records one.
-__attribute__((flatten)) void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes) {
+__attribute__((flatten)) void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes,
+                                             uint32_t site) {
   TraceEvent e{};
   e.time_ns = time_ns;
   e.value = live_bytes;
+  e.site = site;
   e.device = DeviceField(device);
   e.kind = TraceKind::kMemory;
   Record(e);

@@ -33,7 +33,7 @@ namespace gpuwatch {
 
 enum class TraceKind : uint8_t {
   kNone = 0,
-  kMemory,  // device bytes live on `device` after an allocation or free
+  kMemory,  // device bytes live on `device` after an allocation or free (`site`'s)
   kCopy,    // a timed copy (activity record)
   kKernel,  // a timed kernel (activity record, GPUWATCH_KERNEL_TIMING=1)
   kMark,    // gpuwatch_mark()
@@ -62,7 +62,7 @@ struct TraceEvent {
     TraceSlice slice;              // kCopy, kKernel, kPhase (stream: the thread id)
     char label[kTraceLabelBytes];  // kMark
   };
-  uint32_t site;   // kCopy, kOom: stack id (0: none)
+  uint32_t site;   // kMemory, kCopy, kOom: stack id (0: none)
   int16_t device;  // device ordinal; -1 when unknown
   TraceKind kind;
   // kCopy: CopyKind in the low nibble, HostKind in the high one; kOom: MemKind.
@@ -97,7 +97,7 @@ class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
   void Record(const TraceEvent& event);
 
   // Shorthands for Record().
-  void Memory(uint64_t time_ns, int device, uint64_t live_bytes);
+  void Memory(uint64_t time_ns, int device, uint64_t live_bytes, uint32_t site = 0);
   void Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, uint64_t bytes,
             CopyKind direction, HostKind host, uint32_t site);
   void Kernel(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, const char* name);

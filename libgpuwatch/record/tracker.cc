@@ -115,6 +115,7 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
   if (IsImportedKind(alloc.kind)) return;
   site.allocs.fetch_add(1, std::memory_order_relaxed);
   site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+  site.sizes[SizeBucket(alloc.size)].fetch_add(1, std::memory_order_relaxed);
   RaiseTo(site.largest, alloc.size);
   if (!IsDeviceKind(alloc.kind)) {
     site.host_allocs.fetch_add(1, std::memory_order_relaxed);
@@ -126,7 +127,7 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
     const uint64_t on_device =
         device_live_[d].fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
     RaiseTo(device_live_peak_[d], on_device);
-    if (trace_ != nullptr) trace_->Memory(now_ns, alloc.device, on_device);
+    if (trace_ != nullptr) trace_->Memory(now_ns, alloc.device, on_device, alloc.stack_id);
     const uint64_t now =
         device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
     RaiseTo(device_peak_, now);
@@ -193,7 +194,7 @@ void Tracker::ReleaseLive(const LiveAlloc& alloc) {
     const uint64_t on_device =
         device_live_[DeviceSlot(alloc.device)].fetch_sub(alloc.size, std::memory_order_relaxed) -
         alloc.size;
-    if (trace_ != nullptr) trace_->Memory(NowNs(), alloc.device, on_device);
+    if (trace_ != nullptr) trace_->Memory(NowNs(), alloc.device, on_device, alloc.stack_id);
   }
 }
 
@@ -295,7 +296,7 @@ void Tracker::UndoFree(const LiveAlloc& removed) {
     const uint64_t on_device = device_live_[DeviceSlot(removed.device)].fetch_add(
                                    removed.size, std::memory_order_relaxed) +
                                removed.size;
-    if (trace_ != nullptr) trace_->Memory(NowNs(), removed.device, on_device);
+    if (trace_ != nullptr) trace_->Memory(NowNs(), removed.device, on_device, removed.stack_id);
   }
 }
 
@@ -541,6 +542,7 @@ SiteTotals Tracker::TotalsOf(const Site& site, double ns_per_tick) const {
   t.live_count = SumOfKinds<kDeviceKinds>(site.kind_live_count);
   t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
   t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
+  for (int b = 0; b < kSizeBuckets; ++b) t.sizes[b] = site.sizes[b].load(std::memory_order_relaxed);
   return t;
 }
 

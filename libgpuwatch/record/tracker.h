@@ -54,6 +54,17 @@ struct KindTotals {
   uint64_t frees = 0;
 };
 
+// Allocation sizes per site, in a few fixed buckets, each 4 times the last:
+// up to 1 KiB, up to 4 KiB, ... up to 1 GiB, and over 1 GiB (the report's
+// `sites[].sizes`, docs/report-format.md).
+inline constexpr int kSizeBuckets = 12;
+// The bucket of an allocation of `size` bytes: a bit width, a shift, a min.
+inline int SizeBucket(uint64_t size) {
+  if (size <= 1024) return 0;
+  const int b = (64 - __builtin_clzll(size - 1) - 9) / 2;
+  return b < kSizeBuckets - 1 ? b : kSizeBuckets - 1;
+}
+
 // Totals of one allocation site (one interned stack id; 0 = no stack).
 struct SiteTotals {
   uint64_t live_bytes = 0;  // device kinds
@@ -68,6 +79,7 @@ struct SiteTotals {
   // that kind live: each a cycle of an allocate-and-free loop.
   uint64_t churn_cycles = 0;
   uint64_t call_ns = 0;  // time in its allocation calls and its allocations' free calls
+  std::array<uint64_t, kSizeBuckets> sizes{};  // allocations (every kind) by SizeBucket
 };
 
 struct CopyTotals {
@@ -364,6 +376,7 @@ class Tracker {
     std::atomic<uint64_t> call_ticks{0};  // Ticks(); nanoseconds in a snapshot
     std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_count{};
     std::array<std::atomic<uint64_t>, kNumMemKinds> kind_live_bytes{};
+    std::array<std::atomic<uint64_t>, kSizeBuckets> sizes{};  // allocations by SizeBucket
   };
   struct Shard;
   // What needs a running process-wide value (the peak of current bytes).

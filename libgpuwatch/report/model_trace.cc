@@ -30,17 +30,18 @@ namespace {
 
 // What an element after the type holds (model_trace.h lists them by type).
 enum class Slot : uint8_t {
-  kTime,    // time_ns
-  kEnd,     // end_ns
-  kValue,   // value
-  kStream,  // stream
-  kDevice,  // device
-  kSite,    // ref, a row of `sites`; the element is its site id
-  kName,    // ref, an index into `names`
-  kPhase,   // ref, an index into `phases`
-  kLabel,   // ref, a row of `labels`; the element is the text
-  kWord0,   // word[0], the text
-  kWord1,   // word[1], the text
+  kTime,     // time_ns
+  kEnd,      // end_ns
+  kValue,    // value
+  kStream,   // stream
+  kDevice,   // device
+  kSite,     // ref, a row of `sites`; the element is its site id
+  kMemSite,  // the same, optional (has_ref): a `mem` event's site, absent in older reports
+  kName,     // ref, an index into `names`
+  kPhase,    // ref, an index into `phases`
+  kLabel,    // ref, a row of `labels`; the element is the text
+  kWord0,    // word[0], the text
+  kWord1,    // word[1], the text
 };
 
 // Each type's name and elements after the type, in order: the one
@@ -51,7 +52,7 @@ struct TypeInfo {
 };
 using S = Slot;
 const TypeInfo kTypes[kNumTraceEventTypes] = {
-    {"mem", {S::kTime, S::kDevice, S::kValue}},
+    {"mem", {S::kTime, S::kDevice, S::kValue, S::kMemSite}},
     {"copy",
      {S::kTime, S::kEnd, S::kDevice, S::kStream, S::kValue, S::kWord0, S::kWord1, S::kSite}},
     {"kernel", {S::kTime, S::kEnd, S::kDevice, S::kStream, S::kName}},
@@ -72,7 +73,9 @@ struct Ref {
 Ref RefOf(TraceEventType type) {
   size_t k = 1;
   for (const Slot slot : Info(type).slots) {
-    if (slot == S::kSite || slot == S::kName || slot == S::kPhase) return {k, slot};
+    if (slot == S::kSite || slot == S::kMemSite || slot == S::kName || slot == S::kPhase) {
+      return {k, slot};
+    }
     ++k;
   }
   return {};
@@ -131,7 +134,9 @@ void TraceEventReader::Read(const json& event) {
   }
   ReportTraceEvent e;
   e.type = static_cast<TraceEventType>(info - std::begin(kTypes));
-  const size_t elements = info->slots.size() + 1;
+  // The last element of a `mem` event (its site) is optional.
+  const bool optional_last = info->slots.end()[-1] == S::kMemSite;
+  const size_t elements = info->slots.size() + (optional_last ? 0 : 1);
   if (event.size() < elements) {
     r.Fail(EventPath(i), "is a \"" + std::string(info->name) + "\" event of " +
                              std::to_string(event.size()) + " elements, expected " +
@@ -184,6 +189,7 @@ void TraceEventReader::Read(const json& event) {
   };
   size_t k = 1;
   for (const Slot slot : info->slots) {
+    if (k >= event.size()) break;  // an optional element, absent
     switch (slot) {
       case S::kTime:
         e.time_ns = count(k);
@@ -200,6 +206,9 @@ void TraceEventReader::Read(const json& event) {
       case S::kDevice:
         e.device = device(k);
         break;
+      case S::kMemSite:
+        e.has_ref = true;
+        [[fallthrough]];
       case S::kSite:
       case S::kName:
       case S::kPhase:
@@ -243,8 +252,8 @@ void TraceEventReader::Resolve() {
   for (size_t j = 0; j < trace_->events.size(); ++j) {
     ReportTraceEvent& e = trace_->events[j];
     const Ref ref = RefOf(e.type);
-    if (ref.k == 0) continue;
-    if (ref.slot == S::kSite) {
+    if (ref.k == 0 || (ref.slot == S::kMemSite && !e.has_ref)) continue;
+    if (ref.slot == S::kSite || ref.slot == S::kMemSite) {
       const auto it = site_index.find(e.ref);
       if (it == site_index.end()) {
         r.Fail(ElementPath(place(j), ref.k),
@@ -339,6 +348,9 @@ void EachElement(const ReportTrace& t, const ReportTraceEvent& e, const Number& 
         break;
       case S::kDevice:
         number(e.device);
+        break;
+      case S::kMemSite:
+        if (e.has_ref) number(t.SiteOf(e).site);
         break;
       case S::kSite:
         number(t.SiteOf(e).site);

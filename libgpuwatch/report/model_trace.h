@@ -41,7 +41,8 @@ const char* TraceEventTypeName(TraceEventType type);
 
 // One event; which members it uses depends on its type (the elements after
 // the type, in order):
-//   mem:    time_ns, device, value (device bytes live on it)
+//   mem:    time_ns, device, value (device bytes live on it), ref (the site
+//           that allocated or freed; only when has_ref: older reports lack it)
 //   copy:   time_ns, end_ns, device, stream, value (bytes), word[0]
 //           (direction), word[1] (host memory kind), ref (site)
 //   kernel: time_ns, end_ns, device, stream, ref (its name)
@@ -61,6 +62,7 @@ struct ReportTraceEvent {
   uint32_t ref = 0;
   uint16_t word[2] = {0, 0};
   TraceEventType type = TraceEventType::kMem;
+  bool has_ref = false;  // a mem event: ref names its site
 
   bool operator==(const ReportTraceEvent&) const = default;
 };

@@ -110,6 +110,8 @@ std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* s
     m.frees += t.frees;
     m.churn_cycles += t.churn_cycles;
     m.call_ns += t.call_ns;
+    m.sizes.resize(kSizeBucketCount);
+    for (size_t b = 0; b < kSizeBucketCount && b < t.sizes.size(); ++b) m.sizes[b] += t.sizes[b];
   }
   std::vector<AllocSite> out;
   out.reserve(merged.size());

@@ -204,7 +204,9 @@ void ReportModel::ToJson(json* doc, bool trace_events) const {
   peak_json["kinds"] = CountMapJson(peak.kinds);
   peak_json[key::kSites] = SiteListJson<PeakSite>(peak.sites, nullptr);
   d[key::kPeak] = std::move(peak_json);
-  d[key::kSites] = SiteListJson<AllocSite>(sites, nullptr);
+  d[key::kSites] = SiteListJson<AllocSite>(sites, [](const AllocSite& s, json* e) {
+    if (!s.sizes.empty()) (*e)[key::kSizes] = s.sizes;
+  });
   if (growth.has_value()) {
     d[key::kGrowth] = {{"basis", growth->basis},
                        {"samples", growth->samples},
@@ -400,7 +402,15 @@ bool ReadReportModel(const json& doc, ReportModel* out, std::string* error) {
     m.peak.kinds = r.CountMapAt(*peak, key::kPeak, "kinds");
     m.peak.sites = ReadSites<PeakSite>(&r, *peak, key::kPeak, key::kSites, nullptr);
   }
-  m.sites = ReadSites<AllocSite>(&r, doc, "", key::kSites, nullptr);
+  m.sites = ReadSites<AllocSite>(
+      &r, doc, "", key::kSites, [&r](const json& j, const std::string& at, AllocSite* s) {
+        const json* sizes = r.ArrayAt(j, at, key::kSizes);  // absent in older reports
+        for (size_t i = 0; sizes != nullptr && i < sizes->size() && !r.failed(); ++i) {
+          s->sizes.push_back(
+              r.Count((*sizes)[i],
+                      ReportFieldReader::Element(ReportFieldReader::Join(at, key::kSizes), i)));
+        }
+      });
   if (const json* growth = r.ObjectAt(doc, "", key::kGrowth)) {
     ReportGrowth g;
     g.basis = r.TextAt(*growth, key::kGrowth, "basis");

@@ -126,8 +126,13 @@ struct PeakSite : ReportSite {
   X(live_device_bytes, kSum) X(live_device_count, kSum) X(host_allocs, kSum) \
   X(host_alloc_bytes, kSum) X(frees, kSum) X(churn_cycles, kSum) X(call_ns, kSum)
 // clang-format on
+// sizes: its allocations by size, in the tracker's buckets (SizeBucket: up
+// to 1 KiB, up to 4 KiB, ... up to 1 GiB, over 1 GiB); empty when the report
+// predates them. Merge adds them element by element.
+inline constexpr size_t kSizeBucketCount = 12;
 struct AllocSite : ReportSite {
   GPUWATCH_COUNTS(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
+  std::vector<uint64_t> sizes;
 };
 
 // growth.suspects[]: a site whose live bytes keep growing.

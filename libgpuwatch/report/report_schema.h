@@ -86,6 +86,7 @@ inline constexpr char kStack[] = "stack";    // version 2: indices into frame_ta
 inline constexpr char kFrames[] = "frames";  // version 1, and after InlineFrameTable
 inline constexpr char kCategory[] = "category";
 inline constexpr char kSuppressed[] = "suppressed";
+inline constexpr char kSizes[] = "sizes";  // sites[]: allocations by size bucket
 // A frame's.
 inline constexpr char kFunction[] = "function";
 inline constexpr char kFile[] = "file";

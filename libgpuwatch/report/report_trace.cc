@@ -29,7 +29,9 @@ uint32_t RowOf(std::map<Key, uint32_t>* index, Key key, std::vector<std::string>
 std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace) {
   std::vector<uint32_t> ids;
   for (const TraceEvent& e : trace.events) {
-    if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kOom) ids.push_back(e.site);
+    if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kOom || e.kind == TraceKind::kMemory) {
+      ids.push_back(e.site);
+    }
   }
   return ids;
 }
@@ -43,7 +45,7 @@ ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& sna
   // The sites the events name, by id: the events refer to their rows.
   std::map<uint32_t, uint32_t> site_row;  // canonical site -> its row in out.sites
   for (const TraceEvent& e : trace.events) {
-    if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kOom) {
+    if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kOom || e.kind == TraceKind::kMemory) {
       site_row.emplace(sites->Canonical(e.site), 0);
     }
   }
@@ -80,6 +82,8 @@ ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& sna
     switch (e.kind) {
       case TraceKind::kMemory:
         ev.type = TraceEventType::kMem;
+        ev.ref = site_row[sites->Canonical(e.site)];
+        ev.has_ref = true;
         devices[e.device] = true;
         break;
       case TraceKind::kCopy:

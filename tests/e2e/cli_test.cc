@@ -362,6 +362,14 @@ TEST(Merge, TotalsAreExactSums) {
   EXPECT_EQ(site["bytes"], 9 * kMiB);
   EXPECT_EQ(site["count"], 9);
   EXPECT_EQ(site["processes"], 2);
+  // Its allocations by size (sites[].sizes), added bucket by bucket: 9 of
+  // 1 MiB, in the bucket up to 1 MiB.
+  json allocated;
+  for (const json& s : merged["sites"]) {
+    if (s["location"] == GrowthAt("GROWTH:leak")) allocated = s;
+  }
+  ASSERT_TRUE(allocated.is_object()) << merged["sites"].dump(1);
+  EXPECT_EQ(allocated["sizes"], json::array({0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0}));
   // Its growth: 1 MiB per mark in each process, 2 MiB per mark for the job.
   ASSERT_FALSE(merged["growth"]["suspects"].empty());
   EXPECT_EQ(merged["growth"]["suspects"][0]["rate"].get<double>(), 2.0 * kMiB);

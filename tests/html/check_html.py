@@ -8,8 +8,9 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
     Chromium's log has no "Uncaught";
   - the chart was drawn: one band per site of timeline.sites, one dashed line
     per mark, the peak annotated; the leak site's file:line is on the page;
-  - a screenshot shows the chart: the first site's colour fills a real part
-    of the chart's region (a small PNG decoder below, no PIL);
+  - a screenshot shows the chart: the first site's colour fills most of the
+    area its band has by the trace's exact events (a small PNG decoder
+    below, no PIL);
   - the OOM report of examples/oom has its OOM annotation;
   - the report of a run that failed on a CUDA error (tests/programs/kernel_fault) leads with
     it, the call where it surfaced and the kernels launched before it;
@@ -24,10 +25,26 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
     such section;
   - a report whose strings are markup (a hostile function name, location,
     mark label and command) shows them as text: no element is injected and
-    the page still runs to its end.
+    the page still runs to its end;
+  - the report of tests/html/html_steps (64 MiB at once, then 12 steps of a
+    4 MiB scratch buffer, then leaks through one helper line from three
+    callers), with a script of the test's added to the page that measures
+    what it drew: the total is a step at the 64 MiB allocation (from 0 to
+    64 MiB at its exact time), the scratch buffer shows as 12 peaks of
+    exactly 68 MiB, no two labels on the chart overlap, the tooltip over the
+    allocation names its size and file:line, the leak table has one row for
+    the helper line with its three callers under it (largest first), and its
+    allocation-size histogram has the bucket counts of the report's sites;
+    with a trace of 20 events, the chart marks where the trace starts and
+    its steps end at what was live at exit;
+  - the report of `html_steps paths` (1,000 call paths through the helper
+    line): the page is at most twice the report's size, its leak table is
+    one row whose callers are the 1,000 paths (50 shown, then "and 950 more
+    sites"), and no stack is rendered until it is opened.
 Exits 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed.
 """
 import argparse
+import html
 import json
 import os
 import re
@@ -36,6 +53,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 
 SKIP = 77
@@ -122,6 +140,26 @@ def attr(dom, name):
     return m.group(1) if m else None
 
 
+def leak_band_pixels(report, site, dom, width):
+    """The screen pixels of `site`'s band on the chart: its exact bytes over
+    time from the trace's memory events (each names its site last), scaled as
+    the page states (data-gw-x, data-gw-y) to a chart `width` pixels wide."""
+    left, pw, tmax, w = (float(v) for v in attr(dom, "data-gw-x").split(","))
+    _, ph, ymax = (float(v) for v in attr(dom, "data-gw-y").split(","))
+    device, level, since, area = {}, 0, 0, 0.0
+    for e in report["trace"]["events"]:
+        if e[0] != "mem":
+            continue
+        delta = e[3] - device.get(e[2], 0)
+        device[e[2]] = e[3]
+        if len(e) > 4 and e[4] == site:
+            area += level * (e[1] - since)
+            level, since = level + delta, e[1]
+    area += level * (report["process"]["elapsed_ns"] - since)
+    scale = width / w
+    return area * (pw / tmax) * (ph / ymax) * scale * scale
+
+
 def check_page_ran(dom, log, what):
     if attr(dom, "data-gw-status") != "ok":
         fail("%s: the page's script did not run to its end (no data-gw-status=\"ok\")" % what)
@@ -131,6 +169,215 @@ def check_page_ran(dom, log, what):
     for line in log.splitlines():
         if "Uncaught" in line:
             fail("%s: chromium logged: %s" % (what, line))
+
+
+# Added before </body> of a page under test: measures what the page drew and
+# acts on it, then writes the results on <html> as JSON (data-gw-test), which
+# --dump-dom shows. EVENT_NS is the time of the event to hover.
+PROBE = """<script>
+(function () {
+  var out = {};
+  try {
+    var svg = document.getElementById("gw-chart-svg");
+    out.labels = Array.prototype.map.call(svg.querySelectorAll("text.gw-label"), function (t) {
+      var b = t.getBoundingClientRect();
+      return [b.left, b.top, b.right, b.bottom, t.textContent];
+    });
+    var xs = svg.getAttribute("data-gw-x").split(",").map(Number);
+    var r = svg.getBoundingClientRect();
+    var cx = r.left + (xs[0] + xs[1] * EVENT_NS / xs[2]) * r.width / xs[3];
+    document.getElementById("gw-chart-hit").dispatchEvent(new MouseEvent("mousemove",
+        {clientX: cx, clientY: r.top + r.height / 2, bubbles: true}));
+    out.tip = document.getElementById("gw-chart-tip").textContent;
+    out.stacks_before = document.querySelectorAll("ol.stack").length;
+    var button = document.querySelector("tr.gw-leak-group button.gw-expand");
+    if (button) button.click();
+    out.callers = Array.prototype.map.call(document.querySelectorAll("tr.gw-leak-caller .gw-caller"),
+                                           function (e) { return e.textContent; });
+    out.more = Array.prototype.map.call(document.querySelectorAll("#gw-leaks tr.gw-more"),
+                                        function (e) { return e.textContent; });
+  } catch (e) {
+    out.error = String(e);
+  }
+  document.documentElement.setAttribute("data-gw-test", JSON.stringify(out));
+})();
+</script>"""
+
+
+def probe(browser, profile, page, event_ns):
+    """Opens `page` with PROBE added; returns (dom, the probe's results)."""
+    probed = page[:-len(".html")] + "-probed.html"
+    text = open(page, encoding="utf-8").read()
+    at = text.rindex("</body>")
+    with open(probed, "w", encoding="utf-8") as f:
+        f.write(text[:at] + PROBE.replace("EVENT_NS", str(event_ns)) + text[at:])
+    dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + probed)
+    check_page_ran(dom, log, os.path.basename(page))
+    results = attr(dom, "data-gw-test")
+    if results is None:
+        fail("%s: the probe did not run" % page)
+    results = json.loads(html.unescape(results))
+    if "error" in results:
+        fail("%s: the probe failed: %s" % (page, results["error"]))
+    return dom, results
+
+
+def path_points(d):
+    """The points of an SVG path made of M and L commands."""
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML]([0-9.]+),([0-9.]+)", d)]
+
+
+def source_line(marker):
+    """The line of tests/html/html_steps.cu that carries `// HTML:marker`."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "html_steps.cu")
+    for n, line in enumerate(open(src, encoding="utf-8"), 1):
+        if "// HTML:" + marker in line:
+            return n
+    fail("no HTML:%s in %s" % (marker, src))
+    return 0
+
+
+def check_steps(args, browser, profile, traced, render):
+    """html_steps: the chart's steps, labels and tooltip; the grouped leak row
+    and its size histogram."""
+    mib = 1 << 20
+    steps_json = traced("steps", "html_steps", where=args.programs)
+    report = json.load(open(steps_json))
+    page = render(steps_json, "steps")
+    mem = [e for e in report["trace"]["events"] if e[0] == "mem" and e[2] == 0]
+    weights = [e for e in mem if e[3] == 64 * mib]
+    if not weights or report["trace"]["dropped"] != 0:
+        fail("html_steps: no 64 MiB event in the trace: %s" % mem[:4])
+    dom, got = probe(browser, profile, page, weights[0][1])
+    # The chart's scales, as the page states them.
+    left, pw, tmax, _ = (float(v) for v in attr(dom, "data-gw-x").split(","))
+    top, ph, ymax = (float(v) for v in attr(dom, "data-gw-y").split(","))
+
+    def px(t):
+        return left + pw * t / tmax
+
+    def py(b):
+        return top + ph * (1 - b / ymax)
+
+    total = re.search(r'<path d="([^"]*)"[^>]*class="gw-total"', dom)
+    if not total:
+        fail("html_steps: no total line (class gw-total) on the chart")
+    points = path_points(total.group(1))
+    # A step at the 64 MiB allocation: straight up from 0 at its time.
+    x0, y0, y64 = px(weights[0][1]), py(0), py(64 * mib)
+    if not any(abs(a[0] - x0) < 0.15 and abs(b[0] - x0) < 0.15 and abs(a[1] - y0) < 0.15 and
+               abs(b[1] - y64) < 0.15 for a, b in zip(points, points[1:])):
+        fail("html_steps: the total line does not step from 0 to 64 MiB at x=%.1f: %s"
+             % (x0, total.group(1)[:300]))
+    # The scratch buffer: 12 peaks of exactly 64 + 4 MiB, nothing higher.
+    y68 = py(68 * mib)
+    at_peak = [abs(y - y68) < 0.15 for _, y in points]
+    peaks = sum(1 for i, hit in enumerate(at_peak) if hit and (i == 0 or not at_peak[i - 1]))
+    if peaks != 12 or min(y for _, y in points) < y68 - 0.15:
+        fail("html_steps: %d peaks at 68 MiB (y=%.1f), expected 12; highest point y=%.1f"
+             % (peaks, y68, min(y for _, y in points)))
+    # Labels: none overlaps another; the peak's and some marks' are there.
+    labels = got["labels"]
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            if a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5:
+                fail("html_steps: labels overlap: %s and %s" % (a, b))
+    texts = [label[4] for label in labels]
+    if not any(t.startswith("peak 68.0 MiB") for t in texts) or \
+            len([t for t in texts if t.startswith("step ")]) < 4:
+        fail("html_steps: the chart's labels are %s" % texts)
+    # The tooltip over the 64 MiB allocation: its time, size and site.
+    weights_at = "html_steps.cu:%d" % source_line("weights")
+    if "+64.0 MiB allocated at " + weights_at not in got["tip"] or "64.0 MiB" not in got["tip"]:
+        fail("html_steps: the tooltip over the 64 MiB allocation says %r" % got["tip"])
+    # One row for the helper line, its three callers under it, largest first.
+    leak_at = "html_steps.cu:%d" % source_line("leak")
+    groups = re.findall(r'<tr class="gw-leak-row gw-leak-group" data-location="([^"]*)" '
+                        r'data-paths="(\d+)"', dom)
+    if groups != [(leak_at, "3")]:
+        fail("html_steps: grouped leak rows %s, expected one for %s with 3 paths" % (groups, leak_at))
+    callers = got["callers"]
+    if len(callers) != 3 or [n for n, c in zip(("CallerC", "CallerB", "CallerA"), callers)
+                             if n not in c]:
+        fail("html_steps: the helper's callers are %s, expected CallerC, CallerB, CallerA" % callers)
+    # Its allocation sizes: 3 x 512 B, 2 x 64 KiB, 1 MiB in the buckets of the report's sites.
+    want = [0] * 12
+    for site in report["sites"]:
+        if site["location"] == leak_at:
+            want = [a + b for a, b in zip(want, site["sizes"])]
+    if want != [3, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0]:
+        fail("html_steps: the report's sizes for %s are %s" % (leak_at, want))
+    row = re.search(r'data-location="%s" data-paths="3">(.*?)</tr>' % re.escape(leak_at), dom, re.S)
+    shown = re.search(r'class="gw-sizes" data-gw-sizes="([^"]*)"', row.group(1)) if row else None
+    if not shown or shown.group(1) != ",".join(map(str, want)):
+        fail("html_steps: the helper's size histogram shows %s, expected %s"
+             % (shown.group(1) if shown else None, want))
+
+    # A trace of 20 events keeps the end of the run: the chart says where it
+    # starts, the kept events' levels are on the total line at their times
+    # (counted from the devices' levels in the trace), and it ends at what was
+    # live at exit (1 MiB + 128 KiB + 1.5 KiB).
+    trimmed_json = traced("trimmed", "html_steps", {"GPUWATCH_TRACE_EVENTS": "20"},
+                          where=args.programs)
+    trimmed = json.load(open(trimmed_json))
+    kept = len([e for e in trimmed["trace"]["events"] if e[0] == "mem"])
+    if trimmed["trace"]["dropped"] == 0 or kept == 0:
+        fail("html_steps with 20 trace events: nothing dropped, or no mem event kept")
+    dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + render(trimmed_json, "trimmed"))
+    check_page_ran(dom, log, "html_steps, trimmed trace")
+    top, ph, ymax = (float(v) for v in attr(dom, "data-gw-y").split(","))
+    total = re.search(r'<path d="([^"]*)"[^>]*class="gw-total"', dom)
+    last = path_points(total.group(1))[-1] if total else None
+    at_exit = top + ph * (1 - (mib + 128 * 1024 + 1536) / ymax)
+    left, pw, tmax, _ = (float(v) for v in attr(dom, "data-gw-x").split(","))
+    drawn = path_points(total.group(1)) if total else []
+    # In each pixel column, the highest and the lowest level of the kept
+    # events there are on the line at their times (one device here; the page
+    # keeps at most four points a column: the first, lowest, highest, last).
+    columns = {}
+    for e in trimmed["trace"]["events"]:
+        if e[0] == "mem":
+            columns.setdefault(int(left + pw * e[1] / tmax), []).append(e)
+    wanted = [e for col in columns.values() for e in (min(col, key=lambda e: e[3]),
+                                                      max(col, key=lambda e: e[3]))]
+    missed = [e for e in wanted if not any(
+        abs(x - (left + pw * e[1] / tmax)) < 0.15 and abs(y - (top + ph * (1 - e[3] / ymax))) < 0.15
+        for x, y in drawn)]
+    if missed:
+        fail("html_steps, trimmed trace: events not on the total line: %s" % missed)
+    if 'id="gw-trace-start"' not in dom or attr(dom, "data-gw-steps") != str(kept) or \
+            not last or abs(last[1] - at_exit) > 0.15:
+        fail("html_steps, trimmed trace: start marked %s, %s steps of %d, the total ends at %s "
+             "(expected y=%.1f)" % ('id="gw-trace-start"' in dom, attr(dom, "data-gw-steps"), kept,
+                                    last, at_exit))
+    return page
+
+
+def check_paths(args, browser, profile, traced, render):
+    """html_steps paths: 1,000 call paths through one line; the page's size
+    and its grouped, capped leak table."""
+    paths_json = traced("paths", "html_steps", where=args.programs, argv=["paths"])
+    page = render(paths_json, "paths")
+    report_size, page_size = os.path.getsize(paths_json), os.path.getsize(page)
+    started = time.monotonic()
+    dom, got = probe(browser, profile, page, 0)
+    took = time.monotonic() - started
+    print("1,000 call paths: report %d bytes, page %d bytes (%.2fx), rendered in %s ms "
+          "(chromium --dump-dom %.1f s)" % (report_size, page_size, page_size / report_size,
+                                            attr(dom, "data-gw-render-ms"), took))
+    if page_size > 2 * report_size:
+        fail("the page of 1,000 call paths is %d bytes, over twice its report's %d"
+             % (page_size, report_size))
+    groups = re.findall(r'class="gw-leak-row gw-leak-group" data-location="[^"]*" data-paths="(\d+)"', dom)
+    if groups != ["1000"] or got["stacks_before"] != 0:
+        fail("1,000 call paths: grouped rows %s, %d stacks rendered before any was opened"
+             % (groups, got["stacks_before"]))
+    callers = got["callers"]
+    if len(callers) != 50 or len(set(callers)) != 50 or [c for c in callers if "Path<" not in c]:
+        fail("1,000 call paths: the callers shown are %s" % callers[:5])
+    if len(got["more"]) != 1 or "and 950 more sites, 3.7 MiB" not in got["more"][0]:
+        fail("1,000 call paths: the summary row says %s" % got["more"])
+    return page
 
 
 def main():
@@ -153,10 +400,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpuwatch-html-") as tmp:
         sim = {"LD_LIBRARY_PATH": args.sim_dir}
 
-        def traced(name, program, extra_env=None, where=None):
+        def traced(name, program, extra_env=None, where=None, argv=None):
             out = os.path.join(tmp, name + ".json")
             r = run([args.cli, "run", "-o", out, "--sample-ms", "0", "--library", args.lib,
-                     "--", os.path.join(where or args.examples, program)],
+                     "--", os.path.join(where or args.examples, program)] + (argv or []),
                     dict(sim, **(extra_env or {})), tmp)
             if r.returncode != 0:
                 fail("gpuwatch run %s: exit %d: %s" % (program, r.returncode, r.stderr))
@@ -224,15 +471,18 @@ def main():
         area = width * height
         print("chart %dx%d at (%d,%d): %.1f%% not white, %.1f%% the first site's colour"
               % (width, height, left, top, 100.0 * ink / area, 100.0 * band / area))
-        # leaky_loop's leak grows to 2.0 MiB of an 8 MiB axis over the run: a
-        # wedge of about a tenth of the plot on an idle machine. Its area
-        # depends on when the periodic samples fell (a loaded machine
-        # stretches the run before and after the leak: 2.3% was seen under
-        # CI's load), so the check asks for a real part, 1%, that a chart
-        # without the band (0%) cannot pass.
-        if band < area // 100:
-            fail("the chart's region shows too little of the site's band (%d of %d pixels)"
-                 % (band, area))
+        # leaky_loop's leak grows to 2.0 MiB of an 8 MiB axis, in 256 KiB steps
+        # at the times the trace gives; when they fall depends on the
+        # machine's load (a loaded machine stretches the run before the
+        # leak). So the band's expected area is worked out from the trace, as
+        # the page's scales state them, and the screenshot must show most of
+        # it (edges and the total's line cover a few pixels), and at least
+        # 0.2% of the chart, which a chart without the band (0%) cannot pass.
+        expected = leak_band_pixels(report, sites[0]["site"], dom, width)
+        print("the leak's band: %d pixels expected from the trace, %d seen" % (expected, band))
+        if expected < area // 500 or band < 0.7 * expected:
+            fail("the chart's region shows too little of the site's band (%d of %d pixels; "
+                 "%d expected from the trace)" % (band, area, expected))
 
         # The OOM report: the banner and the chart's annotation.
         oom_json = traced("oom", "oom", {"GWSIM_DEVICE_MEMORY": str(1 << 30)}) + ".oom-1"
@@ -370,9 +620,12 @@ def main():
         if segments != 1 or blocks != ["train.py:14", "train.py:11", ""]:
             fail("torch block rows: %d segments, blocks at %s" % (segments, blocks))
 
+        steps_page = check_steps(args, browser, profile, traced, render)
+        paths_page = check_paths(args, browser, profile, traced, render)
+
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
-            for f in (leaky, oom, hostile, shot, phases_page, pool_page):
+            for f in (leaky, oom, hostile, shot, phases_page, pool_page, steps_page, paths_page):
                 shutil.copy(f, args.keep)
     print("PASS: the HTML report renders in %s" % os.path.basename(browser))
     return 0

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "libgpuwatch/report/report_schema.h"
+
 namespace gpuwatch::tools {
 namespace {
 
@@ -46,6 +48,21 @@ json HostileReport() {
           {"kernels", {{"launches", 1}}}};
 }
 
+// The page's sites name their frames by index into its frame_table: the
+// same document with each site's `frames` back in place.
+json Inlined(json doc) {
+  const json table = doc["frame_table"];
+  ForEachReportSite(&doc, [&table](json& site) {
+    if (!site.contains("stack")) return;
+    json frames = json::array();
+    for (const json& i : site["stack"]) frames.push_back(table.at(i.get<size_t>()));
+    site.erase("stack");
+    site["frames"] = std::move(frames);
+  });
+  doc.erase("frame_table");
+  return doc;
+}
+
 // The report as ReadReport gives it: its typed model.
 Report ReportOf(const json& doc) {
   Report r;
@@ -81,8 +98,9 @@ TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
   const std::string data = DataOf(page);
   ASSERT_FALSE(data.empty());
   const json embedded = json::parse(data);
-  EXPECT_EQ(embedded["leaks"], doc["leaks"]);
-  EXPECT_EQ(embedded["leaks"]["device"]["sites"][0]["frames"][0]["function"], kHostile);
+  EXPECT_EQ(Inlined(embedded)["leaks"], doc["leaks"]);
+  EXPECT_EQ(embedded["leaks"]["device"]["sites"][0]["stack"], json::array({0}));
+  EXPECT_EQ(embedded["frame_table"][0]["function"], kHostile);
   EXPECT_EQ(embedded["process"], doc["process"]);
   EXPECT_EQ(embedded["process"]["command"][0], kHostile);
   EXPECT_EQ(embedded["label"], kHostile);
@@ -95,6 +113,56 @@ TEST(HtmlReport, EmbedsTheShownSectionsAsSafeJson) {
   EXPECT_EQ(page.find(kHostile), std::string::npos);
   EXPECT_EQ(page.find("alert(1)</script>"), std::string::npos);
   EXPECT_EQ(page.find("gpuwatch_report_placeholder"), std::string::npos);
+}
+
+// 1,000 sites through one helper: its frames once in the page, not 1,000
+// times; each listed site's allocation sizes; the trace's memory events with
+// their sites, for the chart's steps.
+TEST(HtmlReport, SharesFramesAndCarriesSizesAndMemoryEvents) {
+  json doc = HostileReport();
+  json& sites = doc["leaks"]["device"]["sites"];
+  const json helper = {{"function", "Leak(unsigned long)"}, {"file", "w.cu"}, {"line", 23}};
+  sites = json::array();
+  doc["sites"] = json::array();
+  for (int i = 0; i < 1000; ++i) {
+    const json caller = {
+        {"function", "Path<" + std::to_string(i) + ">()"}, {"file", "w.cu"}, {"line", 40}};
+    sites.push_back({{"site", i + 1},
+                     {"location", "w.cu:23"},
+                     {"bytes", 4096},
+                     {"count", 1},
+                     {"frames", {helper, caller}}});
+  }
+  doc["sites"].push_back({{"site", 5000},
+                          {"location", "w.cu:23"},
+                          {"allocs", 6},
+                          {"alloc_bytes", 100},
+                          {"largest", 64},
+                          {"frames", {helper}},
+                          {"sizes", {3, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0}}});
+  doc["trace"] = {{"capacity", 8},
+                  {"recorded", 3},
+                  {"dropped", 1},
+                  {"sites", {{{"site", 7}, {"location", "w.cu:23"}}}},
+                  {"events", {{"mem", 10, 0, 4096, 7}, {"mem", 20, 0, 0}}}};
+  Report report;
+  std::string error;
+  ASSERT_TRUE(ReadReportModel(doc, &report.model, &error)) << error;
+  ASSERT_TRUE(report.model.trace.has_value());
+  report.model.InlineFrameTable();
+  const json embedded = json::parse(DataOf(HtmlReport(report)));
+  EXPECT_EQ(embedded["frame_table"].size(), 1001u);  // the helper once, each caller once
+  EXPECT_EQ(embedded["leaks"]["device"]["sites"][999]["stack"], json::array({0, 1000}));
+  // Site 5000 is in no list the page shows: no sizes for it.
+  EXPECT_EQ(embedded["site_allocations"], json::object());
+  EXPECT_EQ(embedded["memory_steps"],
+            json::parse(R"({"recorded": 3, "dropped": 1, "sites": [[7, "w.cu:23"]],
+                            "events": [10, 0, 4096, 0, 20, 0, 0, -1]})"));
+  // A listed site's sizes: allocations, bytes, largest, then the buckets.
+  doc["sites"][0]["site"] = 1;
+  ASSERT_TRUE(ReadReportModel(doc, &report.model, &error)) << error;
+  EXPECT_EQ(json::parse(DataOf(HtmlReport(report)))["site_allocations"],
+            json::parse(R"({"1": [6, 100, 64, 3, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0]})"));
 }
 
 TEST(HtmlReport, RefersToNothingOutsideThePage) {

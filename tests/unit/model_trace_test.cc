@@ -67,8 +67,9 @@ ReportTrace FullTrace() {
       Event(T::kMark, 310, 0, 2, 0, 0, texts.Label("caf\xc3\xa9 \xff")),
       Event(T::kPhase, 400, 450, 0, 21497, 0, 1),
       Event(T::kOom, 500, 0, uint64_t{1} << 36, 0, -1, 0, device),
-      Event(T::kMem, 600, 0, 0, 0, 1, 0),
+      Event(T::kMem, 600, 0, 0, 0, 1, 1),
   };
+  t.events.back().has_ref = true;  // its site, b.cu:3; the first mem event is an older report's
   return t;
 }
 
@@ -91,6 +92,7 @@ TEST(ReportTrace, WhatIsWrittenReadsBackTheSame) {
   EXPECT_EQ(events[4], json::parse(R"(["mark", 300, 1, "step \"1\" <ok>"])"));
   EXPECT_EQ(events[6], json::parse(R"(["phase", 400, 450, 21497, 1])"));
   EXPECT_EQ(events[7], json::parse(R"(["oom", 500, -1, 68719476736, "device", 5])"));
+  EXPECT_EQ(events[8], json::parse(R"(["mem", 600, 1, 0, 9])"));
   EXPECT_EQ(doc["trace"]["sites"], json::parse(R"([{"site": 5, "location": "a.cu:47"},
                                                    {"site": 9, "location": "b.cu:3"}])"));
   EXPECT_EQ(doc["trace"]["devices"][1],
@@ -123,7 +125,7 @@ TEST(ReportTrace, DumpPrintsTheEventsAsTheDocumentWould) {
       << text;
   EXPECT_NE(text.find("\n      [\"oom\",500,-1,68719476736,\"device\",5],\n"), std::string::npos)
       << text;
-  const std::string end = ",\n      [\"mem\",600,1,0]\n    ]\n  }\n}\n";
+  const std::string end = ",\n      [\"mem\",600,1,0,9]\n    ]\n  }\n}\n";
   EXPECT_EQ(text.substr(text.size() - end.size()), end);
   const ReportModel empty = WithTrace(ReportTrace{});
   json none = json::object();
@@ -178,6 +180,8 @@ TEST(ReportTrace, AMistypedFieldOrABadReferenceIsNamed) {
       {R"({"sites": [{"site": 5}], "events": [["oom", 1, 0, 64, "device", 5],
                                               ["copy", 1, 2, 0, 7, 64, "h2d", "pageable", 6]]})",
        "trace.events[1][8] is 6, a site trace.sites does not list"},
+      {R"({"sites": [{"site": 5}], "events": [["mem", 1, 0, 64, 5], ["mem", 2, 0, 0, 6]]})",
+       "trace.events[1][4] is 6, a site trace.sites does not list"},
       {R"({"names": ["k"], "events": [["kernel", 1, 2, 0, 7, 0], ["kernel", 1, 2, 0, 7, 1]]})",
        "trace.events[1][5] is 1, past the end of trace.names, which has 1"},
       {R"({"events": [["alloc", 1], ["later", 2, 3], ["phase", 1, 2, 3, 0]]})",

@@ -191,9 +191,10 @@ TEST(Trace, ReportSectionIsCompact) {
   EXPECT_EQ(j["devices"],
             nlohmann::json::parse(R"([{"device":0,"live_bytes":4096,"peak_bytes":4096}])"));
   ASSERT_EQ(j["events"].size(), 4u);
-  EXPECT_EQ(
-      j["events"][0],
-      nlohmann::json::parse(R"(["mem", )" + std::to_string(t.events[0].time_ns) + R"(, 0, 4096])"));
+  // The allocation's site last (its stack id, 0 here: no stack).
+  EXPECT_EQ(j["events"][0],
+            nlohmann::json::parse(R"(["mem", )" + std::to_string(t.events[0].time_ns) +
+                                  R"(, 0, 4096, 0])"));
   EXPECT_EQ(j["events"][2],
             nlohmann::json::parse(R"(["copy", 10, 30, 0, 7, 4096, "d2h", "pageable", 0])"));
   EXPECT_EQ(j["events"][3], nlohmann::json::parse(R"(["mark", 40, 1, "step"])"));

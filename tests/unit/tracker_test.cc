@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 
 #include <initializer_list>
@@ -53,6 +54,37 @@ TEST(Tracker, CountsCurrentPeakAndKindsApart) {
   EXPECT_EQ(s.device_current_bytes, 70u);
   EXPECT_EQ(s.device_peak_bytes, 150u);
   EXPECT_EQ(s.live.size(), 3u);
+}
+
+// Allocation sizes per site, in buckets each 4 times the last (the report's
+// sites[].sizes): the bounds belong to the lower bucket.
+TEST(Tracker, CountsAllocationSizesPerSiteInBucketsOfFour) {
+  const std::pair<uint64_t, int> bounds[] = {{0, 0},
+                                             {1, 0},
+                                             {1024, 0},
+                                             {1025, 1},
+                                             {4096, 1},
+                                             {4097, 2},
+                                             {65536, 3},
+                                             {65537, 4},
+                                             {uint64_t{1} << 20, 5},
+                                             {4u << 20, 6},
+                                             {64u << 20, 8},
+                                             {uint64_t{1} << 30, 10},
+                                             {(uint64_t{1} << 30) + 1, 11},
+                                             {uint64_t{1} << 44, 11}};
+  for (const auto& [size, bucket] : bounds) EXPECT_EQ(SizeBucket(size), bucket) << size;
+  Tracker t;
+  for (uint64_t i = 0; i < 3; ++i) t.OnAlloc(Event(0x1000 + i * 0x1000, 512, MemKind::kDevice, 4));
+  t.OnAlloc(Event(0x10000, 64 << 10, MemKind::kPinnedHost, 4));
+  t.OnAlloc(Event(0x20000, 1 << 20, MemKind::kDevice, 4));
+  EXPECT_TRUE(t.OnFree(0x20000));  // frees leave the counts as they were
+  t.OnAlloc(Event(0x30000, 100, MemKind::kDevice, 5));
+  const TrackerSnapshot s = t.Snapshot();
+  std::map<uint32_t, std::array<uint64_t, kSizeBuckets>> sizes;
+  for (const auto& [id, totals] : s.sites) sizes[id] = totals.sizes;
+  EXPECT_EQ(sizes[4], (std::array<uint64_t, kSizeBuckets>{3, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(sizes[5], (std::array<uint64_t, kSizeBuckets>{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
 }
 
 // gpuwatch_live(): bytes and allocations live now, by kinds and device; the

@@ -58,6 +58,10 @@ void MergeMore(const GrowthSite& from, GrowthSite* into) {
   into->from = std::min(into->from, from.from);
   into->to = std::max(into->to, from.to);
 }
+void MergeMore(const AllocSite& from, AllocSite* into) {
+  if (into->sizes.size() < from.sizes.size()) into->sizes.resize(from.sizes.size());
+  for (size_t b = 0; b < from.sizes.size(); ++b) into->sizes[b] += from.sizes[b];
+}
 void MergeMore(const ReportSite& /*from*/, ReportSite* /*into*/) {}
 
 class SiteIds {

@@ -1,9 +1,13 @@
 #include "tools/formats/html_format.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
+#include "libgpuwatch/report/report_schema.h"
 #include "tools/report_html.h"  // generated from tools/html/report.html
 
 namespace gpuwatch::tools {
@@ -15,7 +19,9 @@ namespace {
 constexpr std::string_view kPlaceholder = R"({"gpuwatch_report_placeholder":true})";
 
 // The sections the page shows. The others (allocation sites, kernels, the
-// trace) can be large and would only make the file bigger.
+// trace) can be large and would only make the file bigger: the page takes
+// what it needs of them (the memory events, each listed site's allocation
+// sizes) in a compact form of its own.
 namespace key = report_key;
 constexpr const char* kSections[] = {
     key::kSchema,  key::kVersion,   key::kTrigger,     key::kLabel,     key::kGpuwatch,
@@ -43,6 +49,67 @@ json PhaseSpans(const ReportTrace& trace) {
   }
   if (spans.empty()) return nullptr;
   return {{"paths", trace.phases}, {"spans", std::move(spans)}};  // not a report key: the page's
+}
+
+// The trace's memory events, for the chart's exact steps: {"recorded",
+// "dropped", "sites": [[site id, location]], "events": [time, device, bytes
+// live on it, row of sites or -1, ...] flat}; null when the trace has none.
+json MemorySteps(const ReportTrace& trace) {
+  json events = json::array();
+  for (const ReportTraceEvent& e : trace.events) {
+    if (e.type != TraceEventType::kMem) continue;
+    events.push_back(e.time_ns);
+    events.push_back(e.device);
+    events.push_back(e.value);
+    events.push_back(e.has_ref ? static_cast<int64_t>(e.ref) : -1);
+  }
+  if (events.empty()) return nullptr;
+  json sites = json::array();
+  for (const ReportTraceSite& site : trace.sites) sites.push_back({site.site, site.location});
+  json out = {{key::kSites, std::move(sites)}, {key::kEvents, std::move(events)}};
+  out["recorded"] = trace.recorded;  // not a report key: the page's, as trace.recorded
+  out["dropped"] = trace.dropped;    // not a report key: the page's, as trace.dropped
+  return out;
+}
+
+// Each distinct frame once: the sites' `frames` become `stack`, indices into
+// the returned table (as in the report file), so that 1,000 sites through one
+// helper do not repeat its frames 1,000 times in the page.
+json ShareFrames(json* data) {
+  json table = json::array();
+  std::unordered_map<std::string, size_t> index;
+  ForEachReportSite(data, [&](json& site) {
+    const auto frames = site.find(report_key::kFrames);
+    if (frames == site.end() || !frames->is_array()) return;
+    json stack = json::array();
+    for (const json& f : *frames) {
+      const auto [it, added] = index.try_emplace(f.dump(), table.size());
+      if (added) table.push_back(f);
+      stack.push_back(it->second);
+    }
+    site.erase(frames);
+    site[report_key::kStack] = std::move(stack);
+  });
+  return table;
+}
+
+// What the page shows of each listed site's allocations: {site id: [allocs,
+// bytes, largest, sizes...]} for the sites the page's lists name.
+json SiteAllocations(const ReportModel& model, json* data) {
+  std::unordered_map<uint64_t, const AllocSite*> by_id;
+  for (const AllocSite& s : model.sites) by_id.emplace(s.site, &s);
+  json out = json::object();
+  ForEachReportSite(data, [&](json& site) {
+    const auto id = site.find(report_key::kSite);
+    if (id == site.end() || !id->is_number_unsigned()) return;
+    const auto it = by_id.find(id->get<uint64_t>());
+    if (it == by_id.end() || it->second->sizes.empty()) return;
+    const AllocSite& a = *it->second;
+    json row = json::array({a.allocs, a.alloc_bytes, a.largest});
+    for (const uint64_t n : a.sizes) row.push_back(n);
+    out[std::to_string(a.site)] = std::move(row);
+  });
+  return out;
 }
 
 }  // namespace
@@ -80,8 +147,12 @@ std::string HtmlReport(const Report& report) {
     const auto it = doc.find(key);
     if (it != doc.end()) data[key] = *it;
   }
+  // Not report keys: the page's own.
+  data[key::kFrameTable] = ShareFrames(&data);
+  data["site_allocations"] = SiteAllocations(report.model, &data);
   if (trace != nullptr) {
     if (json spans = PhaseSpans(*trace); !spans.is_null()) data["phase_spans"] = std::move(spans);
+    if (json steps = MemorySteps(*trace); !steps.is_null()) data["memory_steps"] = std::move(steps);
   }
   const std::string_view page(kReportHtmlTemplate);
   const size_t at = page.find(kPlaceholder);
