@@ -20,18 +20,31 @@ constexpr int kDefaultSignal = SIGUSR2;
 // Every variable gpuwatch reads. Anything else starting with GPUWATCH_ draws a
 // warning, because a misspelled variable silently ignored is worse.
 constexpr std::string_view kKnownVariables[] = {
-    "GPUWATCH_DISABLE",       "GPUWATCH_OUTPUT",       "GPUWATCH_DEPTH",
-    "GPUWATCH_SIGNAL",        "GPUWATCH_SUMMARY",      "GPUWATCH_CUPTI_LIBRARY",
+    "GPUWATCH_DISABLE",
+    "GPUWATCH_OUTPUT",
+    "GPUWATCH_DEPTH",
+    "GPUWATCH_SIGNAL",
+    "GPUWATCH_SUMMARY",
+    "GPUWATCH_CUPTI_LIBRARY",
     "GPUWATCH_LIBRARY",  // set by `gpuwatch run` for the child's own use
-    "GPUWATCH_KERNEL_TIMING", "GPUWATCH_SUPPRESSIONS", "GPUWATCH_EXITCODE",
-    "GPUWATCH_SAMPLE_MS",     "GPUWATCH_ALLOC_FN",
+    "GPUWATCH_KERNEL_TIMING",
+    "GPUWATCH_SUPPRESSIONS",
+    "GPUWATCH_EXITCODE",
+    "GPUWATCH_SAMPLE_MS",
+    "GPUWATCH_ALLOC_FN",
     "GPUWATCH_RUN_LOG",       // set by `gpuwatch run`
     "GPUWATCH_TORCH_BLOCKS",  // read by the Python side (python/gpuwatch/torch_hooks.py)
-    "GPUWATCH_PYTHON",        "GPUWATCH_TRACE_EVENTS", "GPUWATCH_CHECKPOINT_SECONDS",
-    "GPUWATCH_UNWIND",        "GPUWATCH_LIVE",         "GPUWATCH_LIVE_DIR",
-    "GPUWATCH_NVTX",          "GPUWATCH_SHARE_CUPTI",
-    "GPUWATCH_IDLE_SECONDS",  // read by gpuwatch top and gpuwatch exporter
-    "GPUWATCH_NVTX_CHAIN",    // set for the NVTX tool gpuwatch chains to (interpose/nvtx/nvtx.h)
+    "GPUWATCH_PYTHON",
+    "GPUWATCH_TRACE_EVENTS",
+    "GPUWATCH_CHECKPOINT_SECONDS",
+    "GPUWATCH_UNWIND",
+    "GPUWATCH_LIVE",
+    "GPUWATCH_LIVE_DIR",
+    "GPUWATCH_NVTX",
+    "GPUWATCH_SHARE_CUPTI",
+    "GPUWATCH_IDLE_SECONDS",      // read by gpuwatch top and gpuwatch exporter
+    "GPUWATCH_REPORT_MAX_BYTES",  // read by the gpuwatch command's report readers
+    "GPUWATCH_NVTX_CHAIN",  // set for the NVTX tool gpuwatch chains to (interpose/nvtx/nvtx.h)
 };
 
 bool ParseBool(std::string_view text, bool* out) {

@@ -20,6 +20,17 @@ int16_t DeviceField(int device) {
   return device < INT16_MIN || device > INT16_MAX ? int16_t{-1} : static_cast<int16_t>(device);
 }
 
+// An event at one moment: a memory step, an out-of-memory.
+TraceEvent PointEvent(TraceKind kind, uint64_t time_ns, int device, uint64_t value, uint32_t site) {
+  TraceEvent e{};
+  e.time_ns = time_ns;
+  e.value = value;
+  e.site = site;
+  e.device = DeviceField(device);
+  e.kind = kind;
+  return e;
+}
+
 }  // namespace
 
 const char* TraceKindName(TraceKind kind) {
@@ -69,14 +80,8 @@ void Trace::Record(const TraceEvent& event) {
 // Record inlined (flatten), as Phase: every allocation and free of device
 // memory records one.
 __attribute__((flatten)) void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes,
-                                             uint32_t site) {
-  TraceEvent e{};
-  e.time_ns = time_ns;
-  e.value = live_bytes;
-  e.site = site;
-  e.device = DeviceField(device);
-  e.kind = TraceKind::kMemory;
-  Record(e);
+                                            uint32_t site) {
+  Record(PointEvent(TraceKind::kMemory, time_ns, device, live_bytes, site));
 }
 
 void Trace::Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, uint64_t bytes,
@@ -142,12 +147,7 @@ __attribute__((flatten)) void Trace::Phase(uint64_t start_ns, uint64_t end_ns, u
 }
 
 void Trace::Oom(uint64_t time_ns, int device, uint64_t bytes, MemKind kind, uint32_t site) {
-  TraceEvent e{};
-  e.time_ns = time_ns;
-  e.value = bytes;
-  e.site = site;
-  e.device = DeviceField(device);
-  e.kind = TraceKind::kOom;
+  TraceEvent e = PointEvent(TraceKind::kOom, time_ns, device, bytes, site);
   e.detail = static_cast<uint8_t>(kind);
   Record(e);
 }

@@ -450,11 +450,15 @@ void ExpectEveryCommandRefuses(const ScopedTempDir& dir, const std::string& good
     for (const auto& args : commands) {
       const ProcessResult r = Cli(dir, args);
       EXPECT_EQ(r.exit_code, 2) << c.name << " " << args[0];
-      if (nothing_else) EXPECT_EQ(r.out, "") << c.name << " " << args[0];
+      if (nothing_else) {
+        EXPECT_EQ(r.out, "") << c.name << " " << args[0];
+      }
       const auto lines = LinesStartingWith(r.err, "gpuwatch " + args[0] + ": " + path + ": ");
       ASSERT_EQ(lines.size(), 1u) << c.name << " " << args[0] << ": " << r.err.substr(0, 500);
       EXPECT_TRUE(Contains(lines[0], c.message)) << lines[0];
-      if (nothing_else) EXPECT_EQ(r.err, lines[0] + "\n") << c.name << " " << args[0];
+      if (nothing_else) {
+        EXPECT_EQ(r.err, lines[0] + "\n") << c.name << " " << args[0];
+      }
     }
   }
 }

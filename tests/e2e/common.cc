@@ -334,6 +334,11 @@ nlohmann::json RunProgramReport(const std::string& program, const std::vector<st
   return ReadReport(out);
 }
 
+const char* AttachName(Attach how) {
+  constexpr const char* kNames[] = {"GpuwatchRun", "Preload", "Injection"};
+  return kNames[static_cast<int>(how)];
+}
+
 void AttachTo(Attach how, const std::string& report, std::vector<std::string>* argv,
               std::map<std::string, std::string>* env) {
   switch (how) {

@@ -182,6 +182,12 @@ nlohmann::json RunProgramReport(const std::string& program, const std::vector<st
 // the driver's injection alone (CUDA_INJECTION64_PATH, and NVTX's
 // NVTX_INJECTION64_PATH, both naming libgpuwatch.so).
 enum class Attach { kRun, kPreload, kInjection };
+// Its name in the tests' names: GpuwatchRun, Preload, Injection.
+const char* AttachName(Attach how);
+// gtest's name for a test of each mode (INSTANTIATE_TEST_SUITE_P's last argument).
+inline std::string AttachTestName(const ::testing::TestParamInfo<Attach>& info) {
+  return AttachName(info.param);
+}
 
 // Attaches gpuwatch to the command `argv` as `how` says, its report going to
 // `report` ("": `gpuwatch run`'s default, or GPUWATCH_OUTPUT left unset).

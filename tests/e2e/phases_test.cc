@@ -245,7 +245,9 @@ TEST(Phases, GpuwatchNvtxOffLeavesNvtxAlone) {
       EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: NVTX"), std::vector<std::string>{});
       EXPECT_EQ(LinesStartingWith(process.err, "gpuwatch: ignoring"), std::vector<std::string>{});
       // The other tool, loaded by NVTX itself, sees what it sees when chained.
-      if (other_tool) EXPECT_EQ(ReadFile(dir.path() + "/other.txt"), kOtherToolSawEverything);
+      if (other_tool) {
+        EXPECT_EQ(ReadFile(dir.path() + "/other.txt"), kOtherToolSawEverything);
+      }
     }
   }
 }

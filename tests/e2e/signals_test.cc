@@ -91,7 +91,9 @@ void ExpectReportOfTheLeak(const std::string& out, const std::string& trigger,
   const json report = ReadJson(out);
   ASSERT_TRUE(report.is_object()) << context;
   EXPECT_EQ(report["trigger"], trigger);
-  if (!label.empty()) EXPECT_EQ(report["label"], label);
+  if (!label.empty()) {
+    EXPECT_EQ(report["label"], label);
+  }
   ExpectTheLeak(report);
 }
 

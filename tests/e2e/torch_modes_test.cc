@@ -23,9 +23,8 @@
 
 namespace gpuwatch::testing {
 
-// The attach modes' names in the tests' names, and in gtest's messages.
-constexpr const char* kAttachNames[] = {"GpuwatchRun", "Preload", "Injection"};
-void PrintTo(Attach how, std::ostream* os) { *os << kAttachNames[static_cast<int>(how)]; }
+// The attach modes' names in gtest's messages.
+void PrintTo(Attach how, std::ostream* os) { *os << AttachName(how); }
 
 namespace {
 
@@ -365,9 +364,7 @@ TEST_P(TorchModesTest, TorchProfilerGetsCudaEventsAndLeavesTheReportUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Attach, TorchModesTest,
                          ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
-                         [](const ::testing::TestParamInfo<Attach>& info) {
-                           return std::string(kAttachNames[static_cast<int>(info.param)]);
-                         });
+                         AttachTestName);
 
 }  // namespace
 }  // namespace gpuwatch::testing

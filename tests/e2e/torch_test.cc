@@ -247,17 +247,7 @@ TEST_P(TorchTest, TorchLeakExampleGrowsAtTheLineOfTheKeptActivations) {
 
 INSTANTIATE_TEST_SUITE_P(Attach, TorchTest,
                          ::testing::Values(Attach::kRun, Attach::kPreload, Attach::kInjection),
-                         [](const ::testing::TestParamInfo<Attach>& info) {
-                           switch (info.param) {
-                             case Attach::kRun:
-                               return "GpuwatchRun";
-                             case Attach::kPreload:
-                               return "Preload";
-                             case Attach::kInjection:
-                               return "Injection";
-                           }
-                           return "Unknown";
-                         });
+                         AttachTestName);
 
 }  // namespace
 }  // namespace gpuwatch::testing

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 
 namespace gpuwatch {
@@ -77,6 +79,24 @@ TEST(Config, MisspelledVariableIsFlagged) {
   Parse(env, &warnings);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_EQ(warnings[0], "unknown variable GPUWATCH_DEPHT ignored");
+}
+
+// A variable in configuration.md's table, set in a profiled process's
+// environment (a shell's, for the gpuwatch command), draws no "unknown" warning.
+TEST(Config, EveryDocumentedVariableIsKnown) {
+  std::ifstream doc(std::string(GPUWATCH_TEST_SOURCE_DIR) + "/docs/configuration.md");
+  ASSERT_TRUE(doc) << "docs/configuration.md";
+  const std::regex row("^\\| `(GPUWATCH_[A-Z0-9_]+)` \\|");
+  Env env;
+  for (std::string line; std::getline(doc, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) env.vars[m[1]] = "";
+  }
+  ASSERT_GE(env.vars.size(), 20u);
+  std::vector<std::string> warnings;
+  Parse(env, &warnings);
+  for (const std::string& w : warnings)
+    EXPECT_EQ(w.find("unknown variable"), std::string::npos) << w;
 }
 
 TEST(Config, SignalsByNameAndNumber) {
