@@ -681,6 +681,7 @@ class Validator:
                     leak is not None and leak.get("growth_per_mark") == mib)
             self.record("PASS" if good else "FAIL", "live state over the socket",
                         f"device {device}; leak site {leak}" if state else "no state read")
+            self.device_identity_question(state)
             totals = [d.get("total_bytes") for d in (state or {}).get("devices", [])]
             self.record("INFO", "question cuDeviceTotalMem from gpuwatch's thread",
                         f"devices' total_bytes {totals} (null: the driver did not answer "
@@ -698,6 +699,37 @@ class Validator:
         gone = not os.path.exists(os.path.join(live, f"{p.pid}.sock"))
         self.record("PASS" if gone else "FAIL", "live entry removed at exit",
                     "the socket's name went with the process" if gone else "it stayed")
+
+    def device_identity_question(self, state):
+        """Issue 34: the live state's device identity (UUID, PCI bus id, NVML's
+        index) from the real driver and NVML, against nvidia-smi's for the
+        same GPU (the simulator's are its own); and what /proc/self/cgroup
+        gives a process under gVisor (the container labels)."""
+        devices = [d for d in (state or {}).get("devices", []) if d.get("live_bytes")]
+        if not devices:
+            self.record("FAIL", "question device identity", "no device with memory in the state")
+            return
+        d = devices[0]
+        smi = shutil.which("nvidia-smi")
+        rows = []
+        if smi:
+            code, out, _, _ = self.run([smi, "--query-gpu=uuid,pci.bus_id,index",
+                                        "--format=csv,noheader"], self.base_env(), 30,
+                                       label="nvidia-smi")
+            rows = [[x.strip() for x in line.split(",")] for line in out.splitlines()
+                    if code == 0 and line.count(",") == 2]
+        match = next((r for r in rows if r[0] == d.get("uuid")), None)
+        if match is None:
+            self.record("FAIL" if rows else "INFO", "question device identity",
+                        f"state {d.get('uuid')} {d.get('pci_bus_id')} gpu {d.get('gpu')}; "
+                        f"nvidia-smi: {rows or 'not available'}")
+        else:
+            same = match[1] == d.get("pci_bus_id") and str(d.get("gpu")) == match[2]
+            self.record("PASS" if same else "FAIL", "question device identity",
+                        f"state {d.get('uuid')} {d.get('pci_bus_id')} gpu {d.get('gpu')}; "
+                        f"nvidia-smi {match}")
+        self.record("INFO", "question cgroup labels",
+                    f"state cgroup {state.get('cgroup')}")
 
     def cli(self):
         """The gpuwatch command and its environment: its libraries from deps/cli
