@@ -81,11 +81,25 @@ TEST(SiteGroups, SitesThatReadTheSameAreOneRowWithTheirCallPaths) {
   const std::string small = At("HELPER:small") + " (Alloc(unsigned long))";
   EXPECT_EQ(Occurrences(t.err, small), 1u) << t.err;
   EXPECT_TRUE(Contains(t.err, "5.0 MiB in      3 at " + small + ", 3 call paths\n")) << t.err;
-  // The leaks section of the text report (the peak and allocation sites
-  // sections list stacks as before).
+  // The text report's leaks section, and its peak and allocation sites
+  // sections: one row for the helper's line in each, its call paths under it.
   const std::string leaks = t.text.substr(0, t.text.find("\nGrowth:"));
   EXPECT_EQ(Occurrences(leaks, small), 1u) << leaks;
   EXPECT_TRUE(Contains(leaks, small + ", 3 call paths:")) << leaks;
+  const auto section = [&t](const std::string& title) {
+    const size_t at = t.text.find("\n" + title);
+    return at == std::string::npos ? std::string()
+                                   : t.text.substr(at, t.text.find("\n\n", at) - at);
+  };
+  const std::string peak = section("Peak: ");
+  EXPECT_EQ(Occurrences(peak, small), 1u) << peak;
+  EXPECT_TRUE(Contains(peak, "     5.0 MiB           " + small + ", 3 call paths:")) << peak;
+  EXPECT_TRUE(Contains(peak, "       3.0 MiB             <- main (" + At("CALLER:weights") + ")"))
+      << peak;
+  const std::string allocated = section("Device allocation sites");
+  EXPECT_EQ(Occurrences(allocated, small), 1u) << allocated;
+  EXPECT_TRUE(Contains(allocated, "     5.0 MiB        3  " + small + ", 3 call paths:"))
+      << allocated;
   const struct {
     std::string caller;
     std::string function;

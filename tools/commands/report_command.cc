@@ -225,10 +225,10 @@ void PrintPeak(const ReportPeak& peak, Printer* p) {
   p->Blank();
   p->Line("Peak: " + FormatBytes(peak.device_bytes) + " of device memory" +
           (!sites.empty() ? "; live at the peak, by site:" : "."));
-  for (size_t i = 0; i < sites.size() && i < p->top(); ++i) {
-    p->Site(FormatBytes(sites[i].bytes), "", sites[i]);
-  }
-  p->More(std::min(sites.size(), p->top()), sites.size(), "sites");
+  std::vector<SiteRow> rows;
+  rows.reserve(sites.size());
+  for (const PeakSite& s : sites) rows.push_back({&s, s.bytes, 0, ""});
+  PrintSiteRows(rows, false, nullptr, p);
 }
 
 // Pool regions still registered through NVTX's memory extension: each site
@@ -283,12 +283,7 @@ void PrintRegions(const ReportModel& m, bool at_exit, Printer* p) {
 void PrintAllocations(const std::vector<AllocSite>& sites, Printer* p) {
   if (sites.empty()) return;
   for (const bool host : {false, true}) {
-    struct Row {
-      const AllocSite* site;
-      uint64_t bytes;
-      uint64_t count;
-    };
-    std::vector<Row> rows;
+    std::vector<SiteRow> rows;
     for (const AllocSite& site : sites) {
       const uint64_t all_bytes = site.alloc_bytes;
       const uint64_t all_count = site.allocs;
@@ -296,18 +291,15 @@ void PrintAllocations(const std::vector<AllocSite>& sites, Printer* p) {
       const uint64_t host_count = std::min(site.host_allocs, all_count);
       const uint64_t bytes = host ? host_bytes : all_bytes - host_bytes;
       const uint64_t count = host ? host_count : all_count - host_count;
-      if (count != 0) rows.push_back({&site, bytes, count});
+      if (count != 0) rows.push_back({&site, bytes, count, ""});
     }
     if (rows.empty()) continue;
     std::stable_sort(rows.begin(), rows.end(),
-                     [](const Row& a, const Row& b) { return a.bytes > b.bytes; });
+                     [](const SiteRow& a, const SiteRow& b) { return a.bytes > b.bytes; });
     p->Blank();
     p->Line(std::string(host ? "Pinned host" : "Device") +
             " allocation sites, by bytes allocated (allocated, allocations):");
-    for (size_t i = 0; i < rows.size() && i < p->top(); ++i) {
-      p->Site(FormatBytes(rows[i].bytes), std::to_string(rows[i].count), *rows[i].site);
-    }
-    p->More(std::min(rows.size(), p->top()), rows.size(), "sites");
+    PrintSiteRows(rows, true, nullptr, p);
   }
 }
 

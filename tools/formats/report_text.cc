@@ -33,43 +33,43 @@ bool IsStartupFrame(const ReportFrame& f) {
   return function.rfind("__libc_start", 0) == 0 || function == "_start";
 }
 
-void PrintLeakRows(const std::vector<const LeakSite*>& sites, const std::vector<std::string>& tags,
-                   const std::function<void(const LeakSite&)>& after, Printer* p) {
+void PrintSiteRows(const std::vector<SiteRow>& rows, bool counted,
+                   const std::function<void(size_t)>& after, Printer* p) {
   std::vector<std::string> keys;
   std::vector<uint64_t> bytes;
-  keys.reserve(sites.size());
-  for (const LeakSite* s : sites) {
-    keys.push_back(Describe(*s));
-    bytes.push_back(s->bytes);
+  keys.reserve(rows.size());
+  bytes.reserve(rows.size());
+  for (const SiteRow& r : rows) {
+    keys.push_back(Describe(*r.site));
+    bytes.push_back(r.bytes);
   }
+  const auto count_text = [counted](uint64_t n) { return counted ? std::to_string(n) : ""; };
   const std::vector<SiteGroup> groups = GroupByLocation(keys, bytes);
-  const auto tag = [&tags](size_t i) { return i < tags.size() ? tags[i] : std::string(); };
   for (size_t g = 0; g < groups.size() && g < p->top(); ++g) {
     const std::vector<size_t>& members = groups[g].members;
-    const LeakSite& first = *sites[members.front()];
+    const SiteRow& first = rows[members.front()];
     if (members.size() == 1) {
-      p->Site(FormatBytes(first.bytes), std::to_string(first.count), first, tag(members.front()));
-      if (after) after(first);
+      p->Site(FormatBytes(first.bytes), count_text(first.count), *first.site, first.tag);
+      if (after) after(members.front());
       continue;
     }
     uint64_t count = 0;
-    for (const size_t m : members) count += sites[m]->count;
-    const std::string t = tag(members.front());
+    for (const size_t m : members) count += rows[m].count;
     p->Line("  " + Printer::Pad(FormatBytes(groups[g].bytes), 10) + "  " +
-            Printer::Pad(std::to_string(count), 7) + "  " + (t.empty() ? "" : "[" + t + "] ") +
-            keys[members.front()] + ", " + CountOf(members.size(), "call path", "call paths") +
-            ":");
-    const auto frame = [&sites](size_t row, size_t index) {
-      const std::vector<ReportFrame>& frames = sites[row]->frames;
+            Printer::Pad(count_text(count), 7) + "  " +
+            (first.tag.empty() ? "" : "[" + first.tag + "] ") + keys[members.front()] + ", " +
+            CountOf(members.size(), "call path", "call paths") + ":");
+    const auto frame = [&rows](size_t row, size_t index) {
+      const std::vector<ReportFrame>& frames = rows[row].site->frames;
       return index < frames.size() ? FrameText(frames[index]) : std::string();
     };
     const size_t split = FirstDifference(members, frame);
     for (size_t k = 0; k < members.size() && k < kCallPathsShown; ++k) {
-      const LeakSite& s = *sites[members[k]];
+      const SiteRow& r = rows[members[k]];
       const std::string via = frame(members[k], split);
-      p->Line("    " + Printer::Pad(FormatBytes(s.bytes), 10) + "  " +
-              Printer::Pad(std::to_string(s.count), 7) + "    <- " + (via.empty() ? "?" : via));
-      if (after) after(s);
+      p->Line("    " + Printer::Pad(FormatBytes(r.bytes), 10) + "  " +
+              Printer::Pad(count_text(r.count), 7) + "    <- " + (via.empty() ? "?" : via));
+      if (after) after(members[k]);
     }
     if (members.size() > kCallPathsShown) {
       p->Line(std::string(27, ' ') + MoreCallPaths(members.size() - kCallPathsShown));
@@ -79,6 +79,18 @@ void PrintLeakRows(const std::vector<const LeakSite*>& sites, const std::vector<
     p->Line("  ... and " + CountOf(groups.size() - p->top(), "more location", "more locations") +
             " (--top to show more)");
   }
+}
+
+void PrintLeakRows(const std::vector<const LeakSite*>& sites, const std::vector<std::string>& tags,
+                   const std::function<void(const LeakSite&)>& after, Printer* p) {
+  std::vector<SiteRow> rows;
+  rows.reserve(sites.size());
+  for (size_t i = 0; i < sites.size(); ++i) {
+    rows.push_back({sites[i], sites[i]->bytes, sites[i]->count, i < tags.size() ? tags[i] : ""});
+  }
+  std::function<void(size_t)> each;
+  if (after) each = [&](size_t i) { after(*sites[i]); };
+  PrintSiteRows(rows, true, each, p);
 }
 
 namespace {

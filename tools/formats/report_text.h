@@ -82,12 +82,26 @@ std::vector<std::string> CounterNotes(const T& counters, std::span<const Counter
   return out;
 }
 
-// Leak sites, at most p->top() locations: sites that read the same
+// One row of a site table: the site, the bytes and count it is listed by,
+// and its tag ("" for none).
+struct SiteRow {
+  const ReportSite* site = nullptr;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  std::string tag;
+};
+
+// A site table, at most p->top() locations: rows that read the same
 // (Describe: one helper's line reached from many call paths) are one row,
 // their call paths under it (the first frame where their stacks differ,
-// site_groups.h), then a row for the locations not shown. `tags[i]` (may be
-// empty) is row i's tag; `after(site)` (may be null) prints what follows a
-// site's row.
+// site_groups.h), then a row for the locations not shown. `counted`: the
+// count column is shown. `after(i)` (may be null) prints what follows row
+// i's line.
+void PrintSiteRows(const std::vector<SiteRow>& rows, bool counted,
+                   const std::function<void(size_t)>& after, Printer* p);
+
+// Leak sites as PrintSiteRows prints them; `tags[i]` (may be empty) is row
+// i's tag, `after(site)` (may be null) prints what follows a site's row.
 void PrintLeakRows(const std::vector<const LeakSite*>& sites, const std::vector<std::string>& tags,
                    const std::function<void(const LeakSite&)>& after, Printer* p);
 
