@@ -313,6 +313,15 @@ def check_steps(args, browser, profile, traced, render):
         fail("html_steps: the helper's size histogram shows %s, expected %s"
              % (shown.group(1) if shown else None, want))
 
+    # The scratch buffer's allocate-and-free loop is the page's one finding,
+    # in the text report's words.
+    scratch_at = "html_steps.cu:%d" % source_line("scratch")
+    found = [html.unescape(re.sub(r"<[^>]+>", "", f)) for f in
+             re.findall(r'<li data-gw-finding="alloc_churn">(.*?)</li>', dom, re.S)]
+    if re.search(r'<section id="gw-findings"[^>]*hidden', dom) or len(found) != 1 or \
+            "12 allocations at %s freed and made again (12 cycles" % scratch_at not in found[0]:
+        fail("html_steps: the findings shown are %s, expected the churn at %s" % (found, scratch_at))
+
     # A trace of 20 events keeps the end of the run: the chart says where it
     # starts, the kept events' levels are on the total line at their times
     # (counted from the devices' levels in the trace), and it ends at what was

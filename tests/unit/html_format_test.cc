@@ -165,6 +165,35 @@ TEST(HtmlReport, SharesFramesAndCarriesSizesAndMemoryEvents) {
             json::parse(R"({"1": [6, 100, 64, 3, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0]})"));
 }
 
+// The process's findings, in the text report's words; none without them.
+TEST(HtmlReport, CarriesTheFindingsInTheTextReportsWords) {
+  json doc = HostileReport();
+  Report report;
+  std::string error;
+  ASSERT_TRUE(ReadReportModel(doc, &report.model, &error)) << error;
+  EXPECT_FALSE(json::parse(DataOf(HtmlReport(report))).contains("findings"));
+  doc["lifecycle"] = {
+      {"first_call_observed", true},
+      {"findings",
+       {{{"type", "alloc_churn"},
+         {"site", 3},
+         {"location", "loop.cu:12"},
+         {"count", 50},
+         {"cycles", 50},
+         {"bytes", 52428800},
+         {"call_ns", 1500000}},
+        {{"type", "context_churn"}, {"contexts_created", 5}, {"contexts_destroyed", 4}}}}};
+  ASSERT_TRUE(ReadReportModel(doc, &report.model, &error)) << error;
+  const json findings = json::parse(DataOf(HtmlReport(report)))["findings"];
+  ASSERT_EQ(findings.size(), 2u) << findings.dump(1);
+  EXPECT_EQ(findings[0]["type"], "alloc_churn");
+  EXPECT_EQ(findings[0]["text"], AllocChurnText(report.model.lifecycle->findings[0].churn.value()));
+  EXPECT_EQ(findings[0]["text"].get<std::string>().substr(0, 70),
+            "50 allocations at loop.cu:12 freed and made again (50 cycles of alloca");
+  EXPECT_EQ(findings[1]["type"], "context_churn");
+  EXPECT_EQ(findings[1]["text"], ContextChurnText(5, 4));
+}
+
 TEST(HtmlReport, RefersToNothingOutsideThePage) {
   const std::string page = HtmlReport(ReportOf(HostileReport()));
   EXPECT_EQ(page.find("http://"), std::string::npos);

@@ -29,6 +29,22 @@ constexpr const char* kSections[] = {
     key::kGrowth,  key::kTimeline,  key::kTransfers,   key::kOom,       key::kMergedFrom,
     key::kPhases,  key::kRegions,   key::kTorchBlocks, key::kCudaErrors};
 
+// The process's findings in the words of the text report and the summary
+// ([{"type", "text"}]); null when none.
+json Findings(const ReportModel& model) {
+  if (!model.lifecycle.has_value() || model.lifecycle->findings.empty()) return nullptr;
+  json out = json::array();
+  for (const LifecycleFinding& f : model.lifecycle->findings) {
+    if (f.churn.has_value()) {
+      out.push_back({{"type", f.type}, {"text", AllocChurnText(*f.churn)}});
+    } else if (f.type == "context_churn") {
+      out.push_back(
+          {{"type", f.type}, {"text", ContextChurnText(f.contexts_created, f.contexts_destroyed)}});
+    }
+  }
+  return out;
+}
+
 // Ranges drawn under the chart at most: the newest.
 constexpr size_t kMaxPhaseSpans = 5000;
 
@@ -150,6 +166,9 @@ std::string HtmlReport(const Report& report) {
   // Not report keys: the page's own.
   data[key::kFrameTable] = ShareFrames(&data);
   data["site_allocations"] = SiteAllocations(report.model, &data);
+  if (json findings = Findings(report.model); !findings.is_null()) {
+    data["findings"] = std::move(findings);
+  }
   if (trace != nullptr) {
     if (json spans = PhaseSpans(*trace); !spans.is_null()) data["phase_spans"] = std::move(spans);
     if (json steps = MemorySteps(*trace); !steps.is_null()) data["memory_steps"] = std::move(steps);

@@ -183,6 +183,21 @@ function phaseTable() {
 }
 // Pool regions still registered (NVTX's memory extension): each site that
 // registered them, the line that asked the pool, the allocation holding them.
+// The process's findings (allocation churn, contexts made and destroyed), in
+// the words of the text report; the section stays hidden when there are none.
+function findingsList() {
+  var findings = arr(doc.findings);
+  if (!findings.length) return;
+  var sec = document.getElementById("gw-findings");
+  sec.hidden = false;
+  var ul = el("ul", {"class": "findings"});
+  findings.forEach(function (f) {
+    ul.appendChild(el("li", {"data-gw-finding": str(f.type)},
+                      [el("span", {"class": "tag bad"}, str(f.type)), " ", str(f.text)]));
+  });
+  sec.appendChild(ul);
+}
+
 function regionTable() {
   var sec = document.getElementById("gw-regions");
   var rg = get(doc, ["regions"], null);
