@@ -171,7 +171,7 @@ TEST(HtmlReport, CarriesTheFindingsInTheTextReportsWords) {
   Report report;
   std::string error;
   ASSERT_TRUE(ReadReportModel(doc, &report.model, &error)) << error;
-  EXPECT_FALSE(json::parse(DataOf(HtmlReport(report))).contains("findings"));
+  EXPECT_FALSE(json::parse(DataOf(HtmlReport(report))).contains("page_findings"));
   doc["lifecycle"] = {
       {"first_call_observed", true},
       {"findings",
@@ -184,14 +184,14 @@ TEST(HtmlReport, CarriesTheFindingsInTheTextReportsWords) {
          {"call_ns", 1500000}},
         {{"type", "context_churn"}, {"contexts_created", 5}, {"contexts_destroyed", 4}}}}};
   ASSERT_TRUE(ReadReportModel(doc, &report.model, &error)) << error;
-  const json findings = json::parse(DataOf(HtmlReport(report)))["findings"];
+  const json findings = json::parse(DataOf(HtmlReport(report)))["page_findings"];
   ASSERT_EQ(findings.size(), 2u) << findings.dump(1);
-  EXPECT_EQ(findings[0]["type"], "alloc_churn");
-  EXPECT_EQ(findings[0]["text"], AllocChurnText(report.model.lifecycle->findings[0].churn.value()));
-  EXPECT_EQ(findings[0]["text"].get<std::string>().substr(0, 70),
+  EXPECT_EQ(findings[0][0], "alloc_churn");
+  EXPECT_EQ(findings[0][1], AllocChurnText(report.model.lifecycle->findings[0].churn.value()));
+  EXPECT_EQ(findings[0][1].get<std::string>().substr(0, 70),
             "50 allocations at loop.cu:12 freed and made again (50 cycles of alloca");
-  EXPECT_EQ(findings[1]["type"], "context_churn");
-  EXPECT_EQ(findings[1]["text"], ContextChurnText(5, 4));
+  EXPECT_EQ(findings[1][0], "context_churn");
+  EXPECT_EQ(findings[1][1], ContextChurnText(5, 4));
 }
 
 TEST(HtmlReport, RefersToNothingOutsideThePage) {

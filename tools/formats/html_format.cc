@@ -30,16 +30,16 @@ constexpr const char* kSections[] = {
     key::kPhases,  key::kRegions,   key::kTorchBlocks, key::kCudaErrors};
 
 // The process's findings in the words of the text report and the summary
-// ([{"type", "text"}]); null when none.
+// ([[type, text]]); null when none.
 json Findings(const ReportModel& model) {
   if (!model.lifecycle.has_value() || model.lifecycle->findings.empty()) return nullptr;
   json out = json::array();
   for (const LifecycleFinding& f : model.lifecycle->findings) {
     if (f.churn.has_value()) {
-      out.push_back({{"type", f.type}, {"text", AllocChurnText(*f.churn)}});
+      out.push_back(json::array({f.type, AllocChurnText(*f.churn)}));
     } else if (f.type == "context_churn") {
       out.push_back(
-          {{"type", f.type}, {"text", ContextChurnText(f.contexts_created, f.contexts_destroyed)}});
+          json::array({f.type, ContextChurnText(f.contexts_created, f.contexts_destroyed)}));
     }
   }
   return out;
@@ -167,7 +167,7 @@ std::string HtmlReport(const Report& report) {
   data[key::kFrameTable] = ShareFrames(&data);
   data["site_allocations"] = SiteAllocations(report.model, &data);
   if (json findings = Findings(report.model); !findings.is_null()) {
-    data["findings"] = std::move(findings);
+    data["page_findings"] = std::move(findings);
   }
   if (trace != nullptr) {
     if (json spans = PhaseSpans(*trace); !spans.is_null()) data["phase_spans"] = std::move(spans);

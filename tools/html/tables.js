@@ -186,14 +186,15 @@ function phaseTable() {
 // The process's findings (allocation churn, contexts made and destroyed), in
 // the words of the text report; the section stays hidden when there are none.
 function findingsList() {
-  var findings = arr(doc.findings);
+  var findings = arr(doc.page_findings);  // [[type, text]]
   if (!findings.length) return;
   var sec = document.getElementById("gw-findings");
   sec.hidden = false;
   var ul = el("ul", {"class": "findings"});
   findings.forEach(function (f) {
-    ul.appendChild(el("li", {"data-gw-finding": str(f.type)},
-                      [el("span", {"class": "tag bad"}, str(f.type)), " ", str(f.text)]));
+    var type = str(arr(f)[0]);
+    ul.appendChild(el("li", {"data-gw-finding": type},
+                      [el("span", {"class": "tag bad"}, type), " ", str(arr(f)[1])]));
   });
   sec.appendChild(ul);
 }
