@@ -237,6 +237,12 @@ std::string AllocChurnText(const AllocChurn& c) {
          "cudaMallocAsync's pool)";
 }
 
+std::string FindingText(const LifecycleFinding& f) {
+  if (f.churn.has_value()) return AllocChurnText(*f.churn);
+  if (f.type == "context_churn") return ContextChurnText(f.contexts_created, f.contexts_destroyed);
+  return "";
+}
+
 json LifecycleJson(const ReportLifecycle& l) {
   json blocked = json::object();
   for (const auto& [kind, row] : l.blocked) PutCounts(row, BlockedRow::Counts(), &blocked[kind]);

@@ -200,6 +200,9 @@ inline constexpr uint64_t kContextChurnMin = 3;
 std::string ContextChurnText(uint64_t created, uint64_t destroyed);
 // The words of an alloc_churn finding: count, cycles, time, location.
 std::string AllocChurnText(const AllocChurn& c);
+// The words of any finding (one of the two above); "" for a type this
+// version does not know.
+std::string FindingText(const LifecycleFinding& f);
 
 struct ReportLifecycle {
   GPUWATCH_COUNTS(ReportLifecycle, GPUWATCH_LIFECYCLE_COUNTS)

@@ -351,10 +351,7 @@ void PrintLifecycle(const ReportModel& m, Printer* p) {
   p->Blank();
   p->Line("Lifecycle: " + figures);
   for (const LifecycleFinding& f : l.findings) {
-    if (f.type == "context_churn") {
-      p->Line("  finding: " + ContextChurnText(f.contexts_created, f.contexts_destroyed));
-    }
-    if (f.churn.has_value()) p->Line("  finding: " + AllocChurnText(*f.churn));
+    if (const std::string text = FindingText(f); !text.empty()) p->Line("  finding: " + text);
   }
 }
 

@@ -35,11 +35,8 @@ json Findings(const ReportModel& model) {
   if (!model.lifecycle.has_value() || model.lifecycle->findings.empty()) return nullptr;
   json out = json::array();
   for (const LifecycleFinding& f : model.lifecycle->findings) {
-    if (f.churn.has_value()) {
-      out.push_back(json::array({f.type, AllocChurnText(*f.churn)}));
-    } else if (f.type == "context_churn") {
-      out.push_back(
-          json::array({f.type, ContextChurnText(f.contexts_created, f.contexts_destroyed)}));
+    if (std::string text = FindingText(f); !text.empty()) {
+      out.push_back(json::array({f.type, std::move(text)}));
     }
   }
   return out;
