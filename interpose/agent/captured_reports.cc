@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "gpuwatch/gpuwatch.h"
 #include "interpose/agent/reports.h"
+#include "interpose/agent/torch_blocks.h"
 #include "libgpuwatch/base/clock.h"
 
 namespace gpuwatch {
@@ -105,6 +107,9 @@ namespace {
 int AddTorchToOomReport(int device, uint64_t allocated, uint64_t reserved) {
   Agent& agent = GetAgent();
   if (!agent.active.load() || t_oom_report == 0) return -1;
+  // PyTorch's observer handed its blocks over just before its counters: the
+  // report written again keeps those, whenever the background thread gets to it.
+  std::shared_ptr<const ReportTorchBlocks> blocks = LatestTorchBlocks();
   PendingReport again;
   {
     std::lock_guard<Mutex> lock(agent.reports.pending_mu);
@@ -113,6 +118,7 @@ int AddTorchToOomReport(int device, uint64_t allocated, uint64_t reserved) {
     last.oom.has_torch = true;
     last.oom.torch_allocated = allocated;
     last.oom.torch_reserved = reserved;
+    last.oom.torch_blocks = blocks;
     again = last;
   }
   QueueReport(agent, std::move(again));

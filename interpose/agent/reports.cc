@@ -137,6 +137,8 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   ReportRequest request;
   request.context = MakeContext(agent, trigger, label);
   request.context.oom = oom;
+  if (oom != nullptr && oom->torch_blocks != nullptr)
+    request.context.torch_blocks = oom->torch_blocks;
   request.context.oom_count = agent.reports.ooms.load();
   request.captured = captured;
   // One look at the symbolizer: a library unloaded between two looks would

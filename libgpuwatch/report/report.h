@@ -60,6 +60,10 @@ struct OomInfo {
   bool has_torch = false;
   uint64_t torch_allocated = 0;
   uint64_t torch_reserved = 0;
+  // PyTorch's blocks as they were handed over at this failure (moment "oom",
+  // --torch-blocks), kept with it: the report written again later shows them,
+  // not blocks handed over since (at exit, say). Null: the latest blocks.
+  std::shared_ptr<const ReportTorchBlocks> torch_blocks;
 };
 
 // Facts about the process and the reason the report is written.

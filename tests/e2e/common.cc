@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -226,6 +227,22 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env, const std::string& cwd) {
   RunningProcess child = StartProcess(argv, env, cwd);
   return FinishProcess(child);
+}
+
+bool IsTorchExitRace(const ProcessResult& r) {
+  const bool aborted = (r.signaled && r.signal == SIGABRT) || r.exit_code == 128 + SIGABRT;
+  return aborted && r.err.find("terminate called without an active exception") != std::string::npos;
+}
+
+ProcessResult RunTorchProcess(const std::vector<std::string>& argv,
+                              const std::map<std::string, std::string>& env,
+                              const std::string& cwd) {
+  ProcessResult r = RunProcess(argv, env, cwd);
+  if (!IsTorchExitRace(r)) return r;
+  std::fprintf(stderr,
+               "PyTorch's exit race aborted the run (tests/e2e/common.h, IsTorchExitRace); "
+               "running it once more\n");
+  return RunProcess(argv, env, cwd);
 }
 
 std::map<std::string, std::string> SimEnv() { return {{"LD_LIBRARY_PATH", kSimDir}}; }

@@ -69,7 +69,7 @@ ProcessResult RunUnderGpuwatch(const ScopedTempDir& dir, const std::string& pyth
   std::vector<std::string> argv = {kCli, "run", "-o", dir.path() + "/report.json"};
   if (torch_blocks) argv.push_back("--torch-blocks");
   argv.insert(argv.end(), {"--", python, script});
-  return RunProcess(argv, env, dir.path());
+  return RunTorchProcess(argv, env, dir.path());
 }
 
 // Two tensors (4 MiB at one line, 12 MiB through a helper) in one 20 MiB segment: the snapshot
@@ -246,7 +246,7 @@ TEST(TorchBlocksTest, PytestOptionPutsTheBlocksIntoTheTestsSnapshot) {
   ScopedTempDir dir;
   std::map<std::string, std::string> env = SimEnv();
   env["PYTHONDONTWRITEBYTECODE"] = "1";
-  const ProcessResult r = RunProcess(
+  const ProcessResult r = RunTorchProcess(
       {kCli, "run", "-o", dir.path() + "/report.json", "--", python, "-m", "pytest", "-q", "-p",
        "no:cacheprovider", "--gpuwatch-torch-blocks", kFakeTorchDir + "/test_fake_torch.py"},
       env, dir.path());

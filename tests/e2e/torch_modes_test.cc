@@ -80,7 +80,7 @@ class TorchModesTest : public ::testing::TestWithParam<Attach> {
     for (const auto& [name, value] : env) all[name] = value;
     std::vector<std::string> argv = {python_, kSourceDir + "/tests/e2e/programs/" + script};
     AttachTo(GetParam(), report_path(), &argv, &all);
-    ProcessResult r = RunProcess(argv, all, dir_.path());
+    ProcessResult r = RunTorchProcess(argv, all, dir_.path());
     const std::string done = script.substr(0, script.size() - 3) + ": done";
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find(done), std::string::npos) << r.out << r.err;

@@ -52,7 +52,7 @@ class TorchPytest : public ::testing::TestWithParam<std::string> {
   ProcessResult RunSuite() const {
     std::map<std::string, std::string> env = PytestEnv();
     env["PYTORCH_CUDA_ALLOC_CONF"] = GetParam();
-    return RunProcess(
+    return RunTorchProcess(
         {kCli, "run", "--no-summary", "-o", dir_.path() + "/r.json", "--", python_, "-m", "pytest",
          "-p", "no:cacheprovider", "-p", "no:memray", "-rf", "--gpuwatch", "--gpuwatch-max-leak=0"},
         env, suite_);

@@ -75,7 +75,7 @@ class TorchTest : public ::testing::TestWithParam<Attach> {
     std::vector<std::string> argv = {python_, script};
     argv.insert(argv.end(), args.begin(), args.end());
     AttachTo(GetParam(), out, &argv, &env);
-    return RunProcess(argv, env, dir.path());
+    return RunTorchProcess(argv, env, dir.path());
   }
 
   // Runs torch_allocators.py with `extra` in its environment; what it printed in *printed and
@@ -103,8 +103,8 @@ class TorchTest : public ::testing::TestWithParam<Attach> {
 TEST_P(TorchTest, CachingAllocatorSegmentIsReservedBytesAtTheTensorLine) {
   ScopedTempDir dir;
   const std::string out = dir.path() + "/report.json";
-  const ProcessResult r = RunProcess({python_, kSegmentsScript},
-                                     PreloadEnv(out, {{"PYTHONUNBUFFERED", "1"}}), dir.path());
+  const ProcessResult r = RunTorchProcess({python_, kSegmentsScript},
+                                          PreloadEnv(out, {{"PYTHONUNBUFFERED", "1"}}), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ASSERT_NE(r.out.find("torch_segments: done"), std::string::npos) << r.out << r.err;
   EXPECT_EQ(Printed(r.out, "available"), 1) << r.out;
