@@ -3,14 +3,16 @@
 // Used for the live-allocation table, where memory per entry and the cost of
 // an insert or erase under a shard lock matter. Linear probing with
 // backward-shift deletion (no tombstones), so lookups stay short after
-// millions of alloc/free pairs. Grows by half at 7/8 load, so that the
-// table is 58% to 88% full however many entries it holds (doubling left it
-// 44% full just past a growth: 55 bytes per entry of 24 instead of 27 to 41;
-// docs/BENCHMARKS.md). The capacity is no power of two: a key's home slot is
-// its Fibonacci hash scaled to the capacity (a multiply, no division). Slots
-// of 64 KiB and more are mapped, not taken from malloc: a table left behind
-// by a growth goes back to the system at once, where malloc would keep it
-// in its heap once its threshold for mapping had risen.
+// millions of alloc/free pairs. Grows by a quarter at 7/8 load, so that the
+// table is 70% to 88% full however many entries it holds: 27 to 34 bytes
+// per entry of 24 (doubling left it 44% full just past a growth, 55 bytes;
+// growing by half, 58%, 41 bytes; docs/BENCHMARKS.md). The price: a growth
+// moves every entry, 4 moves per insert amortized instead of 2, and probe
+// runs a little longer on average. The capacity is no power of two: a key's
+// home slot is its Fibonacci hash scaled to the capacity (a multiply, no
+// division). Slots of 64 KiB and more are mapped, not taken from malloc: a
+// table left behind by a growth goes back to the system at once, where
+// malloc would keep it in its heap once its threshold for mapping had risen.
 //
 // Not thread-safe: callers shard it and hold a lock per shard.
 #ifndef GPUWATCH_LIBGPUWATCH_BASE_ADDRESS_MAP_H_
@@ -143,7 +145,7 @@ class AddressMap {
   }
 
   bool Grow() {
-    const size_t new_capacity = capacity_ == 0 ? 16 : capacity_ + capacity_ / 2;
+    const size_t new_capacity = capacity_ == 0 ? 16 : capacity_ + capacity_ / 4;
     Slot* fresh = AllocSlots(new_capacity);
     if (fresh == nullptr) return false;
     Slot* old = slots_;

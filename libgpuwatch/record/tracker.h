@@ -31,8 +31,8 @@ class Trace;
 inline constexpr int kMaxTrackedDevices = 64;
 
 // One live allocation. The live table stores it packed in 16 bytes besides
-// its key (the address): a 24-byte slot, 27 to 41 bytes per live allocation at
-// the table's load factor (58% to 88%, base/address_map.h; docs/BENCHMARKS.md).
+// its key (the address): a 24-byte slot, 27 to 34 bytes per live allocation at
+// the table's load factor (70% to 88%, base/address_map.h; docs/BENCHMARKS.md).
 struct LiveAlloc {
   uint64_t address = 0;
   uint64_t size = 0;     // at most 2^44 - 1 (larger requests are recorded as that)

@@ -2,6 +2,7 @@
 // kernels, lifecycle and oom; report_growth.cc, report_transfers.cc and
 // report_trace.cc build the others.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -74,11 +75,22 @@ LeakList LeakSection(const std::vector<LeakGroup>& groups, const Suppressions* s
   return out;
 }
 
+// Keeps the first kMaxSitesPerSection of `rows` in `less`'s order and drops
+// the rest: a partial sort, n log 1,000 rather than n log n for a process's
+// 10,000 sites; `less` is a total order, so the list is a full sort's.
+template <typename T, typename Less>
+void SortListed(std::vector<T>* rows, Less less) {
+  const auto listed =
+      rows->begin() + static_cast<ptrdiff_t>(std::min(rows->size(), kMaxSitesPerSection));
+  std::partial_sort(rows->begin(), listed, rows->end(), less);
+  rows->erase(listed, rows->end());
+}
+
 ReportPeak PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
   std::unordered_map<uint32_t, uint64_t> merged;
   for (const auto& [id, bytes] : snap.peak_sites) merged[sites->Canonical(id)] += bytes;
   std::vector<std::pair<uint32_t, uint64_t>> peak(merged.begin(), merged.end());
-  std::sort(peak.begin(), peak.end(), [](const auto& a, const auto& b) {
+  SortListed(&peak, [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
   ReportPeak out;
@@ -119,10 +131,9 @@ std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* s
     site.site = id;
     out.push_back(std::move(site));
   }
-  std::sort(out.begin(), out.end(), [](const AllocSite& a, const AllocSite& b) {
+  SortListed(&out, [](const AllocSite& a, const AllocSite& b) {
     return a.alloc_bytes != b.alloc_bytes ? a.alloc_bytes > b.alloc_bytes : a.site < b.site;
   });
-  if (out.size() > kMaxSitesPerSection) out.resize(kMaxSitesPerSection);
   // Frames for the sites listed only: each adds to the report's frame table.
   for (AllocSite& site : out) FillSite(static_cast<uint32_t>(site.site), nullptr, sites, &site);
   return out;

@@ -155,47 +155,75 @@ std::string Text(const json& value, int indent = -1) {
   return value.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
+// The sections DumpReport prints by hand, one element per line, after the
+// rest: appended to `out`, the document's text so far, in place (the trace's
+// events are the bulk of a report: written once, into the one buffer that
+// becomes the report, not into a text of their own copied after the rest).
+void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_events,
+                std::string* out) {
+  std::string& tail = *out;
+  if (frame_table != nullptr) {
+    tail += ",\n  \"frame_table\": [";
+    for (size_t i = 0; i < frame_table->size(); ++i) {
+      tail += i == 0 ? "\n    " : ",\n    ";
+      tail += Text((*frame_table)[i]);
+    }
+    tail += frame_table->empty() ? "]" : "\n  ]";
+  }
+  if (trace == nullptr) return;
+  json events = trace->contains("events") ? std::move((*trace)["events"]) : json::array();
+  trace->erase("events");
+  tail += ",\n  \"trace\": {";
+  for (const auto& [name, value] : trace->items()) {
+    tail += "\n    ";
+    tail += Text(json(name));
+    tail += ": ";
+    tail += Text(value);
+    tail += ',';
+  }
+  tail += "\n    \"events\": [";
+  const size_t count = trace_events != nullptr ? trace_events->count : events.size();
+  for (size_t i = 0; i < count; ++i) {
+    tail += i == 0 ? "\n      " : ",\n      ";
+    if (trace_events != nullptr) {
+      trace_events->append(i, &tail);
+    } else {
+      tail += Text(events[i]);
+    }
+  }
+  tail += count == 0 ? "]\n  }" : "\n    ]\n  }";
+}
+
 }  // namespace
 
 std::string DumpReport(json report, const TraceEventLines* trace_events) {
   if (!report.is_object()) return Text(report, 2) + "\n";
-  // The sections printed by hand, one element per line, after the rest.
-  std::string tail;
+  json frame_table;
+  json trace;
   if (auto it = report.find(key::kFrameTable); it != report.end() && it->is_array()) {
-    const json table = std::move(*it);
+    frame_table = std::move(*it);
     report.erase(it);
-    tail += ",\n  \"frame_table\": [";
-    for (size_t i = 0; i < table.size(); ++i) {
-      tail += (i == 0 ? "\n    " : ",\n    ") + Text(table[i]);
-    }
-    tail += table.empty() ? "]" : "\n  ]";
   }
   if (auto it = report.find(key::kTrace); it != report.end() && it->is_object()) {
-    json trace = std::move(*it);
+    trace = std::move(*it);
     report.erase(it);
-    json events = trace.contains("events") ? std::move(trace["events"]) : json::array();
-    trace.erase("events");
-    tail += ",\n  \"trace\": {";
-    for (const auto& [name, value] : trace.items()) {
-      tail += "\n    " + Text(json(name)) + ": " + Text(value) + ",";
-    }
-    tail += "\n    \"events\": [";
-    const size_t count = trace_events != nullptr ? trace_events->count : events.size();
-    for (size_t i = 0; i < count; ++i) {
-      tail += i == 0 ? "\n      " : ",\n      ";
-      if (trace_events != nullptr) {
-        trace_events->append(i, &tail);
-      } else {
-        tail += Text(events[i]);
-      }
-    }
-    tail += count == 0 ? "]\n  }" : "\n    ]\n  }";
   }
-  if (report.empty()) return tail.empty() ? "{}\n" : "{" + tail.substr(1) + "\n}\n";
-  std::string text = OneLineStacks(Text(report, 2));  // ends with "\n}"
-  if (tail.empty()) return text + "\n";
-  text.resize(text.size() - 2);
-  return text + tail + "\n}\n";
+  json* const table_part = frame_table.is_array() ? &frame_table : nullptr;
+  json* const trace_part = trace.is_object() ? &trace : nullptr;
+  if (table_part == nullptr && trace_part == nullptr) {
+    return report.empty() ? "{}\n" : OneLineStacks(Text(report, 2)) + "\n";
+  }
+  std::string text;
+  if (!report.empty()) {
+    text = OneLineStacks(Text(report, 2));  // ends with "\n}"
+    text.resize(text.size() - 2);
+  }
+  report = json();  // the head is text now
+  const size_t head = text.size();
+  AppendTail(table_part, trace_part, trace_events, &text);
+  if (head == 0) text[0] = '{';  // no head: the tail's first comma opens the document
+  text += "\n}\n";
+  return text;
 }
 
 }  // namespace gpuwatch

@@ -394,6 +394,30 @@ TEST(Report, SetReportTeardownWritesTheTeardownIntoItsSlot) {
   EXPECT_EQ(none, none_was);
 }
 
+// The frame table and the trace are printed by hand after the rest, one
+// element per line, into the one buffer the head was printed to: the text,
+// byte for byte, with a head and without one, with events from their lines.
+TEST(Report, DumpReportPrintsTheTailAfterTheHeadByteForByte) {
+  const nlohmann::json table = nlohmann::json::array({{{"function", "f"}}, {{"function", "g"}}});
+  nlohmann::json trace = {{"capacity", 4}, {"events", nlohmann::json::array({{"mem", 1}})}};
+  const nlohmann::json doc = {
+      {"sites", {{{"stack", {0, 1}}}}}, {"frame_table", table}, {"trace", trace}};
+  EXPECT_EQ(DumpReport(doc),
+            "{\n  \"sites\": [\n    {\n      \"stack\": [0, 1]\n    }\n  ],"
+            "\n  \"frame_table\": [\n    {\"function\":\"f\"},\n    {\"function\":\"g\"}\n  ],"
+            "\n  \"trace\": {\n    \"capacity\": 4,\n    \"events\": [\n      [\"mem\",1]"
+            "\n    ]\n  }\n}\n");
+  const TraceEventLines lines{
+      2, [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; }};
+  EXPECT_EQ(DumpReport({{"trace", trace}, {"frame_table", nlohmann::json::array()}}, &lines),
+            "{\n  \"frame_table\": [],\n  \"trace\": {\n    \"capacity\": 4,"
+            "\n    \"events\": [\n      [\"e\",0],\n      [\"e\",1]\n    ]\n  }\n}\n");
+  EXPECT_EQ(DumpReport({{"trace", {{"capacity", 0}}}}),
+            "{\n  \"trace\": {\n    \"capacity\": 0,\n    \"events\": []\n  }\n}\n");
+  EXPECT_EQ(DumpReport(nlohmann::json::object()), "{}\n");
+  EXPECT_EQ(DumpReport({{"a", 1}}), "{\n  \"a\": 1\n}\n");
+}
+
 TEST(Report, UnwritableDirectoryGivesAReasonNotACrash) {
   std::string error;
   EXPECT_FALSE(WriteFileAtomically("/nonexistent-dir/r.json", "x", &error));
