@@ -142,6 +142,7 @@ bool OpenStatusPage(const std::string& path, const std::vector<const char*>& cal
     }
   }
   page->pid = static_cast<int32_t>(getpid());
+  page->parent_pid = static_cast<int32_t>(getppid());
   page->size = sizeof(StatusPage);
   page->thread_slots = kStatusThreadSlots;
   page->call_names = static_cast<uint32_t>(std::min<size_t>(call_names.size(), kStatusCallNames));

@@ -88,7 +88,7 @@ struct StatusPage {
   uint64_t started_ns;     // CLOCK_MONOTONIC at attach
   uint64_t started_ticks;  // Ticks() then
   uint32_t ticks_are_ns;   // 1: Ticks() counts CLOCK_MONOTONIC ns (kTicksAreNs)
-  uint32_t reserved;
+  int32_t parent_pid;      // getppid() when the page was made (0: unknown): to tell an orphan
   StatusProcess process;
   StatusThread threads[kStatusThreadSlots];
   char names[kStatusCallNames][kStatusNameBytes];  // the calls' names, by index
@@ -184,6 +184,7 @@ struct StatusThreadView {
 
 struct StatusView {
   int32_t pid = 0;
+  int32_t parent_pid = 0;  // when the page was made; 0: unknown
   uint64_t started_ns = 0;
   uint64_t updated_ns = 0;  // 0: the background thread never wrote
   bool process_torn = false;

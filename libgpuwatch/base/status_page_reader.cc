@@ -143,6 +143,7 @@ bool ReadStatusPage(const std::string& path, StatusView* out, std::string* probl
   } else {
     ok = true;
     out->pid = page.pid;
+    out->parent_pid = page.parent_pid;
     out->started_ns = page.started_ns;
     const StatusProcess& p = page.process;
     uint64_t devices[kStatusDevices] = {};

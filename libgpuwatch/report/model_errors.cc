@@ -55,6 +55,8 @@ json CudaErrorsJson(const ReportCudaErrors& e) {
   for (const StickyErrorSite& s : e.sticky) {
     json out = ErrorJson(s);
     out["device"] = s.device;
+    if (s.pid.has_value()) out["pid"] = *s.pid;
+    if (!s.rank.empty()) out["rank"] = s.rank;
     json kernels = json::array();
     for (const KernelBeforeErrorSite& k : s.kernels) {
       json kernel = SiteJson(k);
@@ -84,6 +86,8 @@ ReportCudaErrors ReadCudaErrors(ReportFieldReader* r, const json& section) {
     StickyErrorSite s;
     if (!ReadError(r, e, at, &s)) return;
     s.device = r->IntegerAt(e, at, "device");
+    if (ReportFieldReader::Member(e, "pid") != nullptr) s.pid = r->CountAt(e, at, "pid");
+    if (ReportFieldReader::Member(e, "rank") != nullptr) s.rank = r->TextAt(e, at, "rank");
     r->Objects(e, at, "kernels", [r, &s](const json& k, const std::string& k_at) {
       KernelBeforeErrorSite kernel;
       if (!r->Site(k, k_at, &kernel)) return;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct StickyErrorSite : ReportSite {
   std::string name;
   int64_t device = 0;
   std::vector<KernelBeforeErrorSite> kernels;  // oldest first
+  // A merged report's: the process it happened in (absent in a process's own).
+  std::optional<uint64_t> pid;
+  std::string rank;  // "" when that process had none
 };
 
 struct ReportCudaErrors {

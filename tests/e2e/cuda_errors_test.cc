@@ -5,7 +5,10 @@
 // kernels launched since the last successful synchronization with their launch lines.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,35 @@ std::string FaultReport(const ScopedTempDir& dir, ProcessResult* r, bool fault =
   if (fault) extra["GWSIM_FAULT_KERNEL"] = "Scatter";
   *r = RunProcess({kPrograms + "/kernel_fault"}, PreloadEnv(out, extra), dir.path());
   return out;
+}
+
+// docs/report-format.md's example of the section (the JSON block under
+// "## CUDA errors"), which is this program's report.
+json DocExample() {
+  const std::string doc = ReadFile(kSourceDir + "/docs/report-format.md");
+  const size_t section = doc.find("\n## CUDA errors\n");
+  const size_t start = doc.find("```json\n", section);
+  const size_t end = doc.find("```\n", start + 8);
+  if (section == std::string::npos || start == std::string::npos || end == std::string::npos) {
+    return nullptr;
+  }
+  return json::parse("{" + doc.substr(start + 8, end - start - 8) + "}", nullptr, false);
+}
+
+// `e` without what differs from run to run or build to build: times,
+// stream handles, context and site ids, frames (their paths) and mangled
+// names (an anonymous namespace's hash).
+json Stable(json e) {
+  static const std::set<std::string> kVarying = {"first_ns",  "last_ns", "time_ns", "launch_ns",
+                                                 "before_ns", "stream",  "site",    "stack",
+                                                 "frames",    "context", "mangled"};
+  if (e.is_array()) {
+    for (json& item : e) item = Stable(item);
+  } else if (e.is_object()) {
+    for (const std::string& key : kVarying) e.erase(key);
+    for (auto& item : e.items()) item.value() = Stable(item.value());
+  }
+  return e;
 }
 
 TEST(KernelFault, ReportNamesTheErrorWhereItSurfacedAndTheKernelsBeforeIt) {
@@ -58,6 +90,13 @@ TEST(KernelFault, ReportNamesTheErrorWhereItSurfacedAndTheKernelsBeforeIt) {
   EXPECT_EQ(scale["kernel"], "(anonymous namespace)::Scale(float*, unsigned long, float)");
   EXPECT_EQ(scale["location"], At("launches Scale"));
   EXPECT_EQ(scatter["kernel"], "(anonymous namespace)::Scatter(float*, int const*, unsigned long)");
+  // The documentation's example is this run's section, but for times, handles and ids.
+  const json doc = DocExample();
+  ASSERT_TRUE(doc.is_object() && doc.contains("cuda_errors")) << "docs/report-format.md";
+  EXPECT_EQ(Stable(doc["cuda_errors"]), Stable(errors))
+      << "docs/report-format.md's example:\n"
+      << doc["cuda_errors"].dump(1) << "\nthis run's section:\n"
+      << errors.dump(1);
   EXPECT_EQ(scatter["location"], At("launches Scatter"));
   EXPECT_NE(scatter["stream"], 0);
   EXPECT_EQ(scatter["stream"], scale["stream"]);
@@ -192,6 +231,80 @@ TEST(KernelFault, AMergedJobKeepsTheErrorOfTheProcessThatFailed) {
   EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
   EXPECT_NE(LineWith(check.out, {"cuda error", "cudaErrorIllegalAddress", At("surfaces here")}), "")
       << check.out;
+}
+
+// A job of two processes that both faulted: each (call, code) is one row,
+// its counts summed and its site the earliest first failure's (here the
+// second's, whose stack differs), and each sticky error is kept with the
+// process it happened in.
+TEST(KernelFault, AMergedJobOfTwoFaultedProcessesSumsTheCallsAndKeepsEachStickyError) {
+  ScopedTempDir dir;
+  ScopedTempDir other_dir;
+  ProcessResult first;
+  ProcessResult second;
+  const std::string first_report = FaultReport(dir, &first);
+  const std::string second_path = FaultReport(other_dir, &second);
+  ASSERT_EQ(first.exit_code, 1) << first.err;
+  ASSERT_EQ(second.exit_code, 1) << second.err;
+  const json one = ReadReport(first_report);
+  json two = ReadReport(second_path);
+  ASSERT_EQ(one["cuda_errors"]["calls"].size(), 2u) << one["cuda_errors"].dump();
+  ASSERT_EQ(two["cuda_errors"]["calls"].size(), 2u) << two["cuda_errors"].dump();
+  // The second's failed copy: from another stack (its innermost frame
+  // alone), earlier than the first's.
+  json& copy = two["cuda_errors"]["calls"][0];
+  ASSERT_EQ(copy["api"], "cudaMemcpy");
+  ASSERT_GT(copy["frames"].size(), 1u);
+  json frame = copy["frames"][0];
+  frame["file"] = "elsewhere.cu";
+  frame["line"] = 7;
+  copy["frames"] = json::array({frame});
+  copy["location"] = "elsewhere.cu:7";
+  copy["first_ns"] = 1000;
+  const std::string second_report = other_dir.path() + "/edited.json";
+  {
+    std::ofstream out(second_report);
+    out << two.dump();
+  }
+  const std::string merged = dir.path() + "/job.json";
+  const ProcessResult merge =
+      RunProcess({kCli, "merge", first_report, second_report, "-o", merged}, {}, dir.path());
+  ASSERT_EQ(merge.exit_code, 0) << merge.err;
+  const json errors = ReadReport(merged)["cuda_errors"];
+  ASSERT_EQ(errors["calls"].size(), 2u) << errors.dump();
+  std::map<std::string, json> calls;
+  for (const json& c : errors["calls"]) calls[c["api"].get<std::string>()] = c;
+  ASSERT_EQ(calls.count("cudaMemcpy"), 1u) << errors.dump();
+  ASSERT_EQ(calls.count("cudaFree"), 1u) << errors.dump();
+  EXPECT_EQ(calls["cudaMemcpy"]["code"], 700);
+  EXPECT_EQ(calls["cudaMemcpy"]["count"], 2);
+  EXPECT_EQ(calls["cudaMemcpy"]["processes"], 2);
+  EXPECT_EQ(calls["cudaMemcpy"]["first_ns"], 1000);
+  EXPECT_EQ(calls["cudaMemcpy"]["location"], "elsewhere.cu:7");
+  EXPECT_EQ(calls["cudaMemcpy"]["last_ns"],
+            std::max(one["cuda_errors"]["calls"][0]["last_ns"].get<uint64_t>(),
+                     two["cuda_errors"]["calls"][0]["last_ns"].get<uint64_t>()));
+  EXPECT_EQ(calls["cudaFree"]["count"], 2);
+  EXPECT_EQ(calls["cudaFree"]["location"], At("fails as well"));
+  ASSERT_EQ(errors["sticky"].size(), 2u) << errors.dump();
+  EXPECT_EQ(errors["sticky"][0]["pid"], one["process"]["pid"]);
+  EXPECT_EQ(errors["sticky"][1]["pid"], two["process"]["pid"]);
+  for (const json& sticky : errors["sticky"]) {
+    EXPECT_EQ(sticky["name"], "cudaErrorIllegalAddress");
+    EXPECT_EQ(sticky["location"], At("surfaces here"));
+    ASSERT_EQ(sticky["kernels"].size(), 2u);
+    EXPECT_EQ(sticky["kernels"][1]["location"], At("launches Scatter"));
+  }
+  // The text report says in which process each failed.
+  const ProcessResult text = RunProcess({kCli, "report", merged}, {}, dir.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const json& sticky : errors["sticky"]) {
+    EXPECT_NE(LineWith(text.out,
+                       {"The run failed: CUDA error cudaErrorIllegalAddress (700)",
+                        "(pid " + std::to_string(sticky["pid"].get<uint64_t>()) + ", device 0;"}),
+              "")
+        << text.out;
+  }
 }
 
 TEST(KernelFault, WithoutTheFaultTheRunHasNoErrorsAndPassesCheck) {

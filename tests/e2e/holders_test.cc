@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "libgpuwatch/base/proc_stat.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
 #include "tools/live/live_client.h"
@@ -75,6 +76,16 @@ std::string Series(const std::string& text, const std::string& name, pid_t pid,
   return "";
 }
 
+// sh starts live_steps in the background, says its pid, and waits for it.
+const std::vector<std::string> kLauncher = {
+    "/bin/sh", "-c", "exec 3<&0; \"$@\" <&3 3<&- & echo \"launched $!\"; wait", "sh"};
+
+// The pid of live_steps, as kLauncher said it; 0 when it did not.
+pid_t LaunchedPid(const LiveSteps& launched) {
+  const size_t at = launched.out().find("launched ");
+  return at == std::string::npos ? 0 : std::atoi(launched.out().c_str() + at + 9);
+}
+
 TEST(Holders, AStoppedProcessIsShownStoppedWithWhatItsCheckpointSaysItHolds) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
@@ -117,15 +128,10 @@ TEST(Holders, AStoppedProcessIsShownStoppedWithWhatItsCheckpointSaysItHolds) {
 TEST(Holders, AProcessWhoseLauncherWasKilledIsShownOrphaned) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
-  // sh starts live_steps in the background, says its pid, and waits for it.
-  LiveSteps launched(
-      dir, live, "orphan", {}, {},
-      {"/bin/sh", "-c", "exec 3<&0; \"$@\" <&3 3<&- & echo \"launched $!\"; wait", "sh"});
+  LiveSteps launched(dir, live, "orphan", {}, {}, kLauncher);
   ASSERT_TRUE(ReadyAndStepped(launched, 1)) << launched.out();
-  const size_t at = launched.out().find("launched ");
-  ASSERT_NE(at, std::string::npos) << launched.out();
-  const pid_t pid = std::atoi(launched.out().c_str() + at + 9);
-  ASSERT_GT(pid, 0);
+  const pid_t pid = LaunchedPid(launched);
+  ASSERT_GT(pid, 0) << launched.out();
   const std::vector<std::string> args = {"--timeout-ms", "60000"};
   // While its launcher lives: running.
   ProcessResult r = Top(live, pid, args);
@@ -147,6 +153,36 @@ TEST(Holders, AProcessWhoseLauncherWasKilledIsShownOrphaned) {
             std::to_string(kMiB + 256 * kKiB))
       << metrics;
   EXPECT_EQ(Series(metrics, "gpuwatch_process_known_age_seconds", pid), "0") << metrics;
+  // It still runs: closing its input ends it.
+  ASSERT_TRUE(launched.Send("step 1", "live_steps: steps 2\n")) << launched.err();
+}
+
+// A process that no reader ever got an answer from (stopped once its
+// launcher had died): its parent at attach comes from its status page.
+TEST(Holders, AStoppedOrphanThatNeverAnsweredIsShownStoppedAndOrphaned) {
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  LiveSteps launched(dir, live, "stopped-orphan", {}, {}, kLauncher);
+  ASSERT_TRUE(ReadyAndStepped(launched, 1)) << launched.out();
+  const pid_t pid = LaunchedPid(launched);
+  ASSERT_GT(pid, 0) << launched.out();
+  ASSERT_EQ(kill(launched.pid(), SIGKILL), 0);
+  // Reparented first, then stopped (a stopped member of a group that is
+  // orphaned would get SIGHUP).
+  ASSERT_TRUE(PollUntil([&] { return ReadProcStat(pid).ppid != launched.pid(); }));
+  ASSERT_TRUE(StopProcess(pid));
+  const std::vector<std::string> args = {"--timeout-ms", "500"};
+  const ProcessResult r = Top(live, pid, args);
+  const std::string metrics = Textfile(dir, live, args);
+  kill(pid, SIGCONT);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Row(r.out, pid).find(" stop+orph "), std::string::npos) << r.out;
+  EXPECT_NE(LineWith(r.out, {"stopped+orphaned (SIGSTOP), parent " +
+                             std::to_string(launched.pid()) + " gone (now "}),
+            "")
+      << r.out;
+  EXPECT_EQ(Series(metrics, "gpuwatch_process_state", pid, "state=\"orphaned\""), "1") << metrics;
+  EXPECT_EQ(Series(metrics, "gpuwatch_process_state", pid, "state=\"stopped\""), "1") << metrics;
   // It still runs: closing its input ends it.
   ASSERT_TRUE(launched.Send("step 1", "live_steps: steps 2\n")) << launched.err();
 }

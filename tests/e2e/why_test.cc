@@ -216,6 +216,37 @@ TEST_F(Hung, StoppedItIsReadFromItsPage) {
   EXPECT_TRUE(Has(metrics, "gpuwatch_exporter_processes 0\n")) << metrics;
 }
 
+// Real PyTorch hung (tests/e2e/programs/torch_fault.py, its multiplication's
+// kernel never finishing: GWSIM_HANG_KERNEL=MulFunctor): the copy back to
+// the host waits for ever, and `gpuwatch why` names the script's line.
+// Skipped without GPUWATCH_TORCH_PYTHON (tests/e2e/torch_test.cc).
+TEST(HungTorch, WhyNamesThePythonLineOfTheHungCall) {
+  const char* python = std::getenv("GPUWATCH_TORCH_PYTHON");  // NOLINT(concurrency-mt-unsafe)
+  if (python == nullptr || *python == '\0' || access(python, X_OK) != 0) {
+    GTEST_SKIP() << "GPUWATCH_TORCH_PYTHON is not set to an executable";
+  }
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  const std::string script = kSourceDir + "/tests/e2e/programs/torch_fault.py";
+  std::map<std::string, std::string> env =
+      PreloadEnv(dir.path() + "/hung.json", {{"GPUWATCH_LIVE_DIR", live}});
+  env["PYTHONUNBUFFERED"] = "1";
+  env["GWSIM_HANG_KERNEL"] = "MulFunctor";
+  RunningProcess child = StartProcess({python, script}, env, dir.path(), {.no_core_dumps = true});
+  const bool launched = WaitForOutput(child, "launched\n");
+  const std::string at = " at torch_fault.py:" + std::to_string(LineOf(script, "# SURFACES"));
+  std::string out;
+  if (launched) {
+    out = Until([&] { return Why(live, child.pid).out; },
+                [&](const std::string& o) { return Has(o, at); });
+  }
+  kill(child.pid, SIGKILL);
+  const ProcessResult ended = FinishProcess(child, 60000);
+  ASSERT_TRUE(launched) << ended.out << ended.err;
+  EXPECT_TRUE(Has(out, "thread " + std::to_string(child.pid) + ": in cuda")) << out;
+  EXPECT_TRUE(Has(out, at)) << out;
+}
+
 TEST(Why, AProcessWithoutGpuwatchIsNamedAsSuch) {
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";

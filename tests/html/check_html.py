@@ -41,6 +41,9 @@ report as HTML and opens the file from disk in headless Chromium, then checks:
     line): the page is at most twice the report's size, its leak table is
     one row whose callers are the 1,000 paths (50 shown, then "and 950 more
     sites"), and no stack is rendered until it is opened.
+  - a report with 62 growth suspects, transfer sites and region sites
+    (capped_tables.py): each table ends with one summary row, "and 12 more
+    ..., 12.0 MiB", as the leak tables do.
 Exits 77 (ctest's SKIP_RETURN_CODE) when chromium is not installed.
 """
 import argparse
@@ -55,6 +58,8 @@ import sys
 import tempfile
 import time
 import zlib
+
+from capped_tables import check_capped_tables
 
 SKIP = 77
 HOSTILE = '</script><img src=x onerror="document.title=\'pwned\'"><!--'
@@ -628,6 +633,13 @@ def main():
         blocks = re.findall(r'class="gw-torch-block"[^>]*data-location="([^"]*)"', dom)
         if segments != 1 or blocks != ["train.py:14", "train.py:11", ""]:
             fail("torch block rows: %d segments, blocks at %s" % (segments, blocks))
+
+        # Tables past 50 rows end with a summary row with bytes.
+        def dom_of(page, what):
+            dom, log = chromium(browser, profile, ["--dump-dom"], "file://" + page)
+            check_page_ran(dom, log, what)
+            return dom
+        check_capped_tables([report, pool_report], tmp, render, dom_of, fail)
 
         steps_page = check_steps(args, browser, profile, traced, render)
         paths_page = check_paths(args, browser, profile, traced, render)

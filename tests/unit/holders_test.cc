@@ -248,6 +248,34 @@ TEST(Holders, TopShowsTheStateAndWhatIsKnownOfASilentProcess) {
       << ::testing::PrintToString(lines);
 }
 
+// At 80 columns the line under the selected process keeps what it is and
+// where its figures come from: the details go first, then the start of a
+// checkpoint's path, each with an ellipsis (in ASCII without UTF-8).
+TEST(Holders, TopFitsTheStateLineIn80ColumnsWithAnEllipsis) {
+  tools::LiveScan scan = Scan(5, "answer", 42000);
+  scan.silent[0].proc.ppid = 1;  // and orphaned
+  tools::TopView view;
+  view.width = 80;
+  view.selected = 101;
+  view.utf8 = true;
+  const auto state_line = [&] {
+    for (const std::string& l : tools::RenderTopFrame(scan, view)) {
+      if (l.starts_with("stopped")) return l;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(state_line(),
+            "stopped+orphaned (SIGSTOP)\u2026: no answer; as of its last answer, 0m42s ago");
+  scan.silent[0].known_from = "checkpoint /var/tmp/jobs/2026-12-07/a-long-job-name/serve-0.json";
+  scan.silent[0].state.idle_ns.reset();
+  scan.silent[0].proc.ppid = 50;  // its parent lives: stopped alone
+  EXPECT_EQ(state_line(),
+            "stopped (SIGSTOP): no answer; as of its checkpoint \u2026/serve-0.json, 0m42s ago");
+  view.utf8 = false;
+  EXPECT_EQ(state_line(),
+            "stopped (SIGSTOP): no answer; as of its checkpoint .../serve-0.json, 0m42s ago");
+}
+
 TEST(Holders, EveryProcessHasItsStateAsMetrics) {
   const tools::LiveScan scan = Scan(700, "checkpoint /x/serve.json", 4500);
   const auto families = tools::LiveMetrics(scan, {.top = 5, .idle_after_ns = 600 * kSecond});

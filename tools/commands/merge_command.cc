@@ -239,28 +239,52 @@ std::optional<ReportPhases> MergePhases(const std::vector<Report>& reports, Site
 
 }  // namespace
 
-// The calls that failed, merged by stack, call and code (counts summed, the
-// first and last times the extremes); each process's sticky errors as they
-// are, in the order of the inputs, their sites renumbered. None when no input
-// had the section.
+// The calls that failed, merged by call and code: counts summed, the first
+// and last times the extremes, and the site of the earliest first failure
+// (its stack); each process's sticky errors as they are, with its pid and
+// rank, in the order of the inputs, their sites renumbered. None when no
+// input had the section.
 std::optional<ReportCudaErrors> MergeCudaErrors(const std::vector<Report>& reports, SiteIds* ids) {
   std::optional<ReportCudaErrors> merged;
-  SiteMerger<ErrorCallSite> calls(ids);
+  std::map<std::string, size_t> index;  // "domain#api#code" -> calls
   for (const Report& r : reports) {
     if (!r.model.cuda_errors.has_value()) continue;
     const ReportCudaErrors& e = *r.model.cuda_errors;
     if (!merged.has_value()) merged.emplace();
     merged->omitted_calls += e.omitted_calls;
     for (const ErrorCallSite& c : e.calls) {
-      calls.Add(c, "#" + c.domain + "#" + c.api + "#" + std::to_string(c.code));
+      const std::string key = c.domain + "#" + c.api + "#" + std::to_string(c.code);
+      const auto [it, added] = index.try_emplace(key, merged->calls.size());
+      if (added) {
+        ErrorCallSite& entry = merged->calls.emplace_back(c);
+        entry.site = ids->IdOf(c);
+        entry.processes = 1;
+        continue;
+      }
+      ErrorCallSite& m = merged->calls[it->second];
+      if (c.first_ns < m.first_ns) {  // the earliest first failure's site
+        m.site = ids->IdOf(c);
+        m.location = c.location;
+        m.stack = c.stack;
+        m.frames = c.frames;
+        m.category = c.category;
+      }
+      ++m.processes;
+      MergeCounts(c, &m);
     }
     for (StickyErrorSite s : e.sticky) {
       s.site = ids->IdOf(s);
       for (KernelBeforeErrorSite& k : s.kernels) k.site = ids->IdOf(k);
+      s.pid = r.model.process.pid;
+      s.rank = r.model.process.rank;
       merged->sticky.push_back(std::move(s));
     }
   }
-  if (merged.has_value()) merged->calls = calls.Sorted(&ErrorCallSite::count);
+  if (merged.has_value()) {
+    std::stable_sort(
+        merged->calls.begin(), merged->calls.end(),
+        [](const ErrorCallSite& a, const ErrorCallSite& b) { return a.count > b.count; });
+  }
   return merged;
 }
 

@@ -168,23 +168,74 @@ constexpr size_t kStateWidth = 9;
 
 std::string Ago(uint64_t ms) { return Uptime(ms * 1000000) + " ago"; }
 
+// `s` in `width` columns: cut, with `ellipsis` at its end, when longer.
+std::string FitCut(const std::string& s, size_t width, const std::string& ellipsis) {
+  if (Columns(s) <= width) return s;
+  return Fit(s, width - std::min(width, Columns(ellipsis)), false) + ellipsis;
+}
+
+// A path in at most `width` columns: its start dropped for `ellipsis`, up
+// to a slash where it can.
+std::string ShortPath(const std::string& path, size_t width, const std::string& ellipsis) {
+  const size_t cols = Columns(path);
+  if (cols <= width) return path;
+  size_t skip = cols - width + Columns(ellipsis);
+  size_t at = 0;
+  while (at < path.size() && (skip > 0 || (static_cast<unsigned char>(path[at]) & 0xC0) == 0x80)) {
+    if ((static_cast<unsigned char>(path[at]) & 0xC0) != 0x80) --skip;
+    ++at;
+  }
+  // From a directory's start where one is left.
+  if (const size_t slash = path.find('/', at); slash != std::string::npos) at = slash;
+  return ellipsis + path.substr(at);
+}
+
 // The selected process's line under its figures when it is not simply
 // running, or did not answer: what it is, since when, and where what is
-// shown comes from.
-std::string HolderLine(const LiveProcess& p, const HolderState& s) {
-  std::string line = HolderStateName(s);
-  if (s.stopped) line += " (" + std::string(p.proc.state == 't' ? "by a tracer" : "SIGSTOP") + ")";
-  if (s.orphaned && p.state.parent.has_value()) {
-    line += ", parent " + std::to_string(p.state.parent->pid) + " gone (now " +
-            std::to_string(p.proc.ppid) + ")";
+// shown comes from. In `width` columns: when it does not fit, its details
+// (the parent, the last activity) go first, then the start of a
+// checkpoint's path, each replaced by `ellipsis`.
+std::string HolderLine(const LiveProcess& p, const HolderState& s, size_t width,
+                       const std::string& ellipsis) {
+  std::string head = HolderStateName(s);
+  if (s.stopped) head += " (" + std::string(p.proc.state == 't' ? "by a tracer" : "SIGSTOP") + ")";
+  std::vector<std::string> details;
+  if (const auto parent = ParentAtStart(p); s.orphaned && parent.has_value()) {
+    details.push_back(", parent " + std::to_string(parent->pid) + " gone (now " +
+                      std::to_string(p.proc.ppid) + ")");
   }
-  if (s.idle_ns.has_value()) line += ", last CUDA activity " + Ago(*s.idle_ns / 1000000);
-  if (p.answered) return line;
-  line += ": no answer; ";
-  if (p.known_from.empty()) return line + "nothing known of what it holds";
-  return line + "as of its " +
-         (p.known_from == "answer" ? std::string("last answer") : Printable(p.known_from)) + ", " +
-         Ago(p.known_age_ms);
+  if (s.idle_ns.has_value()) details.push_back(", last CUDA activity " + Ago(*s.idle_ns / 1000000));
+  std::string tail;  // what is known of a silent process: tail + path + after
+  std::string path;
+  std::string after;
+  if (!p.answered && p.known_from.empty()) tail = ": no answer; nothing known of what it holds";
+  if (!p.answered && !p.known_from.empty()) {
+    const std::string checkpoint = "checkpoint ";
+    tail = ": no answer; as of its ";
+    if (p.known_from == "answer") {
+      tail += "last answer";
+    } else if (p.known_from.starts_with(checkpoint)) {
+      tail += checkpoint;
+      path = Printable(p.known_from.substr(checkpoint.size()));
+    } else {
+      tail += Printable(p.known_from);
+    }
+    after = ", " + Ago(p.known_age_ms);
+  }
+  const size_t known_cols = Columns(tail) + Columns(path) + Columns(after);
+  size_t kept = details.size();
+  const auto start = [&] {
+    std::string line = head;
+    for (size_t i = 0; i < kept; ++i) line += details[i];
+    return line + (kept < details.size() ? ellipsis : "") + tail;
+  };
+  while (kept > 0 && Columns(start()) - Columns(tail) + known_cols > width) --kept;
+  const size_t fixed = Columns(start()) + Columns(after);
+  if (!path.empty() && fixed + Columns(path) > width) {
+    path =
+        ShortPath(path, std::max(width - std::min(width, fixed), Columns(ellipsis) + 1), ellipsis);
+  }
+  return FitCut(start() + path + after, width, ellipsis);
 }
 
 // A CUDA call in progress this long is shown under its process's row.
@@ -207,6 +258,7 @@ std::vector<const LiveProcess*> SortedProcesses(const LiveScan& scan, const std:
 
 std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& view) {
   const size_t width = static_cast<size_t>(std::max(view.width, 60));
+  const std::string ellipsis = view.utf8 ? "\u2026" : "...";
   std::vector<std::string> lines;
   const std::vector<const LiveProcess*> procs = SortedProcesses(scan, view.sort);
   const LiveProcess* selected = procs.empty() ? nullptr : procs.front();
@@ -275,7 +327,7 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
     if (!p.answered && p.status.has_value()) {
       call += std::string(call.empty() ? "" : "  ") + "(no answer: its status page)";
     }
-    if (!call.empty()) lines.push_back(std::string(9, ' ') + call);
+    if (!call.empty()) lines.push_back(FitCut(std::string(9, ' ') + call, width, ellipsis));
   }
   if (procs.empty()) lines.push_back(" (no process under gpuwatch here)");
   lines.emplace_back();
@@ -293,7 +345,7 @@ std::vector<std::string> RenderTopFrame(const LiveScan& scan, const TopView& vie
     lines.push_back(Fit(line, width, false));
     const HolderState holder = HolderStateOf(*selected, view.idle_after_ns);
     if (!selected->answered || holder.stopped || holder.orphaned || holder.idle) {
-      lines.push_back(Fit(HolderLine(*selected, holder), width, false));
+      lines.push_back(HolderLine(*selected, holder, width, ellipsis));
     }
     if (st.torch.has_value()) {
       lines.push_back(Fit("PyTorch (at " + Printable(st.torch->moment) +

@@ -105,6 +105,12 @@ std::string CodeText(const std::string& name, int64_t code) {
   return name.empty() ? "error " + std::to_string(code) : name + " (" + std::to_string(code) + ")";
 }
 
+// A merged report's sticky error: "pid 4242, rank 1, ".
+std::string ProcessOf(const StickyErrorSite& s) {
+  if (!s.pid.has_value()) return "";
+  return "pid " + std::to_string(*s.pid) + (s.rank.empty() ? "" : ", rank " + s.rank) + ", ";
+}
+
 }  // namespace
 
 void PrintCudaErrors(const ReportModel& m, Printer* p) {
@@ -113,7 +119,7 @@ void PrintCudaErrors(const ReportModel& m, Printer* p) {
   for (const StickyErrorSite& s : e.sticky) {
     p->Blank();
     p->Line("The run failed: CUDA error " + CodeText(s.name, s.code) + " in " + s.api + " at " +
-            Describe(s) + ", " + Seconds(s.time_ns) + " after attach (device " +
+            Describe(s) + ", " + Seconds(s.time_ns) + " after attach (" + ProcessOf(s) + "device " +
             std::to_string(s.device) + "; sticky: every later call on the context fails)");
     const std::vector<ReportFrame>& frames = s.frames;
     for (size_t i = 1, shown = 0; i < frames.size() && shown < 2; ++i) {

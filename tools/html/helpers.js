@@ -170,6 +170,23 @@ function more(shown, total, what) {
   return total > shown ? note("... and " + (total - shown) + " more " + what + " in the report.") : null;
 }
 var TOP = 50;  // rows per table
+// "\u2026 and N more sites, B": the last row of a capped table, across its
+// `columns`; `what` says what the bytes are ("" for live bytes).
+function summaryRow(n, b, columns, one, many, what) {
+  return el("tr", {"class": "gw-more"}, el("td", {"colspan": String(columns), "class": "note"},
+      "\u2026 and " + n + " more " + (n === 1 ? one : many) + ", " + bytes(b) + (what ? " " + what : "")));
+}
+// `rows` of the first TOP `items`, then the summary row of the rest, their
+// `field` summed.
+function cappedRows(items, rowOf, columns, field, one, many, what) {
+  var rows = items.slice(0, TOP).map(rowOf);
+  var rest = items.slice(TOP);
+  if (!rest.length) return rows;
+  var b = 0;
+  rest.forEach(function (s) { b += num(s[field]); });
+  rows.push(summaryRow(rest.length, b, columns, one, many, what));
+  return rows;
+}
 
 // --- header, cards, OOM ---------------------------------------------------
 var totals = get(doc, ["totals"], {});

@@ -54,8 +54,7 @@ function groupByLocation(sites) {
 function moreRow(groups, columns) {
   var n = 0, b = 0;
   groups.forEach(function (g) { n += g.sites ? g.sites.length : 1; b += num(g.bytes); });
-  return el("tr", {"class": "gw-more"}, el("td", {"colspan": String(columns), "class": "note"},
-      "\u2026 and " + n + " more " + (n === 1 ? "site" : "sites") + ", " + bytes(b)));
+  return summaryRow(n, b, columns, "site", "sites", "");
 }
 // The distinguishing caller of each site of a group: the first frame
 // where its stack differs from every other's (sorted by stack, a site's
@@ -213,14 +212,13 @@ function regionTable() {
                         " in no live allocation (freed under them, or not device memory)" : "") + "."));
   if (!sites.length) return;
   sec.appendChild(table([">bytes", ">regions", "registered at", "asked for at", "inside the allocation at"],
-    sites.slice(0, TOP).map(function (s) {
+    cappedRows(sites, function (s) {
       var inside = str(get(s, ["segment", "location"], ""));
       return el("tr", {"class": "gw-region-row", "data-caller": str(s.caller)}, [
         numCell(bytes(s.bytes)), numCell(String(num(s.count))), siteCell(s),
         el("td", {"class": "loc"}, str(s.caller)),
         el("td", {"class": "loc gw-region-segment"}, inside || "(none live)")]);
-    })));
-  appendAll(sec, more(Math.min(TOP, sites.length), sites.length, "sites"));
+    }, 5, "bytes", "site", "sites", "")));
 }
 // PyTorch's segments (gpuwatch run --torch-blocks), each under the gpuwatch
 // site that made it, with its blocks and their Python lines; no section
@@ -250,8 +248,13 @@ function torchBlockTable() {
         el("td", {"class": "loc"}, str(b.location || ""))]));
     });
   });
+  var rest = segments.slice(TOP);
+  if (rest.length) {
+    var b = 0;
+    rest.forEach(function (s) { b += num(s.reserved_bytes); });
+    rows.push(summaryRow(rest.length, b, 4, "segment", "segments", "reserved"));
+  }
   sec.appendChild(table(["segment / block", ">size", ">allocated", "Python line"], rows));
-  appendAll(sec, more(Math.min(TOP, segments.length), segments.length, "segments"));
 }
 function growthTable() {
   var sec = document.getElementById("gw-growth");
@@ -265,7 +268,7 @@ function growthTable() {
         (basis === "mark" ? " marks" : " samples over time") + "; judged on the samples alone, so " +
         "memory freed before exit still shows."));
   if (!suspects.length) { sec.appendChild(note("No growth suspects.")); return; }
-  var rows = suspects.slice(0, TOP).map(function (s) {
+  var rows = cappedRows(suspects, function (s) {
     var unit = str(s.unit) === "mark" ? "mark" : "s";
     var window = bytes(s.first_bytes) + " \u2192 " + bytes(s.last_bytes) + ", " +
         (unit === "mark" ? "marks " + num(s.from) + "\u2013" + num(s.to)
@@ -274,9 +277,8 @@ function growthTable() {
     spark.appendChild(arr(s.series).length > 1 ? sparkline(arr(s.series)) : document.createTextNode("\u2013"));
     return el("tr", null, [numCell("+" + bytes(Math.max(0, num(s.rate))) + "/" + unit), numCell(window),
                            spark, siteCell(s)]);
-  });
+  }, 4, "growth_bytes", "suspect", "suspects", "of growth");
   sec.appendChild(table([">rate", ">window", "live bytes per sample", "site"], rows));
-  appendAll(sec, more(Math.min(TOP, suspects.length), suspects.length, "suspects"));
 }
 function peakTable() {
   var sec = document.getElementById("gw-peak");

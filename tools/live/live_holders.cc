@@ -5,15 +5,23 @@
 
 namespace gpuwatch::tools {
 
+std::optional<LiveState::Parent> ParentAtStart(const LiveProcess& p) {
+  if (p.state.parent.has_value()) return p.state.parent;
+  if (!p.status.has_value() || p.status->parent_pid <= 0) return std::nullopt;
+  return LiveState::Parent{static_cast<uint64_t>(p.status->parent_pid), 0};
+}
+
 HolderState HolderStateOf(const LiveProcess& p, uint64_t idle_after_ns) {
   HolderState s;
   s.stopped = Stopped(p.proc);
-  if (p.state.parent.has_value() && p.proc.known) {
-    const LiveState::Parent& at_attach = *p.state.parent;
+  if (const std::optional<LiveState::Parent> parent = ParentAtStart(p);
+      parent.has_value() && p.proc.known) {
+    const LiveState::Parent& at_attach = *parent;
     // Its parent now is another process, or the same pid started again
-    // (when /proc says when it started).
+    // (when /proc and its answer say when it started).
     s.orphaned = static_cast<uint64_t>(p.proc.ppid) != at_attach.pid ||
-                 (p.parent_start_ticks != 0 && p.parent_start_ticks != at_attach.start_ticks);
+                 (p.parent_start_ticks != 0 && at_attach.start_ticks != 0 &&
+                  p.parent_start_ticks != at_attach.start_ticks);
   }
   if (p.state.idle_ns.has_value() && (p.answered || !p.known_from.empty())) {
     // What was known of a silent process, aged since.

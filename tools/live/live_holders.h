@@ -30,6 +30,11 @@ struct HolderState {
 
 HolderState HolderStateOf(const LiveProcess& p, uint64_t idle_after_ns);
 
+// Its parent when its live view started: from its answer (or what is known
+// of it), else from its status page (a process stopped before any reader
+// got an answer from it; the pid alone). None when neither says.
+std::optional<LiveState::Parent> ParentAtStart(const LiveProcess& p);
+
 // "running", "idle", "stopped", "orphaned" (running, but orphaned),
 // "stopped+orphaned", "idle+orphaned".
 std::string HolderStateName(const HolderState& s);
