@@ -8,10 +8,12 @@
 #include <cupti.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "interpose/callbacks/callbacks.h"
 #include "interpose/callbacks/current_session.h"
 #include "interpose/calls/calls.h"
+#include "libgpuwatch/base/status_page.h"
 #include "libgpuwatch/record/tracker.h"
 #include "libgpuwatch/record/transfers.h"
 #include "libgpuwatch/session/events.h"
@@ -43,10 +45,26 @@ struct CallInProgress {
 };
 // initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.
-extern thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
-extern thread_local bool t_in_call __attribute__((tls_model("initial-exec")));
+extern thread_local constinit CallInProgress t_call __attribute__((tls_model("initial-exec")));
+extern thread_local constinit bool t_in_call __attribute__((tls_model("initial-exec")));
 
 inline uint64_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// The call in progress on the status page (status_page.h), with its site
+// when ENTER captured it: a few stores. A call's name on the page is its
+// index in the registry. Returns the page's Ticks() (0: no page).
+inline uint64_t PublishEnter(const CallbackSpec& spec) {
+  const CallInProgress& c = t_call;
+  return StatusCallBegins(static_cast<uint32_t>(&spec - calls_internal::kRegistryEntries),
+                          c.stack_captured ? c.stack_id : 0);
+}
+
+// The API a call's return type belongs to (cudaError_t or CUresult).
+template <typename Result>
+constexpr CUpti_CallbackDomain DomainOf() {
+  return std::is_same_v<Result, cudaError_t> ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                             : CUPTI_CB_DOMAIN_DRIVER_API;
+}
 
 // The event API (libgpuwatch/session/events.h) to the recording events go
 // to now (a fork child swaps it: Session): taken once per event. Only once a
@@ -71,10 +89,23 @@ void ClassifyCopy(const ParsedCall& parsed, CopyCall* call);
 void Launch(const char* name);
 
 // error_callbacks.cc.
+// A kernel launch's ENTER and EXIT (a spec of Role::kLaunch: never a graph
+// node's), apart from the general path: ENTER reads the stream only, EXIT
+// counts the launch (KernelLaunch) or the failure.
+void LaunchEnter(const CallbackSpec& spec, const CUpti_CallbackData* d);
+// Whether the call in progress is one LaunchEnter began.
+inline bool IsLaunchInProgress() {
+  return t_call.spec != nullptr && t_call.spec->role == Role::kLaunch;
+}
+template <typename Result>
+void LaunchExit(const CUpti_CallbackData* d, Result ok_value);
+extern template void LaunchExit(const CUpti_CallbackData* d, cudaError_t ok_value);
+extern template void LaunchExit(const CUpti_CallbackData* d, CUresult ok_value);
 // A kernel launched by the call `d` on `stream` (not a graph's): counted, and
 // kept in its context's ring of launches since the last successful
-// synchronization, with its kernel's first launch site.
-void KernelLaunch(const CUpti_CallbackData* d, const void* stream);
+// synchronization, with its kernel's first launch site; `ticks`: when
+// (Ticks(), the status page's read of the call's end).
+void KernelLaunch(const CUpti_CallbackData* d, const void* stream, uint64_t ticks);
 // A call that returned `code`, not success (`domain`: which API's code).
 void CallFailed(const CUpti_CallbackData* d, CUpti_CallbackDomain domain, int code);
 

@@ -22,8 +22,8 @@ thread_local constinit int t_inside_gpuwatch __attribute__((tls_model("initial-e
 namespace switchboard {
 
 CallbackHooks g_hooks;
-thread_local CallInProgress t_call __attribute__((tls_model("initial-exec")));
-thread_local bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
+thread_local constinit CallInProgress t_call __attribute__((tls_model("initial-exec")));
+thread_local constinit bool t_in_call __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
 
@@ -202,16 +202,6 @@ void BlockExit(SyncKind kind) {
 
 // --- ENTER and EXIT of a tracked call -----------------------------------------
 
-// The registry's first entry: a call's name on the status page is its index.
-const CallbackSpec* const g_registry = CallbackRegistry().data();
-
-// The call in progress on the status page (status_page.h), with its site
-// when ENTER captured it: a few stores.
-void PublishEnter(const CallbackSpec& spec) {
-  const CallInProgress& c = t_call;
-  StatusCallBegins(static_cast<uint32_t>(&spec - g_registry), c.stack_captured ? c.stack_id : 0);
-}
-
 void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   CallInProgress& c = t_call;
   c.spec = &spec;
@@ -247,14 +237,12 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
       }
       break;
     case Role::kAlloc:
-      c.enter_ticks = Ticks();
-      break;
+      break;  // its start: the status page's (below)
     case Role::kFree:
       // Before the driver can hand the address to another thread.
       if (!call.node_only && call.address != 0) {
         c.freed = CurrentEvents().FreeBegun(call.address, &c.removed);
       }
-      c.enter_ticks = Ticks();
       break;
     case Role::kVmmRelease:
       // Before the driver can give the handle's value to another thread.
@@ -280,21 +268,28 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
     default:
       break;
   }
-  PublishEnter(spec);
+  // An allocation's and a free's time (churn) from the page's counter read,
+  // not a second one.
+  const uint64_t now = PublishEnter(spec);
+  if (call.role == Role::kAlloc || call.role == Role::kFree) {
+    c.enter_ticks = now != 0 ? now : Ticks();
+  }
 }
 
 template <typename Result>
 void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   t_in_call = false;
-  StatusCallEnds();
+  const uint64_t end_ticks = StatusCallEnds();  // 0: no page
   CallInProgress& c = t_call;
-  if (c.spec == nullptr) return;
   const auto* ret = static_cast<const Result*>(d->functionReturnValue);
   const bool succeeded = ret != nullptr && *ret == ok_value;
   const bool oom = ret != nullptr && *ret == oom_value;
+  // Counted even when ENTER's parse found nothing to record (c.spec null):
+  // a failed call is an error whatever its params said.
   if (!succeeded && ret != nullptr) [[unlikely]] {
-    CallFailed(d, c.spec->domain, static_cast<int>(*ret));
+    CallFailed(d, DomainOf<Result>(), static_cast<int>(*ret));
   }
+  if (c.spec == nullptr) return;
   const ParsedCall& entered = c.call;
   if (entered.role == Role::kInstantiate) {
     CurrentSession()->graphs().EndInstantiation(pthread_self());
@@ -323,7 +318,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       ParsedCall out;
       if (!ParseCall(*c.spec, d, succeeded, &out)) break;
       if (succeeded) {
-        Alloc(out, d, Ticks() - c.enter_ticks);
+        Alloc(out, d, (end_ticks != 0 ? end_ticks : Ticks()) - c.enter_ticks);
       } else if (oom) {
         OutOfMemory(out, d, static_cast<int>(*ret));
       }
@@ -331,7 +326,10 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     }
     case Role::kFree:
       if (succeeded) {
-        if (c.freed) CurrentEvents().FreeDone(c.removed, Ticks() - c.enter_ticks);
+        if (c.freed) {
+          CurrentEvents().FreeDone(c.removed,
+                                   (end_ticks != 0 ? end_ticks : Ticks()) - c.enter_ticks);
+        }
         if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
         if (!c.freed && entered.address != 0) CurrentEvents().UnknownFree();
       } else if (c.freed) {
@@ -358,8 +356,7 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       }
       break;
     }
-    case Role::kLaunch:
-      if (succeeded) KernelLaunch(d, entered.stream);
+    case Role::kLaunch:  // LaunchExit (error_callbacks.cc)
       break;
     case Role::kGraphLaunch:
       GraphLaunchExit(entered, c.correlation, succeeded);
@@ -417,10 +414,12 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
 }
 
 // An EXIT whose ENTER was never seen: the runtime call inside which the
-// driver injected gpuwatch. Only what its EXIT alone tells is recorded.
+// driver injected gpuwatch. Only what its EXIT alone tells is recorded. Out
+// of line: its ParsedCall would otherwise make every callback's frame.
 template <typename Result>
-void OnExitWithoutEnter(const CallbackSpec& spec, const CUpti_CallbackData* d, Result ok_value,
-                        Result oom_value) {
+__attribute__((noinline)) void OnExitWithoutEnter(const CallbackSpec& spec,
+                                                  const CUpti_CallbackData* d, Result ok_value,
+                                                  Result oom_value) {
   if (t_driver_before_runtime) return;  // its driver calls were recorded already
   const auto* ret = static_cast<const Result*>(d->functionReturnValue);
   if (ret == nullptr) return;
@@ -460,7 +459,13 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     if (++t_runtime_depth == 1) {
       FirstCall();
       if (t_in_call) return;
-      if (const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid)) OnEnter(*spec, d);
+      if (const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid)) {
+        if (spec->role == Role::kLaunch) {
+          LaunchEnter(*spec, d);
+        } else {
+          OnEnter(*spec, d);
+        }
+      }
     }
     return;
   }
@@ -476,7 +481,11 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   // The EXIT of the call whose ENTER OnEnter saw: the same correlation id
   // (no lookup: its spec is the call's).
   if (--t_runtime_depth == 0 && t_in_call && t_call.correlation == d->correlationId) {
-    OnApiExit(d, cudaSuccess, cudaErrorMemoryAllocation);
+    if (IsLaunchInProgress()) {
+      LaunchExit(d, cudaSuccess);
+    } else {
+      OnApiExit(d, cudaSuccess, cudaErrorMemoryAllocation);
+    }
   }
 }
 
@@ -492,11 +501,20 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   if (d->callbackSite == CUPTI_API_ENTER) {
     FirstCall();
     if (!t_runtime_seen) t_driver_before_runtime = true;
-    if (!t_in_call) OnEnter(*spec, d);
+    if (t_in_call) return;
+    if (spec->role == Role::kLaunch) {
+      LaunchEnter(*spec, d);
+    } else {
+      OnEnter(*spec, d);
+    }
     return;
   }
   if (t_in_call && t_call.correlation == d->correlationId) {
-    OnApiExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
+    if (IsLaunchInProgress()) {
+      LaunchExit(d, CUDA_SUCCESS);
+    } else {
+      OnApiExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
+    }
   }
 }
 

@@ -1,13 +1,48 @@
 // Kernels launched and calls that failed: what a report needs to name the
 // error a run ended on, the call where it surfaced and the kernels before it
-// (libgpuwatch/record/cuda_errors.h).
+// (libgpuwatch/record/cuda_errors.h). A launch has an ENTER and EXIT of its
+// own, without the general path's parse and role switches (the launch is the
+// most frequent call; docs/BENCHMARKS.md, "Issue 33, stop 45").
 #include "interpose/callbacks/callback_state.h"
 #include "interpose/nvtx/nvtx.h"
 #include "libgpuwatch/record/cuda_errors.h"
 
 namespace gpuwatch::switchboard {
 
-void KernelLaunch(const CUpti_CallbackData* d, const void* stream) {
+void LaunchEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
+  CallInProgress& c = t_call;
+  c.spec = &spec;
+  c.correlation = d->correlationId;
+  c.stack_captured = false;
+  c.made_node = false;  // a launch into a capturing stream makes a kernel node
+  c.freed = false;
+  c.symbol = d->symbolName;
+  ParsedCall& call = c.call;  // only what a launch's EXIT and a node made inside it read
+  call.role = Role::kLaunch;
+  call.node_only = false;
+  call.stream = nullptr;
+  if (spec.parse != nullptr && d->functionParams != nullptr) spec.parse(d, false, &call);
+  t_in_call = true;
+  PublishEnter(spec);
+}
+
+template <typename Result>
+void LaunchExit(const CUpti_CallbackData* d, Result ok_value) {
+  t_in_call = false;
+  const uint64_t end_ticks = StatusCallEnds();  // 0: no page
+  const auto* ret = static_cast<const Result*>(d->functionReturnValue);
+  if (ret == nullptr || *ret != ok_value) [[unlikely]] {
+    if (ret != nullptr) CallFailed(d, DomainOf<Result>(), static_cast<int>(*ret));
+    return;
+  }
+  // Captured into a graph: launched at each launch of its instances.
+  if (t_call.made_node) return;
+  KernelLaunch(d, t_call.call.stream, end_ticks != 0 ? end_ticks : Ticks());
+}
+template void LaunchExit(const CUpti_CallbackData* d, cudaError_t ok_value);
+template void LaunchExit(const CUpti_CallbackData* d, CUresult ok_value);
+
+void KernelLaunch(const CUpti_CallbackData* d, const void* stream, uint64_t ticks) {
   Events events = CurrentEvents();
   if (!events.enabled()) return;
   const uint32_t name_id = events.Launched(CurrentPhase(), d->symbolName);
@@ -15,7 +50,7 @@ void KernelLaunch(const CUpti_CallbackData* d, const void* stream) {
   if (events.KernelSiteNeeded(name_id)) [[unlikely]] {
     events.KernelSiteSeen(name_id, CallSite());
   }
-  events.KernelQueued(d->contextUid, name_id, Addr(stream));
+  events.KernelQueued(d->contextUid, name_id, Addr(stream), ticks);
 }
 
 // Counted by call and code with the stack of its first, and the context's
@@ -32,10 +67,10 @@ void CallFailed(const CUpti_CallbackData* d, CUpti_CallbackDomain domain, int co
   e.context_uid = d->contextUid;
   e.device = DeviceOfContext(d->context, d->contextUid);
   e.now_ns = events.NowNs();
-  // A stack only for what is kept new: a failure repeated in a loop costs a
-  // lookup, not a capture each time.
-  if (events.CallFailureKeepsNew(e)) e.stack_id = CallSite();
-  events.CallFailed(e);
+  // A stack only for what is kept new, captured after the table's lock is
+  // released: a failure repeated in a loop costs one lookup under the lock,
+  // not a capture each time.
+  if (events.CallFailed(e)) events.CallFailureStack(e, CallSite());
 }
 
 }  // namespace gpuwatch::switchboard

@@ -28,7 +28,7 @@ enum class Role : uint8_t {
   kAlloc,        // memory allocated: size at ENTER, address at a successful EXIT
   kFree,         // memory freed: the address, known at ENTER
   kCopy,         // a copy: bytes and direction, known at ENTER
-  kLaunch,       // a kernel launch
+  kLaunch,       // a kernel launch (in the registry: a launch now, never a graph's node)
   kGraphLaunch,  // a graph launch: the work of its nodes
   kSync,         // the host waits for the device
   kVmmCreate,    // cuMemCreate: physical memory on a device or host location
@@ -40,7 +40,7 @@ enum class Role : uint8_t {
   kIpcOpen,      // cuIpcOpenMemHandle: another process's memory mapped here (address at EXIT)
   kIpcClose,     // cuIpcCloseMemHandle: a reference to such a mapping dropped (address at ENTER)
   kInstantiate,  // a graph instantiated: the nodes cloned inside it are the exec's
-  kGraphNode,    // a graph node of any type (cudaGraphAddNode): parsed as its node's role
+  kGraphNode,    // a graph node (cudaGraphAddNode, ...AddKernelNode): parsed as its node's role
 };
 const char* RoleName(Role role);
 

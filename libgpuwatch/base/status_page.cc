@@ -18,7 +18,8 @@
 namespace gpuwatch {
 
 std::atomic<StatusPage*> g_status_page{nullptr};
-thread_local StatusThread* t_status_slot __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local constinit StatusThread* t_status_slot __attribute__((tls_model("initial-exec"))) =
+    nullptr;
 
 template <size_t kWords>
 void StatusText<kWords>::Store(const std::string& s) {

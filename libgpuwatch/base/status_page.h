@@ -100,7 +100,8 @@ struct StatusPage {
 // could not be made).
 extern std::atomic<StatusPage*> g_status_page;
 // The calling thread's slot; null until its first call (then claimed).
-extern thread_local StatusThread* t_status_slot __attribute__((tls_model("initial-exec")));
+extern thread_local constinit StatusThread* t_status_slot
+    __attribute__((tls_model("initial-exec")));
 
 // Claims a slot for the calling thread (its first call), or a shared slot
 // no one reads when all are taken; null when there is no page.
@@ -112,33 +113,40 @@ StatusThread* ClaimStatusSlot();
 
 // The call path's two writes: a call (`name_index` in the page's names)
 // begins with its site's stack id (0: not captured), and the call in
-// progress ends.
-inline void StatusCallBegins(uint32_t name_index, uint32_t stack_id) {
+// progress ends. StatusCallBegins returns the Ticks() it wrote (0 when there
+// is no page), for a caller that needs the call's start too: one counter
+// read per event.
+inline uint64_t StatusCallBegins(uint32_t name_index, uint32_t stack_id) {
   StatusThread* s = t_status_slot;
   if (s == nullptr) [[unlikely]] {
     s = ClaimStatusSlot();
-    if (s == nullptr) return;
+    if (s == nullptr) return 0;
   }
+  const uint64_t now = Ticks();
   const uint32_t q = s->seq.load(std::memory_order_relaxed);
   s->seq.store(q + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s->call.store(name_index + 1, std::memory_order_relaxed);
   s->stack_id.store(stack_id, std::memory_order_relaxed);
-  s->call_start.store(Ticks(), std::memory_order_relaxed);
+  s->call_start.store(now, std::memory_order_relaxed);
   s->seq.store(q + 2, std::memory_order_release);
+  return now;
 }
 
-inline void StatusCallEnds() {
+// Returns the Ticks() it wrote, 0 when there is no page.
+inline uint64_t StatusCallEnds() {
   StatusThread* s = t_status_slot;
-  if (s == nullptr) return;
+  if (s == nullptr) return 0;
+  const uint64_t now = Ticks();
   const uint32_t q = s->seq.load(std::memory_order_relaxed);
   s->seq.store(q + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s->last_call.store(s->call.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  s->last_end.store(Ticks(), std::memory_order_relaxed);
+  s->last_end.store(now, std::memory_order_relaxed);
   s->calls.store(s->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   s->call.store(0, std::memory_order_relaxed);
   s->seq.store(q + 2, std::memory_order_release);
+  return now;
 }
 
 // "<dir>/<pid>.status".

@@ -140,17 +140,31 @@ bool CudaErrors::KeepsNew(const CudaErrorEvent& e) const {
          !HasSticky(e.context_uid);
 }
 
-void CudaErrors::OnError(const CudaErrorEvent& e) {
-  if (IsExpectedCudaError(e.code)) return;
+void CudaErrors::SetFirstStack(const CudaErrorEvent& e, uint32_t stack_id) {
+  const std::lock_guard<Mutex> lock(mu_);
+  if (const int i = IndexOfCall(e, e.api != nullptr ? e.api : ""); i >= 0) {
+    if (calls_[i].first.stack_id == 0) calls_[i].first.stack_id = stack_id;
+  }
+  const int n = sticky_count_.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    CudaErrorEvent& kept = sticky_[i].error;
+    if (kept.context_uid == e.context_uid && kept.stack_id == 0) kept.stack_id = stack_id;
+  }
+}
+
+bool CudaErrors::OnError(const CudaErrorEvent& e) {
+  if (IsExpectedCudaError(e.code)) return false;
   const char* api = e.api != nullptr ? e.api : "";
   const std::lock_guard<Mutex> lock(mu_);
   const int found = IndexOfCall(e, api);
   Call* call = found >= 0 ? &calls_[found] : nullptr;
+  bool kept_new = false;
   if (call == nullptr && call_count_ < kMaxCalls) {
     call = &calls_[call_count_++];
     call->first = e;
     call->first.api = nullptr;
     CopyName(call->api, api);
+    kept_new = true;
   }
   if (call != nullptr) {
     ++call->count;
@@ -158,10 +172,10 @@ void CudaErrors::OnError(const CudaErrorEvent& e) {
   } else {
     ++calls_not_kept_;
   }
-  if (!IsStickyCudaError(e.code)) return;
-  if (HasSticky(e.context_uid)) return;  // its first is kept
+  if (!IsStickyCudaError(e.code)) return kept_new;
+  if (HasSticky(e.context_uid)) return kept_new;  // its first is kept
   const int n = sticky_count_.load(std::memory_order_relaxed);
-  if (n == kContexts) return;
+  if (n == kContexts) return kept_new;
   Sticky& s = sticky_[n];
   s.error = e;
   s.error.api = nullptr;
@@ -195,6 +209,7 @@ void CudaErrors::OnError(const CudaErrorEvent& e) {
     }
   }
   sticky_count_.store(n + 1, std::memory_order_release);
+  return true;
 }
 
 CudaErrorsSnapshot CudaErrors::Snapshot(const KernelTable& kernels) const {

@@ -138,10 +138,14 @@ class CudaErrors {
   }
 
   // A call returned `e.code`, not success. Expected failures are not kept.
-  void OnError(const CudaErrorEvent& e);
-  // Whether OnError(e) would keep something new, and so needs e's stack: a
-  // (call, code) not counted yet, or a context's first sticky error. A
-  // failure repeated in a loop is counted without capturing its stack again.
+  // Returns whether it kept something new (a (call, code) not counted yet,
+  // or a context's first sticky error): then e's stack, captured by the
+  // caller outside the lock, goes to SetFirstStack. A failure repeated in a
+  // loop is counted under one lock, without capturing its stack again.
+  bool OnError(const CudaErrorEvent& e);
+  // The stack of what OnError(e) kept new, where it has none yet.
+  void SetFirstStack(const CudaErrorEvent& e, uint32_t stack_id);
+  // Whether OnError(e) would keep something new (a query: OnError says it too).
   bool KeepsNew(const CudaErrorEvent& e) const;
   // Whether a context has had a sticky error: the run failed.
   bool failed() const { return sticky_count_.load(std::memory_order_relaxed) != 0; }

@@ -46,7 +46,7 @@ void Events::ContextDestroyed(int32_t device) {
   lifecycle.context_freed_bytes.fetch_add(freed.bytes, std::memory_order_relaxed);
 }
 
-void Events::CallFailed(const CudaErrorEvent& e) { r_->errors.OnError(e); }
+bool Events::CallFailed(const CudaErrorEvent& e) { return r_->errors.OnError(e); }
 
 void Events::FirstCallUnobserved() {
   r_->lifecycle.first_call_observed = false;

@@ -118,8 +118,9 @@ class Events {
   }
   // A launch (not a graph's) kept in its context's ring of kernels since the
   // last successful synchronization; its kernel's first launch site.
-  void KernelQueued(uint32_t context_uid, uint32_t name_id, uint64_t stream) {
-    r_->errors.OnLaunch(context_uid, name_id, stream, Ticks());
+  // `ticks`: when (base/clock.h's Ticks()).
+  void KernelQueued(uint32_t context_uid, uint32_t name_id, uint64_t stream, uint64_t ticks) {
+    r_->errors.OnLaunch(context_uid, name_id, stream, ticks);
   }
   bool KernelSiteNeeded(uint32_t name_id) const { return r_->errors.NeedsSite(name_id); }
   void KernelSiteSeen(uint32_t name_id, uint32_t stack_id) {
@@ -132,10 +133,13 @@ class Events {
   void Synced(uint32_t context_uid) { r_->errors.OnSynced(context_uid); }
 
   // --- Errors ------------------------------------------------------------------
-  // A call returned an error (not success): rare, events.cc.
-  void CallFailed(const CudaErrorEvent& e);
-  // Whether CallFailed(e) keeps something new, which needs e's stack.
-  bool CallFailureKeepsNew(const CudaErrorEvent& e) const { return r_->errors.KeepsNew(e); }
+  // A call returned an error (not success): rare, events.cc. Returns
+  // whether it kept something new, which then needs e's stack
+  // (CallFailureStack; CudaErrors::OnError).
+  bool CallFailed(const CudaErrorEvent& e);
+  void CallFailureStack(const CudaErrorEvent& e, uint32_t stack_id) {
+    r_->errors.SetFirstStack(e, stack_id);
+  }
   // A context had a sticky error: the run failed.
   bool RunFailed() const { return r_->errors.failed(); }
 

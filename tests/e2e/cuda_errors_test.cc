@@ -322,5 +322,28 @@ TEST(KernelFault, WithoutTheFaultTheRunHasNoErrorsAndPassesCheck) {
   EXPECT_EQ(check.out.find("cuda error"), std::string::npos) << check.out;
 }
 
+// A call whose parameters say nothing gpuwatch records (cudaGraphAddNode without node
+// parameters: its ENTER is not parsed) still counts when it fails, with its line.
+TEST(KernelFault, AFailedCallWhoseParamsWereNotReadIsCounted) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  const ProcessResult r =
+      RunProcess({kPrograms + "/kernel_fault", "unparsed"}, PreloadEnv(out, {}), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "kernel_fault: unparsed call returned 1\n");
+  const json report = ReadReport(out);
+  const json& errors = report["cuda_errors"];
+  ASSERT_TRUE(errors.is_object()) << report.dump();
+  EXPECT_EQ(errors["run_failed"], false);
+  EXPECT_EQ(errors["sticky"].size(), 0u) << errors.dump();
+  ASSERT_EQ(errors["calls"].size(), 1u) << errors.dump();
+  EXPECT_EQ(errors["calls"][0]["api"], "cudaGraphAddNode");
+  EXPECT_EQ(errors["calls"][0]["name"], "cudaErrorInvalidValue");
+  EXPECT_EQ(errors["calls"][0]["code"], 1);
+  EXPECT_EQ(errors["calls"][0]["domain"], "runtime");
+  EXPECT_EQ(errors["calls"][0]["count"], 1);
+  EXPECT_EQ(errors["calls"][0]["location"], At("fails unread"));
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing

@@ -63,9 +63,10 @@ TEST(CudaErrors, CountsFailedCallsByCallAndCodeAndLeavesExpectedOnesOut) {
   EXPECT_TRUE(snap.sticky.empty());
 }
 
-// The callback captures a failed call's stack only when KeepsNew says the
-// table keeps something new with it: a failure repeated in a loop is counted
-// without a capture each time.
+// The callback captures a failed call's stack only when OnError says the
+// table kept something new with it (KeepsNew asks the same without
+// counting): a failure repeated in a loop is counted without a capture each
+// time.
 TEST(CudaErrors, OnlyAFailureKeptNewNeedsItsStack) {
   CudaErrors errors(KernelTable::kMaxNames);
   EXPECT_TRUE(errors.KeepsNew(Error("cudaMemcpy", 1, 1, 20)));
@@ -85,6 +86,37 @@ TEST(CudaErrors, OnlyAFailureKeptNewNeedsItsStack) {
     errors.OnError(Error("cudaLaunchKernel", code, 1, 70, 8));
   }
   EXPECT_FALSE(errors.KeepsNew(Error("cudaEventRecord", 1, 1, 80)));
+}
+
+// OnError says what KeepsNew would have, under its one lock; the stack
+// captured after it goes to what it kept, and to nothing kept before.
+TEST(CudaErrors, OnErrorSaysWhatItKeptNewAndTakesItsStackAfter) {
+  KernelTable kernels;
+  CudaErrors errors(KernelTable::kMaxNames);
+  EXPECT_TRUE(errors.OnError(Error("cudaMemcpy", 1, 1, 20)));   // new: no stack yet
+  EXPECT_FALSE(errors.OnError(Error("cudaMemcpy", 1, 1, 30)));  // counted only
+  EXPECT_FALSE(errors.OnError(Error("cudaMalloc", 2, 1, 30)));  // expected: not kept
+  errors.SetFirstStack(Error("cudaMemcpy", 1, 1, 20), 9);
+  errors.SetFirstStack(Error("cudaMemcpy", 1, 1, 30), 10);  // has its stack: unchanged
+  // A sticky error, new for its context though its (call, code) is known.
+  EXPECT_TRUE(errors.OnError(Error("cudaFree", 700, 1, 40)));
+  errors.SetFirstStack(Error("cudaFree", 700, 1, 40), 11);
+  EXPECT_TRUE(errors.OnError(Error("cudaFree", 700, 2, 50)));
+  errors.SetFirstStack(Error("cudaFree", 700, 2, 50), 12);
+  EXPECT_FALSE(errors.OnError(Error("cudaFree", 700, 2, 60)));
+  const CudaErrorsSnapshot snap = errors.Snapshot(kernels);
+  ASSERT_EQ(snap.calls.size(), 2u);
+  EXPECT_EQ(snap.calls[0].api, "cudaMemcpy");
+  EXPECT_EQ(snap.calls[0].count, 2u);
+  EXPECT_EQ(snap.calls[0].first.stack_id, 9u);
+  EXPECT_EQ(snap.calls[1].api, "cudaFree");
+  EXPECT_EQ(snap.calls[1].count, 3u);
+  EXPECT_EQ(snap.calls[1].first.stack_id, 11u);  // the first's, not the second context's
+  ASSERT_EQ(snap.sticky.size(), 2u);
+  EXPECT_EQ(snap.sticky[0].error.context_uid, 1u);
+  EXPECT_EQ(snap.sticky[0].error.stack_id, 11u);
+  EXPECT_EQ(snap.sticky[1].error.context_uid, 2u);
+  EXPECT_EQ(snap.sticky[1].error.stack_id, 12u);
 }
 
 TEST(CudaErrors, AStickyErrorKeepsTheLaunchesSinceItsContextsLastSynchronization) {
@@ -155,9 +187,9 @@ TEST(CudaErrors, TheEventApiRecordsIntoTheCurrentRecording) {
   EXPECT_TRUE(events.KernelSiteNeeded(id));
   events.KernelSiteSeen(id, 8);
   EXPECT_FALSE(events.KernelSiteNeeded(id));
-  events.KernelQueued(1, id, 0);
+  events.KernelQueued(1, id, 0, Ticks());
   EXPECT_FALSE(events.RunFailed());
-  events.CallFailed(Error("cudaMemcpy", 700, 1, events.NowNs()));
+  EXPECT_TRUE(events.CallFailed(Error("cudaMemcpy", 700, 1, events.NowNs())));  // kept new
   EXPECT_TRUE(events.RunFailed());
   const CudaErrorsSnapshot snap = session.recording().errors.Snapshot(session.recording().kernels);
   ASSERT_EQ(snap.sticky.size(), 1u);

@@ -5,10 +5,12 @@
 // part asks); the program checks the error, says so and exits 1 (its device memory still
 // allocated). The simulator does not run kernels: there Scatter faults only under
 // GWSIM_FAULT_KERNEL=Scatter, and without the variable the program runs to its end and prints
-// "kernel_fault: done".
+// "kernel_fault: done". With the argument "unparsed" it makes one call that fails before
+// anything in it can be read (cudaGraphAddNode without node parameters) and exits 0.
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace {
 
@@ -38,7 +40,17 @@ bool Check(cudaError_t err, const char* what) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "unparsed") == 0) {
+    cudaGraph_t graph = nullptr;
+    if (!Check(cudaGraphCreate(&graph, 0), "cudaGraphCreate")) return 1;
+    cudaGraphNode_t node = nullptr;
+    cudaError_t err = cudaSuccess;
+    err = cudaGraphAddNode(&node, graph, nullptr, nullptr, 0, nullptr);  // fails unread
+    std::printf("kernel_fault: unparsed call returned %d\n", static_cast<int>(err));
+    cudaGraphDestroy(graph);
+    return 0;
+  }
   float* data = nullptr;
   int* index = nullptr;
   if (!Check(cudaMalloc(&data, kCount * sizeof(float)), "cudaMalloc")) return 1;
