@@ -42,24 +42,7 @@ import time
 import urllib.request
 
 import bench_target
-from bench_target import die
-
-
-def schedstat_ns(path):
-    """The first field of a schedstat file: ns spent on a CPU."""
-    with open(path) as f:
-        return int(f.read().split()[0])
-
-
-def thread_named(pid, name):
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() == name:
-                    return tid
-        except FileNotFoundError:
-            pass
-    return None
+from bench_target import die, find_thread, schedstat_ns
 
 
 def stat_cpu_ms(pid):
@@ -85,17 +68,7 @@ class Loads:
         b = os.path.abspath(args.build)
         self.dir = tempfile.mkdtemp(prefix="gwscrape.")
         self.live = os.path.join(self.dir, "live")
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-        if not args.gpu:
-            sim = os.path.join(b, "tests", "sim", "lib")
-            env["LD_LIBRARY_PATH"] = ":".join(
-                [sim] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
-        env["LD_PRELOAD"] = os.path.join(b, "lib", "libgpuwatch.so")
-        env["GPUWATCH_LIVE_DIR"] = self.live
-        env["GPUWATCH_OUTPUT"] = os.path.join(self.dir, "report.%p.json")
-        env["GPUWATCH_SUMMARY"] = "0"
+        env = bench_target.load_env(args, self.live)
         # No checkpoint reports: they would land in the windows at random.
         env["GPUWATCH_CHECKPOINT_SECONDS"] = "0"
         outer = max(1, min(100, (args.sites + 99) // 100))
@@ -120,7 +93,7 @@ class Loads:
                     die(f"{' '.join(argv)} did not get ready: {line!r}")
                 _, _, allocs, total = line.split()
                 p.allocs, p.total_bytes = int(allocs), int(total)
-                p.bg = thread_named(p.pid, "gpuwatch-bg")
+                p.bg = find_thread(p.pid, "gpuwatch-bg")
                 if p.bg is None:
                     self.stop()
                     die("no thread named gpuwatch-bg in the load")
@@ -225,10 +198,9 @@ def check(body, loads, top):
 
 def main():
     ap = bench_target.parser(__doc__)
+    bench_target.add_load_options(ap, per_site=1)
     ap.add_argument("--processes", type=int, default=100, help="processes (default 100)")
     ap.add_argument("--sites", type=int, default=10000, help="sites per process (default 10000)")
-    ap.add_argument("--per-site", type=int, default=1, help="allocations per site (default 1)")
-    ap.add_argument("--bytes", type=int, default=4096, help="bytes per allocation (default 4096)")
     ap.add_argument("--top", type=int, default=20, help="the exporter's --top (default 20)")
     ap.add_argument("--scrapes", type=int, default=10, help="warm scrapes (default 10)")
     ap.add_argument("--seconds", type=float, default=10, help="the idle window (default 10)")

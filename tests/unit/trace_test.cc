@@ -206,17 +206,16 @@ TEST(Trace, ReportSectionIsCompact) {
 // where known (device 1 here; device 0 knows only its UUID), absent where
 // not, and read back as written.
 TEST(Trace, DevicesNameTheirGpuWhereKnownAndReadBack) {
-  Trace trace(4);
   Tracker tracker;
-  tracker.SetTrace(&trace);
-  tracker.OnAlloc(Alloc(0x1000, 4096, 0));
-  tracker.OnAlloc(Alloc(0x2000, 512, 1));
+  for (int device = 0; device < 2; ++device) {
+    tracker.OnAlloc(Alloc(0x1000 + 0x1000 * device, 4096 >> (3 * device), device));
+  }
+  const TraceSnapshot empty = Trace(1).Snapshot();  // the devices come from the tracker
   std::array<DeviceIdentity, kMaxTrackedDevices> identity{};
   identity[0].uuid = "GPU-67777369-6d2d-6465-7669-63652d303200";
   identity[1] = {"GPU-67777369-6d2d-6465-7669-63652d303300", "00000000:04:00.0", 3};
   SiteResolver sites(nullptr);
-  const ReportTrace written =
-      ReportTraceOf(trace.Snapshot(), tracker.Snapshot(), &sites, nullptr, &identity);
+  const ReportTrace written = ReportTraceOf(empty, tracker.Snapshot(), &sites, nullptr, &identity);
   const nlohmann::json j = ReportTraceJson(written);
   EXPECT_EQ(j["devices"], nlohmann::json::parse(R"([
     {"device":0,"live_bytes":4096,"peak_bytes":4096,
@@ -232,8 +231,7 @@ TEST(Trace, DevicesNameTheirGpuWhereKnownAndReadBack) {
   EXPECT_EQ(read.devices[0].gpu, -1);
   EXPECT_EQ(read.devices[1].gpu, 3);
   // Without a record, no device names a GPU.
-  const nlohmann::json none =
-      ReportTraceJson(ReportTraceOf(trace.Snapshot(), tracker.Snapshot(), &sites));
+  const nlohmann::json none = ReportTraceJson(ReportTraceOf(empty, tracker.Snapshot(), &sites));
   EXPECT_FALSE(none["devices"][1].contains("uuid")) << none["devices"].dump();
 }
 
