@@ -1,7 +1,8 @@
-"""What bench/overhead.py, bench/live_poll.py and bench/fixed_cost.py share:
-their parser, with the options that say where the build is and whether the
-load runs on a GPU or on the simulator, how they stop, and a run under
-callgrind."""
+"""What bench/overhead.py, bench/live_poll.py, bench/scrape_cost.py and
+bench/fixed_cost.py share: their parser, with the options that say where the
+build is and whether the load runs on a GPU or on the simulator, how they
+stop, a run under callgrind, the environment of a load under gpuwatch, and a
+thread's CPU time."""
 
 import argparse
 import os
@@ -68,3 +69,48 @@ def check_built(args, paths, deps):
     if not gpu and not os.path.isdir(sim):
         die(f"no GPU and no simulator at {sim}")
     return gpu
+
+
+def add_load_options(ap, per_site):
+    """live_load's options (bench/programs/live_load.cu): allocations per site
+    (default `per_site`) and bytes per allocation."""
+    ap.add_argument("--per-site", type=int, default=per_site,
+                    help=f"allocations per site (default {per_site})")
+    ap.add_argument("--bytes", type=int, default=4096, help="bytes per allocation (default 4096)")
+
+
+def load_env(args, live_dir):
+    """The environment of a load under gpuwatch (LD_PRELOAD) serving its live
+    view in `live_dir`, its reports there too: this one's without gpuwatch's
+    and the simulator's variables, on the simulator unless args.gpu."""
+    b = os.path.abspath(args.build)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUWATCH_", "GWSIM_")) and
+           k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
+    if not args.gpu:
+        sim = os.path.join(b, "tests", "sim", "lib")
+        env["LD_LIBRARY_PATH"] = ":".join(
+            [sim] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
+    env["LD_PRELOAD"] = os.path.join(b, "lib", "libgpuwatch.so")
+    env["GPUWATCH_LIVE_DIR"] = live_dir
+    env["GPUWATCH_OUTPUT"] = os.path.join(live_dir, "report.%p.json")
+    env["GPUWATCH_SUMMARY"] = "0"
+    return env
+
+
+def schedstat_ns(path):
+    """The first field of a schedstat file: ns spent on a CPU."""
+    with open(path) as f:
+        return int(f.read().split()[0])
+
+
+def find_thread(pid, name):
+    """The id of a thread of `pid` named `name`, or None."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == name:
+                    return tid
+        except FileNotFoundError:
+            pass
+    return None

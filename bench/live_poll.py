@@ -50,13 +50,7 @@ import tempfile
 import time
 
 import bench_target
-from bench_target import die
-
-
-def schedstat_ns(path):
-    """The first field of a schedstat file: ns spent on a CPU."""
-    with open(path) as f:
-        return int(f.read().split()[0])
+from bench_target import die, find_thread, schedstat_ns
 
 
 def thread_ns(pid, tid):
@@ -73,17 +67,6 @@ def process_ns(pid):
         except (FileNotFoundError, ProcessLookupError):
             pass
     return total
-
-
-def find_thread(pid, name):
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() == name:
-                    return tid
-        except FileNotFoundError:
-            pass
-    return None
 
 
 def read_state(sock_path, top=50, timeout=5.0):
@@ -111,17 +94,7 @@ class Load:
     def __init__(self, args, live=True, env_extra=None):
         b = os.path.abspath(args.build)
         self.dir = tempfile.mkdtemp(prefix="gwlive.")
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-        if not args.gpu:
-            sim = os.path.join(b, "tests", "sim", "lib")
-            env["LD_LIBRARY_PATH"] = ":".join(
-                [sim] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
-        env["LD_PRELOAD"] = os.path.join(b, "lib", "libgpuwatch.so")
-        env["GPUWATCH_LIVE_DIR"] = self.dir
-        env["GPUWATCH_OUTPUT"] = os.path.join(self.dir, "report.%p.json")
-        env["GPUWATCH_SUMMARY"] = "0"
+        env = bench_target.load_env(args, self.dir)
         if not live:
             env["GPUWATCH_LIVE"] = "0"
         env.update(env_extra or {})
@@ -246,8 +219,7 @@ def main():
     ap = bench_target.parser(__doc__)
     ap.add_argument("--seconds", type=float, default=30, help="each window (default 30)")
     ap.add_argument("--repeat", type=int, default=1, help="windows of each kind (default 1)")
-    ap.add_argument("--per-site", type=int, default=10, help="allocations per site (default 10)")
-    ap.add_argument("--bytes", type=int, default=4096, help="bytes per allocation (default 4096)")
+    bench_target.add_load_options(ap, per_site=10)
     ap.add_argument("--top", type=int, default=50, help="sites the direct reader asks for")
     ap.add_argument("--no-off", action="store_true", help="skip the GPUWATCH_LIVE=0 process")
     ap.add_argument("--no-direct", action="store_true", help="skip the direct-socket window")

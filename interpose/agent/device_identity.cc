@@ -2,7 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace gpuwatch {
 namespace {
@@ -22,7 +25,13 @@ using NvmlIndexFn = int (*)(NvmlDevice* device, unsigned int* index);
 struct Identities {
   DeviceIdentities known;
   std::array<bool, kMaxTrackedDevices> asked{};
+  // Every copy published, kept: a report may still read an older one. At
+  // most one per device, as each device is asked once.
+  std::vector<std::unique_ptr<const DeviceIdentities>> published;
+  bool unpublished = false;  // `known` has news (kept if publishing ran out of memory)
 };
+
+std::atomic<const DeviceIdentities*> g_published{nullptr};
 
 Identities& State() {
   static Identities* identities = new Identities;  // never destroyed (exit handlers)
@@ -81,8 +90,18 @@ const DeviceIdentities& DeviceIdentitiesFor(const std::array<uint64_t, kMaxTrack
     if (held[d] == 0 || s.asked[d]) continue;
     s.asked[d] = true;
     s.known[d] = Ask(d);
+    s.unpublished = true;
+  }
+  if (s.unpublished) {
+    s.published.push_back(std::make_unique<const DeviceIdentities>(s.known));
+    g_published.store(s.published.back().get(), std::memory_order_release);
+    s.unpublished = false;
   }
   return s.known;
+}
+
+const DeviceIdentities* PublishedDeviceIdentities() {
+  return g_published.load(std::memory_order_acquire);
 }
 
 }  // namespace gpuwatch

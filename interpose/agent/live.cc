@@ -276,6 +276,9 @@ void LiveTick(Agent& agent, uint64_t checkpoint_ns) {
   const TrackerSnapshot totals = events.Totals();
   events.LiveDeviceBytesBySite(&agent.background.site_scan);
   live.activity.Tick(totals, MonotonicNs(), UnixMs());
+  // Which GPU each device that held memory is, asked once per device: known
+  // (published) before a report or a reader needs it.
+  DeviceIdentitiesFor(totals.device_peak_bytes_by_device);
   live.history.Add(totals.time_ns, totals.device_current_bytes,
                    totals.copies[static_cast<int>(CopyKind::kHostToDevice)].bytes,
                    totals.copies[static_cast<int>(CopyKind::kDeviceToHost)].bytes,

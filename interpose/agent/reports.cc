@@ -14,6 +14,7 @@
 #include <exception>
 #include <utility>
 
+#include "interpose/agent/device_identity.h"
 #include "interpose/agent/fatal_signals.h"
 #include "interpose/agent/live.h"
 #include "interpose/agent/torch_blocks.h"
@@ -60,6 +61,7 @@ ReportContext MakeContext(const Agent& agent, const char* trigger, const char* l
   context.pytorch_allocator =
       PytorchAllocatorMode([](const char* n) { return std::getenv(n); });  // NOLINT
   context.torch_blocks = LatestTorchBlocks();
+  context.device_identity = PublishedDeviceIdentities();  // never the driver here
   if (const uint64_t at = agent.reports.detached_ns.load(); at != 0) {
     context.recording_stopped = kDetachedWhy;
     context.recording_stopped_ns = at;

@@ -302,6 +302,11 @@ bool ReadReportTrace(const json& trace, ReportTrace* out, ReportFieldReader* r) 
     ReportTraceDevice& device = out->devices.emplace_back();
     device.device = r->IntegerAt(d, at, "device");
     r->CountsAt(d, at, ReportTraceDevice::Counts(), &device);
+    device.uuid = r->TextAt(d, at, "uuid");
+    device.pci_bus_id = r->TextAt(d, at, "pci_bus_id");
+    if (ReportFieldReader::Member(d, "gpu") != nullptr) {
+      device.gpu = static_cast<int64_t>(r->CountAt(d, at, "gpu"));
+    }
   });
   EachRow(r, trace, "sites", [r, out](const json& s, const std::string& at) {
     ReportTraceSite& site = out->sites.emplace_back();
@@ -389,6 +394,9 @@ json ReportTraceJson(const ReportTrace& t, bool with_events) {
     for (const CountField<ReportTraceDevice>& f : ReportTraceDevice::Counts()) {
       row[f.key] = d.*f.member;
     }
+    if (!d.uuid.empty()) row["uuid"] = d.uuid;
+    if (!d.pci_bus_id.empty()) row["pci_bus_id"] = d.pci_bus_id;
+    if (d.gpu >= 0) row["gpu"] = d.gpu;
     devices.push_back(std::move(row));
   }
   out["devices"] = std::move(devices);

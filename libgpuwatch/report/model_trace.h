@@ -75,6 +75,12 @@ static_assert(sizeof(ReportTraceEvent) == 48, "a million events are 48 MB");
 struct ReportTraceDevice {
   GPUWATCH_COUNTS(ReportTraceDevice, GPUWATCH_TRACE_DEVICE_COUNTS)
   int64_t device = 0;
+  // Which physical GPU the ordinal is, when gpuwatch knew it before the
+  // report (libgpuwatch/base/device_identity.h): "" and -1 when not (the
+  // keys are then absent).
+  std::string uuid;
+  std::string pci_bus_id;
+  int64_t gpu = -1;  // NVML's index on the node
 
   bool operator==(const ReportTraceDevice&) const = default;
 };

@@ -24,6 +24,7 @@
 #include "libgpuwatch/analysis/growth.h"
 #include "libgpuwatch/analysis/site_resolver.h"
 #include "libgpuwatch/analysis/suppressions.h"
+#include "libgpuwatch/base/device_identity.h"
 #include "libgpuwatch/record/cuda_errors.h"
 #include "libgpuwatch/record/event.h"
 #include "libgpuwatch/record/kernels.h"
@@ -99,6 +100,10 @@ struct ReportContext {
   const TimelineSnapshot* timeline = nullptr;
   // Null: no "trace" section (GPUWATCH_TRACE_EVENTS=0).
   const TraceSnapshot* trace = nullptr;
+  // Which physical GPU each device ordinal is, as known before the report
+  // (an immutable record the background thread published: the report calls
+  // neither the driver nor NVML); null: none known. trace.devices[] names it.
+  const std::array<DeviceIdentity, kMaxTrackedDevices>* device_identity = nullptr;
   // Null or empty: no "phases" section, and leak sites name no phase.
   const PhasesSnapshot* phases = nullptr;
   // Null or empty: no "regions" section (no pool declared regions).

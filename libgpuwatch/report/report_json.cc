@@ -305,7 +305,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     ThrowIfOutOfMemory();
   }
   if (context.trace != nullptr) {
-    m.trace = ReportTraceOf(*context.trace, snap, sites, context.phases);
+    m.trace = ReportTraceOf(*context.trace, snap, sites, context.phases, context.device_identity);
     ThrowIfOutOfMemory();
   }
   // Last: every section above has named its frames.

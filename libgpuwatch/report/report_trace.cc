@@ -37,7 +37,8 @@ std::vector<uint32_t> TraceSiteIds(const TraceSnapshot& trace) {
 }
 
 ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& snap,
-                          SiteResolver* sites, const PhasesSnapshot* phases) {
+                          SiteResolver* sites, const PhasesSnapshot* phases,
+                          const std::array<DeviceIdentity, kMaxTrackedDevices>* identity) {
   ReportTrace out;
   out.capacity = trace.capacity;
   out.recorded = trace.recorded;
@@ -136,6 +137,12 @@ ReportTrace ReportTraceOf(const TraceSnapshot& trace, const TrackerSnapshot& sna
     row.device = d;
     row.live_bytes = snap.device_bytes_by_device[d];
     row.peak_bytes = snap.device_peak_bytes_by_device[d];
+    if (identity != nullptr) {
+      const DeviceIdentity& id = (*identity)[d];
+      row.uuid = id.uuid;
+      row.pci_bus_id = id.pci_bus_id;
+      row.gpu = id.gpu;
+    }
   }
   return out;
 }

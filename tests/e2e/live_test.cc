@@ -4,7 +4,8 @@
 // (tools/live/live_client.cc) and by `gpuwatch top --once`. Exact bytes of a
 // training loop that leaks per step; the directory's permission checks;
 // entries of dead processes; a process killed or stopped while it is read;
-// twenty processes at once; a forked child.
+// twenty processes at once; a forked child; which physical GPU each device
+// is, in the exit report.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -461,6 +462,41 @@ TEST(Live, AReaderOfAnotherUidGetsNothing) {
             "0 bytes; 0 1 " + live + " is owned by uid 0, not by this user (uid 65534)");
   // Its own user still reads it.
   EXPECT_EQ(ScanLive(live, 50, kScanMs).processes.size(), 1u);
+}
+
+// On a node of four GPUs under CUDA_VISIBLE_DEVICES=2,3, the process's
+// devices 0 and 1 are the node's GPUs 2 and 3: the exit report's
+// trace.devices[] names each by the UUID, PCI bus id and node index the
+// background thread learnt while it ran (a live reader's question makes sure
+// it has asked), and the report, written at exit, asked nothing itself.
+TEST(Live, TheReportNamesEachDevicesPhysicalGpuUnderCudaVisibleDevices) {
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  Stepper steps(dir, live, "visible",
+                {{"GWSIM_DEVICE_COUNT", "4"}, {"CUDA_VISIBLE_DEVICES", "2,3"}});
+  ASSERT_TRUE(ReadyAndStepped(steps, 1));  // device 0: staging and 1 MiB kept
+  ASSERT_TRUE(steps.Send("device 1", "live_steps: device 1\n")) << steps.err();
+  ASSERT_TRUE(steps.Step(1)) << steps.err();                            // device 1: 1 MiB kept
+  const std::string gpu2 = "GPU-67777369-6d2d-6465-7669-63652d303200";  // "gwsim-device-02"
+  const std::string gpu3 = "GPU-67777369-6d2d-6465-7669-63652d303300";
+  const json state = RawState(live, steps.pid(), 10);
+  ASSERT_EQ(state["devices"].size(), 2u) << state.dump();
+  EXPECT_EQ(state["devices"][1]["uuid"], gpu3) << state.dump();
+  ASSERT_EQ(steps.Finish().exit_code, 0) << steps.err();
+
+  const json report = ReadJson(dir.path() + "/visible.json");
+  const json& devices = report["trace"]["devices"];
+  ASSERT_EQ(devices.size(), 2u) << report["trace"].dump();
+  EXPECT_EQ(devices[0]["device"], 0);
+  EXPECT_EQ(devices[0]["live_bytes"], (1 << 20) + (256 << 10));
+  EXPECT_EQ(devices[0]["uuid"], gpu2);
+  EXPECT_EQ(devices[0]["gpu"], 2);
+  EXPECT_EQ(devices[0]["pci_bus_id"], "00000000:03:00.0");
+  EXPECT_EQ(devices[1]["device"], 1);
+  EXPECT_EQ(devices[1]["live_bytes"], 1 << 20);
+  EXPECT_EQ(devices[1]["uuid"], gpu3);
+  EXPECT_EQ(devices[1]["gpu"], 3);
+  EXPECT_EQ(devices[1]["pci_bus_id"], "00000000:04:00.0");
 }
 
 // A forked child (a DataLoader worker) serves a state of its own, from its

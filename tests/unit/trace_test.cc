@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <set>
 #include <string>
@@ -199,6 +200,39 @@ TEST(Trace, ReportSectionIsCompact) {
             nlohmann::json::parse(R"(["copy", 10, 30, 0, 7, 4096, "d2h", "pageable", 0])"));
   EXPECT_EQ(j["events"][3], nlohmann::json::parse(R"(["mark", 40, 1, "step"])"));
   EXPECT_EQ(j["sites"], nlohmann::json::parse(R"([{"site":0,"location":"<no stack>"}])"));
+}
+
+// Which GPU each device is, as the background thread published it: written
+// where known (device 1 here; device 0 knows only its UUID), absent where
+// not, and read back as written.
+TEST(Trace, DevicesNameTheirGpuWhereKnownAndReadBack) {
+  Tracker tracker;
+  for (int device = 0; device < 2; ++device) {
+    tracker.OnAlloc(Alloc(0x1000 + 0x1000 * device, 4096 >> (3 * device), device));
+  }
+  const TraceSnapshot empty = Trace(1).Snapshot();  // the devices come from the tracker
+  std::array<DeviceIdentity, kMaxTrackedDevices> identity{};
+  identity[0].uuid = "GPU-67777369-6d2d-6465-7669-63652d303200";
+  identity[1] = {"GPU-67777369-6d2d-6465-7669-63652d303300", "00000000:04:00.0", 3};
+  SiteResolver sites(nullptr);
+  const ReportTrace written = ReportTraceOf(empty, tracker.Snapshot(), &sites, nullptr, &identity);
+  const nlohmann::json j = ReportTraceJson(written);
+  EXPECT_EQ(j["devices"], nlohmann::json::parse(R"([
+    {"device":0,"live_bytes":4096,"peak_bytes":4096,
+     "uuid":"GPU-67777369-6d2d-6465-7669-63652d303200"},
+    {"device":1,"live_bytes":512,"peak_bytes":512,
+     "uuid":"GPU-67777369-6d2d-6465-7669-63652d303300","pci_bus_id":"00000000:04:00.0","gpu":3}
+  ])"))
+      << j["devices"].dump();
+  ReportTrace read;
+  ReportFieldReader r;
+  ASSERT_TRUE(ReadReportTrace(j, &read, &r)) << r.problem();
+  EXPECT_EQ(read.devices, written.devices);
+  EXPECT_EQ(read.devices[0].gpu, -1);
+  EXPECT_EQ(read.devices[1].gpu, 3);
+  // Without a record, no device names a GPU.
+  const nlohmann::json none = ReportTraceJson(ReportTraceOf(empty, tracker.Snapshot(), &sites));
+  EXPECT_FALSE(none["devices"][1].contains("uuid")) << none["devices"].dump();
 }
 
 TEST(Trace, ConfigReadsTraceEvents) {

@@ -6,6 +6,8 @@
 //            from pageable memory, and calls gpuwatch_mark("step") when
 //            gpuwatch is loaded; then prints "live_steps: steps TOTAL"
 //   free     frees what the steps kept; prints "live_steps: freed"
+//   device N cudaSetDevice(N): the next steps allocate there; prints
+//            "live_steps: device N"
 //   fork     forks a child that makes no CUDA call (as a DataLoader worker)
 //            and prints "live_steps: child PID"; the child waits for
 //            SIGUSR1 and then exits through exit()
@@ -84,6 +86,10 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(line, "fork", 4) == 0) {
       std::fflush(stdout);
       if (fork() == 0) Child();
+    } else if (std::strncmp(line, "device ", 7) == 0) {
+      const int device = static_cast<int>(std::strtol(line + 7, nullptr, 10));
+      Check(cudaSetDevice(device), "cudaSetDevice");
+      std::printf("live_steps: device %d\n", device);
     } else if (std::strncmp(line, "free", 4) == 0) {
       for (void* p : kept) Check(cudaFree(p), "cudaFree(kept)");
       kept.clear();
