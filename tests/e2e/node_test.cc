@@ -305,6 +305,15 @@ TEST(Node, OneExporterReadsEveryUsersAndCgroupsProcessesApartAndRefusesTheRest) 
   EXPECT_EQ(TryAs(*third, root, a_dir, a1_socket),
             std::to_string(EACCES) + " " + std::to_string(EACCES) + " " + std::to_string(EACCES));
 
+  // User a's `gpuwatch top` reads a's directory in the node root: a's two
+  // processes, and not b's.
+  const ProcessResult top = RunProcess(
+      {"setpriv", "--reuid=" + std::to_string(a->uid), "--regid=" + std::to_string(a->gid),
+       "--clear-groups", "--", kCli, "top", "--once", "--timeout-ms", "60000"},
+      {{"LANG", "C"}, {"GPUWATCH_NODE_DIR", root}}, "");
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("2 processes  sort"), std::string::npos) << top.out << top.err;
+
   Exporter exporter(root, {"--node", "--timeout-ms", "60000"});
   ASSERT_NE(exporter.port(), 0) << exporter.first_line();
   const HttpResponse r = HttpGet(exporter.port(), "/metrics", 90000);
