@@ -69,7 +69,9 @@ LiveState StateFromStatusPage(pid_t pid, const StatusView& view);
 inline constexpr int kStaleEntrySeconds = 10;
 
 // The live directory to read: `dir` when not empty, else the environment's
-// (LiveDirFromEnvironment). False with *problem when it cannot be read
+// (LiveDirFromEnvironment), or, without GPUWATCH_LIVE_DIR, this user's
+// directory in the node root when it exists (live_dir.h: the user's
+// processes serve there). False with *problem when it cannot be read
 // safely (a symlink, another user's, not a directory); a directory that does
 // not exist yet is fine (no process has made it).
 bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem);

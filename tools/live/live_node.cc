@@ -97,7 +97,9 @@ LiveScan ScanNode(const std::string& root, size_t top, int timeout_ms) {
   }
   for (const uid_t uid : UserEntries(root_fd)) {
     const std::string name = std::to_string(uid);
-    const std::string path = root + "/" + name;
+    std::string path = root;
+    path += "/";
+    path += name;
     const int fd = openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       scan.problems.push_back(
