@@ -56,12 +56,13 @@ int MergeCommand(const MergeOptions& options, FILE* out);
 struct ExporterOptions {
   std::string listen = "127.0.0.1:9468";  // HOST:PORT; port 0 = any free port
   std::string dir;                        // live directory; "" = the environment's
-  int top = 20;                           // sites per process
-  std::string textfile;                   // write DIR/gpuwatch.prom instead of serving
-  int interval = 15;                      // seconds between --textfile writes
-  bool once = false;                      // --textfile: write once and exit
-  int timeout_ms = 1000;                  // how long a scrape waits for the processes
-  uint64_t idle_after_s = 0;              // --idle-after; 0: GPUWATCH_IDLE_SECONDS, else 600
+  bool node = false;      // every user's processes: `dir` is the node root ("" = GPUWATCH_NODE_DIR)
+  int top = 20;           // sites per process
+  std::string textfile;   // write DIR/gpuwatch.prom instead of serving
+  int interval = 15;      // seconds between --textfile writes
+  bool once = false;      // --textfile: write once and exit
+  int timeout_ms = 1000;  // how long a scrape waits for the processes
+  uint64_t idle_after_s = 0;  // --idle-after; 0: GPUWATCH_IDLE_SECONDS, else 600
 };
 int ExporterCommand(const ExporterOptions& options);
 

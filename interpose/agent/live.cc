@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -42,6 +43,9 @@ struct Live {
   int fd = -1;
   std::string path;
   std::string dir;
+  // In the node root (live_dir.h): who else may read the live state.
+  bool node = false;
+  NodeReader reader;
   uint64_t started_unix_ms = 0;
   LiveHistory history;
   LiveActivity activity;
@@ -74,7 +78,7 @@ uint64_t UnixMs() {
 
 bool Bind(Live& live, pid_t pid) {
   std::string problem;
-  if (!PrepareLiveDir(live.dir, /*create=*/true, &problem)) {
+  if (!live.node && !PrepareLiveDir(live.dir, /*create=*/true, &problem)) {
     Warn("no live view (gpuwatch top, gpuwatch exporter): %s", problem.c_str());
     return false;
   }
@@ -101,6 +105,9 @@ bool Bind(Live& live, pid_t pid) {
     close(fd);
     return false;
   }
+  // The exporter's group connects too (connecting takes write permission);
+  // the directory is this user's alone to change, so the name is ours.
+  if (live.node && live.reader.group) chmod(path.c_str(), 0660);
   live.fd = fd;
   live.path = path;
   std::memcpy(g_unlink_path, path.c_str(), path.size() + 1);
@@ -211,9 +218,10 @@ size_t ReadRequest(int fd, uint64_t deadline) {
 void Serve(Agent& agent, Live& live, int fd) {
   ucred peer{};
   socklen_t len = sizeof(peer);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != geteuid()) {
-    return;  // another user's: nothing is said
-  }
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return;
+  const bool reader = live.node && (peer.uid == live.reader.uid ||
+                                    (live.reader.group && peer.gid == live.reader.gid));
+  if (peer.uid != geteuid() && !reader) return;  // another user's: nothing is said
   const size_t top = ReadRequest(fd, MonotonicNs() + kRequestNs);
   if (FatalSignalWaiting()) return;
   std::string state;
@@ -251,14 +259,31 @@ void StartLive(Live& live) {
   AddPodEnvironment([](const char* n) { return std::getenv(n); }, &live.cgroup);  // NOLINT
 }
 
+// The user's directory in the node root when the root exists and is safe
+// (live_dir.h); false, with one line when it exists but cannot be used,
+// for the per-user directory.
+bool UseNodeDir(Live& live) {
+  const std::string root =
+      NodeDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  std::string problem;
+  bool absent = false;
+  live.node = PrepareNodeUserDir(root, &live.dir, &live.reader, &absent, &problem);
+  if (!live.node && !absent) {
+    Warn("the live view is in the per-user directory, not the node's: %s", problem.c_str());
+  }
+  return live.node;
+}
+
 }  // namespace
 
 void OpenLiveSocket(Agent& agent) {
   if (!agent.config().live) return;
   Live& live = State();
-  live.dir = !agent.config().live_dir.empty()
-                 ? agent.config().live_dir
-                 : LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  if (!agent.config().live_dir.empty()) {
+    live.dir = agent.config().live_dir;
+  } else if (!UseNodeDir(live)) {
+    live.dir = LiveDirFromEnvironment([](const char* n) { return std::getenv(n); });  // NOLINT
+  }
   StartLive(live);
   if (!Bind(live, getpid())) return;
   OpenStatus(live.dir);

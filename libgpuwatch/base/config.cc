@@ -40,6 +40,7 @@ constexpr std::string_view kKnownVariables[] = {
     "GPUWATCH_UNWIND",
     "GPUWATCH_LIVE",
     "GPUWATCH_LIVE_DIR",
+    "GPUWATCH_NODE_DIR",  // the node's live directory root (libgpuwatch/base/live_dir.h)
     "GPUWATCH_NVTX",
     "GPUWATCH_SHARE_CUPTI",
     "GPUWATCH_IDLE_SECONDS",      // read by gpuwatch top and gpuwatch exporter

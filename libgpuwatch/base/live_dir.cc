@@ -1,6 +1,7 @@
 #include "libgpuwatch/base/live_dir.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,7 +20,7 @@ std::string LiveDirFromEnvironment(const EnvLookup& lookup) {
   return "/tmp/gpuwatch-" + std::to_string(geteuid());
 }
 
-bool PrepareLiveDir(const std::string& dir, bool create, std::string* problem) {
+bool PrepareLiveDir(const std::string& dir, bool create, std::string* problem, bool group_read) {
   struct stat st {};
   if (lstat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT || !create) {
@@ -48,11 +49,98 @@ bool PrepareLiveDir(const std::string& dir, bool create, std::string* problem) {
                std::to_string(geteuid()) + ")";
     return false;
   }
-  if ((st.st_mode & 077) != 0 && chmod(dir.c_str(), 0700) != 0) {
+  const mode_t loose = group_read ? 027 : 077;
+  if ((st.st_mode & loose) != 0 && chmod(dir.c_str(), group_read ? 0750 : 0700) != 0) {
     *problem = "cannot make " + dir + " private (mode 0700): " + std::strerror(errno);
     return false;
   }
   return true;
+}
+
+std::string NodeDirFromEnvironment(const EnvLookup& lookup) {
+  if (const char* dir = lookup("GPUWATCH_NODE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  return "/run/gpuwatch";
+}
+
+bool CheckNodeRoot(const std::string& root, const struct stat& st, std::string* problem) {
+  if (!S_ISDIR(st.st_mode)) {
+    *problem = "the node root " + root + " is not a directory";
+    return false;
+  }
+  // Others make their directories in it: without the sticky bit one user
+  // could rename another's away and put its own in its place.
+  if ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    *problem = "the node root " + root + " may be written by others and is not sticky (chmod +t)";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// False with *problem unless the directory open at `fd` is this user's and
+// no one else may write in it; made mode `mode` (0750 or 0700).
+bool CheckOwnDir(int fd, const std::string& dir, mode_t mode, std::string* problem) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    *problem = dir + ": " + std::strerror(errno);
+    return false;
+  }
+  if (st.st_uid != geteuid()) {
+    *problem = dir + " is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+               std::to_string(geteuid()) + ")";
+    return false;
+  }
+  if ((st.st_mode & 0777) != mode && fchmod(fd, mode) != 0) {
+    *problem = "cannot make " + dir + " mode 0" + (mode == 0750 ? "750" : "700") + ": " +
+               std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool PrepareNodeUserDir(const std::string& root, std::string* dir, NodeReader* reader, bool* absent,
+                        std::string* problem) {
+  *absent = false;
+  const int root_fd = open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root_fd < 0) {
+    *absent = errno == ENOENT;
+    *problem = "the node root " + root + ": " +
+               (errno == ELOOP || errno == ENOTDIR ? "not a directory (a symbolic link?)"
+                                                   : std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  bool ok = fstat(root_fd, &st) == 0;
+  if (!ok) *problem = "the node root " + root + ": " + std::strerror(errno);
+  ok = ok && CheckNodeRoot(root, st, problem);
+  const std::string name = std::to_string(geteuid());
+  *dir = root + "/" + name;
+  // The root's setgid bit gives a new directory the root's group: the
+  // exporter's, which may then read it (and no other user).
+  const bool inherit = (st.st_mode & S_ISGID) != 0;
+  if (ok && mkdirat(root_fd, name.c_str(), inherit ? 0750 : 0700) != 0 && errno != EEXIST) {
+    *problem = "cannot make " + *dir + ": " + std::strerror(errno);
+    ok = false;
+  }
+  const int fd =
+      ok ? openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  close(root_fd);
+  if (!ok) return false;
+  if (fd < 0) {
+    *problem = *dir + ": " +
+               (errno == ELOOP || errno == ENOTDIR ? "not a directory (a symbolic link?)"
+                                                   : std::strerror(errno));
+    return false;
+  }
+  struct stat sub {};
+  const bool group = inherit && fstat(fd, &sub) == 0 && sub.st_gid == st.st_gid;
+  ok = CheckOwnDir(fd, *dir, group ? 0750 : 0700, problem);
+  close(fd);
+  *reader = {st.st_uid, st.st_gid, group};
+  return ok;
 }
 
 std::string LiveSocketPath(const std::string& dir, pid_t pid) {

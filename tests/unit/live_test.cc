@@ -45,6 +45,62 @@ TEST(LiveDir, FromTheEnvironment) {
   EXPECT_EQ(LiveDirFromEnvironment(Env({})), "/tmp/gpuwatch-" + std::to_string(geteuid()));
 }
 
+TEST(LiveDir, TheNodeRootFromTheEnvironment) {
+  EXPECT_EQ(NodeDirFromEnvironment(Env({{"GPUWATCH_NODE_DIR", "/srv/gw"}})), "/srv/gw");
+  EXPECT_EQ(NodeDirFromEnvironment(Env({{"GPUWATCH_NODE_DIR", ""}})), "/run/gpuwatch");
+  EXPECT_EQ(NodeDirFromEnvironment(Env({})), "/run/gpuwatch");
+}
+
+// A user's directory in the node root: made by the process, 0700 (0750 with
+// the root's group, from its setgid bit), and refused through a symlink or
+// in a root others may write that is not sticky.
+TEST(LiveDir, AUsersDirectoryInTheNodeRootIsMadeAndChecked) {
+  char tmpl[] = "/tmp/gw-node-unit-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = std::string(tmpl) + "/root";
+  const std::string mine = root + "/" + std::to_string(geteuid());
+  std::string dir;
+  NodeReader reader;
+  bool absent = false;
+  std::string problem;
+  EXPECT_FALSE(PrepareNodeUserDir(root, &dir, &reader, &absent, &problem));
+  EXPECT_TRUE(absent);
+
+  ASSERT_EQ(mkdir(root.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  EXPECT_FALSE(PrepareNodeUserDir(root, &dir, &reader, &absent, &problem));
+  EXPECT_FALSE(absent);
+  EXPECT_EQ(problem,
+            "the node root " + root + " may be written by others and is not sticky (chmod +t)");
+
+  ASSERT_EQ(chmod(root.c_str(), 01777), 0);
+  ASSERT_TRUE(PrepareNodeUserDir(root, &dir, &reader, &absent, &problem)) << problem;
+  EXPECT_EQ(dir, mine);
+  struct stat st {};
+  ASSERT_EQ(lstat(mine.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(reader.uid, geteuid());
+  EXPECT_FALSE(reader.group);
+  ASSERT_EQ(rmdir(mine.c_str()), 0);
+
+  ASSERT_EQ(chmod(root.c_str(), 03777), 0);
+  ASSERT_TRUE(PrepareNodeUserDir(root, &dir, &reader, &absent, &problem)) << problem;
+  ASSERT_EQ(lstat(mine.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  EXPECT_TRUE(reader.group);
+  ASSERT_EQ(rmdir(mine.c_str()), 0);
+
+  const std::string elsewhere = std::string(tmpl) + "/elsewhere";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), mine.c_str()), 0);
+  EXPECT_FALSE(PrepareNodeUserDir(root, &dir, &reader, &absent, &problem));
+  EXPECT_EQ(problem, mine + ": not a directory (a symbolic link?)");
+  unlink(mine.c_str());
+  rmdir(elsewhere.c_str());
+  rmdir(root.c_str());
+  rmdir(tmpl);
+}
+
 TEST(LiveDir, SocketPathsAndEntries) {
   EXPECT_EQ(LiveSocketPath("/run/g", 1234), "/run/g/1234.sock");
   EXPECT_EQ(LiveSocketPath(std::string(100, 'd'), 1234), "");  // past sun_path's 108 bytes

@@ -172,6 +172,9 @@ void DefineExporter(CLI::App* app, ExporterOptions* exporter) {
           ->type_name("HOST:PORT")
           ->capture_default_str();
   cmd->add_option("--dir", exporter->dir, kLiveDirHelp)->type_name("DIR");
+  cmd->add_flag("--node", exporter->node,
+                "Every user's processes: read each user's directory in the node root (--dir, "
+                "else GPUWATCH_NODE_DIR, else /run/gpuwatch), as its owner or root");
   cmd->add_option("--top", exporter->top, "Sites per process")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

@@ -67,9 +67,9 @@ class ProblemLog {
 
 // A scan; whatever it throws (out of memory) is one problem of the scrape,
 // never the exporter's end.
-LiveScan SafeScan(const std::string& dir, size_t top, int timeout_ms) {
+LiveScan SafeScan(const std::string& dir, bool node, size_t top, int timeout_ms) {
   try {
-    return ScanLive(dir, top, timeout_ms);
+    return node ? ScanNode(dir, top, timeout_ms) : ScanLive(dir, top, timeout_ms);
   } catch (const std::exception& e) {
     LiveScan failed;
     failed.problems.push_back(std::string("the scan failed: ") + e.what());
@@ -79,9 +79,9 @@ LiveScan SafeScan(const std::string& dir, size_t top, int timeout_ms) {
 
 // A scan, with what is known of the processes that did not answer
 // (live_known.h: `known` keeps what they answered on earlier scans).
-LiveScan ScanKnown(const std::string& dir, size_t top, int timeout_ms, LiveKnown* known,
+LiveScan ScanKnown(const std::string& dir, bool node, size_t top, int timeout_ms, LiveKnown* known,
                    std::mutex* known_mu) {
-  LiveScan scan = SafeScan(dir, top, timeout_ms);
+  LiveScan scan = SafeScan(dir, node, top, timeout_ms);
   try {
     const std::lock_guard<std::mutex> lock(*known_mu);
     known->Update(&scan, ClockNs(CLOCK_REALTIME) / 1000000);
@@ -93,8 +93,12 @@ LiveScan ScanKnown(const std::string& dir, size_t top, int timeout_ms, LiveKnown
 
 class LiveCollectable : public prometheus::Collectable {
  public:
-  LiveCollectable(std::string dir, size_t top, int timeout_ms, uint64_t idle_after_ns)
-      : dir_(std::move(dir)), top_(top), timeout_ms_(timeout_ms), idle_after_ns_(idle_after_ns) {}
+  LiveCollectable(std::string dir, bool node, size_t top, int timeout_ms, uint64_t idle_after_ns)
+      : dir_(std::move(dir)),
+        node_(node),
+        top_(top),
+        timeout_ms_(timeout_ms),
+        idle_after_ns_(idle_after_ns) {}
 
   // civetweb answers on worker threads with 100 KiB stacks (Debian's build);
   // parsing the processes' answers needs more (a sanitizer build overflowed
@@ -103,7 +107,7 @@ class LiveCollectable : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families;
     const auto collect = [&] {
-      const LiveScan scan = ScanKnown(dir_, top_, timeout_ms_, &known_, &known_mu_);
+      const LiveScan scan = ScanKnown(dir_, node_, top_, timeout_ms_, &known_, &known_mu_);
       log_.Note(scan.problems);
       try {
         families = LiveMetrics(scan, {.top = top_, .idle_after_ns = idle_after_ns_});
@@ -123,6 +127,7 @@ class LiveCollectable : public prometheus::Collectable {
 
  private:
   std::string dir_;
+  bool node_;
   size_t top_;
   int timeout_ms_;
   uint64_t idle_after_ns_;
@@ -304,7 +309,7 @@ int Textfile(const ExporterOptions& options, const std::string& dir, uint64_t id
   LiveKnown known;
   std::mutex known_mu;
   for (;;) {
-    const LiveScan scan = ScanKnown(dir, top, options.timeout_ms, &known, &known_mu);
+    const LiveScan scan = ScanKnown(dir, options.node, top, options.timeout_ms, &known, &known_mu);
     log.Note(scan.problems);
     std::string problem;
     if (!WriteTextfile(options.textfile,
@@ -329,7 +334,17 @@ int Textfile(const ExporterOptions& options, const std::string& dir, uint64_t id
 int ExporterCommand(const ExporterOptions& options) {
   std::string dir;
   uint64_t idle_after_ns = 0;
-  if (!ResolveReaderOptions("exporter", options.dir, options.idle_after_s, &dir, &idle_after_ns)) {
+  if (options.node) {
+    // The node root is checked at each scan (ScanNode): it may be made later.
+    dir = !options.dir.empty() ? options.dir : NodeRoot();
+    uint64_t idle_s = 0;
+    if (std::string problem; !ResolveIdleSeconds(options.idle_after_s, &idle_s, &problem)) {
+      std::fprintf(stderr, "gpuwatch exporter: %s\n", problem.c_str());
+      return 2;
+    }
+    idle_after_ns = idle_s * 1000000000ULL;
+  } else if (!ResolveReaderOptions("exporter", options.dir, options.idle_after_s, &dir,
+                                   &idle_after_ns)) {
     return 2;
   }
   const sigset_t stop = StopSignals();
@@ -366,8 +381,8 @@ int ExporterCommand(const ExporterOptions& options) {
                  ListenProblem(bind, port).c_str());
     return 2;
   }
-  const auto collectable = std::make_shared<LiveCollectable>(dir, static_cast<size_t>(options.top),
-                                                             options.timeout_ms, idle_after_ns);
+  const auto collectable = std::make_shared<LiveCollectable>(
+      dir, options.node, static_cast<size_t>(options.top), options.timeout_ms, idle_after_ns);
   exposer->RegisterCollectable(collectable);
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (!ports.empty()) port = ports.front();

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -74,6 +75,8 @@ bool Stale(const std::string& path) {
 
 struct Pending {
   pid_t pid = 0;
+  pid_t entry = 0;  // the name's: "<entry>.sock", "<entry>.status"
+  uid_t uid = 0;    // the server's
   std::string path;
   int fd = -1;
   std::string answer;
@@ -101,13 +104,24 @@ bool Ask(Pending& p, size_t top) {
   return true;
 }
 
-// The uid of the process that made the socket `fd` is connected to; ours
-// when the kernel cannot say.
-uid_t ServerUid(int fd) {
+// The process that made the socket `fd` is connected to (its pid and uid),
+// by the kernel; ours when the kernel cannot say.
+ucred Server(int fd) {
   ucred peer{};
   socklen_t len = sizeof(peer);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return geteuid();
-  return peer.uid;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return {getpid(), geteuid(), 0};
+  return peer;
+}
+
+// A uid's user name, or the uid when it has none.
+std::string UserName(uid_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return pw.pw_name;
+  }
+  return std::to_string(uid);
 }
 
 // Reads what the processes answer until each has closed its end, or sent
@@ -140,6 +154,12 @@ void ReadAnswers(std::vector<Pending>& pending, uint64_t deadline) {
   }
 }
 
+// A user's directory in the node root: a reader leaves it readable by the
+// exporter's group (mode 0750, live_dir.h).
+bool InNodeRoot(const std::string& dir) {
+  return dir == NodeRoot() + "/" + std::to_string(geteuid());
+}
+
 }  // namespace
 
 LiveState StateFromStatusPage(pid_t pid, const StatusView& view) {
@@ -158,12 +178,19 @@ LiveState StateFromStatusPage(pid_t pid, const StatusView& view) {
 }
 
 bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem) {
-  *resolved = !dir.empty() ? dir : LiveDirFromEnvironment([](const char* n) {
+  const auto env = [](const char* n) {
     return std::getenv(n);  // NOLINT(concurrency-mt-unsafe): read before any thread
-  });
+  };
+  *resolved = !dir.empty() ? dir : LiveDirFromEnvironment(env);
   struct stat st {};
+  // Where the node root has this user's directory, the user's processes
+  // serve there (live_dir.h).
+  if (const char* set = env("GPUWATCH_LIVE_DIR"); dir.empty() && (set == nullptr || *set == '\0')) {
+    const std::string mine = NodeRoot() + "/" + std::to_string(geteuid());
+    if (lstat(mine.c_str(), &st) == 0) *resolved = mine;
+  }
   if (lstat(resolved->c_str(), &st) != 0 && errno == ENOENT) return true;
-  return PrepareLiveDir(*resolved, /*create=*/false, problem);
+  return PrepareLiveDir(*resolved, /*create=*/false, problem, InNodeRoot(*resolved));
 }
 
 LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
@@ -172,17 +199,22 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
   // started, by anyone.
   struct stat st {};
   if (lstat(dir.c_str(), &st) != 0 && errno == ENOENT) return scan;
-  if (std::string problem; !PrepareLiveDir(dir, /*create=*/false, &problem)) {
+  if (std::string problem; !PrepareLiveDir(dir, /*create=*/false, &problem, InNodeRoot(dir))) {
     scan.problems.push_back(Printable(problem));
     return scan;
   }
+  return ScanSockets(dir, {geteuid(), false}, top, timeout_ms);
+}
+
+LiveScan ScanSockets(const std::string& dir, const SocketOwner& owner, size_t top, int timeout_ms) {
+  LiveScan scan;
   std::vector<pid_t> pids = ListLiveSockets(dir);
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   std::vector<Pending> pending;
   for (pid_t pid : pids) {
     Pending p;
-    p.pid = pid;
+    p.pid = p.entry = pid;
     p.path = LiveSocketPath(dir, pid);
     if (p.path.empty()) continue;
     if (!Ask(p, top)) {
@@ -192,7 +224,9 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
       // backlog full) is a problem.
       const int err = errno;
       const bool refused = err == ECONNREFUSED;
-      if (ProcessGone(pid) || (refused && Stale(p.path))) {
+      // In the node root a name's pid may be of another pid namespace
+      // (a container's): only the name's age says it is gone.
+      if ((!owner.node && ProcessGone(pid)) || (refused && Stale(p.path))) {
         if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
         unlink(StatusPagePath(dir, pid).c_str());
       } else if (!refused && err != ENOENT) {
@@ -201,12 +235,18 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
       }
       continue;
     }
-    if (const uid_t uid = ServerUid(p.fd); uid != geteuid()) {
-      scan.problems.push_back("pid " + std::to_string(pid) + ": served by uid " +
-                              std::to_string(uid) + ", not by this user (uid " +
-                              std::to_string(geteuid()) + "): not read");
+    const ucred server = Server(p.fd);
+    if (server.uid != owner.uid) {
+      scan.problems.push_back(
+          "pid " + std::to_string(pid) + ": served by uid " + std::to_string(server.uid) +
+          (owner.node ? ", not by the directory's owner (uid " : ", not by this user (uid ") +
+          std::to_string(owner.uid) + "): not read");
       close(p.fd);
       continue;
+    }
+    if (owner.node) {
+      p.pid = server.pid;  // the kernel's word, in this reader's pid namespace
+      p.uid = server.uid;
     }
     pending.push_back(std::move(p));
   }
@@ -216,6 +256,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     const std::string who = "pid " + std::to_string(p.pid) + ": ";
     LiveProcess process;
     process.pid = p.pid;
+    if (owner.node) process.user = UserName(p.uid);
     process.proc = ReadProcStat(p.pid);
     if (process.proc.known) {
       const ProcStat parent = ReadProcStat(process.proc.ppid);
@@ -225,7 +266,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
       scan.problems.push_back(who + "no answer within " + std::to_string(timeout_ms) + " ms");
       process.answered = false;
       std::string no_page;  // none: what else is known of it is used (live_known.h)
-      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.pid), &view, &no_page)) {
+      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.entry), &view, &no_page)) {
         process.status = std::move(view);
       }
       scan.silent.push_back(std::move(process));
@@ -235,7 +276,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     if (p.too_long) {
       problem = "an answer of more than " + std::to_string(kMaxLiveAnswerBytes >> 20) + " MiB";
     } else if (ParseLiveAnswer(p.answer, &process.state, &problem)) {
-      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.pid), &view, &problem)) {
+      if (StatusView view; ReadStatusPage(StatusPagePath(dir, p.entry), &view, &problem)) {
         process.status = std::move(view);
       }
       scan.processes.push_back(std::move(process));
@@ -244,7 +285,7 @@ LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms) {
     if (ProcessGone(p.pid)) {
       // Killed while it answered: gone, like one that had already exited.
       if (unlink(p.path.c_str()) == 0) ++scan.cleaned;
-      unlink(StatusPagePath(dir, p.pid).c_str());
+      unlink(StatusPagePath(dir, p.entry).c_str());
       continue;
     }
     scan.problems.push_back(who + problem);

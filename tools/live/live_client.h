@@ -18,7 +18,13 @@
 namespace gpuwatch::tools {
 
 struct LiveProcess {
-  pid_t pid = 0;  // the entry's name: "<pid>.sock"
+  // The entry's name, "<pid>.sock"; in the node root (ScanNode), the pid
+  // the kernel gives of the socket's server (SO_PEERCRED), in this reader's
+  // pid namespace.
+  pid_t pid = 0;
+  // ScanNode: the server's uid (SO_PEERCRED) and its user's name, or the
+  // uid when it has none. "" elsewhere.
+  std::string user;
   LiveState state;
   // What /proc says of it at the scan, and the start time of its parent now
   // (0: unknown): whether it is stopped or orphaned (live_holders.h).
@@ -63,7 +69,9 @@ LiveState StateFromStatusPage(pid_t pid, const StatusView& view);
 inline constexpr int kStaleEntrySeconds = 10;
 
 // The live directory to read: `dir` when not empty, else the environment's
-// (LiveDirFromEnvironment). False with *problem when it cannot be read
+// (LiveDirFromEnvironment), or, without GPUWATCH_LIVE_DIR, this user's
+// directory in the node root when it exists (live_dir.h: the user's
+// processes serve there). False with *problem when it cannot be read
 // safely (a symlink, another user's, not a directory); a directory that does
 // not exist yet is fine (no process has made it).
 bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* problem);
@@ -79,6 +87,31 @@ bool ResolveLiveDir(const std::string& dir, std::string* resolved, std::string* 
 // call by its page is listed from the page (answered false) as well as
 // named in a problem.
 LiveScan ScanLive(const std::string& dir, size_t top, int timeout_ms);
+
+// Who must serve the sockets of a directory ScanSockets reads: `uid`; with
+// `node`, each process's pid is the server's (SO_PEERCRED) and its user is
+// named, and a socket served by another uid is a problem that names the
+// directory's owner.
+struct SocketOwner {
+  uid_t uid = 0;
+  bool node = false;
+};
+
+// ScanLive's reading of a directory already checked.
+LiveScan ScanSockets(const std::string& dir, const SocketOwner& owner, size_t top, int timeout_ms);
+
+// The node root: GPUWATCH_NODE_DIR, else /run/gpuwatch (live_dir.h).
+std::string NodeRoot();
+
+// Every user's directory in the node root `root` (live_dir.h), each read
+// as ScanLive reads one, with each process's user. The root must be a
+// directory owned by root or by this user, sticky when others may write in
+// it; each user's directory, `<uid>`, a directory (not a symlink) owned by
+// that uid that no one else may write: one that is not is one problem and
+// is not read. Each directory is reached through a descriptor opened with
+// O_NOFOLLOW and checked with fstat, so that renaming it meanwhile
+// changes nothing read.
+LiveScan ScanNode(const std::string& root, size_t top, int timeout_ms);
 
 }  // namespace gpuwatch::tools
 

@@ -191,6 +191,7 @@ std::vector<ClientMetric::Label> ProcessLabels(const LiveProcess& p) {
                                              {"command", CommandLabel(p.state.command)},
                                              {"rank", p.state.rank},
                                              {"host", p.state.host}};
+  AddIfSet(&labels, "user", p.user, kMaxGroupLabelBytes);
   const LiveState::Cgroup& c = p.state.cgroup;
   AddIfSet(&labels, "container_id", c.container_id, kMaxGroupLabelBytes);
   AddIfSet(&labels, "systemd_unit", c.systemd_unit, kMaxGroupLabelBytes);
