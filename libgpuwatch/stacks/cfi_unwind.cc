@@ -344,6 +344,17 @@ __attribute__((no_sanitize("address", "hwaddress", "thread"))) int TakeRecorded(
   // recorded, for a frame with this same sp: no need again.
   const int last = std::min(rec.count - 1, k + (size - *n));
   int end = k;
+  // Four frames a test while they match (independent loads, one branch),
+  // then frame by frame to the first difference. Every address read lies in
+  // [sp, hi) of this walk: the recorded frames from k on are above frame k.
+  while (end + 4 <= last) {
+    const uintptr_t differ = (LoadWord(rec.ra_at[end]) ^ rec.ip[end + 1]) |
+                             (LoadWord(rec.ra_at[end + 1]) ^ rec.ip[end + 2]) |
+                             (LoadWord(rec.ra_at[end + 2]) ^ rec.ip[end + 3]) |
+                             (LoadWord(rec.ra_at[end + 3]) ^ rec.ip[end + 4]);
+    if (differ != 0) break;
+    end += 4;
+  }
   while (end < last && LoadWord(rec.ra_at[end]) == rec.ip[end + 1]) ++end;
   // A frame whose CFA was rbp plus an offset led to its recorded caller only
   // with the recorded rbp. (A recorded rbp that no CFA depends on may differ

@@ -14,6 +14,7 @@
 #include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
+#include "libgpuwatch/base/thread_block.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
 
 namespace gpuwatch {
@@ -53,6 +54,10 @@ struct CodeRanges {
   int count = 0;
   uintptr_t begin[kMaxToolRanges] = {};
   uintptr_t size[kMaxToolRanges] = {};
+  // The hull of the ranges, [lo, lo + span): a pc outside it (the program's
+  // own code, mostly) is told apart with one test.
+  uintptr_t lo = 0;
+  uintptr_t span = 0;
   // The set this one replaced. A capture may still be reading it, so it is
   // never freed; linking it here keeps it reachable (and leak checkers quiet).
   const CodeRanges* replaced = nullptr;
@@ -61,6 +66,19 @@ constinit std::atomic<const CodeRanges*> g_tool_ranges{nullptr};
 constinit Mutex g_refresh_mu;  // serialises refreshes
 // The most leading tool frames a capture has found so far.
 constinit std::atomic<int> g_tool_frames{0};
+
+// The calling thread's last count of leading tool frames, with the frames it
+// was found from. A capture whose first `lead` pcs are those, under the same
+// set of tool ranges (a set is never reused: replaced ones are leaked), has
+// at least that many; only the frame after them is tested (mostly the user's
+// call, which differs from one site to the next): a comparison of a few words
+// instead of a range test a frame.
+constexpr int kMaxLeadRemembered = 32;
+struct LeadMemo {
+  const CodeRanges* ranges = nullptr;  // null: nothing remembered
+  int lead = 0;
+  uintptr_t pcs[kMaxLeadRemembered] = {};
+};
 
 struct GccUnwindState {
   uintptr_t* pcs;
@@ -217,8 +235,9 @@ void RefreshToolModules() {
                                     static_cast<int>(std::size(kToolModulePrefixes)));
 }
 
-int LeadingToolFrames(const uintptr_t* pcs, int n) {
-  const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
+namespace {
+
+int LeadingToolFramesIn(const CodeRanges* r, const uintptr_t* pcs, int n) {
   if (r == nullptr) return 0;
   int i = 0;
   int last = 0;  // neighbouring frames are mostly in the same module: test its range first
@@ -226,12 +245,40 @@ int LeadingToolFrames(const uintptr_t* pcs, int n) {
     // A return address may sit just past its function's last byte: test the call's own byte.
     const uintptr_t pc = pcs[i] - 1;
     if (pc - r->begin[last] < r->size[last]) continue;
+    if (pc - r->lo >= r->span) break;
     int k = 0;
     while (k < r->count && pc - r->begin[k] >= r->size[k]) ++k;
     if (k == r->count) break;
     last = k;
   }
   return i;
+}
+
+// LeadingToolFrames, remembered per thread (LeadMemo).
+int LeadingToolFramesMemo(const uintptr_t* pcs, int n) {
+  const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
+  LeadMemo* memo = ThreadBlock<LeadMemo>::Get();
+  if (memo == nullptr || r == nullptr) return LeadingToolFramesIn(r, pcs, n);
+  int lead = memo->lead;
+  if (memo->ranges == r && lead <= n &&
+      std::memcmp(memo->pcs, pcs, static_cast<size_t>(lead) * sizeof(uintptr_t)) == 0) {
+    // The rest is tested as ever: the same frames on, usually one.
+    const int more = LeadingToolFramesIn(r, pcs + lead, n - lead);
+    if (more == 0) return lead;  // the memo stands as it is
+    lead += more;
+  } else {
+    lead = LeadingToolFramesIn(r, pcs, n);
+  }
+  memo->ranges = r;
+  memo->lead = std::min(lead, kMaxLeadRemembered);
+  std::memcpy(memo->pcs, pcs, static_cast<size_t>(memo->lead) * sizeof(uintptr_t));
+  return lead;
+}
+
+}  // namespace
+
+int LeadingToolFrames(const uintptr_t* pcs, int n) {
+  return LeadingToolFramesIn(g_tool_ranges.load(std::memory_order_acquire), pcs, n);
 }
 
 __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
@@ -250,7 +297,7 @@ __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
   int lead = 0;
   for (;;) {
     n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, &begin);
-    lead = LeadingToolFrames(buffer + begin, n);
+    lead = LeadingToolFramesMemo(buffer + begin, n);
     RaiseTo(g_tool_frames, lead);
     if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen
     if (n - lead >= depth) break;                     // enough of the user's frames
@@ -315,6 +362,15 @@ void RefreshToolModulesNamed(const char* const* prefixes, int count) {
   dl_iterate_phdr(&FindRanges, &arg);
   const CodeRanges* current = g_tool_ranges.load(std::memory_order_acquire);
   if (current != nullptr && SameRanges(*current, found)) return;
+  if (found.count > 0) {
+    uintptr_t hi = 0;
+    found.lo = UINTPTR_MAX;
+    for (int i = 0; i < found.count; ++i) {
+      found.lo = std::min(found.lo, found.begin[i]);
+      hi = std::max(hi, found.begin[i] + found.size[i]);
+    }
+    found.span = hi - found.lo;
+  }
   found.replaced = current;
   g_tool_ranges.store(new CodeRanges(found), std::memory_order_release);
 }

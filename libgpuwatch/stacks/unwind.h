@@ -136,8 +136,10 @@ int LeadingToolFrames(const uintptr_t* pcs, int n);
 // its outermost one. The number of tool frames to unwind besides `depth` is
 // learnt from the captures (the most seen so far), so a capture unwinds about
 // depth + that many frames; a capture that finds more than were expected, and
-// may have been cut short, is taken once more. Same thread-safety as
-// CaptureStack.
+// may have been cut short, is taken once more. Each thread remembers its last
+// count with the frames it was found from, so a capture under the same tool
+// frames tests only the frames after them. Same thread-safety as
+// CaptureStack (the memo is one more page mapped on a thread's first capture).
 int CaptureUserStack(uintptr_t* pcs, int depth);
 
 // The most leading tool frames one CaptureUserStack has found so far (what it

@@ -251,8 +251,8 @@ __attribute__((noinline)) int PlainCapture(uintptr_t* pcs, int depth) {
 
 // The same call site for both captures, so that the user's frames match.
 __attribute__((noinline)) int CaptureUnderFixture(gpuwatch_fixture::UserCaptureFn capture,
-                                                  uintptr_t* pcs, int depth) {
-  const int n = gpuwatch_fixture::CaptureBelowFrames(30, capture, pcs, depth);
+                                                  uintptr_t* pcs, int depth, int frames = 30) {
+  const int n = gpuwatch_fixture::CaptureBelowFrames(frames, capture, pcs, depth);
   asm volatile("" ::: "memory");
   return n;
 }
@@ -283,6 +283,38 @@ TEST(UnwindTest, CaptureUserStackGoesPastManyToolFramesForAShallowDepth) {
     for (int i = 0; i < run.depth; ++i) EXPECT_EQ(run.pcs[i], all.pcs[lead + i]) << "frame " << i;
   }
   EXPECT_GE(ToolFramesSeen(), lead);
+  RefreshToolModules();
+}
+
+// A thread remembers its last count of tool frames with the frames it was
+// found from (unwind.cc, LeadMemo): a capture with more of the same frames on
+// top, with fewer, or after the set of tool modules changed must still drop
+// exactly its own leading tool frames.
+TEST(UnwindTest, CaptureUserStackCountsToolFramesAnewWhenTheyChange) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
+  const char* const fixture[] = {"libgpuwatch_test_fixture.so"};
+  const char* const none[] = {"libno-such-module.so"};
+  struct Step {
+    int frames;
+    bool fixture_is_tool;
+  };
+  const Step steps[] = {{30, true}, {30, true},  {31, true}, {12, true},
+                        {40, true}, {40, false}, {30, true}, {29, true}};
+  for (const Step& step : steps) {
+    internal::RefreshToolModulesNamed(step.fixture_is_tool ? fixture : none, 1);
+    uintptr_t all[128];
+    uintptr_t user[3];
+    const int n = CaptureUnderFixture(&PlainCapture, all, 128, step.frames);
+    const int got = CaptureUnderFixture(&CaptureUserStack, user, 3, step.frames);
+    const int lead = LeadingToolFrames(all, n);
+    EXPECT_EQ(lead >= step.frames, step.fixture_is_tool) << step.frames << " frames";
+    if (!step.fixture_is_tool) EXPECT_EQ(lead, 0);
+    ASSERT_GE(n, lead + 3);
+    ASSERT_EQ(got, 3);
+    // The first frame below the tool frames: the return into CaptureUnderFixture
+    // (the frames after it differ, being the returns to two lines of this test).
+    EXPECT_EQ(user[0], all[lead]) << step.frames << " frames";
+  }
   RefreshToolModules();
 }
 
