@@ -23,7 +23,7 @@ unit="$tmp/usr/lib/systemd/system/gpuwatch-exporter.service"
 exec_start=$(grep '^ExecStart=' "$unit")
 [ "$exec_start" = "ExecStart=$tmp/usr/bin/gpuwatch exporter --node --listen :9468" ] ||
   fail "unexpected $exec_start"
-! grep -q '@' "$unit" || fail "an unreplaced @VARIABLE@ in $unit"
+! grep -qE '@[A-Z_]+@' "$unit" || fail "an unreplaced @VARIABLE@ in $unit"
 
 out=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify printed: $out"
