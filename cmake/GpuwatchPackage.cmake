@@ -36,4 +36,17 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS "libdw1, libunwind8")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/deb/prerm.in ${CMAKE_BINARY_DIR}/cmake/deb/prerm @ONLY)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/cmake/deb/prerm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+# The node exporter's systemd unit and its user (packaging/systemd/), under
+# lib/systemd/system and lib/sysusers.d of the prefix (/usr in the package),
+# its ExecStart naming the installed command: written at install time, when
+# the prefix is known (cpack installs under /usr, `cmake --install` where
+# told). tests/prometheus/check_unit.sh checks both with systemd-analyze.
+install(CODE "
+  set(GPUWATCH_BIN \"\${CMAKE_INSTALL_PREFIX}/bin/gpuwatch\")
+  message(STATUS \"Installing: \$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/lib/systemd/system/gpuwatch-exporter.service\")
+  configure_file(\"${PROJECT_SOURCE_DIR}/packaging/systemd/gpuwatch-exporter.service.in\"
+    \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/lib/systemd/system/gpuwatch-exporter.service\" @ONLY)")
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/systemd/gpuwatch.sysusers.conf
+  DESTINATION lib/sysusers.d RENAME gpuwatch.conf)
 include(CPack)

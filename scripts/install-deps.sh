@@ -26,6 +26,7 @@ tests=(
   tmux                            # tests/live/check_top_tmux.py: gpuwatch top in a terminal
   zsh                             # tests/cli/check_docs.sh: the zsh completion loads
   prometheus                      # the exporter's tests: the server and promtool
+  systemd                         # tests/prometheus/check_unit.sh: systemd-analyze verify
   clang-format clang-tidy
   clang libclang-rt-14-dev        # scripts/fuzz.sh: clang with the libFuzzer runtime
 )

@@ -27,9 +27,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "libgpuwatch/base/live_dir.h"
@@ -57,6 +59,18 @@ class ExporterScraped : public ::testing::Test {
     ASSERT_NE(server->port(), 0) << server->first_line();
     prometheus.emplace(dir, server->port());
     ASSERT_TRUE(prometheus->ready()) << prometheus->log();
+  }
+  // Three steps scraped apart from each other, so that rates and
+  // derivatives have two different samples: a step, then the next once its
+  // mark is scraped.
+  void StepsScrapedApart() {
+    const std::string marks =
+        "gpuwatch_marks_total{pid=\"" + std::to_string(stepper->pid()) + "\"}";
+    for (int step = 1; step <= 3; ++step) {
+      ASSERT_TRUE(stepper->Step(1));
+      EXPECT_TRUE(PollUntil([&] { return OnlyValue(prometheus->Query(marks)) == step; }, 60000))
+          << prometheus->Query(marks).dump();
+    }
   }
   ScopedTempDir dir;
   const std::string live = dir.path() + "/live";
@@ -184,17 +198,8 @@ std::vector<std::pair<std::string, std::string>> DocsQueries() {
 TEST_F(ExporterScraped, EveryQueryInTheDocsReturnsSeriesInPrometheus) {
   const std::vector<std::pair<std::string, std::string>> queries = DocsQueries();
   ASSERT_GE(queries.size(), 10u) << "the PromQL section of docs/prometheus.md was not found";
-  Stepper& steps = *stepper;
   Prometheus& prom = *prometheus;
-  const std::string pid = std::to_string(steps.pid());
-  const std::string marks = "gpuwatch_marks_total{pid=\"" + pid + "\"}";
-  // Steps scraped apart from each other, so that rates and derivatives have
-  // two different samples: a step, then the next once its mark is scraped.
-  for (int step = 1; step <= 3; ++step) {
-    ASSERT_TRUE(steps.Step(1));
-    EXPECT_TRUE(PollUntil([&] { return OnlyValue(prom.Query(marks)) == step; }, 60000))
-        << prom.Query(marks).dump();
-  }
+  ASSERT_NO_FATAL_FAILURE(StepsScrapedApart());
   // What this process never does: run out of memory, stop or idle; and
   // dcgm-exporter's series, which this server does not scrape (the join's
   // rows are checked by promtool: examples/prometheus/gpuwatch-rules.test.yml).
@@ -215,6 +220,73 @@ TEST_F(ExporterScraped, EveryQueryInTheDocsReturnsSeriesInPrometheus) {
     if (expect_empty(query)) {
       EXPECT_TRUE(result.is_array() && result.empty()) << query;
     }
+  }
+}
+
+// Every PromQL expression of the Grafana dashboard (deploy/grafana/gpuwatch.json),
+// with its variables as Grafana fills them for "All" (`$instance` = `.*`,
+// `$__rate_interval` = 1m), runs in a real server that scraped live_steps
+// three steps apart, and returns data of the panel's shape: an instant
+// vector, at least one series where this process has some (it never stops,
+// idles or runs out of memory: the inactive panel returns none), and on each
+// series every label the panel's legend names, but those of a pod or
+// container, which this process is not in.
+TEST_F(ExporterScraped, EveryQueryOfTheGrafanaDashboardReturnsDataInPrometheus) {
+  const json dashboard = json::parse(ReadFile(kSourceDir + "/deploy/grafana/gpuwatch.json"));
+  ASSERT_EQ(dashboard["uid"], "gpuwatch");
+  // (panel title, expression, legend) of every target, rows' panels included.
+  std::vector<std::tuple<std::string, std::string, std::string>> targets;
+  std::set<int> ids;
+  std::function<void(const json&)> walk = [&](const json& panels) {
+    for (const json& panel : panels) {
+      EXPECT_TRUE(ids.insert(panel["id"].get<int>()).second) << "panel id twice: " << panel["id"];
+      if (panel.contains("panels")) walk(panel["panels"]);
+      for (const json& target : panel.value("targets", json::array())) {
+        EXPECT_EQ(target["datasource"]["uid"], "${datasource}") << panel["title"];
+        targets.emplace_back(panel["title"], target["expr"], target.value("legendFormat", ""));
+      }
+    }
+  };
+  walk(dashboard["panels"]);
+  ASSERT_GE(targets.size(), 12u);
+  const std::string variable_query = dashboard["templating"]["list"][1]["definition"];
+  ASSERT_EQ(variable_query, "label_values(gpuwatch_exporter_processes, instance)");
+
+  Prometheus& prom = *prometheus;
+  ASSERT_NO_FATAL_FAILURE(StepsScrapedApart());
+  EXPECT_EQ(prom.Query("gpuwatch_exporter_processes")[0]["metric"].value("instance", ""),
+            "127.0.0.1:" + std::to_string(server->port()));
+  const auto replace_all = [](std::string text, const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+    return text;
+  };
+  const std::set<std::string> not_here = {"namespace", "pod", "pod_uid", "container_id"};
+  for (const auto& [title, expr, legend] : targets) {
+    const std::string query =
+        replace_all(replace_all(expr, "$__rate_interval", "1m"), "$instance", ".*");
+    const bool none = title == "Device memory held by inactive processes";
+    std::vector<std::string> labels;  // those the legend names: {{label}}
+    for (size_t at = legend.find("{{"); at != std::string::npos; at = legend.find("{{", at + 2))
+      labels.push_back(legend.substr(at + 2, legend.find("}}", at) - at - 2));
+    json result;
+    std::string missing;
+    const bool ok = PollUntil(
+        [&] {
+          result = prom.Query(query);
+          if (!result.is_array() || (!none && result.empty())) return false;
+          missing.clear();
+          for (const json& series : result) {
+            for (const std::string& label : labels) {
+              if (not_here.count(label) == 0 && !series["metric"].contains(label))
+                missing += label + " ";
+            }
+          }
+          return missing.empty();
+        },
+        30000);
+    EXPECT_TRUE(ok) << title << ":\n" << query << "\n= " << result.dump() << "\nno " << missing;
+    if (none) EXPECT_TRUE(result.is_array() && result.empty()) << title << ": " << result.dump();
   }
 }
 
@@ -379,12 +451,15 @@ ProcessResult RunExporter(const std::string& listen, const std::string& live_dir
 TEST(Exporter, ABadListenValueIsOneLineAndStatus2) {
   ScopedTempDir dir;
   const std::map<std::string, std::string> cases = {
-      {"127.0.0.1", "no port (expected HOST:PORT, e.g. 127.0.0.1:9468)"},
+      {"127.0.0.1", "no port (expected HOST:PORT or :PORT, e.g. 127.0.0.1:9468)"},
       {"127.0.0.1:", "the port is not a number from 0 to 65535"},
       {"127.0.0.1:http", "the port is not a number from 0 to 65535"},
       {"127.0.0.1:65536", "the port is not a number from 0 to 65535"},
       {"127.0.0.1:-1", "the port is not a number from 0 to 65535"},
-      {":9468", "no host (expected HOST:PORT, e.g. 127.0.0.1:9468)"},
+      {"9468",
+       "a port alone: write :9468 for every address or 127.0.0.1:9468 for this machine "
+       "only"},
+      {"::1:9468", "an IPv6 address goes in brackets: [::1]:9468"},
   };
   for (const auto& [value, reason] : cases) {
     const ProcessResult r = RunExporter(value, dir.path());
@@ -556,6 +631,64 @@ TEST(Exporter, ALiveDirectoryAnotherUserMakesLaterIsRefusedAtEachScrape) {
       "gpuwatch exporter: " + live + " is owned by uid 65534, not by this user (uid 0)\n";
   EXPECT_NE(stopped.err.find(why), std::string::npos) << stopped.err;
   EXPECT_EQ(stopped.err.find(why), stopped.err.rfind(why)) << stopped.err;
+}
+
+// Whether this machine has IPv6 loopback (a container may have none).
+bool HasIpv6Loopback() {
+  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+// `--listen [::1]:0`: served on IPv6 loopback (through the exporter's relay:
+// Debian's civetweb has no IPv6), and a real Prometheus scrapes it there.
+TEST(Exporter, PrometheusScrapesItOverIpv6Loopback) {
+  SKIP_WITHOUT(kPrometheus);
+  if (!HasIpv6Loopback()) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  Stepper steps(dir, live);
+  ASSERT_TRUE(steps.ready()) << steps.err();
+  Exporter exporter(live, {}, "[::1]:0", "[::1]");
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  Prometheus prom(dir, exporter.port(), kSourceDir + "/examples/prometheus/gpuwatch-rules.yml",
+                  {}, "[::1]");
+  ASSERT_TRUE(prom.ready()) << prom.log();
+  ASSERT_TRUE(steps.Step(2));
+  const std::string site = "gpuwatch_site_live_bytes{pid=\"" + std::to_string(steps.pid()) +
+                           "\",site=\"" + LeakSite() + "\"}";
+  const std::string up =
+      "up{job=\"gpuwatch\",instance=\"[::1]:" + std::to_string(exporter.port()) + "\"}";
+  EXPECT_TRUE(PollUntil(
+      [&] { return OnlyValue(prom.Query(site)) == 2.0 * kMiB && OnlyValue(prom.Query(up)) == 1; },
+      60000))
+      << prom.Query(site).dump() << prom.Query(up).dump() << prom.log();
+  EXPECT_EQ(steps.Finish().exit_code, 0);
+  const ProcessResult stopped = exporter.Stop();
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+}
+
+// `--listen :0` is every address: IPv6 and, on a dual-stack socket, IPv4.
+TEST(Exporter, AColonAndAPortServesIpv6AndIpv4Clients) {
+  if (!HasIpv6Loopback()) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  ScopedTempDir dir;
+  Exporter exporter(dir.path(), {}, ":0", "[::]");
+  ASSERT_NE(exporter.port(), 0) << exporter.first_line();
+  const HttpResponse v6 = HttpGet(exporter.port(), "/metrics", 30000, true);
+  EXPECT_EQ(v6.status, 200);
+  EXPECT_NE(v6.body.find("\ngpuwatch_exporter_processes 0\n"), std::string::npos) << v6.body;
+  if (ReadFile("/proc/sys/net/ipv6/bindv6only") != "1\n") {
+    const HttpResponse v4 = HttpGet(exporter.port(), "/metrics", 30000);
+    EXPECT_EQ(v4.status, 200);
+    EXPECT_NE(v4.body.find("\ngpuwatch_exporter_processes 0\n"), std::string::npos) << v4.body;
+  }
+  const ProcessResult stopped = exporter.Stop();
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
 }
 
 }  // namespace

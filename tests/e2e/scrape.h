@@ -69,26 +69,33 @@ struct HttpResponse {
   std::string body;
 };
 
-// A client on 127.0.0.1:PORT, or -1.
-inline int ConnectTcp(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A client on 127.0.0.1:PORT (or [::1]:PORT), or -1.
+inline int ConnectTcp(int port, bool ipv6 = false) {
+  const int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_port = htons(static_cast<uint16_t>(port));
+  a6.sin6_addr = in6addr_loopback;
+  const int rc = ipv6 ? connect(fd, reinterpret_cast<sockaddr*>(&a6), sizeof(a6))
+                      : connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  if (rc != 0) {
     close(fd);
     return -1;
   }
   return fd;
 }
 
-// GET http://127.0.0.1:PORT/TARGET over HTTP/1.0 (the server closes the
-// connection after its answer), waiting `timeout_ms` at most: a hang guard,
-// by default 30 s, which a busy machine does not come near.
-inline HttpResponse HttpGet(int port, const std::string& target, int timeout_ms = 30000) {
+// GET http://127.0.0.1:PORT/TARGET (or [::1]) over HTTP/1.0 (the server
+// closes the connection after its answer), waiting `timeout_ms` at most: a
+// hang guard, by default 30 s, which a busy machine does not come near.
+inline HttpResponse HttpGet(int port, const std::string& target, int timeout_ms = 30000,
+                            bool ipv6 = false) {
   HttpResponse r;
-  const int fd = ConnectTcp(port);
+  const int fd = ConnectTcp(port, ipv6);
   if (fd < 0) return r;
   const std::string request = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
@@ -140,16 +147,18 @@ inline void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-// `gpuwatch exporter --listen 127.0.0.1:0 --dir LIVE`, on the port it says
-// in its first line; stopped with SIGTERM.
+// `gpuwatch exporter --listen 127.0.0.1:0 --dir LIVE` (or another --listen
+// whose host prints as `shown`), on the port it says in its first line;
+// stopped with SIGTERM.
 class Exporter {
  public:
-  explicit Exporter(const std::string& live_dir, const std::vector<std::string>& args = {}) {
-    std::vector<std::string> argv = {kCli,          "exporter", "--listen",
-                                     "127.0.0.1:0", "--dir",    live_dir};
+  explicit Exporter(const std::string& live_dir, const std::vector<std::string>& args = {},
+                    const std::string& listen = "127.0.0.1:0",
+                    const std::string& shown = "127.0.0.1") {
+    std::vector<std::string> argv = {kCli, "exporter", "--listen", listen, "--dir", live_dir};
     argv.insert(argv.end(), args.begin(), args.end());
     child_ = StartProcess(argv, {}, "");
-    const std::string prefix = "gpuwatch exporter: serving /metrics on http://127.0.0.1:";
+    const std::string prefix = "gpuwatch exporter: serving /metrics on http://" + shown + ":";
     PollUntil(
         [&] {
           ReadAvailable(child_, 100);
@@ -187,8 +196,9 @@ class Prometheus {
  public:
   Prometheus(const ScopedTempDir& dir, int target_port,
              const std::string& rules = kSourceDir + "/examples/prometheus/gpuwatch-rules.yml",
-             const std::vector<int>& more_targets = {}) {
-    std::string targets = "'127.0.0.1:" + std::to_string(target_port) + "'";
+             const std::vector<int>& more_targets = {},
+             const std::string& target_host = "127.0.0.1") {
+    std::string targets = "'" + target_host + ":" + std::to_string(target_port) + "'";
     for (const int port : more_targets) targets += ", '127.0.0.1:" + std::to_string(port) + "'";
     const std::string config = dir.path() + "/prometheus.yml";
     WriteFile(config,

@@ -168,7 +168,8 @@ void DefineExporter(CLI::App* app, ExporterOptions* exporter) {
       "--textfile directory.");
   CLI::Option* listen_opt =
       cmd->add_option("--listen", exporter->listen,
-                      "HOST:PORT to serve /metrics on (port 0: any free port)")
+                      "HOST:PORT or :PORT (every address) to serve /metrics on; IPv6 in "
+                      "brackets, [::1]:9468; port 0: any free port")
           ->type_name("HOST:PORT")
           ->capture_default_str();
   cmd->add_option("--dir", exporter->dir, kLiveDirHelp)->type_name("DIR");

@@ -2,13 +2,9 @@
 // machine (tools/live/live_client.h), read at each scrape, as Prometheus metrics
 // (tools/live/live_metrics.h) on /metrics, or written to a file for
 // node_exporter's textfile collector. docs/prometheus.md describes it.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <malloc.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +27,8 @@
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
 #include "tools/commands.h"
+#include "tools/commands/listen_address.h"
+#include "tools/commands/tcp_relay.h"
 #include "tools/live/live_client.h"
 #include "tools/live/live_holders.h"
 #include "tools/live/live_known.h"
@@ -136,106 +134,6 @@ class LiveCollectable : public prometheus::Collectable {
   mutable LiveKnown known_;
 };
 
-// HOST:PORT as civetweb takes it: a numeric address (a name is resolved,
-// IPv4 first), IPv6 in brackets. False with *problem when it is not one.
-bool ParseListen(const std::string& value, std::string* bind, std::string* shown_host, int* port,
-                 std::string* problem) {
-  const size_t colon = value.rfind(':');
-  if (colon == std::string::npos) {
-    *problem = "no port (expected HOST:PORT, e.g. 127.0.0.1:9468)";
-    return false;
-  }
-  std::string host = value.substr(0, colon);
-  const std::string port_text = value.substr(colon + 1);
-  if (port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port_text) > 65535) {
-    *problem = "the port is not a number from 0 to 65535";
-    return false;
-  }
-  *port = std::stoi(port_text);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  if (host.empty()) {
-    *problem = "no host (expected HOST:PORT, e.g. 127.0.0.1:9468)";
-    return false;
-  }
-  in_addr v4{};
-  in6_addr v6{};
-  std::string numeric;
-  bool ipv6 = false;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    numeric = host;
-  } else if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    numeric = host;
-    ipv6 = true;
-  } else {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
-    if (rc != 0 || found == nullptr) {
-      *problem = std::string("cannot resolve the host: ") + gai_strerror(rc);
-      return false;
-    }
-    const addrinfo* pick = found;
-    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      if (a->ai_family == AF_INET) {
-        pick = a;
-        break;
-      }
-    }
-    char text[INET6_ADDRSTRLEN] = "";
-    if (pick->ai_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(pick->ai_addr)->sin_addr, text,
-                sizeof(text));
-    } else {
-      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(pick->ai_addr)->sin6_addr, text,
-                sizeof(text));
-      ipv6 = true;
-    }
-    freeaddrinfo(found);
-    numeric = text;
-  }
-  const std::string bracketed = ipv6 ? "[" + numeric + "]" : numeric;
-  *bind = bracketed + ":" + std::to_string(*port);
-  *shown_host = ipv6 ? "[" + host + "]" : host;
-  return true;
-}
-
-// Why civetweb could not listen on `bind` (it says only that it could not):
-// the error of binding a socket there ourselves.
-std::string ListenProblem(const std::string& bind, int port) {
-  const bool ipv6 = !bind.empty() && bind.front() == '[';
-  const std::string host =
-      ipv6 ? bind.substr(1, bind.find(']') - 1) : bind.substr(0, bind.rfind(':'));
-  const int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::strerror(errno);
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  int rc = 0;
-  if (ipv6) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET6, host.c_str(), &a.sin6_addr);
-    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
-  } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
-  }
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return std::strerror(err);
-  // Debian's civetweb, for one, is built without IPv6.
-  return ipv6 ? "the HTTP server (civetweb) cannot listen on IPv6 here; use an IPv4 address"
-              : "the HTTP server did not start";
-}
-
 // Writes the metrics to DIR/gpuwatch.prom at once: a temporary file in DIR,
 // renamed over it, so that node_exporter never reads half a file.
 bool WriteTextfile(const std::string& dir, const std::vector<prometheus::MetricFamily>& families,
@@ -329,6 +227,42 @@ int Textfile(const ExporterOptions& options, const std::string& dir, uint64_t id
   }
 }
 
+// The HTTP server on `address`: civetweb itself on an IPv4 address; on IPv6
+// (`[::1]:9468`, `[::]:9468`, `:9468`), civetweb on 127.0.0.1 behind a
+// relay from an IPv6 socket of ours (Debian's civetweb has no IPv6). `:PORT`
+// without IPv6 on the machine is 0.0.0.0:PORT. *port: the port it listens on.
+bool Serve(ListenAddress address, std::unique_ptr<prometheus::Exposer>* exposer,
+           std::unique_ptr<TcpRelay>* relay, int* port, std::string* problem) {
+  int fd = -1;
+  if (address.family != ListenAddress::Family::kIpv4) {
+    bool no_ipv6 = false;
+    fd = ListenIpv6(address, problem, &no_ipv6);
+    if (fd < 0 && !(no_ipv6 && address.family == ListenAddress::Family::kAny)) return false;
+    if (fd < 0) address = {ListenAddress::Family::kIpv4, "0.0.0.0", address.port, "0.0.0.0"};
+  }
+  const std::string ports = fd < 0 ? CivetwebPorts(address) : "127.0.0.1:0";
+  try {
+    *exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", ports, "num_threads", std::to_string(kHttpThreads), "request_timeout_ms",
+        std::to_string(kHttpRequestTimeoutMs)});
+  } catch (const std::exception&) {
+    *problem = fd < 0 ? Ipv4ListenProblem(address) : "the HTTP server did not start";
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  const std::vector<int> bound = (*exposer)->GetListeningPorts();
+  *port = bound.empty() ? address.port : bound.front();
+  if (fd < 0) return true;
+  try {
+    *relay = std::make_unique<TcpRelay>(fd, *port, kHttpThreads);
+  } catch (const std::exception& e) {
+    *problem = e.what();  // the relay closed fd
+    return false;
+  }
+  *port = BoundPort(fd);
+  return true;
+}
+
 }  // namespace
 
 int ExporterCommand(const ExporterOptions& options) {
@@ -355,11 +289,9 @@ int ExporterCommand(const ExporterOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   if (!options.textfile.empty()) return Textfile(options, dir, idle_after_ns, stop);
 
-  std::string bind;
-  std::string host;
-  int port = 0;
+  ListenAddress address;
   std::string problem;
-  if (!ParseListen(options.listen, &bind, &host, &port, &problem)) {
+  if (!ParseListenAddress(options.listen, &address, &problem)) {
     std::fprintf(stderr, "gpuwatch exporter: bad --listen '%s': %s\n", options.listen.c_str(),
                  problem.c_str());
     return 2;
@@ -372,24 +304,21 @@ int ExporterCommand(const ExporterOptions& options) {
   mallopt(M_ARENA_MAX, 1);
 #endif
   std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", bind, "num_threads", std::to_string(kHttpThreads), "request_timeout_ms",
-        std::to_string(kHttpRequestTimeoutMs)});
-  } catch (const std::exception&) {
+  std::unique_ptr<TcpRelay> relay;
+  int port = 0;
+  if (!Serve(address, &exposer, &relay, &port, &problem)) {
     std::fprintf(stderr, "gpuwatch exporter: cannot listen on '%s': %s\n", options.listen.c_str(),
-                 ListenProblem(bind, port).c_str());
+                 problem.c_str());
     return 2;
   }
   const auto collectable = std::make_shared<LiveCollectable>(
       dir, options.node, static_cast<size_t>(options.top), options.timeout_ms, idle_after_ns);
   exposer->RegisterCollectable(collectable);
-  const std::vector<int> ports = exposer->GetListeningPorts();
-  if (!ports.empty()) port = ports.front();
   std::fprintf(stderr,
                "gpuwatch exporter: serving /metrics on http://%s:%d for the processes in %s\n",
-               host.c_str(), port, dir.c_str());
+               address.shown.c_str(), port, dir.c_str());
   WaitForStop(stop, -1);
+  relay.reset();
   exposer.reset();
   return 0;
 }
