@@ -105,9 +105,13 @@ bool Bind(Live& live, pid_t pid) {
     close(fd);
     return false;
   }
-  // The exporter's group connects too (connecting takes write permission);
-  // the directory is this user's alone to change, so the name is ours.
-  if (live.node && live.reader.group) chmod(path.c_str(), 0660);
+  // The exporter's group connects too (connecting takes write permission).
+  // 0666, not 0660: the socket's group is the directory's only while the
+  // directory kept the root's setgid bit, which a chmod by this user (not in
+  // that group) clears, as CheckOwnDir's does under umask 077. Who can reach
+  // the name is what the directory says (0750, the root's group), and whom
+  // the process answers is what the peer's credentials say.
+  if (live.node && live.reader.group) chmod(path.c_str(), 0666);
   live.fd = fd;
   live.path = path;
   std::memcpy(g_unlink_path, path.c_str(), path.size() + 1);
