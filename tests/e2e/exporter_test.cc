@@ -656,8 +656,8 @@ TEST(Exporter, PrometheusScrapesItOverIpv6Loopback) {
   ASSERT_TRUE(steps.ready()) << steps.err();
   Exporter exporter(live, {}, "[::1]:0", "[::1]");
   ASSERT_NE(exporter.port(), 0) << exporter.first_line();
-  Prometheus prom(dir, exporter.port(), kSourceDir + "/examples/prometheus/gpuwatch-rules.yml",
-                  {}, "[::1]");
+  Prometheus prom(dir, exporter.port(), kSourceDir + "/examples/prometheus/gpuwatch-rules.yml", {},
+                  "[::1]");
   ASSERT_TRUE(prom.ready()) << prom.log();
   ASSERT_TRUE(steps.Step(2));
   const std::string site = "gpuwatch_site_live_bytes{pid=\"" + std::to_string(steps.pid()) +
