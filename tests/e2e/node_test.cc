@@ -411,5 +411,54 @@ TEST(Node, OneExporterReadsEveryUsersAndCgroupsProcessesApartAndRefusesTheRest) 
   EXPECT_EQ(stopped.err.find(refused), stopped.err.rfind(refused)) << stopped.err;
 }
 
+// The exporter as a user of its own (the systemd unit's, the DaemonSet's): the
+// node root is that user's and group's, mode 3753 (docs/prometheus.md), and a
+// process of another user under umask 077 (its directory's chmod to 0750 then
+// drops the setgid bit it inherited, so its socket gets the user's group) is
+// still read: 1.25 MiB, user "daemon", no problem.
+TEST(Node, AnExporterOfItsOwnUserReadsAProcessStartedUnderUmask077) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run processes as other users";
+  SKIP_WITHOUT(std::string("/usr/bin/setpriv"));
+  const std::optional<User> a = SystemUser("daemon");
+  const std::optional<User> exporter = SystemUser("games");
+  if (!a || !exporter) GTEST_SKIP() << "needs the users daemon and games";
+  ScopedTempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);  // the users' reports and the textfile go there
+  const std::string root = dir.path() + "/node";
+  ASSERT_EQ(mkdir(root.c_str(), 0700), 0);
+  ASSERT_EQ(chown(root.c_str(), exporter->uid, exporter->gid), 0);
+  ASSERT_EQ(chmod(root.c_str(), 03753), 0);
+  const std::string preload = PreloadEnv("", {})["LD_PRELOAD"];
+  std::vector<std::string> launcher = {"/bin/sh", "-c", "umask 077 && exec \"$@\"", "sh"};
+  const std::vector<std::string> as_a = AsUser(*a, "", preload);
+  launcher.insert(launcher.end(), as_a.begin(), as_a.end());
+  LiveSteps a1(dir, dir.path() + "/per-user", "a1",
+               {{"LD_PRELOAD", ""}, {"GPUWATCH_NODE_DIR", root}}, {}, launcher);
+  ASSERT_TRUE(ReadyAndStepped(a1, 1));
+  struct stat st {};
+  const std::string a_dir = root + "/" + std::to_string(a->uid);
+  ASSERT_EQ(lstat(a_dir.c_str(), &st), 0) << a1.err();
+  EXPECT_EQ(st.st_gid, exporter->gid);   // from the root's setgid bit
+  EXPECT_EQ(st.st_mode & 07777, 0750u);  // umask 077's 0700 made 0750, the setgid bit gone
+
+  const std::string textfile = dir.path() + "/textfile";
+  ASSERT_EQ(mkdir(textfile.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(textfile.c_str(), 0777), 0);
+  const ProcessResult r =
+      RunProcess({"setpriv", "--reuid=" + std::to_string(exporter->uid),
+                  "--regid=" + std::to_string(exporter->gid), "--clear-groups", "--", kCli,
+                  "exporter", "--node", "--dir", root, "--textfile", textfile, "--once"},
+                 {}, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string body = ReadFile(textfile + "/gpuwatch.prom");
+  EXPECT_NE(body.find("\ngpuwatch_exporter_processes 1\n"), std::string::npos) << body << r.err;
+  EXPECT_NE(body.find("\ngpuwatch_exporter_scrape_problems 0\n"), std::string::npos)
+      << body << r.err;
+  const std::string memory = MetricLine(body, "gpuwatch_process_device_memory_bytes{");
+  EXPECT_NE(memory.find("user=\"daemon\""), std::string::npos) << memory;
+  EXPECT_EQ(memory.substr(memory.rfind(' ') + 1), std::to_string(1280 * kKiB)) << memory;
+  EXPECT_EQ(a1.Finish().exit_code, 0);
+}
+
 }  // namespace
 }  // namespace gpuwatch::testing
