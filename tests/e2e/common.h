@@ -69,8 +69,8 @@ ProcessResult RunTorchProcess(const std::vector<std::string>& argv,
                               const std::string& cwd);
 
 // Whether `r` ended in PyTorch's exit race, an upstream bug of PyTorch 2.15 that no code of
-// gpuwatch takes part in (reproduced here without gpuwatch: about 1 run of
-// examples/torch_leak.py in 300 on a loaded 2-core machine): every backward stashes a Python
+// gpuwatch takes part in (3 aborts in about 145 runs of examples/torch_leak.py on a loaded
+// 2-core machine, one of them in 24 runs without gpuwatch): every backward stashes a Python
 // context in its thread-local state (torch.autograd.graph._engine_run_backward), the autograd
 // engine's device thread drops the last backward's task after Py_FinalizeEx has begun, takes the
 // GIL to drop that context, and is exited by Python inside a noexcept destructor: std::terminate
