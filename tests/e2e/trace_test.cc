@@ -95,8 +95,8 @@ TEST(EventTrace, ReportHasTheEventsInOrder) {
   for (int d = 0; d < 2; ++d) {
     json& device = devices[d];
     if (device.contains("uuid")) {
-      EXPECT_EQ(device["uuid"], "GPU-67777369-6d2d-6465-7669-63652d3030" + std::to_string(d) +
-                                    "0");  // "gwsim-device-0<d>"
+      // "gwsim-device-0<d>" in hex, padded with zeros: ...2d 30 3<d> 00.
+      EXPECT_EQ(device["uuid"], "GPU-67777369-6d2d-6465-7669-63652d303" + std::to_string(d) + "00");
       EXPECT_EQ(device["pci_bus_id"], "00000000:0" + std::to_string(d + 1) + ":00.0");
       EXPECT_EQ(device["gpu"], d);
     }
