@@ -1,7 +1,8 @@
-// What the callback switchboard's two files share: callbacks.cc (API calls:
-// ENTER and EXIT of each tracked call) and graph_callbacks.cc (graph
-// launches, graph nodes and the resource domain). Internal to them; the rest
-// of gpuwatch uses callbacks.h.
+// What the callback switchboard's files share: callbacks.cc (API calls:
+// ENTER and EXIT of each tracked call), alloc_callbacks.cc and
+// error_callbacks.cc (the paths of allocations, frees and launches) and
+// graph_callbacks.cc (graph launches, graph nodes and the resource domain).
+// Internal to them; the rest of gpuwatch uses callbacks.h.
 #ifndef GPUWATCH_INTERPOSE_CALLBACKS_CALLBACK_STATE_H_
 #define GPUWATCH_INTERPOSE_CALLBACKS_CALLBACK_STATE_H_
 
@@ -82,21 +83,43 @@ inline constexpr char kGraphKernelNode[] = "(graph kernel node)";
 uint32_t CallSite();
 // The device ordinal of a context, cached per thread; 0 when unknown.
 int32_t DeviceOfContext(CUcontext context, uint32_t context_uid);
+// The device ordinal of the calling context.
+inline int32_t DeviceOf(const CUpti_CallbackData* d) {
+  return DeviceOfContext(d->context, d->contextUid);
+}
 // A copy's direction and host memory kind, from the call and gpuwatch's
 // tables where the call does not say.
 void ClassifyCopy(const ParsedCall& parsed, CopyCall* call);
 // A kernel (or graph) launch, counted under `name`.
 void Launch(const char* name);
 
+// alloc_callbacks.cc.
+// An allocation recorded (`call` read at a successful EXIT; `call_ticks`:
+// the call's time in Ticks(), 0 when unknown), and one that failed for lack
+// of memory (the on_oom hook).
+void Alloc(const ParsedCall& call, const CUpti_CallbackData* d, uint64_t call_ticks = 0);
+void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error);
+// An allocation's and a free's ENTER and EXIT (a spec of Role::kAlloc or
+// Role::kFree), apart from the general path: ENTER reads the params into
+// the call in progress (a free is begun there); EXIT records the
+// allocation, the free or the failure.
+void AllocEnter(const CallbackSpec& spec, const CUpti_CallbackData* d);
+void FreeEnter(const CallbackSpec& spec, const CUpti_CallbackData* d);
+template <typename Result>
+void AllocExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value);
+extern template void AllocExit(const CUpti_CallbackData* d, cudaError_t ok_value,
+                               cudaError_t oom_value);
+extern template void AllocExit(const CUpti_CallbackData* d, CUresult ok_value, CUresult oom_value);
+template <typename Result>
+void FreeExit(const CUpti_CallbackData* d, Result ok_value);
+extern template void FreeExit(const CUpti_CallbackData* d, cudaError_t ok_value);
+extern template void FreeExit(const CUpti_CallbackData* d, CUresult ok_value);
+
 // error_callbacks.cc.
 // A kernel launch's ENTER and EXIT (a spec of Role::kLaunch: never a graph
 // node's), apart from the general path: ENTER reads the stream only, EXIT
 // counts the launch (KernelLaunch) or the failure.
 void LaunchEnter(const CallbackSpec& spec, const CUpti_CallbackData* d);
-// Whether the call in progress is one LaunchEnter began.
-inline bool IsLaunchInProgress() {
-  return t_call.spec != nullptr && t_call.spec->role == Role::kLaunch;
-}
 template <typename Result>
 void LaunchExit(const CUpti_CallbackData* d, Result ok_value);
 extern template void LaunchExit(const CUpti_CallbackData* d, cudaError_t ok_value);

@@ -88,24 +88,6 @@ int32_t DeviceOfContext(CUcontext context, uint32_t context_uid) {
 
 namespace {
 
-int32_t DeviceOf(const CUpti_CallbackData* d) { return DeviceOfContext(d->context, d->contextUid); }
-
-void Alloc(const ParsedCall& call, const CUpti_CallbackData* d, uint64_t call_ticks = 0) {
-  Events events = CurrentEvents();
-  if (call.address == 0 || !events.enabled()) return;  // paused: no stack either
-  AllocEvent e;
-  e.address = call.address;
-  e.size = call.size;
-  e.kind = call.kind;
-  e.device = call.device >= 0 ? call.device : DeviceOf(d);
-  e.stream = Addr(call.stream);
-  e.stack_id = CallSite();
-  e.phase = CurrentPhase();
-  e.call_ticks = call_ticks;
-  events.Allocated(e);
-  if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
-}
-
 // A VMM handle's memory (cuMemCreate's, or a handle first seen mapped: made
 // before attach), at the calling site; while paused known but not counted,
 // and no stack captured.
@@ -144,18 +126,6 @@ void IpcOpen(const ParsedCall& call, const CUpti_CallbackData* d) {
     e.phase = CurrentPhase();
   }
   events.IpcOpened(e);
-}
-
-void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
-  if (g_hooks.on_oom == nullptr) return;
-  OomEvent e;
-  e.size = call.size;
-  e.kind = call.kind;
-  e.api = d->functionName != nullptr ? d->functionName : "";
-  e.error = error;
-  e.stack_id = CallSite();
-  e.device = call.device >= 0 ? call.device : DeviceOf(d);
-  g_hooks.on_oom(e);
 }
 
 CopyCall CopyOf(const ParsedCall& parsed, uint32_t correlation, uint32_t stack_id) {
@@ -210,7 +180,6 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   c.stack_id = 0;
   c.made_node = false;
   c.node = 0;
-  c.freed = false;
   c.symbol = d->symbolName;
   c.vmm_released = false;
   c.ipc_closed = false;
@@ -236,13 +205,8 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
         events.CopyCalled(CopyOf(call, c.correlation, CallSite()), true);
       }
       break;
-    case Role::kAlloc:
-      break;  // its start: the status page's (below)
-    case Role::kFree:
-      // Before the driver can hand the address to another thread.
-      if (!call.node_only && call.address != 0) {
-        c.freed = CurrentEvents().FreeBegun(call.address, &c.removed);
-      }
+    case Role::kAlloc:  // AllocEnter, FreeEnter (alloc_callbacks.cc); here a
+    case Role::kFree:   // graph node's (node_only), which does nothing now
       break;
     case Role::kVmmRelease:
       // Before the driver can give the handle's value to another thread.
@@ -268,18 +232,13 @@ void OnEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
     default:
       break;
   }
-  // An allocation's and a free's time (churn) from the page's counter read,
-  // not a second one.
-  const uint64_t now = PublishEnter(spec);
-  if (call.role == Role::kAlloc || call.role == Role::kFree) {
-    c.enter_ticks = now != 0 ? now : Ticks();
-  }
+  PublishEnter(spec);
 }
 
 template <typename Result>
 void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   t_in_call = false;
-  const uint64_t end_ticks = StatusCallEnds();  // 0: no page
+  StatusCallEnds();
   CallInProgress& c = t_call;
   const auto* ret = static_cast<const Result*>(d->functionReturnValue);
   const bool succeeded = ret != nullptr && *ret == ok_value;
@@ -302,7 +261,6 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
       if (!entered.copy.async) BlockExit(SyncKind::kCopy);
       CurrentEvents().CopyFailed(c.correlation);
     }
-    if (c.freed) CurrentEvents().FreeUndone(c.removed);
     if (entered.role == Role::kGraphLaunch) {  // a child graph node: no launch now
       GraphLaunchExit(entered, c.correlation, /*succeeded=*/false);
     }
@@ -314,27 +272,8 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     return;
   }
   switch (entered.role) {
-    case Role::kAlloc: {
-      ParsedCall out;
-      if (!ParseCall(*c.spec, d, succeeded, &out)) break;
-      if (succeeded) {
-        Alloc(out, d, (end_ticks != 0 ? end_ticks : Ticks()) - c.enter_ticks);
-      } else if (oom) {
-        OutOfMemory(out, d, static_cast<int>(*ret));
-      }
-      break;
-    }
+    case Role::kAlloc:  // AllocExit, FreeExit (alloc_callbacks.cc)
     case Role::kFree:
-      if (succeeded) {
-        if (c.freed) {
-          CurrentEvents().FreeDone(c.removed,
-                                   (end_ticks != 0 ? end_ticks : Ticks()) - c.enter_ticks);
-        }
-        if (c.freed && c.removed.kind == MemKind::kArray) ForgetArray(c.removed.address);
-        if (!c.freed && entered.address != 0) CurrentEvents().UnknownFree();
-      } else if (c.freed) {
-        CurrentEvents().FreeUndone(c.removed);
-      }
       break;
     case Role::kCopy: {
       if (!entered.copy.async) {
@@ -413,6 +352,48 @@ void OnApiExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
   }
 }
 
+// The ENTER of a tracked call, by its role: launches, allocations and frees
+// have paths of their own (the most frequent calls), the rest the general one.
+inline void Enter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
+  switch (spec.role) {
+    case Role::kLaunch:
+      LaunchEnter(spec, d);
+      return;
+    case Role::kAlloc:
+      AllocEnter(spec, d);
+      return;
+    case Role::kFree:
+      FreeEnter(spec, d);
+      return;
+    default:
+      OnEnter(spec, d);
+      return;
+  }
+}
+
+// The EXIT of the call in progress, the way its ENTER went (a call whose
+// params said nothing to record has no spec: the general path counts its
+// failure).
+template <typename Result>
+inline void Exit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
+  if (const CallbackSpec* spec = t_call.spec; spec != nullptr) {
+    switch (spec->role) {
+      case Role::kLaunch:
+        LaunchExit(d, ok_value);
+        return;
+      case Role::kAlloc:
+        AllocExit(d, ok_value, oom_value);
+        return;
+      case Role::kFree:
+        FreeExit(d, ok_value);
+        return;
+      default:
+        break;
+    }
+  }
+  OnApiExit(d, ok_value, oom_value);
+}
+
 // An EXIT whose ENTER was never seen: the runtime call inside which the
 // driver injected gpuwatch. Only what its EXIT alone tells is recorded. Out
 // of line: its ParsedCall would otherwise make every callback's frame.
@@ -452,40 +433,48 @@ __attribute__((noinline)) void OnExitWithoutEnter(const CallbackSpec& spec,
   }
 }
 
+// A runtime call's ENTER, at depth 1: a tracked call begins, unless one is
+// in progress already.
+inline void RuntimeEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  if (t_in_call) return;
+  if (const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid)) Enter(*spec, d);
+}
+
+// The recording's first call noted, then entered as any other: out of line,
+// so that every other runtime callback needs no stack frame.
+__attribute__((noinline)) void FirstRuntimeEnter(Events events, CUpti_CallbackId cbid,
+                                                 const CUpti_CallbackData* d) {
+  RecordFirstCall(events);
+  RuntimeEnter(cbid, d);
+}
+
 void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
-  const bool first_runtime_callback = !t_runtime_seen;
-  t_runtime_seen = true;
   if (d->callbackSite == CUPTI_API_ENTER) {
-    if (++t_runtime_depth == 1) {
-      FirstCall();
-      if (t_in_call) return;
-      if (const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid)) {
-        if (spec->role == Role::kLaunch) {
-          LaunchEnter(*spec, d);
-        } else {
-          OnEnter(*spec, d);
-        }
-      }
+    t_runtime_seen = true;
+    if (++t_runtime_depth != 1) return;
+    if (const Events events = CurrentEvents(); !events.first_call_seen()) [[unlikely]] {
+      FirstRuntimeEnter(events, cbid, d);
+      return;
     }
+    RuntimeEnter(cbid, d);
     return;
   }
   if (t_runtime_depth == 0) {
     // A call in flight when gpuwatch attached: EXIT without ENTER. Only a
-    // thread's first runtime callback can be one.
+    // thread's first runtime callback can be one (an EXIT at depth > 0
+    // follows an ENTER of this thread, which set t_runtime_seen).
+    const bool first_runtime_callback = !t_runtime_seen;
+    t_runtime_seen = true;
     const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
     if (spec != nullptr && first_runtime_callback) {
       OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
     }
     return;
   }
-  // The EXIT of the call whose ENTER OnEnter saw: the same correlation id
-  // (no lookup: its spec is the call's).
+  // The EXIT of the call whose ENTER was seen: the same correlation id (no
+  // lookup: its spec is the call's).
   if (--t_runtime_depth == 0 && t_in_call && t_call.correlation == d->correlationId) {
-    if (IsLaunchInProgress()) {
-      LaunchExit(d, cudaSuccess);
-    } else {
-      OnApiExit(d, cudaSuccess, cudaErrorMemoryAllocation);
-    }
+    Exit(d, cudaSuccess, cudaErrorMemoryAllocation);
   }
 }
 
@@ -502,19 +491,11 @@ void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     FirstCall();
     if (!t_runtime_seen) t_driver_before_runtime = true;
     if (t_in_call) return;
-    if (spec->role == Role::kLaunch) {
-      LaunchEnter(*spec, d);
-    } else {
-      OnEnter(*spec, d);
-    }
+    Enter(*spec, d);
     return;
   }
   if (t_in_call && t_call.correlation == d->correlationId) {
-    if (IsLaunchInProgress()) {
-      LaunchExit(d, CUDA_SUCCESS);
-    } else {
-      OnApiExit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
-    }
+    Exit(d, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY);
   }
 }
 

@@ -611,6 +611,54 @@ TEST_F(Switchboard, AFreeIsRecordedAtEntryAndUndoneWhenItFails) {
   EXPECT_EQ(tracker_.Snapshot().unknown_frees, 1u);
 }
 
+// An allocation's EXIT reads its outputs into what ENTER read (its own
+// path, alloc_callbacks.cc): a pitched allocation is the pitch the driver
+// chose times the height; a failed one reports the size it asked for, its
+// outputs unread.
+TEST_F(Switchboard, APitchedAllocationCountsItsPitchAndAFailedOneWhatItAsked) {
+  static OomEvent oom;
+  static int oom_calls = 0;
+  oom = OomEvent{};
+  oom_calls = 0;
+  CallbackHooks hooks;
+  hooks.on_oom = [](const OomEvent& e) {
+    oom = e;
+    ++oom_calls;
+  };
+  SetCallbackHooks(hooks);
+  void* out = reinterpret_cast<void*>(0x7000);
+  size_t pitch = 128;
+  const cudaMallocPitch_v3020_params p{&out, &pitch, 100, 10};
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020, 1, p);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020, 1, p);
+  TrackerSnapshot s = tracker_.Snapshot();
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].address, 0x7000u);
+  EXPECT_EQ(s.live[0].size, 1280u) << "128-byte rows, 10 of them";
+  out = reinterpret_cast<void*>(0x8000);  // what a failed call must not be read for
+  pitch = 4096;
+  const cudaMallocPitch_v3020_params big{&out, &pitch, 1000, 3};
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020, 2, big);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020, 2, big,
+                   cudaErrorMemoryAllocation);
+  ASSERT_EQ(oom_calls, 1);
+  EXPECT_EQ(oom.size, 3000u) << "the width asked for, not the pitch";
+  EXPECT_EQ(oom.kind, MemKind::kDevice);
+  s = tracker_.Snapshot();
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].address, 0x7000u);
+  // The call after a failure starts afresh: a plain allocation, then its free.
+  Malloc(0x9000, 64, 3);
+  const cudaFree_v3020_params free{reinterpret_cast<void*>(0x7000)};
+  RuntimeApi::Enter(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free);
+  RuntimeApi::Exit(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, 4, free);
+  s = tracker_.Snapshot();
+  ASSERT_EQ(s.live.size(), 1u);
+  EXPECT_EQ(s.live[0].address, 0x9000u);
+  EXPECT_EQ(s.live[0].size, 64u);
+  EXPECT_EQ(oom_calls, 1);
+}
+
 // The lost-allocation race, in the order a real driver allows: the freed
 // address is handed to another thread's cudaMalloc before cudaFree returns.
 TEST_F(Switchboard, AnAddressReusedByAnotherThreadBeforeTheFreeReturnsStaysLive) {
