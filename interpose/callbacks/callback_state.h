@@ -43,6 +43,12 @@ struct CallInProgress {
   Tracker::VmmRelease vmm_release;
   bool ipc_closed = false;  // kIpcClose: a reference to the mapping was dropped at ENTER
   Tracker::IpcClose ipc_close;
+  // Not the call's but the thread's (callbacks.cc): the depth of runtime API
+  // calls on it, and whether a runtime callback came on it yet. Kept here so
+  // that a callback reaches them and the call through one thread-local's
+  // address (one offset load from the GOT, not one per variable).
+  int runtime_depth = 0;
+  bool runtime_seen = false;
 };
 // initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.

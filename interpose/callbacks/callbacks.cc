@@ -27,20 +27,19 @@ thread_local constinit bool t_in_call __attribute__((tls_model("initial-exec")))
 
 namespace {
 
-// Depth of runtime API calls on this thread. A runtime call that nests a
-// driver call (cudaMalloc -> cuMemAlloc_v2) is counted at the runtime level
-// only. initial-exec TLS: reading it never allocates, even when the driver
-// dlopen'ed us through CUDA_INJECTION64_PATH.
-thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
-
+// The depth of runtime API calls on this thread (t_call.runtime_depth): a
+// runtime call that nests a driver call (cudaMalloc -> cuMemAlloc_v2) is
+// counted at the runtime level only.
+//
 // gpuwatch may attach while runtime calls are in flight (injection attaches
 // inside cuInit, inside the program's first runtime call, and other threads
 // may be inside theirs): such a call delivers its EXIT without its ENTER, and
 // the driver calls it makes after the attach may be seen on their own. So a
-// thread's driver events that come before any runtime callback of its own are
-// nested in a call whose ENTER was missed, if any: that call's EXIT then adds
-// nothing more.
-thread_local bool t_runtime_seen __attribute__((tls_model("initial-exec"))) = false;
+// thread's driver events that come before any runtime callback of its own
+// (t_call.runtime_seen) are nested in a call whose ENTER was missed, if any:
+// that call's EXIT then adds nothing more. initial-exec TLS: reading it
+// never allocates, even when the driver dlopen'ed us through
+// CUDA_INJECTION64_PATH.
 thread_local bool t_driver_before_runtime __attribute__((tls_model("initial-exec"))) = false;
 
 // Start of the outermost blocking call on this thread, 0 when none.
@@ -450,8 +449,8 @@ __attribute__((noinline)) void FirstRuntimeEnter(Events events, CUpti_CallbackId
 
 void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   if (d->callbackSite == CUPTI_API_ENTER) {
-    t_runtime_seen = true;
-    if (++t_runtime_depth != 1) return;
+    t_call.runtime_seen = true;
+    if (++t_call.runtime_depth != 1) return;
     if (const Events events = CurrentEvents(); !events.first_call_seen()) [[unlikely]] {
       FirstRuntimeEnter(events, cbid, d);
       return;
@@ -459,12 +458,12 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     RuntimeEnter(cbid, d);
     return;
   }
-  if (t_runtime_depth == 0) {
+  if (t_call.runtime_depth == 0) {
     // A call in flight when gpuwatch attached: EXIT without ENTER. Only a
     // thread's first runtime callback can be one (an EXIT at depth > 0
-    // follows an ENTER of this thread, which set t_runtime_seen).
-    const bool first_runtime_callback = !t_runtime_seen;
-    t_runtime_seen = true;
+    // follows an ENTER of this thread, which set t_call.runtime_seen).
+    const bool first_runtime_callback = !t_call.runtime_seen;
+    t_call.runtime_seen = true;
     const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
     if (spec != nullptr && first_runtime_callback) {
       OnExitWithoutEnter(*spec, d, cudaSuccess, cudaErrorMemoryAllocation);
@@ -473,7 +472,7 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   }
   // The EXIT of the call whose ENTER was seen: the same correlation id (no
   // lookup: its spec is the call's).
-  if (--t_runtime_depth == 0 && t_in_call && t_call.correlation == d->correlationId) {
+  if (--t_call.runtime_depth == 0 && t_in_call && t_call.correlation == d->correlationId) {
     Exit(d, cudaSuccess, cudaErrorMemoryAllocation);
   }
 }
@@ -482,14 +481,14 @@ void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
 // (cudaMalloc -> cuMemAlloc_v2): those are the runtime's business. Asked
 // first, before the guard: every runtime call that reaches the driver
 // delivers two of them.
-inline bool NestedInRuntime() { return t_runtime_depth > 0; }
+inline bool NestedInRuntime() { return t_call.runtime_depth > 0; }
 
 void OnDriver(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   const CallbackSpec* spec = FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   if (spec == nullptr) return;
   if (d->callbackSite == CUPTI_API_ENTER) {
     FirstCall();
-    if (!t_runtime_seen) t_driver_before_runtime = true;
+    if (!t_call.runtime_seen) t_driver_before_runtime = true;
     if (t_in_call) return;
     Enter(*spec, d);
     return;

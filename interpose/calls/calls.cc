@@ -63,8 +63,13 @@ constexpr CallbackSpec Drv(CUpti_CallbackId cbid, const char* name, Role role, P
 constexpr bool kSync = false;
 constexpr bool kAsync = true;
 
+}  // namespace
+
+// In calls_internal: the callback path addresses the array itself (FindSpec,
+// the status page's index of a call), not a pointer to it.
+namespace calls_internal {
 // clang-format off
-constexpr CallbackSpec kRegistry[] = {
+constexpr CallbackSpec kRegistryEntries[] = {
     // Runtime: allocations.
     RT(cudaMalloc_v3020, kAlloc, ReadMalloc),
     RT(cudaMallocPitch_v3020, kAlloc, ReadMallocPitch),
@@ -291,6 +296,11 @@ constexpr CallbackSpec kRegistry[] = {
     DRV0(cuEventSynchronize, kSync, SyncKind::kEvent),
 };
 // clang-format on
+}  // namespace calls_internal
+
+namespace {
+
+constexpr const auto& kRegistry = calls_internal::kRegistryEntries;
 
 #undef RT
 #undef RTA
@@ -329,7 +339,6 @@ constexpr std::array<uint16_t, kRuntimeIds> kRuntimeIndex =
     IndexOf<kRuntimeIds>(CUPTI_CB_DOMAIN_RUNTIME_API);
 constexpr std::array<uint16_t, kDriverIds> kDriverIndex =
     IndexOf<kDriverIds>(CUPTI_CB_DOMAIN_DRIVER_API);
-const CallbackSpec* const kRegistryEntries = kRegistry;
 }  // namespace calls_internal
 
 namespace {

@@ -106,7 +106,7 @@ inline constexpr size_t kDriverIds = CUPTI_DRIVER_TRACE_CBID_SIZE;
 // gpuwatch does not handle the id (calls.cc builds them at compile time).
 extern const std::array<uint16_t, kRuntimeIds> kRuntimeIndex;
 extern const std::array<uint16_t, kDriverIds> kDriverIndex;
-extern const CallbackSpec* const kRegistryEntries;  // CallbackRegistry().data()
+extern const CallbackSpec kRegistryEntries[];  // CallbackRegistry()
 }  // namespace calls_internal
 
 // The registry's entry for a callback, or null when gpuwatch does not handle
