@@ -447,7 +447,10 @@ __attribute__((noinline)) void FirstRuntimeEnter(Events events, CUpti_CallbackId
   RuntimeEnter(cbid, d);
 }
 
-void OnRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+// Inlined into Handle: half of a runtime call's callbacks, each one call and
+// return less.
+__attribute__((always_inline)) inline void OnRuntime(CUpti_CallbackId cbid,
+                                                     const CUpti_CallbackData* d) {
   if (d->callbackSite == CUPTI_API_ENTER) {
     t_call.runtime_seen = true;
     if (++t_call.runtime_depth != 1) return;
