@@ -49,6 +49,10 @@ struct CallInProgress {
   // address (one offset load from the GOT, not one per variable).
   int runtime_depth = 0;
   bool runtime_seen = false;
+  // The thread's last context (its uid) and its device ordinal
+  // (DeviceOfContext's cache).
+  uint32_t context_uid = 0;
+  int32_t device = 0;
 };
 // initial-exec TLS: reading it never allocates, even when the driver
 // dlopen'ed gpuwatch through CUDA_INJECTION64_PATH.
@@ -87,8 +91,15 @@ inline constexpr char kGraphKernelNode[] = "(graph kernel node)";
 // callbacks.cc.
 // The stack of the call in progress, captured once per call.
 uint32_t CallSite();
-// The device ordinal of a context, cached per thread; 0 when unknown.
-int32_t DeviceOfContext(CUcontext context, uint32_t context_uid);
+// The device ordinal of a context, cached per thread by context uid (a
+// program rarely switches devices between calls); 0 when unknown. The
+// cached answer inline, CUPTI asked out of line (callbacks.cc).
+int32_t AskDeviceOfContext(CUcontext context, uint32_t context_uid);
+inline int32_t DeviceOfContext(CUcontext context, uint32_t context_uid) {
+  if (g_hooks.get_device_id == nullptr || context == nullptr) return 0;
+  if (context_uid != 0 && context_uid == t_call.context_uid) return t_call.device;
+  return AskDeviceOfContext(context, context_uid);
+}
 // The device ordinal of the calling context.
 inline int32_t DeviceOf(const CUpti_CallbackData* d) {
   return DeviceOfContext(d->context, d->contextUid);

@@ -71,18 +71,12 @@ uint32_t CallSite() {
   return t_call.stack_id;
 }
 
-// The device ordinal of a context, cached per thread by context uid (a
-// program rarely switches devices between calls); 0 when unknown.
-int32_t DeviceOfContext(CUcontext context, uint32_t context_uid) {
-  static thread_local uint32_t t_context_uid __attribute__((tls_model("initial-exec"))) = 0;
-  static thread_local int32_t t_device __attribute__((tls_model("initial-exec"))) = 0;
-  if (g_hooks.get_device_id == nullptr || context == nullptr) return 0;
-  if (context_uid != 0 && context_uid == t_context_uid) return t_device;
+int32_t AskDeviceOfContext(CUcontext context, uint32_t context_uid) {
   uint32_t device = 0;
   if (g_hooks.get_device_id(context, &device) != CUPTI_SUCCESS) return 0;
-  t_context_uid = context_uid;
-  t_device = static_cast<int32_t>(device);
-  return t_device;
+  t_call.context_uid = context_uid;
+  t_call.device = static_cast<int32_t>(device);
+  return t_call.device;
 }
 
 namespace {
