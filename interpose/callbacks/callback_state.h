@@ -90,8 +90,9 @@ void Launch(const char* name);
 
 // error_callbacks.cc.
 // A kernel launch's ENTER and EXIT (a spec of Role::kLaunch: never a graph
-// node's), apart from the general path: ENTER reads the stream only, EXIT
-// counts the launch (KernelLaunch) or the failure.
+// node's), apart from the general path: ENTER reads nothing of the params,
+// EXIT counts the launch (KernelLaunch, with the stream LaunchStream reads)
+// or the failure.
 void LaunchEnter(const CallbackSpec& spec, const CUpti_CallbackData* d);
 // Whether the call in progress is one LaunchEnter began.
 inline bool IsLaunchInProgress() {

@@ -36,12 +36,16 @@ class NameTable {
   // nullptr or when the table is full. Thread-safe. Inline: a pointer seen
   // before is found at its first probe, mostly (the table is kept sparse).
   uint32_t Intern(const char* name) {
+    if (const uint32_t id = Find(name); id != 0) return id;
+    return name != nullptr && slots_ != nullptr ? InternProbing(name) : 0;
+  }
+  // The id of a pointer interned before and found at its first probe; 0
+  // otherwise (Intern then finds it further on, or makes it). Lock-free.
+  uint32_t Find(const char* name) const {
     if (name == nullptr || slots_ == nullptr) return 0;
     Slot& slot = slots_[HashOf(name) & slot_mask_];
-    if (std::atomic_ref<const char*>(slot.key).load(std::memory_order_acquire) == name) {
-      return std::atomic_ref<uint32_t>(slot.id).load(std::memory_order_relaxed);
-    }
-    return InternProbing(name);
+    if (std::atomic_ref<const char*>(slot.key).load(std::memory_order_acquire) != name) return 0;
+    return std::atomic_ref<uint32_t>(slot.id).load(std::memory_order_relaxed);
   }
   // The copy of an interned name; nullptr for 0 or an unknown id. Thread-safe,
   // lock-free; the text stays valid for the life of the table.
