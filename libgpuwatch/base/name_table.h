@@ -43,7 +43,7 @@ class NameTable {
   // otherwise (Intern then finds it further on, or makes it). Lock-free.
   uint32_t Find(const char* name) const {
     if (name == nullptr || slots_ == nullptr) return 0;
-    Slot& slot = slots_[HashOf(name) & slot_mask_];
+    Slot& slot = slots_[Home(name)];
     if (std::atomic_ref<const char*>(slot.key).load(std::memory_order_acquire) != name) return 0;
     return std::atomic_ref<uint32_t>(slot.id).load(std::memory_order_relaxed);
   }
@@ -69,9 +69,11 @@ class NameTable {
     const char* key;  // nullptr: empty; written last, with release
     uint32_t id;
   };
-  static uint64_t HashOf(const char* name) {
-    uint64_t h = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ULL;
-    return h ^ (h >> 29);
+  // The slot a probe for `name` starts at: the top bits of the pointer
+  // times 2^64 / phi (Fibonacci hashing), which mix all of its bits.
+  size_t Home(const char* name) const {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ULL) >>
+                               slot_shift_);
   }
   // The slot holding `name` (*found = true), or the first empty one.
   Slot* SlotOf(const char* name, bool* found) const;
@@ -80,6 +82,7 @@ class NameTable {
 
   Slot* slots_ = nullptr;
   size_t slot_mask_ = 0;
+  int slot_shift_ = 63;  // 64 - log2(slots)
   size_t slots_bytes_ = 0;
   Mutex mu_;  // first sight of a pointer only
   RecordArena arena_;

@@ -96,17 +96,14 @@ class CudaErrors {
   void OnLaunch(uint32_t context_uid, uint32_t name_id, uint64_t stream, uint64_t ticks) {
     if (Ring* ring = RingOf(context_uid); ring != nullptr) Queue(ring, name_id, stream, ticks);
   }
-  // OnLaunch on the context of the first ring (the first context that
-  // launched: in a process with one context, every launch's); false,
-  // recording nothing, on another (OnLaunch then finds or claims its ring).
-  bool OnLaunchInFirstRing(uint32_t context_uid, uint32_t name_id, uint64_t stream,
-                           uint64_t ticks) {
-    Ring* ring = &rings_[0];
-    if (context_uid == 0 || ring->context_uid.load(std::memory_order_relaxed) != context_uid) {
-      return false;
-    }
-    Queue(ring, name_id, stream, ticks);
-    return true;
+  // Whether the context's ring is the first (that of the first context
+  // that launched: in a process with one context, every launch's). Then
+  // OnLaunchInFirstRing is its OnLaunch, without a search.
+  bool FirstRingIs(uint32_t context_uid) const {
+    return context_uid != 0 && rings_[0].context_uid.load(std::memory_order_relaxed) == context_uid;
+  }
+  void OnLaunchInFirstRing(uint32_t name_id, uint64_t stream, uint64_t ticks) {
+    Queue(&rings_[0], name_id, stream, ticks);
   }
   // A successful synchronization on the context: the launches before it
   // completed without error.

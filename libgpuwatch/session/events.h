@@ -139,9 +139,10 @@ class Events {
                            uint64_t ticks) {
     if (!launched()) return false;
     const uint32_t id = r_->kernels.LaunchedBefore(name);
-    if (id == 0 || !r_->errors.OnLaunchInFirstRing(context_uid, id, stream, ticks)) return false;
+    if (id == 0 || !r_->errors.FirstRingIs(context_uid)) return false;
     r_->kernels.Count(id);
-    r_->tracker.OnLaunch(phase);
+    r_->errors.OnLaunchInFirstRing(id, stream, ticks);
+    r_->tracker.OnLaunch(phase);  // last: a phase's count is a call
     return true;
   }
   // Whether a synchronization of the context may wait for kernels queued
