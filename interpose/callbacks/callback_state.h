@@ -134,8 +134,9 @@ extern template void FreeExit(const CUpti_CallbackData* d, CUresult ok_value);
 
 // error_callbacks.cc.
 // A kernel launch's ENTER and EXIT (a spec of Role::kLaunch: never a graph
-// node's), apart from the general path: ENTER reads the stream only, EXIT
-// counts the launch (KernelLaunch) or the failure.
+// node's), apart from the general path: ENTER reads nothing of the params,
+// EXIT counts the launch (KernelLaunch, with the stream LaunchStream reads)
+// or the failure.
 void LaunchEnter(const CallbackSpec& spec, const CUpti_CallbackData* d);
 template <typename Result>
 void LaunchExit(const CUpti_CallbackData* d, Result ok_value);

@@ -15,13 +15,12 @@ void LaunchEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   c.correlation = d->correlationId;
   c.stack_captured = false;
   c.made_node = false;  // a launch into a capturing stream makes a kernel node
-  c.freed = false;
   c.symbol = d->symbolName;
-  ParsedCall& call = c.call;  // only what a launch's EXIT and a node made inside it read
+  // Only what a node made inside the launch reads (OnGraphNodeCreated);
+  // EXIT reads the stream in place (LaunchStream): no reader is called.
+  ParsedCall& call = c.call;
   call.role = Role::kLaunch;
   call.node_only = false;
-  call.stream = nullptr;
-  if (spec.parse != nullptr && d->functionParams != nullptr) spec.parse(d, false, &call);
   t_in_call = true;
   PublishEnter(spec);
 }
@@ -37,20 +36,37 @@ void LaunchExit(const CUpti_CallbackData* d, Result ok_value) {
   }
   // Captured into a graph: launched at each launch of its instances.
   if (t_call.made_node) return;
-  KernelLaunch(d, t_call.call.stream, end_ticks != 0 ? end_ticks : Ticks());
+  KernelLaunch(d, LaunchStream(*t_call.spec, d), end_ticks != 0 ? end_ticks : Ticks());
 }
 template void LaunchExit(const CUpti_CallbackData* d, cudaError_t ok_value);
 template void LaunchExit(const CUpti_CallbackData* d, CUresult ok_value);
 
-void KernelLaunch(const CUpti_CallbackData* d, const void* stream, uint64_t ticks) {
-  Events events = CurrentEvents();
-  if (!events.enabled()) return;
+namespace {
+
+// A launch the common case (Events::KernelLaunchedAgain) does not cover:
+// the first, a kernel's first (its site is captured then), one on another
+// context than the first, a name found past its first probe. Out of line,
+// reached by a tail call: KernelLaunch's own path keeps no register.
+__attribute__((noinline)) void KernelLaunchInFull(Events events, const CUpti_CallbackData* d,
+                                                  const void* stream, uint64_t ticks) {
   const uint32_t name_id = events.Launched(CurrentPhase(), d->symbolName);
   // One stack per kernel name, at its first launch: not one per launch.
   if (events.KernelSiteNeeded(name_id)) [[unlikely]] {
     events.KernelSiteSeen(name_id, CallSite());
   }
   events.KernelQueued(d->contextUid, name_id, Addr(stream), ticks);
+}
+
+}  // namespace
+
+void KernelLaunch(const CUpti_CallbackData* d, const void* stream, uint64_t ticks) {
+  Events events = CurrentEvents();
+  if (!events.enabled()) return;
+  if (events.KernelLaunchedAgain(CurrentPhase(), d->symbolName, d->contextUid, Addr(stream), ticks))
+      [[likely]] {
+    return;
+  }
+  KernelLaunchInFull(events, d, stream, ticks);
 }
 
 // Counted by call and code with the stack of its first, and the context's

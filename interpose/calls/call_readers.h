@@ -5,7 +5,10 @@
 #ifndef GPUWATCH_INTERPOSE_CALLS_CALL_READERS_H_
 #define GPUWATCH_INTERPOSE_CALLS_CALL_READERS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "interpose/calls/calls.h"
 
@@ -38,6 +41,33 @@ bool ReadLaunch(const CUpti_CallbackData* d, bool, ParsedCall* c) {
     if (p.config != nullptr) c->stream = p.config->hStream;
   }
   return true;
+}
+
+// Where ReadLaunch finds the stream (CallbackSpec::stream_at).
+template <typename P>
+constexpr StreamAt LaunchStreamAt() {
+  constexpr auto kAt = [](size_t offset, size_t in_config = StreamAt::kNone) {
+    return StreamAt{static_cast<uint8_t>(offset), static_cast<uint8_t>(in_config)};
+  };
+  if constexpr (requires(const P& p) { p.stream; }) {
+    static_assert(offsetof(P, stream) < StreamAt::kNone);
+    return kAt(offsetof(P, stream));
+  } else if constexpr (requires(const P& p) { p.hStream; }) {
+    static_assert(offsetof(P, hStream) < StreamAt::kNone);
+    return kAt(offsetof(P, hStream));
+  } else if constexpr (requires(const P& p) { p.config->stream; }) {
+    using Config = std::remove_cvref_t<decltype(*std::declval<P>().config)>;
+    static_assert(offsetof(P, config) < StreamAt::kNone &&
+                  offsetof(Config, stream) < StreamAt::kNone);
+    return kAt(offsetof(P, config), offsetof(Config, stream));
+  } else if constexpr (requires(const P& p) { p.config->hStream; }) {
+    using Config = std::remove_cvref_t<decltype(*std::declval<P>().config)>;
+    static_assert(offsetof(P, config) < StreamAt::kNone &&
+                  offsetof(Config, hStream) < StreamAt::kNone);
+    return kAt(offsetof(P, config), offsetof(Config, hStream));
+  } else {
+    return StreamAt{};
+  }
 }
 
 inline CopyKind FromRuntimeKind(cudaMemcpyKind kind) {

@@ -34,11 +34,16 @@ using namespace call_readers;  // NOLINT(google-build-using-namespace): the regi
 
 constexpr CallbackSpec Rt(CUpti_CallbackId cbid, const char* name, Role role, ParseFn parse,
                           SyncKind sync = SyncKind::kDevice) {
-  return {name, parse, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, role, sync};
+  return {name, parse, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, role, sync, {}};
 }
 constexpr CallbackSpec Drv(CUpti_CallbackId cbid, const char* name, Role role, ParseFn parse,
                            SyncKind sync = SyncKind::kDevice) {
-  return {name, parse, CUPTI_CB_DOMAIN_DRIVER_API, cbid, role, sync};
+  return {name, parse, CUPTI_CB_DOMAIN_DRIVER_API, cbid, role, sync, {}};
+}
+// A kernel launch: its reader, and where its stream is (LaunchStream).
+constexpr CallbackSpec WithStream(CallbackSpec spec, StreamAt at) {
+  spec.stream_at = at;
+  return spec;
 }
 
 // RT(name, role, reader): the reader is instantiated on the call's own params struct.
@@ -58,6 +63,8 @@ constexpr CallbackSpec Drv(CUpti_CallbackId cbid, const char* name, Role role, P
       &ReadDriverCopy<name##_params, CopyKind::kind, (async)>)
 #define DRV0(name, role, ...) \
   Drv(CUPTI_DRIVER_TRACE_CBID_##name, #name, Role::role, nullptr, ##__VA_ARGS__)
+#define RTL(name) WithStream(RT(name, kLaunch, ReadLaunch), LaunchStreamAt<name##_params>())
+#define DRVL(name) WithStream(DRV(name, kLaunch, ReadLaunch), LaunchStreamAt<name##_params>())
 // NOLINTEND(bugprone-macro-parentheses)
 
 constexpr bool kSync = false;
@@ -162,14 +169,14 @@ constexpr CallbackSpec kRegistryEntries[] = {
     RT0(cudaGraphInstantiateWithParams_v12000, kInstantiate),
     RT0(cudaGraphInstantiateWithParams_ptsz_v12000, kInstantiate),
     // Runtime: launches.
-    RT(cudaLaunchKernel_v7000, kLaunch, ReadLaunch),
-    RT(cudaLaunchKernel_ptsz_v7000, kLaunch, ReadLaunch),
-    RT(cudaLaunchKernelExC_v11060, kLaunch, ReadLaunch),
-    RT(cudaLaunchKernelExC_ptsz_v11060, kLaunch, ReadLaunch),
+    RTL(cudaLaunchKernel_v7000),
+    RTL(cudaLaunchKernel_ptsz_v7000),
+    RTL(cudaLaunchKernelExC_v11060),
+    RTL(cudaLaunchKernelExC_ptsz_v11060),
     RT0(__cudaLaunchKernel_v13000, kLaunch),  // no params struct: stream unknown
     RT0(__cudaLaunchKernel_ptsz_v13000, kLaunch),
-    RT(cudaLaunchCooperativeKernel_v9000, kLaunch, ReadLaunch),
-    RT(cudaLaunchCooperativeKernel_ptsz_v9000, kLaunch, ReadLaunch),
+    RTL(cudaLaunchCooperativeKernel_v9000),
+    RTL(cudaLaunchCooperativeKernel_ptsz_v9000),
     RT(cudaGraphLaunch_v10000, kGraphLaunch, ReadGraphLaunch),
     RT(cudaGraphLaunch_ptsz_v10000, kGraphLaunch, ReadGraphLaunch),
     // Runtime: where the host waits.
@@ -280,12 +287,12 @@ constexpr CallbackSpec kRegistryEntries[] = {
     DRV0(cuGraphInstantiateWithParams, kInstantiate),
     DRV0(cuGraphInstantiateWithParams_ptsz, kInstantiate),
     // Driver: launches.
-    DRV(cuLaunchKernel, kLaunch, ReadLaunch),
-    DRV(cuLaunchKernel_ptsz, kLaunch, ReadLaunch),
-    DRV(cuLaunchKernelEx, kLaunch, ReadLaunch),
-    DRV(cuLaunchKernelEx_ptsz, kLaunch, ReadLaunch),
-    DRV(cuLaunchCooperativeKernel, kLaunch, ReadLaunch),
-    DRV(cuLaunchCooperativeKernel_ptsz, kLaunch, ReadLaunch),
+    DRVL(cuLaunchKernel),
+    DRVL(cuLaunchKernel_ptsz),
+    DRVL(cuLaunchKernelEx),
+    DRVL(cuLaunchKernelEx_ptsz),
+    DRVL(cuLaunchCooperativeKernel),
+    DRVL(cuLaunchCooperativeKernel_ptsz),
     DRV(cuGraphLaunch, kGraphLaunch, ReadGraphLaunch),
     DRV(cuGraphLaunch_ptsz, kGraphLaunch, ReadGraphLaunch),
     // Driver: where the host waits.
@@ -308,6 +315,8 @@ constexpr const auto& kRegistry = calls_internal::kRegistryEntries;
 #undef DRV
 #undef DRVA
 #undef DRVK
+#undef RTL
+#undef DRVL
 #undef DRV0
 
 constexpr CUpti_CallbackId kResourceCallbacks[] = {

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -84,13 +85,25 @@ struct ParsedCall {
 // batch, a graph node of another type).
 using ParseFn = bool (*)(const CUpti_CallbackData* data, bool succeeded, ParsedCall* out);
 
+// Where a kernel launch's params struct has its stream, for the launch path
+// to read it in place (LaunchStream) rather than through the entry's reader:
+// the stream's byte offset, or, for a launch given a config
+// (cudaLaunchKernelExC, cuLaunchKernelEx), the config pointer's offset and
+// the stream's inside the config. kNone: no stream.
+struct StreamAt {
+  static constexpr uint8_t kNone = 0xff;
+  uint8_t offset = kNone;
+  uint8_t in_config = kNone;
+};
+
 struct CallbackSpec {
   const char* name;  // the cbid's name without its prefix, e.g. "cudaMalloc_v3020"
   ParseFn parse;     // null: nothing to read (launches, syncs of zero-argument APIs)
   CUpti_CallbackDomain domain;
   CUpti_CallbackId cbid;
   Role role;
-  SyncKind sync;  // kSync
+  SyncKind sync;       // kSync
+  StreamAt stream_at;  // kLaunch
 };
 
 // Every runtime and driver callback gpuwatch handles.
@@ -120,6 +133,20 @@ inline const CallbackSpec* FindSpec(CUpti_CallbackDomain domain, CUpti_CallbackI
     entry = cbid < kDriverIds ? kDriverIndex[cbid] : 0;
   }
   return entry != 0 ? kRegistryEntries + (entry - 1) : nullptr;
+}
+
+// A kernel launch's stream, as its reader reads it (ParseCall), in a load
+// or two (`spec` of Role::kLaunch; null when the call names none).
+inline const void* LaunchStream(const CallbackSpec& spec, const CUpti_CallbackData* data) {
+  const auto* params = static_cast<const unsigned char*>(data->functionParams);
+  if (params == nullptr || spec.stream_at.offset == StreamAt::kNone) return nullptr;
+  const void* at = nullptr;
+  std::memcpy(&at, params + spec.stream_at.offset, sizeof(at));
+  if (spec.stream_at.in_config == StreamAt::kNone || at == nullptr) return at;
+  const void* stream = nullptr;
+  std::memcpy(&stream, static_cast<const unsigned char*>(at) + spec.stream_at.in_config,
+              sizeof(stream));
+  return stream;
 }
 
 // Reads `data` as `spec` says. See ParseFn.

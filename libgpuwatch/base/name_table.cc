@@ -1,6 +1,7 @@
 #include "libgpuwatch/base/name_table.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
 
@@ -28,6 +29,7 @@ NameTable::NameTable(uint32_t max_names)
   if (!arena_.usable()) return;
   slots_ =
       static_cast<Slot*>(MapSlots(arena_.max_records(), sizeof(Slot), &slot_mask_, &slots_bytes_));
+  slot_shift_ = 64 - std::bit_width(slot_mask_);  // slots: a power of 2, at least 2
   if (slots_ == nullptr) {
     Warn("cannot map %zu bytes for names; they will not be recorded", slots_bytes_);
   }
@@ -36,7 +38,7 @@ NameTable::NameTable(uint32_t max_names)
 NameTable::~NameTable() { Unmap(slots_, slots_bytes_); }
 
 NameTable::Slot* NameTable::SlotOf(const char* name, bool* found) const {
-  for (size_t i = HashOf(name) & slot_mask_;; i = (i + 1) & slot_mask_) {
+  for (size_t i = Home(name);; i = (i + 1) & slot_mask_) {
     const char* key = std::atomic_ref<const char*>(slots_[i].key).load(std::memory_order_acquire);
     if (key == name || key == nullptr) {
       *found = key != nullptr;

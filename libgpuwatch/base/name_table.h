@@ -36,12 +36,16 @@ class NameTable {
   // nullptr or when the table is full. Thread-safe. Inline: a pointer seen
   // before is found at its first probe, mostly (the table is kept sparse).
   uint32_t Intern(const char* name) {
+    if (const uint32_t id = Find(name); id != 0) return id;
+    return name != nullptr && slots_ != nullptr ? InternProbing(name) : 0;
+  }
+  // The id of a pointer interned before and found at its first probe; 0
+  // otherwise (Intern then finds it further on, or makes it). Lock-free.
+  uint32_t Find(const char* name) const {
     if (name == nullptr || slots_ == nullptr) return 0;
-    Slot& slot = slots_[HashOf(name) & slot_mask_];
-    if (std::atomic_ref<const char*>(slot.key).load(std::memory_order_acquire) == name) {
-      return std::atomic_ref<uint32_t>(slot.id).load(std::memory_order_relaxed);
-    }
-    return InternProbing(name);
+    Slot& slot = slots_[Home(name)];
+    if (std::atomic_ref<const char*>(slot.key).load(std::memory_order_acquire) != name) return 0;
+    return std::atomic_ref<uint32_t>(slot.id).load(std::memory_order_relaxed);
   }
   // The copy of an interned name; nullptr for 0 or an unknown id. Thread-safe,
   // lock-free; the text stays valid for the life of the table.
@@ -65,9 +69,11 @@ class NameTable {
     const char* key;  // nullptr: empty; written last, with release
     uint32_t id;
   };
-  static uint64_t HashOf(const char* name) {
-    uint64_t h = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ULL;
-    return h ^ (h >> 29);
+  // The slot a probe for `name` starts at: the top bits of the pointer
+  // times 2^64 / phi (Fibonacci hashing), which mix all of its bits.
+  size_t Home(const char* name) const {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ULL) >>
+                               slot_shift_);
   }
   // The slot holding `name` (*found = true), or the first empty one.
   Slot* SlotOf(const char* name, bool* found) const;
@@ -76,6 +82,7 @@ class NameTable {
 
   Slot* slots_ = nullptr;
   size_t slot_mask_ = 0;
+  int slot_shift_ = 63;  // 64 - log2(slots)
   size_t slots_bytes_ = 0;
   Mutex mu_;  // first sight of a pointer only
   RecordArena arena_;

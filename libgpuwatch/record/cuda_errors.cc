@@ -96,11 +96,7 @@ bool IsExpectedCudaError(int code) {
   }
 }
 
-CudaErrors::CudaErrors(uint32_t max_names)
-    : max_names_(max_names),
-      start_ticks_(Ticks()),
-      start_mono_ns_(MonotonicNs()),
-      sites_(new std::atomic<uint32_t>[max_names + 1]()) {}
+CudaErrors::CudaErrors() : start_ticks_(Ticks()), start_mono_ns_(MonotonicNs()) {}
 
 CudaErrors::Ring* CudaErrors::ClaimRing(uint32_t context_uid) {
   for (Ring& r : rings_) {
@@ -231,11 +227,9 @@ CudaErrorsSnapshot CudaErrors::Snapshot(const KernelTable& kernels) const {
       const Launch& launch = s.kernels[k];
       const uint32_t id = launch.name_id.load(std::memory_order_relaxed);
       const char* name = kernels.NameOf(id);
-      e.kernels.push_back(
-          {name != nullptr ? name : "",
-           id != 0 && id <= max_names_ ? sites_[id].load(std::memory_order_relaxed) : 0,
-           launch.stream.load(std::memory_order_relaxed),
-           launch.ticks.load(std::memory_order_relaxed)});
+      e.kernels.push_back({name != nullptr ? name : "", kernels.SiteOf(id),
+                           launch.stream.load(std::memory_order_relaxed),
+                           launch.ticks.load(std::memory_order_relaxed)});
     }
   }
   return out;

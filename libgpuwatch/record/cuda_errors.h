@@ -6,7 +6,7 @@
 // The launch path (OnLaunch) and the synchronization path (OnSynced) are a
 // few relaxed stores into a fixed ring per context: no lock, no allocation.
 // A kernel's launch site is the stack of its first launch (one capture per
-// kernel name, NeedsSite/SetSite), not of each launch. The error path
+// kernel name: KernelTable::NeedsSite/SetSite), not of each launch. The error path
 // (OnError) runs only for a call whose return value is not success, and
 // takes a mutex.
 #ifndef GPUWATCH_LIBGPUWATCH_RECORD_CUDA_ERRORS_H_
@@ -14,7 +14,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,8 +86,7 @@ class CudaErrors {
   static constexpr int kMaxCalls = 64;  // distinct (call, code) pairs
   static constexpr size_t kApiBytes = 64;
 
-  // `max_names`: the kernel name ids (KernelTable) a launch site is kept for.
-  explicit CudaErrors(uint32_t max_names);
+  CudaErrors();
   CudaErrors(const CudaErrors&) = delete;
   CudaErrors& operator=(const CudaErrors&) = delete;
 
@@ -96,14 +94,16 @@ class CudaErrors {
   // `ticks` (base/clock.h's Ticks(): converted to the tracker's clock only
   // when an error keeps the launch).
   void OnLaunch(uint32_t context_uid, uint32_t name_id, uint64_t stream, uint64_t ticks) {
-    Ring* ring = RingOf(context_uid);
-    if (ring == nullptr) return;
-    const uint64_t n = ring->next.load(std::memory_order_relaxed);
-    Launch& slot = ring->launches[n % kRing];
-    slot.name_id.store(name_id, std::memory_order_relaxed);
-    slot.stream.store(stream, std::memory_order_relaxed);
-    slot.ticks.store(ticks, std::memory_order_relaxed);
-    ring->next.store(n + 1, std::memory_order_release);
+    if (Ring* ring = RingOf(context_uid); ring != nullptr) Queue(ring, name_id, stream, ticks);
+  }
+  // Whether the context's ring is the first (that of the first context
+  // that launched: in a process with one context, every launch's). Then
+  // OnLaunchInFirstRing is its OnLaunch, without a search.
+  bool FirstRingIs(uint32_t context_uid) const {
+    return context_uid != 0 && rings_[0].context_uid.load(std::memory_order_relaxed) == context_uid;
+  }
+  void OnLaunchInFirstRing(uint32_t name_id, uint64_t stream, uint64_t ticks) {
+    Queue(&rings_[0], name_id, stream, ticks);
   }
   // A successful synchronization on the context: the launches before it
   // completed without error.
@@ -126,17 +126,6 @@ class CudaErrors {
     }
     return true;
   }
-  // Whether the kernel `name_id` has no launch site yet (SetSite).
-  bool NeedsSite(uint32_t name_id) const {
-    return name_id != 0 && name_id <= max_names_ &&
-           sites_[name_id].load(std::memory_order_relaxed) == 0;
-  }
-  void SetSite(uint32_t name_id, uint32_t stack_id) {
-    if (name_id != 0 && name_id <= max_names_) {
-      sites_[name_id].store(stack_id, std::memory_order_relaxed);
-    }
-  }
-
   // A call returned `e.code`, not success. Expected failures are not kept.
   // Returns whether it kept something new (a (call, code) not counted yet,
   // or a context's first sticky error): then e's stack, captured by the
@@ -150,7 +139,8 @@ class CudaErrors {
   // Whether a context has had a sticky error: the run failed.
   bool failed() const { return sticky_count_.load(std::memory_order_relaxed) != 0; }
 
-  // What was recorded, kernels named by `kernels` (their name ids').
+  // What was recorded, kernels named by `kernels` (their name ids', and
+  // their launch sites).
   CudaErrorsSnapshot Snapshot(const KernelTable& kernels) const;
 
   void LockForFork() { mu_.lock(); }
@@ -202,12 +192,18 @@ class CudaErrors {
     return ClaimRing(context_uid);
   }
   Ring* ClaimRing(uint32_t context_uid);
+  static void Queue(Ring* ring, uint32_t name_id, uint64_t stream, uint64_t ticks) {
+    const uint64_t n = ring->next.load(std::memory_order_relaxed);
+    Launch& slot = ring->launches[n % kRing];
+    slot.name_id.store(name_id, std::memory_order_relaxed);
+    slot.stream.store(stream, std::memory_order_relaxed);
+    slot.ticks.store(ticks, std::memory_order_relaxed);
+    ring->next.store(n + 1, std::memory_order_release);
+  }
 
-  uint32_t max_names_;
   // When the table was made, on both clocks: the rate of Ticks().
   uint64_t start_ticks_;
   uint64_t start_mono_ns_;
-  std::unique_ptr<std::atomic<uint32_t>[]> sites_;  // stack id per kernel name id
   Ring rings_[kContexts];
   mutable Mutex mu_;  // the tables below
   Call calls_[kMaxCalls];

@@ -12,11 +12,12 @@ namespace {
 constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
 }  // namespace
 
-KernelTable::KernelTable() : counts_(std::make_unique<std::atomic<uint64_t>[]>(kMaxNames + 1)) {}
+KernelTable::KernelTable() : kernels_(std::make_unique<PerKernel[]>(kMaxNames + 1)) {}
 
 uint64_t KernelTable::launches() const {
   uint64_t n = overflow_.load(std::memory_order_relaxed);
-  for (uint32_t id = 1; id <= names_.size(); ++id) n += counts_[id].load(std::memory_order_relaxed);
+  for (uint32_t id = 1; id <= names_.size(); ++id)
+    n += kernels_[id].launches.load(std::memory_order_relaxed);
   return n;
 }
 
@@ -41,7 +42,7 @@ std::vector<KernelStats> KernelTable::Snapshot() const {
     if (text == nullptr) continue;  // still publishing: no launch counted yet
     KernelStats& k = merged[text];
     k.name = text;
-    k.launches += counts_[id].load(std::memory_order_relaxed);
+    k.launches += kernels_[id].launches.load(std::memory_order_relaxed);
   }
   if (const uint64_t other = overflow_.load(std::memory_order_relaxed); other != 0) {
     merged[kOther].name = kOther;

@@ -325,11 +325,8 @@ void Tracker::OnCopy(const CopyEvent& event) {
   if (phases_ != nullptr && event.phase != 0) phases_->OnCopy(event.phase, event.kind, event.bytes);
 }
 
-bool Tracker::OnLaunch(uint32_t phase) {
-  if (paused()) return false;
-  const uint64_t before = launches_.fetch_add(1, std::memory_order_relaxed);
-  if (phases_ != nullptr && phase != 0) phases_->OnLaunch(phase);
-  return before == 0;
+void Tracker::OnPhaseLaunch(uint32_t phase) {
+  if (phases_ != nullptr) phases_->OnLaunch(phase);
 }
 
 void Tracker::LockForFork() {

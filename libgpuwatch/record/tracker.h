@@ -238,9 +238,13 @@ class Tracker {
   Freed OnContextDestroyed(int device, uint32_t kinds);
 
   void OnCopy(const CopyEvent& event);
-  // A kernel launch made in `phase` (0: none).
-  // True for the first launch recorded (the lifecycle's cold start).
-  bool OnLaunch(uint32_t phase = 0);
+  // A kernel launch made in `phase` (0: none). Inline, on every launch; not
+  // tested for a pause: the capture path records a launch only while
+  // recording is enabled (Events::enabled), as it captures no stack then.
+  void OnLaunch(uint32_t phase = 0) {
+    launches_.fetch_add(1, std::memory_order_relaxed);
+    if (phase != 0) OnPhaseLaunch(phase);
+  }
 
   // gpuwatch_pause()/gpuwatch_resume(): while paused, allocations, copies and
   // launches are not recorded; frees still are, so that memory allocated
@@ -411,6 +415,8 @@ class Tracker {
   SiteTotals TotalsOf(const Site& site, double ns_per_tick) const;
   double NsPerTick() const;
   void FillPeak(TrackerSnapshot* snap) const;
+  // OnLaunch in a phase: its count (out of line: the NVTX ranges' case).
+  void OnPhaseLaunch(uint32_t phase);
 
   uint64_t start_ns_ = 0;
   uint64_t start_ticks_ = 0;  // Ticks() with start_ns_: their rate converts call_ticks

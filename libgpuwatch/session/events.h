@@ -110,10 +110,12 @@ class Events {
     r_->transfers.OnGraphLaunchFailed(correlation, node);
   }
   // A kernel launched, counted under `name` (CUPTI's symbolName, or a
-  // graph kernel node's).
+  // graph kernel node's), while enabled() (the caller asks).
   // Returns the kernel's name id (KernelTable).
   uint32_t Launched(uint32_t phase, const char* name) {
-    if (r_->tracker.OnLaunch(phase)) r_->lifecycle.FirstLaunch(r_->tracker.NowNs());
+    r_->tracker.OnLaunch(phase);
+    if (!launched()) [[unlikely]]
+      r_->lifecycle.FirstLaunch(r_->tracker.NowNs());
     return r_->kernels.OnLaunch(name);
   }
   // A launch (not a graph's) kept in its context's ring of kernels since the
@@ -122,9 +124,26 @@ class Events {
   void KernelQueued(uint32_t context_uid, uint32_t name_id, uint64_t stream, uint64_t ticks) {
     r_->errors.OnLaunch(context_uid, name_id, stream, ticks);
   }
-  bool KernelSiteNeeded(uint32_t name_id) const { return r_->errors.NeedsSite(name_id); }
+  bool KernelSiteNeeded(uint32_t name_id) const { return r_->kernels.NeedsSite(name_id); }
   void KernelSiteSeen(uint32_t name_id, uint32_t stack_id) {
-    r_->errors.SetSite(name_id, stack_id);
+    r_->kernels.SetSite(name_id, stack_id);
+  }
+  // The launch path's common case, while enabled(): a launch (not a
+  // graph's) after the first, of a kernel launched before with its site
+  // (found at its name's first probe), on the first context that launched.
+  // Recorded as Launched and KernelQueued would, without a call, a stack or
+  // a lock; false, having recorded nothing, in any other case (the caller
+  // then takes their way). A few loads, two relaxed additions and the
+  // ring's stores (docs/BENCHMARKS.md, "Issue 33, stop 46").
+  bool KernelLaunchedAgain(uint32_t phase, const char* name, uint32_t context_uid, uint64_t stream,
+                           uint64_t ticks) {
+    if (!launched()) return false;
+    const uint32_t id = r_->kernels.LaunchedBefore(name);
+    if (id == 0 || !r_->errors.FirstRingIs(context_uid)) return false;
+    r_->kernels.Count(id);
+    r_->errors.OnLaunchInFirstRing(id, stream, ticks);
+    r_->tracker.OnLaunch(phase);  // last: a phase's count is a call
+    return true;
   }
   // Whether a synchronization of the context may wait for kernels queued
   // since its last successful one (CudaErrors::KernelsQueued).
@@ -150,6 +169,10 @@ class Events {
     return r_->lifecycle.first_call_ns.load(std::memory_order_relaxed) != 0;
   }
   bool FirstCall() { return !first_call_seen() && r_->lifecycle.FirstCall(r_->tracker.NowNs()); }
+  // A kernel launch was recorded (the lifecycle's cold start ends at the first).
+  bool launched() const {
+    return r_->lifecycle.first_launch_ns.load(std::memory_order_relaxed) != 0;
+  }
   // A thread blocked in a call for `ns`.
   void Blocked(SyncKind kind, uint64_t ns) { r_->lifecycle.Blocked(kind, ns); }
   // A context made on `device` (rare).

@@ -37,7 +37,7 @@ struct Recording {  // NOLINT(clang-analyzer-optin.performance.Padding): one at 
   Transfers transfers;
   KernelTable kernels;
   // Failed calls, sticky errors, kernels since each context's last sync.
-  CudaErrors errors{static_cast<uint32_t>(KernelTable::kMaxNames)};
+  CudaErrors errors;
   Lifecycle lifecycle;
   PhaseStats phases;             // what happened in each phase (the session's PhaseTable)
   RegionTable regions;           // pool regions declared through NVTX's memory extension

@@ -158,6 +158,42 @@ TEST(Registry, EveryDeviceSynchronisationIsADeviceSync) {
   }
 }
 
+// The launch path reads a launch's stream in place (LaunchStream, from the
+// entry's StreamAt), not through its reader: both read the same, for every
+// launch of the registry. Each word of the params points at a row of its
+// own, whose words all differ: a wrong offset, or a config read as the
+// stream, reads another value.
+TEST(Registry, ALaunchsStreamIsReadInPlaceAsItsReaderReadsIt) {
+  constexpr size_t kWords = 32;
+  std::vector<std::vector<uintptr_t>> rows(kWords, std::vector<uintptr_t>(kWords));
+  std::vector<const void*> params(kWords);
+  for (size_t i = 0; i < kWords; ++i) {
+    params[i] = rows[i].data();
+    for (size_t j = 0; j < kWords; ++j) rows[i][j] = 0x10000 * (i + 1) + j;
+  }
+  CUpti_CallbackData d{};
+  d.functionParams = params.data();
+  int read = 0;
+  for (const CallbackSpec& spec : CallbackRegistry()) {
+    if (spec.role != Role::kLaunch) continue;
+    SCOPED_TRACE(spec.name);
+    ParsedCall parsed;
+    if (spec.parse == nullptr) {  // __cudaLaunchKernel: no params struct
+      EXPECT_EQ(spec.stream_at.offset, StreamAt::kNone);
+      continue;
+    }
+    ASSERT_TRUE(ParseCall(spec, &d, false, &parsed));
+    ASSERT_NE(parsed.stream, nullptr);
+    EXPECT_EQ(LaunchStream(spec, &d), parsed.stream);
+    ++read;
+  }
+  EXPECT_EQ(read, 12);  // cudaLaunchKernel(ExC), cooperative, cuLaunchKernel(Ex), ..., _ptsz
+  d.functionParams = nullptr;
+  EXPECT_EQ(LaunchStream(
+                *FindSpec(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel), &d),
+            nullptr);
+}
+
 // What EnableCallbacks enables, recorded by a fake cuptiEnableCallback.
 std::set<std::pair<int, uint32_t>>* g_enabled = nullptr;
 CUptiResult CUPTIAPI RecordEnable(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d,

@@ -43,7 +43,7 @@ TEST(CudaErrors, NamesTheCodesOfBothApisAndKnowsWhichAreStickyOrExpected) {
 
 TEST(CudaErrors, CountsFailedCallsByCallAndCodeAndLeavesExpectedOnesOut) {
   KernelTable kernels;
-  CudaErrors errors(KernelTable::kMaxNames);
+  CudaErrors errors;
   errors.OnError(Error("cudaMalloc", 2, 1, 10));         // out of memory: the OOM report's
   errors.OnError(Error("cudaStreamQuery", 600, 1, 11));  // not ready: a query's answer
   errors.OnError(Error("cudaMemcpy", 1, 1, 20, 5));
@@ -68,7 +68,7 @@ TEST(CudaErrors, CountsFailedCallsByCallAndCodeAndLeavesExpectedOnesOut) {
 // counting): a failure repeated in a loop is counted without a capture each
 // time.
 TEST(CudaErrors, OnlyAFailureKeptNewNeedsItsStack) {
-  CudaErrors errors(KernelTable::kMaxNames);
+  CudaErrors errors;
   EXPECT_TRUE(errors.KeepsNew(Error("cudaMemcpy", 1, 1, 20)));
   errors.OnError(Error("cudaMemcpy", 1, 1, 20, 5));
   EXPECT_FALSE(errors.KeepsNew(Error("cudaMemcpy", 1, 1, 30)));  // counted only
@@ -92,7 +92,7 @@ TEST(CudaErrors, OnlyAFailureKeptNewNeedsItsStack) {
 // captured after it goes to what it kept, and to nothing kept before.
 TEST(CudaErrors, OnErrorSaysWhatItKeptNewAndTakesItsStackAfter) {
   KernelTable kernels;
-  CudaErrors errors(KernelTable::kMaxNames);
+  CudaErrors errors;
   EXPECT_TRUE(errors.OnError(Error("cudaMemcpy", 1, 1, 20)));   // new: no stack yet
   EXPECT_FALSE(errors.OnError(Error("cudaMemcpy", 1, 1, 30)));  // counted only
   EXPECT_FALSE(errors.OnError(Error("cudaMalloc", 2, 1, 30)));  // expected: not kept
@@ -121,15 +121,15 @@ TEST(CudaErrors, OnErrorSaysWhatItKeptNewAndTakesItsStackAfter) {
 
 TEST(CudaErrors, AStickyErrorKeepsTheLaunchesSinceItsContextsLastSynchronization) {
   KernelTable kernels;
-  CudaErrors errors(KernelTable::kMaxNames);
+  CudaErrors errors;
   const uint32_t fill = kernels.OnLaunch("Fill");
   const uint32_t scale = kernels.OnLaunch("Scale");
   const uint32_t scatter = kernels.OnLaunch("Scatter");
-  errors.SetSite(fill, 3);
-  EXPECT_FALSE(errors.NeedsSite(fill));
-  EXPECT_TRUE(errors.NeedsSite(scale));
-  errors.SetSite(scale, 4);
-  errors.SetSite(scatter, 5);
+  kernels.SetSite(fill, 3);
+  EXPECT_FALSE(kernels.NeedsSite(fill));
+  EXPECT_TRUE(kernels.NeedsSite(scale));
+  kernels.SetSite(scale, 4);
+  kernels.SetSite(scatter, 5);
   errors.OnLaunch(1, fill, 0, Ticks());
   errors.OnSynced(1);
   errors.OnLaunch(1, scale, 0x77, Ticks());
@@ -164,7 +164,7 @@ TEST(CudaErrors, AStickyErrorKeepsTheLaunchesSinceItsContextsLastSynchronization
 
 TEST(CudaErrors, TheRingKeepsTheNewestLaunchesAndCountsTheOthers) {
   KernelTable kernels;
-  CudaErrors errors(KernelTable::kMaxNames);
+  CudaErrors errors;
   const uint32_t k = kernels.OnLaunch("K");
   constexpr int kLaunches = CudaErrors::kRing + 4;
   for (int i = 0; i < kLaunches; ++i) errors.OnLaunch(3, k, 0, Ticks());

@@ -153,6 +153,50 @@ TEST(Events, LaunchesAreCountedByKernelName) {
   EXPECT_EQ(b, 1u);
 }
 
+// The launch path's common case (KernelLaunchedAgain) records a launch as
+// Launched and KernelQueued do, and declines, recording nothing, each case
+// it leaves to them: the first launch, a kernel without its site, a context
+// without the first ring, a name never launched, a null one.
+TEST(Events, ALaunchOfAKnownKernelOnTheFirstContextIsRecordedInline) {
+  const Session session(NoStacks());
+  Events events = session.events();
+  static const char kName[] = "k";  // one pointer for every launch, as CUPTI's symbolName
+  EXPECT_FALSE(events.launched());
+  EXPECT_FALSE(events.KernelLaunchedAgain(0, kName, 1, 0x5, Ticks()));
+  const uint32_t id = events.Launched(0, kName);
+  EXPECT_TRUE(events.launched());
+  EXPECT_NE(session.recording().lifecycle.first_launch_ns.load(), 0u);
+  EXPECT_TRUE(events.KernelSiteNeeded(id));
+  EXPECT_FALSE(events.KernelLaunchedAgain(0, kName, 1, 0x5, Ticks()));
+  events.KernelSiteSeen(id, 0);  // none could be captured: not asked again
+  EXPECT_FALSE(events.KernelSiteNeeded(id));
+  EXPECT_FALSE(events.KernelLaunchedAgain(0, kName, 1, 0x5, Ticks()));  // no ring yet
+  events.KernelQueued(1, id, 0x5, Ticks());
+
+  EXPECT_TRUE(events.KernelLaunchedAgain(0, kName, 1, 0x6, Ticks()));
+  EXPECT_FALSE(events.KernelLaunchedAgain(0, kName, 2, 0x7, Ticks()));  // another context
+  EXPECT_FALSE(events.KernelLaunchedAgain(0, "k2", 1, 0x7, Ticks()));
+  EXPECT_FALSE(events.KernelLaunchedAgain(0, nullptr, 1, 0x7, Ticks()));
+  const Recording& r = session.recording();
+  EXPECT_EQ(r.tracker.Snapshot().launches, 2u);
+  EXPECT_EQ(r.kernels.launches(), 2u);
+
+  CudaErrorEvent fault;
+  fault.api = "cudaDeviceSynchronize";
+  fault.code = 700;  // sticky: the context's ring is kept
+  fault.context_uid = 1;
+  fault.now_ns = events.NowNs();
+  EXPECT_TRUE(events.CallFailed(fault));
+  const CudaErrorsSnapshot snap = r.errors.Snapshot(r.kernels);
+  ASSERT_EQ(snap.sticky.size(), 1u);
+  ASSERT_EQ(snap.sticky[0].kernels.size(), 2u);
+  EXPECT_EQ(snap.sticky[0].kernels[0].name, "k");
+  EXPECT_EQ(snap.sticky[0].kernels[0].stream, 0x5u);
+  EXPECT_EQ(snap.sticky[0].kernels[1].name, "k");
+  EXPECT_EQ(snap.sticky[0].kernels[1].stream, 0x6u);
+  EXPECT_EQ(snap.sticky[0].kernels[1].stack_id, 0u);
+}
+
 TEST(Events, AreNotEnabledWhilePausedAndMarkTheFirstCallOnce) {
   const Session session(NoStacks());
   Events events = session.events();
