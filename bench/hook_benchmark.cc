@@ -123,7 +123,7 @@ void BM_HookAllocFree_NoStack(benchmark::State& state) {
   state.counters["events"] = benchmark::Counter(
       2, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_HookAllocFree_NoStack)->ThreadRange(1, 2)->UseRealTime();
+BENCHMARK(BM_HookAllocFree_NoStack)->Threads(1)->Threads(2)->Threads(8)->UseRealTime();
 
 // The same with a 32-frame native stack (39 pcs captured: depth +
 // kToolFrames, as CaptureUserStack does on the simulator; 32 stored) captured

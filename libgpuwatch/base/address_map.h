@@ -44,8 +44,9 @@ class AddressMap {
 
   // Inserts or replaces. Returns true when `key` was already present, with the
   // previous value in *old. Returns false on a fresh insert, or when the table
-  // cannot grow (then *dropped is set and nothing is stored).
-  bool Upsert(uint64_t key, const V& value, V* old, bool* dropped) {
+  // cannot grow (then *dropped is set and nothing is stored). Inline, as
+  // Erase: the tracker's allocation and free make no call for them.
+  [[gnu::always_inline]] bool Upsert(uint64_t key, const V& value, V* old, bool* dropped) {
     *dropped = false;
     if ((size_ + 1) * 8 > capacity_ * 7 && !Grow()) {
       *dropped = true;
@@ -76,7 +77,7 @@ class AddressMap {
   V* Find(uint64_t key) { return const_cast<V*>(std::as_const(*this).Find(key)); }
 
   // Removes `key`; returns false when absent.
-  bool Erase(uint64_t key, V* out) {
+  [[gnu::always_inline]] bool Erase(uint64_t key, V* out) {
     if (size_ == 0) return false;
     size_t i = Home(key);
     while (slots_[i].key != key) {
@@ -144,7 +145,7 @@ class AddressMap {
     }
   }
 
-  bool Grow() {
+  [[gnu::noinline, gnu::cold]] bool Grow() {
     const size_t new_capacity = capacity_ == 0 ? 16 : capacity_ + capacity_ / 4;
     Slot* fresh = AllocSlots(new_capacity);
     if (fresh == nullptr) return false;

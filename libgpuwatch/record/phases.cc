@@ -398,8 +398,8 @@ void PhaseStats::RaiseOpenRanges(uint64_t device_bytes, uint32_t stack_id) {
   table_->ForEachOpenRange([&](uint32_t path) { RaisePeak(path, device_bytes, stack_id); });
 }
 
-void PhaseStats::OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
-                         uint32_t stack_id) {
+void PhaseStats::CountAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
+                            uint32_t stack_id) {
   if (counters_ == nullptr) return;
   if (path == 0 || path > kMaxPhasePaths) {
     // Outside every push/pop range: only the start/end ranges open.

@@ -106,10 +106,12 @@ class PhaseTable {
   uint64_t Start(uint32_t name);
   // False, and counted, for an id not open.
   bool End(uint64_t id);
+  // Whether a start/end range is open now. Lock-free.
+  bool RangesOpen() const { return open_count_.load(std::memory_order_acquire) != 0; }
   // Calls fn(path) for each start/end range open now. Lock-free.
   template <typename Fn>
   void ForEachOpenRange(Fn fn) const {
-    if (open_count_.load(std::memory_order_acquire) == 0) return;
+    if (!RangesOpen()) return;
     for (const OpenSlot& slot : open_) {
       const uint64_t range = slot.range.load(std::memory_order_acquire);
       if (range != 0) fn(static_cast<uint32_t>(range & 0xfff));
@@ -209,9 +211,12 @@ class PhaseStats {
   PhaseStats& operator=(const PhaseStats&) = delete;
 
   // An allocation of `size` bytes in `path` (0: none); `device_bytes` is the
-  // device total after it (0 for host kinds: no peak).
+  // device total after it (0 for host kinds: no peak). Outside every range
+  // (the common case) there is nothing to count: no call.
   void OnAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
-               uint32_t stack_id);
+               uint32_t stack_id) {
+    if (path != 0 || table_->RangesOpen()) CountAlloc(path, kind, size, device_bytes, stack_id);
+  }
   // A device allocation made in `path` (not 0) at `stack_id` departed.
   void OnFree(uint32_t path, uint64_t size, uint32_t stack_id);
   void OnCopy(uint32_t path, CopyKind kind, uint64_t bytes);
@@ -260,6 +265,8 @@ class PhaseStats {
     std::atomic<uint64_t> key{0};  // path << 32 | stack id; 0: empty
     std::atomic<int64_t> bytes{0};
   };
+  void CountAlloc(uint32_t path, MemKind kind, uint64_t size, uint64_t device_bytes,
+                  uint32_t stack_id);
   // The cell of (path, stack_id); made when `make` (null when the table is full).
   Cell* CellOf(uint32_t path, uint32_t stack_id, bool make);
   // Raises the peaks of `path` and the paths it is nested in to

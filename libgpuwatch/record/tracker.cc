@@ -99,7 +99,7 @@ Tracker::Shard& Tracker::ShardFor(uint64_t address) const {
   return shards_[h >> 58];
 }
 
-void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
+void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns, uint64_t call_ticks) {
   Counters& c = kinds_[static_cast<int>(alloc.kind)];
   RaiseTo(c.peak_bytes,
           c.current_bytes.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size);
@@ -113,31 +113,32 @@ void Tracker::AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns) {
   // Another process's memory: its kind's totals and its site's live figures
   // only, no allocation, device or phase figures.
   if (IsImportedKind(alloc.kind)) return;
-  site.allocs.fetch_add(1, std::memory_order_relaxed);
+  // The site's allocations are the sum of its size buckets: no counter of their own.
   site.alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
   site.sizes[SizeBucket(alloc.size)].fetch_add(1, std::memory_order_relaxed);
   RaiseTo(site.largest, alloc.size);
+  if (call_ticks != 0) site.call_ticks.fetch_add(call_ticks, std::memory_order_relaxed);
   if (!IsDeviceKind(alloc.kind)) {
     site.host_allocs.fetch_add(1, std::memory_order_relaxed);
     site.host_alloc_bytes.fetch_add(alloc.size, std::memory_order_relaxed);
+    if (!IsVmmKey(alloc.address)) AddHostRange(alloc);  // a host kind
+    if (phases_ != nullptr && alloc.phase != 0)
+      phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, 0, alloc.stack_id);
+    return;
   }
-  if (IsHostKind(alloc.kind) && !IsVmmKey(alloc.address)) AddHostRange(alloc);
-  if (IsDeviceKind(alloc.kind)) {
-    const int d = DeviceSlot(alloc.device);
-    const uint64_t on_device =
-        device_live_[d].fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
-    RaiseTo(device_live_peak_[d], on_device);
-    if (trace_ != nullptr) trace_->Memory(now_ns, alloc.device, on_device, alloc.stack_id);
-    const uint64_t now =
-        device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
-    RaiseTo(device_peak_, now);
-    RaiseTo(window_peak_, now);
-    MaybeCapturePeak(now);
-    if (phases_ != nullptr)
-      phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, now, alloc.stack_id);
-  } else if (phases_ != nullptr && alloc.phase != 0) {
-    phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, 0, alloc.stack_id);
-  }
+  const int d = DeviceSlot(alloc.device);
+  const uint64_t on_device =
+      device_live_[d].fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
+  RaiseTo(device_live_peak_[d], on_device);
+  if (trace_ != nullptr) trace_->Memory(now_ns, alloc.device, on_device, alloc.stack_id);
+  const uint64_t now =
+      device_current_.fetch_add(alloc.size, std::memory_order_relaxed) + alloc.size;
+  RaiseTo(device_peak_, now);
+  RaiseTo(window_peak_, now);
+  // The common case, below the last capture, without a call.
+  if (now > peak_captured_bytes_.load(std::memory_order_relaxed)) MaybeCapturePeak(now);
+  if (phases_ != nullptr)
+    phases_->OnAlloc(alloc.phase, alloc.kind, alloc.size, now, alloc.stack_id);
 }
 
 void Tracker::AddHostRange(const LiveAlloc& alloc) {
@@ -168,7 +169,7 @@ bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
   if (ClassifyHost(address, kind)) return true;
   {
     Shard& shard = ShardFor(address);
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     if (const LiveRecord* record = shard.live.Find(address); record != nullptr) {
       const LiveAlloc alloc = AllocOf(address, *record);
       *kind = alloc.kind;
@@ -179,7 +180,8 @@ bool Tracker::Classify(uint64_t address, MemKind* kind, int* device) const {
   return ClassifyVmm(address, kind, device);  // inside a mapping (no other lock held)
 }
 
-void Tracker::ReleaseLive(const LiveAlloc& alloc) {
+// Inline: BeginFree, on every free, makes no call for it.
+[[gnu::always_inline]] inline void Tracker::ReleaseLive(const LiveAlloc& alloc) {
   CountSiteLive(SiteFor(alloc.stack_id), alloc, -1);
   if (IsDeviceKind(alloc.kind)) {
     if (phases_ != nullptr && alloc.phase != 0)
@@ -210,16 +212,15 @@ void Tracker::OnAlloc(const AllocEvent& event) {
   alloc.point_tag = static_cast<uint8_t>(generation_.load(std::memory_order_relaxed));
   alloc.device = static_cast<int16_t>(event.device);
   alloc.kind = event.kind;
+  const LiveRecord record = RecordOf(alloc);  // packed before the lock is taken
 
-  LiveAlloc replaced;
+  LiveRecord old;
   bool had_old = false;
   {
     Shard& shard = ShardFor(event.address);
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     bool dropped = false;
-    LiveRecord old;
-    had_old = shard.live.Upsert(event.address, RecordOf(alloc), &old, &dropped);
-    replaced = AllocOf(event.address, old);
+    had_old = shard.live.Upsert(event.address, record, &old, &dropped);
     if (dropped) {
       dropped_allocs_.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -227,13 +228,10 @@ void Tracker::OnAlloc(const AllocEvent& event) {
     KindCounts& k = shard.Counts(alloc.kind);
     Add(k.allocs, 1);
     Add(k.alloc_bytes, alloc.size);
-    if (had_old) Add(shard.Counts(replaced.kind).frees, 1);
+    if (had_old) Add(shard.Counts(KindOf(old)).frees, 1);
   }
-  if (had_old) ReleaseLive(replaced);  // a free we never saw
-  AccountAlloc(alloc, now_ns);
-  if (event.call_ticks != 0) {
-    SiteFor(alloc.stack_id).call_ticks.fetch_add(event.call_ticks, std::memory_order_relaxed);
-  }
+  if (had_old) ReleaseLive(AllocOf(event.address, old));  // a free we never saw
+  AccountAlloc(alloc, now_ns, event.call_ticks);
 }
 
 void Tracker::OnFreeDone(const LiveAlloc& removed, uint64_t call_ticks) {
@@ -256,7 +254,7 @@ bool Tracker::OnFree(uint64_t address) {
 bool Tracker::BeginFree(uint64_t address, LiveAlloc* removed) {
   {
     Shard& shard = ShardFor(address);
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     LiveRecord record;
     if (!shard.live.Erase(address, &record)) return false;
     *removed = AllocOf(address, record);
@@ -269,7 +267,7 @@ bool Tracker::BeginFree(uint64_t address, LiveAlloc* removed) {
 void Tracker::UndoFree(const LiveAlloc& removed) {
   {
     Shard& shard = ShardFor(removed.address);
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     bool dropped = false;
     LiveRecord newer;
     if (shard.live.Upsert(removed.address, RecordOf(removed), &newer, &dropped)) {
@@ -493,7 +491,7 @@ TrackerSnapshot Tracker::Snapshot() const {
   shard_walks_.fetch_add(1, std::memory_order_relaxed);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     shard.live.ForEach([&](uint64_t address, const LiveRecord& record) {
       snap.live.push_back(AllocOf(address, record));
     });
@@ -532,14 +530,16 @@ SiteTotals Tracker::TotalsOf(const Site& site, double ns_per_tick) const {
   t.churn_cycles = site.churn_cycles.load(std::memory_order_relaxed);
   t.call_ns = static_cast<uint64_t>(
       static_cast<double>(site.call_ticks.load(std::memory_order_relaxed)) * ns_per_tick);
-  t.allocs = site.allocs.load(std::memory_order_relaxed);
+  for (int b = 0; b < kSizeBuckets; ++b) {
+    t.sizes[b] = site.sizes[b].load(std::memory_order_relaxed);
+    t.allocs += t.sizes[b];
+  }
   t.alloc_bytes = site.alloc_bytes.load(std::memory_order_relaxed);
   t.largest = site.largest.load(std::memory_order_relaxed);
   t.live_bytes = SumOfKinds<kDeviceKinds>(site.kind_live_bytes);
   t.live_count = SumOfKinds<kDeviceKinds>(site.kind_live_count);
   t.host_allocs = site.host_allocs.load(std::memory_order_relaxed);
   t.host_alloc_bytes = site.host_alloc_bytes.load(std::memory_order_relaxed);
-  for (int b = 0; b < kSizeBuckets; ++b) t.sizes[b] = site.sizes[b].load(std::memory_order_relaxed);
   return t;
 }
 

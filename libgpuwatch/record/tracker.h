@@ -370,8 +370,7 @@ class Tracker {
   // to two counters, with no branch on its kind; a reader sums the kinds it
   // wants (the device kinds' bytes, the host kinds' count, ...).
   struct Site {
-    std::atomic<uint64_t> allocs{0};
-    std::atomic<uint64_t> alloc_bytes{0};
+    std::atomic<uint64_t> alloc_bytes{0};  // allocations: the sum of `sizes`
     std::atomic<uint64_t> largest{0};
     std::atomic<uint64_t> host_allocs{0};  // host kinds only touch these two more
     std::atomic<uint64_t> host_alloc_bytes{0};
@@ -402,8 +401,9 @@ class Tracker {
   // A shard's per-kind counts (allocs, bytes, frees, live count) added in.
   static void AddShardCounts(const Shard& shard, TrackerSnapshot* snap);
   // The process-wide accounting of an allocation (sites, current bytes and
-  // peaks, devices); counts per kind are kept by the shard, under its lock.
-  void AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns);
+  // peaks, devices) and its call's time in Ticks() (0: not timed); counts per
+  // kind are kept by the shard, under its lock.
+  void AccountAlloc(const LiveAlloc& alloc, uint64_t now_ns, uint64_t call_ticks);
   // Live bytes (kind, device total, site) for a departed allocation.
   void ReleaseLive(const LiveAlloc& alloc);
   // The site's live figures (count and bytes of the allocation's kind), for

@@ -12,7 +12,7 @@ using namespace tracker_internal;  // NOLINT(google-build-using-namespace): the 
 
 bool Tracker::IsLiveAs(uint64_t address, MemKind kind) const {
   Shard& shard = ShardFor(address);
-  std::lock_guard<Mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   const LiveRecord* record = shard.live.Find(address);
   return record != nullptr && AllocOf(address, *record).kind == kind;
 }

@@ -3,6 +3,10 @@
 #ifndef GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_SHARD_H_
 #define GPUWATCH_LIBGPUWATCH_RECORD_TRACKER_SHARD_H_
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -49,6 +53,8 @@ inline LiveRecord RecordOf(const LiveAlloc& a) {
   return r;
 }
 
+inline MemKind KindOf(const LiveRecord& r) { return static_cast<MemKind>((r.packed >> 44) & 0xf); }
+
 inline LiveAlloc AllocOf(uint64_t address, const LiveRecord& r) {
   LiveAlloc a;
   a.address = address;
@@ -58,7 +64,7 @@ inline LiveAlloc AllocOf(uint64_t address, const LiveRecord& r) {
   a.point_tag = static_cast<uint8_t>(r.site >> 24);
   a.phase = static_cast<uint16_t>((r.packed >> 55) | ((r.site >> 21) & 7) << 9);
   a.device = static_cast<int16_t>(static_cast<int>((r.packed >> 48) & 0x7f) - 1);
-  a.kind = static_cast<MemKind>((r.packed >> 44) & 0xf);
+  a.kind = KindOf(r);
   return a;
 }
 
@@ -82,6 +88,81 @@ inline void Sub(std::atomic<uint64_t>& counter, uint64_t delta) {
   counter.store(counter.load(std::memory_order_relaxed) - delta, std::memory_order_relaxed);
 }
 
+// A shard's lock: std::mutex's behaviour (a thread that finds it taken spins
+// a little, then sleeps in the kernel until it is released), with an inline
+// uncontended path: one compare-and-swap to lock and one exchange to unlock,
+// where pthread_mutex_lock and _unlock cost some 60 instructions between them
+// (an allocation and a free each take a shard's lock: docs/BENCHMARKS.md).
+// It counts in t_gpuwatch_locks_held, as Mutex does (base/mutex.h). Not
+// copyable (its atomic is not).
+class ShardMutex {
+ public:
+  void lock() {
+    Counted();
+    if (!TakeFree()) LockSlow();
+  }
+  bool try_lock() {
+    Counted();
+    if (TakeFree()) return true;
+    Uncounted();
+    return false;
+  }
+  void unlock() {
+    if (state_.exchange(kFree, std::memory_order_release) == kWaited) Wake();
+    Uncounted();
+  }
+
+ private:
+  // Free; locked with no thread asleep on it; locked, and a thread may be
+  // asleep on it (its unlock wakes one).
+  static constexpr uint32_t kFree = 0;
+  static constexpr uint32_t kLocked = 1;
+  static constexpr uint32_t kWaited = 2;
+
+  // The count covers the lock from before it is taken until after it is
+  // released, so that a signal in between sees it (base/mutex.h).
+  static void Counted() {
+    ++t_gpuwatch_locks_held;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+  static void Uncounted() {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    --t_gpuwatch_locks_held;
+  }
+  bool TakeFree() {
+    uint32_t free = kFree;
+    return state_.compare_exchange_strong(free, kLocked, std::memory_order_acquire);
+  }
+  static void CpuRelax() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+  [[gnu::noinline, gnu::cold]] void LockSlow() {
+    // The holder runs a few hundred instructions: worth a short spin first.
+    for (int i = 0; i < 64; ++i) {
+      CpuRelax();
+      if (state_.load(std::memory_order_relaxed) == kFree && TakeFree()) return;
+    }
+    // Marked kWaited from here on, even when this thread takes it: another
+    // sleeper may be left, which the next unlock then wakes.
+    while (state_.exchange(kWaited, std::memory_order_acquire) != kFree) {
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, kWaited, nullptr,
+              nullptr, 0);
+    }
+  }
+  [[gnu::noinline]] void Wake() {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+  }
+
+  std::atomic<uint32_t> state_{kFree};
+};
+static_assert(sizeof(ShardMutex) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+              "the futex word is the atomic itself");
+
 }  // namespace tracker_internal
 
 // Counts of one kind of memory in one shard, written under the shard's lock.
@@ -98,7 +179,7 @@ struct KindCounts {
 // touches two lines of its shard besides the table's slots, and no line is
 // shared with another shard.
 struct alignas(64) Tracker::Shard {
-  mutable Mutex mu;
+  mutable tracker_internal::ShardMutex mu;
   KindCounts device;                                // MemKind::kDevice; written under mu
   AddressMap<tracker_internal::LiveRecord> live;    // guarded by mu
   std::array<KindCounts, kNumMemKinds - 1> others;  // the other kinds; written under mu
@@ -115,7 +196,7 @@ void Tracker::ForEachLive(Fn fn) const {
   shard_walks_.fetch_add(1, std::memory_order_relaxed);
   for (int i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     shard.live.ForEach([&fn](uint64_t address, const tracker_internal::LiveRecord& record) {
       fn(tracker_internal::AllocOf(address, record), record.time_ms);
     });

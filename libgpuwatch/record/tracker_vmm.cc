@@ -22,7 +22,7 @@ constexpr size_t kUnmapBatch = 16;
 void Tracker::CountImported(const VmmMemory& memory, int allocs, int frees, int64_t bytes) {
   {
     Shard& shard = ShardFor(memory.key);
-    std::lock_guard<Mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     KindCounts& k = shard.Counts(MemKind::kVmmImported);
     if (allocs != 0) Add(k.allocs, static_cast<uint64_t>(allocs));
     if (frees > 0) Add(k.frees, static_cast<uint64_t>(frees));

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
+#include "libgpuwatch/record/tracker_shard.h"
+
 #include <array>
 #include <atomic>
 
@@ -430,6 +434,49 @@ TEST(Tracker, ShardLocksUnderContentionKeepExactCounts) {
   EXPECT_EQ(s.live.size(), uint64_t{kThreads} * kPerThread - frees);
   EXPECT_EQ(s.device_current_bytes, (uint64_t{kThreads} * kPerThread - frees) * 256);
   EXPECT_EQ(still_holding.load(), 0);
+  EXPECT_FALSE(HoldsGpuwatchLock());
+}
+
+// The shards' own lock (tracker_shard.h): mutual exclusion with more threads
+// than cores, so that waiters spin and then sleep in the kernel (a holder is
+// preempted inside), and the count of gpuwatch locks held, as Mutex keeps it.
+TEST(ShardMutex, ExcludesAndCountsTheLocksHeld) {
+  tracker_internal::ShardMutex mu;
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 20000;
+  uint64_t guarded = 0;  // a plain counter: exact only if the lock excludes
+  std::atomic<int> still_holding{0};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::lock_guard lock(mu);
+        const uint64_t seen = guarded;
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // a separate load and store
+        guarded = seen + 1;
+      }
+      if (HoldsGpuwatchLock()) still_holding.fetch_add(1);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(guarded, uint64_t{kThreads} * kPerThread);
+  EXPECT_EQ(still_holding.load(), 0);
+
+  EXPECT_FALSE(HoldsGpuwatchLock());
+  {
+    const std::lock_guard lock(mu);
+    EXPECT_EQ(t_gpuwatch_locks_held, 1);
+    std::thread other([&] {
+      EXPECT_FALSE(mu.try_lock());
+      EXPECT_FALSE(HoldsGpuwatchLock()) << "a failed try_lock holds nothing";
+    });
+    other.join();
+  }
+  EXPECT_FALSE(HoldsGpuwatchLock());
+  ASSERT_TRUE(mu.try_lock());
+  EXPECT_TRUE(HoldsGpuwatchLock());
+  mu.unlock();
   EXPECT_FALSE(HoldsGpuwatchLock());
 }
 
