@@ -25,7 +25,9 @@ on, event trace on).
            GPUWATCH_CHECKPOINT_SECONDS=1: the CPU time of gpuwatch's thread
            (its schedstat, in ns) spent on each checkpoint: the first one
            after the allocations, then --touches more, each after one more
-           allocation and free at one site (one site changed).
+           allocation and free at one site (one site changed); with
+           --changed N, at N sites of the 10,000 (100 or 10000), or after a
+           kernel launch alone (0: the count changed, no site did).
 
 With --teardown the exit part runs the simulator with
 GWSIM_EXIT_CONTEXT_DESTROY=1: its runtime then destroys its context at exit,
@@ -223,16 +225,23 @@ def wait_checkpoint(path, after, timeout=120):
     die(f"no checkpoint written to {path} within {timeout} s")
 
 
+# live_load's stdin command that changes that many sites (0: a launch alone).
+CHANGED_TOUCH = {0: "k", 1: "t", 100: "h", 10000: "a"}
+
+
 def checkpoint(setup, args):
     """CPU of gpuwatch's thread per checkpoint, 10,000 sites, nothing live."""
     out = {}
     saved = setup.per_site
     setup.per_site = 1
+    touch = CHANGED_TOUCH[args.changed]
+    what = ("a kernel launch (no site changed)" if args.changed == 0 else
+            f"{args.changed:,} site{'s' if args.changed > 1 else ''} changed")
     print("# one checkpoint, 10,000 sites, nothing live (live_load --per-site 1 --free), "
           "GPUWATCH_CHECKPOINT_SECONDS=1: CPU ms of gpuwatch's thread (schedstat) per "
-          f"checkpoint; the first, then each after one site changed (median of {args.touches})")
+          f"checkpoint; the first, then each after {what} (median of {args.touches})")
     print()
-    print("| | first checkpoint ms | one site changed ms | report bytes |")
+    print(f"| | first checkpoint ms | after {what} ms | report bytes |")
     print("| --- | ---: | ---: | ---: |")
     for tool in setup.tools[1:]:
         env = setup.env(tool)
@@ -245,7 +254,7 @@ def checkpoint(setup, args):
         first = bg_cpu_ns(load.p.pid) - cpu0
         touched = []
         for _ in range(args.touches):
-            load.p.stdin.write("t\n")
+            load.p.stdin.write(touch + "\n")
             load.p.stdin.flush()
             if load.p.stdout.readline().strip() != "live_load: touched":
                 die("live_load did not answer a touch")
@@ -393,6 +402,9 @@ def main():
                     help="run one part only")
     ap.add_argument("--touches", type=int, default=5,
                     help="checkpoint: checkpoints after one site changed (default 5)")
+    ap.add_argument("--changed", type=int, default=1, choices=sorted(CHANGED_TOUCH),
+                    help="checkpoint: sites changed before each checkpoint (0: a kernel "
+                         "launch alone; default 1)")
     ap.add_argument("--rounds", type=int, default=9, help="tiny: interleaved rounds (default 9)")
     ap.add_argument("--exit-rounds", type=int, default=3, help="exit: rounds (default 3; 0: --exit-callgrind alone)")
     ap.add_argument("--teardown", action="store_true",

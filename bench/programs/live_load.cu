@@ -19,7 +19,10 @@
 // checkpoint of a process that has settled costs). Each line "t" on stdin
 // makes one cudaMalloc and cudaFree more, from main through Inner<0> (a site
 // of its own: new at the first "t", changed at the next), and the answer
-// "live_load: touched".
+// "live_load: touched". For the checkpoint's cost by what changed, three more
+// that answer the same: "k" launches a kernel (no site changes), "h" makes one
+// cudaMalloc and cudaFree at each of the first outer function's sites (100 of
+// them with the default --inner), "a" at every site.
 //
 // Built like the e2e test programs (nvcc, shared cudart, no RPATH), so it runs
 // on the simulator with LD_LIBRARY_PATH and unchanged on a GPU.
@@ -89,6 +92,20 @@ __attribute__((noinline)) int Outer(int inner) {
 constexpr auto kOuter = Table([](auto a) { return &Outer<decltype(a)::value>; },
                               std::make_integer_sequence<int, kLevel>());
 
+__global__ void Nop() {}
+
+// One allocation and its free at each site of Outer<0> (`all`: of every Outer
+// up to `outer`): those sites changed, the others not.
+void TouchSites(int outer, int inner, bool all) {
+  const size_t before = g_ptrs->size();
+  const int saved = g_per_site;
+  g_per_site = 1;
+  for (int a = 0; a < (all ? outer : 1); ++a) kOuter[a](inner);
+  g_per_site = saved;
+  for (size_t i = before; i < g_ptrs->size(); ++i) Check(cudaFree((*g_ptrs)[i]), "cudaFree");
+  g_ptrs->resize(before);
+}
+
 int ArgInt(int argc, char** argv, int& i) {
   if (i + 1 >= argc) {
     std::fprintf(stderr, "live_load: %s needs a value\n", argv[i]);
@@ -146,11 +163,19 @@ int main(int argc, char** argv) {
     if (n == 0) break;
     if (n < 0 && errno != EINTR) break;
     for (ssize_t i = 0; i < n; ++i) {
-      if (buf[i] != 't') continue;
-      const size_t before = ptrs.size();
-      kInner[0](1);
-      Check(cudaFree(ptrs.back()), "cudaFree");
-      ptrs.resize(before);
+      if (buf[i] == 't') {
+        const size_t before = ptrs.size();
+        kInner[0](1);
+        Check(cudaFree(ptrs.back()), "cudaFree");
+        ptrs.resize(before);
+      } else if (buf[i] == 'k') {
+        Nop<<<1, 1>>>();
+        Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      } else if (buf[i] == 'h' || buf[i] == 'a') {
+        TouchSites(outer, inner, buf[i] == 'a');
+      } else {
+        continue;
+      }
       std::printf("live_load: touched\n");
       std::fflush(stdout);
     }

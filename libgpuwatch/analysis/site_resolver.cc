@@ -193,7 +193,14 @@ std::string SiteResolver::CallerOf(uint32_t stack_id) {
 }
 
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
-  const std::vector<Frame>& frames = FramesOf(stack_id);
+  if (stack_id < locations_.size() && !locations_[stack_id].empty()) return locations_[stack_id];
+  std::string location = LocationOfFrames(FramesOf(stack_id));
+  if (stack_id >= locations_.size()) locations_.resize(size_t{stack_id} + 1);
+  locations_[stack_id] = location;
+  return location;
+}
+
+std::string SiteResolver::LocationOfFrames(const std::vector<Frame>& frames) {
   if (const Frame* f = SiteFrame(frames)) {
     return std::string(Basename(f->file)) + ":" + std::to_string(f->line);
   }

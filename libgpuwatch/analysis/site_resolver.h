@@ -37,9 +37,11 @@ struct SiteClass {
 // here, so they name the same site. Report time only; not thread-safe.
 //
 // One resolver may serve report after report (ReleaseFrames() after each):
-// what it keeps is which ids read the same (a few bytes per id, no frames),
-// so that a report of a process whose sites did not change symbolizes only
-// the sites it lists, and a new site costs its own symbolization.
+// what it keeps is which ids read the same and each id's location (a few
+// dozen bytes per id, no frames), so that a report of a process whose sites
+// did not change symbolizes only the sites whose stacks it lists (a
+// checkpoint's trace names 10,000 sites by location: stop 46 in
+// docs/BENCHMARKS.md), and a new site costs its own symbolization.
 class SiteResolver {
  public:
   // `stacks` may be null (no stacks captured): every site then has no frames.
@@ -85,7 +87,8 @@ class SiteResolver {
   // Resolves `ids` in increasing order so that Canonical() is deterministic.
   void Prepare(std::vector<uint32_t> ids);
   // "file:line" of the first frame that has a line, else "function (module)",
-  // else "<no stack>".
+  // else "<no stack>". Kept per id across ReleaseFrames(): the frames it
+  // reads do not change while the symbolizer is the same.
   std::string LocationOf(uint32_t stack_id);
   // "file:line" of the code that called the site's function from outside:
   // the first frame after the site's line (LocationOf) that has a line and
@@ -109,6 +112,7 @@ class SiteResolver {
   static constexpr uint32_t kUnresolved = UINT32_MAX;
 
   uint32_t ResolveCanonical(uint32_t stack_id);  // Canonical() beyond the flat table
+  static std::string LocationOfFrames(const std::vector<Frame>& frames);
   // What the user reads of a stack (function, file, line per frame); "" when
   // it has no frames.
   std::string KeyOf(uint32_t stack_id);
@@ -127,6 +131,8 @@ class SiteResolver {
   std::vector<uint32_t> canonical_flat_;
   std::unordered_map<uint32_t, uint32_t> canonical_;
   std::unordered_map<uint64_t, SiteClass> classes_;  // (kind, id) -> class
+  // LocationOf() by id, "" when not known yet (a location never is "").
+  std::vector<std::string> locations_;
   // The hash of KeyOf() -> its canonical id; a key whose hash another key
   // holds is kept whole in collided_ (checked against the holder's key).
   std::unordered_map<uint64_t, uint32_t> by_hash_;

@@ -109,33 +109,49 @@ ReportPeak PeakSection(const TrackerSnapshot& snap, SiteResolver* sites) {
 }
 
 std::vector<AllocSite> SitesSection(const TrackerSnapshot& snap, SiteResolver* sites) {
-  std::unordered_map<uint32_t, AllocSite> merged;
+  // Merged and ranked as the tracker's plain totals; only the sites listed
+  // become AllocSites (strings, vectors): a process's 10,000 sites cost a
+  // checkpoint 10,000 heap blocks and sorting whole AllocSites otherwise.
+  std::unordered_map<uint32_t, SiteTotals> merged;
   for (const auto& [id, t] : snap.sites) {
-    AllocSite& m = merged[sites->Canonical(id)];
+    SiteTotals& m = merged[sites->Canonical(id)];
     m.allocs += t.allocs;
     m.alloc_bytes += t.alloc_bytes;
-    m.live_device_bytes += t.live_bytes;
-    m.live_device_count += t.live_count;
+    m.live_bytes += t.live_bytes;
+    m.live_count += t.live_count;
     m.largest = std::max(m.largest, t.largest);
     m.host_allocs += t.host_allocs;
     m.host_alloc_bytes += t.host_alloc_bytes;
     m.frees += t.frees;
     m.churn_cycles += t.churn_cycles;
     m.call_ns += t.call_ns;
-    m.sizes.resize(kSizeBucketCount);
-    for (size_t b = 0; b < kSizeBucketCount && b < t.sizes.size(); ++b) m.sizes[b] += t.sizes[b];
+    for (size_t b = 0; b < t.sizes.size(); ++b) m.sizes[b] += t.sizes[b];
   }
-  std::vector<AllocSite> out;
-  out.reserve(merged.size());
-  for (auto& [id, site] : merged) {
-    site.site = id;
-    out.push_back(std::move(site));
-  }
-  SortListed(&out, [](const AllocSite& a, const AllocSite& b) {
-    return a.alloc_bytes != b.alloc_bytes ? a.alloc_bytes > b.alloc_bytes : a.site < b.site;
+  std::vector<std::pair<uint32_t, SiteTotals>> ranked(merged.begin(), merged.end());
+  SortListed(&ranked, [](const auto& a, const auto& b) {
+    return a.second.alloc_bytes != b.second.alloc_bytes
+               ? a.second.alloc_bytes > b.second.alloc_bytes
+               : a.first < b.first;
   });
-  // Frames for the sites listed only: each adds to the report's frame table.
-  for (AllocSite& site : out) FillSite(static_cast<uint32_t>(site.site), nullptr, sites, &site);
+  static_assert(kSizeBucketCount == kSizeBuckets);
+  std::vector<AllocSite> out(ranked.size());
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const auto& [id, t] = ranked[i];
+    AllocSite& site = out[i];
+    site.allocs = t.allocs;
+    site.alloc_bytes = t.alloc_bytes;
+    site.live_device_bytes = t.live_bytes;
+    site.live_device_count = t.live_count;
+    site.largest = t.largest;
+    site.host_allocs = t.host_allocs;
+    site.host_alloc_bytes = t.host_alloc_bytes;
+    site.frees = t.frees;
+    site.churn_cycles = t.churn_cycles;
+    site.call_ns = t.call_ns;
+    site.sizes.assign(t.sizes.begin(), t.sizes.end());
+    // Frames for the sites listed only: each adds to the report's frame table.
+    FillSite(id, nullptr, sites, &site);
+  }
   return out;
 }
 

@@ -13,12 +13,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "libgpuwatch/base/proc_stat.h"
+#include "libgpuwatch/base/status_page.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/common.h"
 #include "tools/live/live_client.h"
@@ -228,6 +230,61 @@ TEST(Holders, AProcessWithoutACudaCallForTheIdleThresholdIsShownIdle) {
   ASSERT_TRUE(steps.Step(1));
   uint64_t after = 0;
   EXPECT_TRUE(PollUntil([&] { return (after = last_activity()) > before; })) << after;
+}
+
+// A process that idles after its work writes its checkpoint once, not once
+// per GPUWATCH_CHECKPOINT_SECONDS: nothing changed since (no allocation,
+// free, copy or launch), so the one on disk stands (docs/configuration.md);
+// one more step makes the next. The writes are counted in `gpuwatch run`'s
+// log (GPUWATCH_RUN_LOG: one line per report written); that gpuwatch's
+// thread went on looking is read from the status page, which the same loop
+// writes each second: the checkpoint's due check runs after that write, so
+// a page written 2 s after the checkpoint, and then another, mean that at
+// least one check passed the 1 s interval.
+TEST(Holders, AnIdleProcessWritesItsCheckpointOnceNotOncePerPeriod) {
+  ScopedTempDir dir;
+  const std::string live = dir.path() + "/live";
+  const std::string log = dir.path() + "/run.log";
+  std::ofstream(log).close();  // `gpuwatch run` makes it; gpuwatch only appends
+  LiveSteps steps(dir, live, "idle",
+                  {{"GPUWATCH_CHECKPOINT_SECONDS", "1"}, {"GPUWATCH_RUN_LOG", log}});
+  ASSERT_TRUE(ReadyAndStepped(steps, 2));
+  const std::string checkpoint = dir.path() + "/idle.json";
+  // A checkpoint of `n` whole steps: 1 MiB kept by each, 256 KiB of
+  // staging, and each step's copy (its last counted event) made.
+  const auto of_steps = [&](int n) {
+    const json r = ReadJson(checkpoint);
+    return r.is_object() &&
+           r["totals"]["device_current_bytes"] == static_cast<uint64_t>(n) * kMiB + 256 * kKiB &&
+           r["totals"]["copies"]["h2d"]["count"] == n;
+  };
+  const auto written = [&] { return LinesStartingWith(ReadFile(log), "checkpoint\t").size(); };
+  const std::string page = StatusPagePath(live, steps.pid());
+  const auto status = [&] {
+    StatusView view;
+    std::string problem;
+    EXPECT_TRUE(ReadStatusPage(page, &view, &problem)) << problem;
+    return view;
+  };
+  // The checkpoint of the two steps, and the page written after it.
+  ASSERT_TRUE(PollUntil([&] { return of_steps(2); }));
+  ASSERT_TRUE(PollUntil([&] { return status().checkpoint_ns != 0; }));
+  const size_t before = written();
+  const uint64_t at = status().checkpoint_ns;
+  uint64_t seen = 0;
+  ASSERT_TRUE(PollUntil([&] {
+    const StatusView v = status();
+    if (seen == 0 && v.updated_ns >= at + 2000000000ULL) seen = v.updated_ns;
+    return seen != 0 && v.updated_ns > seen;
+  }));
+  EXPECT_EQ(written(), before) << ReadFile(log);
+  EXPECT_EQ(status().checkpoint_ns, at);
+  // Something changed: the next check writes it (once, or twice when one
+  // fell in the middle of the step).
+  ASSERT_TRUE(steps.Step(1));
+  EXPECT_TRUE(PollUntil([&] { return of_steps(3); }));
+  EXPECT_GE(written(), before + 1) << ReadFile(log);
+  EXPECT_LE(written(), before + 2) << ReadFile(log);
 }
 
 }  // namespace

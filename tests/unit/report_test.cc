@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/report/site_groups.h"
 #include "libgpuwatch/stacks/stack_table.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -302,6 +303,57 @@ TEST(Report, SharedSymbolizerResolvesEachPcOncePerProcess) {
     EXPECT_EQ(sites.LocationOf(a), first);
   }
   EXPECT_EQ(shared.cache_size(), resolved);
+}
+
+// The reports' resolver is kept from checkpoint to checkpoint, with what it
+// learnt of each site (which ids read the same, their locations) and without
+// their frames (ReleaseFrames). A report it writes after the process changed
+// is byte for byte the report a fresh resolver writes of the same moment:
+// the leaks, the sites, the frame table and the trace's sites by location.
+TEST(Report, AReportByTheKeptResolverEqualsOneFromScratch) {
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  Trace trace(64);
+  Tracker t;
+  t.SetTrace(&trace);
+  AllocEvent e;
+  e.size = 100;
+  e.stack_id = ab.b;
+  for (uint64_t i = 0; i < 3; ++i) {
+    e.address = 0x1000 * (i + 1);
+    t.OnAlloc(e);
+  }
+  Symbolizer shared;
+  SiteResolver kept(&ab.table, &shared);
+  const auto report = [&](SiteResolver* sites) {
+    const TraceSnapshot events = trace.Snapshot();
+    ReportContext ctx;
+    ctx.trigger = "checkpoint";
+    ctx.trace = &events;
+    return BuildReportJson(t.Snapshot(), ctx, sites);
+  };
+  const std::string first = report(&kept);
+  kept.ReleaseFrames();
+  // What changed since: a site more, a free at the old one.
+  e.address = 0x9000;
+  e.stack_id = ab.a;
+  t.OnAlloc(e);
+  ASSERT_TRUE(t.OnFree(0x1000));
+  const TrackerSnapshot now = t.Snapshot();
+  const TraceSnapshot events = trace.Snapshot();
+  ReportContext ctx;
+  ctx.trigger = "checkpoint";
+  ctx.trace = &events;
+  const std::string incremental = BuildReportJson(now, ctx, &kept);
+  kept.ReleaseFrames();
+  SiteResolver fresh(&ab.table, &shared);
+  const std::string scratch = BuildReportJson(now, ctx, &fresh);
+  EXPECT_NE(incremental, first);
+  EXPECT_EQ(incremental, scratch);
+  const auto doc = nlohmann::json::parse(incremental);
+  ASSERT_EQ(doc["trace"]["sites"].size(), 2u) << doc["trace"].dump();
+  EXPECT_EQ(doc["trace"]["sites"][0]["location"],
+            "report_test.cc:" + std::to_string(report_test_sites::g_line_a));
 }
 
 TEST(Report, AtomicWriteCreatesPrivateFileAndReplaces) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "libgpuwatch/stacks/stack_table.h"
@@ -93,6 +94,28 @@ TEST(SiteResolver, KeptAcrossReportsKeepsCanonicalIdsNotFrames) {
   sites.Prepare({ids.plain, ids.under_a, ids.under_b});
   EXPECT_EQ(sites.Canonical(ids.under_b), ids.plain);
   EXPECT_EQ(sites.LocationOf(ids.plain), location);
+}
+
+// A site's location is kept across reports: a checkpoint's trace names every
+// site by location, and the next one must not symbolize 10,000 stacks again
+// for it. Its frames, when a report lists them, come back as before.
+TEST(SiteResolver, KeptAcrossReportsKeepsLocationsWithoutSymbolizingAgain) {
+  const ThreeIds ids;
+  ASSERT_NE(ids.plain, 0u);
+  Symbolizer symbolizer;
+  SiteResolver sites(&ids.table, &symbolizer);
+  sites.Prepare({ids.plain, ids.under_a});
+  const std::string location = sites.LocationOf(ids.under_a);
+  EXPECT_NE(location.find("site_resolver_test.cc:"), std::string::npos) << location;
+  EXPECT_GT(sites.frames_cached(), 0u);
+  sites.ReleaseFrames();
+  EXPECT_EQ(sites.LocationOf(ids.under_a), location);
+  EXPECT_EQ(sites.frames_cached(), 0u);
+  // An id not asked before is symbolized, and reads as the fresh resolver's.
+  SiteResolver fresh(&ids.table, &symbolizer);
+  EXPECT_EQ(sites.LocationOf(ids.under_b), fresh.LocationOf(ids.under_b));
+  EXPECT_EQ(sites.frames_cached(), 1u);
+  EXPECT_EQ(sites.FramesOf(ids.under_a).size(), fresh.FramesOf(ids.under_a).size());
 }
 
 // A fresh resolver given the ids in increasing order answers as the kept
