@@ -112,6 +112,9 @@ class Symbolizer {
 
   // Number of distinct pcs resolved so far.
   size_t cache_size() const { return cache_.size() + exact_cache_.size(); }
+  // Modules whose whole symbol table was read so far (libc's start-up
+  // frames are named without it).
+  size_t symbol_tables_read() const;
 
  private:
   std::vector<Frame> Resolve(uintptr_t pc, uintptr_t lookup);
