@@ -165,8 +165,14 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   // The exit report keeps room for the teardown time (OnTeardownDone).
   const bool is_exit = std::strcmp(trigger, "exit") == 0;
   const size_t slot = is_exit ? report.OpenTeardownSlot() : std::string::npos;
+  // The reports of a process that is ending (exit, a fatal signal, an
+  // out-of-memory failure) do not wait for the disk: the page cache keeps
+  // them whatever becomes of the process (file.h, Durability).
+  const bool ending =
+      is_exit || std::strcmp(trigger, "signal") == 0 || std::strcmp(trigger, "oom") == 0;
   std::string error;
-  const bool ok = WriteFileAtomically(path, report.json(), &error);
+  const bool ok = WriteFileAtomically(
+      path, report.json(), &error, ending ? Durability::kStartWriteback : Durability::kWaitForDisk);
   if (ok && is_exit) agent.reports.exit_teardown_slot = slot;
   if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(agent, trigger, path);
