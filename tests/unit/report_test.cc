@@ -499,6 +499,42 @@ TEST(Report, AtomicFileIsWrittenInPiecesOrNotAtAll) {
   EXPECT_FALSE(nowhere.Commit(Durability::kWaitForDisk, &error));
 }
 
+// Streamed (TextFlush), the text is the same bytes, handed over at the end
+// of a frame or an event once it passes the chunk: the head first, whole.
+TEST(Report, DumpReportStreamedIsTheSameTextInPieces) {
+  const nlohmann::json table = nlohmann::json::array({{{"function", "f"}}, {{"function", "g"}}});
+  const nlohmann::json doc = {
+      {"sites", {{{"stack", {0, 1}}}}}, {"frame_table", table}, {"trace", {{"capacity", 4}}}};
+  const TraceEventLines lines{
+      3, [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; }};
+  const std::string head = "{\n  \"sites\": [\n    {\n      \"stack\": [0, 1]\n    }\n  ]";
+  for (const nlohmann::json& d :
+       {doc, nlohmann::json{{"frame_table", table}, {"trace", nlohmann::json::object()}}}) {
+    const std::string whole = DumpReport(d, &lines);
+    for (const size_t chunk : {size_t{1}, size_t{40}, size_t{1} << 20}) {
+      std::vector<std::string> pieces;
+      const TextFlush flush{chunk, [&pieces](std::string* text) { pieces.push_back(*text); }};
+      const std::string rest = DumpReport(d, &lines, &flush);
+      std::string streamed;
+      for (const std::string& p : pieces) streamed += p;
+      EXPECT_EQ(streamed + rest, whole) << chunk;
+      if (chunk == 1) {
+        // One piece per frame and per event; the first holds the head.
+        ASSERT_EQ(pieces.size(), 5u);
+        EXPECT_EQ(pieces[1], ",\n    {\"function\":\"g\"}");
+        EXPECT_EQ(pieces[4], ",\n      [\"e\",2]");
+        EXPECT_EQ(rest, "\n    ]\n  }\n}\n");
+        if (d.contains("sites")) {
+          EXPECT_EQ(pieces[0].rfind(head, 0), 0u) << pieces[0];
+        }
+      }
+      if (chunk == size_t{1} << 20) {
+        EXPECT_TRUE(pieces.empty());
+      }
+    }
+  }
+}
+
 TEST(Report, UnwritableDirectoryGivesAReasonNotACrash) {
   std::string error;
   EXPECT_FALSE(WriteFileAtomically("/nonexistent-dir/r.json", "x", &error));
