@@ -543,7 +543,8 @@ bool IsCudaInternalFrame(const Frame& frame) {
 bool IsStartupFunction(std::string_view function, std::string_view module) {
   if (StartsWith(function, "__libc_start") || function == "_start") return true;
   return StartsWith(Basename(module), "libc.so") &&
-         (function == "start_thread" || function == "clone3" || function == "clone");
+         (function == "start_thread" || function == "clone3" || function == "clone" ||
+          function == "__clone3" || function == "__clone");
 }
 
 bool IsToolFrame(const Frame& frame) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -235,6 +236,29 @@ TEST(SymbolizerTest, LibcStartupFramesAreNamedWithoutItsWholeTable) {
   EXPECT_EQ(once.symbol_tables_read(), 0u);
 }
 
+// A thread's stack ends in libc's start_thread and clone3, which its table
+// names __clone3 (an alias at the same address, listed first): named from
+// the table alone too, never with a line of libc's (its debug file would be
+// inflated whole for it).
+TEST(SymbolizerTest, AThreadsStartupFramesHaveNamesAndNoLines) {
+  uintptr_t pcs[32];
+  int n = 0;
+  std::thread([&pcs, &n] { n = CaptureStack(pcs, 32, 0); }).join();
+  ASSERT_GT(n, 2);
+  Symbolizer symbolizer;
+  if (symbolizer.backend() != SymbolizerBackend::kLibdw) GTEST_SKIP() << "no libdw";
+  int libc = 0;
+  for (int i = n - 1; i >= 0; --i) {  // from the bottom: libc's frames first
+    const Frame& f = symbolizer.Symbolize(pcs[i]);
+    if (Basename(f.module).rfind("libc.so", 0) != 0) break;
+    ++libc;
+    EXPECT_TRUE(IsStartupFunction(f.function, f.module)) << f.function;
+    EXPECT_TRUE(f.file.empty()) << f.function << " " << f.file;
+    EXPECT_EQ(f.line, 0) << f.function;
+  }
+  EXPECT_GE(libc, 1);
+}
+
 TEST(SymbolizerTest, UnknownPcIsHarmless) {
   Symbolizer symbolizer;
   const Frame& frame = symbolizer.Symbolize(0x10);
@@ -369,6 +393,8 @@ TEST(TrimTest, Predicates) {
   EXPECT_TRUE(IsStartupFunction("_start", "/x/app"));
   EXPECT_TRUE(IsStartupFunction("start_thread", "/lib/x86_64-linux-gnu/libc.so.6"));
   EXPECT_TRUE(IsStartupFunction("clone3", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("__clone3", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("__clone", "/lib/x86_64-linux-gnu/libc.so.6"));
   EXPECT_FALSE(IsStartupFunction("start_thread", "/x/app"));  // the program's own
   EXPECT_FALSE(IsStartupFunction("main", "/x/app"));
   EXPECT_FALSE(IsStartupFunction("qsort", "/lib/x86_64-linux-gnu/libc.so.6"));
