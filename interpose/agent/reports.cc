@@ -127,6 +127,9 @@ void Failed(const char* trigger, const std::string& why, std::string* failure) {
   }
 }
 
+// What a report hands to its file at a time while its trace is made.
+constexpr size_t kReportChunkBytes = size_t{64} << 10;
+
 // Writes one report; the caller holds report_mu. With `summary`, also prints
 // the short summary on stderr. `leaked_device_bytes`, when given, receives
 // what the report counts as leaked (LeakedDeviceBytes). `captured`: the live
@@ -159,14 +162,35 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
     request.symbolizer->set_libdw_allowed(room);
   }
   SessionReport report(*CurrentSession(), std::move(request));
-  report.Build();
-  ThrowIfOutOfMemory();
-  if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
   // The exit report keeps room for the teardown time (OnTeardownDone).
   const bool is_exit = std::strcmp(trigger, "exit") == 0;
-  const size_t slot = is_exit ? report.OpenTeardownSlot() : std::string::npos;
+  // The reports of a process that is ending (exit, a fatal signal, an
+  // out-of-memory failure) do not wait for the disk: the page cache keeps
+  // them whatever becomes of the process (file.h, Durability).
+  const bool ending =
+      is_exit || std::strcmp(trigger, "signal") == 0 || std::strcmp(trigger, "oom") == 0;
+  // Written to the file while the frame table and the trace (most of a
+  // report's bytes) are made, never whole in memory; the head first, with
+  // the teardown slot opened in it.
   std::string error;
-  const bool ok = WriteFileAtomically(path, report.json(), &error);
+  AtomicFile file;
+  const bool open = file.Open(path, &error);
+  size_t slot = std::string::npos;
+  bool at_head = true;
+  const TextFlush flush{kReportChunkBytes, [&](std::string* text) {
+                          if (std::exchange(at_head, false) && is_exit)
+                            slot = OpenTeardownSlot(text);
+                          file.Write(*text);
+                        }};
+  report.Build(open ? &flush : nullptr);
+  ThrowIfOutOfMemory();
+  if (leaked_device_bytes != nullptr) *leaked_device_bytes = report.leaked_device_bytes();
+  bool ok = false;
+  if (open) {
+    if (at_head && is_exit) slot = report.OpenTeardownSlot();  // the whole text is the rest
+    file.Write(report.json());
+    ok = file.Commit(ending ? Durability::kStartWriteback : Durability::kWaitForDisk, &error);
+  }
   if (ok && is_exit) agent.reports.exit_teardown_slot = slot;
   if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(agent, trigger, path);

@@ -6,17 +6,66 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace gpuwatch {
 
-// Writes `contents` to `path` atomically: a temporary file in the same
-// directory (O_EXCL, mode 0600) that is fsync'ed and renamed over `path`. On
-// failure returns false and sets `error` to a one-line reason; `path` is then
-// left as it was.
-bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error);
+// How a file written atomically reaches the disk before it replaces `path`.
+enum class Durability {
+  // fsync before the rename: the new file survives a machine crash right
+  // after the rename. For checkpoints, written off the application's path
+  // (the background thread), and for the command's own files.
+  kWaitForDisk,
+  // sync_file_range(SYNC_FILE_RANGE_WRITE): the writeback starts and
+  // nothing waits for it. For the reports written while the process ends
+  // (exit, signal): the end of a process, a SIGKILL included, loses nothing
+  // (the page cache has the data); a machine crash within seconds of it may
+  // lose this file, not the one it replaced. An fsync costs milliseconds
+  // on a slow disk, on the host's exit path.
+  kStartWriteback,
+};
 
-// Removes the temporary file a WriteFileAtomically in progress has made, for
+// A file written atomically, in pieces: a temporary file in the same
+// directory (O_EXCL, mode 0600) that Commit flushes (`durability`) and
+// renames over `path`. For a report streamed as it is made (the trace
+// section) without its whole text in memory. Not thread-safe; one thread
+// from Open to the end.
+class AtomicFile {
+ public:
+  AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  // A file not committed is removed.
+  ~AtomicFile();
+
+  // Creates the temporary file beside `path`. False with `error` set when
+  // it cannot be made.
+  bool Open(const std::string& path, std::string* error);
+  // Appends `data`. After a failed write the rest are ignored and Commit
+  // fails with its reason.
+  void Write(std::string_view data);
+  // Flushes the file (`durability`) and renames it over the path. False with
+  // `error` set on any failure (a write's included): the path is then left
+  // as it was.
+  bool Commit(Durability durability, std::string* error);
+
+ private:
+  class Guards;  // the file size signal blocked; the file in flight, for a fatal signal
+  std::unique_ptr<Guards> guards_;
+  int fd_ = -1;
+  std::string path_;
+  std::string tmp_;
+  std::string failed_;  // the first failure's reason
+};
+
+// Writes `contents` to `path` atomically (an AtomicFile). On failure returns
+// false and sets `error` to a one-line reason; `path` is then left as it was.
+bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error,
+                         Durability durability = Durability::kWaitForDisk);
+
+// Removes the temporary file an AtomicFile in progress has made, for
 // a signal that ends the process before it is renamed (no `.tmp.` file is
 // left beside the report). Async-signal-safe (unlink).
 void RemoveFileInFlight();
@@ -38,9 +87,9 @@ size_t OpenTeardownSlot(std::string* text);
 
 // Writes `teardown_ns` into the slot at byte `slot` of the report at `path`
 // (OpenTeardownSlot's offset in the text written there), right-aligned, and
-// flushes it. The slot must still be empty: a file replaced or changed since
-// is left alone, with a one-line reason in `error`. Used once, from the
-// library's exit handlers, after CUDA's teardown.
+// starts its writeback, as the exit report's (kStartWriteback). The slot must still be empty: a
+// file replaced or changed since is left alone, with a one-line reason in `error`. Used once, from
+// the library's exit handlers, after CUDA's teardown.
 bool SetReportTeardown(const std::string& path, size_t slot, uint64_t teardown_ns,
                        std::string* error);
 

@@ -461,14 +461,14 @@ void TraceEventText::Append(const ReportTraceEvent& e, std::string_view open,
   *out += close;
 }
 
-std::string ReportModel::Dump(json doc) const {
+std::string ReportModel::Dump(json doc, const TextFlush* flush) const {
   ToJson(&doc, /*trace_events=*/false);
-  if (!trace.has_value()) return DumpReport(std::move(doc));
+  if (!trace.has_value()) return DumpReport(std::move(doc), nullptr, flush);
   const TraceEventText text(*trace);
   const TraceEventLines lines{trace->events.size(), [this, &text](size_t i, std::string* out) {
                                 text.Append(trace->events[i], out);
                               }};
-  return DumpReport(std::move(doc), &lines);
+  return DumpReport(std::move(doc), &lines, flush);
 }
 
 }  // namespace gpuwatch

@@ -169,9 +169,12 @@ ReportAnalysis AnalyzeReport(const TrackerSnapshot& snap, const ReportContext& c
                              SiteResolver* sites);
 
 // The report as JSON text (pretty-printed, ends with a newline). `analysis`
-// from AnalyzeReport of the same snapshot, context and resolver.
+// from AnalyzeReport of the same snapshot, context and resolver. `flush`:
+// the frame table and the trace streamed as they are made (DumpReport's
+// TextFlush); the rest returned.
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
-                            SiteResolver* sites, const ReportAnalysis& analysis);
+                            SiteResolver* sites, const ReportAnalysis& analysis,
+                            const TextFlush* flush = nullptr);
 // The same, analyzing first (one call, one report).
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
                             SiteResolver* sites);

@@ -1,4 +1,4 @@
-// Writing report files: atomically (WriteFileAtomically), and the one
+// Writing report files: atomically (AtomicFile, WriteFileAtomically), and the one
 // field written in place afterwards (OpenTeardownSlot, SetReportTeardown).
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/report/file.h"
@@ -92,46 +93,91 @@ void RemoveFileInFlight() {
   if (g_in_flight.load()) unlink(g_in_flight_path);
 }
 
-bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error) {
-  const FileSizeSignalGuard no_sigxfsz;
-  const std::string dir = DirName(path);
+// Both held from Open to the end of the file's write.
+class AtomicFile::Guards {
+ public:
+  explicit Guards(const std::string& tmp) : in_flight_(tmp) {}
+
+ private:
+  const FileSizeSignalGuard no_sigxfsz_;
+  const InFlight in_flight_;
+};
+
+AtomicFile::AtomicFile() = default;
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    close(fd_);
+    unlink(tmp_.c_str());
+  }
+}
+
+bool AtomicFile::Open(const std::string& path, std::string* error) {
+  path_ = path;
   std::random_device rd;
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), ".tmp.%08x%08x", rd(), rd());
-  const std::string tmp = path + suffix;
-  const int fd =
-      AboveStdio(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (fd < 0) {
-    *error = "cannot create a file in " + dir + ": " + std::strerror(errno);
-    return false;
-  }
-  const InFlight in_flight(tmp);
-  const char* data = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    const ssize_t n = write(fd, data, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = "cannot write " + tmp + ": " + std::strerror(errno);
-      close(fd);
-      unlink(tmp.c_str());
-      return false;
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    *error = "cannot flush " + tmp + ": " + std::strerror(errno);
-    unlink(tmp.c_str());
-    return false;
-  }
-  // rename() replaces a symlink placed at `path` rather than following it.
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    unlink(tmp.c_str());
+  tmp_ = path + suffix;
+  guards_ = std::make_unique<Guards>(tmp_);
+  fd_ = AboveStdio(open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd_ < 0) {
+    *error = "cannot create a file in " + DirName(path) + ": " + std::strerror(errno);
+    guards_.reset();
     return false;
   }
   return true;
+}
+
+void AtomicFile::Write(std::string_view data) {
+  if (fd_ < 0 || !failed_.empty()) return;
+  while (!data.empty()) {
+    const ssize_t n = write(fd_, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      failed_ = "cannot write " + tmp_ + ": " + std::strerror(errno);
+      return;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+bool AtomicFile::Commit(Durability durability, std::string* error) {
+  if (fd_ < 0) {
+    *error = "cannot write " + path_ + ": not open";
+    return false;
+  }
+  if (failed_.empty()) {
+    if (durability == Durability::kWaitForDisk) {
+      if (fsync(fd_) != 0) failed_ = "cannot flush " + tmp_ + ": " + std::strerror(errno);
+    } else {
+      // Starts the writeback and returns. Its result is not checked: a
+      // file system without it (EINVAL, ESPIPE) writes back on its own,
+      // and a write error still shows at close, as an fsync's would.
+      (void)sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    }
+  }
+  const int fd = std::exchange(fd_, -1);
+  if (close(fd) != 0 && failed_.empty()) {
+    failed_ = "cannot flush " + tmp_ + ": " + std::strerror(errno);
+  }
+  // rename() replaces a symlink placed at `path` rather than following it.
+  if (failed_.empty() && rename(tmp_.c_str(), path_.c_str()) != 0) {
+    failed_ = "cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno);
+  }
+  if (!failed_.empty()) {
+    unlink(tmp_.c_str());
+    *error = failed_;
+  }
+  guards_.reset();
+  return failed_.empty();
+}
+
+bool WriteFileAtomically(const std::string& path, const std::string& contents, std::string* error,
+                         Durability durability) {
+  AtomicFile file;
+  if (!file.Open(path, error)) return false;
+  file.Write(contents);
+  return file.Commit(durability, error);
 }
 
 namespace {
@@ -179,9 +225,11 @@ bool SetReportTeardown(const std::string& path, size_t slot, uint64_t teardown_n
   std::snprintf(value, sizeof(value), "%*llu", static_cast<int>(kTeardownSlotWidth),
                 static_cast<unsigned long long>(teardown_ns));
   const FileSizeSignalGuard no_sigxfsz;
+  // Part of the exit report: its writeback is started, not waited for
+  // (Durability::kStartWriteback).
   const bool ok =
-      pwrite(fd, value, kTeardownSlotWidth, offset) == static_cast<ssize_t>(kTeardownSlotWidth) &&
-      fdatasync(fd) == 0;
+      pwrite(fd, value, kTeardownSlotWidth, offset) == static_cast<ssize_t>(kTeardownSlotWidth);
+  if (ok) (void)sync_file_range(fd, offset, kTeardownSlotWidth, SYNC_FILE_RANGE_WRITE);
   if (!ok) *error = "cannot write " + path + ": " + std::strerror(errno);
   if (close(fd) != 0 && ok) {
     *error = "cannot write " + path + ": " + std::strerror(errno);

@@ -206,7 +206,8 @@ ReportLifecycle LifecycleSection(const LifecycleFigures& l) {
 }  // namespace
 
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
-                            SiteResolver* sites, const ReportAnalysis& analysis) {
+                            SiteResolver* sites, const ReportAnalysis& analysis,
+                            const TextFlush* flush) {
   sites->ClearFrameTable();
   ReportModel m;
   m.trigger = context.trigger;
@@ -326,7 +327,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   }
   // Last: every section above has named its frames.
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));
-  return m.Dump(std::move(report));  // the trace's events compact, from their structs
+  return m.Dump(std::move(report), flush);  // the trace's events compact, from their structs
 }
 
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,

@@ -346,8 +346,9 @@ struct ReportModel {
 
   // The report's text (DumpReport) of `doc` with the model's sections; the
   // trace's events are written from their structs, never as a document
-  // (model_trace.cc).
-  std::string Dump(nlohmann::json doc) const;
+  // (model_trace.cc). `flush`: DumpReport's (the text streamed; the rest
+  // returned).
+  std::string Dump(nlohmann::json doc, const TextFlush* flush = nullptr) const;
 };
 
 // A leaks section as the report writes it (ReportModel::ToJson's).

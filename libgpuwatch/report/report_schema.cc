@@ -159,21 +159,40 @@ std::string Text(const json& value, int indent = -1) {
 // rest: appended to `out`, the document's text so far, in place (the trace's
 // events are the bulk of a report: written once, into the one buffer that
 // becomes the report, not into a text of their own copied after the rest).
+// With `flush`, the text is handed over as it grows (TextFlush), so that
+// the trace is never whole in memory.
 void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_events,
-                std::string* out) {
+                const TextFlush* flush, bool after_head, std::string* out) {
   std::string& tail = *out;
+  // Without a head, the first section opens the document.
+  char separator = after_head ? ',' : '{';
+  const auto maybe_flush = [flush, &tail] {
+    if (flush == nullptr || tail.size() < flush->chunk) return;
+    flush->take(&tail);
+    if (tail.capacity() <= 2 * flush->chunk) {
+      tail.clear();
+    } else {  // the head's buffer: given back, and one of a chunk's size made
+      std::string next;
+      next.reserve(2 * flush->chunk);
+      tail.swap(next);
+    }
+  };
   if (frame_table != nullptr) {
-    tail += ",\n  \"frame_table\": [";
+    tail += separator;
+    separator = ',';
+    tail += "\n  \"frame_table\": [";
     for (size_t i = 0; i < frame_table->size(); ++i) {
       tail += i == 0 ? "\n    " : ",\n    ";
       tail += Text((*frame_table)[i]);
+      maybe_flush();
     }
     tail += frame_table->empty() ? "]" : "\n  ]";
   }
   if (trace == nullptr) return;
   json events = trace->contains("events") ? std::move((*trace)["events"]) : json::array();
   trace->erase("events");
-  tail += ",\n  \"trace\": {";
+  tail += separator;
+  tail += "\n  \"trace\": {";
   for (const auto& [name, value] : trace->items()) {
     tail += "\n    ";
     tail += Text(json(name));
@@ -190,13 +209,14 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
     } else {
       tail += Text(events[i]);
     }
+    maybe_flush();
   }
   tail += count == 0 ? "]\n  }" : "\n    ]\n  }";
 }
 
 }  // namespace
 
-std::string DumpReport(json report, const TraceEventLines* trace_events) {
+std::string DumpReport(json report, const TraceEventLines* trace_events, const TextFlush* flush) {
   if (!report.is_object()) return Text(report, 2) + "\n";
   json frame_table;
   json trace;
@@ -220,8 +240,7 @@ std::string DumpReport(json report, const TraceEventLines* trace_events) {
   }
   report = json();  // the head is text now
   const size_t head = text.size();
-  AppendTail(table_part, trace_part, trace_events, &text);
-  if (head == 0) text[0] = '{';  // no head: the tail's first comma opens the document
+  AppendTail(table_part, trace_part, trace_events, flush, head != 0, &text);
   text += "\n}\n";
   return text;
 }

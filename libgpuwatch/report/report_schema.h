@@ -163,7 +163,17 @@ struct TraceEventLines {
   size_t count = 0;
   std::function<void(size_t, std::string*)> append;
 };
-std::string DumpReport(nlohmann::json report, const TraceEventLines* trace_events = nullptr);
+// `flush`, when given, streams the frame table and the trace as they are
+// made: whenever the text not yet handed over passes `chunk` bytes at the
+// end of a frame or an event, `take` is given it to write (the head first,
+// whole; it may change it first, as the exit report's teardown slot does),
+// and it is emptied. DumpReport returns the rest. The same bytes, in pieces.
+struct TextFlush {
+  size_t chunk = 0;
+  std::function<void(std::string*)> take;
+};
+std::string DumpReport(nlohmann::json report, const TraceEventLines* trace_events = nullptr,
+                       const TextFlush* flush = nullptr);
 
 }  // namespace gpuwatch
 

@@ -161,9 +161,9 @@ SessionReport::~SessionReport() {
   if (own_sites_ == nullptr) sites_->ReleaseFrames();
 }
 
-void SessionReport::Build() {
+void SessionReport::Build(const TextFlush* flush) {
   analysis_ = AnalyzeReport(snapshot_, context_, sites_);
-  json_ = BuildReportJson(snapshot_, context_, sites_, analysis_);
+  json_ = BuildReportJson(snapshot_, context_, sites_, analysis_, flush);
 }
 
 size_t SessionReport::OpenTeardownSlot() { return gpuwatch::OpenTeardownSlot(&json_); }

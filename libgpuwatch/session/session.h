@@ -134,7 +134,9 @@ class SessionReport {
   SessionReport(const SessionReport&) = delete;
   SessionReport& operator=(const SessionReport&) = delete;
 
-  void Build();
+  // `flush`: the frame table and the trace streamed as they are made
+  // (TextFlush); json() is then the rest of the text.
+  void Build(const TextFlush* flush = nullptr);
   const std::string& json() const { return json_; }
   // For the exit report: makes room in json() for the teardown time, to be
   // written in place later (OpenTeardownSlot); the slot's offset, or npos.

@@ -10,7 +10,9 @@
 
 #include "libgpuwatch/base/mutex.h"
 
-// Every libdw function the symbolizer calls.
+// Every libdw function the symbolizer calls, and the few of libelf (a
+// dependency of libdw, so found through its handle) that read a symbol
+// table in one pass (symbol_table.cc).
 #define GPUWATCH_LIBDW_FUNCTIONS(X) \
   X(dwfl_begin)                     \
   X(dwfl_end)                       \
@@ -41,7 +43,12 @@
   X(dwarf_formstring)               \
   X(dwarf_formudata)                \
   X(dwarf_getsrcfiles)              \
-  X(dwarf_filesrc)
+  X(dwarf_filesrc)                  \
+  X(elf_nextscn)                    \
+  X(elf_ndxscn)                     \
+  X(elf_getdata)                    \
+  X(gelf_getshdr)                   \
+  X(gelf_getclass)
 
 namespace gpuwatch {
 

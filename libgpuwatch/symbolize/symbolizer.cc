@@ -18,6 +18,7 @@
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/mutex.h"
 #include "libgpuwatch/symbolize/libdw.h"
+#include "libgpuwatch/symbolize/symbol_table.h"
 
 namespace gpuwatch {
 
@@ -128,14 +129,6 @@ const char* SymbolizerBackendName(SymbolizerBackend backend) {
 // includes heavy headers). A report resolves tens of thousands of pcs, so
 // each table is read once into a sorted vector and searched by address.
 
-// A function symbol, at its run-time address.
-struct SymbolEntry {
-  uintptr_t start = 0;
-  uintptr_t size = 0;
-  const char* name = nullptr;  // owned by libelf, valid for the session
-  int rank = 0;                // binding preference among equal addresses
-};
-
 // A subprogram's address range inside one compilation unit (DWARF addresses,
 // i.e. without the module bias).
 struct FunctionRange {
@@ -222,6 +215,10 @@ void Symbolizer::ReportModules() {
   api_->dwfl_report_end(session_->dwfl, nullptr, nullptr);
 }
 
+size_t Symbolizer::symbol_tables_read() const {
+  return session_ != nullptr ? session_->symbols.size() : 0;
+}
+
 std::span<const Frame> Symbolizer::SymbolizeAll(uintptr_t pc, bool is_return_address) {
   auto& cache = is_return_address ? cache_ : exact_cache_;
   auto it = cache.find(pc);
@@ -290,50 +287,6 @@ std::vector<Frame> Symbolizer::ResolveWithDladdr(uintptr_t pc, uintptr_t lookup)
 }
 
 namespace {
-
-// Binding preference when several symbols share an address: GLOBAL names
-// are what a user wrote, WEAK next, LOCAL last.
-int BindingRank(unsigned char info) {
-  switch (GELF_ST_BIND(info)) {
-    case STB_GLOBAL:
-      return 2;
-    case STB_WEAK:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
-std::vector<SymbolEntry> ReadFunctionSymbols(const LibdwApi& dw, Dwfl_Module* mod) {
-  std::vector<SymbolEntry> entries;
-  const int count = dw.dwfl_module_getsymtab(mod);
-  for (int i = 1; i < count; ++i) {  // 0 is the null symbol
-    GElf_Sym sym{};
-    GElf_Addr addr = 0;
-    GElf_Word shndx = 0;
-    const char* name = dw.dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, nullptr, nullptr);
-    if (name == nullptr || name[0] == '\0' || shndx == SHN_UNDEF) continue;
-    const int type = GELF_ST_TYPE(sym.st_info);
-    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
-    entries.push_back({addr, sym.st_size, name, BindingRank(sym.st_info)});
-  }
-  std::sort(entries.begin(), entries.end(), [](const SymbolEntry& a, const SymbolEntry& b) {
-    return a.start != b.start ? a.start < b.start : a.rank < b.rank;
-  });
-  return entries;
-}
-
-const char* FindSymbol(const std::vector<SymbolEntry>& entries, uintptr_t addr) {
-  auto it = std::upper_bound(entries.begin(), entries.end(), addr,
-                             [](uintptr_t a, const SymbolEntry& e) { return a < e.start; });
-  // The nearest start at or below addr, then a few steps back in case a
-  // small symbol sits inside a larger one.
-  for (int steps = 0; it != entries.begin() && steps < 8; ++steps) {
-    --it;
-    if (addr < it->start + std::max<uintptr_t>(it->size, 1) || it->size == 0) return it->name;
-  }
-  return nullptr;
-}
 
 bool IsScopeTag(int tag) {
   return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
@@ -416,6 +369,18 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
   // outermost one when code was inlined into it).
   auto sym_it = session_->symbols.find(mod);
   if (sym_it == session_->symbols.end()) {
+    // libc's frames in most stacks are its start-up frames, whose names
+    // alone are shown: found in one pass, not by reading and sorting its
+    // whole table (from its debug file, where one is installed).
+    const char* once = nullptr;
+    if (StartsWith(Basename(base.module), "libc.so") &&
+        FindSymbolInOnePass(dw, mod, lookup, &once)) {
+      const std::string& function = session_->DemangleCached(once);
+      if (IsStartupFunction(function, base.module)) {
+        base.function = function;
+        return {base};
+      }
+    }
     sym_it = session_->symbols.emplace(mod, ReadFunctionSymbols(dw, mod)).first;
   }
   const std::string& outer_function = session_->DemangleCached(FindSymbol(sym_it->second, lookup));
@@ -578,7 +543,8 @@ bool IsCudaInternalFrame(const Frame& frame) {
 bool IsStartupFunction(std::string_view function, std::string_view module) {
   if (StartsWith(function, "__libc_start") || function == "_start") return true;
   return StartsWith(Basename(module), "libc.so") &&
-         (function == "start_thread" || function == "clone3" || function == "clone");
+         (function == "start_thread" || function == "clone3" || function == "clone" ||
+          function == "__clone3" || function == "__clone");
 }
 
 bool IsToolFrame(const Frame& frame) {

@@ -112,6 +112,9 @@ class Symbolizer {
 
   // Number of distinct pcs resolved so far.
   size_t cache_size() const { return cache_.size() + exact_cache_.size(); }
+  // Modules whose whole symbol table was read so far (libc's start-up
+  // frames are named without it).
+  size_t symbol_tables_read() const;
 
  private:
   std::vector<Frame> Resolve(uintptr_t pc, uintptr_t lookup);
@@ -161,8 +164,9 @@ bool InSourceFile(const Frame& frame);
 
 // True for the frames that start a process or a thread, below main or a
 // thread's own function: `__libc_start*` and `_start`, and libc's
-// start_thread, clone3 and clone. The symbolizer names them from the symbol
-// table alone, with no file:line.
+// start_thread, clone3 and clone (and their aliases __clone3 and __clone,
+// the names libc's table gives them). The symbolizer names them from the
+// symbol table alone, with no file:line.
 bool IsStartupFunction(std::string_view function, std::string_view module);
 
 // IsGpuwatchFrame || IsCudaInternalFrame: the default trimming predicate.

@@ -253,6 +253,35 @@ TEST(EventTrace, WithoutATraceTheCounterComesFromTheTimeline) {
   EXPECT_TRUE(Events(trace, "X").empty());
 }
 
+// The exit report is handed to its file while its trace is made (64 KiB at
+// a time, the head first): a trace of thousands of events is all in the
+// file, which is one document, and the teardown time goes into the slot the
+// head kept, written before the trace was made.
+TEST(EventTrace, AnExitReportStreamedWithItsTraceHasItAllAndItsTeardownTime) {
+  ScopedTempDir dir;
+  const std::string out = dir.path() + "/report.json";
+  std::map<std::string, std::string> env =
+      PreloadEnv(out, {{"GPUWATCH_SUMMARY", "0"}, {"GWSIM_EXIT_CONTEXT_DESTROY", "1"}});
+  // One thread, 5,000 allocations and frees: 10,000 memory events (and the
+  // snapshots it asks for meanwhile, in files of their own).
+  const ProcessResult r = RunProcess({kPrograms + "/stress", "1", "5000"}, env, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = ReadFile(out);
+  EXPECT_GT(text.size(), size_t{4} << 16);
+  const json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object()) << text.substr(0, 200);
+  const json& trace = report["trace"];
+  EXPECT_EQ(trace["dropped"], 0);
+  EXPECT_GE(trace["recorded"].get<uint64_t>(), 10000u);
+  EXPECT_EQ(trace["events"].size(), trace["recorded"].get<size_t>());
+  EXPECT_EQ(report["totals"]["kinds"]["device"]["allocs"], 5000);
+  const json& l = report["lifecycle"];
+  ASSERT_FALSE(l["teardown_ns"].is_null()) << l.dump(1);
+  EXPECT_GT(l["teardown_ns"].get<uint64_t>(), 0u);
+  // The slot is in the head, before the frame table and the trace.
+  EXPECT_LT(text.find("\"teardown_ns\""), text.find("\"frame_table\""));
+}
+
 // A report whose trace is full (GPUWATCH_TRACE_EVENTS' largest ring,
 // 1,048,576 events, ~32 MB) is read by every command in memory in
 // proportion to what it needs, under a data limit (`ulimit -d`) that makes a

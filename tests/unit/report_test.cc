@@ -1,9 +1,12 @@
 #include "libgpuwatch/report/report.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +20,23 @@
 #include "libgpuwatch/symbolize/symbolizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/reading/report_reader.h"
+
+// The flushes the report writer asks for, counted: the test's own fsync and
+// sync_file_range come before libc's (they make the system calls).
+namespace {
+std::atomic<int> g_fsyncs{0};
+std::atomic<int> g_writebacks{0};
+}  // namespace
+
+extern "C" int fsync(int fd) {
+  ++g_fsyncs;
+  return static_cast<int>(syscall(SYS_fsync, fd));
+}
+
+extern "C" int sync_file_range(int fd, off64_t offset, off64_t nbytes, unsigned int flags) {
+  if (flags == SYNC_FILE_RANGE_WRITE) ++g_writebacks;
+  return static_cast<int>(syscall(SYS_sync_file_range, fd, offset, nbytes, flags));
+}
 
 // Outside namespace gpuwatch on purpose: the report trims gpuwatch's own
 // frames from the top of every stack.
@@ -468,6 +488,103 @@ TEST(Report, DumpReportPrintsTheTailAfterTheHeadByteForByte) {
             "{\n  \"trace\": {\n    \"capacity\": 0,\n    \"events\": []\n  }\n}\n");
   EXPECT_EQ(DumpReport(nlohmann::json::object()), "{}\n");
   EXPECT_EQ(DumpReport({{"a", 1}}), "{\n  \"a\": 1\n}\n");
+}
+
+// A report written while the process ends (exit, a signal) starts its
+// writeback and does not wait for the disk; a checkpoint (the default)
+// waits. The teardown time written into the exit report afterwards does not.
+TEST(Report, AnEndingProcessReportDoesNotWaitForTheDisk) {
+  TempDir dir;
+  const std::string path = dir.path() + "/r.json";
+  std::string error;
+  const int fsyncs = g_fsyncs.load();
+  const int writebacks = g_writebacks.load();
+  std::string text = DumpReport({{"lifecycle", {{"teardown_ns", nullptr}}}});
+  const size_t slot = OpenTeardownSlot(&text);
+  ASSERT_NE(slot, std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(path, text, &error, Durability::kStartWriteback)) << error;
+  EXPECT_EQ(Slurp(path), text);
+  EXPECT_EQ(g_fsyncs.load(), fsyncs);
+  EXPECT_EQ(g_writebacks.load(), writebacks + 1);
+  ASSERT_TRUE(SetReportTeardown(path, slot, 7, &error)) << error;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(path))["lifecycle"]["teardown_ns"], 7);
+  EXPECT_EQ(g_fsyncs.load(), fsyncs);
+  EXPECT_EQ(g_writebacks.load(), writebacks + 2);
+  ASSERT_TRUE(WriteFileAtomically(path, "checkpoint", &error)) << error;
+  EXPECT_EQ(Slurp(path), "checkpoint");
+  EXPECT_EQ(g_fsyncs.load(), fsyncs + 1);
+  EXPECT_EQ(g_writebacks.load(), writebacks + 2);
+}
+
+// An AtomicFile written in pieces is their concatenation once committed; one
+// not committed leaves the path as it was and no temporary file behind.
+TEST(Report, AtomicFileIsWrittenInPiecesOrNotAtAll) {
+  TempDir dir;
+  const std::string path = dir.path() + "/r.json";
+  std::string error;
+  ASSERT_TRUE(WriteFileAtomically(path, "old", &error)) << error;
+  {
+    AtomicFile file;
+    ASSERT_TRUE(file.Open(path, &error)) << error;
+    file.Write("{\"a\": ");
+    file.Write("");
+    file.Write("1}\n");
+    EXPECT_EQ(Slurp(path), "old");  // not yet
+  }
+  EXPECT_EQ(Slurp(path), "old");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator{}),
+            1);
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path, &error)) << error;
+  file.Write("{\"a\": ");
+  file.Write("1}\n");
+  ASSERT_TRUE(file.Commit(Durability::kStartWriteback, &error)) << error;
+  EXPECT_EQ(Slurp(path), "{\"a\": 1}\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator{}),
+            1);
+  AtomicFile nowhere;
+  EXPECT_FALSE(nowhere.Open("/nonexistent-dir/r.json", &error));
+  EXPECT_NE(error.find("/nonexistent-dir"), std::string::npos) << error;
+  nowhere.Write("x");
+  EXPECT_FALSE(nowhere.Commit(Durability::kWaitForDisk, &error));
+}
+
+// Streamed (TextFlush), the text is the same bytes, handed over at the end
+// of a frame or an event once it passes the chunk: the head first, whole.
+TEST(Report, DumpReportStreamedIsTheSameTextInPieces) {
+  const nlohmann::json table = nlohmann::json::array({{{"function", "f"}}, {{"function", "g"}}});
+  const nlohmann::json doc = {
+      {"sites", {{{"stack", {0, 1}}}}}, {"frame_table", table}, {"trace", {{"capacity", 4}}}};
+  const TraceEventLines lines{
+      3, [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; }};
+  const std::string head = "{\n  \"sites\": [\n    {\n      \"stack\": [0, 1]\n    }\n  ]";
+  for (const nlohmann::json& d :
+       {doc, nlohmann::json{{"frame_table", table}, {"trace", nlohmann::json::object()}}}) {
+    const std::string whole = DumpReport(d, &lines);
+    for (const size_t chunk : {size_t{1}, size_t{40}, size_t{1} << 20}) {
+      std::vector<std::string> pieces;
+      const TextFlush flush{chunk, [&pieces](std::string* text) { pieces.push_back(*text); }};
+      const std::string rest = DumpReport(d, &lines, &flush);
+      std::string streamed;
+      for (const std::string& p : pieces) streamed += p;
+      EXPECT_EQ(streamed + rest, whole) << chunk;
+      if (chunk == 1) {
+        // One piece per frame and per event; the first holds the head.
+        ASSERT_EQ(pieces.size(), 5u);
+        EXPECT_EQ(pieces[1], ",\n    {\"function\":\"g\"}");
+        EXPECT_EQ(pieces[4], ",\n      [\"e\",2]");
+        EXPECT_EQ(rest, "\n    ]\n  }\n}\n");
+        if (d.contains("sites")) {
+          EXPECT_EQ(pieces[0].rfind(head, 0), 0u) << pieces[0];
+        }
+      }
+      if (chunk == size_t{1} << 20) {
+        EXPECT_TRUE(pieces.empty());
+      }
+    }
+  }
 }
 
 TEST(Report, UnwritableDirectoryGivesAReasonNotACrash) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -199,6 +200,65 @@ TEST(SymbolizerTest, StartupFramesHaveNamesAndNoLines) {
   EXPECT_EQ(frames[0].line, site.line);
 }
 
+// libc's start-up frames are named in one pass over its symbol table, not
+// by reading and sorting the whole table (from its debug file, where one is
+// installed): with the same names the whole table gives.
+TEST(SymbolizerTest, LibcStartupFramesAreNamedWithoutItsWholeTable) {
+  const gpuwatch_test::Site site = gpuwatch_test::KnownFunction(0);
+  Symbolizer whole;
+  if (whole.backend() != SymbolizerBackend::kLibdw) GTEST_SKIP() << "no libdw";
+  // A frame of libc's that is no start-up frame reads its whole table.
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr);
+  const auto getpid_pc = reinterpret_cast<uintptr_t>(dlsym(libc, "getpid"));
+  dlclose(libc);
+  ASSERT_NE(getpid_pc, 0u);
+  EXPECT_NE(whole.Symbolize(getpid_pc + 1, /*is_return_address=*/false).function, "");
+  EXPECT_EQ(whole.symbol_tables_read(), 1u);
+  std::vector<uintptr_t> startup;
+  std::vector<std::string> names;
+  for (int i = 0; i < site.n; ++i) {
+    const Frame& f = whole.Symbolize(site.pcs[i]);
+    if (Basename(f.module).rfind("libc.so", 0) != 0 || !IsStartupFunction(f.function, f.module))
+      continue;
+    startup.push_back(site.pcs[i]);
+    names.push_back(f.function);
+  }
+  ASSERT_FALSE(startup.empty());  // __libc_start_main at least
+  Symbolizer once;
+  for (size_t i = 0; i < startup.size(); ++i) {
+    const Frame& f = once.Symbolize(startup[i]);
+    EXPECT_EQ(f.function, names[i]);
+    EXPECT_EQ(Basename(f.module).rfind("libc.so", 0), 0u) << f.module;
+    EXPECT_TRUE(f.file.empty()) << f.file;
+    EXPECT_EQ(f.line, 0);
+  }
+  EXPECT_EQ(once.symbol_tables_read(), 0u);
+}
+
+// A thread's stack ends in libc's start_thread and clone3, which its table
+// names __clone3 (an alias at the same address, listed first): named from
+// the table alone too, never with a line of libc's (its debug file would be
+// inflated whole for it).
+TEST(SymbolizerTest, AThreadsStartupFramesHaveNamesAndNoLines) {
+  uintptr_t pcs[32];
+  int n = 0;
+  std::thread([&pcs, &n] { n = CaptureStack(pcs, 32, 0); }).join();
+  ASSERT_GT(n, 2);
+  Symbolizer symbolizer;
+  if (symbolizer.backend() != SymbolizerBackend::kLibdw) GTEST_SKIP() << "no libdw";
+  int libc = 0;
+  for (int i = n - 1; i >= 0; --i) {  // from the bottom: libc's frames first
+    const Frame& f = symbolizer.Symbolize(pcs[i]);
+    if (Basename(f.module).rfind("libc.so", 0) != 0) break;
+    ++libc;
+    EXPECT_TRUE(IsStartupFunction(f.function, f.module)) << f.function;
+    EXPECT_TRUE(f.file.empty()) << f.function << " " << f.file;
+    EXPECT_EQ(f.line, 0) << f.function;
+  }
+  EXPECT_GE(libc, 1);
+}
+
 TEST(SymbolizerTest, UnknownPcIsHarmless) {
   Symbolizer symbolizer;
   const Frame& frame = symbolizer.Symbolize(0x10);
@@ -333,6 +393,8 @@ TEST(TrimTest, Predicates) {
   EXPECT_TRUE(IsStartupFunction("_start", "/x/app"));
   EXPECT_TRUE(IsStartupFunction("start_thread", "/lib/x86_64-linux-gnu/libc.so.6"));
   EXPECT_TRUE(IsStartupFunction("clone3", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("__clone3", "/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsStartupFunction("__clone", "/lib/x86_64-linux-gnu/libc.so.6"));
   EXPECT_FALSE(IsStartupFunction("start_thread", "/x/app"));  // the program's own
   EXPECT_FALSE(IsStartupFunction("main", "/x/app"));
   EXPECT_FALSE(IsStartupFunction("qsort", "/lib/x86_64-linux-gnu/libc.so.6"));
