@@ -52,8 +52,12 @@ thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) =
 uint32_t CaptureSite() {
   StackTable* stacks = CurrentSession()->stacks();
   if (stacks == nullptr || g_hooks.depth <= 0) return 0;
-  uintptr_t pcs[kMaxCaptureDepth];
-  int n = CaptureUserStack(pcs, std::min(g_hooks.depth, kMaxCaptureDepth));
+  // The frames are interned where the walk wrote them (tool frames first):
+  // room for a whole capture and for the Python frames after it.
+  uintptr_t buffer[2 * kMaxCaptureDepth];
+  int first = 0;
+  int n = CaptureUserStackInPlace(buffer, std::min(g_hooks.depth, kMaxCaptureDepth), &first);
+  uintptr_t* pcs = buffer + first;
   // In a CPython process (the stack table has a Python frame table then).
   if (PyFrameTable* python_frames = stacks->python_frames(); python_frames != nullptr) {
     n += CapturePythonFrames(python_frames, pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));

@@ -70,7 +70,6 @@ constinit std::atomic<void (*)(uintptr_t)> g_rule_computed_hook{nullptr};
 
 inline uint64_t SlotOf(uintptr_t pc) { return (pc * 0x9e3779b97f4a7c15ULL) >> (64 - kSlotBits); }
 
-// The packed rule for `pc`: from the table, or computed and added to it.
 // The packed rule the table holds for `pc`, or 0.
 inline uint64_t CachedRule(uintptr_t pc) {
   const uint64_t home = SlotOf(pc);
@@ -87,8 +86,9 @@ inline uint64_t CachedRule(uintptr_t pc) {
   return 0;
 }
 
-uint64_t RuleFor(uintptr_t pc) {
-  if (const uint64_t rule = CachedRule(pc); rule != 0) return rule;
+// RuleFor for a pc the table does not hold: computes its rule and adds it.
+// Out of line, so that a walk's lookups that hit (nearly all) are inlined.
+__attribute__((noinline)) uint64_t ComputeRuleFor(uintptr_t pc) {
   const uint64_t home = SlotOf(pc);
   // A flush (a module was unloaded) while the rule was being computed may
   // have come after the computation read the unloaded module's tables, or
@@ -117,6 +117,16 @@ uint64_t RuleFor(uintptr_t pc) {
   }
   return rule;
 }
+
+// The packed rule for `pc`: from the table, or computed and added to it.
+inline uint64_t RuleFor(uintptr_t pc) {
+  const uint64_t rule = CachedRule(pc);
+  return rule != 0 ? rule : ComputeRuleFor(pc);
+}
+
+// The rule of a frame whose ip is `ip`: a caller's ip is a return address,
+// and the call before it has the frame's row.
+inline uint64_t FrameRule(uintptr_t ip, bool innermost) { return RuleFor(innermost ? ip : ip - 1); }
 
 // The calling thread's stack, [lo, hi). hi == 1: glibc could not say.
 struct StackBounds {
@@ -179,9 +189,11 @@ struct Regs {
   uintptr_t bp;
 };
 
-// How a frame led to its caller: where the caller's ip and rbp were read
-// (bp_at 0: rbp unchanged), and whether the CFA was rbp's value plus an offset.
+// How a frame led to its caller: by which rule (packed), where the caller's
+// ip and rbp were read (bp_at 0: rbp unchanged), and whether the CFA was rbp's
+// value plus an offset.
 struct Transition {
+  uint64_t rule;
   uintptr_t ra_at;
   uintptr_t bp_at;
   bool from_rbp;
@@ -189,12 +201,11 @@ struct Transition {
 
 enum class Step { kCaller, kEnd, kDecline };
 
-// Moves `r` from a frame to its caller by the frame's rule. Every read is
-// checked against the thread's stack: [sp, hi).
+// Moves `r` from a frame to its caller by the frame's rule (FrameRule of its
+// ip). Every read is checked against the thread's stack: [sp, hi).
 __attribute__((no_sanitize("address", "hwaddress", "thread"))) inline Step StepByRule(
-    const StackBounds& stack, bool innermost, Regs* r, Transition* t) {
-  // A caller's ip is a return address: the call before it has the frame's row.
-  const uint64_t rule = RuleFor(innermost ? r->ip : r->ip - 1);
+    const StackBounds& stack, uint64_t rule, Regs* r, Transition* t) {
+  t->rule = rule;
   if ((rule & kOk) == 0) return Step::kDecline;
   if ((rule & kOutermost) != 0) return Step::kEnd;
   t->from_rbp = (rule & kCfaFromRbp) != 0;
@@ -246,16 +257,19 @@ inline uint64_t Bits(int from, int to) {
   return low(to) & ~low(from);
 }
 
-// Frames walked by rule, one array per field: frame i's registers, where its
-// caller's ip was read and, when its rule saved rbp, where rbp was saved;
-// bit i of the masks: frame i's CFA was rbp plus an offset, frame i saved rbp.
-template <int N>
+// The frames of a walk, one array per field: frame i's registers, its rule
+// (0: not known), where its caller's ip was read and, when its rule saved rbp,
+// where rbp was saved; bit i of the masks: frame i's CFA was rbp plus an
+// offset, frame i saved rbp. The rule spares a walk that leaves the record at
+// frame i (its caller differs) the lookup: the rules of an ip do not change
+// between flushes, and a flush empties the record.
 struct Frames {
-  uintptr_t ip[N];
-  uintptr_t sp[N];
-  uintptr_t bp[N];
-  uintptr_t ra_at[N];  // frame i to its caller (valid for i < count - 1)
-  uintptr_t bp_at[N];
+  uintptr_t ip[kRemembered];
+  uintptr_t sp[kRemembered];
+  uintptr_t bp[kRemembered];
+  uint64_t rule[kRemembered];
+  uintptr_t ra_at[kRemembered];  // frame i to its caller (valid for i < count - 1)
+  uintptr_t bp_at[kRemembered];
   uint64_t cfa_rbp = 0;
   uint64_t saves_rbp = 0;
 
@@ -266,21 +280,32 @@ struct Frames {
     SetTransition(i, t);
   }
   void SetTransition(int i, const Transition& t) {
+    rule[i] = t.rule;
     ra_at[i] = t.ra_at;
     bp_at[i] = t.bp_at;
     const uint64_t bit = uint64_t{1} << i;
-    cfa_rbp = t.from_rbp ? cfa_rbp | bit : cfa_rbp & ~bit;
-    saves_rbp = t.bp_at != 0 ? saves_rbp | bit : saves_rbp & ~bit;
+    cfa_rbp = (cfa_rbp & ~bit) | (static_cast<uint64_t>(t.from_rbp) << i);
+    saves_rbp = (saves_rbp & ~bit) | (static_cast<uint64_t>(t.bp_at != 0) << i);
+  }
+  // A walk's last frame, whose caller it did not look for: no transition.
+  void SetLast(int i, const Regs& frame) {
+    ip[i] = frame.ip;
+    sp[i] = frame.sp;
+    bp[i] = frame.bp;
+    rule[i] = 0;
+    const uint64_t bit = uint64_t{1} << i;
+    cfa_rbp &= ~bit;
+    saves_rbp &= ~bit;
   }
   Regs RegsOf(int i) const { return {ip[i], sp[i], bp[i]}; }
 };
 
-struct Record : Frames<kRemembered> {
+struct Record : Frames {
   uint64_t generation = 0;  // g_generation when recorded; the rules may have changed since
   uint64_t reused = 0;      // frames taken from the record so far (tests)
   int count = 0;            // frames recorded, innermost first
 };
-// 3 KiB a thread, mapped on the thread's first capture (base/thread_block.h).
+// 3.1 KiB a thread, mapped on the thread's first capture (base/thread_block.h).
 Record* ThreadRecord() { return ThreadBlock<Record>::Get(); }
 
 // Bits [from, from + n) of `mask` moved to start at `to`, bits below `to` kept
@@ -294,31 +319,29 @@ void Shift(Record* rec, int from, int to) {
   if (from == to) return;
   const int moved = std::min(rec->count - from, kRemembered - to);
   const size_t bytes = static_cast<size_t>(moved) * sizeof(uintptr_t);
-  for (uintptr_t* field : {rec->ip, rec->sp, rec->bp, rec->ra_at, rec->bp_at}) {
+  for (uintptr_t* field : {rec->ip, rec->sp, rec->bp, rec->rule, rec->ra_at, rec->bp_at}) {
     std::memmove(field + to, field + from, bytes);
   }
+  // A frame's rule is its ip's, or its ip's - 1 when not the innermost
+  // (FrameRule): one that becomes or stops being the innermost has neither.
+  if (from == 0 || to == 0) rec->rule[to] = 0;
   rec->cfa_rbp = MoveBits(rec->cfa_rbp, from, to, moved);
   rec->saves_rbp = MoveBits(rec->saves_rbp, from, to, moved);
   rec->count = to + moved;
 }
 
-// Frames walked by rule before the walk joined the record (or gave up looking).
-using FreshFrames = Frames<kFresh>;
+// A frame walked by rule before the walk joined the record (or gave up
+// looking), and how it led to its caller.
+struct FreshFrame {
+  Regs regs;
+  Transition t;
+};
 
 // Copies fresh[0, count) to the record's frames [at, at + count). Mostly a
-// frame or two (where successive walks diverge): a loop, not memcpy calls.
-void Adopt(Record* rec, int at, const FreshFrames& fresh, int count) {
-  for (int i = 0; i < count; ++i) {
-    rec->ip[at + i] = fresh.ip[i];
-    rec->sp[at + i] = fresh.sp[i];
-    rec->bp[at + i] = fresh.bp[i];
-    rec->ra_at[at + i] = fresh.ra_at[i];
-    rec->bp_at[at + i] = fresh.bp_at[i];
-  }
-  if (count == 0) return;
-  const uint64_t kept = ~Bits(at, at + count);
-  rec->cfa_rbp = (rec->cfa_rbp & kept) | ((fresh.cfa_rbp & Bits(0, count)) << at);
-  rec->saves_rbp = (rec->saves_rbp & kept) | ((fresh.saves_rbp & Bits(0, count)) << at);
+// frame or two (where successive walks diverge): a frame at a time (kept in
+// one struct each, so that the copy is not made six memcpy's).
+inline void Adopt(Record* rec, int at, const FreshFrame* fresh, int count) {
+  for (int i = 0; i < count; ++i) rec->Set(at + i, fresh[i].regs, fresh[i].t);
 }
 
 // This walk's rbp in recorded frame i, for a walk that joined the record at
@@ -425,7 +448,7 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
   // walked by rule since the last join. r is frame f + m, stored nowhere yet.
   // The last walk's frames not passed yet are the record's [j, rec.count):
   // their sps rise with depth, as this walk's do, so one cursor finds a join.
-  FreshFrames fresh;
+  FreshFrame fresh[kFresh];
   int n = 0;  // pcs written; buffer[i - 1] is frame i's ip
   int f = 0;
   int m = 0;
@@ -446,7 +469,8 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
         // last walk's frames after k are still candidates.
         r = rec.RegsOf(k);
         Transition t{};
-        const Step step = StepByRule(stack, k == 0, &r, &t);
+        const uint64_t known = rec.rule[k];
+        const Step step = StepByRule(stack, known != 0 ? known : FrameRule(r.ip, k == 0), &r, &t);
         rec.SetTransition(k, t);
         if (step == Step::kDecline) {
           rec.count = 0;
@@ -458,7 +482,13 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
         }
         buffer[n++] = r.ip;
         if (n == size) {
+          // The caller is recorded too, so that the next walk as deep
+          // takes it from the record instead of stepping to it again.
           rec.count = k + 1;
+          if (k + 1 < kRemembered) {
+            rec.SetLast(k + 1, r);
+            rec.count = k + 2;
+          }
           return n;
         }
         f = k + 1;
@@ -478,13 +508,13 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
     // One frame by its rule.
     const Regs frame = r;
     Transition t{};
-    const Step step = StepByRule(stack, f + m == 0, &r, &t);
+    const Step step = StepByRule(stack, FrameRule(r.ip, f + m == 0), &r, &t);
     if (step == Step::kDecline) {
       rec.count = 0;
       return -1;
     }
     if (joining) {
-      fresh.Set(m, frame, t);
+      fresh[m] = {frame, t};
       ++m;
     } else {
       if (f < kRemembered) {
@@ -497,7 +527,13 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
     if (step == Step::kEnd || n == size) {
       if (joining) {
         Adopt(&rec, f, fresh, m);
-        rec.count = f + m;
+        f += m;
+        rec.count = f;
+      }
+      // As above: a walk cut short records the caller it reached.
+      if (step == Step::kCaller && f < kRemembered) {
+        rec.SetLast(f, r);
+        rec.count = f + 1;
       }
       return n;
     }

@@ -26,9 +26,9 @@ using UnwBacktraceFn = int (*)(void** buffer, int size);
 constexpr const char kLibunwindSoname[] = "libunwind.so.8";
 
 // How many of the first raw frames may belong to gpuwatch (and the unwinder)
-// before the caller's return address shows up. Two are expected today
-// (CaptureRaw and the public entry point); the rest is slack. Frames beyond
-// what we ask for cost about 7 ns each, so the slack is small.
+// before the caller's return address shows up. One is expected today (the
+// public entry point, into which CaptureRaw is inlined); the rest is slack.
+// Frames beyond what we ask for cost about 7 ns each, so the slack is small.
 constexpr int kMaxOwnFrames = 4;
 
 // Published once by InitUnwinder. -1: not initialised yet. The function
@@ -95,13 +95,13 @@ _Unwind_Reason_Code GccUnwindCallback(_Unwind_Context* context, void* arg) {
   return _URC_NO_REASON;
 }
 
-// Fills `buffer` with raw frames, our own frames included. Kept out of line
-// so that the frames above it are predictable; the caller finds where its own
-// caller starts by matching __builtin_return_address, not by counting.
+// Fills `buffer` with raw frames, our own frames included. Inlined into the
+// entry points (a call and a frame fewer to walk): the caller finds where its
+// own caller starts by matching __builtin_return_address, not by counting.
 // `fallback` is the loaded unwinder, for a stack the CFI walker declines.
-__attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwindMethod fallback,
-                                         UnwBacktraceFn unw_backtrace, uintptr_t* buffer,
-                                         int size) {
+__attribute__((always_inline)) inline int CaptureRaw(UnwindMethod method, UnwindMethod fallback,
+                                                     UnwBacktraceFn unw_backtrace,
+                                                     uintptr_t* buffer, int size) {
   int n = 0;
   if (method == UnwindMethod::kCfi) {
     n = CfiBacktrace(buffer, size);
@@ -125,8 +125,6 @@ __attribute__((noinline)) int CaptureRaw(UnwindMethod method, UnwindMethod fallb
     case UnwindMethod::kNone:
       break;
   }
-  // Keeps this from being a sibling call, so our frame layout stays simple.
-  asm volatile("" ::: "memory");
   return std::clamp(n, 0, size);
 }
 
@@ -254,10 +252,10 @@ int LeadingToolFramesIn(const CodeRanges* r, const uintptr_t* pcs, int n) {
   return i;
 }
 
-// LeadingToolFrames, remembered per thread (LeadMemo).
-int LeadingToolFramesMemo(const uintptr_t* pcs, int n) {
-  const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
-  LeadMemo* memo = ThreadBlock<LeadMemo>::Get();
+// LeadingToolFramesMemo where the memo does not stand as it is: counts
+// anew, or on from the remembered frames, and remembers the count.
+__attribute__((noinline)) int LeadingToolFramesRecount(const CodeRanges* r, LeadMemo* memo,
+                                                       const uintptr_t* pcs, int n) {
   if (memo == nullptr || r == nullptr) return LeadingToolFramesIn(r, pcs, n);
   int lead = memo->lead;
   if (memo->ranges == r && lead <= n &&
@@ -275,23 +273,44 @@ int LeadingToolFramesMemo(const uintptr_t* pcs, int n) {
   return lead;
 }
 
+// LeadingToolFrames, remembered per thread (LeadMemo). Inlined where the
+// memo stands: the same frames on top, then a frame outside the tool
+// modules' hull (the user's call, as a rule).
+inline int LeadingToolFramesMemo(const uintptr_t* pcs, int n) {
+  const CodeRanges* r = g_tool_ranges.load(std::memory_order_acquire);
+  LeadMemo* memo = ThreadBlock<LeadMemo>::Get();
+  if (memo != nullptr && r != nullptr && memo->ranges == r) {
+    const int lead = memo->lead;
+    if (lead < n && pcs[lead] - 1 - r->lo >= r->span &&
+        std::memcmp(memo->pcs, pcs, static_cast<size_t>(lead) * sizeof(uintptr_t)) == 0) {
+      return lead;
+    }
+  }
+  return LeadingToolFramesRecount(r, memo, pcs, n);
+}
+
 }  // namespace
 
 int LeadingToolFrames(const uintptr_t* pcs, int n) {
   return LeadingToolFramesIn(g_tool_ranges.load(std::memory_order_acquire), pcs, n);
 }
 
-__attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
-  const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+namespace {
+
+// CaptureUserStack's work for the frames from `caller_ra` on, captured into
+// buffer[0, kMaxCaptureDepth): returns how many user frames there are and
+// where they start in *first. Always inlined into the entry points, whose
+// frames CaptureInto looks for.
+__attribute__((always_inline)) inline int CaptureUserFrames(uintptr_t caller_ra, uintptr_t* buffer,
+                                                            int depth, int* first) {
+  *first = 0;
   if (depth <= 0) return 0;
   depth = std::min(depth, kMaxCaptureDepth);
   const auto fallback = static_cast<UnwindMethod>(LoadedMethod());
   const UnwindMethod method = MethodOver(fallback);
   const UnwBacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_relaxed);
   int want = std::min(depth + g_tool_frames.load(std::memory_order_relaxed), kMaxCaptureDepth);
-  // The frames are captured once into `buffer` and copied once: those from
-  // our caller's frame on start at buffer[begin].
-  uintptr_t buffer[kMaxCaptureDepth];
+  // The frames from our caller's frame on start at buffer[begin].
   int begin = 0;
   int n = 0;
   int lead = 0;
@@ -306,8 +325,26 @@ __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
     want = std::min(lead == n ? want * 2 : lead + depth, kMaxCaptureDepth);
   }
   lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
-  const int count = std::max(std::min(n - lead, depth), 0);
-  std::memcpy(pcs, buffer + begin + lead, static_cast<size_t>(count) * sizeof(uintptr_t));
+  *first = begin + lead;
+  return std::max(std::min(n - lead, depth), 0);
+}
+
+}  // namespace
+
+__attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
+  const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  // The frames are captured once into `buffer` and copied once.
+  uintptr_t buffer[kMaxCaptureDepth];
+  int first = 0;
+  const int count = CaptureUserFrames(caller_ra, buffer, depth, &first);
+  std::memcpy(pcs, buffer + first, static_cast<size_t>(count) * sizeof(uintptr_t));
+  asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for
+  return count;
+}
+
+__attribute__((noinline)) int CaptureUserStackInPlace(uintptr_t* buffer, int depth, int* first) {
+  const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  const int count = CaptureUserFrames(caller_ra, buffer, depth, first);
   asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for
   return count;
 }

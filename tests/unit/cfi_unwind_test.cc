@@ -613,6 +613,70 @@ TEST(CfiUnwind, ChainsOfFramesThatSaveOrUseRbpAgreeWithLibunwind) {
   EXPECT_GT(internal::CfiFramesReused(), reused + uint64_t{600} * 10);
 }
 
+// Walks cut short at `size` pcs, from one of two call sites `depth` frames
+// down, each beside libunwind's whole stack from the same frame.
+struct Cut {
+  int size = 0;
+  bool first_site = true;
+  std::vector<uintptr_t> cfi;
+  std::vector<uintptr_t> libunwind;
+  uint64_t reused = 0;  // frames the walk took from the last one
+};
+__attribute__((noinline)) void CutWalk(Cut* c) {
+  uintptr_t pcs[kMax];
+  const uint64_t reused = internal::CfiFramesReused();
+  const int n = CfiBacktrace(pcs, c->size);
+  c->reused = internal::CfiFramesReused() - reused;
+  // pcs[0] of each is the return into this function: one per call.
+  c->cfi.assign(pcs + std::min(n, 1), pcs + std::max(n, 0));
+  const int m = CaptureStackWith(UnwindMethod::kLibunwind, pcs, kMax, 0);
+  c->libunwind.assign(pcs + std::min(m, 1), pcs + std::max(m, 0));
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void CutBelow(int depth, Cut* c) {
+  if (depth > 0) {
+    CutBelow(depth - 1, c);
+  } else if (c->first_site) {
+    CutWalk(c);
+    asm volatile("nop" ::: "memory");
+  } else {
+    CutWalk(c);
+    asm volatile("nop\n\tnop" ::: "memory");
+  }
+  asm volatile("" ::: "memory");
+}
+
+// A walk cut short records the caller it reached last (cfi_unwind.cc,
+// Frames::SetLast): the next walk as deep takes every frame from the record,
+// and a deeper one walks on by rule from that frame, which has no rule and no
+// transition recorded. Cut walks from two call sites in turn, at several
+// depths, give libunwind's frames.
+TEST(CfiUnwind, AWalkCutShortRecordsTheCallerItReached) {
+  SKIP_WITHOUT_LIBUNWIND();
+  struct Step {
+    int size;
+    bool first_site;
+  };
+  const Step steps[] = {{10, true}, {10, true}, {10, false}, {10, false}, {20, true},
+                        {5, false}, {5, false}, {40, true},  {12, false}, {40, true}};
+  const Step* last = nullptr;
+  for (const Step& step : steps) {
+    SCOPED_TRACE(testing::Message() << step.size << (step.first_site ? " first" : " second"));
+    Cut c;
+    c.size = step.size;
+    c.first_site = step.first_site;
+    CutBelow(30, &c);
+    ASSERT_EQ(c.cfi.size(), static_cast<size_t>(step.size - 1));
+    ASSERT_GT(c.libunwind.size(), c.cfi.size());
+    for (size_t i = 0; i < c.cfi.size(); ++i) EXPECT_EQ(c.cfi[i], c.libunwind[i]) << "frame " << i;
+    // The same walk again: all of its frames but the walker's own (frame 0) from the record.
+    if (last != nullptr && last->size == step.size && last->first_site == step.first_site) {
+      EXPECT_EQ(c.reused, static_cast<uint64_t>(step.size));
+    }
+    last = &step;
+  }
+}
+
 TEST(CfiUnwind, ThreadsWalkTogether) {
   SKIP_WITHOUT_LIBUNWIND();
   FlushCfiRules();  // every thread computes and inserts at once

@@ -241,6 +241,44 @@ TEST(UnwindTest, CaptureUserStackStartsAtItsCaller) {
   EXPECT_EQ(CaptureUserHere(pcs, 0, &ra), 0);
 }
 
+// Both captures from one function: their frames differ only in the first,
+// the return into it (two call sites).
+__attribute__((noinline)) void CaptureBothWays(int depth, uintptr_t* copied, int* copied_n,
+                                               uintptr_t* buffer, int* first, int* in_place_n) {
+  *copied_n = CaptureUserStack(copied, depth);
+  *in_place_n = CaptureUserStackInPlace(buffer, depth, first);
+  asm volatile("" ::: "memory");  // no sibling call
+}
+
+// CaptureUserStackInPlace is CaptureUserStack without the copy: the same
+// frames, where the walk wrote them in the buffer.
+TEST(UnwindTest, CaptureUserStackInPlaceGivesTheFramesWhereTheyLie) {
+  GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
+  RefreshToolModules();
+  for (const int depth : {1, 3, 20, 300}) {
+    SCOPED_TRACE(depth);
+    uintptr_t copied[kMaxCaptureDepth];
+    uintptr_t buffer[kMaxCaptureDepth];
+    int copied_n = 0;
+    int first = -1;
+    int n = 0;
+    CaptureBothWays(depth, copied, &copied_n, buffer, &first, &n);
+    ASSERT_EQ(n, copied_n);
+    ASSERT_GE(n, std::min(depth, 3));
+    ASSERT_GE(first, 0);
+    ASSERT_LE(first + n, kMaxCaptureDepth);
+    EXPECT_NE(buffer[first], copied[0]);
+    const auto fn = reinterpret_cast<uintptr_t>(&CaptureBothWays);
+    EXPECT_GT(buffer[first], fn);
+    EXPECT_LT(buffer[first], fn + 512);
+    for (int i = 1; i < n; ++i) EXPECT_EQ(buffer[first + i], copied[i]) << "frame " << i;
+  }
+  int first = -1;
+  uintptr_t buffer[kMaxCaptureDepth];
+  EXPECT_EQ(CaptureUserStackInPlace(buffer, 0, &first), 0);
+  EXPECT_EQ(first, 0);
+}
+
 // Captures as gpuwatch's callback does, as the caller of the capture: plain
 // (every frame) or without the leading tool frames.
 __attribute__((noinline)) int PlainCapture(uintptr_t* pcs, int depth) {
