@@ -379,6 +379,7 @@ TEST(Tracker, ConcurrentAllocAndFreeGiveExactTotals) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 20000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int th = 0; th < kThreads; ++th) {
     threads.emplace_back([&t, th] {
       for (int i = 0; i < kPerThread; ++i) {
