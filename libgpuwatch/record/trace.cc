@@ -16,17 +16,13 @@ namespace {
 constexpr size_t kWords = sizeof(TraceEvent) / sizeof(uint64_t);
 static_assert(sizeof(TraceEvent) % sizeof(uint64_t) == 0);
 
-int16_t DeviceField(int device) {
-  return device < INT16_MIN || device > INT16_MAX ? int16_t{-1} : static_cast<int16_t>(device);
-}
-
 // An event at one moment: a memory step, an out-of-memory.
 TraceEvent PointEvent(TraceKind kind, uint64_t time_ns, int device, uint64_t value, uint32_t site) {
   TraceEvent e{};
   e.time_ns = time_ns;
   e.value = value;
   e.site = site;
-  e.device = DeviceField(device);
+  e.device = Trace::DeviceField(device);
   e.kind = kind;
   return e;
 }
@@ -58,30 +54,14 @@ Trace::~Trace() {
 }
 
 void Trace::Record(const TraceEvent& event) {
-  if (capacity_ == 0) return;
-  const uint64_t index = next_.fetch_add(1, std::memory_order_relaxed);
-  Slot& slot = slots_[index % capacity_];
-  // Claim the slot. It can only be busy, or hold a newer event, when another
-  // writer lapped the ring while this one was between fetch_add and here;
-  // then this event is the older one and is given up (it counts as dropped).
-  uint64_t seen = slot.seq.load(std::memory_order_relaxed);
-  if (seen == kBusy || seen > index + 1 ||
-      !slot.seq.compare_exchange_strong(seen, kBusy, std::memory_order_relaxed)) {
-    return;
-  }
-  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t index = 0;
+  Slot* slot = Claim(&index);
+  if (slot == nullptr) return;
   uint64_t words[kWords];
   std::memcpy(words, &event, sizeof(words));
 #pragma GCC unroll 8  // seven stores, not a loop (a phase's slice is on NVTX's pop)
-  for (size_t i = 0; i < kWords; ++i) slot.words[i].store(words[i], std::memory_order_relaxed);
-  slot.seq.store(index + 1, std::memory_order_release);
-}
-
-// Record inlined (flatten), as Phase: every allocation and free of device
-// memory records one.
-__attribute__((flatten)) void Trace::Memory(uint64_t time_ns, int device, uint64_t live_bytes,
-                                            uint32_t site) {
-  Record(PointEvent(TraceKind::kMemory, time_ns, device, live_bytes, site));
+  for (size_t i = 0; i < kWords; ++i) slot->words[i].store(words[i], std::memory_order_relaxed);
+  slot->seq.store(index + 1, std::memory_order_release);
 }
 
 void Trace::Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, uint64_t bytes,
@@ -92,7 +72,7 @@ void Trace::Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream
   e.slice.end_ns = end_ns;
   e.slice.stream = stream;
   e.site = site;
-  e.device = DeviceField(device);
+  e.device = Trace::DeviceField(device);
   e.kind = TraceKind::kCopy;
   e.detail =
       static_cast<uint8_t>(static_cast<unsigned>(direction) | (static_cast<unsigned>(host) << 4));
@@ -106,7 +86,7 @@ void Trace::Kernel(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stre
   e.slice.end_ns = end_ns;
   e.slice.stream = stream;
   e.slice.name = name;
-  e.device = DeviceField(device);
+  e.device = Trace::DeviceField(device);
   e.kind = TraceKind::kKernel;
   Record(e);
 }

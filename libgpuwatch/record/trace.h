@@ -18,6 +18,7 @@
 #define GPUWATCH_LIBGPUWATCH_RECORD_TRACE_H_
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -96,8 +97,23 @@ class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // Records one event. Lock-free and allocation-free; safe from any thread.
   void Record(const TraceEvent& event);
 
+  // A memory step (kMemory): inline, its words stored in the slot as they
+  // are made, no event built and copied (every allocation and free of device
+  // memory records one; docs/BENCHMARKS.md, "Issue 33, stop 47").
+  void Memory(uint64_t time_ns, int device, uint64_t live_bytes, uint32_t site = 0) {
+    uint64_t index = 0;
+    Slot* slot = Claim(&index);
+    if (slot == nullptr) return;
+    slot->words[0].store(time_ns, std::memory_order_relaxed);
+    slot->words[1].store(live_bytes, std::memory_order_relaxed);
+#pragma GCC unroll 4  // the four words of a slice or a label: stores, not a loop
+    for (size_t i = 2; i < kTailWord; ++i) slot->words[i].store(0, std::memory_order_relaxed);
+    slot->words[kTailWord].store(TailWord(site, device, TraceKind::kMemory, 0),
+                                 std::memory_order_relaxed);
+    slot->seq.store(index + 1, std::memory_order_release);
+  }
+
   // Shorthands for Record().
-  void Memory(uint64_t time_ns, int device, uint64_t live_bytes, uint32_t site = 0);
   void Copy(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, uint64_t bytes,
             CopyKind direction, HostKind host, uint32_t site);
   void Kernel(uint64_t start_ns, uint64_t end_ns, int device, uint64_t stream, const char* name);
@@ -133,6 +149,40 @@ class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
     std::atomic<uint64_t> words[sizeof(TraceEvent) / sizeof(uint64_t)];
   };
   static constexpr uint64_t kBusy = ~uint64_t{0};
+  // The last word of an event: site, device, kind and detail (Memory stores
+  // it whole; the layout checked below).
+  static constexpr size_t kTailWord = offsetof(TraceEvent, site) / sizeof(uint64_t);
+
+ public:
+  // A device ordinal as the trace keeps it: -1 when it does not fit.
+  static int16_t DeviceField(int device) {
+    return device < INT16_MIN || device > INT16_MAX ? int16_t{-1} : static_cast<int16_t>(device);
+  }
+
+ private:
+  static uint64_t TailWord(uint32_t site, int device, TraceKind kind, uint8_t detail) {
+    return uint64_t{site} | uint64_t{static_cast<uint16_t>(DeviceField(device))} << 32 |
+           uint64_t{static_cast<uint8_t>(kind)} << 48 | uint64_t{detail} << 56;
+  }
+
+  // Claims the next slot for an event (its index in *index), marked busy:
+  // nullptr when there is no ring, or when another writer lapped the ring
+  // while this one was between its fetch_add and its claim (then this event
+  // is the older one and is given up; it counts as dropped). The caller
+  // stores the event's words, then seq = index + 1 (release).
+  Slot* Claim(uint64_t* index) {
+    if (capacity_ == 0) return nullptr;
+    const uint64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    Slot& slot = slots_[i % capacity_];
+    uint64_t seen = slot.seq.load(std::memory_order_relaxed);
+    if (seen == kBusy || seen > i + 1 ||
+        !slot.seq.compare_exchange_strong(seen, kBusy, std::memory_order_relaxed)) {
+      return nullptr;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    *index = i;
+    return &slot;
+  }
   static constexpr uint32_t kMaxNames = 4096;
 
   size_t capacity_ = 0;
@@ -144,6 +194,11 @@ class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
 };
 
 // The event's name in the report's `trace.events` ("mem", "copy", ...).
+static_assert(std::endian::native == std::endian::little && offsetof(TraceEvent, site) == 48 &&
+                  offsetof(TraceEvent, device) == 52 && offsetof(TraceEvent, kind) == 54 &&
+                  offsetof(TraceEvent, detail) == 55,
+              "Trace::TailWord packs the event's last word in this layout");
+
 const char* TraceKindName(TraceKind kind);
 
 }  // namespace gpuwatch

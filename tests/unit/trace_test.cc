@@ -43,6 +43,35 @@ TEST(Trace, WrapAroundKeepsTheNewestAndCountsTheOverwritten) {
   for (uint64_t i = 0; i < 8; ++i) EXPECT_EQ(s.events[i].value, 13 + i);  // 13..20
 }
 
+// Memory stores its slot's words itself (trace.h): the same bytes as the
+// event Record would store, the device that does not fit an int16_t as -1,
+// the slice's and label's words zero, the site, kind and detail in place.
+TEST(Trace, AMemoryStepIsStoredAsTheWholeEvent) {
+  Trace trace(4);
+  // A slot written with other fields first, so that no stale word survives.
+  trace.Mark(1, 9, "a label in the slice's words");
+  trace.Memory(2, 3, 4);
+  trace.Memory(3, 3, 4);
+  trace.Memory(4, 3, 4);
+  trace.Memory(123, 70000, 456, 0x1fffff);  // the mark's slot, reused
+  trace.Memory(124, -1, 0);
+  const TraceSnapshot s = trace.Snapshot();
+  ASSERT_EQ(s.events.size(), 4u);
+  TraceEvent expected{};
+  expected.time_ns = 123;
+  expected.value = 456;
+  expected.site = 0x1fffff;
+  expected.device = -1;
+  expected.kind = TraceKind::kMemory;
+  EXPECT_EQ(std::memcmp(&s.events[2], &expected, sizeof(expected)), 0);
+  expected.time_ns = 124;
+  expected.value = 0;
+  expected.site = 0;
+  EXPECT_EQ(std::memcmp(&s.events[3], &expected, sizeof(expected)), 0);
+  EXPECT_EQ(s.events[0].device, 3);
+  EXPECT_EQ(s.events[0].site, 0u);
+}
+
 TEST(Trace, ZeroCapacityRecordsNothing) {
   Trace trace(0);
   trace.Memory(1, 0, 1);
