@@ -536,6 +536,12 @@ __attribute__((always_inline)) inline void Handle(CUpti_CallbackDomain domain,
 
 void CUPTIAPI OnCuptiCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid, const void* data) {
+  // Half of a runtime call's callbacks are the driver calls nested in it
+  // (cudaMalloc -> cuMemAlloc_v2), which are the runtime's business: they
+  // return first, on the thread's depth, when no other client shares them.
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API && switchboard::NestedInRuntime() && !mux::Active()) {
+    return;
+  }
   // Another CUPTI client shares the subscription: it decides who gets what.
   if (mux::Active()) [[unlikely]] {
     mux::Dispatch(domain, cbid, data);
