@@ -79,7 +79,7 @@ void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error)
 void AllocEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   const bool parsed = BeginCall(spec, d);
   t_in_call = true;
-  const uint64_t now = PublishEnter(spec);
+  const uint64_t now = PublishEnterWithoutSite(spec);
   if (parsed) t_call.enter_ticks = now != 0 ? now : Ticks();
 }
 
@@ -92,7 +92,7 @@ void FreeEnter(const CallbackSpec& spec, const CUpti_CallbackData* d) {
   if (parsed && !c.call.node_only && c.call.address != 0) {
     c.freed = CurrentEvents().FreeBegun(c.call.address, &c.removed);
   }
-  const uint64_t now = PublishEnter(spec);
+  const uint64_t now = PublishEnterWithoutSite(spec);
   if (parsed) c.enter_ticks = now != 0 ? now : Ticks();
 }
 

@@ -69,6 +69,12 @@ inline uint64_t PublishEnter(const CallbackSpec& spec) {
   return StatusCallBegins(static_cast<uint32_t>(&spec - calls_internal::kRegistryEntries),
                           c.stack_captured ? c.stack_id : 0);
 }
+// The same for a call whose ENTER captured no stack (an allocation's, a
+// free's: its site comes at EXIT): no test of the call in progress, which
+// the params' reader, called through a pointer, makes the compiler load again.
+inline uint64_t PublishEnterWithoutSite(const CallbackSpec& spec) {
+  return StatusCallBegins(static_cast<uint32_t>(&spec - calls_internal::kRegistryEntries), 0);
+}
 
 // The API a call's return type belongs to (cudaError_t or CUresult).
 template <typename Result>
