@@ -132,6 +132,7 @@ TEST(Trace, GpuClockOffsetConvertsAndClampsAtZero) {
 // (time i, device t, bytes i) for i below `per_thread`.
 void RecordFromThreads(Trace& trace, int threads, uint64_t per_thread) {
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(threads));
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&trace, t, per_thread] {
       for (uint64_t i = 0; i < per_thread; ++i) trace.Memory(i, t, i);
