@@ -436,7 +436,10 @@ void PhaseStats::OnLaunch(uint32_t path) {
 std::vector<PhaseStats::Row> PhaseStats::Rows() const {
   std::vector<Row> rows;
   if (counters_ == nullptr) return rows;
-  for (uint32_t p = 1; p <= kMaxPhasePaths; ++p) {
+  // Paths not handed out yet have nothing counted: their counters (most of
+  // the 4,095, never touched) are not read, which would fault their pages in.
+  const uint32_t last = table_->MaxPathId();
+  for (uint32_t p = 1; p <= last; ++p) {
     const Counters& c = counters_[p];
     Row r;
     r.path = p;

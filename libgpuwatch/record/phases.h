@@ -122,6 +122,13 @@ class PhaseTable {
   // is counted), and where a push raises the new path's peak.
   void SetStats(PhaseStats* stats) { stats_.store(stats, std::memory_order_release); }
 
+  // The highest path id handed out so far (0: none; kMaxPhasePaths, the id
+  // kept for "(other)", once the others are all taken). Lock-free.
+  uint32_t MaxPathId() const {
+    const uint32_t used = paths_used_.load(std::memory_order_acquire);
+    return used >= kMaxPhasePaths - 1 ? kMaxPhasePaths : used;
+  }
+
   uint32_t Parent(uint32_t path) const;
   // "a/b/c"; "" for 0.
   std::string PathText(uint32_t path) const;
