@@ -124,6 +124,7 @@ TEST(NameTable, AFullTableInternsNothingMoreAndAVeryLongNameIsTruncated) {
 TEST(NameTable, ThreadsInterningTheSameNamesGetOneIdEach) {
   NameTable names(1000);
   std::vector<std::string> texts;
+  texts.reserve(200);
   for (int i = 0; i < 200; ++i) texts.push_back("kernel_" + std::to_string(i));
   std::vector<std::vector<uint32_t>> seen(4, std::vector<uint32_t>(texts.size()));
   std::vector<std::thread> threads;
