@@ -21,6 +21,7 @@
 #include "libgpuwatch/base/fds.h"
 #include "libgpuwatch/base/log.h"
 #include "libgpuwatch/base/own_stack.h"
+#include "libgpuwatch/stacks/stack_table.h"
 
 namespace gpuwatch {
 namespace {
@@ -146,6 +147,9 @@ void* BackgroundMain(void*) {
           next_checkpoint = t + kCheckpointTickNs;
         }
       }
+      // The stack table's next chunk, mapped and faulted in here once its
+      // last one is half used, not by the allocating thread that fills it.
+      if (StackTable* stacks = CurrentSession()->stacks()) stacks->Prepare();
     } catch (const std::exception& e) {
       if (!std::exchange(warned, true)) Warn("gpuwatch's thread skipped work: %s", e.what());
     }

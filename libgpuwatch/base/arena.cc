@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <mutex>
+#include <utility>
 
 #include "libgpuwatch/base/log.h"
 
@@ -60,7 +61,16 @@ RecordArena::RecordArena(uint32_t max_records, size_t max_bytes, size_t chunk_by
     return;
   }
   chunk_bytes_ = WholePages(std::min(chunk_bytes, max_bytes));
-  max_chunks_ = std::min<size_t>((max_bytes + chunk_bytes_ - 1) / chunk_bytes_, UINT32_MAX);
+  first_chunk_bytes_ = std::min(kFirstChunkBytes, chunk_bytes_);
+  const size_t whole_chunks =
+      std::min<size_t>((max_bytes + chunk_bytes_ - 1) / chunk_bytes_, UINT32_MAX / 2);
+  max_bytes_ = whole_chunks * chunk_bytes_;
+  // The growing chunks before the first whole one, then whole chunks: at
+  // most one more than that many, since the growing ones sum to less than a
+  // whole chunk.
+  size_t growing = 0;
+  while ((first_chunk_bytes_ << growing) < chunk_bytes_) ++growing;
+  max_chunks_ = whole_chunks + growing;
   by_id_bytes_ = (size_t{max_records_} + 1) * sizeof(void*);
   chunks_bytes_ = max_chunks_ * sizeof(char*);
   by_id_ = static_cast<const void**>(MapZeroed(by_id_bytes_));
@@ -78,10 +88,35 @@ RecordArena::RecordArena(uint32_t max_records, size_t max_bytes, size_t chunk_by
 
 RecordArena::~RecordArena() {
   if (chunks_ != nullptr) {
-    for (size_t i = 0; i < num_chunks_; ++i) Unmap(chunks_[i], chunk_bytes_);
+    for (size_t i = 0; i < num_chunks_; ++i) Unmap(chunks_[i], ChunkBytes(i));
   }
+  Unmap(spare_, ChunkBytes(num_chunks_));
   Unmap(by_id_, by_id_bytes_);
   Unmap(chunks_, chunks_bytes_);
+}
+
+size_t RecordArena::ChunkBytes(size_t index) const {
+  // Doubling from the first size up to the whole chunk; the last one stops
+  // at max_bytes_, so the arena holds as much as whole chunks did.
+  size_t start = 0;
+  size_t i = 0;
+  for (; i < index && (first_chunk_bytes_ << i) < chunk_bytes_; ++i)
+    start += first_chunk_bytes_ << i;
+  if (i < index) start += (index - i) * chunk_bytes_;
+  const size_t size = i == index && (first_chunk_bytes_ << i) < chunk_bytes_
+                          ? first_chunk_bytes_ << i
+                          : chunk_bytes_;
+  return start >= max_bytes_ ? 0 : std::min(size, max_bytes_ - start);
+}
+
+bool RecordArena::RoomForNextChunk() const {
+  return num_chunks_ < max_chunks_ && ChunkBytes(num_chunks_) != 0;
+}
+
+void RecordArena::AddChunk(char* chunk) {
+  last_chunk_bytes_ = ChunkBytes(num_chunks_);
+  chunks_[num_chunks_++] = chunk;
+  chunk_offset_ = 0;
 }
 
 void* RecordArena::Allocate(size_t bytes, uint32_t* id) {
@@ -94,20 +129,32 @@ void* RecordArena::Allocate(size_t bytes, uint32_t* id) {
     if (next > max_records_) full_.store(true, std::memory_order_relaxed);
     return nullptr;
   }
-  if (num_chunks_ == 0 || chunk_offset_ + bytes > chunk_bytes_) {
-    // The tail of the previous chunk is wasted: records are small against chunks.
-    if (num_chunks_ == max_chunks_) {
-      full_.store(true, std::memory_order_relaxed);
-      return nullptr;
+  if (num_chunks_ == 0 || chunk_offset_ + bytes > last_chunk_bytes_) {
+    // The tail of the previous chunk is wasted: records are small against
+    // chunks. A record larger than the next growing chunk waits for a chunk
+    // that holds it (records are a few hundred bytes; chunks 64 KiB and up).
+    while (true) {
+      if (!RoomForNextChunk()) {
+        full_.store(true, std::memory_order_relaxed);
+        return nullptr;
+      }
+      char* chunk = std::exchange(spare_, nullptr);
+      if (chunk == nullptr) {
+        // Prepare() did not map it ahead (a table that grew faster than
+        // gpuwatch's thread runs, or no such thread): mapped here, as every
+        // chunk was before chunks grew.
+        chunk = static_cast<char*>(MapChunk(ChunkBytes(num_chunks_)));
+        if (chunk == nullptr) {
+          Warn("cannot map %zu bytes for %s; new ones will not be recorded",
+               ChunkBytes(num_chunks_), what_);
+          full_.store(true, std::memory_order_relaxed);
+          return nullptr;
+        }
+        bytes_mapped_.fetch_add(ChunkBytes(num_chunks_), std::memory_order_relaxed);
+      }
+      AddChunk(chunk);
+      if (bytes <= last_chunk_bytes_) break;
     }
-    void* chunk = MapChunk(chunk_bytes_);
-    if (chunk == nullptr) {
-      Warn("cannot map %zu bytes for %s; new ones will not be recorded", chunk_bytes_, what_);
-      full_.store(true, std::memory_order_relaxed);
-      return nullptr;
-    }
-    chunks_[num_chunks_++] = static_cast<char*>(chunk);
-    chunk_offset_ = 0;
   }
   void* record = chunks_[num_chunks_ - 1] + chunk_offset_;
   chunk_offset_ += static_cast<uint32_t>(bytes);
@@ -127,12 +174,35 @@ const void* RecordArena::Get(uint32_t id) const {
 }
 
 void RecordArena::Prepare() {
+  size_t bytes = 0;
+  uint32_t index = 0;
+  {
+    std::lock_guard<Mutex> lock(mu_);
+    if (preparing_ || spare_ != nullptr || full_.load(std::memory_order_relaxed) ||
+        !RoomForNextChunk()) {
+      return;
+    }
+    // The first chunk at once; a next one once the last is half used.
+    if (num_chunks_ != 0 && chunk_offset_ < last_chunk_bytes_ / 2) return;
+    index = num_chunks_;
+    bytes = ChunkBytes(index);
+    preparing_ = true;
+  }
+  void* chunk = MapChunk(bytes);  // outside the lock: faulting 1 MiB in takes a millisecond
   std::lock_guard<Mutex> lock(mu_);
-  if (num_chunks_ != 0 || full_.load(std::memory_order_relaxed) || max_chunks_ == 0) return;
-  void* chunk = MapChunk(chunk_bytes_);
+  preparing_ = false;
   if (chunk == nullptr) return;  // Allocate() tries again, and warns
-  chunks_[num_chunks_++] = static_cast<char*>(chunk);
-  chunk_offset_ = 0;
+  if (num_chunks_ != index) {
+    // An allocation took a chunk of its own meanwhile: this one is the wrong size.
+    Unmap(chunk, bytes);
+    return;
+  }
+  bytes_mapped_.fetch_add(bytes, std::memory_order_relaxed);
+  if (index == 0) {
+    AddChunk(static_cast<char*>(chunk));  // what the first Allocate() would map
+  } else {
+    spare_ = static_cast<char*>(chunk);
+  }
 }
 
 }  // namespace gpuwatch

@@ -3,7 +3,11 @@
 //
 // A record's bytes come from chunks mmap'ed whole (faulted in by the mmap:
 // one syscall instead of a page fault per page on an allocating thread),
-// filled front to back, never moved and never freed while the arena lives;
+// filled front to back, never moved and never freed while the arena lives.
+// Chunks grow geometrically from kFirstChunkBytes to the chunk size given, so
+// that a short process (most record a few stacks) maps 64 KiB, not a whole
+// 1 MiB chunk, and a table that grows gets its next chunk mapped ahead of
+// need by Prepare() (gpuwatch's thread), off the allocating threads;
 // ids 1..max_records map to records through a fixed array whose entries are
 // published with a release store. So Get(id) is lock-free, allocation-free
 // and async-signal-safe, and what it returns stays valid while other threads
@@ -42,11 +46,15 @@ void* MapSlotArray(size_t num_slots, size_t slot_size, size_t* bytes);
 // The padding is deliberate: what an allocation writes shares one cache line.
 class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:
-  // The chunk size of the stack and Python frame tables.
+  // The largest chunk of the stack and Python frame tables.
   static constexpr size_t kDefaultChunkBytes = size_t{1} << 20;
+  // The first chunk's size (or the chunk size, if smaller); each next chunk
+  // doubles, up to the chunk size.
+  static constexpr size_t kFirstChunkBytes = size_t{64} << 10;
 
   // At most `max_records` records (ids 1..max_records) in at most
-  // `max_bytes` of chunks of `chunk_bytes` (both rounded up to whole pages).
+  // `max_bytes` of chunks of at most `chunk_bytes` (both rounded up to whole
+  // pages; `max_bytes` to whole chunks of `chunk_bytes`).
   // `what` names the contents in the one warning a failed mmap prints
   // ("stacks"). A failed mapping of the id array leaves a full arena; never
   // throws.
@@ -67,8 +75,11 @@ class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // yet. Thread-safe, lock-free, async-signal-safe.
   const void* Get(uint32_t id) const;
 
-  // Maps the first chunk now, so that the first Allocate() does not (the
-  // background thread calls it for the stack table). Thread-safe.
+  // Maps the first chunk now, so that the first Allocate() does not; later,
+  // once the last chunk is half used, the next one, which Allocate() takes
+  // when that one is full (attach calls it for the stack table, then
+  // gpuwatch's thread on each of its rounds). The mmap runs outside the
+  // arena's lock: allocating threads do not wait for it. Thread-safe.
   void Prepare();
 
   void LockForFork() { mu_.lock(); }
@@ -81,13 +92,17 @@ class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)
   uint32_t size() const { return next_id_.load(std::memory_order_acquire) - 1; }
   size_t bytes_used() const { return bytes_used_.load(std::memory_order_relaxed); }
   uint32_t max_records() const { return max_records_; }
-  size_t max_bytes() const { return max_chunks_ * chunk_bytes_; }
+  size_t max_bytes() const { return max_bytes_; }
+  // Bytes of chunks mapped (the spare one included). Thread-safe.
+  size_t bytes_mapped() const { return bytes_mapped_.load(std::memory_order_relaxed); }
 
  private:
   const uint32_t max_records_;
   const char* const what_;
-  size_t chunk_bytes_ = 0;
-  size_t max_chunks_ = 0;
+  size_t chunk_bytes_ = 0;  // the largest chunk
+  size_t first_chunk_bytes_ = 0;
+  size_t max_bytes_ = 0;
+  size_t max_chunks_ = 0;  // the length of chunks_
   // by_id_[id] -> record; accessed only through std::atomic_ref, written once.
   const void** by_id_ = nullptr;
   size_t by_id_bytes_ = 0;
@@ -101,8 +116,22 @@ class RecordArena {  // NOLINT(clang-analyzer-optin.performance.Padding)
   alignas(64) Mutex mu_;
   std::atomic<uint32_t> next_id_{1};
   std::atomic<size_t> bytes_used_{0};
-  uint32_t num_chunks_ = 0;    // guarded by mu_
-  uint32_t chunk_offset_ = 0;  // guarded by mu_; bump offset in the last chunk
+  std::atomic<size_t> bytes_mapped_{0};
+  uint32_t num_chunks_ = 0;      // guarded by mu_
+  uint32_t chunk_offset_ = 0;    // guarded by mu_; bump offset in the last chunk
+  size_t last_chunk_bytes_ = 0;  // guarded by mu_: the last chunk's size
+  // The next chunk, mapped ahead by Prepare(), of ChunkBytes(num_chunks_)
+  // bytes; guarded by mu_.
+  char* spare_ = nullptr;
+  bool preparing_ = false;  // guarded by mu_: a Prepare() maps outside the lock
+
+  // The size of chunk `index` (geometric, capped at chunk_bytes_; 0 past
+  // max_bytes_).
+  size_t ChunkBytes(size_t index) const;
+  // Whether there is a chunk `num_chunks_`. Caller holds mu_.
+  bool RoomForNextChunk() const;
+  // Makes `chunk` (of ChunkBytes(num_chunks_)) the last one. Caller holds mu_.
+  void AddChunk(char* chunk);
 };
 
 }  // namespace gpuwatch

@@ -14,9 +14,9 @@
 // index (below). A new stack that doubles the index takes every stripe.
 //
 // Storage never moves and is never freed while the table lives: records sit
-// in a RecordArena (base/arena.h: 1 MiB chunks, faulted in when mapped, so
-// the resident size grows a chunk at a time; ids map to records through a
-// fixed array). So Get(id) returns a span that stays valid, and a report
+// in a RecordArena (base/arena.h: chunks of 64 KiB growing to 1 MiB, faulted
+// in when mapped, so the resident size grows a chunk at a time; ids map to
+// records through a fixed array). So Get(id) returns a span that stays valid, and a report
 // writer may read it while other threads keep interning.
 //
 // Growth is bounded by the constructor's caps. When the table is full a new
@@ -92,7 +92,9 @@ class StackTable {  // NOLINT(clang-analyzer-optin.performance.Padding)
   static uint64_t RecentHitsOnThisThread();
 
   // Maps the arena's first chunk now (faulting its pages in), so that the
-  // first Intern() does not: gpuwatch's background thread calls it. Thread-safe.
+  // first Intern() does not; later the next chunk, once the last is half used
+  // (RecordArena::Prepare): attach, then gpuwatch's background thread, call
+  // it. Thread-safe.
   void Prepare();
 
   // The pcs of `id`, or an empty span for 0, an unknown id, or an id whose

@@ -53,6 +53,43 @@ TEST(RecordArena, StopsAtItsCapsAndRefusesARecordLargerThanAChunk) {
   EXPECT_TRUE(small.full());
 }
 
+TEST(RecordArena, GrowsItsChunksFrom64KiBAndHoldsAsMuchAsWholeChunksDid) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  RecordArena arena(100000, 4 * kMiB, kMiB, "test records");
+  uint32_t id = 0;
+  ASSERT_NE(arena.Allocate(8, &id), nullptr);
+  EXPECT_EQ(arena.bytes_mapped(), RecordArena::kFirstChunkBytes) << "a short process maps 64 KiB";
+  // Pages: every chunk is a whole number of them, so none is wasted at a tail.
+  size_t records = 1;
+  while (arena.Allocate(4096, &id) != nullptr) ++records;
+  EXPECT_TRUE(arena.full());
+  EXPECT_EQ(arena.bytes_mapped(), 4 * kMiB) << "64 KiB, 128, 256, 512, 1 MiB x 3, then 64 KiB";
+  // The first chunk's 8 bytes leave a page short of its 16 pages.
+  EXPECT_EQ(records, 1 + 4 * kMiB / 4096 - 1);
+}
+
+TEST(RecordArena, PrepareMapsTheNextChunkAheadOnceTheLastIsHalfUsed) {
+  constexpr size_t kFirst = RecordArena::kFirstChunkBytes;
+  RecordArena arena(100000, size_t{4} << 20, size_t{1} << 20, "test records");
+  arena.Prepare();
+  EXPECT_EQ(arena.bytes_mapped(), kFirst) << "the first chunk, before any record";
+  uint32_t id = 0;
+  for (size_t i = 0; i < kFirst / 2 / 4096 - 1; ++i) ASSERT_NE(arena.Allocate(4096, &id), nullptr);
+  arena.Prepare();
+  EXPECT_EQ(arena.bytes_mapped(), kFirst) << "less than half used: nothing mapped ahead";
+  ASSERT_NE(arena.Allocate(4096, &id), nullptr);
+  arena.Prepare();
+  arena.Prepare();
+  EXPECT_EQ(arena.bytes_mapped(), 3 * kFirst) << "half used: the next chunk (twice as large), once";
+  for (size_t i = 0; i < kFirst / 2 / 4096; ++i) ASSERT_NE(arena.Allocate(4096, &id), nullptr);
+  EXPECT_EQ(arena.bytes_used(), kFirst) << "the first chunk is full";
+  char* next = static_cast<char*>(arena.Allocate(4096, &id));
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(arena.bytes_mapped(), 3 * kFirst) << "the allocation took the chunk mapped ahead";
+  arena.Publish(id, next);
+  EXPECT_EQ(arena.Get(id), next);
+}
+
 TEST(NameTable, InternsByPointerAndKeepsACopyOfTheText) {
   NameTable names(16);
   char a[] = "kernel_a";
@@ -87,6 +124,7 @@ TEST(NameTable, AFullTableInternsNothingMoreAndAVeryLongNameIsTruncated) {
 TEST(NameTable, ThreadsInterningTheSameNamesGetOneIdEach) {
   NameTable names(1000);
   std::vector<std::string> texts;
+  texts.reserve(200);
   for (int i = 0; i < 200; ++i) texts.push_back("kernel_" + std::to_string(i));
   std::vector<std::vector<uint32_t>> seen(4, std::vector<uint32_t>(texts.size()));
   std::vector<std::thread> threads;

@@ -138,11 +138,32 @@ TEST_F(PhasesTest, ManyPathsEndInOtherWithACount) {
   Push(&s, "yet another");
   EXPECT_EQ(table_.PathText(s.current()), kOtherPhase);
   EXPECT_EQ(s.current(), kMaxPhasePaths);
+  // Rows read the paths handed out, "(other)"'s last id among them.
+  EXPECT_EQ(table_.MaxPathId(), kMaxPhasePaths);
+  tracker_.OnLaunch(s.current());
+  const std::optional<PhaseStats::Row> other = RowOf(kOtherPhase);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->launches, 1u);
   ASSERT_TRUE(table_.Pop(&s, 0));
   // Paths seen before the limit are still themselves.
   Push(&s, "p67");
   Push(&s, "c5");
   EXPECT_EQ(table_.PathText(s.current()), "p67/c5");
+}
+
+// A report of a process with few ranges reads their counters alone, not the
+// 4,095 paths' (whose untouched pages a read would fault in).
+TEST_F(PhasesTest, RowsReadOnlyThePathsHandedOut) {
+  EXPECT_EQ(table_.MaxPathId(), 0u);
+  EXPECT_TRUE(stats_.Rows().empty());
+  PhaseStack s;
+  Push(&s, "a");
+  Push(&s, "b");
+  EXPECT_EQ(table_.MaxPathId(), 2u);
+  const std::vector<PhaseStats::Row> rows = stats_.Rows();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].path, 2u);
+  EXPECT_EQ(rows[1].opens, 1u);
 }
 
 TEST_F(PhasesTest, AllocationsPeaksAndCopiesPerPath) {
