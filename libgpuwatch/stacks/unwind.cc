@@ -99,16 +99,21 @@ _Unwind_Reason_Code GccUnwindCallback(_Unwind_Context* context, void* arg) {
 // entry points (a call and a frame fewer to walk): the caller finds where its
 // own caller starts by matching __builtin_return_address, not by counting.
 // `fallback` is the loaded unwinder, for a stack the CFI walker declines.
+// Sets *pcs to where the frames are: `buffer`, or the CFI walker's record
+// (CfiBacktraceInPlace).
 __attribute__((always_inline)) inline int CaptureRaw(UnwindMethod method, UnwindMethod fallback,
                                                      UnwBacktraceFn unw_backtrace,
-                                                     uintptr_t* buffer, int size) {
+                                                     uintptr_t* buffer, int size,
+                                                     const uintptr_t** pcs) {
+  *pcs = buffer;
   int n = 0;
   if (method == UnwindMethod::kCfi) {
-    n = CfiBacktrace(buffer, size);
+    n = CfiBacktraceInPlace(buffer, size, pcs);
     if (n < 0) {
       g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
       method = fallback;
       n = 0;
+      *pcs = buffer;
     }
   }
   switch (method) {
@@ -128,36 +133,39 @@ __attribute__((always_inline)) inline int CaptureRaw(UnwindMethod method, Unwind
   return std::clamp(n, 0, size);
 }
 
-// Captures with `method` into buffer[0, kMaxCaptureDepth) and finds the frames
-// that start at `caller_ra` (plus `skip`): returns how many there are (at
-// most max_depth) and their index in buffer in *begin. Always inlined: its
-// callers' frames are the ones kMaxOwnFrames counts.
+// Captures with `method` (buffer[0, kMaxCaptureDepth) as scratch) and finds
+// the frames that start at `caller_ra` (plus `skip`): returns how many there
+// are (at most max_depth) and sets *frames to the first (in buffer or the CFI
+// walker's record: CaptureRaw). Always inlined: its callers' frames are the
+// ones kMaxOwnFrames counts.
 __attribute__((always_inline)) inline int CaptureInto(uintptr_t caller_ra, UnwindMethod method,
                                                       UnwindMethod fallback,
                                                       UnwBacktraceFn unw_backtrace,
                                                       uintptr_t* buffer, int max_depth, int skip,
-                                                      int* begin) {
-  *begin = 0;
+                                                      const uintptr_t** frames) {
+  *frames = buffer;
   if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
   // Clamped first so that the sum below cannot overflow.
   skip = std::clamp(skip, 0, kMaxCaptureDepth);
   max_depth = std::min(max_depth, kMaxCaptureDepth);
   const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
-  const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want);
+  const uintptr_t* pcs = buffer;
+  const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want, &pcs);
   // Find the caller's frame. Matching the return address rather than counting
   // our own frames stays right whether the compiler inlined or sibling-called
   // anything between the entry point and the unwinder.
   int first = -1;
   for (int i = 0; i < std::min(n, kMaxOwnFrames); ++i) {
-    if (buffer[i] == caller_ra) {
+    if (pcs[i] == caller_ra) {
       first = i;
       break;
     }
   }
   if (first < 0) return 0;  // not expected; an empty stack beats a wrong one
-  *begin = first + skip;
-  if (*begin >= n) return 0;
-  return std::min(n - *begin, max_depth);
+  const int begin = first + skip;
+  if (begin >= n) return 0;
+  *frames = pcs + begin;
+  return std::min(n - begin, max_depth);
 }
 
 // Captures with `method` and copies the frames that start at `caller_ra`
@@ -165,10 +173,10 @@ __attribute__((always_inline)) inline int CaptureInto(uintptr_t caller_ra, Unwin
 int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
                 UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
   uintptr_t buffer[kMaxCaptureDepth];
-  int begin = 0;
+  const uintptr_t* frames = buffer;
   const int count =
-      CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip, &begin);
-  std::memcpy(pcs, buffer + begin, static_cast<size_t>(count) * sizeof(uintptr_t));
+      CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip, &frames);
+  std::memcpy(pcs, frames, static_cast<size_t>(count) * sizeof(uintptr_t));
   return count;
 }
 
@@ -297,26 +305,26 @@ int LeadingToolFrames(const uintptr_t* pcs, int n) {
 
 namespace {
 
-// CaptureUserStack's work for the frames from `caller_ra` on, captured into
-// buffer[0, kMaxCaptureDepth): returns how many user frames there are and
-// where they start in *first. Always inlined into the entry points, whose
-// frames CaptureInto looks for.
+// CaptureUserStack's work for the frames from `caller_ra` on, captured with
+// buffer[0, kMaxCaptureDepth) as scratch: returns how many user frames there
+// are and sets *first to the first (CaptureInto). Always inlined into the
+// entry points, whose frames CaptureInto looks for.
 __attribute__((always_inline)) inline int CaptureUserFrames(uintptr_t caller_ra, uintptr_t* buffer,
-                                                            int depth, int* first) {
-  *first = 0;
+                                                            int depth, const uintptr_t** first) {
+  *first = buffer;
   if (depth <= 0) return 0;
   depth = std::min(depth, kMaxCaptureDepth);
   const auto fallback = static_cast<UnwindMethod>(LoadedMethod());
   const UnwindMethod method = MethodOver(fallback);
   const UnwBacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_relaxed);
   int want = std::min(depth + g_tool_frames.load(std::memory_order_relaxed), kMaxCaptureDepth);
-  // The frames from our caller's frame on start at buffer[begin].
-  int begin = 0;
+  // The frames from our caller's frame on.
+  const uintptr_t* frames = buffer;
   int n = 0;
   int lead = 0;
   for (;;) {
-    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, &begin);
-    lead = LeadingToolFramesMemo(buffer + begin, n);
+    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, &frames);
+    lead = LeadingToolFramesMemo(frames, n);
     RaiseTo(g_tool_frames, lead);
     if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen
     if (n - lead >= depth) break;                     // enough of the user's frames
@@ -325,7 +333,7 @@ __attribute__((always_inline)) inline int CaptureUserFrames(uintptr_t caller_ra,
     want = std::min(lead == n ? want * 2 : lead + depth, kMaxCaptureDepth);
   }
   lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
-  *first = begin + lead;
+  *first = frames + lead;
   return std::max(std::min(n - lead, depth), 0);
 }
 
@@ -335,14 +343,15 @@ __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   // The frames are captured once into `buffer` and copied once.
   uintptr_t buffer[kMaxCaptureDepth];
-  int first = 0;
+  const uintptr_t* first = buffer;
   const int count = CaptureUserFrames(caller_ra, buffer, depth, &first);
-  std::memcpy(pcs, buffer + first, static_cast<size_t>(count) * sizeof(uintptr_t));
+  std::memcpy(pcs, first, static_cast<size_t>(count) * sizeof(uintptr_t));
   asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for
   return count;
 }
 
-__attribute__((noinline)) int CaptureUserStackInPlace(uintptr_t* buffer, int depth, int* first) {
+__attribute__((noinline)) int CaptureUserStackInPlace(uintptr_t* buffer, int depth,
+                                                      const uintptr_t** first) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   const int count = CaptureUserFrames(caller_ra, buffer, depth, first);
   asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for
