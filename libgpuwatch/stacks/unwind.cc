@@ -28,8 +28,14 @@ constexpr const char kLibunwindSoname[] = "libunwind.so.8";
 // How many of the first raw frames may belong to gpuwatch (and the unwinder)
 // before the caller's return address shows up. One is expected today (the
 // public entry point, into which CaptureRaw is inlined); the rest is slack.
-// Frames beyond what we ask for cost about 7 ns each, so the slack is small.
 constexpr int kMaxOwnFrames = 4;
+// How many the captures through CaptureFrom (CaptureStack's) and through
+// CaptureUserFrames (CaptureUserStack's) have found so far (the most): what a
+// capture asks the walk for besides its frames, since every frame walked
+// costs (about 7 instructions where the last walk went). A capture that finds
+// more, and was cut short by them, is taken once more (CaptureInto).
+constinit std::atomic<int> g_own_frames_plain{1};
+constinit std::atomic<int> g_own_frames_user{1};
 
 // Published once by InitUnwinder. -1: not initialised yet. The function
 // pointer is stored before the method (release), so a reader that sees the
@@ -95,6 +101,13 @@ _Unwind_Reason_Code GccUnwindCallback(_Unwind_Context* context, void* arg) {
   return _URC_NO_REASON;
 }
 
+// Raises `value` to `to` if it is lower.
+void RaiseTo(std::atomic<int>& value, int to) {
+  int seen = value.load(std::memory_order_relaxed);
+  while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
+  }
+}
+
 // Fills `buffer` with raw frames, our own frames included. Inlined into the
 // entry points (a call and a frame fewer to walk): the caller finds where its
 // own caller starts by matching __builtin_return_address, not by counting.
@@ -133,6 +146,17 @@ __attribute__((always_inline)) inline int CaptureRaw(UnwindMethod method, Unwind
   return std::clamp(n, 0, size);
 }
 
+// Where the caller's frame (`caller_ra`) is among the first of the walk's
+// pcs, or -1. Matching the return address rather than counting our own frames
+// stays right whether the compiler inlined or sibling-called anything between
+// the entry point and the unwinder.
+inline int FindCaller(const uintptr_t* pcs, int n, uintptr_t caller_ra) {
+  for (int i = 0; i < std::min(n, kMaxOwnFrames); ++i) {
+    if (pcs[i] == caller_ra) return i;
+  }
+  return -1;
+}
+
 // Captures with `method` (buffer[0, kMaxCaptureDepth) as scratch) and finds
 // the frames that start at `caller_ra` (plus `skip`): returns how many there
 // are (at most max_depth) and sets *frames to the first (in buffer or the CFI
@@ -142,24 +166,26 @@ __attribute__((always_inline)) inline int CaptureInto(uintptr_t caller_ra, Unwin
                                                       UnwindMethod fallback,
                                                       UnwBacktraceFn unw_backtrace,
                                                       uintptr_t* buffer, int max_depth, int skip,
+                                                      std::atomic<int>& own_frames,
                                                       const uintptr_t** frames) {
   *frames = buffer;
   if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
   // Clamped first so that the sum below cannot overflow.
   skip = std::clamp(skip, 0, kMaxCaptureDepth);
   max_depth = std::min(max_depth, kMaxCaptureDepth);
-  const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
+  const int own = own_frames.load(std::memory_order_relaxed);
+  int want = std::min(own + skip + max_depth, kMaxCaptureDepth);
   const uintptr_t* pcs = buffer;
-  const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want, &pcs);
-  // Find the caller's frame. Matching the return address rather than counting
-  // our own frames stays right whether the compiler inlined or sibling-called
-  // anything between the entry point and the unwinder.
-  int first = -1;
-  for (int i = 0; i < std::min(n, kMaxOwnFrames); ++i) {
-    if (pcs[i] == caller_ra) {
-      first = i;
-      break;
-    }
+  int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want, &pcs);
+  int first = FindCaller(pcs, n, caller_ra);
+  if ((first < 0 || first > own) && n == want && want < kMaxCaptureDepth) [[unlikely]] {
+    // More of our own frames than expected, and the walk stopped at `want`:
+    // it may have missed some of the caller's. Taken again with room for all
+    // of them; the count found is remembered for the next captures.
+    if (first >= 0) RaiseTo(own_frames, first);
+    want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
+    n = CaptureRaw(method, fallback, unw_backtrace, buffer, want, &pcs);
+    first = FindCaller(pcs, n, caller_ra);
   }
   if (first < 0) return 0;  // not expected; an empty stack beats a wrong one
   const int begin = first + skip;
@@ -174,8 +200,8 @@ int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
                 UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
   uintptr_t buffer[kMaxCaptureDepth];
   const uintptr_t* frames = buffer;
-  const int count =
-      CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip, &frames);
+  const int count = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip,
+                                g_own_frames_plain, &frames);
   std::memcpy(pcs, frames, static_cast<size_t>(count) * sizeof(uintptr_t));
   return count;
 }
@@ -226,12 +252,6 @@ int LoadedMethod() {
   if (loaded >= 0) return loaded;
   InitUnwinder();
   return g_method.load(std::memory_order_acquire);
-}
-
-void RaiseTo(std::atomic<int>& value, int to) {
-  int seen = value.load(std::memory_order_relaxed);
-  while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
-  }
 }
 
 }  // namespace
@@ -323,7 +343,8 @@ __attribute__((always_inline)) inline int CaptureUserFrames(uintptr_t caller_ra,
   int n = 0;
   int lead = 0;
   for (;;) {
-    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, &frames);
+    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, g_own_frames_user,
+                    &frames);
     lead = LeadingToolFramesMemo(frames, n);
     RaiseTo(g_tool_frames, lead);
     if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "libgpuwatch/stacks/cfi_unwind.h"
+
 #include "tests/unit/fixtures/fixture_lib.h"
 #include "tests/unit/malloc_counter.h"
 
@@ -153,6 +155,33 @@ TEST(UnwindTest, DepthIsCapped) {
     EXPECT_EQ(Recurse(3, method, pcs, 0), 0);
     EXPECT_EQ(Recurse(3, method, pcs, -1), 0);
   });
+}
+
+// Captures 5 frames twice from one place and returns how many frames the
+// second walk took from the first's record: every frame it walked but its own.
+// Then 8 frames, from another line, into `more`.
+__attribute__((noinline)) uint64_t FramesWalkedForFive(uintptr_t* pcs, uintptr_t* more) {
+  uint64_t reused = 0;
+  for (int i = 0; i < 2; ++i) {
+    reused = internal::CfiFramesReused();
+    EXPECT_EQ(CaptureStack(pcs, 5, 0), 5);
+  }
+  reused = internal::CfiFramesReused() - reused;
+  EXPECT_EQ(CaptureStack(more, 8, 0), 8);
+  asm volatile("" ::: "memory");
+  return reused;
+}
+
+// A capture asks the walk for the frames it keeps and those of its own above
+// them (CaptureStack's and CaptureFrom's: 2 when the compiler does not inline
+// the second), not for kMaxOwnFrames (4): few frames walked are thrown away,
+// and none is missing.
+TEST(UnwindTest, ACaptureWalksOnlyTheFramesItKeeps) {
+  if (ActiveUnwindMethod() != UnwindMethod::kCfi) GTEST_SKIP() << "the CFI walker is off";
+  uintptr_t pcs[8];
+  uintptr_t more[8];
+  EXPECT_LE(FramesWalkedForFive(pcs, more), 5U + 2U);
+  for (int i = 1; i < 5; ++i) EXPECT_EQ(more[i], pcs[i]) << i;  // [0]: two call sites
 }
 
 TEST(UnwindTest, MethodsAgree) {
