@@ -370,20 +370,22 @@ TakeRecorded(Record* record, int k, uintptr_t bp, int* n, int size) {
   Record& rec = *record;
   // The addresses were checked against this thread's stack when they were
   // recorded, for a frame with this same sp: no need again.
-  const int last = std::min(rec.count - 1, k + (size - *n));
-  int end = k;
+  const ptrdiff_t last = std::min(rec.count - 1, k + (size - *n));
   // Four frames a test while they match (independent loads, one branch),
   // then frame by frame to the first difference. Every address read lies in
   // [sp, hi) of this walk: the recorded frames from k on are above frame k.
-  while (end + 4 <= last) {
-    const uintptr_t differ = (LoadWord(rec.ra_at[end]) ^ rec.ip[end + 1]) |
-                             (LoadWord(rec.ra_at[end + 1]) ^ rec.ip[end + 2]) |
-                             (LoadWord(rec.ra_at[end + 2]) ^ rec.ip[end + 3]) |
-                             (LoadWord(rec.ra_at[end + 3]) ^ rec.ip[end + 4]);
+  // (Pointers and a count left: the least bookkeeping a block.)
+  const uintptr_t* ra_at = rec.ra_at + k;
+  const uintptr_t* ip = rec.ip + k + 1;
+  ptrdiff_t left = last - k;
+  for (; left >= 4; left -= 4, ra_at += 4, ip += 4) {
+    const uintptr_t differ = (LoadWord(ra_at[0]) ^ ip[0]) | (LoadWord(ra_at[1]) ^ ip[1]) |
+                             (LoadWord(ra_at[2]) ^ ip[2]) | (LoadWord(ra_at[3]) ^ ip[3]);
     if (differ != 0) break;
-    end += 4;
   }
-  while (end < last && LoadWord(rec.ra_at[end]) == rec.ip[end + 1]) ++end;
+  for (; left > 0 && LoadWord(*ra_at) == *ip; --left, ++ra_at, ++ip) {
+  }
+  int end = static_cast<int>(last - left);
   // A frame whose CFA was rbp plus an offset led to its recorded caller only
   // with the recorded rbp. (A recorded rbp that no CFA depends on may differ
   // from this walk's: it is never used.)
