@@ -52,17 +52,21 @@ thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) =
 uint32_t CaptureSite() {
   StackTable* stacks = CurrentSession()->stacks();
   if (stacks == nullptr || g_hooks.depth <= 0) return 0;
-  // The frames are interned where the walk wrote them (tool frames first):
-  // room for a whole capture and for the Python frames after it.
+  // The frames are interned where the walk left them (in the buffer or the
+  // walker's record): the buffer has room for a whole capture and for the
+  // Python frames after it.
   uintptr_t buffer[2 * kMaxCaptureDepth];
-  int first = 0;
-  int n = CaptureUserStackInPlace(buffer, std::min(g_hooks.depth, kMaxCaptureDepth), &first);
-  uintptr_t* pcs = buffer + first;
-  // In a CPython process (the stack table has a Python frame table then).
+  const uintptr_t* frames = buffer;
+  int n = CaptureUserStackInPlace(buffer, std::min(g_hooks.depth, kMaxCaptureDepth), &frames);
+  // In a CPython process (the stack table has a Python frame table then) the
+  // Python frames follow the native ones, in the buffer.
   if (PyFrameTable* python_frames = stacks->python_frames(); python_frames != nullptr) {
+    uintptr_t* pcs = buffer;
+    if (frames != buffer) std::copy_n(frames, n, pcs);
     n += CapturePythonFrames(python_frames, pcs + n, std::min(g_hooks.depth, kMaxCaptureDepth - n));
+    frames = pcs;
   }
-  return stacks->Intern(pcs, n);
+  return stacks->Intern(frames, n);
 }
 
 }  // namespace

@@ -159,8 +159,8 @@ struct PrimedBounds {
 PrimedBounds g_primed;
 std::atomic<bool> g_priming{false};
 
-const StackBounds& ThreadStack() {
-  if (t_stack.hi != 0) return t_stack;
+// ThreadStack's first call on a thread: finds the bounds.
+__attribute__((noinline)) const StackBounds& FindThreadStack() {
   if (g_primed.ready.load(std::memory_order_acquire) &&
       pthread_equal(g_primed.thread, pthread_self()) != 0) {
     t_stack = g_primed.bounds;
@@ -168,6 +168,11 @@ const StackBounds& ThreadStack() {
   }
   t_stack = BoundsOf(pthread_self());
   return t_stack;
+}
+
+inline const StackBounds& ThreadStack() {
+  if (t_stack.hi != 0) return t_stack;
+  return FindThreadStack();
 }
 
 // A word of the stack, read without sanitizer checks: these are return
@@ -356,29 +361,31 @@ __attribute__((no_sanitize("address", "hwaddress", "thread"))) inline uintptr_t 
 
 // Takes the record's frames from `k` on, where this walk has joined it
 // (frame k is the same in both, with rbp `bp` in this walk), while they are
-// still this stack's: appends the ips of frames k + 1 ... to buffer[*n, size)
-// and returns the last frame taken, with its rbp in this walk stored.
-__attribute__((no_sanitize("address", "hwaddress", "thread"))) int TakeRecorded(Record* record,
-                                                                                int k, uintptr_t bp,
-                                                                                uintptr_t* buffer,
-                                                                                int* n, int size) {
+// still this stack's: counts the ips of frames k + 1 ... as this walk's pcs
+// [*n, size) and returns the last frame taken, with its rbp in this walk
+// stored. The pcs are not copied: they stay in the record (rec.ip[i + 1] is
+// pc i), where the walk's caller reads them (Finish).
+__attribute__((always_inline, no_sanitize("address", "hwaddress", "thread"))) inline int
+TakeRecorded(Record* record, int k, uintptr_t bp, int* n, int size) {
   Record& rec = *record;
   // The addresses were checked against this thread's stack when they were
   // recorded, for a frame with this same sp: no need again.
-  const int last = std::min(rec.count - 1, k + (size - *n));
-  int end = k;
+  const ptrdiff_t last = std::min(rec.count - 1, k + (size - *n));
   // Four frames a test while they match (independent loads, one branch),
   // then frame by frame to the first difference. Every address read lies in
   // [sp, hi) of this walk: the recorded frames from k on are above frame k.
-  while (end + 4 <= last) {
-    const uintptr_t differ = (LoadWord(rec.ra_at[end]) ^ rec.ip[end + 1]) |
-                             (LoadWord(rec.ra_at[end + 1]) ^ rec.ip[end + 2]) |
-                             (LoadWord(rec.ra_at[end + 2]) ^ rec.ip[end + 3]) |
-                             (LoadWord(rec.ra_at[end + 3]) ^ rec.ip[end + 4]);
+  // (Pointers and a count left: the least bookkeeping a block.)
+  const uintptr_t* ra_at = rec.ra_at + k;
+  const uintptr_t* ip = rec.ip + k + 1;
+  ptrdiff_t left = last - k;
+  for (; left >= 4; left -= 4, ra_at += 4, ip += 4) {
+    const uintptr_t differ = (LoadWord(ra_at[0]) ^ ip[0]) | (LoadWord(ra_at[1]) ^ ip[1]) |
+                             (LoadWord(ra_at[2]) ^ ip[2]) | (LoadWord(ra_at[3]) ^ ip[3]);
     if (differ != 0) break;
-    end += 4;
   }
-  while (end < last && LoadWord(rec.ra_at[end]) == rec.ip[end + 1]) ++end;
+  for (; left > 0 && LoadWord(*ra_at) == *ip; --left, ++ra_at, ++ip) {
+  }
+  int end = static_cast<int>(last - left);
   // A frame whose CFA was rbp plus an offset led to its recorded caller only
   // with the recorded rbp. (A recorded rbp that no CFA depends on may differ
   // from this walk's: it is never used.)
@@ -389,11 +396,26 @@ __attribute__((no_sanitize("address", "hwaddress", "thread"))) int TakeRecorded(
       break;
     }
   }
-  std::memcpy(buffer + *n, rec.ip + k + 1, static_cast<size_t>(end - k) * sizeof(uintptr_t));
   *n += end - k;
   rec.reused += static_cast<uint64_t>(end - k);
   rec.bp[end] = RbpAt(rec, k, end, bp);
   return end;
+}
+
+// Where a walk that ends with n pcs and this record finds them: the
+// record's ips from frame 1 on (TakeRecorded leaves them there) while it
+// holds every frame of the walk; else `buffer`, where the frames walked by
+// rule past the record's end are, with the recorded ones copied in front.
+inline int Finish(const Record& rec, uintptr_t* buffer, int n, const uintptr_t** pcs) {
+  if (n < rec.count) {
+    *pcs = rec.ip + 1;
+    return n;
+  }
+  if (rec.count > 1) {
+    std::memcpy(buffer, rec.ip + 1, static_cast<size_t>(rec.count - 1) * sizeof(uintptr_t));
+  }
+  *pcs = buffer;
+  return n;
 }
 
 }  // namespace
@@ -425,8 +447,13 @@ void FlushCfiRules() {
   internal::g_generation.fetch_add(1, std::memory_order_release);
 }
 
-__attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int CfiBacktrace(
-    uintptr_t* buffer, int size) {
+namespace {
+
+// CfiBacktrace and CfiBacktraceInPlace: the walk, inlined into each (its
+// first frame is theirs). Sets *pcs to where the n pcs are (Finish).
+__attribute__((always_inline, no_sanitize("address", "hwaddress", "thread"))) inline int Walk(
+    uintptr_t* buffer, int size, const uintptr_t** pcs) {
+  *pcs = buffer;
 #if defined(__x86_64__)
   using namespace internal;  // NOLINT(google-build-using-namespace): the walker's own helpers
   if (size <= 0) return 0;
@@ -449,7 +476,7 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
   // The last walk's frames not passed yet are the record's [j, rec.count):
   // their sps rise with depth, as this walk's do, so one cursor finds a join.
   FreshFrame fresh[kFresh];
-  int n = 0;  // pcs written; buffer[i - 1] is frame i's ip
+  int n = 0;  // pcs found; pc i - 1 is frame i's ip (in buffer or the record: Finish)
   int f = 0;
   int m = 0;
   int j = 0;
@@ -461,10 +488,12 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
         // The last walk's frames from j on are this walk's from k on, as
         // far as TakeRecorded finds them unchanged.
         int k = f + m;
-        Shift(&rec, j, k);
+        if (j != k) Shift(&rec, j, k);
         Adopt(&rec, f, fresh, m);
-        k = TakeRecorded(&rec, k, r.bp, buffer, &n, size);
-        if (n == size) return n;  // the frames beyond stay recorded: still the last walk's
+        k = TakeRecorded(&rec, k, r.bp, &n, size);
+        if (n == size)
+          return Finish(rec, buffer, n,
+                        pcs);  // the frames beyond stay recorded: still the last walk's
         // Frame k is this walk's; its caller is found by rule, below. The
         // last walk's frames after k are still candidates.
         r = rec.RegsOf(k);
@@ -478,7 +507,7 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
         }
         if (step == Step::kEnd) {
           rec.count = k + 1;
-          return n;
+          return Finish(rec, buffer, n, pcs);
         }
         buffer[n++] = r.ip;
         if (n == size) {
@@ -489,7 +518,7 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
             rec.SetLast(k + 1, r);
             rec.count = k + 2;
           }
-          return n;
+          return Finish(rec, buffer, n, pcs);
         }
         f = k + 1;
         m = 0;
@@ -535,14 +564,28 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
         rec.SetLast(f, r);
         rec.count = f + 1;
       }
-      return n;
+      return Finish(rec, buffer, n, pcs);
     }
   }
 #else
-  (void)buffer;
   (void)size;
   return -1;
 #endif
+}
+
+}  // namespace
+
+__attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int CfiBacktrace(
+    uintptr_t* buffer, int size) {
+  const uintptr_t* pcs = buffer;
+  const int n = Walk(buffer, size, &pcs);
+  if (n > 0 && pcs != buffer) std::memcpy(buffer, pcs, static_cast<size_t>(n) * sizeof(uintptr_t));
+  return n;
+}
+
+__attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int CfiBacktraceInPlace(
+    uintptr_t* buffer, int size, const uintptr_t** pcs) {
+  return Walk(buffer, size, pcs);
 }
 
 void PrimeStackBounds(pthread_t thread) {

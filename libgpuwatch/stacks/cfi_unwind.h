@@ -56,6 +56,12 @@ namespace gpuwatch {
 // (dl_iterate_phdr), nor re-entrant on one thread (the record).
 int CfiBacktrace(uintptr_t* buffer, int size);
 
+// CfiBacktrace without the copy: sets *pcs to where the n pcs are, `buffer`
+// or the calling thread's record of this walk (a walk that took its frames
+// from the last one leaves them there), valid until the thread's next walk.
+// buffer[0, size) is scratch either way. Same thread-safety.
+int CfiBacktraceInPlace(uintptr_t* buffer, int size, const uintptr_t** pcs);
+
 // Forgets every cached rule. CfiBacktrace calls it itself when it notices that
 // a module was unloaded (the loader's unload count moved). Thread-safe.
 void FlushCfiRules();

@@ -28,8 +28,14 @@ constexpr const char kLibunwindSoname[] = "libunwind.so.8";
 // How many of the first raw frames may belong to gpuwatch (and the unwinder)
 // before the caller's return address shows up. One is expected today (the
 // public entry point, into which CaptureRaw is inlined); the rest is slack.
-// Frames beyond what we ask for cost about 7 ns each, so the slack is small.
 constexpr int kMaxOwnFrames = 4;
+// How many the captures through CaptureFrom (CaptureStack's) and through
+// CaptureUserFrames (CaptureUserStack's) have found so far (the most): what a
+// capture asks the walk for besides its frames, since every frame walked
+// costs (about 7 instructions where the last walk went). A capture that finds
+// more, and was cut short by them, is taken once more (CaptureInto).
+constinit std::atomic<int> g_own_frames_plain{1};
+constinit std::atomic<int> g_own_frames_user{1};
 
 // Published once by InitUnwinder. -1: not initialised yet. The function
 // pointer is stored before the method (release), so a reader that sees the
@@ -95,20 +101,32 @@ _Unwind_Reason_Code GccUnwindCallback(_Unwind_Context* context, void* arg) {
   return _URC_NO_REASON;
 }
 
+// Raises `value` to `to` if it is lower.
+void RaiseTo(std::atomic<int>& value, int to) {
+  int seen = value.load(std::memory_order_relaxed);
+  while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
+  }
+}
+
 // Fills `buffer` with raw frames, our own frames included. Inlined into the
 // entry points (a call and a frame fewer to walk): the caller finds where its
 // own caller starts by matching __builtin_return_address, not by counting.
 // `fallback` is the loaded unwinder, for a stack the CFI walker declines.
+// Sets *pcs to where the frames are: `buffer`, or the CFI walker's record
+// (CfiBacktraceInPlace).
 __attribute__((always_inline)) inline int CaptureRaw(UnwindMethod method, UnwindMethod fallback,
                                                      UnwBacktraceFn unw_backtrace,
-                                                     uintptr_t* buffer, int size) {
+                                                     uintptr_t* buffer, int size,
+                                                     const uintptr_t** pcs) {
+  *pcs = buffer;
   int n = 0;
   if (method == UnwindMethod::kCfi) {
-    n = CfiBacktrace(buffer, size);
+    n = CfiBacktraceInPlace(buffer, size, pcs);
     if (n < 0) {
       g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
       method = fallback;
       n = 0;
+      *pcs = buffer;
     }
   }
   switch (method) {
@@ -128,36 +146,52 @@ __attribute__((always_inline)) inline int CaptureRaw(UnwindMethod method, Unwind
   return std::clamp(n, 0, size);
 }
 
-// Captures with `method` into buffer[0, kMaxCaptureDepth) and finds the frames
-// that start at `caller_ra` (plus `skip`): returns how many there are (at
-// most max_depth) and their index in buffer in *begin. Always inlined: its
-// callers' frames are the ones kMaxOwnFrames counts.
+// Where the caller's frame (`caller_ra`) is among the first of the walk's
+// pcs, or -1. Matching the return address rather than counting our own frames
+// stays right whether the compiler inlined or sibling-called anything between
+// the entry point and the unwinder.
+inline int FindCaller(const uintptr_t* pcs, int n, uintptr_t caller_ra) {
+  for (int i = 0; i < std::min(n, kMaxOwnFrames); ++i) {
+    if (pcs[i] == caller_ra) return i;
+  }
+  return -1;
+}
+
+// Captures with `method` (buffer[0, kMaxCaptureDepth) as scratch) and finds
+// the frames that start at `caller_ra` (plus `skip`): returns how many there
+// are (at most max_depth) and sets *frames to the first (in buffer or the CFI
+// walker's record: CaptureRaw). Always inlined: its callers' frames are the
+// ones kMaxOwnFrames counts.
 __attribute__((always_inline)) inline int CaptureInto(uintptr_t caller_ra, UnwindMethod method,
                                                       UnwindMethod fallback,
                                                       UnwBacktraceFn unw_backtrace,
                                                       uintptr_t* buffer, int max_depth, int skip,
-                                                      int* begin) {
-  *begin = 0;
+                                                      std::atomic<int>& own_frames,
+                                                      const uintptr_t** frames) {
+  *frames = buffer;
   if (max_depth <= 0 || method == UnwindMethod::kNone) return 0;
   // Clamped first so that the sum below cannot overflow.
   skip = std::clamp(skip, 0, kMaxCaptureDepth);
   max_depth = std::min(max_depth, kMaxCaptureDepth);
-  const int want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
-  const int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want);
-  // Find the caller's frame. Matching the return address rather than counting
-  // our own frames stays right whether the compiler inlined or sibling-called
-  // anything between the entry point and the unwinder.
-  int first = -1;
-  for (int i = 0; i < std::min(n, kMaxOwnFrames); ++i) {
-    if (buffer[i] == caller_ra) {
-      first = i;
-      break;
-    }
+  const int own = own_frames.load(std::memory_order_relaxed);
+  int want = std::min(own + skip + max_depth, kMaxCaptureDepth);
+  const uintptr_t* pcs = buffer;
+  int n = CaptureRaw(method, fallback, unw_backtrace, buffer, want, &pcs);
+  int first = FindCaller(pcs, n, caller_ra);
+  if ((first < 0 || first > own) && n == want && want < kMaxCaptureDepth) [[unlikely]] {
+    // More of our own frames than expected, and the walk stopped at `want`:
+    // it may have missed some of the caller's. Taken again with room for all
+    // of them; the count found is remembered for the next captures.
+    if (first >= 0) RaiseTo(own_frames, first);
+    want = std::min(kMaxOwnFrames + skip + max_depth, kMaxCaptureDepth);
+    n = CaptureRaw(method, fallback, unw_backtrace, buffer, want, &pcs);
+    first = FindCaller(pcs, n, caller_ra);
   }
   if (first < 0) return 0;  // not expected; an empty stack beats a wrong one
-  *begin = first + skip;
-  if (*begin >= n) return 0;
-  return std::min(n - *begin, max_depth);
+  const int begin = first + skip;
+  if (begin >= n) return 0;
+  *frames = pcs + begin;
+  return std::min(n - begin, max_depth);
 }
 
 // Captures with `method` and copies the frames that start at `caller_ra`
@@ -165,10 +199,10 @@ __attribute__((always_inline)) inline int CaptureInto(uintptr_t caller_ra, Unwin
 int CaptureFrom(uintptr_t caller_ra, UnwindMethod method, UnwindMethod fallback,
                 UnwBacktraceFn unw_backtrace, uintptr_t* pcs, int max_depth, int skip) {
   uintptr_t buffer[kMaxCaptureDepth];
-  int begin = 0;
-  const int count =
-      CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip, &begin);
-  std::memcpy(pcs, buffer + begin, static_cast<size_t>(count) * sizeof(uintptr_t));
+  const uintptr_t* frames = buffer;
+  const int count = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, max_depth, skip,
+                                g_own_frames_plain, &frames);
+  std::memcpy(pcs, frames, static_cast<size_t>(count) * sizeof(uintptr_t));
   return count;
 }
 
@@ -218,12 +252,6 @@ int LoadedMethod() {
   if (loaded >= 0) return loaded;
   InitUnwinder();
   return g_method.load(std::memory_order_acquire);
-}
-
-void RaiseTo(std::atomic<int>& value, int to) {
-  int seen = value.load(std::memory_order_relaxed);
-  while (to > seen && !value.compare_exchange_weak(seen, to, std::memory_order_relaxed)) {
-  }
 }
 
 }  // namespace
@@ -297,26 +325,27 @@ int LeadingToolFrames(const uintptr_t* pcs, int n) {
 
 namespace {
 
-// CaptureUserStack's work for the frames from `caller_ra` on, captured into
-// buffer[0, kMaxCaptureDepth): returns how many user frames there are and
-// where they start in *first. Always inlined into the entry points, whose
-// frames CaptureInto looks for.
+// CaptureUserStack's work for the frames from `caller_ra` on, captured with
+// buffer[0, kMaxCaptureDepth) as scratch: returns how many user frames there
+// are and sets *first to the first (CaptureInto). Always inlined into the
+// entry points, whose frames CaptureInto looks for.
 __attribute__((always_inline)) inline int CaptureUserFrames(uintptr_t caller_ra, uintptr_t* buffer,
-                                                            int depth, int* first) {
-  *first = 0;
+                                                            int depth, const uintptr_t** first) {
+  *first = buffer;
   if (depth <= 0) return 0;
   depth = std::min(depth, kMaxCaptureDepth);
   const auto fallback = static_cast<UnwindMethod>(LoadedMethod());
   const UnwindMethod method = MethodOver(fallback);
   const UnwBacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_relaxed);
   int want = std::min(depth + g_tool_frames.load(std::memory_order_relaxed), kMaxCaptureDepth);
-  // The frames from our caller's frame on start at buffer[begin].
-  int begin = 0;
+  // The frames from our caller's frame on.
+  const uintptr_t* frames = buffer;
   int n = 0;
   int lead = 0;
   for (;;) {
-    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, &begin);
-    lead = LeadingToolFramesMemo(buffer + begin, n);
+    n = CaptureInto(caller_ra, method, fallback, unw_backtrace, buffer, want, 0, g_own_frames_user,
+                    &frames);
+    lead = LeadingToolFramesMemo(frames, n);
     RaiseTo(g_tool_frames, lead);
     if (n < want || want == kMaxCaptureDepth) break;  // the whole stack was seen
     if (n - lead >= depth) break;                     // enough of the user's frames
@@ -325,7 +354,7 @@ __attribute__((always_inline)) inline int CaptureUserFrames(uintptr_t caller_ra,
     want = std::min(lead == n ? want * 2 : lead + depth, kMaxCaptureDepth);
   }
   lead = std::min(lead, std::max(n - 1, 0));  // keep the outermost frame of an all-tool stack
-  *first = begin + lead;
+  *first = frames + lead;
   return std::max(std::min(n - lead, depth), 0);
 }
 
@@ -335,14 +364,15 @@ __attribute__((noinline)) int CaptureUserStack(uintptr_t* pcs, int depth) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   // The frames are captured once into `buffer` and copied once.
   uintptr_t buffer[kMaxCaptureDepth];
-  int first = 0;
+  const uintptr_t* first = buffer;
   const int count = CaptureUserFrames(caller_ra, buffer, depth, &first);
-  std::memcpy(pcs, buffer + first, static_cast<size_t>(count) * sizeof(uintptr_t));
+  std::memcpy(pcs, first, static_cast<size_t>(count) * sizeof(uintptr_t));
   asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for
   return count;
 }
 
-__attribute__((noinline)) int CaptureUserStackInPlace(uintptr_t* buffer, int depth, int* first) {
+__attribute__((noinline)) int CaptureUserStackInPlace(uintptr_t* buffer, int depth,
+                                                      const uintptr_t** first) {
   const auto caller_ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   const int count = CaptureUserFrames(caller_ra, buffer, depth, first);
   asm volatile("" ::: "memory");  // keeps this frame the one CaptureInto looks for

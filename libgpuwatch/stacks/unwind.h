@@ -142,11 +142,13 @@ int LeadingToolFrames(const uintptr_t* pcs, int n);
 // CaptureStack (the memo is one more page mapped on a thread's first capture).
 int CaptureUserStack(uintptr_t* pcs, int depth);
 
-// CaptureUserStack without the copy: captures into buffer[0,
-// kMaxCaptureDepth) (the leading tool frames included) and returns how many
-// user frames there are, buffer[*first, *first + return value). For a caller
+// CaptureUserStack without the copy: captures with buffer[0,
+// kMaxCaptureDepth) as scratch and returns how many user frames there are,
+// (*first)[0, return value): in `buffer`, or in the CFI walker's record of
+// the thread's last walk when the walk took them from there
+// (CfiBacktraceInPlace), valid until the thread's next capture. For a caller
 // that uses the frames where they lie (CaptureSite interns them there).
-int CaptureUserStackInPlace(uintptr_t* buffer, int depth, int* first);
+int CaptureUserStackInPlace(uintptr_t* buffer, int depth, const uintptr_t** first);
 
 // The most leading tool frames one CaptureUserStack has found so far (what it
 // unwinds besides `depth`). Thread-safe.

@@ -87,6 +87,53 @@ TEST(CfiUnwind, StopsAtTheRequestedDepth) {
   EXPECT_EQ(CfiBacktrace(pcs, -3), 0);
 }
 
+// Walks twice in place and once with a copy, from one frame: the pcs of each
+// (the first, a return address into this function, dropped) and whether the
+// second in-place walk left its pcs outside the buffer (in the record).
+struct InPlaceWalks {
+  std::vector<uintptr_t> first;
+  std::vector<uintptr_t> second;
+  std::vector<uintptr_t> copied;
+  bool second_outside_buffer = false;
+};
+
+__attribute__((noinline)) InPlaceWalks WalkInPlace(int size) {
+  InPlaceWalks w;
+  uintptr_t buffer[kMax];
+  const uintptr_t* pcs = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    std::fill_n(buffer, kMax, 0);  // nothing the walk did not write is read
+    const int n = CfiBacktraceInPlace(buffer, size, &pcs);
+    (i == 0 ? w.first : w.second).assign(pcs + std::min(n, 1), pcs + std::max(n, 0));
+    w.second_outside_buffer = pcs < buffer || pcs >= buffer + kMax;
+  }
+  const int n = CfiBacktrace(buffer, size);
+  w.copied.assign(buffer + std::min(n, 1), buffer + std::max(n, 0));
+  asm volatile("" ::: "memory");
+  return w;
+}
+
+__attribute__((noinline)) InPlaceWalks WalkInPlaceAt(int depth, int size) {
+  InPlaceWalks w = depth == 0 ? WalkInPlace(size) : WalkInPlaceAt(depth - 1, size);
+  asm volatile("" ::: "memory");
+  return w;
+}
+
+// A walk that takes its frames from the last one leaves them in the record
+// (no copy) when the record holds them all; a deeper one gives them in the
+// buffer. Either way they are CfiBacktrace's.
+TEST(CfiUnwind, AWalkInPlaceGivesTheRecordsFramesOrTheBuffers) {
+  for (const int size : {8, 40, 63, 64, 65, 72}) {
+    SCOPED_TRACE(size);
+    const InPlaceWalks w = WalkInPlaceAt(70, size);
+    ASSERT_EQ(w.first.size(), static_cast<size_t>(size - 1));
+    EXPECT_EQ(w.second, w.first);
+    EXPECT_EQ(w.copied, w.first);
+    // The record holds 64 frames: frame 0 (the walker's) and 63 pcs.
+    EXPECT_EQ(w.second_outside_buffer, size <= 63);
+  }
+}
+
 // A frame whose CFA is rbp-based: alloca of a size the compiler cannot know.
 __attribute__((noinline)) Stacks WithDynamicFrame(int bytes) {
   auto* scratch = static_cast<volatile char*>(alloca(static_cast<size_t>(bytes)));

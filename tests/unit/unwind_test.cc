@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "libgpuwatch/stacks/cfi_unwind.h"
+
 #include "tests/unit/fixtures/fixture_lib.h"
 #include "tests/unit/malloc_counter.h"
 
@@ -155,6 +157,33 @@ TEST(UnwindTest, DepthIsCapped) {
   });
 }
 
+// Captures 5 frames twice from one place and returns how many frames the
+// second walk took from the first's record: every frame it walked but its own.
+// Then 8 frames, from another line, into `more`.
+__attribute__((noinline)) uint64_t FramesWalkedForFive(uintptr_t* pcs, uintptr_t* more) {
+  uint64_t reused = 0;
+  for (int i = 0; i < 2; ++i) {
+    reused = internal::CfiFramesReused();
+    EXPECT_EQ(CaptureStack(pcs, 5, 0), 5);
+  }
+  reused = internal::CfiFramesReused() - reused;
+  EXPECT_EQ(CaptureStack(more, 8, 0), 8);
+  asm volatile("" ::: "memory");
+  return reused;
+}
+
+// A capture asks the walk for the frames it keeps and those of its own above
+// them (CaptureStack's and CaptureFrom's: 2 when the compiler does not inline
+// the second), not for kMaxOwnFrames (4): few frames walked are thrown away,
+// and none is missing.
+TEST(UnwindTest, ACaptureWalksOnlyTheFramesItKeeps) {
+  if (ActiveUnwindMethod() != UnwindMethod::kCfi) GTEST_SKIP() << "the CFI walker is off";
+  uintptr_t pcs[8];
+  uintptr_t more[8];
+  EXPECT_LE(FramesWalkedForFive(pcs, more), 5U + 2U);
+  for (int i = 1; i < 5; ++i) EXPECT_EQ(more[i], pcs[i]) << i;  // [0]: two call sites
+}
+
 TEST(UnwindTest, MethodsAgree) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   uintptr_t a[64];
@@ -244,39 +273,43 @@ TEST(UnwindTest, CaptureUserStackStartsAtItsCaller) {
 // Both captures from one function: their frames differ only in the first,
 // the return into it (two call sites).
 __attribute__((noinline)) void CaptureBothWays(int depth, uintptr_t* copied, int* copied_n,
-                                               uintptr_t* buffer, int* first, int* in_place_n) {
+                                               uintptr_t* in_place, int* in_place_n) {
   *copied_n = CaptureUserStack(copied, depth);
-  *in_place_n = CaptureUserStackInPlace(buffer, depth, first);
+  uintptr_t buffer[kMaxCaptureDepth];
+  const uintptr_t* first = nullptr;
+  *in_place_n = CaptureUserStackInPlace(buffer, depth, &first);
+  // The frames may lie in the walker's record: read before the next capture.
+  if (*in_place_n > 0) {
+    std::copy_n(first, *in_place_n, in_place);
+  }
   asm volatile("" ::: "memory");  // no sibling call
 }
 
 // CaptureUserStackInPlace is CaptureUserStack without the copy: the same
-// frames, where the walk wrote them in the buffer.
+// frames, where the walk left them. Captured twice from one place, so that
+// the second walk takes its frames from the first's record.
 TEST(UnwindTest, CaptureUserStackInPlaceGivesTheFramesWhereTheyLie) {
   GPUWATCH_SKIP_WITHOUT_LIBUNWIND();
   RefreshToolModules();
-  for (const int depth : {1, 3, 20, 300}) {
+  for (const int depth : {1, 3, 20, 300, 20, 300}) {
     SCOPED_TRACE(depth);
     uintptr_t copied[kMaxCaptureDepth];
-    uintptr_t buffer[kMaxCaptureDepth];
+    uintptr_t in_place[kMaxCaptureDepth];
     int copied_n = 0;
-    int first = -1;
     int n = 0;
-    CaptureBothWays(depth, copied, &copied_n, buffer, &first, &n);
+    CaptureBothWays(depth, copied, &copied_n, in_place, &n);
     ASSERT_EQ(n, copied_n);
     ASSERT_GE(n, std::min(depth, 3));
-    ASSERT_GE(first, 0);
-    ASSERT_LE(first + n, kMaxCaptureDepth);
-    EXPECT_NE(buffer[first], copied[0]);
+    EXPECT_NE(in_place[0], copied[0]);
     const auto fn = reinterpret_cast<uintptr_t>(&CaptureBothWays);
-    EXPECT_GT(buffer[first], fn);
-    EXPECT_LT(buffer[first], fn + 512);
-    for (int i = 1; i < n; ++i) EXPECT_EQ(buffer[first + i], copied[i]) << "frame " << i;
+    EXPECT_GT(in_place[0], fn);
+    EXPECT_LT(in_place[0], fn + 512);
+    for (int i = 1; i < n; ++i) EXPECT_EQ(in_place[i], copied[i]) << "frame " << i;
   }
-  int first = -1;
+  const uintptr_t* first = nullptr;
   uintptr_t buffer[kMaxCaptureDepth];
   EXPECT_EQ(CaptureUserStackInPlace(buffer, 0, &first), 0);
-  EXPECT_EQ(first, 0);
+  EXPECT_EQ(first, buffer);
 }
 
 // Captures as gpuwatch's callback does, as the caller of the capture: plain
