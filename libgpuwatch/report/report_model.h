@@ -33,6 +33,7 @@ namespace gpuwatch {
 inline constexpr size_t kMaxSitesPerSection = 1000;
 
 struct Frame;
+class CheckpointText;
 
 // A count field's rule in `gpuwatch merge`.
 enum class MergeRule { kSum, kMax, kMin };
@@ -79,6 +80,8 @@ struct ReportFrame {
   uint64_t line = 0;
   std::string module;
   bool inlined = false;
+
+  bool operator==(const ReportFrame&) const = default;
 };
 
 // What every entry of a site list has.
@@ -94,6 +97,8 @@ struct ReportSite {
   std::optional<std::string> category;    // present: the report says (may be "": none)
   std::optional<std::string> suppressed;  // the rule's text
   uint64_t processes = 0;                 // merged reports: processes with the site; 0: absent
+
+  bool operator==(const ReportSite&) const = default;
 };
 
 // leaks.*.sites[]: live memory of one site.
@@ -107,6 +112,8 @@ struct LeakSite : ReportSite {
   GPUWATCH_COUNTS(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
   CountMap kinds;     // live bytes per memory kind
   std::string phase;  // the phase that allocated most of its bytes; "": none (absent)
+
+  bool operator==(const LeakSite&) const = default;
 };
 
 // peak.sites[]: device bytes of one site when the peak was reached.
@@ -115,6 +122,8 @@ struct LeakSite : ReportSite {
 // clang-format on
 struct PeakSite : ReportSite {
   GPUWATCH_COUNTS(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
+
+  bool operator==(const PeakSite&) const = default;
 };
 
 // sites[]: everything one site allocated.
@@ -133,6 +142,8 @@ inline constexpr size_t kSizeBucketCount = 12;
 struct AllocSite : ReportSite {
   GPUWATCH_COUNTS(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
   std::vector<uint64_t> sizes;
+
+  bool operator==(const AllocSite&) const = default;
 };
 
 // growth.suspects[]: a site whose live bytes keep growing.
@@ -341,14 +352,18 @@ struct ReportModel {
 
   // Writes the model's sections into `doc` (an object), with the schema's
   // name and version; other members of `doc` are kept. Without
-  // `trace_events`, the trace has no "events" (Dump writes them).
-  void ToJson(nlohmann::json* doc, bool trace_events = true) const;
+  // `trace_events`, the trace has no "events" (Dump writes them); without
+  // `trace_sites`, no "sites" (Dump writes a checkpoint's kept rows).
+  void ToJson(nlohmann::json* doc, bool trace_events = true, bool trace_sites = true) const;
 
   // The report's text (DumpReport) of `doc` with the model's sections; the
   // trace's events are written from their structs, never as a document
   // (model_trace.cc). `flush`: DumpReport's (the text streamed; the rest
-  // returned).
-  std::string Dump(nlohmann::json doc, const TextFlush* flush = nullptr) const;
+  // returned). `kept`: a checkpoint's kept text (checkpoint_text.h), for
+  // the frame table (whose rows it holds, the model's frame_table left
+  // empty), the trace's sites and the site rows it took (TakeRows).
+  std::string Dump(nlohmann::json doc, const TextFlush* flush = nullptr,
+                   CheckpointText* kept = nullptr) const;
 };
 
 // A leaks section as the report writes it (ReportModel::ToJson's).
@@ -364,6 +379,12 @@ nlohmann::json SiteJson(const ReportSite& site);
 
 // A symbolized frame as a report lists it.
 ReportFrame ReportFrameOf(const Frame& frame);
+// A frame table's row as the report writes it.
+nlohmann::json FrameJson(const ReportFrame& frame);
+// One entry of the leaks', peak's and sites' lists as the report writes it.
+nlohmann::json SiteRowJson(const LeakSite& site);
+nlohmann::json SiteRowJson(const PeakSite& site);
+nlohmann::json SiteRowJson(const AllocSite& site);
 
 // Reads a report's typed sections, checking every field's type as the
 // schema states it. Fields it does not know are ignored; a missing one reads

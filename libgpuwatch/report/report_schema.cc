@@ -120,8 +120,6 @@ void LeakSplitFigures::WriteTo(json* section) const {
   s[key::kCategories] = std::move(by_category);
 }
 
-namespace {
-
 // json::dump(2) prints an array of numbers one number per line; every site's
 // `stack` is one, so they are put back on one line: `"stack": [0, 1, 2]`.
 // The pattern cannot occur inside a string, where the quotes are escaped.
@@ -147,6 +145,8 @@ std::string OneLineStacks(const std::string& text) {
   out.append(text, from, std::string::npos);
   return out;
 }
+
+namespace {
 
 // json::dump, with bytes that are not UTF-8 (a path or an argument in
 // another encoding) written as U+FFFD: the default throws, which would end
@@ -181,25 +181,42 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
     tail += separator;
     separator = ',';
     tail += "\n  \"frame_table\": [";
-    for (size_t i = 0; i < frame_table->size(); ++i) {
+    const bool kept = trace_events != nullptr && trace_events->frame;
+    const size_t frames = kept ? trace_events->frames : frame_table->size();
+    for (size_t i = 0; i < frames; ++i) {
       tail += i == 0 ? "\n    " : ",\n    ";
-      tail += Text((*frame_table)[i]);
+      if (kept) {
+        trace_events->frame(i, &tail);
+      } else {
+        tail += Text((*frame_table)[i]);
+      }
       maybe_flush();
     }
-    tail += frame_table->empty() ? "]" : "\n  ]";
+    tail += frames == 0 ? "]" : "\n  ]";
   }
   if (trace == nullptr) return;
   json events = trace->contains("events") ? std::move((*trace)["events"]) : json::array();
   trace->erase("events");
   tail += separator;
   tail += "\n  \"trace\": {";
+  // A checkpoint's kept "sites" text, in the key order a document prints.
+  const bool kept_sites = trace_events != nullptr && trace_events->trace_sites;
+  bool sites_written = !kept_sites;
+  const auto write_sites = [&] {
+    tail += "\n    \"sites\": ";
+    trace_events->trace_sites(&tail);
+    tail += ',';
+    sites_written = true;
+  };
   for (const auto& [name, value] : trace->items()) {
+    if (!sites_written && name > "sites") write_sites();
     tail += "\n    ";
     tail += Text(json(name));
     tail += ": ";
     tail += Text(value);
     tail += ',';
   }
+  if (!sites_written) write_sites();
   tail += "\n    \"events\": [";
   const size_t count = trace_events != nullptr ? trace_events->count : events.size();
   for (size_t i = 0; i < count; ++i) {
@@ -231,11 +248,15 @@ std::string DumpReport(json report, const TraceEventLines* trace_events, const T
   json* const table_part = frame_table.is_array() ? &frame_table : nullptr;
   json* const trace_part = trace.is_object() ? &trace : nullptr;
   if (table_part == nullptr && trace_part == nullptr) {
-    return report.empty() ? "{}\n" : OneLineStacks(Text(report, 2)) + "\n";
+    if (report.empty()) return "{}\n";
+    std::string text = OneLineStacks(Text(report, 2));
+    if (trace_events != nullptr && trace_events->head && !trace_events->head(&text)) return "";
+    return text + "\n";
   }
   std::string text;
   if (!report.empty()) {
     text = OneLineStacks(Text(report, 2));  // ends with "\n}"
+    if (trace_events != nullptr && trace_events->head && !trace_events->head(&text)) return "";
     text.resize(text.size() - 2);
   }
   report = json();  // the head is text now

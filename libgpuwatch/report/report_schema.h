@@ -159,9 +159,18 @@ struct LeakSplitFigures {
 // `trace_events`, when given, are the trace's events in place of the
 // document's (ReportModel::Dump: a million events are not made a document
 // to be printed): how many, and what appends event i's line.
+// `frame`, when set, writes the frame table's `frames` rows in place of the
+// document's, and `trace_sites` the trace's "sites" value (the document's
+// trace has none): a checkpoint's kept text (checkpoint_text.h).
 struct TraceEventLines {
   size_t count = 0;
   std::function<void(size_t, std::string*)> append;
+  size_t frames = 0;
+  std::function<void(size_t, std::string*)> frame;
+  std::function<void(std::string*)> trace_sites;
+  // Called on the head's text before anything is written (a checkpoint's
+  // kept site rows put in); false: DumpReport returns "" and writes nothing.
+  std::function<bool(std::string*)> head;
 };
 // `flush`, when given, streams the frame table and the trace as they are
 // made: whenever the text not yet handed over passes `chunk` bytes at the
@@ -172,6 +181,10 @@ struct TextFlush {
   size_t chunk = 0;
   std::function<void(std::string*)> take;
 };
+// A site's `stack` on one line in `text` (json::dump(2)'s), as DumpReport
+// prints it.
+std::string OneLineStacks(const std::string& text);
+
 std::string DumpReport(nlohmann::json report, const TraceEventLines* trace_events = nullptr,
                        const TextFlush* flush = nullptr);
 
