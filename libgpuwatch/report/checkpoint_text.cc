@@ -170,6 +170,13 @@ void CheckpointText::AppendTraceSites(const std::vector<ReportTraceSite>& sites,
   *out += ']';
 }
 
+void CheckpointText::ReleaseRows() {
+  for (Rows<LeakSite>& r : leaks_) std::vector<LeakSite>().swap(r.now);
+  std::vector<PeakSite>().swap(peak_.now);
+  std::vector<AllocSite>().swap(sites_.now);
+  rows_taken_ = false;
+}
+
 size_t CheckpointText::bytes() const {
   const auto text = [](const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 : 0; };
   size_t n = (frames_.capacity() + trace_sites_.capacity()) * sizeof(std::string);

@@ -58,6 +58,9 @@ class CheckpointText {
   bool SpliceRows(std::string* head) const;
   // The rows TakeRows took, put back in `m` (no markers then).
   void GiveRowsBack(ReportModel* m);
+  // Drops the rows as listed now once the report is written: only the kept
+  // rows and their text stay (not each row twice) until the next checkpoint.
+  void ReleaseRows();
   bool rows_taken() const { return rows_taken_; }
 
   // Bytes of text kept (for docs/BENCHMARKS.md's memory per site).
