@@ -3,10 +3,8 @@
 // (issue 33; docs/BENCHMARKS.md, stop 47): the frame table's rows, by their
 // index in the resolver's kept frame table (SiteResolver::KeepFrameTable:
 // within one process a frame keeps its index from the checkpoint that first
-// listed it), the trace's `sites` rows by site id (a site's id and
-// location do not change while the resolver lives), and the rows of the
-// `leaks`, `peak` and `sites` lists with the row each was made from (a row
-// equal to the last checkpoint's row of its site keeps its text). The text is exactly
+// listed it) and the trace's `sites` rows by site id (a site's id and
+// location do not change while the resolver lives). The text is exactly
 // what the document would print (DumpReport): a checkpoint's bytes are a
 // from-scratch report's of the same snapshot with the same frame numbering.
 // Exit, signal, OOM and on-demand reports keep nothing: they are built from
@@ -17,13 +15,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
 namespace gpuwatch {
+
+struct ReportTraceSite;
 
 class CheckpointText {
  public:
@@ -44,40 +42,10 @@ class CheckpointText {
   // The trace's `sites` value of `sites` (each made by AddTraceSites).
   void AppendTraceSites(const std::vector<ReportTraceSite>& sites, std::string* out) const;
 
-  // Takes the rows of `m`'s leaks, peak and sites lists (leaving the lists
-  // empty for ToJson), keeping the text of every row equal to the last
-  // checkpoint's row of its site and making the others; rows the report
-  // no longer lists are dropped.
-  void TakeRows(ReportModel* m);
-  // Puts a marker (a discarded value: `<discarded>`, which no JSON value
-  // prints, at the start of a line) for each non-empty list taken in `doc`.
-  void MarkRows(nlohmann::json* doc) const;
-  // Replaces the markers in `head`, DumpReport's text of `doc`, with the
-  // rows' text; false (the head left as it was) when they are not where
-  // MarkRows put them.
-  bool SpliceRows(std::string* head) const;
-  // The rows TakeRows took, put back in `m` (no markers then).
-  void GiveRowsBack(ReportModel* m);
-  // Drops the rows as listed now once the report is written: only the kept
-  // rows and their text stay (not each row twice) until the next checkpoint.
-  void ReleaseRows();
-  bool rows_taken() const { return rows_taken_; }
-
   // Bytes of text kept (for docs/BENCHMARKS.md's memory per site).
   size_t bytes() const;
 
  private:
-  // A list's rows as listed now, and by site the row and text last made.
-  template <typename T>
-  struct Rows {
-    std::vector<T> now;
-    std::unordered_map<uint64_t, std::pair<T, std::string>> kept;
-  };
-  Rows<LeakSite> leaks_[3];  // device, host, ipc_imported
-  Rows<PeakSite> peak_;
-  Rows<AllocSite> sites_;
-  bool rows_taken_ = false;
-
   uint64_t resolver_ = 0;
   std::vector<std::string> frames_;
   std::vector<std::string> trace_sites_;  // by site id; "" not made yet
