@@ -137,7 +137,7 @@ constexpr size_t kReportChunkBytes = size_t{64} << 10;
 bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigger,
                         const char* label, const OomInfo* oom, bool summary,
                         uint64_t* leaked_device_bytes, const TrackerSnapshot* captured,
-                        std::string* failure) {
+                        std::string* failure, CheckpointText* kept) {
   NoticeDetach(agent);
   ReportRequest request;
   request.context = MakeContext(agent, trigger, label);
@@ -145,6 +145,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   if (oom != nullptr && oom->torch_blocks != nullptr)
     request.context.torch_blocks = oom->torch_blocks;
   request.context.oom_count = agent.reports.ooms.load();
+  request.context.kept = kept;
   request.captured = captured;
   // One look at the symbolizer: a library unloaded between two looks would
   // replace it, and the first pointer with it.
@@ -220,7 +221,8 @@ constexpr size_t kReportReserveChunkBytes = size_t{1} << 20;
 // program. With `failure`, that line is left to the caller: *failure says why.
 bool WriteReport(Agent& agent, const std::string& path, const char* trigger, const char* label,
                  const OomInfo* oom, bool summary, uint64_t* leaked_device_bytes = nullptr,
-                 const TrackerSnapshot* captured = nullptr, std::string* failure = nullptr) {
+                 const TrackerSnapshot* captured = nullptr, std::string* failure = nullptr,
+                 CheckpointText* kept = nullptr) {
   bool ok = false;
   const auto write = [&] {
     const ScopedInsideGpuwatch inside;  // on whichever thread writes it
@@ -231,7 +233,7 @@ bool WriteReport(Agent& agent, const std::string& path, const char* trigger, con
     }
     try {
       ok = WriteReportOrThrow(agent, path, trigger, label, oom, summary, leaked_device_bytes,
-                              captured, failure);
+                              captured, failure, kept);
     } catch (const std::exception& e) {
       Failed(trigger, e.what(), failure);
     } catch (...) {
@@ -540,7 +542,7 @@ void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
   const uint64_t cpu_before = ThreadCpuNs();
   std::string failure;
   if (!WriteReport(agent, agent.attach.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
-                   nullptr, &failure)) {
+                   nullptr, &failure, &c.text)) {
     // Said once; tried again, less and less often (a disk full for a moment).
     if (c.last.failures == 0) {
       Warn(

@@ -14,6 +14,7 @@
 #include "interpose/agent/agent.h"
 #include "interpose/callbacks/callbacks.h"
 #include "libgpuwatch/report/checkpoint.h"
+#include "libgpuwatch/report/checkpoint_text.h"
 
 namespace gpuwatch {
 
@@ -73,6 +74,9 @@ void WriteSignalReport(int sig, bool final);
 // thread once a second.
 struct Checkpoints {
   CheckpointState last;
+  // The text kept from one checkpoint to the next (a checkpoint re-makes
+  // only what changed); other reports keep none.
+  CheckpointText text;
 };
 void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now);
 

@@ -1,6 +1,7 @@
 #include "libgpuwatch/analysis/site_resolver.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <functional>
@@ -32,7 +33,10 @@ SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* sup
 
 SiteResolver::SiteResolver(const StackTable* stacks, Symbolizer* symbolizer,
                            const AllocFunctions* alloc_fns)
-    : stacks_(stacks), alloc_fns_(alloc_fns), shared_symbolizer_(symbolizer) {}
+    : stacks_(stacks), alloc_fns_(alloc_fns), shared_symbolizer_(symbolizer) {
+  static std::atomic<uint64_t> made{0};
+  serial_ = made.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 SiteResolver::~SiteResolver() = default;
 
 const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
@@ -59,8 +63,10 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
 }
 
 const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
-  auto it = stack_indices_.find(stack_id);
-  if (it != stack_indices_.end()) return it->second;
+  FrameTable& table = *table_;
+  auto it = table.stacks.find(stack_id);
+  if (it != table.stacks.end()) return it->second;
+  const bool kept = table_ == &kept_table_;
   std::vector<uint32_t> indices;
   std::string key;
   for (const Frame& f : FramesOf(stack_id)) {
@@ -73,11 +79,11 @@ const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
     key += std::to_string(f.line);
     key += f.inlined ? 'i' : 'o';  // the same line inlined or not: two frames
     const auto [at, added] =
-        frame_index_.try_emplace(key, static_cast<uint32_t>(frame_table_.size()));
-    if (added) frame_table_.push_back(&f);
+        table.index.try_emplace(key, static_cast<uint32_t>(table.frames.size()));
+    if (added) table.frames.push_back(kept ? &table.owned.emplace_back(f) : &f);
     indices.push_back(at->second);
   }
-  return stack_indices_.emplace(stack_id, std::move(indices)).first->second;
+  return table.stacks.emplace(stack_id, std::move(indices)).first->second;
 }
 
 void SiteResolver::ReleaseFrames() {
@@ -86,9 +92,9 @@ void SiteResolver::ReleaseFrames() {
 }
 
 void SiteResolver::ClearFrameTable() {
-  frame_table_.clear();
-  frame_index_.clear();
-  stack_indices_.clear();
+  report_table_.frames.clear();
+  report_table_.index.clear();
+  report_table_.stacks.clear();
 }
 
 std::string SiteResolver::KeyOf(uint32_t stack_id) {

@@ -5,6 +5,7 @@
 #define GPUWATCH_LIBGPUWATCH_ANALYSIS_SITE_RESOLVER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,8 +68,19 @@ class SiteResolver {
   const std::vector<uint32_t>& StackOf(uint32_t stack_id);
   // The frames StackOf() has indexed since the last ClearFrameTable(); they
   // point into this resolver's cache.
-  const std::vector<const Frame*>& frame_table() const { return frame_table_; }
+  const std::vector<const Frame*>& frame_table() const { return table_->frames; }
+  // Clears the frame table of the report being made (not a kept one).
   void ClearFrameTable();
+  // On: StackOf() indexes into a frame table kept from one call to the next
+  // (checkpoints): a frame keeps the index it got first, frames are only
+  // appended, and the table survives ReleaseFrames() (it holds copies of its
+  // frames). Off: the table of one report, cleared by ClearFrameTable().
+  // docs/report-format.md, frame_table.
+  void KeepFrameTable(bool on) { table_ = on ? &kept_table_ : &report_table_; }
+  // Tells resolvers apart (a number no other resolver of the process has):
+  // what a caller keeps for one resolver's kept frame table, the text of
+  // its rows, is not another's.
+  uint64_t serial() const { return serial_; }
   // Stacks that read the same after trimming are one site to the user: they
   // may differ in the trimmed frames (the runtime takes another internal path
   // on its first call) or in pcs that map to the same lines (an unrolled
@@ -137,11 +149,19 @@ class SiteResolver {
   // holds is kept whole in collided_ (checked against the holder's key).
   std::unordered_map<uint64_t, uint32_t> by_hash_;
   std::unordered_map<std::string, uint32_t> collided_;
-  // The report's frame table: its frames, an index per distinct frame, and
-  // each stack id's indices.
-  std::vector<const Frame*> frame_table_;
-  std::unordered_map<std::string, uint32_t> frame_index_;
-  std::unordered_map<uint32_t, std::vector<uint32_t>> stack_indices_;
+  // A frame table: its frames, an index per distinct frame, and each stack
+  // id's indices. A kept table owns copies of its frames (`owned`): the
+  // cache its frames come from is released after each report.
+  struct FrameTable {
+    std::vector<const Frame*> frames;
+    std::unordered_map<std::string, uint32_t> index;
+    std::unordered_map<uint32_t, std::vector<uint32_t>> stacks;
+    std::deque<Frame> owned;
+  };
+  FrameTable report_table_;
+  FrameTable kept_table_;
+  FrameTable* table_ = &report_table_;
+  uint64_t serial_;
 };
 
 }  // namespace gpuwatch

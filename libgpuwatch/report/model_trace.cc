@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "libgpuwatch/report/checkpoint_text.h"
 #include "libgpuwatch/report/report_model.h"
 
 namespace gpuwatch {
@@ -385,7 +386,7 @@ json EventJson(const ReportTrace& t, const ReportTraceEvent& e) {
 
 }  // namespace
 
-json ReportTraceJson(const ReportTrace& t, bool with_events) {
+json ReportTraceJson(const ReportTrace& t, bool with_events, bool with_sites) {
   json out = json::object();
   for (const CountField<ReportTrace>& f : ReportTrace::Counts()) out[f.key] = t.*f.member;
   json devices = json::array();
@@ -400,11 +401,13 @@ json ReportTraceJson(const ReportTrace& t, bool with_events) {
     devices.push_back(std::move(row));
   }
   out["devices"] = std::move(devices);
-  json sites = json::array();
-  for (const ReportTraceSite& s : t.sites) {
-    sites.push_back({{report_key::kSite, s.site}, {report_key::kLocation, s.location}});
+  if (with_sites) {
+    json sites = json::array();
+    for (const ReportTraceSite& s : t.sites) {
+      sites.push_back({{report_key::kSite, s.site}, {report_key::kLocation, s.location}});
+    }
+    out["sites"] = std::move(sites);
   }
-  out["sites"] = std::move(sites);
   out["names"] = t.names;
   out["phases"] = t.phases;
   if (with_events) {
@@ -461,13 +464,24 @@ void TraceEventText::Append(const ReportTraceEvent& e, std::string_view open,
   *out += close;
 }
 
-std::string ReportModel::Dump(json doc, const TextFlush* flush) const {
-  ToJson(&doc, /*trace_events=*/false);
-  if (!trace.has_value()) return DumpReport(std::move(doc), nullptr, flush);
+std::string ReportModel::Dump(json doc, const TextFlush* flush, const CheckpointText* kept) const {
+  ToJson(&doc, /*trace_events=*/false, /*trace_sites=*/kept == nullptr);
+  TraceEventLines lines;
+  if (kept != nullptr) {
+    lines.frames = kept->frames();
+    lines.frame = [kept](size_t i, std::string* out) { *out += kept->frame(i); };
+    if (trace.has_value()) {
+      lines.trace_sites = [this, kept](std::string* out) {
+        kept->AppendTraceSites(trace->sites, out);
+      };
+    }
+  }
+  if (!trace.has_value()) {
+    return DumpReport(std::move(doc), kept != nullptr ? &lines : nullptr, flush);
+  }
   const TraceEventText text(*trace);
-  const TraceEventLines lines{trace->events.size(), [this, &text](size_t i, std::string* out) {
-                                text.Append(trace->events[i], out);
-                              }};
+  lines.count = trace->events.size();
+  lines.append = [this, &text](size_t i, std::string* out) { text.Append(trace->events[i], out); };
   return DumpReport(std::move(doc), &lines, flush);
 }
 

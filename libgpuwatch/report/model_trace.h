@@ -169,7 +169,8 @@ class TraceEventReader {
 
 // The trace section as the report writes it, with its events or without
 // (ReportModel::Dump writes them as text).
-nlohmann::json ReportTraceJson(const ReportTrace& trace, bool with_events = true);
+nlohmann::json ReportTraceJson(const ReportTrace& trace, bool with_events = true,
+                               bool with_sites = true);
 
 // Reads the trace section `trace` (an object), events included, into `out`;
 // false on the first problem (the reader's).

@@ -39,6 +39,7 @@
 
 namespace gpuwatch {
 
+class CheckpointText;
 struct ReportTorchBlocks;
 struct TimelineSnapshot;
 struct TraceSnapshot;
@@ -114,6 +115,13 @@ struct ReportContext {
   // GPUWATCH_SUPPRESSIONS; null or empty: nothing is suppressed. Sites are
   // put in built-in categories either way.
   const Suppressions* suppressions = nullptr;
+  // A checkpoint's text kept from the process's last checkpoint
+  // (checkpoint_text.h): the report's frame table is the resolver's kept one
+  // (append-only: frames keep their indices and may include frames no
+  // section names), and the text of what did not change is reused. Null
+  // for every other report: built from scratch, listing only the frames
+  // its sections name.
+  CheckpointText* kept = nullptr;
 };
 
 // A site (canonical id) that allocated and freed memory of a churn kind

@@ -11,6 +11,7 @@
 
 #include "libgpuwatch/base/memory_reserve.h"
 #include "libgpuwatch/base/version.h"
+#include "libgpuwatch/report/checkpoint_text.h"
 #include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
 #include "libgpuwatch/report/report_sections.h"
@@ -208,7 +209,18 @@ ReportLifecycle LifecycleSection(const LifecycleFigures& l) {
 std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& context,
                             SiteResolver* sites, const ReportAnalysis& analysis,
                             const TextFlush* flush) {
-  sites->ClearFrameTable();
+  // A checkpoint's frames keep their indices from one checkpoint to the next
+  // (its kept text is by index); any other report numbers its own.
+  struct FrameTableMode {
+    SiteResolver* sites;
+    explicit FrameTableMode(SiteResolver* s, bool keep) : sites(s) {
+      sites->ClearFrameTable();
+      sites->KeepFrameTable(keep);
+    }
+    ~FrameTableMode() { sites->KeepFrameTable(false); }
+    FrameTableMode(const FrameTableMode&) = delete;
+    FrameTableMode& operator=(const FrameTableMode&) = delete;
+  } mode(sites, context.kept != nullptr);
   ReportModel m;
   m.trigger = context.trigger;
   m.label = context.label;
@@ -326,6 +338,12 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     ThrowIfOutOfMemory();
   }
   // Last: every section above has named its frames.
+  if (CheckpointText* kept = context.kept; kept != nullptr) {
+    kept->UseFor(sites->serial());
+    kept->AddFrames(sites->frame_table());
+    if (m.trace.has_value()) kept->AddTraceSites(m.trace->sites);
+    return m.Dump(std::move(report), flush, kept);
+  }
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));
   return m.Dump(std::move(report), flush);  // the trace's events compact, from their structs
 }

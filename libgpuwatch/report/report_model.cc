@@ -36,6 +36,8 @@ json CountMapJson(const CountMap& map) {
   return out;
 }
 
+}  // namespace
+
 json FrameJson(const ReportFrame& f) {
   json frame = {{key::kFunction, f.function},
                 {key::kFile, f.file},
@@ -44,8 +46,6 @@ json FrameJson(const ReportFrame& f) {
   if (f.inlined) frame[key::kInlined] = true;
   return frame;
 }
-
-}  // namespace
 
 json SiteJson(const ReportSite& s) {
   json entry = {{key::kSite, s.site}, {key::kLocation, s.location}};
@@ -170,7 +170,7 @@ void ReportModel::InlineFrameTable() {
   frame_table.clear();
 }
 
-void ReportModel::ToJson(json* doc, bool trace_events) const {
+void ReportModel::ToJson(json* doc, bool trace_events, bool trace_sites) const {
   json& d = *doc;
   d[key::kSchema] = kReportSchemaName;
   d[key::kVersion] = kReportSchemaVersion;
@@ -257,7 +257,7 @@ void ReportModel::ToJson(json* doc, bool trace_events) const {
   json table = json::array();
   for (const ReportFrame& f : frame_table) table.push_back(FrameJson(f));
   d[key::kFrameTable] = std::move(table);
-  if (trace.has_value()) d[key::kTrace] = ReportTraceJson(*trace, trace_events);
+  if (trace.has_value()) d[key::kTrace] = ReportTraceJson(*trace, trace_events, trace_sites);
 }
 
 // Reading.

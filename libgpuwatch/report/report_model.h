@@ -33,6 +33,7 @@ namespace gpuwatch {
 inline constexpr size_t kMaxSitesPerSection = 1000;
 
 struct Frame;
+class CheckpointText;
 
 // A count field's rule in `gpuwatch merge`.
 enum class MergeRule { kSum, kMax, kMin };
@@ -341,14 +342,18 @@ struct ReportModel {
 
   // Writes the model's sections into `doc` (an object), with the schema's
   // name and version; other members of `doc` are kept. Without
-  // `trace_events`, the trace has no "events" (Dump writes them).
-  void ToJson(nlohmann::json* doc, bool trace_events = true) const;
+  // `trace_events`, the trace has no "events" (Dump writes them); without
+  // `trace_sites`, no "sites" (Dump writes a checkpoint's kept rows).
+  void ToJson(nlohmann::json* doc, bool trace_events = true, bool trace_sites = true) const;
 
   // The report's text (DumpReport) of `doc` with the model's sections; the
   // trace's events are written from their structs, never as a document
   // (model_trace.cc). `flush`: DumpReport's (the text streamed; the rest
-  // returned).
-  std::string Dump(nlohmann::json doc, const TextFlush* flush = nullptr) const;
+  // returned). `kept`: a checkpoint's kept text (checkpoint_text.h), for
+  // the frame table (whose rows it holds, the model's frame_table left
+  // empty) and the trace's sites.
+  std::string Dump(nlohmann::json doc, const TextFlush* flush = nullptr,
+                   const CheckpointText* kept = nullptr) const;
 };
 
 // A leaks section as the report writes it (ReportModel::ToJson's).
@@ -364,6 +369,8 @@ nlohmann::json SiteJson(const ReportSite& site);
 
 // A symbolized frame as a report lists it.
 ReportFrame ReportFrameOf(const Frame& frame);
+// A frame table's row as the report writes it.
+nlohmann::json FrameJson(const ReportFrame& frame);
 
 // Reads a report's typed sections, checking every field's type as the
 // schema states it. Fields it does not know are ignored; a missing one reads

@@ -181,25 +181,42 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
     tail += separator;
     separator = ',';
     tail += "\n  \"frame_table\": [";
-    for (size_t i = 0; i < frame_table->size(); ++i) {
+    const bool kept = trace_events != nullptr && trace_events->frame;
+    const size_t frames = kept ? trace_events->frames : frame_table->size();
+    for (size_t i = 0; i < frames; ++i) {
       tail += i == 0 ? "\n    " : ",\n    ";
-      tail += Text((*frame_table)[i]);
+      if (kept) {
+        trace_events->frame(i, &tail);
+      } else {
+        tail += Text((*frame_table)[i]);
+      }
       maybe_flush();
     }
-    tail += frame_table->empty() ? "]" : "\n  ]";
+    tail += frames == 0 ? "]" : "\n  ]";
   }
   if (trace == nullptr) return;
   json events = trace->contains("events") ? std::move((*trace)["events"]) : json::array();
   trace->erase("events");
   tail += separator;
   tail += "\n  \"trace\": {";
+  // A checkpoint's kept "sites" text, in the key order a document prints.
+  const bool kept_sites = trace_events != nullptr && trace_events->trace_sites;
+  bool sites_written = !kept_sites;
+  const auto write_sites = [&] {
+    tail += "\n    \"sites\": ";
+    trace_events->trace_sites(&tail);
+    tail += ',';
+    sites_written = true;
+  };
   for (const auto& [name, value] : trace->items()) {
+    if (!sites_written && name > "sites") write_sites();
     tail += "\n    ";
     tail += Text(json(name));
     tail += ": ";
     tail += Text(value);
     tail += ',';
   }
+  if (!sites_written) write_sites();
   tail += "\n    \"events\": [";
   const size_t count = trace_events != nullptr ? trace_events->count : events.size();
   for (size_t i = 0; i < count; ++i) {

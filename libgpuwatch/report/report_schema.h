@@ -159,9 +159,15 @@ struct LeakSplitFigures {
 // `trace_events`, when given, are the trace's events in place of the
 // document's (ReportModel::Dump: a million events are not made a document
 // to be printed): how many, and what appends event i's line.
+// `frame`, when set, writes the frame table's `frames` rows in place of the
+// document's, and `trace_sites` the trace's "sites" value (the document's
+// trace has none): a checkpoint's kept text (checkpoint_text.h).
 struct TraceEventLines {
   size_t count = 0;
   std::function<void(size_t, std::string*)> append;
+  size_t frames = 0;
+  std::function<void(size_t, std::string*)> frame;
+  std::function<void(std::string*)> trace_sites;
 };
 // `flush`, when given, streams the frame table and the trace as they are
 // made: whenever the text not yet handed over passes `chunk` bytes at the

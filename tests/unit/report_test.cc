@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "libgpuwatch/record/trace.h"
+#include "libgpuwatch/report/checkpoint_text.h"
 #include "libgpuwatch/report/site_groups.h"
 #include "libgpuwatch/stacks/stack_table.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -376,6 +377,134 @@ TEST(Report, AReportByTheKeptResolverEqualsOneFromScratch) {
             "report_test.cc:" + std::to_string(report_test_sites::g_line_a));
 }
 
+// A checkpoint keeps its frame table from one checkpoint to the next (a
+// frame keeps its index: docs/report-format.md, frame_table) and the text of
+// what did not change (checkpoint_text.h). After several changes, its bytes
+// equal a checkpoint of the same snapshot made from scratch with the same
+// frame numbering; its sections, frames inlined, equal those of a report
+// made from scratch by a fresh resolver (one report model).
+TEST(Report, ACheckpointMadeIncrementallyEqualsOneMadeFromScratch) {
+  // Sites A and B, allocating 100 bytes each time, into a tracker with a trace.
+  struct Process {
+    TwoSites ab;
+    Trace trace{64};
+    Tracker t;
+    Process() { t.SetTrace(&trace); }
+  } p;
+  const TwoSites& ab = p.ab;
+  ASSERT_TRUE(ab.Interned());
+  Tracker& t = p.t;
+  Trace& trace = p.trace;
+  const auto alloc = [&t](uint64_t address, uint32_t site) {
+    AllocEvent e;
+    e.address = address;
+    e.size = 100;
+    e.stack_id = site;
+    t.OnAlloc(e);
+  };
+  for (uint64_t i = 0; i < 3; ++i) alloc(0x1000 * (i + 1), ab.b);
+  Symbolizer shared;
+  SiteResolver sites(&ab.table, &shared);
+  CheckpointText kept;
+  const auto report = [&](const TrackerSnapshot& snap, const TraceSnapshot& events,
+                          CheckpointText* text, SiteResolver* resolver) {
+    ReportContext ctx;
+    ctx.trigger = "checkpoint";
+    ctx.trace = &events;
+    ctx.kept = text;
+    std::string out = BuildReportJson(snap, ctx, resolver);
+    resolver->ReleaseFrames();
+    return out;
+  };
+  const std::string first = report(t.Snapshot(), trace.Snapshot(), &kept, &sites);
+  // A new site, a free at the old one; then one more allocation at the new.
+  alloc(0x9000, ab.a);
+  ASSERT_TRUE(t.OnFree(0x1000));
+  const std::string second = report(t.Snapshot(), trace.Snapshot(), &kept, &sites);
+  alloc(0xa000, ab.a);
+  const TrackerSnapshot now = t.Snapshot();
+  const TraceSnapshot events = trace.Snapshot();
+  const std::string third = report(now, events, &kept, &sites);
+  CheckpointText none;  // the same frame numbering (the resolver's), no text kept
+  EXPECT_EQ(third, report(now, events, &none, &sites));
+  EXPECT_NE(third, second);
+  EXPECT_GT(kept.bytes(), 0u);
+
+  // Each frame keeps its index: the first checkpoint's table begins the
+  // later ones', and a site's stack reads the same indices in both.
+  const auto a = nlohmann::json::parse(first);
+  const auto b = nlohmann::json::parse(third);
+  ASSERT_FALSE(a["frame_table"].empty());
+  ASSERT_GE(b["frame_table"].size(), a["frame_table"].size());
+  for (size_t i = 0; i < a["frame_table"].size(); ++i) {
+    EXPECT_EQ(a["frame_table"][i], b["frame_table"][i]) << i;
+  }
+  const auto stack_of = [](const nlohmann::json& doc, uint32_t site) {
+    for (const auto& s : doc["sites"]) {
+      if (s["site"] == site) return s["stack"];
+    }
+    return nlohmann::json();
+  };
+  ASSERT_FALSE(stack_of(a, ab.b).is_null());
+  EXPECT_EQ(stack_of(a, ab.b), stack_of(b, ab.b));
+
+  // One report model: the same sections as a report from scratch.
+  SiteResolver fresh(&ab.table, &shared);
+  ReportContext ctx;
+  ctx.trigger = "checkpoint";
+  ctx.trace = &events;
+  EXPECT_EQ(ParseReport(third), ParseReport(BuildReportJson(now, ctx, &fresh)));
+}
+
+// A checkpoint's frame table may list frames no section names (frames of
+// sites an earlier checkpoint showed): the tools (report, diff, merge, check:
+// ReadReport) index the table, and such frames show up nowhere.
+TEST(Report, ToolsReadACheckpointWhoseFrameTableListsFramesNoSiteNames) {
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  Tracker t;
+  for (const uint32_t id : {ab.a, ab.b}) {  // one allocation at each site
+    AllocEvent at_site;
+    at_site.address = 0x1000 * id;
+    at_site.size = 64;
+    at_site.stack_id = id;
+    t.OnAlloc(at_site);
+  }
+  Symbolizer shared;
+  SiteResolver sites(&ab.table, &shared);
+  CheckpointText kept;
+  ReportContext ctx;
+  ctx.trigger = "checkpoint";
+  ctx.kept = &kept;
+  const std::string text = BuildReportJson(t.Snapshot(), ctx, &sites);
+  auto extra = nlohmann::json::parse(text);
+  // An unnamed frame first: every index a site has moves by one.
+  auto& table = extra["frame_table"];
+  nlohmann::json gone = nlohmann::json::object();
+  gone["function"] = "Gone()";
+  gone["file"] = "/src/gone.cc";
+  gone["line"] = 7;
+  gone["module"] = "/lib/libgone.so";
+  table.insert(table.begin(), gone);
+  ForEachReportSite(&extra, [](nlohmann::json& site) {
+    for (auto& i : site["stack"]) i = i.get<uint32_t>() + 1;
+  });
+  TempDir dir;
+  const std::string plain = dir.path() + "/plain.json";
+  const std::string more = dir.path() + "/more.json";
+  std::ofstream(plain) << text;
+  std::ofstream(more) << extra.dump(2);
+  tools::Report r1;
+  tools::Report r2;
+  std::string error;
+  ASSERT_TRUE(tools::ReadReport(plain, &r1, &error)) << error;
+  ASSERT_TRUE(tools::ReadReport(more, &r2, &error)) << error;
+  EXPECT_EQ(tools::ReportDocument(r1.model), tools::ReportDocument(r2.model));
+  EXPECT_EQ(tools::ReportDocument(r2.model).dump().find("gone.cc"), std::string::npos);
+  ASSERT_EQ(r2.model.sites.size(), 2u);
+  EXPECT_FALSE(r2.model.sites[0].frames.empty());
+}
+
 TEST(Report, AtomicWriteCreatesPrivateFileAndReplaces) {
   TempDir dir;
   const std::string path = dir.path() + "/r.json";
@@ -479,8 +608,9 @@ TEST(Report, DumpReportPrintsTheTailAfterTheHeadByteForByte) {
             "\n  \"frame_table\": [\n    {\"function\":\"f\"},\n    {\"function\":\"g\"}\n  ],"
             "\n  \"trace\": {\n    \"capacity\": 4,\n    \"events\": [\n      [\"mem\",1]"
             "\n    ]\n  }\n}\n");
-  const TraceEventLines lines{
-      2, [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; }};
+  TraceEventLines lines;
+  lines.count = 2;
+  lines.append = [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; };
   EXPECT_EQ(DumpReport({{"trace", trace}, {"frame_table", nlohmann::json::array()}}, &lines),
             "{\n  \"frame_table\": [],\n  \"trace\": {\n    \"capacity\": 4,"
             "\n    \"events\": [\n      [\"e\",0],\n      [\"e\",1]\n    ]\n  }\n}\n");
@@ -557,8 +687,9 @@ TEST(Report, DumpReportStreamedIsTheSameTextInPieces) {
   const nlohmann::json table = nlohmann::json::array({{{"function", "f"}}, {{"function", "g"}}});
   const nlohmann::json doc = {
       {"sites", {{{"stack", {0, 1}}}}}, {"frame_table", table}, {"trace", {{"capacity", 4}}}};
-  const TraceEventLines lines{
-      3, [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; }};
+  TraceEventLines lines;
+  lines.count = 3;
+  lines.append = [](size_t i, std::string* out) { *out += "[\"e\"," + std::to_string(i) + "]"; };
   const std::string head = "{\n  \"sites\": [\n    {\n      \"stack\": [0, 1]\n    }\n  ]";
   for (const nlohmann::json& d :
        {doc, nlohmann::json{{"frame_table", table}, {"trace", nlohmann::json::object()}}}) {
