@@ -192,7 +192,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
     file.Write(report.json());
     ok = file.Commit(ending ? Durability::kStartWriteback : Durability::kWaitForDisk, &error);
   }
-  if (ok && is_exit) agent.reports.exit_teardown_slot = slot;
+  if (ok && is_exit) agent.reports.exit_teardown_slot = file.in_place() ? std::string::npos : slot;
   if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(agent, trigger, path);
   // Under `gpuwatch run` the command says where the reports went, once.

@@ -41,8 +41,13 @@ class AtomicFile {
   ~AtomicFile();
 
   // Creates the temporary file beside `path`. False with `error` set when
-  // it cannot be made.
+  // it cannot be made. A `path` that is a character device or a pipe
+  // (/dev/null, /dev/stdout, a FIFO) is opened and written in place instead:
+  // renaming over it would replace the device node.
   bool Open(const std::string& path, std::string* error);
+  // True when Open() took `path` as a device or a pipe, written in place:
+  // nothing can be written into it afterwards (the exit report's teardown slot).
+  bool in_place() const { return in_place_; }
   // Appends `data`. After a failed write the rest are ignored and Commit
   // fails with its reason.
   void Write(std::string_view data);
@@ -58,6 +63,7 @@ class AtomicFile {
   std::string path_;
   std::string tmp_;
   std::string failed_;  // the first failure's reason
+  bool in_place_ = false;
 };
 
 // Writes `contents` to `path` atomically (an AtomicFile). On failure returns

@@ -31,23 +31,30 @@ std::string DirName(const std::string& path) {
 }
 
 // Under a file size limit (`ulimit -f`) a write past it raises SIGXFSZ, whose
-// default action ends the process. While a report is written the signal is
-// blocked on this thread, and the one a failed write raised is discarded:
-// the write fails with EFBIG, which costs the report, not the host.
+// default action ends the process; so does SIGPIPE, for a report written to a
+// pipe whose reader has gone. While a report is written both are blocked on
+// this thread, and one a failed write raised is discarded: the write fails
+// (EFBIG, EPIPE), which costs the report, not the host.
 class FileSizeSignalGuard {
  public:
   FileSizeSignalGuard() {
     sigemptyset(&xfsz_);
     sigaddset(&xfsz_, SIGXFSZ);
+    sigaddset(&xfsz_, SIGPIPE);
     blocked_ = pthread_sigmask(SIG_BLOCK, &xfsz_, &old_) == 0;
   }
   ~FileSizeSignalGuard() {
     if (!blocked_) return;
     sigset_t pending;
-    if (sigismember(&old_, SIGXFSZ) == 0 && sigpending(&pending) == 0 &&
-        sigismember(&pending, SIGXFSZ) == 1) {
-      const timespec now{};
-      sigtimedwait(&xfsz_, nullptr, &now);
+    for (const int sig : {SIGXFSZ, SIGPIPE}) {
+      if (sigismember(&old_, sig) == 0 && sigpending(&pending) == 0 &&
+          sigismember(&pending, sig) == 1) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        const timespec now{};
+        sigtimedwait(&one, nullptr, &now);
+      }
     }
     pthread_sigmask(SIG_SETMASK, &old_, nullptr);
   }
@@ -70,7 +77,8 @@ char g_in_flight_path[4096];
 class InFlight {
  public:
   explicit InFlight(const std::string& tmp) {
-    if (tmp.size() >= sizeof(g_in_flight_path) || g_in_flight_claimed.exchange(true)) return;
+    if (tmp.empty() || tmp.size() >= sizeof(g_in_flight_path) || g_in_flight_claimed.exchange(true))
+      return;
     std::memcpy(g_in_flight_path, tmp.c_str(), tmp.size() + 1);
     g_in_flight.store(true);
     mine_ = true;
@@ -108,12 +116,44 @@ AtomicFile::AtomicFile() = default;
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) {
     close(fd_);
-    unlink(tmp_.c_str());
+    if (!in_place_) unlink(tmp_.c_str());
   }
 }
 
+namespace {
+
+// A character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written
+// in place: a rename would replace the node itself (as root, /dev/null with
+// a regular file). A symbolic link is followed only where the system keeps
+// its own (/dev/stdout, /dev/fd/N): elsewhere it is replaced, not followed,
+// as for a regular file.
+bool WrittenInPlace(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return false;
+  if (S_ISLNK(st.st_mode) && (path.rfind("/dev/", 0) != 0 || stat(path.c_str(), &st) != 0)) {
+    return false;
+  }
+  return S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
+}
+
+}  // namespace
+
 bool AtomicFile::Open(const std::string& path, std::string* error) {
   path_ = path;
+  if (WrittenInPlace(path)) {
+    in_place_ = true;
+    guards_ = std::make_unique<Guards>(std::string());
+    // Not blocking on a FIFO that no one reads (ENXIO then), which would
+    // hang the process at its exit; writes block as to any pipe.
+    fd_ = AboveStdio(open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    if (fd_ < 0) {
+      *error = "cannot open " + path + ": " + std::strerror(errno);
+      guards_.reset();
+      return false;
+    }
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+    return true;
+  }
   std::random_device rd;
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), ".tmp.%08x%08x", rd(), rd());
@@ -134,7 +174,7 @@ void AtomicFile::Write(std::string_view data) {
     const ssize_t n = write(fd_, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      failed_ = "cannot write " + tmp_ + ": " + std::strerror(errno);
+      failed_ = "cannot write " + (in_place_ ? path_ : tmp_) + ": " + std::strerror(errno);
       return;
     }
     data.remove_prefix(static_cast<size_t>(n));
@@ -146,7 +186,7 @@ bool AtomicFile::Commit(Durability durability, std::string* error) {
     *error = "cannot write " + path_ + ": not open";
     return false;
   }
-  if (failed_.empty()) {
+  if (failed_.empty() && !in_place_) {
     if (durability == Durability::kWaitForDisk) {
       if (fsync(fd_) != 0) failed_ = "cannot flush " + tmp_ + ": " + std::strerror(errno);
     } else {
@@ -158,14 +198,14 @@ bool AtomicFile::Commit(Durability durability, std::string* error) {
   }
   const int fd = std::exchange(fd_, -1);
   if (close(fd) != 0 && failed_.empty()) {
-    failed_ = "cannot flush " + tmp_ + ": " + std::strerror(errno);
+    failed_ = "cannot flush " + (in_place_ ? path_ : tmp_) + ": " + std::strerror(errno);
   }
   // rename() replaces a symlink placed at `path` rather than following it.
-  if (failed_.empty() && rename(tmp_.c_str(), path_.c_str()) != 0) {
+  if (failed_.empty() && !in_place_ && rename(tmp_.c_str(), path_.c_str()) != 0) {
     failed_ = "cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno);
   }
   if (!failed_.empty()) {
-    unlink(tmp_.c_str());
+    if (!in_place_) unlink(tmp_.c_str());
     *error = failed_;
   }
   guards_.reset();

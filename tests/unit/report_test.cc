@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -532,6 +534,68 @@ TEST(Report, AtomicWriteReplacesASymlinkInsteadOfFollowingIt) {
   EXPECT_EQ(Slurp(victim), "precious");
   EXPECT_EQ(Slurp(path), "report");
   EXPECT_FALSE(std::filesystem::is_symlink(path));
+}
+
+// A report written to a device or a pipe (/dev/null, /dev/stdout, a FIFO)
+// goes into it: a rename over the path would replace the node (as root,
+// /dev/null became a regular file).
+TEST(Report, AtomicWriteToAFifoWritesIntoItAndLeavesItAFifo) {
+  TempDir dir;
+  const std::string path = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  const int reader = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  std::string error;
+  ASSERT_TRUE(WriteFileAtomically(path, "report\n", &error)) << error;
+  char got[16] = {};
+  EXPECT_EQ(read(reader, got, sizeof(got)), 7);
+  EXPECT_EQ(std::string(got), "report\n");
+  close(reader);
+  struct stat st {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator{}),
+            1);
+}
+
+// No reader: the write fails at once with the path named (it does not wait
+// for one, which would hang an exiting process); a reader gone midway
+// fails the write, and its SIGPIPE does not end the process.
+TEST(Report, AtomicWriteToAFifoWithoutAReaderFailsAndDoesNotDie) {
+  TempDir dir;
+  const std::string path = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  std::string error;
+  EXPECT_FALSE(WriteFileAtomically(path, "report", &error));
+  EXPECT_NE(error.find("cannot open " + path), std::string::npos) << error;
+  const int reader = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  AtomicFile file;
+  ASSERT_TRUE(file.Open(path, &error)) << error;
+  EXPECT_TRUE(file.in_place());
+  close(reader);
+  file.Write("report");
+  EXPECT_FALSE(file.Commit(Durability::kWaitForDisk, &error));
+  EXPECT_NE(error.find("cannot write " + path), std::string::npos) << error;
+  struct stat st {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+// A character device like /dev/null (made where the test may: as root).
+TEST(Report, AtomicWriteToACharacterDeviceLeavesTheDevice) {
+  TempDir dir;
+  const std::string path = dir.path() + "/null";
+  if (mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "cannot make a device node here (not root): " << std::strerror(errno);
+  }
+  std::string error;
+  ASSERT_TRUE(WriteFileAtomically(path, "report", &error)) << error;
+  struct stat st {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(1, 3));
 }
 
 // The exit report's teardown is written after CUDA's teardown, into a slot
