@@ -269,11 +269,23 @@ TEST(Holders, AnIdleProcessWritesItsCheckpointOnceNotOncePerPeriod) {
   // The checkpoint of the two steps, and the page written after it.
   ASSERT_TRUE(PollUntil([&] { return of_steps(2); }));
   ASSERT_TRUE(PollUntil([&] { return status().checkpoint_ns != 0; }));
-  const size_t before = written();
-  const uint64_t at = status().checkpoint_ns;
+  // Then gpuwatch's thread looks for more than 2 s (two periods) and writes
+  // nothing. One more checkpoint may come first: a checkpoint remembers the
+  // event count it read before its snapshot, so an event of the last step
+  // counted between the two (a loaded machine widens the gap) makes the next
+  // look write the same totals once. Each new checkpoint starts the wait
+  // over; one written every period never lets it end.
+  size_t before = 0;
+  uint64_t at = 0;
   uint64_t seen = 0;
   ASSERT_TRUE(PollUntil([&] {
     const StatusView v = status();
+    if (v.checkpoint_ns != at) {
+      at = v.checkpoint_ns;
+      before = written();
+      seen = 0;
+      return false;
+    }
     if (seen == 0 && v.updated_ns >= at + 2000000000ULL) seen = v.updated_ns;
     return seen != 0 && v.updated_ns > seen;
   }));
