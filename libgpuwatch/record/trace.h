@@ -193,12 +193,12 @@ class Trace {  // NOLINT(clang-analyzer-optin.performance.Padding)
   size_t mapped_bytes_ = 0;
 };
 
-// The event's name in the report's `trace.events` ("mem", "copy", ...).
 static_assert(std::endian::native == std::endian::little && offsetof(TraceEvent, site) == 48 &&
                   offsetof(TraceEvent, device) == 52 && offsetof(TraceEvent, kind) == 54 &&
                   offsetof(TraceEvent, detail) == 55,
               "Trace::TailWord packs the event's last word in this layout");
 
+// The event's name in the report's `trace.events` ("mem", "copy", ...).
 const char* TraceKindName(TraceKind kind);
 
 }  // namespace gpuwatch
