@@ -39,7 +39,6 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
