@@ -467,7 +467,7 @@ TEST(Report, ToolsReadACheckpointWhoseFrameTableListsFramesNoSiteNames) {
   Tracker t;
   for (const uint32_t id : {ab.a, ab.b}) {  // one allocation at each site
     AllocEvent at_site;
-    at_site.address = 0x1000 * id;
+    at_site.address = uint64_t{0x1000} * id;
     at_site.size = 64;
     at_site.stack_id = id;
     t.OnAlloc(at_site);
