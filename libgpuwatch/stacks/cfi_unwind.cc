@@ -1,7 +1,5 @@
 #include "libgpuwatch/stacks/cfi_unwind.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -9,6 +7,7 @@
 #include <cstring>
 
 #include "libgpuwatch/base/thread_block.h"
+#include "libgpuwatch/stacks/stack_bounds.h"
 
 namespace gpuwatch {
 
@@ -127,53 +126,6 @@ inline uint64_t RuleFor(uintptr_t pc) {
 // The rule of a frame whose ip is `ip`: a caller's ip is a return address,
 // and the call before it has the frame's row.
 inline uint64_t FrameRule(uintptr_t ip, bool innermost) { return RuleFor(innermost ? ip : ip - 1); }
-
-// The calling thread's stack, [lo, hi). hi == 1: glibc could not say.
-struct StackBounds {
-  uintptr_t lo = 0;
-  uintptr_t hi = 0;
-};
-thread_local StackBounds t_stack __attribute__((tls_model("initial-exec")));
-
-StackBounds BoundsOf(pthread_t thread) {
-  StackBounds bounds{0, 1};
-  pthread_attr_t attr;
-  if (pthread_getattr_np(thread, &attr) != 0) return bounds;
-  void* addr = nullptr;
-  size_t size = 0;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size != 0) {
-    bounds.lo = reinterpret_cast<uintptr_t>(addr);
-    bounds.hi = bounds.lo + size;
-  }
-  pthread_attr_destroy(&attr);
-  return bounds;
-}
-
-// One thread's bounds found ahead of its first walk (PrimeStackBounds):
-// published with a release store of `ready`.
-struct PrimedBounds {
-  pthread_t thread{};
-  StackBounds bounds;
-  std::atomic<bool> ready{false};
-};
-PrimedBounds g_primed;
-std::atomic<bool> g_priming{false};
-
-// ThreadStack's first call on a thread: finds the bounds.
-__attribute__((noinline)) const StackBounds& FindThreadStack() {
-  if (g_primed.ready.load(std::memory_order_acquire) &&
-      pthread_equal(g_primed.thread, pthread_self()) != 0) {
-    t_stack = g_primed.bounds;
-    return t_stack;
-  }
-  t_stack = BoundsOf(pthread_self());
-  return t_stack;
-}
-
-inline const StackBounds& ThreadStack() {
-  if (t_stack.hi != 0) return t_stack;
-  return FindThreadStack();
-}
 
 // A word of the stack, read without sanitizer checks: these are return
 // addresses and saved registers, which ASan does not poison, but the walker
@@ -586,14 +538,6 @@ __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int Cfi
 __attribute__((noinline, no_sanitize("address", "hwaddress", "thread"))) int CfiBacktraceInPlace(
     uintptr_t* buffer, int size, const uintptr_t** pcs) {
   return Walk(buffer, size, pcs);
-}
-
-void PrimeStackBounds(pthread_t thread) {
-  using internal::g_primed;
-  if (internal::g_priming.exchange(true)) return;  // one thread only: written once
-  g_primed.thread = thread;
-  g_primed.bounds = internal::BoundsOf(thread);
-  g_primed.ready.store(true, std::memory_order_release);
 }
 
 }  // namespace gpuwatch
