@@ -379,7 +379,9 @@ TEST(UnwindTest, CaptureUserStackCountsToolFramesAnewWhenTheyChange) {
     const int got = CaptureUnderFixture(&CaptureUserStack, user, 3, step.frames);
     const int lead = LeadingToolFrames(all, n);
     EXPECT_EQ(lead >= step.frames, step.fixture_is_tool) << step.frames << " frames";
-    if (!step.fixture_is_tool) EXPECT_EQ(lead, 0);
+    if (!step.fixture_is_tool) {
+      EXPECT_EQ(lead, 0);
+    }
     ASSERT_GE(n, lead + 3);
     ASSERT_EQ(got, 3);
     // The first frame below the tool frames: the return into CaptureUnderFixture
