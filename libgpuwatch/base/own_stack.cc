@@ -9,6 +9,10 @@
 
 #include <cstdint>
 
+// The main thread's initial stack pointer, set by the dynamic loader
+// (exported by ld.so, declared in no header).
+extern "C" void* __libc_stack_end;  // NOLINT(bugprone-reserved-identifier)
+
 namespace gpuwatch {
 
 namespace {
@@ -74,7 +78,11 @@ int MainThreadHasRoom(uintptr_t sp, size_t needed) {
   const bool known = QueryMapping(fd, sp, 0, &stack_start, &stack_end) &&
                      QueryMapping(fd, deepest, kCoveringOrNextVma, &next_start, &next_end);
   close(fd);
-  if (!known) return -1;
+  // Only the mapping glibc takes for the main thread's stack, the one that
+  // holds __libc_stack_end: not a signal's alternate stack, nor a thread's
+  // in a child forked from it.
+  const auto libc_stack_end = reinterpret_cast<uintptr_t>(__libc_stack_end);
+  if (!known || libc_stack_end < stack_start || libc_stack_end >= stack_end) return -1;
   // Another mapping between the deepest byte and the stack's mapping.
   if (next_start != stack_start) return 0;
   rlimit limit{};

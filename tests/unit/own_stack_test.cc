@@ -2,6 +2,8 @@
 #include "libgpuwatch/base/own_stack.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <cstddef>
@@ -37,6 +39,37 @@ TEST(OwnStack, TheMainThreadsRoomFollowsItsStackLimit) {
   EXPECT_LT(left, size_t{1} << 20);
   EXPECT_EQ(small, left >= (size_t{512} << 10)) << left;
   EXPECT_FALSE(large) << left;
+}
+
+// On a signal's alternate stack (here inside a larger mapping that has room
+// below it) the main thread's answer is still glibc's, whose bounds are
+// the main stack's.
+bool g_room_on_altstack = true;
+bool g_left_on_altstack = true;
+void OnAltStack(int) {
+  g_room_on_altstack = StackHasRoom(size_t{512} << 10);
+  g_left_on_altstack = StackLeft() >= (size_t{512} << 10);
+}
+
+TEST(OwnStack, OnAnAlternateSignalStackTheRoomIsStillGlibcs) {
+  constexpr size_t kBytes = size_t{4} << 20;
+  void* block = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(block, MAP_FAILED);
+  stack_t alt{};
+  alt.ss_sp = static_cast<char*>(block) + kBytes - (size_t{64} << 10);
+  alt.ss_size = size_t{64} << 10;
+  stack_t old_alt{};
+  ASSERT_EQ(sigaltstack(&alt, &old_alt), 0);
+  struct sigaction action {};
+  action.sa_handler = OnAltStack;
+  action.sa_flags = SA_ONSTACK;
+  struct sigaction old_action {};
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &old_action), 0);
+  raise(SIGUSR1);
+  sigaction(SIGUSR1, &old_action, nullptr);
+  sigaltstack(&old_alt, nullptr);
+  munmap(block, kBytes);
+  EXPECT_EQ(g_room_on_altstack, g_left_on_altstack);
 }
 
 // Another thread's stack is its own, from its descriptor.
