@@ -74,6 +74,9 @@ bool ReadRequests(int fd, Requests* out) {
 // pipe: no CUDA, lock or allocation in them), periodic timeline samples (GPUWATCH_SAMPLE_MS) and
 // checkpoints. It waits for all of them in poll(), whose timeout is the next timer's due time.
 void* BackgroundMain(void*) {
+  // Named by itself: one prctl, where naming it from the starting thread
+  // opens and writes /proc/self/task/TID/comm on the program's own path.
+  pthread_setname_np(pthread_self(), "gpuwatch-bg");
   Agent& agent = GetAgent();
   // Held except in poll(): ForkPrepare waits for that.
   std::unique_lock<std::mutex> working(agent.background.mu);
@@ -211,7 +214,6 @@ bool StartBackgroundThread(Agent& agent) {
   agent.background.running.store(true, std::memory_order_release);
   FatalSignalServerCreated();
   pthread_detach(thread);
-  pthread_setname_np(thread, "gpuwatch-bg");
   return true;
 }
 

@@ -34,6 +34,10 @@ bool RunWithStack(const std::function<void()>& work, size_t needed);
 // Bytes of stack left below the caller's frame; SIZE_MAX when unknown.
 size_t StackLeft();
 
+// StackLeft() >= needed, without reading /proc/self/maps on the main thread
+// where the kernel can say (Linux 6.11 and later).
+bool StackHasRoom(size_t needed);
+
 }  // namespace gpuwatch
 
 #endif  // GPUWATCH_LIBGPUWATCH_BASE_OWN_STACK_H_

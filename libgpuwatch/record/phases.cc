@@ -3,8 +3,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
+#include <new>
 
+#include "libgpuwatch/base/arena.h"
 #include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/record/tracker.h"
 
@@ -31,23 +34,54 @@ size_t SlotOfKey(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4
 static_assert(kMaxPhasePaths < (1u << 12), "live records keep a path in 12 bits");
 static_assert(2 * (kMaxPhaseNames + 1) <= 8192 && 2 * (kMaxPhasePaths + 1) <= 8192);
 
+namespace {
+
+// Zeroed: an empty slot, no path.
+template <typename T>
+T* MapArray(size_t count) {
+  void* mem = MapZeroed(count * sizeof(T));
+  if (mem == nullptr) throw std::bad_alloc();  // as `new` did
+  return static_cast<T*>(mem);
+}
+
+// Zeroed: no name. A heap block, not a mapping, because it holds the only
+// pointers to the names' strings and LeakSanitizer scans the heap, not
+// anonymous mappings; calloc leaves a large block's fresh pages untouched.
+template <typename T>
+T* HeapArray(size_t count) {
+  void* mem = std::calloc(count, sizeof(T));  // NOLINT(cppcoreguidelines-no-malloc)
+  if (mem == nullptr) throw std::bad_alloc();
+  return static_cast<T*>(mem);
+}
+
+}  // namespace
+
 PhaseTable::PhaseTable()
-    : name_slots_(new NameSlot[kSlots]),
-      path_slots_(new PathSlot[kSlots]),
-      names_(new std::string[kMaxPhaseNames + 1]),
-      path_list_(new Path[kMaxPhasePaths + 1]) {
+    : name_slots_(MapArray<NameSlot>(kSlots)),
+      path_slots_(MapArray<PathSlot>(kSlots)),
+      names_(HeapArray<Name>(kMaxPhaseNames + 1)),
+      path_list_(MapArray<Path>(kMaxPhasePaths + 1)) {
   other_name_ = InternName(kOtherPhase);
 }
 
-PhaseTable::~PhaseTable() = default;
+PhaseTable::~PhaseTable() {
+  const uint32_t used = names_used_.load(std::memory_order_acquire);
+  for (uint32_t id = 1; id <= used; ++id) delete names_[id].text;
+  Unmap(name_slots_, kSlots * sizeof(NameSlot));
+  Unmap(path_slots_, kSlots * sizeof(PathSlot));
+  std::free(names_);  // NOLINT(cppcoreguidelines-no-malloc): HeapArray's
+  Unmap(path_list_, (kMaxPhasePaths + 1) * sizeof(Path));
+}
 
 uint32_t PhaseTable::FindName(std::string_view name, uint64_t hash) const {
   for (size_t i = hash & kSlotMask;; i = (i + 1) & kSlotMask) {
-    const uint64_t h = name_slots_[i].hash.load(std::memory_order_acquire);
+    const uint64_t h =
+        std::atomic_ref<uint64_t>(name_slots_[i].hash).load(std::memory_order_acquire);
     if (h == 0) return 0;
     if (h == hash) {
-      const uint32_t id = name_slots_[i].id.load(std::memory_order_relaxed);
-      if (names_[id] == name) return id;
+      const uint32_t id =
+          std::atomic_ref<uint32_t>(name_slots_[i].id).load(std::memory_order_relaxed);
+      if (*names_[id].text == name) return id;
     }
   }
 }
@@ -64,12 +98,13 @@ uint32_t PhaseTable::InternName(std::string_view name) {
     return other_name_;
   }
   const uint32_t id = used + 1;
-  names_[id].assign(name);
+  names_[id].text = new std::string(name);
   names_used_.store(id, std::memory_order_release);
   size_t i = hash & kSlotMask;
-  while (name_slots_[i].hash.load(std::memory_order_relaxed) != 0) i = (i + 1) & kSlotMask;
-  name_slots_[i].id.store(id, std::memory_order_relaxed);
-  name_slots_[i].hash.store(hash, std::memory_order_release);
+  while (std::atomic_ref<uint64_t>(name_slots_[i].hash).load(std::memory_order_relaxed) != 0)
+    i = (i + 1) & kSlotMask;
+  std::atomic_ref<uint32_t>(name_slots_[i].id).store(id, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(name_slots_[i].hash).store(hash, std::memory_order_release);
   return id;
 }
 
@@ -77,15 +112,19 @@ uint32_t PhaseTable::PathOf(uint32_t parent, uint32_t name) {
   const uint64_t key = uint64_t{parent} << 32 | name;
   const size_t start = SlotOfKey(key);
   for (size_t i = start;; i = (i + 1) & kSlotMask) {
-    const uint64_t k = path_slots_[i].key.load(std::memory_order_acquire);
-    if (k == key) return path_slots_[i].id.load(std::memory_order_relaxed);
+    const uint64_t k =
+        std::atomic_ref<uint64_t>(path_slots_[i].key).load(std::memory_order_acquire);
+    if (k == key)
+      return std::atomic_ref<uint32_t>(path_slots_[i].id).load(std::memory_order_relaxed);
     if (k == 0) break;
   }
   std::lock_guard<Mutex> lock(mu_);
   size_t i = start;
   for (;; i = (i + 1) & kSlotMask) {
-    const uint64_t k = path_slots_[i].key.load(std::memory_order_relaxed);
-    if (k == key) return path_slots_[i].id.load(std::memory_order_relaxed);
+    const uint64_t k =
+        std::atomic_ref<uint64_t>(path_slots_[i].key).load(std::memory_order_relaxed);
+    if (k == key)
+      return std::atomic_ref<uint32_t>(path_slots_[i].id).load(std::memory_order_relaxed);
     if (k == 0) break;
   }
   const uint32_t used = paths_used_.load(std::memory_order_relaxed);
@@ -103,8 +142,8 @@ uint32_t PhaseTable::PathOf(uint32_t parent, uint32_t name) {
   const uint32_t id = used + 1;
   path_list_[id] = Path{parent, name};
   paths_used_.store(id, std::memory_order_release);
-  path_slots_[i].id.store(id, std::memory_order_relaxed);
-  path_slots_[i].key.store(key, std::memory_order_release);
+  std::atomic_ref<uint32_t>(path_slots_[i].id).store(id, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(path_slots_[i].key).store(key, std::memory_order_release);
   return id;
 }
 
@@ -217,7 +256,8 @@ uint32_t PhaseTable::Parent(uint32_t path) const {
 
 std::string_view PhaseTable::LeafName(uint32_t path) const {
   if (path == 0 || path > kMaxPhasePaths) return {};
-  return names_[path_list_[path].name];
+  const std::string* name = names_[path_list_[path].name].text;
+  return name != nullptr ? std::string_view(*name) : std::string_view();
 }
 
 std::string PhaseTable::PathText(uint32_t path) const {

@@ -78,7 +78,7 @@ class PhaseTable {
   // where it is for the table's life: a caller may keep the pointer.
   std::string_view NameText(uint32_t id) const {
     if (id == 0 || id > names_used_.load(std::memory_order_acquire)) return {};
-    return names_[id];
+    return *names_[id].text;
   }
 
   // Opens range `name` (an InternName id) of `domain` (< 65536) on `stack`
@@ -151,20 +151,24 @@ class PhaseTable {
   void UnlockAfterFork() { mu_.unlock(); }
 
  private:
-  // Open-addressing tables of atomic slots: a name by its hash, a path by
-  // (parent, name). Sized at twice the limit, so a probe ends quickly.
+  // Open-addressing tables of slots read and written atomically
+  // (std::atomic_ref): a name by its hash, a path by (parent, name). Sized at
+  // twice the limit, so a probe ends quickly.
   static constexpr size_t kSlots = 8192;
   struct NameSlot {
-    std::atomic<uint64_t> hash{0};  // 0: empty (a real hash of 0 is stored as 1)
-    std::atomic<uint32_t> id{0};    // written before hash
+    uint64_t hash;  // 0: empty (a real hash of 0 is stored as 1)
+    uint32_t id;    // written before hash
   };
   struct PathSlot {
-    std::atomic<uint64_t> key{0};  // parent << 32 | name; 0: empty
-    std::atomic<uint32_t> id{0};
+    uint64_t key;  // parent << 32 | name; 0: empty
+    uint32_t id;
   };
   struct Path {
-    uint32_t parent = 0;
-    uint32_t name = 0;
+    uint32_t parent;
+    uint32_t name;
+  };
+  struct Name {
+    const std::string* text;  // null: not interned
   };
 
   uint32_t FindName(std::string_view name, uint64_t hash) const;
@@ -177,11 +181,16 @@ class PhaseTable {
 
   std::atomic<PhaseStats*> stats_{nullptr};
   Mutex mu_;  // first sight of a name or a path
-  std::unique_ptr<NameSlot[]> name_slots_;
-  std::unique_ptr<PathSlot[]> path_slots_;
-  // Index = id. Written once under mu_ before the id is published.
-  std::unique_ptr<std::string[]> names_;
-  std::unique_ptr<Path[]> path_list_;
+  // The four arrays below are zeroed and untouched (the slots and paths
+  // mapped with MapZeroed, the names calloc'ed: see HeapArray): a process
+  // with a few ranges, or none, faults in the pages it uses, not ~400 KiB at
+  // attach.
+  NameSlot* name_slots_ = nullptr;
+  PathSlot* path_slots_ = nullptr;
+  // Index = id. Written once under mu_ before the id is published; each name
+  // its own string, deleted with the table.
+  Name* names_ = nullptr;
+  Path* path_list_ = nullptr;
   std::atomic<uint32_t> names_used_{0};
   std::atomic<uint32_t> paths_used_{0};
   uint32_t other_name_ = 0;  // interned in the constructor

@@ -11,7 +11,12 @@ namespace gpuwatch {
 using internal::LibdwApi;
 
 const LibdwApi* LoadLibdw(const char* soname) {
-  void* handle = dlopen(soname, RTLD_LOCAL | RTLD_NOW);
+  // Lazily bound: of the ~280 calls libdw, libelf and libz make to each
+  // other and to libc, a report reaches a few dozen, so binding all of them
+  // when it loads costs a tiny process's exit more than it ever uses. Only
+  // reports call libdw (never a CUDA callback), and each first call binds
+  // through a library it lists as needed: no loader lock is taken there.
+  void* handle = dlopen(soname, RTLD_LOCAL | RTLD_LAZY);
   if (handle == nullptr) {
     const char* why = dlerror();
     Warn("cannot load %s (%s); reports show functions and modules without file:line", soname,
