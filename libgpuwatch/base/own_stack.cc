@@ -59,35 +59,65 @@ bool QueryMapping(int fd, uintptr_t addr, uint64_t flags, uintptr_t* start, uint
   return true;
 }
 
-// Whether the main thread has `needed` bytes of stack below `sp`, as
-// pthread_getattr_np's bounds would say (the stack mapping's end less
-// RLIMIT_STACK, cut at the mapping below), from two PROCMAP_QUERY ioctls.
-// For the main thread glibc reads and parses all of /proc/self/maps, which
-// is most of what a tiny process's exit report spends before its work (and
-// milliseconds with PyTorch's thousands of mappings). -1: the kernel cannot
-// answer this way.
-int MainThreadHasRoom(uintptr_t sp, size_t needed) {
-  if (sp < needed) return 0;
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  uintptr_t stack_start = 0;
-  uintptr_t stack_end = 0;
-  uintptr_t next_start = 0;
-  uintptr_t next_end = 0;
-  const uintptr_t deepest = sp - needed;
-  const bool known = QueryMapping(fd, sp, 0, &stack_start, &stack_end) &&
-                     QueryMapping(fd, deepest, kCoveringOrNextVma, &next_start, &next_end);
-  close(fd);
-  // Only the mapping glibc takes for the main thread's stack, the one that
-  // holds __libc_stack_end: not a signal's alternate stack, nor a thread's
-  // in a child forked from it.
+// At most this many mappings between the stack's rlimit and its mapping are
+// stepped over (MainThreadStack): past it, glibc's own parse.
+constexpr int kMappingsBelow = 16;
+
+}  // namespace
+
+bool MainThreadStack(uintptr_t sp, uintptr_t* lo, uintptr_t* hi) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto libc_stack_end = reinterpret_cast<uintptr_t>(__libc_stack_end);
-  if (!known || libc_stack_end < stack_start || libc_stack_end >= stack_end) return -1;
-  // Another mapping between the deepest byte and the stack's mapping.
-  if (next_start != stack_start) return 0;
   rlimit limit{};
-  if (getrlimit(RLIMIT_STACK, &limit) != 0) return -1;
-  return limit.rlim_cur == RLIM_INFINITY || stack_end - deepest <= limit.rlim_cur ? 1 : 0;
+  if (libc_stack_end == 0 || getrlimit(RLIMIT_STACK, &limit) != 0) return false;
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  uintptr_t start = 0;
+  uintptr_t end = 0;
+  bool known = QueryMapping(fd, libc_stack_end, 0, &start, &end);
+  // glibc's arithmetic, unsigned as its: the top is the page above
+  // __libc_stack_end, the size RLIMIT_STACK less what the mapping holds above
+  // that top, in whole pages.
+  const uintptr_t top = (libc_stack_end & -page) + page;
+  uintptr_t size = (static_cast<uintptr_t>(limit.rlim_cur) - (end - top)) / page * page;
+  // glibc cuts the size at the end of the mapping just below the stack's; only
+  // one that ends above top - size can. An unlimited stack (size past the top)
+  // would mean stepping up from address 0: glibc's parse is cheaper.
+  known = known && size < top;
+  uintptr_t below_end = 0;
+  uintptr_t from = top - size;
+  for (int i = 0; known; ++i) {
+    uintptr_t next_start = 0;
+    uintptr_t next_end = 0;
+    known =
+        i < kMappingsBelow && QueryMapping(fd, from, kCoveringOrNextVma, &next_start, &next_end);
+    if (!known || next_start >= start) break;  // the stack's own mapping: none more below it
+    below_end = next_end;
+    from = next_end;
+  }
+  close(fd);
+  if (!known) return false;
+  if (below_end != 0 && size > top - below_end) size = top - below_end;
+  // Only the stack that holds `sp`: not a signal's alternate stack, nor a
+  // thread's in a child forked from it (glibc reads its descriptor there).
+  if (sp < top - size || sp >= top) return false;
+  *lo = top - size;
+  *hi = top;
+  return true;
+}
+
+namespace {
+
+// Whether the main thread has `needed` bytes of stack below `sp`, as
+// pthread_getattr_np's bounds would say, from MainThreadStack: for the main
+// thread glibc reads and parses all of /proc/self/maps, which is most of what
+// a tiny process's exit report spends before its work (and milliseconds with
+// PyTorch's thousands of mappings). -1: it cannot answer so.
+int MainThreadHasRoom(uintptr_t sp, size_t needed) {
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+  if (!MainThreadStack(sp, &lo, &hi)) return -1;
+  return sp - lo >= needed ? 1 : 0;
 }
 
 }  // namespace

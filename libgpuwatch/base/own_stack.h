@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace gpuwatch {
@@ -37,6 +38,13 @@ size_t StackLeft();
 // StackLeft() >= needed, without reading /proc/self/maps on the main thread
 // where the kernel can say (Linux 6.11 and later).
 bool StackHasRoom(size_t needed);
+
+// The main thread's stack, [*lo, *hi), as pthread_getattr_np gives it, when
+// `sp` lies in it: from PROCMAP_QUERY ioctls (Linux 6.11 and later) where
+// glibc reads and parses all of /proc/self/maps. False, leaving *lo and *hi,
+// when the kernel cannot say so, RLIMIT_STACK is unlimited, or `sp` is not on
+// that stack (another thread's, a signal's alternate stack): ask glibc then.
+bool MainThreadStack(uintptr_t sp, uintptr_t* lo, uintptr_t* hi);
 
 }  // namespace gpuwatch
 

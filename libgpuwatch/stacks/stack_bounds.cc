@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 
+#include "libgpuwatch/base/own_stack.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
 
 namespace gpuwatch {
@@ -17,6 +18,13 @@ namespace {
 
 StackBounds BoundsOf(pthread_t thread) {
   StackBounds bounds{0, 1};
+  // The main thread's, without glibc's read of all of /proc/self/maps where
+  // the kernel can say.
+  const char here = 0;
+  if (pthread_equal(thread, pthread_self()) != 0 &&
+      MainThreadStack(reinterpret_cast<uintptr_t>(&here), &bounds.lo, &bounds.hi)) {
+    return bounds;
+  }
   pthread_attr_t attr;
   if (pthread_getattr_np(thread, &attr) != 0) return bounds;
   void* addr = nullptr;

@@ -5,6 +5,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
+
+#include <cstdio>
 
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +42,92 @@ TEST(OwnStack, TheMainThreadsRoomFollowsItsStackLimit) {
   EXPECT_LT(left, size_t{1} << 20);
   EXPECT_EQ(small, left >= (size_t{512} << 10)) << left;
   EXPECT_FALSE(large) << left;
+}
+
+// glibc's bounds of the calling thread's stack, [lo, hi).
+void GlibcBounds(uintptr_t* lo, uintptr_t* hi) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_getattr_np(pthread_self(), &attr), 0);
+  void* low = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(pthread_attr_getstack(&attr, &low, &size), 0);
+  pthread_attr_destroy(&attr);
+  *lo = reinterpret_cast<uintptr_t>(low);
+  *hi = *lo + size;
+}
+
+// Whether this kernel has PROCMAP_QUERY (Linux 6.11), so MainThreadStack must answer.
+bool KernelHasProcmapQuery() {
+  utsname name{};
+  int major = 0;
+  int minor = 0;
+  return uname(&name) == 0 && sscanf(name.release, "%d.%d", &major, &minor) == 2 &&
+         (major > 6 || (major == 6 && minor >= 11));
+}
+
+// The main thread's bounds from PROCMAP_QUERY are glibc's from
+// /proc/self/maps, byte for byte: under the stack limit the test starts with,
+// a lower one, and a higher one cut at a mapping placed just below the stack.
+TEST(OwnStack, TheMainThreadsBoundsAreGlibcs) {
+  const char here = 0;
+  const auto sp = reinterpret_cast<uintptr_t>(&here);
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+  if (!MainThreadStack(sp, &lo, &hi)) {
+    ASSERT_FALSE(KernelHasProcmapQuery()) << "Linux 6.11 or later, and no answer";
+    GTEST_SKIP() << "no PROCMAP_QUERY in this kernel (before Linux 6.11): glibc answers";
+  }
+  uintptr_t glibc_lo = 0;
+  uintptr_t glibc_hi = 0;
+  GlibcBounds(&glibc_lo, &glibc_hi);
+  EXPECT_EQ(lo, glibc_lo);
+  EXPECT_EQ(hi, glibc_hi);
+
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_STACK, &old), 0);
+  rlimit lower = old;
+  lower.rlim_cur = size_t{1} << 20;
+  ASSERT_EQ(setrlimit(RLIMIT_STACK, &lower), 0);
+  const bool lower_known = MainThreadStack(sp, &lo, &hi);
+  GlibcBounds(&glibc_lo, &glibc_hi);
+  EXPECT_TRUE(lower_known);
+  EXPECT_EQ(lo, glibc_lo);
+  EXPECT_EQ(hi - lo, glibc_hi - glibc_lo);
+
+  // A page mapped 16 MiB below the top, under a 64 MiB limit: both cut there.
+  rlimit higher = old;
+  higher.rlim_cur = size_t{64} << 20;
+  const bool raised = (old.rlim_max == RLIM_INFINITY || old.rlim_max >= higher.rlim_cur) &&
+                      setrlimit(RLIMIT_STACK, &higher) == 0;
+  const uintptr_t wall = glibc_hi - (size_t{16} << 20);
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a fixed address below the stack
+  void* page = raised ? mmap(reinterpret_cast<void*>(wall), 4096, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
+                      : MAP_FAILED;
+  const bool cut_known = page != MAP_FAILED && MainThreadStack(sp, &lo, &hi);
+  GlibcBounds(&glibc_lo, &glibc_hi);
+  if (page != MAP_FAILED) munmap(page, 4096);
+  ASSERT_EQ(setrlimit(RLIMIT_STACK, &old), 0);
+  if (raised) {
+    ASSERT_EQ(page, reinterpret_cast<void*>(wall));  // NOLINT(performance-no-int-to-ptr)
+    EXPECT_TRUE(cut_known);
+    EXPECT_EQ(glibc_lo, wall + 4096);
+    EXPECT_EQ(lo, glibc_lo);
+    EXPECT_EQ(hi, glibc_hi);
+  }
+}
+
+// Another thread is not on the main thread's stack: MainThreadStack leaves
+// it to glibc.
+TEST(OwnStack, MainThreadStackAnswersOnlyOnTheMainThreadsStack) {
+  bool known = true;
+  std::thread([&] {
+    const char here = 0;
+    uintptr_t lo = 0;
+    uintptr_t hi = 0;
+    known = MainThreadStack(reinterpret_cast<uintptr_t>(&here), &lo, &hi);
+  }).join();
+  EXPECT_FALSE(known);
 }
 
 // On a signal's alternate stack (here inside a larger mapping that has room
