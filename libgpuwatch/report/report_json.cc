@@ -339,6 +339,7 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
   }
   // Last: every section above has named its frames.
   if (CheckpointText* kept = context.kept; kept != nullptr) {
+    kept->MadeFrom(EventCountOf(snap), snap.device_peak_bytes);
     kept->UseFor(sites->serial());
     kept->AddFrames(sites->frame_table());
     if (m.trace.has_value()) kept->AddTraceSites(m.trace->sites);

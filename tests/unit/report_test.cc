@@ -458,6 +458,40 @@ TEST(Report, ACheckpointMadeIncrementallyEqualsOneMadeFromScratch) {
   EXPECT_EQ(ParseReport(third), ParseReport(BuildReportJson(now, ctx, &fresh)));
 }
 
+// A checkpoint records the event count and device peak of the snapshot it
+// was made from (the next look's "did anything change": CheckpointDue), not
+// the tracker's as read before or after: an event counted while it was made
+// is one it does not hold.
+TEST(Report, ACheckpointRecordsTheEventCountOfItsSnapshot) {
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  Tracker t;
+  const auto alloc_at_a = [&t, &ab](uint64_t address) {
+    AllocEvent at_a;
+    at_a.address = address;
+    at_a.size = 100;
+    at_a.stack_id = ab.a;
+    t.OnAlloc(at_a);
+  };
+  alloc_at_a(0x1000);
+  t.OnLaunch();
+  const TrackerSnapshot snap = t.Snapshot();
+  const uint64_t peak = t.DevicePeakBytes();
+  alloc_at_a(0x2000);  // counted after the snapshot, before the report is made of it
+  ASSERT_EQ(t.EventCount(), 3u);
+  ASSERT_GT(t.DevicePeakBytes(), peak);
+  CheckpointText kept;
+  ReportContext ctx;
+  ctx.kept = &kept;
+  ctx.trigger = "checkpoint";
+  SiteResolver sites(&ab.table);
+  BuildReportJson(snap, ctx, &sites);
+  EXPECT_EQ(EventCountOf(snap), 2u);
+  EXPECT_EQ(kept.events(), 2u);
+  EXPECT_EQ(kept.peak(), peak);
+  EXPECT_EQ(EventCountOf(t.Snapshot()), t.EventCount());
+}
+
 // A checkpoint's frame table may list frames no section names (frames of
 // sites an earlier checkpoint showed): the tools (report, diff, merge, check:
 // ReadReport) index the table, and such frames show up nowhere.
