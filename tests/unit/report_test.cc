@@ -456,6 +456,29 @@ TEST(Report, ACheckpointMadeIncrementallyEqualsOneMadeFromScratch) {
   ctx.trigger = "checkpoint";
   ctx.trace = &events;
   EXPECT_EQ(ParseReport(third), ParseReport(BuildReportJson(now, ctx, &fresh)));
+
+  // A site gone from the leaks (A's memory freed) and the trace's ring
+  // wrapped (64 events kept, 70 more made): the kept rows of A are dropped,
+  // B's changed rows re-made, and the bytes still equal a checkpoint from
+  // scratch with the same numbering.
+  ASSERT_TRUE(t.OnFree(0x9000));
+  ASSERT_TRUE(t.OnFree(0xa000));
+  for (uint64_t i = 0; i < 35; ++i) {
+    alloc(0x20000 + i, ab.b);
+    ASSERT_TRUE(t.OnFree(0x20000 + i));
+  }
+  const TrackerSnapshot later = t.Snapshot();
+  const TraceSnapshot wrapped = trace.Snapshot();
+  ASSERT_GT(wrapped.recorded, wrapped.events.size());
+  const std::string fourth = report(later, wrapped, &kept, &sites);
+  CheckpointText none_later;
+  EXPECT_EQ(fourth, report(later, wrapped, &none_later, &sites));
+  const auto d = nlohmann::json::parse(fourth);
+  ASSERT_EQ(d["leaks"]["device"]["sites"].size(), 1u);
+  EXPECT_EQ(d["leaks"]["device"]["sites"][0]["site"], ab.b);
+  SiteResolver fresh_later(&ab.table, &shared);
+  ctx.trace = &wrapped;
+  EXPECT_EQ(ParseReport(fourth), ParseReport(BuildReportJson(later, ctx, &fresh_later)));
 }
 
 // A checkpoint records the event count and device peak of the snapshot it
