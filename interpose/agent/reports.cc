@@ -559,8 +559,11 @@ void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
   }
   c.last.last_cost_ns = ThreadCpuNs() - cpu_before;
   c.last.last_ns = now;
-  c.last.events = events;
-  c.last.peak = peak;
+  // What the report holds, from its snapshot: `events` and `peak` were read
+  // before it, and an event counted in between would make the next look
+  // write the same totals again.
+  c.last.events = c.text.events();
+  c.last.peak = c.text.peak();
 }
 
 std::string LiveSince(Tracker::Point point) {

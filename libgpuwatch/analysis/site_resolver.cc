@@ -155,6 +155,13 @@ uint32_t SiteResolver::ResolveCanonical(uint32_t stack_id) {
 }
 
 void SiteResolver::Prepare(std::vector<uint32_t> ids) {
+  // Ids an earlier report of this resolver resolved are answered from the
+  // flat table and resolving them again changes nothing: only the others are
+  // sorted (a checkpoint's ~30,000 ids, nearly all known, sorted whole cost
+  // ~10 M instructions).
+  std::erase_if(ids, [this](uint32_t id) {
+    return id < canonical_flat_.size() && canonical_flat_[id] != kUnresolved;
+  });
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   if (!ids.empty() && ids.back() >= canonical_flat_.size()) {

@@ -123,6 +123,17 @@ struct TrackerSnapshot {
   std::array<uint64_t, kMaxTrackedDevices> device_peak_bytes_by_device{};
 };
 
+// Tracker::EventCount() as of the snapshot: the same counters, as it read
+// them. A checkpoint records this, not a count read before or after its
+// snapshot, so that an event is counted as written exactly when the report
+// holds it.
+inline uint64_t EventCountOf(const TrackerSnapshot& snap) {
+  uint64_t n = snap.launches;
+  for (const KindTotals& k : snap.kinds) n += k.allocs + k.frees;
+  for (const CopyTotals& c : snap.copies) n += c.count;
+  return n;
+}
+
 class Tracker {
  public:
   // `max_sites`: stack ids above it are accounted under site 0.

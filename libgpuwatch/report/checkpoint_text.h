@@ -45,8 +45,21 @@ class CheckpointText {
   // Bytes of text kept (for docs/BENCHMARKS.md's memory per site).
   size_t bytes() const;
 
+  // The event count (EventCountOf) and device peak of the snapshot the
+  // last checkpoint was made from: what the next look compares with
+  // (CheckpointDue), so that an event counted while it was made is not
+  // taken for a change it already holds, nor one it lacks for written.
+  void MadeFrom(uint64_t events, uint64_t device_peak) {
+    events_ = events;
+    peak_ = device_peak;
+  }
+  uint64_t events() const { return events_; }
+  uint64_t peak() const { return peak_; }
+
  private:
   uint64_t resolver_ = 0;
+  uint64_t events_ = 0;
+  uint64_t peak_ = 0;
   std::vector<std::string> frames_;
   std::vector<std::string> trace_sites_;  // by site id; "" not made yet
 };

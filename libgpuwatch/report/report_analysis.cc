@@ -121,20 +121,37 @@ std::vector<std::pair<uint32_t, SiteTransfers>> MergedTransferSites(const Transf
 }  // namespace
 
 std::vector<ChurnSite> ChurnSites(const TrackerSnapshot& snap, SiteResolver* sites) {
-  std::unordered_map<uint32_t, ChurnSite> merged;
+  // Summed by canonical id in a flat table (the ids are dense): a process
+  // whose 10,000 sites all churn paid ~6 M instructions a report for a hash
+  // map of them. The list is sorted by a total order below, so the order
+  // they are gathered in does not matter.
+  struct Churn {
+    uint64_t frees = 0;
+    uint64_t churn_cycles = 0;
+    uint64_t alloc_bytes = 0;
+    uint64_t call_ns = 0;
+  };
+  std::vector<Churn> merged;
   for (const auto& [id, t] : snap.sites) {
     if (t.churn_cycles == 0) continue;
-    SiteTotals& c = merged[sites->Canonical(id)].totals;
+    const uint32_t canonical = sites->Canonical(id);
+    if (canonical >= merged.size()) merged.resize(size_t{canonical} + 1);
+    Churn& c = merged[canonical];
     c.frees += t.frees;
     c.churn_cycles += t.churn_cycles;
     c.alloc_bytes += t.alloc_bytes;
     c.call_ns += t.call_ns;
   }
   std::vector<ChurnSite> out;
-  for (auto& [id, c] : merged) {
-    if (c.totals.churn_cycles < kAllocChurnMinCycles) continue;
-    c.stack_id = id;
-    out.push_back(c);
+  for (uint32_t id = 0; id < merged.size(); ++id) {
+    const Churn& c = merged[id];
+    if (c.churn_cycles < kAllocChurnMinCycles) continue;
+    ChurnSite& site = out.emplace_back();
+    site.stack_id = id;
+    site.totals.frees = c.frees;
+    site.totals.churn_cycles = c.churn_cycles;
+    site.totals.alloc_bytes = c.alloc_bytes;
+    site.totals.call_ns = c.call_ns;
   }
   std::sort(out.begin(), out.end(), [](const ChurnSite& a, const ChurnSite& b) {
     const SiteTotals& x = a.totals;

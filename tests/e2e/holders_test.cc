@@ -270,11 +270,11 @@ TEST(Holders, AnIdleProcessWritesItsCheckpointOnceNotOncePerPeriod) {
   ASSERT_TRUE(PollUntil([&] { return of_steps(2); }));
   ASSERT_TRUE(PollUntil([&] { return status().checkpoint_ns != 0; }));
   // Then gpuwatch's thread looks for more than 2 s (two periods) and writes
-  // nothing. One more checkpoint may come first: a checkpoint remembers the
-  // event count it read before its snapshot, so an event of the last step
-  // counted between the two (a loaded machine widens the gap) makes the next
-  // look write the same totals once. Each new checkpoint starts the wait
-  // over; one written every period never lets it end.
+  // nothing. One more checkpoint may come first, of events its snapshot did
+  // not hold (one made while the last step was still counted); it remembers
+  // its snapshot's own event count (EventCountOf), so it never writes the
+  // same totals again. Each new checkpoint starts the wait over; one written
+  // every period never lets it end.
   size_t before = 0;
   uint64_t at = 0;
   uint64_t seen = 0;

@@ -133,6 +133,27 @@ TEST(ReportTrace, DumpPrintsTheEventsAsTheDocumentWould) {
   EXPECT_EQ(empty.Dump(json::object()), DumpReport(none));
 }
 
+// An event's line is made in a buffer of its own: one longer than it (a
+// label of 600 characters, one of 250 after 250 more, escapes included) is
+// printed whole, the same as the document.
+TEST(ReportTrace, AnEventLongerThanItsLineBufferIsPrintedWhole) {
+  ReportTrace trace = FullTrace();
+  TraceTexts texts(&trace);
+  const std::string long_label = std::string(300, 'x') + "\"\\" + std::string(300, 'y');
+  trace.events.push_back(
+      Event(TraceEventType::kMark, 700, 0, uint64_t{1} << 63, 0, 0, texts.Label(long_label)));
+  trace.events.push_back(
+      Event(TraceEventType::kMark, 800, 0, 3, 0, 0, texts.Label(std::string(250, 'z'))));
+  const ReportModel m = WithTrace(std::move(trace));
+  json full = json::object();
+  m.ToJson(&full);
+  const std::string text = m.Dump(json::object());
+  EXPECT_EQ(text, DumpReport(full));
+  EXPECT_NE(text.find("[\"mark\",700,9223372036854775808,\"" + std::string(300, 'x') + "\\\"\\\\" +
+                      std::string(300, 'y') + "\"]"),
+            std::string::npos);
+}
+
 // Fields a trace leaves out read as 0 or empty; a mistyped one, an event of
 // the wrong shape or a reference past its table is named by its path. An
 // event of a type this build does not know is skipped, and counted in the

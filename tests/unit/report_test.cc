@@ -456,6 +456,63 @@ TEST(Report, ACheckpointMadeIncrementallyEqualsOneMadeFromScratch) {
   ctx.trigger = "checkpoint";
   ctx.trace = &events;
   EXPECT_EQ(ParseReport(third), ParseReport(BuildReportJson(now, ctx, &fresh)));
+
+  // A site gone from the leaks (A's memory freed) and the trace's ring
+  // wrapped (64 events kept, 70 more made): the kept rows of A are dropped,
+  // B's changed rows re-made, and the bytes still equal a checkpoint from
+  // scratch with the same numbering.
+  ASSERT_TRUE(t.OnFree(0x9000));
+  ASSERT_TRUE(t.OnFree(0xa000));
+  for (uint64_t i = 0; i < 35; ++i) {
+    alloc(0x20000 + i, ab.b);
+    ASSERT_TRUE(t.OnFree(0x20000 + i));
+  }
+  const TrackerSnapshot later = t.Snapshot();
+  const TraceSnapshot wrapped = trace.Snapshot();
+  ASSERT_GT(wrapped.recorded, wrapped.events.size());
+  const std::string fourth = report(later, wrapped, &kept, &sites);
+  CheckpointText none_later;
+  EXPECT_EQ(fourth, report(later, wrapped, &none_later, &sites));
+  const auto d = nlohmann::json::parse(fourth);
+  ASSERT_EQ(d["leaks"]["device"]["sites"].size(), 1u);
+  EXPECT_EQ(d["leaks"]["device"]["sites"][0]["site"], ab.b);
+  SiteResolver fresh_later(&ab.table, &shared);
+  ctx.trace = &wrapped;
+  EXPECT_EQ(ParseReport(fourth), ParseReport(BuildReportJson(later, ctx, &fresh_later)));
+}
+
+// A checkpoint records the event count and device peak of the snapshot it
+// was made from (the next look's "did anything change": CheckpointDue), not
+// the tracker's as read before or after: an event counted while it was made
+// is one it does not hold.
+TEST(Report, ACheckpointRecordsTheEventCountOfItsSnapshot) {
+  const TwoSites ab;
+  ASSERT_TRUE(ab.Interned());
+  Tracker t;
+  const auto alloc_at_a = [&t, &ab](uint64_t address) {
+    AllocEvent at_a;
+    at_a.address = address;
+    at_a.size = 100;
+    at_a.stack_id = ab.a;
+    t.OnAlloc(at_a);
+  };
+  alloc_at_a(0x1000);
+  t.OnLaunch();
+  const TrackerSnapshot snap = t.Snapshot();
+  const uint64_t peak = t.DevicePeakBytes();
+  alloc_at_a(0x2000);  // counted after the snapshot, before the report is made of it
+  ASSERT_EQ(t.EventCount(), 3u);
+  ASSERT_GT(t.DevicePeakBytes(), peak);
+  CheckpointText kept;
+  ReportContext ctx;
+  ctx.kept = &kept;
+  ctx.trigger = "checkpoint";
+  SiteResolver sites(&ab.table);
+  BuildReportJson(snap, ctx, &sites);
+  EXPECT_EQ(EventCountOf(snap), 2u);
+  EXPECT_EQ(kept.events(), 2u);
+  EXPECT_EQ(kept.peak(), peak);
+  EXPECT_EQ(EventCountOf(t.Snapshot()), t.EventCount());
 }
 
 // A checkpoint's frame table may list frames no section names (frames of
