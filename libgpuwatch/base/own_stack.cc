@@ -65,7 +65,7 @@ constexpr int kMappingsBelow = 16;
 
 }  // namespace
 
-bool MainThreadStack(uintptr_t sp, uintptr_t* lo, uintptr_t* hi) {
+bool MainThreadStack(uintptr_t sp, StackBounds* bounds) {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto libc_stack_end = reinterpret_cast<uintptr_t>(__libc_stack_end);
   rlimit limit{};
@@ -101,8 +101,8 @@ bool MainThreadStack(uintptr_t sp, uintptr_t* lo, uintptr_t* hi) {
   // Only the stack that holds `sp`: not a signal's alternate stack, nor a
   // thread's in a child forked from it (glibc reads its descriptor there).
   if (sp < top - size || sp >= top) return false;
-  *lo = top - size;
-  *hi = top;
+  bounds->lo = top - size;
+  bounds->hi = top;
   return true;
 }
 
@@ -114,10 +114,9 @@ namespace {
 // a tiny process's exit report spends before its work (and milliseconds with
 // PyTorch's thousands of mappings). -1: it cannot answer so.
 int MainThreadHasRoom(uintptr_t sp, size_t needed) {
-  uintptr_t lo = 0;
-  uintptr_t hi = 0;
-  if (!MainThreadStack(sp, &lo, &hi)) return -1;
-  return sp - lo >= needed ? 1 : 0;
+  StackBounds bounds;
+  if (!MainThreadStack(sp, &bounds)) return -1;
+  return sp - bounds.lo >= needed ? 1 : 0;
 }
 
 }  // namespace

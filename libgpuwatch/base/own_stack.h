@@ -39,12 +39,18 @@ size_t StackLeft();
 // where the kernel can say (Linux 6.11 and later).
 bool StackHasRoom(size_t needed);
 
-// The main thread's stack, [*lo, *hi), as pthread_getattr_np gives it, when
-// `sp` lies in it: from PROCMAP_QUERY ioctls (Linux 6.11 and later) where
-// glibc reads and parses all of /proc/self/maps. False, leaving *lo and *hi,
-// when the kernel cannot say so, RLIMIT_STACK is unlimited, or `sp` is not on
-// that stack (another thread's, a signal's alternate stack): ask glibc then.
-bool MainThreadStack(uintptr_t sp, uintptr_t* lo, uintptr_t* hi);
+// A thread's stack, [lo, hi).
+struct StackBounds {
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+};
+
+// The main thread's stack as pthread_getattr_np gives it, when `sp` lies in
+// it: from PROCMAP_QUERY ioctls (Linux 6.11 and later) where glibc reads and
+// parses all of /proc/self/maps. False, leaving *bounds, when the kernel
+// cannot say so, RLIMIT_STACK is unlimited, or `sp` is not on that stack
+// (another thread's, a signal's alternate stack): ask glibc then.
+bool MainThreadStack(uintptr_t sp, StackBounds* bounds);
 
 }  // namespace gpuwatch
 

@@ -22,7 +22,7 @@ StackBounds BoundsOf(pthread_t thread) {
   // the kernel can say.
   const char here = 0;
   if (pthread_equal(thread, pthread_self()) != 0 &&
-      MainThreadStack(reinterpret_cast<uintptr_t>(&here), &bounds.lo, &bounds.hi)) {
+      MainThreadStack(reinterpret_cast<uintptr_t>(&here), &bounds)) {
     return bounds;
   }
   pthread_attr_t attr;

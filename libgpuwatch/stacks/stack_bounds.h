@@ -5,18 +5,13 @@
 #ifndef GPUWATCH_LIBGPUWATCH_STACKS_STACK_BOUNDS_H_
 #define GPUWATCH_LIBGPUWATCH_STACKS_STACK_BOUNDS_H_
 
-#include <cstdint>
+#include "libgpuwatch/base/own_stack.h"
 
 namespace gpuwatch::internal {
 // (Internal to libgpuwatch/stacks.)
 
-// The calling thread's stack, [lo, hi). hi == 1: glibc could not say; hi ==
-// 0: not looked for yet.
-struct StackBounds {
-  uintptr_t lo = 0;
-  uintptr_t hi = 0;
-};
-
+// The calling thread's stack. hi == 1: glibc could not say; hi == 0: not
+// looked for yet.
 extern thread_local constinit StackBounds t_stack __attribute__((tls_model("initial-exec")));
 
 // ThreadStack's first call on a thread: finds the bounds.

@@ -71,28 +71,27 @@ bool KernelHasProcmapQuery() {
 TEST(OwnStack, TheMainThreadsBoundsAreGlibcs) {
   const char here = 0;
   const auto sp = reinterpret_cast<uintptr_t>(&here);
-  uintptr_t lo = 0;
-  uintptr_t hi = 0;
-  if (!MainThreadStack(sp, &lo, &hi)) {
+  StackBounds main;
+  if (!MainThreadStack(sp, &main)) {
     ASSERT_FALSE(KernelHasProcmapQuery()) << "Linux 6.11 or later, and no answer";
     GTEST_SKIP() << "no PROCMAP_QUERY in this kernel (before Linux 6.11): glibc answers";
   }
   uintptr_t glibc_lo = 0;
   uintptr_t glibc_hi = 0;
   GlibcBounds(&glibc_lo, &glibc_hi);
-  EXPECT_EQ(lo, glibc_lo);
-  EXPECT_EQ(hi, glibc_hi);
+  EXPECT_EQ(main.lo, glibc_lo);
+  EXPECT_EQ(main.hi, glibc_hi);
 
   rlimit old{};
   ASSERT_EQ(getrlimit(RLIMIT_STACK, &old), 0);
   rlimit lower = old;
   lower.rlim_cur = size_t{1} << 20;
   ASSERT_EQ(setrlimit(RLIMIT_STACK, &lower), 0);
-  const bool lower_known = MainThreadStack(sp, &lo, &hi);
+  const bool lower_known = MainThreadStack(sp, &main);
   GlibcBounds(&glibc_lo, &glibc_hi);
   EXPECT_TRUE(lower_known);
-  EXPECT_EQ(lo, glibc_lo);
-  EXPECT_EQ(hi - lo, glibc_hi - glibc_lo);
+  EXPECT_EQ(main.lo, glibc_lo);
+  EXPECT_EQ(main.hi - main.lo, glibc_hi - glibc_lo);
 
   // A page mapped 16 MiB below the top, under a 64 MiB limit: both cut there.
   rlimit higher = old;
@@ -104,7 +103,7 @@ TEST(OwnStack, TheMainThreadsBoundsAreGlibcs) {
   void* page = raised ? mmap(reinterpret_cast<void*>(wall), 4096, PROT_NONE,
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
                       : MAP_FAILED;
-  const bool cut_known = page != MAP_FAILED && MainThreadStack(sp, &lo, &hi);
+  const bool cut_known = page != MAP_FAILED && MainThreadStack(sp, &main);
   GlibcBounds(&glibc_lo, &glibc_hi);
   if (page != MAP_FAILED) munmap(page, 4096);
   ASSERT_EQ(setrlimit(RLIMIT_STACK, &old), 0);
@@ -112,8 +111,8 @@ TEST(OwnStack, TheMainThreadsBoundsAreGlibcs) {
     ASSERT_EQ(page, reinterpret_cast<void*>(wall));  // NOLINT(performance-no-int-to-ptr)
     EXPECT_TRUE(cut_known);
     EXPECT_EQ(glibc_lo, wall + 4096);
-    EXPECT_EQ(lo, glibc_lo);
-    EXPECT_EQ(hi, glibc_hi);
+    EXPECT_EQ(main.lo, glibc_lo);
+    EXPECT_EQ(main.hi, glibc_hi);
   }
 }
 
@@ -123,9 +122,8 @@ TEST(OwnStack, MainThreadStackAnswersOnlyOnTheMainThreadsStack) {
   bool known = true;
   std::thread([&] {
     const char here = 0;
-    uintptr_t lo = 0;
-    uintptr_t hi = 0;
-    known = MainThreadStack(reinterpret_cast<uintptr_t>(&here), &lo, &hi);
+    StackBounds bounds;
+    known = MainThreadStack(reinterpret_cast<uintptr_t>(&here), &bounds);
   }).join();
   EXPECT_FALSE(known);
 }

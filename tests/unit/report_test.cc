@@ -89,6 +89,12 @@ nlohmann::json ParseReport(const std::string& text) {
   return doc;
 }
 
+// How many entries `dir` holds (a write leaves no temporary file behind).
+std::ptrdiff_t EntriesIn(const std::string& dir) {
+  return std::distance(std::filesystem::directory_iterator(dir),
+                       std::filesystem::directory_iterator{});
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -575,9 +581,7 @@ TEST(Report, AtomicWriteCreatesPrivateFileAndReplaces) {
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   // No temporary file is left behind.
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
-                          std::filesystem::directory_iterator{}),
-            1);
+  EXPECT_EQ(EntriesIn(dir.path()), 1);
 }
 
 TEST(Report, AtomicWriteReplacesASymlinkInsteadOfFollowingIt) {
@@ -611,9 +615,7 @@ TEST(Report, AtomicWriteToAFifoWritesIntoItAndLeavesItAFifo) {
   struct stat st {};
   ASSERT_EQ(lstat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
-                          std::filesystem::directory_iterator{}),
-            1);
+  EXPECT_EQ(EntriesIn(dir.path()), 1);
 }
 
 // No reader: the write fails at once with the path named (it does not wait
@@ -783,18 +785,14 @@ TEST(Report, AtomicFileIsWrittenInPiecesOrNotAtAll) {
     EXPECT_EQ(Slurp(path), "old");  // not yet
   }
   EXPECT_EQ(Slurp(path), "old");
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
-                          std::filesystem::directory_iterator{}),
-            1);
+  EXPECT_EQ(EntriesIn(dir.path()), 1);
   AtomicFile file;
   ASSERT_TRUE(file.Open(path, &error)) << error;
   file.Write("{\"a\": ");
   file.Write("1}\n");
   ASSERT_TRUE(file.Commit(Durability::kStartWriteback, &error)) << error;
   EXPECT_EQ(Slurp(path), "{\"a\": 1}\n");
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
-                          std::filesystem::directory_iterator{}),
-            1);
+  EXPECT_EQ(EntriesIn(dir.path()), 1);
   AtomicFile nowhere;
   EXPECT_FALSE(nowhere.Open("/nonexistent-dir/r.json", &error));
   EXPECT_NE(error.find("/nonexistent-dir"), std::string::npos) << error;
