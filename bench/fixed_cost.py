@@ -19,7 +19,8 @@ on, event trace on).
            first checkpoint is written, and again after --idle seconds
            (checkpoints are written meanwhile), minus the same without a
            tool, per live allocation; and at the end, that split into
-           anonymous memory and mapped files (RssAnon, RssFile).
+           anonymous memory and mapped files (RssAnon, RssFile). Medians of
+           --memory-rounds rounds: the size moves by MiBs from run to run.
   checkpoint
            live_load --per-site 1 --free (10,000 sites, nothing live),
            GPUWATCH_CHECKPOINT_SECONDS=1: the CPU time of gpuwatch's thread
@@ -346,49 +347,69 @@ def exit_callgrind(setup, args):
     return out
 
 
-def memory(setup, args):
+def memory_round(setup, args):
+    """One round: the loads side by side; their sizes in bytes at each moment."""
     loads = {}
     for tool in setup.tools:
         env = setup.env(tool)
         if tool:
             env["GPUWATCH_OUTPUT"] = os.path.join(setup.tmp, f"mem-{NAMES[tool][:8]}.json")
         loads[tool] = Load(setup, tool, leak=False, env=env)
-    ready = {tool: load.rss() for tool, load in loads.items()}
-    checkpointed = {False: ready[False]}
+    sizes = {tool: {"ready": load.rss()} for tool, load in loads.items()}
     for tool in setup.tools[1:]:  # the first checkpoint is written (checkpoints are on)
         wait_checkpoint(os.path.join(setup.tmp, f"mem-{NAMES[tool][:8]}.json"), 0)
         time.sleep(0.5)
-        checkpointed[tool] = loads[tool].rss()
-    checkpointed[False] = loads[False].rss()
+        sizes[tool]["checkpoint"] = loads[tool].rss()
+    sizes[False]["checkpoint"] = loads[False].rss()
     time.sleep(args.idle)  # the process idles: what stays resident after its checkpoints
-    idle = {tool: load.rss() for tool, load in loads.items()}
-    # Anonymous memory (gpuwatch's tables, rings, malloc arenas) apart from
-    # mapped files (its libraries and debug files), at the same moment.
-    anon = {tool: load.rss("RssAnon") for tool, load in loads.items()}
-    files = {tool: load.rss("RssFile") for tool, load in loads.items()}
+    for tool, load in loads.items():
+        sizes[tool]["idle"] = load.rss()
+        # Anonymous memory (gpuwatch's tables, rings, malloc arenas) apart from
+        # mapped files (its libraries and debug files), at the same moment.
+        sizes[tool]["anon"] = load.rss("RssAnon")
+        sizes[tool]["files"] = load.rss("RssFile")
     live = loads[False].live
     for load in loads.values():
         load.finish()  # the exit: not timed here
     setup.clean()
+    return live, sizes
+
+
+def memory(setup, args):
+    # A process's resident size moves by a few MiB from one run to the next
+    # (where malloc's arenas end up): each figure is the median of the
+    # rounds' own differences from the run without a tool.
+    rounds = [memory_round(setup, args) for _ in range(args.memory_rounds)]
+    live = rounds[0][0]
+
+    def added(tool, moment):
+        return statistics.median((sizes[tool][moment] - sizes[False][moment]) / live
+                                 for _, sizes in rounds)
+
+    def size(tool, moment):
+        return statistics.median(sizes[tool][moment] for _, sizes in rounds)
+
     print(f"# resident memory (VmRSS) with {live:,} live allocations over 10,000 sites, "
-          "defaults; added bytes per live allocation")
+          f"defaults; added bytes per live allocation (medians of {args.memory_rounds} "
+          "round(s))")
     print()
     print(f"| | ready MiB | added B per allocation | after the first checkpoint MiB | added B "
           f"| after {args.idle:g} s idle MiB | added B |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    out = {"live": live}
+    out = {"live": live, "rounds": args.memory_rounds}
     for tool in setup.tools:
-        per_ready = (ready[tool] - ready[False]) / live
-        per_checkpoint = (checkpointed[tool] - checkpointed[False]) / live
-        per_idle = (idle[tool] - idle[False]) / live
-        out[NAMES[tool]] = {"rss_ready": ready[tool], "rss_checkpoint": checkpointed[tool],
-                            "rss_idle": idle[tool], "per_live_ready": per_ready,
-                            "per_live_checkpoint": per_checkpoint, "per_live_idle": per_idle,
-                            "per_live_idle_anon": (anon[tool] - anon[False]) / live,
-                            "per_live_idle_files": (files[tool] - files[False]) / live}
-        print(f"| {NAMES[tool]} | {ready[tool] / 2**20:.1f} | {per_ready:.0f} | "
-              f"{checkpointed[tool] / 2**20:.1f} | {per_checkpoint:.0f} | "
-              f"{idle[tool] / 2**20:.1f} | {per_idle:.0f} |")
+        out[NAMES[tool]] = {"rss_ready": size(tool, "ready"),
+                            "rss_checkpoint": size(tool, "checkpoint"),
+                            "rss_idle": size(tool, "idle"),
+                            "per_live_ready": added(tool, "ready"),
+                            "per_live_checkpoint": added(tool, "checkpoint"),
+                            "per_live_idle": added(tool, "idle"),
+                            "per_live_idle_anon": added(tool, "anon"),
+                            "per_live_idle_files": added(tool, "files")}
+        o = out[NAMES[tool]]
+        print(f"| {NAMES[tool]} | {o['rss_ready'] / 2**20:.1f} | {o['per_live_ready']:.0f} | "
+              f"{o['rss_checkpoint'] / 2**20:.1f} | {o['per_live_checkpoint']:.0f} | "
+              f"{o['rss_idle'] / 2**20:.1f} | {o['per_live_idle']:.0f} |")
     print()
     print(f"after {args.idle:g} s idle, added B per allocation: " + "; ".join(
         f"{NAMES[tool]} {out[NAMES[tool]]['per_live_idle_anon']:.1f} anonymous, "
@@ -416,6 +437,8 @@ def main():
     ap.add_argument("--per-site", type=int, default=100,
                     help="exit, memory: live allocations per site, 10,000 sites (default 100)")
     ap.add_argument("--idle", type=float, default=20, help="memory: seconds idle (default 20)")
+    ap.add_argument("--memory-rounds", type=int, default=3,
+                    help="memory: rounds, each the loads side by side; medians (default 3)")
     ap.add_argument("--callgrind-out", help="tiny: keep the profiles as FILE.base, FILE.gpuwatch")
     ap.add_argument("--lib", help="the libgpuwatch.so to measure (default: the build's)")
     ap.add_argument("--before", help="another libgpuwatch.so, measured beside this build's")
