@@ -222,7 +222,7 @@ void DoAttach(const char* mode) {
     // call. Its stack bounds (the main thread's come from reading all of
     // /proc/self/maps: milliseconds under PyTorch) and the first chunk of
     // the stack table.
-    PrimeStackBounds(pthread_self());
+    PrimeStackBounds();
     session->stacks()->Prepare();
   }
   if (session->events().traced()) {

@@ -66,6 +66,9 @@ constexpr int kMappingsBelow = 16;
 }  // namespace
 
 bool MainThreadStack(uintptr_t sp, StackBounds* bounds) {
+  // Another thread's stack is never the main one's: two cheap system calls
+  // instead of the ioctls, on each thread's first walk in a CUDA callback.
+  if (getpid() != gettid()) return false;
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto libc_stack_end = reinterpret_cast<uintptr_t>(__libc_stack_end);
   rlimit limit{};
@@ -108,44 +111,47 @@ bool MainThreadStack(uintptr_t sp, StackBounds* bounds) {
 
 namespace {
 
-// Whether the main thread has `needed` bytes of stack below `sp`, as
-// pthread_getattr_np's bounds would say, from MainThreadStack: for the main
-// thread glibc reads and parses all of /proc/self/maps, which is most of what
-// a tiny process's exit report spends before its work (and milliseconds with
-// PyTorch's thousands of mappings). -1: it cannot answer so.
-int MainThreadHasRoom(uintptr_t sp, size_t needed) {
-  StackBounds bounds;
-  if (!MainThreadStack(sp, &bounds)) return -1;
-  return sp - bounds.lo >= needed ? 1 : 0;
+// glibc's bounds of the calling thread's stack (for the main thread, from
+// its read of all of /proc/self/maps).
+bool GlibcStack(StackBounds* bounds) {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+  void* low = nullptr;
+  size_t size = 0;
+  const int rc = pthread_attr_getstack(&attr, &low, &size);
+  pthread_attr_destroy(&attr);
+  if (rc != 0 || low == nullptr || size == 0) return false;
+  bounds->lo = reinterpret_cast<uintptr_t>(low);
+  bounds->hi = bounds->lo + size;
+  return true;
+}
+
+// Bytes of `bounds`' stack below `sp`.
+size_t Below(uintptr_t sp, const StackBounds& bounds) {
+  return sp > bounds.lo ? sp - bounds.lo : 0;
 }
 
 }  // namespace
+
+bool CallerStack(StackBounds* bounds) {
+  const char here = 0;
+  return MainThreadStack(reinterpret_cast<uintptr_t>(&here), bounds) || GlibcStack(bounds);
+}
 
 bool SetWorkStack(pthread_attr_t* attr) {
   return pthread_attr_setstacksize(attr, kWorkStackBytes) == 0;
 }
 
 size_t StackLeft() {
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return SIZE_MAX;
-  void* low = nullptr;
-  size_t size = 0;
-  const int rc = pthread_attr_getstack(&attr, &low, &size);
-  pthread_attr_destroy(&attr);
-  if (rc != 0 || low == nullptr) return SIZE_MAX;
   const char here = 0;
-  const auto sp = reinterpret_cast<uintptr_t>(&here);
-  const auto bottom = reinterpret_cast<uintptr_t>(low);
-  return sp > bottom ? sp - bottom : 0;
+  StackBounds bounds;
+  return GlibcStack(&bounds) ? Below(reinterpret_cast<uintptr_t>(&here), bounds) : SIZE_MAX;
 }
 
 bool StackHasRoom(size_t needed) {
-  if (getpid() == gettid()) {
-    const char here = 0;
-    const int room = MainThreadHasRoom(reinterpret_cast<uintptr_t>(&here), needed);
-    if (room >= 0) return room == 1;
-  }
-  return StackLeft() >= needed;
+  const char here = 0;
+  StackBounds bounds;
+  return !CallerStack(&bounds) || Below(reinterpret_cast<uintptr_t>(&here), bounds) >= needed;
 }
 
 bool RunWithStack(const std::function<void()>& work, size_t needed) {

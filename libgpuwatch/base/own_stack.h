@@ -32,11 +32,11 @@ bool SetWorkStack(pthread_attr_t* attr);
 // kWorkStackBytes of stack. False, without running it, when neither can be.
 bool RunWithStack(const std::function<void()>& work, size_t needed);
 
-// Bytes of stack left below the caller's frame; SIZE_MAX when unknown.
+// Bytes of stack left below the caller's frame, by glibc's bounds; SIZE_MAX
+// when unknown.
 size_t StackLeft();
 
-// StackLeft() >= needed, without reading /proc/self/maps on the main thread
-// where the kernel can say (Linux 6.11 and later).
+// StackLeft() >= needed, from CallerStack's bounds.
 bool StackHasRoom(size_t needed);
 
 // A thread's stack, [lo, hi).
@@ -51,6 +51,10 @@ struct StackBounds {
 // cannot say so, RLIMIT_STACK is unlimited, or `sp` is not on that stack
 // (another thread's, a signal's alternate stack): ask glibc then.
 bool MainThreadStack(uintptr_t sp, StackBounds* bounds);
+
+// The calling thread's stack as pthread_getattr_np gives it: MainThreadStack
+// where it answers, else glibc. False, leaving *bounds, when neither can say.
+bool CallerStack(StackBounds* bounds);
 
 }  // namespace gpuwatch
 

@@ -34,8 +34,6 @@
 #ifndef GPUWATCH_LIBGPUWATCH_STACKS_CFI_UNWIND_H_
 #define GPUWATCH_LIBGPUWATCH_STACKS_CFI_UNWIND_H_
 
-#include <pthread.h>
-
 #include <cstddef>
 #include <cstdint>
 
@@ -66,12 +64,12 @@ int CfiBacktraceInPlace(uintptr_t* buffer, int size, const uintptr_t** pcs);
 // a module was unloaded (the loader's unload count moved). Thread-safe.
 void FlushCfiRules();
 
-// Finds `thread`'s stack bounds now, for that thread's first walk to use.
-// For the main thread glibc reads all of /proc/self/maps, milliseconds in a
-// process with thousands of mappings (PyTorch), which would otherwise land on
-// the program's first CUDA call; gpuwatch calls this when it attaches, for
-// the attaching thread. Thread-safe; at most one thread is primed.
-void PrimeStackBounds(pthread_t thread);
+// Finds the calling thread's stack bounds now, for its first walk to use.
+// For the main thread before Linux 6.11, glibc reads all of /proc/self/maps,
+// milliseconds in a process with thousands of mappings (PyTorch), which would
+// otherwise land on the program's first CUDA call; gpuwatch calls this when
+// it attaches. Thread-safe; at most one thread is primed.
+void PrimeStackBounds();
 
 namespace internal {
 

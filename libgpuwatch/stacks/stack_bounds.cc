@@ -16,24 +16,10 @@ thread_local constinit StackBounds t_stack __attribute__((tls_model("initial-exe
 
 namespace {
 
-StackBounds BoundsOf(pthread_t thread) {
+// The calling thread's bounds; hi == 1 when they cannot be found.
+StackBounds CallerBounds() {
   StackBounds bounds{0, 1};
-  // The main thread's, without glibc's read of all of /proc/self/maps where
-  // the kernel can say.
-  const char here = 0;
-  if (pthread_equal(thread, pthread_self()) != 0 &&
-      MainThreadStack(reinterpret_cast<uintptr_t>(&here), &bounds)) {
-    return bounds;
-  }
-  pthread_attr_t attr;
-  if (pthread_getattr_np(thread, &attr) != 0) return bounds;
-  void* addr = nullptr;
-  size_t size = 0;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size != 0) {
-    bounds.lo = reinterpret_cast<uintptr_t>(addr);
-    bounds.hi = bounds.lo + size;
-  }
-  pthread_attr_destroy(&attr);
+  CallerStack(&bounds);
   return bounds;
 }
 
@@ -55,17 +41,17 @@ __attribute__((noinline)) const StackBounds& FindThreadStack() {
     t_stack = g_primed.bounds;
     return t_stack;
   }
-  t_stack = BoundsOf(pthread_self());
+  t_stack = CallerBounds();
   return t_stack;
 }
 
 }  // namespace internal
 
-void PrimeStackBounds(pthread_t thread) {
+void PrimeStackBounds() {
   using internal::g_primed;
   if (internal::g_priming.exchange(true)) return;  // one thread only: written once
-  g_primed.thread = thread;
-  g_primed.bounds = internal::BoundsOf(thread);
+  g_primed.thread = pthread_self();
+  g_primed.bounds = internal::CallerBounds();
   g_primed.ready.store(true, std::memory_order_release);
 }
 
