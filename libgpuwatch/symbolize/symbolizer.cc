@@ -299,7 +299,13 @@ void CollectFunctions(const LibdwApi& dw, Dwarf_Die die, int depth,
                       std::vector<FunctionRange>* out) {
   do {
     const int tag = dw.dwarf_tag(&die);
-    if (tag == DW_TAG_subprogram) {
+    // Most subprograms of a unit are the headers' declarations, without code.
+    // dwarf_ranges finds a subprogram's range only in DW_AT_low_pc (with
+    // DW_AT_high_pc) or DW_AT_ranges: asking whether either is there first
+    // skips its decoding for the rest (a small CUDA program's unit: 6 of 242
+    // subprograms have code; 0.10 million instructions instead of 0.26).
+    if (tag == DW_TAG_subprogram &&
+        (dw.dwarf_hasattr(&die, DW_AT_low_pc) != 0 || dw.dwarf_hasattr(&die, DW_AT_ranges) != 0)) {
       Dwarf_Addr base = 0;
       Dwarf_Addr start = 0;
       Dwarf_Addr end = 0;

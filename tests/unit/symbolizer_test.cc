@@ -99,6 +99,21 @@ TEST(SymbolizerTest, FrameInSharedLibrary) {
   EXPECT_LT(frame.offset, frame.pc);  // a shared object's bias is not 0
 }
 
+// `frames`: the fixture's inlined function `inner` at `inner_line`, then the
+// function it was inlined into, whose name starts with `outer`, at `call_line`.
+void ExpectInlinedInto(std::span<const Frame> frames, const char* inner, int inner_line,
+                       const char* outer, int call_line) {
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_TRUE(frames[0].inlined);
+  EXPECT_NE(frames[0].function.find(inner), std::string::npos) << frames[0].function;
+  EXPECT_EQ(Basename(frames[0].file), "fixture_lib.cc");
+  EXPECT_EQ(frames[0].line, inner_line);
+  EXPECT_FALSE(frames[1].inlined);
+  EXPECT_EQ(frames[1].function.rfind(outer, 0), 0u) << frames[1].function;
+  EXPECT_EQ(Basename(frames[1].file), "fixture_lib.cc");
+  EXPECT_EQ(frames[1].line, call_line);
+}
+
 TEST(SymbolizerTest, InlinedFramesAreExpanded) {
   uintptr_t pcs[32];
   int inner_line = 0;
@@ -108,16 +123,8 @@ TEST(SymbolizerTest, InlinedFramesAreExpanded) {
   ASSERT_GE(n, 2);
   Symbolizer symbolizer;
   const std::span<const Frame> frames = symbolizer.SymbolizeAll(pcs[0]);
-  ASSERT_EQ(frames.size(), 2u);
-  EXPECT_TRUE(frames[0].inlined);
-  EXPECT_NE(frames[0].function.find("InlinedCapture"), std::string::npos) << frames[0].function;
-  EXPECT_EQ(Basename(frames[0].file), "fixture_lib.cc");
-  EXPECT_EQ(frames[0].line, inner_line);
-  EXPECT_FALSE(frames[1].inlined);
-  EXPECT_EQ(frames[1].function.rfind("gpuwatch_fixture::CaptureThroughInline(", 0), 0u)
-      << frames[1].function;
-  EXPECT_EQ(Basename(frames[1].file), "fixture_lib.cc");
-  EXPECT_EQ(frames[1].line, call_line);
+  ASSERT_NO_FATAL_FAILURE(ExpectInlinedInto(frames, "InlinedCapture", inner_line,
+                                            "gpuwatch_fixture::CaptureThroughInline(", call_line));
   EXPECT_EQ(frames[0].pc, frames[1].pc);
   EXPECT_EQ(Basename(frames[1].module), "libgpuwatch_test_fixture.so");
 
@@ -125,6 +132,24 @@ TEST(SymbolizerTest, InlinedFramesAreExpanded) {
   Symbolizer flat(SymbolizerOptions{.expand_inlines = false});
   ASSERT_EQ(flat.SymbolizeAll(pcs[0]).size(), 1u);
   EXPECT_EQ(flat.Symbolize(pcs[0]).function, frames[1].function);
+}
+
+// A function whose unlikely branch GCC moved into a .cold part has no
+// DW_AT_low_pc but DW_AT_ranges: the unit's index of functions still holds
+// it, so a call inlined in that part is expanded as in one piece.
+TEST(SymbolizerTest, AnInlinedCallInAFunctionsColdPartIsExpanded) {
+  uintptr_t pcs[32];
+  int inner_line = 0;
+  int call_line = 0;
+  const int n = gpuwatch_fixture::CaptureInColdPart(&CaptureStack, pcs, 32, &inner_line, &call_line,
+                                                    /*rare=*/1);
+  ASSERT_GE(n, 2);
+  Symbolizer symbolizer;
+  const std::span<const Frame> frames = symbolizer.SymbolizeAll(pcs[0]);
+  ASSERT_NO_FATAL_FAILURE(ExpectInlinedInto(frames, "InlinedColdCapture", inner_line,
+                                            "gpuwatch_fixture::CaptureInColdPart(", call_line));
+  // Named by the symbol table: the cold part's own symbol (the split happened).
+  EXPECT_NE(frames[1].function.find("[clone .cold]"), std::string::npos) << frames[1].function;
 }
 
 TEST(SymbolizerTest, LibraryLoadedAfterTheSessionStarted) {
