@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace gpuwatch {
@@ -38,6 +40,28 @@ bool Holds(uintptr_t start, uintptr_t size, uintptr_t addr) {
   return addr < start + std::max<uintptr_t>(size, 1) || size == 0;
 }
 
+// ReadFunctionSymbols' order: by start; among equal starts the best binding
+// last, and of one binding the first in the table last.
+bool SortedBefore(const SymbolEntry& a, const SymbolEntry& b) {
+  if (a.start != b.start) return a.start < b.start;
+  return a.rank != b.rank ? a.rank < b.rank : a.index > b.index;
+}
+
+// The name libdw reads for table entry `e`, or nullptr when it reads the
+// entry otherwise than the raw table says (its address, size or type).
+const char* NameAsLibdwReads(const LibdwApi& dw, Dwfl_Module* mod, const SymbolEntry& e) {
+  GElf_Sym sym{};
+  GElf_Addr value = 0;
+  GElf_Word shndx = 0;
+  const char* name =
+      dw.dwfl_module_getsym_info(mod, e.index, &sym, &value, &shndx, nullptr, nullptr);
+  if (name == nullptr || name[0] == '\0' || shndx == SHN_UNDEF || !IsFunctionType(sym.st_info) ||
+      value != e.start || sym.st_size != e.size) {
+    return nullptr;
+  }
+  return name;
+}
+
 }  // namespace
 
 std::vector<SymbolEntry> ReadFunctionSymbols(const LibdwApi& dw, Dwfl_Module* mod) {
@@ -52,10 +76,7 @@ std::vector<SymbolEntry> ReadFunctionSymbols(const LibdwApi& dw, Dwfl_Module* mo
     if (!IsFunctionType(sym.st_info)) continue;
     entries.push_back({addr, sym.st_size, name, BindingRank(sym.st_info), i});
   }
-  std::sort(entries.begin(), entries.end(), [](const SymbolEntry& a, const SymbolEntry& b) {
-    if (a.start != b.start) return a.start < b.start;
-    return a.rank != b.rank ? a.rank < b.rank : a.index > b.index;
-  });
+  std::sort(entries.begin(), entries.end(), SortedBefore);
   return entries;
 }
 
@@ -145,9 +166,13 @@ bool WalkedFirst(const Candidate& a, const Candidate& b) {
 
 }  // namespace
 
-bool FindSymbolInOnePass(const LibdwApi& dw, Dwfl_Module* mod, uintptr_t addr, const char** name) {
+bool FindSymbolInOnePass(const LibdwApi& dw, Dwfl_Module* mod, uintptr_t addr, const char** name,
+                         SymbolWindow* window) {
   RawTable raw;
   if (!FindRawTable(dw, mod, &raw)) return false;
+  SymbolWindow near;
+  near.lo = addr > kSymbolWindowBytes ? addr - kSymbolWindowBytes : 0;
+  near.hi = addr + std::min(kSymbolWindowBytes, UINTPTR_MAX - addr);
   // The kLookBack entries FindSymbol would walk: the last ones at or below
   // addr in its order, kept in walk order.
   std::array<Candidate, kLookBack> walk{};
@@ -162,6 +187,9 @@ bool FindSymbolInOnePass(const LibdwApi& dw, Dwfl_Module* mod, uintptr_t addr, c
         s.st_shndx >= SHN_LORESERVE || (s.st_shndx < raw.alloc.size() && raw.alloc[s.st_shndx]);
     const Candidate c{s.st_value + (loaded ? raw.bias : 0), s.st_size, BindingRank(s.st_info),
                       static_cast<int>(i)};
+    if (window != nullptr && c.start >= near.lo && c.start <= near.hi) {
+      near.entries.push_back({c.start, c.size, nullptr, c.rank, c.index});
+    }
     if (c.start > addr) continue;
     if (held == kLookBack && !WalkedFirst(c, walk[held - 1])) continue;
     size_t at = held < kLookBack ? held++ : held - 1;
@@ -171,15 +199,13 @@ bool FindSymbolInOnePass(const LibdwApi& dw, Dwfl_Module* mod, uintptr_t addr, c
   // Each one as libdw reads it: the same address, size and type, a name.
   std::array<const char*, kLookBack> names{};
   for (size_t k = 0; k < held; ++k) {
-    GElf_Sym sym{};
-    GElf_Addr value = 0;
-    GElf_Word shndx = 0;
-    names[k] =
-        dw.dwfl_module_getsym_info(mod, walk[k].index, &sym, &value, &shndx, nullptr, nullptr);
-    if (names[k] == nullptr || names[k][0] == '\0' || shndx == SHN_UNDEF ||
-        !IsFunctionType(sym.st_info) || value != walk[k].start || sym.st_size != walk[k].size) {
-      return false;
-    }
+    names[k] = NameAsLibdwReads(
+        dw, mod, {walk[k].start, walk[k].size, nullptr, walk[k].rank, walk[k].index});
+    if (names[k] == nullptr) return false;
+  }
+  if (window != nullptr) {
+    std::sort(near.entries.begin(), near.entries.end(), SortedBefore);
+    *window = std::move(near);
   }
   *name = nullptr;
   for (size_t k = 0; k < held; ++k) {
@@ -188,6 +214,28 @@ bool FindSymbolInOnePass(const LibdwApi& dw, Dwfl_Module* mod, uintptr_t addr, c
       break;
     }
   }
+  return true;
+}
+
+bool FindSymbolInWindow(const LibdwApi& dw, Dwfl_Module* mod, const SymbolWindow& window,
+                        uintptr_t addr, const char** name) {
+  if (window.entries.empty() || addr < window.lo || addr > window.hi) return false;
+  // FindSymbol's walk: every entry of the whole table that it passes before
+  // one below the window is in the window (all that start in [lo, hi]).
+  auto it = std::upper_bound(window.entries.begin(), window.entries.end(), addr,
+                             [](uintptr_t a, const SymbolEntry& e) { return a < e.start; });
+  for (int steps = 0; steps < kLookBack; ++steps) {
+    if (it == window.entries.begin()) return false;  // the walk goes on below the window
+    --it;
+    // Each entry walked as libdw reads it, as FindSymbolInOnePass checks them.
+    const char* read = NameAsLibdwReads(dw, mod, *it);
+    if (read == nullptr) return false;
+    if (Holds(it->start, it->size, addr)) {
+      *name = read;
+      return true;
+    }
+  }
+  *name = nullptr;
   return true;
 }
 

@@ -42,8 +42,27 @@ const char* FindSymbol(const std::vector<SymbolEntry>& entries, uintptr_t addr);
 // cannot read the table as libdw does (a table merged from two files, an
 // entry whose address it places otherwise), and the whole table must be
 // read. The caller holds LibdwMutex().
+//
+// With `window`, the pass also keeps the function symbols that start within
+// kSymbolWindowBytes of `addr` (sorted as ReadFunctionSymbols sorts them): a
+// stack's other start-up frame of the same module lies there (libc's
+// __libc_start_call_main beside __libc_start_main), and FindSymbolInWindow
+// answers for it without another pass.
+struct SymbolWindow {
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+  std::vector<SymbolEntry> entries;  // names not read: FindSymbolInWindow reads the one it needs
+};
+inline constexpr uintptr_t kSymbolWindowBytes = uintptr_t{16} << 10;
 bool FindSymbolInOnePass(const internal::LibdwApi& dw, Dwfl_Module* mod, uintptr_t addr,
-                         const char** name);
+                         const char** name, SymbolWindow* window = nullptr);
+
+// FindSymbol's answer for `addr` in ReadFunctionSymbols(dw, mod) from the
+// window a pass kept: true with `*name` set when the window decides it (the
+// walk back from `addr` holds it or ends inside the window), false when it
+// cannot and a pass must. The caller holds LibdwMutex().
+bool FindSymbolInWindow(const internal::LibdwApi& dw, Dwfl_Module* mod, const SymbolWindow& window,
+                        uintptr_t addr, const char** name);
 
 }  // namespace gpuwatch
 

@@ -147,6 +147,9 @@ struct Symbolizer::Session {
   int reports = 0;
   // Per module (sorted by start, best binding last among equal starts).
   std::unordered_map<Dwfl_Module*, std::vector<SymbolEntry>> symbols;
+  // Per module, the symbols around its last one-pass search (libc's).
+  std::unordered_map<Dwfl_Module*, SymbolWindow> windows;
+  size_t passes = 0;
   // Per compilation unit, keyed by module and CU DIE offset.
   std::map<std::pair<Dwfl_Module*, Dwarf_Off>, std::vector<FunctionRange>> functions;
   // Demangled names by the address of the mangled string (owned by libelf
@@ -205,6 +208,7 @@ void Symbolizer::ReportModules() {
   // a freed one's address: the indexes keyed by module start over.
   if (session_->reports++ > 0) {
     session_->symbols.clear();
+    session_->windows.clear();
     session_->functions.clear();
     session_->demangled.clear();
   }
@@ -218,6 +222,8 @@ void Symbolizer::ReportModules() {
 size_t Symbolizer::symbol_tables_read() const {
   return session_ != nullptr ? session_->symbols.size() : 0;
 }
+
+size_t Symbolizer::symbol_passes() const { return session_ != nullptr ? session_->passes : 0; }
 
 std::span<const Frame> Symbolizer::SymbolizeAll(uintptr_t pc, bool is_return_address) {
   auto& cache = is_return_address ? cache_ : exact_cache_;
@@ -377,10 +383,19 @@ std::vector<Frame> Symbolizer::ResolveWithLibdw(uintptr_t pc, uintptr_t lookup) 
   if (sym_it == session_->symbols.end()) {
     // libc's frames in most stacks are its start-up frames, whose names
     // alone are shown: found in one pass, not by reading and sorting its
-    // whole table (from its debug file, where one is installed).
+    // whole table (from its debug file, where one is installed); the next
+    // one, near the first, in the symbols the pass kept around it.
     const char* once = nullptr;
-    if (StartsWith(Basename(base.module), "libc.so") &&
-        FindSymbolInOnePass(dw, mod, lookup, &once)) {
+    bool found = false;
+    if (StartsWith(Basename(base.module), "libc.so")) {
+      SymbolWindow& window = session_->windows[mod];
+      found = FindSymbolInWindow(dw, mod, window, lookup, &once);
+      if (!found) {
+        ++session_->passes;
+        found = FindSymbolInOnePass(dw, mod, lookup, &once, &window);
+      }
+    }
+    if (found) {
       const std::string& function = session_->DemangleCached(once);
       if (IsStartupFunction(function, base.module)) {
         base.function = function;

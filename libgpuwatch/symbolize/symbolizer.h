@@ -115,6 +115,8 @@ class Symbolizer {
   // Modules whose whole symbol table was read so far (libc's start-up
   // frames are named without it).
   size_t symbol_tables_read() const;
+  // One-pass searches of a symbol table so far (libc's start-up frames).
+  size_t symbol_passes() const;
 
  private:
   std::vector<Frame> Resolve(uintptr_t pc, uintptr_t lookup);

@@ -259,6 +259,26 @@ TEST(SymbolizerTest, LibcStartupFramesAreNamedWithoutItsWholeTable) {
     EXPECT_EQ(f.line, 0);
   }
   EXPECT_EQ(once.symbol_tables_read(), 0u);
+  // One pass for all of them (glibc 2.34 and later: __libc_start_call_main
+  // and __libc_start_main): the first pass keeps the symbols around its
+  // frame, and the next frame is named from those.
+  EXPECT_EQ(once.symbol_passes(), 1u);
+
+  // What the kept symbols answer is what the whole table answers, at every
+  // address of a start-up function around the first frame (a fresh session
+  // each: one pass, then the address from what it kept).
+  int probed = 0;
+  for (uintptr_t pc = startup[0] - 2048; pc < startup[0] + 2048; pc += 16) {
+    const Frame& expected = whole.Symbolize(pc, /*is_return_address=*/false);
+    if (!IsStartupFunction(expected.function, expected.module)) continue;
+    Symbolizer fresh;
+    fresh.Symbolize(startup[0]);
+    EXPECT_EQ(fresh.Symbolize(pc, /*is_return_address=*/false).function, expected.function)
+        << std::hex << pc - startup[0];
+    EXPECT_EQ(fresh.symbol_tables_read(), 0u);
+    ++probed;
+  }
+  EXPECT_GE(probed, 2);
 }
 
 // A thread's stack ends in libc's start_thread and clone3, which its table
