@@ -46,9 +46,11 @@ uint64_t CallTicks(uint64_t end_ticks) {
   return (end_ticks != 0 ? end_ticks : Ticks()) - t_call.enter_ticks;
 }
 
-}  // namespace
-
-void Alloc(const ParsedCall& call, const CUpti_CallbackData* d, uint64_t call_ticks) {
+// Alloc's work, inlined into an allocation's EXIT: a call and a frame less
+// on its path, and a frame less for the walk of its capture to check.
+__attribute__((always_inline)) inline void RecordAlloc(const ParsedCall& call,
+                                                       const CUpti_CallbackData* d,
+                                                       uint64_t call_ticks) {
   Events events = CurrentEvents();
   if (call.address == 0 || !events.enabled()) return;  // paused: no stack either
   AllocEvent e;
@@ -62,6 +64,12 @@ void Alloc(const ParsedCall& call, const CUpti_CallbackData* d, uint64_t call_ti
   e.call_ticks = call_ticks;
   events.Allocated(e);
   if (call.kind == MemKind::kArray) RememberArray(call.address, call.array_element_bytes);
+}
+
+}  // namespace
+
+void Alloc(const ParsedCall& call, const CUpti_CallbackData* d, uint64_t call_ticks) {
+  RecordAlloc(call, d, call_ticks);
 }
 
 void OutOfMemory(const ParsedCall& call, const CUpti_CallbackData* d, int error) {
@@ -123,7 +131,7 @@ void AllocExit(const CUpti_CallbackData* d, Result ok_value, Result oom_value) {
     return;
   }
   if (d->functionParams == nullptr || !c.spec->parse(d, /*succeeded=*/true, &c.call)) return;
-  Alloc(c.call, d, CallTicks(end_ticks));
+  RecordAlloc(c.call, d, CallTicks(end_ticks));
 }
 template void AllocExit(const CUpti_CallbackData* d, cudaError_t ok_value, cudaError_t oom_value);
 template void AllocExit(const CUpti_CallbackData* d, CUresult ok_value, CUresult oom_value);

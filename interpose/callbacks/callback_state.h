@@ -95,8 +95,20 @@ inline bool IsRecording() { return CurrentEvents().enabled(); }
 inline constexpr char kGraphKernelNode[] = "(graph kernel node)";
 
 // callbacks.cc.
-// The stack of the call in progress, captured once per call.
-uint32_t CallSite();
+// Captures and interns the calling thread's stack (its id; 0: none), before
+// any lock.
+uint32_t CaptureSite();
+// The stack of the call in progress, captured once per call. Inline: a
+// call and a frame less on every capture's path, and two frames less for
+// the walk to check (docs/BENCHMARKS.md, "Issue 33, stop 49").
+inline uint32_t CallSite() {
+  CallInProgress& c = t_call;
+  if (!c.stack_captured) {
+    c.stack_id = CaptureSite();
+    c.stack_captured = true;
+  }
+  return c.stack_id;
+}
 // The device ordinal of a context, cached per thread by context uid (a
 // program rarely switches devices between calls); 0 when unknown. The
 // cached answer inline, CUPTI asked out of line (callbacks.cc).

@@ -45,10 +45,11 @@ thread_local bool t_driver_before_runtime __attribute__((tls_model("initial-exec
 // Start of the outermost blocking call on this thread, 0 when none.
 thread_local uint64_t t_block_start __attribute__((tls_model("initial-exec"))) = 0;
 
-// Captures and interns the calling thread's stack: before any lock. The
-// frames of gpuwatch, CUPTI, the driver and the runtime above the user's call
-// are left out (CaptureUserStack). In a Python process the Python frames
-// follow the native pcs (python_stack.h).
+}  // namespace
+
+// CaptureSite (callback_state.h): the frames of gpuwatch, CUPTI, the driver and the
+// runtime above the user's call are left out (CaptureUserStack). In a Python process the
+// Python frames follow the native pcs (python_stack.h).
 uint32_t CaptureSite() {
   StackTable* stacks = CurrentSession()->stacks();
   if (stacks == nullptr || g_hooks.depth <= 0) return 0;
@@ -67,16 +68,6 @@ uint32_t CaptureSite() {
     frames = pcs;
   }
   return stacks->Intern(frames, n);
-}
-
-}  // namespace
-
-uint32_t CallSite() {
-  if (!t_call.stack_captured) {
-    t_call.stack_id = CaptureSite();
-    t_call.stack_captured = true;
-  }
-  return t_call.stack_id;
 }
 
 int32_t AskDeviceOfContext(CUcontext context, uint32_t context_uid) {
