@@ -48,12 +48,23 @@ def callgrind(argv, env, out, extra=()):
                        + argv, env=env, input="", capture_output=True, text=True)
     if p.returncode != 0:
         die(f"callgrind {' '.join(argv)}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    if not os.path.exists(out):
+        die(f"callgrind {' '.join(argv)} wrote no profile at {out}")
+    return profile_total(out)
+
+
+def profile_total(path):
+    """The instructions a callgrind profile counted; 0 when it cannot be read
+    or is not written whole yet."""
     total = 0
-    with open(out) as f:
-        for line in f:
-            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
-            if m:
-                total = int(m.group(1))
+    try:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+                if m:
+                    total = int(m.group(1))
+    except OSError:
+        pass
     return total
 
 
@@ -79,18 +90,28 @@ def add_load_options(ap, per_site):
     ap.add_argument("--bytes", type=int, default=4096, help="bytes per allocation (default 4096)")
 
 
-def load_env(args, live_dir):
-    """The environment of a load under gpuwatch (LD_PRELOAD) serving its live
-    view in `live_dir`, its reports there too: this one's without gpuwatch's
-    and the simulator's variables, on the simulator unless args.gpu."""
-    b = os.path.abspath(args.build)
+def base_env(gpu, sim, extra_paths=()):
+    """This process's environment without gpuwatch's, the simulator's and any
+    injection's variables (a benchmark sets the ones it measures), with the
+    simulator's libraries (`sim`) first on LD_LIBRARY_PATH unless `gpu`, then
+    `extra_paths`."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-           k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-    if not args.gpu:
-        sim = os.path.join(b, "tests", "sim", "lib")
-        env["LD_LIBRARY_PATH"] = ":".join(
-            [sim] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
+           k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
+    paths = ([] if gpu else [sim]) + [p for p in extra_paths if p]
+    if env.get("LD_LIBRARY_PATH"):
+        paths.append(env["LD_LIBRARY_PATH"])
+    if paths:
+        env["LD_LIBRARY_PATH"] = ":".join(paths)
+    return env
+
+
+def load_env(args, live_dir):
+    """The environment of a load under gpuwatch (LD_PRELOAD) serving its live
+    view in `live_dir`, its reports there too: base_env's, on the simulator
+    unless args.gpu."""
+    b = os.path.abspath(args.build)
+    env = base_env(args.gpu, os.path.join(b, "tests", "sim", "lib"))
     env["LD_PRELOAD"] = os.path.join(b, "lib", "libgpuwatch.so")
     env["GPUWATCH_LIVE_DIR"] = live_dir
     env["GPUWATCH_OUTPUT"] = os.path.join(live_dir, "report.%p.json")

@@ -4,15 +4,17 @@ a checkpoint's cost in proportion to what changed; docs/BENCHMARKS.md).
 
 Runs bench/programs/live_load --per-site 1 --free (10,000 sites, nothing
 live) under gpuwatch with GPUWATCH_CHECKPOINT_SECONDS=1, under callgrind
-counting only inside gpuwatch::MaybeCheckpoint and dumping a profile each
-time it returns (--toggle-collect=gpuwatch::MaybeCheckpoint*
---dump-after=gpuwatch::MaybeCheckpoint*). After the first checkpoint it
-changes --changed sites (live_load's stdin commands: 0 a kernel launch
+counting only inside gpuwatch::MaybeCheckpoint
+(--toggle-collect=gpuwatch::MaybeCheckpoint*). After the first checkpoint
+it changes --changed sites (live_load's stdin commands: 0 a kernel launch
 alone, 1 one site, 100 the first outer function's sites, 10000 every site),
-waits for the report's new inode (a checkpoint replaces it by a rename) and
-for the profile of the call that wrote it, --touches times. Each
-checkpoint's profile is the largest dumped since its touch (the other calls
-only look whether one is due). Exact: instructions, not time.
+waits for the report's new inode (a checkpoint replaces it by a rename),
+then asks for profiles (callgrind_control -d) every --settle seconds and
+sums those that counted a checkpoint until one counts only looks (calls
+that find no checkpoint due): one figure per checkpoint even when it
+outlasts a wait, --touches times. (--dump-after=gpuwatch::MaybeCheckpoint*
+is passed too, but valgrind 3.19 dumps nothing for it.) Exact:
+instructions, not time.
 
 The first touch of one site makes a new site; the later ones change it:
 the median is of the touches after the first two (steady state), or of all
@@ -35,7 +37,6 @@ its profile, not a fixed time.
 
 import glob
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -45,25 +46,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_target  # noqa: E402
-from bench_target import die  # noqa: E402
+from bench_target import die, profile_total  # noqa: E402
 from fixed_cost import CHANGED_TOUCH, wait_checkpoint  # noqa: E402
 
 # A look that finds no checkpoint due counts thousands of instructions; a
 # checkpoint of 10,000 sites tens of millions.
 CHECKPOINT_MIN_IR = 1_000_000
-
-
-def profile_total(path):
-    """The instructions a callgrind profile counted (0: not complete yet)."""
-    try:
-        with open(path) as f:
-            for line in f:
-                m = re.match(r"(?:summary|totals):\s+(\d+)", line)
-                if m:
-                    return int(m.group(1))
-    except OSError:
-        pass
-    return 0
 
 
 def dumps(prefix):
@@ -112,12 +100,7 @@ def run(args, lib, changed, tmp, label):
     os.makedirs(out_dir)
     report = os.path.join(out_dir, "gw.json")
     prefix = os.path.join(out_dir, "cg.out")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-           k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-    if not args.gpu:
-        env["LD_LIBRARY_PATH"] = ":".join(
-            p for p in (args.sim, env.get("LD_LIBRARY_PATH")) if p)
+    env = bench_target.base_env(args.gpu, args.sim)
     env.update(LD_PRELOAD=lib, GPUWATCH_OUTPUT=report, GPUWATCH_CHECKPOINT_SECONDS="1")
     argv = [shutil.which("valgrind"), "--tool=callgrind", "-q",
             "--toggle-collect=gpuwatch::MaybeCheckpoint*",

@@ -79,14 +79,7 @@ class Setup:
         return os.path.join(self.tmp, "gw.json")
 
     def env(self, tool, teardown=False):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-        paths = [] if self.gpu else [self.sim]
-        if env.get("LD_LIBRARY_PATH"):
-            paths.append(env["LD_LIBRARY_PATH"])
-        if paths:
-            env["LD_LIBRARY_PATH"] = ":".join(paths)
+        env = bench_target.base_env(self.gpu, self.sim)
         if tool:
             env["LD_PRELOAD"] = self.before if tool == "before" else self.lib
             env["GPUWATCH_OUTPUT"] = os.path.join(self.tmp, "gw.%p.json")

@@ -66,16 +66,7 @@ class Setup:
         self.before = args.before and os.path.abspath(args.before)
 
     def env(self, config):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("GPUWATCH_", "GWSIM_")) and
-               k not in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
-        paths = [] if self.gpu else [self.sim]
-        if self.extra_ld_path:
-            paths.append(self.extra_ld_path)
-        if env.get("LD_LIBRARY_PATH"):
-            paths.append(env["LD_LIBRARY_PATH"])
-        if paths:
-            env["LD_LIBRARY_PATH"] = ":".join(paths)
+        env = bench_target.base_env(self.gpu, self.sim, [self.extra_ld_path])
         env["GPUWATCH_OUTPUT"] = os.path.join(self.tmp, "gw.%p.json")
         env["GPUWATCH_SUMMARY"] = "0"
         if self.unwind:
