@@ -56,15 +56,24 @@ T* HeapArray(size_t count) {
 
 }  // namespace
 
-PhaseTable::PhaseTable()
-    : name_slots_(MapArray<NameSlot>(kSlots)),
-      path_slots_(MapArray<PathSlot>(kSlots)),
-      names_(HeapArray<Name>(kMaxPhaseNames + 1)),
-      path_list_(MapArray<Path>(kMaxPhasePaths + 1)) {
-  other_name_ = InternName(kOtherPhase);
+PhaseTable::PhaseTable() {
+  // One at a time, so that a constructor that throws (no memory: the host
+  // process carries on without phases) gives back what it took before.
+  try {
+    name_slots_ = MapArray<NameSlot>(kSlots);
+    path_slots_ = MapArray<PathSlot>(kSlots);
+    names_ = HeapArray<Name>(kMaxPhaseNames + 1);
+    path_list_ = MapArray<Path>(kMaxPhasePaths + 1);
+    other_name_ = InternName(kOtherPhase);
+  } catch (...) {
+    Release();
+    throw;
+  }
 }
 
-PhaseTable::~PhaseTable() {
+PhaseTable::~PhaseTable() { Release(); }
+
+void PhaseTable::Release() {
   const uint32_t used = names_used_.load(std::memory_order_acquire);
   for (uint32_t id = 1; id <= used; ++id) delete names_[id].text;
   Unmap(name_slots_, kSlots * sizeof(NameSlot));
@@ -81,7 +90,10 @@ uint32_t PhaseTable::FindName(std::string_view name, uint64_t hash) const {
     if (h == hash) {
       const uint32_t id =
           std::atomic_ref<uint32_t>(name_slots_[i].id).load(std::memory_order_relaxed);
-      if (*names_[id].text == name) return id;
+      // Published after its text (InternName): never null here, but the
+      // check costs nothing beside the compare.
+      const std::string* text = names_[id].text;
+      if (text != nullptr && *text == name) return id;
     }
   }
 }

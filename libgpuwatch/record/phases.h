@@ -171,6 +171,9 @@ class PhaseTable {
     const std::string* text;  // null: not interned
   };
 
+  // Frees the arrays that were taken and the names interned (the
+  // destructor's work, and a constructor's that throws).
+  void Release();
   uint32_t FindName(std::string_view name, uint64_t hash) const;
   uint32_t PathOf(uint32_t parent, uint32_t name);
   // Pop below the innermost range: a range of another domain is open inside

@@ -1,8 +1,15 @@
 #include "libgpuwatch/record/phases.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -326,6 +333,60 @@ TEST_F(PhasesTest, ThreadsPushConcurrently) {
   // 1 + 4 x 50 nested + "left open": every path once.
   EXPECT_EQ(snapshot_.rows.size(), 1u + kThreads * 50 + 1);
   EXPECT_EQ(table_.counters().open_at_thread_exit, uint64_t{kThreads});
+}
+
+// VmSize in KiB, read without allocating (the address space is what the
+// test measures).
+long VmSizeKib() {
+  char buf[8192];
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* at = std::strstr(buf, "VmSize:");
+  return at == nullptr ? -1 : std::strtol(at + 7, nullptr, 10);
+}
+
+// A table built where memory runs out part way (the second of its 128 KiB
+// index mappings) throws bad_alloc, as `new` does, and gives back the
+// mapping it had taken: a caller that catches it and tries again (the
+// process's table is a function-local static, whose initialisation runs
+// again on the next call after a throw) loses no address space each time.
+TEST(PhaseTableMemory, AConstructorThatRunsOutGivesBackWhatItTook) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer reserves the address space that RLIMIT_AS would limit";
+#else
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The exception's own allocation made once, so that only the table's
+    // mappings move the address space.
+    try {
+      throw std::bad_alloc();
+    } catch (const std::bad_alloc&) {
+    }
+    const long before = VmSizeKib();
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(before + 192) * 1024;  // one index, not two
+    if (before < 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+    bool threw = false;
+    try {
+      const PhaseTable table;
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    const long after = VmSizeKib();
+    _exit(!threw ? 2 : after == before ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: address space kept after the throw; 2: no bad_alloc; 3: no limit set";
+#endif
 }
 
 }  // namespace
