@@ -71,7 +71,9 @@ struct RecentStacks {
   RecentStack entry[kRecentSets][2];
 };
 
-// 4 KiB a thread, mapped on the thread's first Intern (base/thread_block.h).
+// 4,168 bytes (two pages) a thread, mapped on the thread's first Intern
+// (base/thread_block.h).
+static_assert(sizeof(RecentStacks) == 4168, "the comment above says what a thread maps");
 RecentStacks* ThreadRecent() { return ThreadBlock<RecentStacks>::Get(); }
 
 // Serials of tables: an entry of a table that was destroyed, with another
