@@ -16,13 +16,14 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -46,6 +47,7 @@
 #include "libgpuwatch/base/config.h"
 #include "libgpuwatch/base/fork_locks.h"
 #include "libgpuwatch/base/log.h"
+#include "libgpuwatch/base/read_file.h"
 #include "libgpuwatch/base/version.h"
 #include "libgpuwatch/stacks/cfi_unwind.h"
 #include "libgpuwatch/stacks/python_stack.h"
@@ -76,11 +78,20 @@ void ApplyPauseBeforeAttach(Agent& agent) {
   if (paused >= 0) agent.events().Paused(paused == 1);
 }
 
+// The arguments, each ended by a NUL (a program that rewrote its argv may
+// leave the last one unended). Read without an ifstream: its locale would be
+// the first in the process, and building it costs attach 40,000 instructions
+// and the page faults on the code and data it touches.
 std::vector<std::string> ReadCommandLine() {
   std::vector<std::string> args;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string arg;
-  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  std::string text;
+  std::string problem;
+  if (!ReadRegularFile("/proc/self/cmdline", uint64_t{64} << 20, &text, &problem)) return args;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\0', at), text.size());
+    args.emplace_back(text, at, end - at);
+    at = end + 1;
+  }
   return args;
 }
 
@@ -220,10 +231,9 @@ void DoAttach(const char* mode) {
     // What the attaching thread's first capture would do, done now: with
     // LD_PRELOAD that is before main(), not in the program's first CUDA
     // call. Its stack bounds (the main thread's come from reading all of
-    // /proc/self/maps: milliseconds under PyTorch) and the first chunk of
-    // the stack table.
+    // /proc/self/maps: milliseconds under PyTorch). The stack table's first
+    // chunk is mapped by gpuwatch's thread, below.
     PrimeStackBounds();
-    session->stacks()->Prepare();
   }
   if (session->events().traced()) {
     // Activity records are stamped on CUPTI's clock: measure its offset from
@@ -291,6 +301,14 @@ void DoAttach(const char* mode) {
                              agent.background.request_pipe[1]);
   OpenLiveSocket(agent);
   if (StartBackgroundThread(agent)) InstallSnapshotSignal(agent);
+  // The stack table's first chunk (64 KiB, faulted in as it is mapped):
+  // gpuwatch's thread maps it in its first round, beside the program, as it
+  // maps every next one (a capture that comes first maps its own, and the
+  // thread's is given back). Without that thread, here, before the first
+  // capture.
+  if (!agent.background.running.load(std::memory_order_acquire) && session->stacks() != nullptr) {
+    session->stacks()->Prepare();
+  }
   // Injection runs inside cuInit, within the program's first CUDA call: what
   // the first-call hook does (the exit handler, the "cuda" line; the rest on
   // the background thread, started just above) is done now, since

@@ -9,8 +9,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "libgpuwatch/base/clock.h"
 
@@ -96,6 +99,26 @@ StatusThread* ClaimStatusSlot() {
   return &g_overflow_slot;
 }
 
+namespace {
+
+// All of `bytes` at `offset`; false with errno set when they could not be.
+bool WriteAt(int fd, const char* data, size_t bytes, size_t offset) {
+  while (bytes > 0) {
+    const ssize_t n = pwrite(fd, data, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    data += n;
+    bytes -= static_cast<size_t>(n);
+    offset += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string StatusPagePath(const std::string& dir, pid_t pid) {
   return dir + "/" + std::to_string(pid) + ".status";
 }
@@ -120,8 +143,29 @@ bool OpenStatusPage(const std::string& path, const std::vector<const char*>& cal
     *problem = "cannot make " + temporary + ": " + std::strerror(errno);
     return false;
   }
+  // The names are written through the file, not the mapping: the first
+  // write to each page of a shared mapping of a file is a page fault in
+  // which the file system reserves the page's blocks and updates the file's
+  // times (on ext4, a journal transaction each), which one write does once
+  // for all of them. The mapping's other pages are written as the process
+  // runs.
+  const size_t names = std::min<size_t>(call_names.size(), kStatusCallNames);
+  std::string block(names * kStatusNameBytes, '\0');
+  for (size_t i = 0; i < names; ++i) {
+    char* out = &block[i * kStatusNameBytes];
+    // snprintf's "%s" cut, without its formatting (a tenth of attach's
+    // instructions for the ~200 names).
+    const size_t length = strnlen(call_names[i], kStatusNameBytes - 1);
+    std::memcpy(out, call_names[i], length);
+    // "cudaMemcpy_v3020" is "cudaMemcpy" to the user.
+    if (char* v = std::strrchr(out, '_');
+        v != nullptr && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') {
+      *v = '\0';
+    }
+  }
   void* map = MAP_FAILED;
-  if (ftruncate(fd, sizeof(StatusPage)) == 0) {
+  if (ftruncate(fd, sizeof(StatusPage)) == 0 &&
+      WriteAt(fd, block.data(), block.size(), offsetof(StatusPage, names))) {
     map = mmap(nullptr, sizeof(StatusPage), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   const int error = errno;
@@ -132,19 +176,6 @@ bool OpenStatusPage(const std::string& path, const std::vector<const char*>& cal
     return false;
   }
   auto* page = static_cast<StatusPage*>(map);
-  for (size_t i = 0; i < call_names.size() && i < kStatusCallNames; ++i) {
-    char* out = page->names[i];
-    // snprintf's "%s" cut, without its formatting (a tenth of attach's
-    // instructions for the ~200 names).
-    const size_t length = strnlen(call_names[i], kStatusNameBytes - 1);
-    std::memcpy(out, call_names[i], length);
-    out[length] = '\0';
-    // "cudaMemcpy_v3020" is "cudaMemcpy" to the user.
-    if (char* v = std::strrchr(out, '_');
-        v != nullptr && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') {
-      *v = '\0';
-    }
-  }
   page->pid = static_cast<int32_t>(getpid());
   page->parent_pid = static_cast<int32_t>(getppid());
   page->size = sizeof(StatusPage);

@@ -5,14 +5,23 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <new>
+
+#include "libgpuwatch/base/arena.h"
 
 namespace gpuwatch {
 
 namespace {
-constexpr const char kOther[] = "(other)";  // kernels beyond kMaxNames
+constexpr const char kOther[] = "(other)";                           // kernels beyond kMaxNames
+constexpr size_t kKernelsBytes = (KernelTable::kMaxNames + 1) * 16;  // sizeof(PerKernel)
 }  // namespace
 
-KernelTable::KernelTable() : kernels_(std::make_unique<PerKernel[]>(kMaxNames + 1)) {}
+KernelTable::KernelTable() : kernels_(static_cast<PerKernel*>(MapZeroed(kKernelsBytes))) {
+  static_assert(sizeof(PerKernel) == 16);
+  if (kernels_ == nullptr) throw std::bad_alloc();  // as `new` did
+}
+
+void KernelTable::Unmapper::operator()(PerKernel* kernels) const { Unmap(kernels, kKernelsBytes); }
 
 uint64_t KernelTable::launches() const {
   uint64_t n = overflow_.load(std::memory_order_relaxed);

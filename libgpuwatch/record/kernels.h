@@ -98,12 +98,17 @@ class KernelTable {
   // Per name id (1..kMaxNames): its launches and its launch site, side by
   // side, so that a launch reads and writes one line. The library never
   // destroys its table (callbacks may run during exit); a table that is
-  // destroyed frees it.
+  // destroyed frees it. Mapped zeroed (no launch, no site): a page is
+  // touched when one of its 256 kernels is first launched, not all 16 at
+  // attach, as `new` zeroing them did.
   struct PerKernel {
     std::atomic<uint64_t> launches{0};
     std::atomic<uint64_t> site{0};  // 1 + the stack id of its first launch; 0: not captured yet
   };
-  std::unique_ptr<PerKernel[]> kernels_;
+  struct Unmapper {
+    void operator()(PerKernel* kernels) const;
+  };
+  std::unique_ptr<PerKernel[], Unmapper> kernels_;
   std::atomic<uint64_t> overflow_{0};
   mutable Mutex mu_;
   std::unordered_map<std::string, std::pair<uint64_t, uint64_t>> timing_;  // guarded by mu_
