@@ -17,11 +17,11 @@ namespace {
 
 // What a report says of a site besides its figures: the built-in category
 // its stack falls in and the suppression rule that matched it.
-SiteClass ClassifySite(const std::vector<Frame>& frames, const Suppressions* suppressions,
+SiteClass ClassifySite(std::span<const Frame* const> frames, const Suppressions* suppressions,
                        SuppressionKind kind, bool pytorch_per_tensor) {
   std::vector<FrameView> views;
   views.reserve(frames.size());
-  for (const Frame& f : frames) views.push_back({f.function, f.file, f.module});
+  for (const Frame* f : frames) views.push_back({f->function, f->file, f->module});
   SiteClass c;
   c.category = CategoryOf(views, pytorch_per_tensor);
   c.category_off = pytorch_per_tensor && c.category.empty() && !CategoryOf(views).empty();
@@ -39,10 +39,13 @@ SiteResolver::SiteResolver(const StackTable* stacks, Symbolizer* symbolizer,
 }
 SiteResolver::~SiteResolver() = default;
 
-const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
-  auto it = cache_.find(stack_id);
-  if (it != cache_.end()) return it->second;
-  std::vector<Frame> frames;
+std::span<const Frame* const> SiteResolver::FrameRefsOf(uint32_t stack_id) {
+  if (stack_id < ref_at_.size() && ref_at_[stack_id].begin != kNoRefs) {
+    const RefSlot& slot = ref_at_[stack_id];
+    return {refs_.data() + slot.begin, slot.size};
+  }
+  const size_t begin = refs_.size();
+  bool merged = false;
   if (stacks_ != nullptr && stack_id != 0) {
     const std::span<const uintptr_t> pcs = stacks_->Get(stack_id);
     if (!pcs.empty()) {
@@ -51,14 +54,39 @@ const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
         if (own_symbolizer_ == nullptr) own_symbolizer_ = std::make_unique<Symbolizer>();
         symbolizer = own_symbolizer_.get();
       }
-      // Python frames merged in.
-      SymbolizeMixedStack(symbolizer, stacks_->python_frames(), pcs, &frames);
-      // The user's allocation helpers are not the site: their callers are.
+      if (!SymbolizeNativeStackInPlace(symbolizer, pcs, &refs_)) {
+        // Python frames merged in: frames of this stack's own.
+        std::vector<Frame> frames;
+        SymbolizeMixedStack(symbolizer, stacks_->python_frames(), pcs, &frames);
+        for (Frame& f : frames) refs_.push_back(&merged_frames_.emplace_back(std::move(f)));
+        merged = true;
+      }
+      // The user's allocation helpers are not the site: their callers are
+      // (TrimTop: never the last frame).
       if (alloc_fns_ != nullptr && !alloc_fns_->empty()) {
-        TrimTop(&frames, [this](const Frame& f) { return alloc_fns_->Matches(f.function); });
+        size_t n = 0;
+        while (begin + n + 1 < refs_.size() && alloc_fns_->Matches(refs_[begin + n]->function)) {
+          ++n;
+        }
+        refs_.erase(refs_.begin() + static_cast<std::ptrdiff_t>(begin),
+                    refs_.begin() + static_cast<std::ptrdiff_t>(begin + n));
       }
     }
   }
+  if (stack_id >= ref_at_.size()) ref_at_.resize(size_t{stack_id} + 1);
+  RefSlot& slot = ref_at_[stack_id];
+  slot.begin = static_cast<uint32_t>(begin);
+  slot.size = static_cast<uint32_t>(refs_.size() - begin);
+  slot.merged = merged ? 1 : 0;
+  ++refs_held_;
+  return {refs_.data() + begin, slot.size};
+}
+
+const std::vector<Frame>& SiteResolver::FramesOf(uint32_t stack_id) {
+  auto it = cache_.find(stack_id);
+  if (it != cache_.end()) return it->second;
+  std::vector<Frame> frames;
+  for (const Frame* f : FrameRefsOf(stack_id)) frames.push_back(*f);
   return cache_.emplace(stack_id, std::move(frames)).first->second;
 }
 
@@ -66,21 +94,24 @@ const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
   FrameTable& table = *table_;
   auto it = table.stacks.find(stack_id);
   if (it != table.stacks.end()) return it->second;
-  const bool kept = table_ == &kept_table_;
+  const std::span<const Frame* const> frames = FrameRefsOf(stack_id);
+  // A kept table keeps what it points to: the symbolizer's frames as they
+  // are, a merged frame as a copy (merged frames go with the report).
+  const bool copy = table_ == &kept_table_ && ref_at_[stack_id].merged != 0;
   std::vector<uint32_t> indices;
   std::string key;
-  for (const Frame& f : FramesOf(stack_id)) {
-    key.assign(f.module);
+  for (const Frame* f : frames) {
+    key.assign(f->module);
     key += '\0';
-    key += f.function;
+    key += f->function;
     key += '\0';
-    key += f.file;
+    key += f->file;
     key += '\0';
-    key += std::to_string(f.line);
-    key += f.inlined ? 'i' : 'o';  // the same line inlined or not: two frames
+    key += std::to_string(f->line);
+    key += f->inlined ? 'i' : 'o';  // the same line inlined or not: two frames
     const auto [at, added] =
         table.index.try_emplace(key, static_cast<uint32_t>(table.frames.size()));
-    if (added) table.frames.push_back(kept ? &table.owned.emplace_back(f) : &f);
+    if (added) table.frames.push_back(copy ? &table.owned.emplace_back(*f) : f);
     indices.push_back(at->second);
   }
   return table.stacks.emplace(stack_id, std::move(indices)).first->second;
@@ -89,6 +120,11 @@ const std::vector<uint32_t>& SiteResolver::StackOf(uint32_t stack_id) {
 void SiteResolver::ReleaseFrames() {
   ClearFrameTable();
   cache_.clear();
+  // Freed, not kept for the next report (clear() would keep their blocks).
+  std::vector<const Frame*>().swap(refs_);
+  std::vector<RefSlot>().swap(ref_at_);
+  std::deque<Frame>().swap(merged_frames_);
+  refs_held_ = 0;
 }
 
 void SiteResolver::ClearFrameTable() {
@@ -101,16 +137,16 @@ std::string SiteResolver::KeyOf(uint32_t stack_id) {
   // Keyed by what the user reads (function, file, line), not by pc: the
   // compiler may unroll one source-level call into several call sites.
   std::string key;
-  for (const Frame& f : FramesOf(stack_id)) {
-    key += f.module;
+  for (const Frame* f : FrameRefsOf(stack_id)) {
+    key += f->module;
     key += '\0';
-    key += f.function;
+    key += f->function;
     key += '\0';
-    if (f.line > 0) {
-      key += f.file;
-      key += ':' + std::to_string(f.line);
+    if (f->line > 0) {
+      key += f->file;
+      key += ':' + std::to_string(f->line);
     } else {
-      key += std::to_string(f.offset);
+      key += std::to_string(f->offset);
     }
     key += '\n';
   }
@@ -175,7 +211,7 @@ const SiteClass& SiteResolver::ClassOf(uint32_t stack_id, const Suppressions* su
   const uint64_t key = (uint64_t{static_cast<uint8_t>(kind)} << 32) | stack_id;
   if (auto it = classes_.find(key); it != classes_.end()) return it->second;
   return classes_
-      .emplace(key, ClassifySite(FramesOf(stack_id), suppressions, kind, pytorch_per_tensor_))
+      .emplace(key, ClassifySite(FrameRefsOf(stack_id), suppressions, kind, pytorch_per_tensor_))
       .first->second;
 }
 
@@ -192,11 +228,11 @@ std::string_view ScopeOf(std::string_view function) {
 }  // namespace
 
 std::string SiteResolver::CallerOf(uint32_t stack_id) {
-  const std::vector<Frame>& frames = FramesOf(stack_id);
-  const Frame* site = SiteFrame(frames);
-  if (site == nullptr) return "";
-  const std::string_view scope = ScopeOf(site->function);
-  for (const Frame* f = site + 1; f < frames.data() + frames.size(); ++f) {
+  const std::span<const Frame* const> frames = FrameRefsOf(stack_id);
+  const size_t site = SiteFrameIndex(frames);
+  if (site == frames.size()) return "";
+  const std::string_view scope = ScopeOf(frames[site]->function);
+  for (const Frame* f : frames.subspan(site + 1)) {
     if (f->line <= 0 || f->file.empty()) continue;
     if (scope.empty() || ScopeOf(f->function) != scope) {
       return std::string(Basename(f->file)) + ":" + std::to_string(f->line);
@@ -207,18 +243,18 @@ std::string SiteResolver::CallerOf(uint32_t stack_id) {
 
 std::string SiteResolver::LocationOf(uint32_t stack_id) {
   if (stack_id < locations_.size() && !locations_[stack_id].empty()) return locations_[stack_id];
-  std::string location = LocationOfFrames(FramesOf(stack_id));
+  std::string location = LocationOfFrames(FrameRefsOf(stack_id));
   if (stack_id >= locations_.size()) locations_.resize(size_t{stack_id} + 1);
   locations_[stack_id] = location;
   return location;
 }
 
-std::string SiteResolver::LocationOfFrames(const std::vector<Frame>& frames) {
-  if (const Frame* f = SiteFrame(frames)) {
-    return std::string(Basename(f->file)) + ":" + std::to_string(f->line);
+std::string SiteResolver::LocationOfFrames(std::span<const Frame* const> frames) {
+  if (const size_t i = SiteFrameIndex(frames); i < frames.size()) {
+    return std::string(Basename(frames[i]->file)) + ":" + std::to_string(frames[i]->line);
   }
   if (!frames.empty()) {
-    const Frame& f = frames.front();
+    const Frame& f = *frames.front();
     if (!f.function.empty()) {
       return f.function + " (" + std::string(Basename(f.module)) + ")";
     }

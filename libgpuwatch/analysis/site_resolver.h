@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -60,8 +61,15 @@ class SiteResolver {
   // symbolizer.
   void ReleaseFrames();
   // Stacks whose frames are held now (for tests).
-  size_t frames_cached() const { return cache_.size(); }
+  size_t frames_cached() const { return refs_held_; }
 
+  // The site's frames, innermost first, until ReleaseFrames(): pointers into
+  // the symbolizer's cache (a stack with Python frames: into this resolver's
+  // store of merged frames). What the resolver itself reads: no frame is
+  // copied, so a report's frames cost it two large blocks (the pointers and
+  // an index by id), not kilobytes per site amid what it keeps.
+  std::span<const Frame* const> FrameRefsOf(uint32_t stack_id);
+  // The same frames, copied (the reports' callers that read a few sites).
   const std::vector<Frame>& FramesOf(uint32_t stack_id);
   // The site's frames as indices into frame_table(), innermost first: each
   // distinct frame is listed once per report however many stacks hold it.
@@ -124,7 +132,7 @@ class SiteResolver {
   static constexpr uint32_t kUnresolved = UINT32_MAX;
 
   uint32_t ResolveCanonical(uint32_t stack_id);  // Canonical() beyond the flat table
-  static std::string LocationOfFrames(const std::vector<Frame>& frames);
+  static std::string LocationOfFrames(std::span<const Frame* const> frames);
   // What the user reads of a stack (function, file, line per frame); "" when
   // it has no frames.
   std::string KeyOf(uint32_t stack_id);
@@ -137,6 +145,22 @@ class SiteResolver {
   bool pytorch_per_tensor_ = false;
   Symbolizer* shared_symbolizer_;
   std::unique_ptr<Symbolizer> own_symbolizer_;
+  // FrameRefsOf(): this report's pointers, stack after stack, and each id's
+  // place among them (begin, size; kNoRefs: not resolved in this report).
+  // Released whole by ReleaseFrames().
+  struct RefSlot {
+    uint32_t begin = kNoRefs;
+    uint32_t size : 31 = 0;
+    uint32_t merged : 1 = 0;  // into merged_frames_, not the symbolizer's cache
+  };
+  static constexpr uint32_t kNoRefs = UINT32_MAX;
+  std::vector<const Frame*> refs_;
+  std::vector<RefSlot> ref_at_;
+  size_t refs_held_ = 0;
+  // The frames of this report's stacks with Python frames (merged per
+  // stack, so not in the symbolizer's cache).
+  std::deque<Frame> merged_frames_;
+  // FramesOf()'s copies.
   std::unordered_map<uint32_t, std::vector<Frame>> cache_;
   // id -> canonical id: a flat table over the ids Prepare saw (reports look
   // up one id per live allocation), a map for any other.
@@ -150,8 +174,9 @@ class SiteResolver {
   std::unordered_map<uint64_t, uint32_t> by_hash_;
   std::unordered_map<std::string, uint32_t> collided_;
   // A frame table: its frames, an index per distinct frame, and each stack
-  // id's indices. A kept table owns copies of its frames (`owned`): the
-  // cache its frames come from is released after each report.
+  // id's indices. A kept table points into the symbolizer's cache, which
+  // lives as long as the resolver, and owns copies of merged frames
+  // (`owned`): those are released after each report.
   struct FrameTable {
     std::vector<const Frame*> frames;
     std::unordered_map<std::string, uint32_t> index;

@@ -180,16 +180,48 @@ void SymbolizeMixedStack(Symbolizer* symbolizer, const PyFrameTable* python_fram
               std::make_move_iterator(merged.end()));
 }
 
-const Frame* SiteFrame(const std::vector<Frame>& frames) {
-  const auto first = std::find_if(frames.begin(), frames.end(),
-                                  [](const Frame& f) { return f.line > 0 && !f.file.empty(); });
-  if (first == frames.end()) return nullptr;
-  if (IsPythonFrame(*first)) {
-    for (auto it = first; it != frames.end(); ++it) {
-      if (IsPythonFrame(*it) && it->line > 0 && !IsLibraryPythonFile(it->file)) return &*it;
-    }
+bool SymbolizeNativeStackInPlace(Symbolizer* symbolizer, std::span<const uintptr_t> pcs,
+                                 std::vector<const Frame*>* out) {
+  if (std::any_of(pcs.begin(), pcs.end(), IsPythonToken)) return false;
+  const size_t begin = out->size();
+  for (const uintptr_t pc : pcs) {
+    for (const Frame& f : symbolizer->SymbolizeAll(pc)) out->push_back(&f);
   }
-  return &*first;
+  // TrimTop(IsToolFrame): never the last frame.
+  size_t n = 0;
+  while (begin + n + 1 < out->size() && IsToolFrame(*(*out)[begin + n])) ++n;
+  out->erase(out->begin() + static_cast<std::ptrdiff_t>(begin),
+             out->begin() + static_cast<std::ptrdiff_t>(begin + n));
+  return true;
+}
+
+namespace {
+
+// SiteFrame's index over frames or pointers to them (`at(i)` is the i-th
+// frame): `size` when no frame has a line.
+template <typename At>
+size_t SiteFrameIndexOf(size_t size, const At& at) {
+  size_t first = 0;
+  while (first < size && (at(first).line <= 0 || at(first).file.empty())) ++first;
+  if (first == size || !IsPythonFrame(at(first))) return first;
+  for (size_t i = first; i < size; ++i) {
+    const Frame& f = at(i);
+    if (IsPythonFrame(f) && f.line > 0 && !IsLibraryPythonFile(f.file)) return i;
+  }
+  return first;
+}
+
+}  // namespace
+
+const Frame* SiteFrame(const std::vector<Frame>& frames) {
+  const size_t i =
+      SiteFrameIndexOf(frames.size(), [&frames](size_t k) -> const Frame& { return frames[k]; });
+  return i < frames.size() ? &frames[i] : nullptr;
+}
+
+size_t SiteFrameIndex(std::span<const Frame* const> frames) {
+  return SiteFrameIndexOf(frames.size(),
+                          [&frames](size_t k) -> const Frame& { return *frames[k]; });
 }
 
 }  // namespace gpuwatch

@@ -83,11 +83,25 @@ std::vector<Frame> MergeMixedStack(std::vector<NativeUnit> units,
 void SymbolizeMixedStack(Symbolizer* symbolizer, const PyFrameTable* python_frames,
                          std::span<const uintptr_t> pcs, std::vector<Frame>* out);
 
+// A stack without Python tokens as SymbolizeMixedStack reads it, with no
+// frame copied: appends pointers into the symbolizer's cache (valid for the
+// symbolizer's life), trimmed as described above. A report resolves
+// thousands of stacks, and copies of their frames, kilobytes per stack
+// allocated amid what the report keeps, left the kept objects scattered over
+// pages that malloc cannot return (docs/BENCHMARKS.md, issue 33, stop 50).
+// False, appending nothing, when the stack has Python tokens: their merge
+// makes frames of its own (SymbolizeMixedStack).
+bool SymbolizeNativeStackInPlace(Symbolizer* symbolizer, std::span<const uintptr_t> pcs,
+                                 std::vector<const Frame*>* out);
+
 // The frame that names an allocation site (its `location`): the first frame
 // with a file and line, except that when that frame is a Python frame, the
 // innermost Python frame outside library code (IsLibraryPythonFile) is taken
 // when there is one. nullptr when no frame has a line.
 const Frame* SiteFrame(const std::vector<Frame>& frames);
+// The same over pointers to frames (SymbolizeNativeStackInPlace's), as an
+// index: frames.size() when no frame has a line.
+size_t SiteFrameIndex(std::span<const Frame* const> frames);
 
 }  // namespace gpuwatch
 

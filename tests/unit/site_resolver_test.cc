@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,50 @@ TEST(SiteResolver, FreshResolverAgreesWithTheKeptOne) {
   EXPECT_EQ(sites.Canonical(ids.plain), ids.plain);
   EXPECT_EQ(sites.Canonical(ids.under_a), ids.plain);
   EXPECT_EQ(sites.Canonical(ids.under_b), ids.plain);
+}
+
+// The resolver reads a site's frames where the symbolizer keeps them: no
+// frame is copied for a report (copies, kilobytes a site amid what a kept
+// resolver keeps, left a checkpoint's freed memory in pieces malloc could not
+// return: docs/BENCHMARKS.md, issue 33, stop 50). Its frames, the copies
+// FramesOf() makes for the report's other readers, and a kept frame table
+// read the same, and the kept table still reads them after ReleaseFrames().
+TEST(SiteResolver, FramesAreTheSymbolizersOwnNotCopies) {
+  const ThreeIds ids;
+  ASSERT_NE(ids.plain, 0u);
+  Symbolizer symbolizer;
+  SiteResolver sites(&ids.table, &symbolizer);
+  const std::span<const uintptr_t> pcs = ids.table.Get(ids.under_a);
+  std::vector<const Frame*> own;
+  for (const uintptr_t pc : pcs) {
+    for (const Frame& f : symbolizer.SymbolizeAll(pc)) own.push_back(&f);
+  }
+  const std::span<const Frame* const> refs = sites.FrameRefsOf(ids.under_a);
+  const std::vector<const Frame*> frames(refs.begin(), refs.end());  // past ReleaseFrames()
+  // The gpuwatch frame on top is trimmed: the rest are the symbolizer's.
+  ASSERT_FALSE(frames.empty());
+  ASSERT_LT(frames.size(), own.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(frames[i], own[own.size() - frames.size() + i]) << i;
+  }
+  EXPECT_EQ(sites.frames_cached(), 1u);
+  const std::vector<Frame>& copies = sites.FramesOf(ids.under_a);
+  ASSERT_EQ(copies.size(), frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(copies[i].function, frames[i]->function) << i;
+    EXPECT_EQ(copies[i].line, frames[i]->line) << i;
+  }
+  sites.KeepFrameTable(true);
+  const std::vector<uint32_t> indices = sites.StackOf(ids.under_a);
+  sites.KeepFrameTable(false);
+  sites.ReleaseFrames();
+  EXPECT_EQ(sites.frames_cached(), 0u);
+  sites.KeepFrameTable(true);
+  ASSERT_EQ(indices.size(), frames.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    EXPECT_EQ(sites.frame_table()[indices[i]], frames[i]) << i;
+  }
+  sites.KeepFrameTable(false);
 }
 
 }  // namespace
