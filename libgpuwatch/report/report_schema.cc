@@ -120,8 +120,6 @@ void LeakSplitFigures::WriteTo(json* section) const {
   s[key::kCategories] = std::move(by_category);
 }
 
-namespace {
-
 // json::dump(2) prints an array of numbers one number per line; every site's
 // `stack` is one, so they are put back on one line: `"stack": [0, 1, 2]`.
 // The pattern cannot occur inside a string, where the quotes are escaped.
@@ -147,6 +145,8 @@ std::string OneLineStacks(const std::string& text) {
   out.append(text, from, std::string::npos);
   return out;
 }
+
+namespace {
 
 // json::dump, with bytes that are not UTF-8 (a path or an argument in
 // another encoding) written as U+FFFD: the default throws, which would end
@@ -248,11 +248,15 @@ std::string DumpReport(json report, const TraceEventLines* trace_events, const T
   json* const table_part = frame_table.is_array() ? &frame_table : nullptr;
   json* const trace_part = trace.is_object() ? &trace : nullptr;
   if (table_part == nullptr && trace_part == nullptr) {
-    return report.empty() ? "{}\n" : OneLineStacks(Text(report, 2)) + "\n";
+    if (report.empty()) return "{}\n";
+    std::string text = OneLineStacks(Text(report, 2));
+    if (trace_events != nullptr && trace_events->head && !trace_events->head(&text)) return "";
+    return text + "\n";
   }
   std::string text;
   if (!report.empty()) {
     text = OneLineStacks(Text(report, 2));  // ends with "\n}"
+    if (trace_events != nullptr && trace_events->head && !trace_events->head(&text)) return "";
     text.resize(text.size() - 2);
   }
   report = json();  // the head is text now

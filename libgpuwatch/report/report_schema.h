@@ -168,6 +168,9 @@ struct TraceEventLines {
   size_t frames = 0;
   std::function<void(size_t, std::string*)> frame;
   std::function<void(std::string*)> trace_sites;
+  // Called on the head's text before anything is written (a checkpoint's
+  // kept site rows put in); false: DumpReport returns "" and writes nothing.
+  std::function<bool(std::string*)> head;
 };
 // `flush`, when given, streams the frame table and the trace as they are
 // made: whenever the text not yet handed over passes `chunk` bytes at the
@@ -178,6 +181,10 @@ struct TextFlush {
   size_t chunk = 0;
   std::function<void(std::string*)> take;
 };
+// A site's `stack` on one line in `text` (json::dump(2)'s), as DumpReport
+// prints it.
+std::string OneLineStacks(const std::string& text);
+
 std::string DumpReport(nlohmann::json report, const TraceEventLines* trace_events = nullptr,
                        const TextFlush* flush = nullptr);
 
