@@ -541,8 +541,12 @@ void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
     return;  // the final report stands
   const uint64_t cpu_before = ThreadCpuNs();
   std::string failure;
-  if (!WriteReport(agent, agent.attach.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
-                   nullptr, &failure, &c.text)) {
+  const bool written = WriteReport(agent, agent.attach.output_path, "checkpoint", nullptr, nullptr,
+                                   false, nullptr, nullptr, &failure, &c.text);
+  // What the next checkpoint keeps, packed now that the report's memory is
+  // freed: made while it was held, it would pin the heap's pages around it.
+  c.text.ReleaseRows();
+  if (!written) {
     // Said once; tried again, less and less often (a disk full for a moment).
     if (c.last.failures == 0) {
       Warn(

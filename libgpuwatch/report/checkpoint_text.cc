@@ -1,6 +1,10 @@
 #include "libgpuwatch/report/checkpoint_text.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstring>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -111,9 +115,9 @@ void Take(std::vector<T>* list, std::vector<T>* now, const PackedRows& kept,
       continue;
     }
     const auto* e = kept.Find(row.site);
-    if (e != nullptr && std::string_view(kept.bytes).substr(e->at, e->key_size) == key) {
-      made->emplace(row.site,
-                    KeptRow{std::move(key), kept.bytes.substr(e->at + e->key_size, e->text_size)});
+    if (e != nullptr && kept.bytes.view().substr(e->at, e->key_size) == key) {
+      made->emplace(row.site, KeptRow{std::move(key), std::string(kept.bytes.view().substr(
+                                                          e->at + e->key_size, e->text_size))});
     } else {
       made->emplace(row.site, KeptRow{std::move(key), RowText(SiteRowJson(row))});
     }
@@ -126,16 +130,19 @@ void Pack(const std::unordered_map<uint64_t, KeptRow>& made, PackedRows* kept) {
   PackedRows packed;
   size_t size = 0;
   for (const auto& [site, row] : made) size += row.key.size() + row.text.size();
-  packed.bytes.reserve(size);
+  packed.bytes = typename PackedRows::Block(size);
   packed.entries.reserve(made.size());
+  size_t at = 0;
   for (const auto& [site, row] : made) {
     auto& e = packed.entries.emplace_back();
     e.site = site;
-    e.at = packed.bytes.size();
+    e.at = at;
     e.key_size = static_cast<uint32_t>(row.key.size());
     e.text_size = static_cast<uint32_t>(row.text.size());
-    packed.bytes += row.key;
-    packed.bytes += row.text;
+    std::memcpy(packed.bytes.data() + at, row.key.data(), row.key.size());
+    at += row.key.size();
+    std::memcpy(packed.bytes.data() + at, row.text.data(), row.text.size());
+    at += row.text.size();
   }
   std::sort(packed.entries.begin(), packed.entries.end(),
             [](const auto& a, const auto& b) { return a.site < b.site; });
@@ -283,6 +290,31 @@ void CheckpointText::ReleaseRows() {
   rows_taken_ = false;
 }
 
+CheckpointText::PackedRows::Block::Block(size_t size) {
+  if (size == 0) return;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<char*>(p);
+  size_ = size;
+}
+
+CheckpointText::PackedRows::Block::~Block() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+CheckpointText::PackedRows::Block::Block(Block&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+CheckpointText::PackedRows::Block& CheckpointText::PackedRows::Block::operator=(
+    Block&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
 const CheckpointText::PackedRows::Entry* CheckpointText::PackedRows::Find(uint64_t site) const {
   const auto it = std::lower_bound(entries.begin(), entries.end(), site,
                                    [](const Entry& e, uint64_t s) { return e.site < s; });
@@ -295,7 +327,7 @@ size_t CheckpointText::bytes() const {
   for (const std::string& s : frames_) n += text(s);
   for (const std::string& s : trace_sites_) n += text(s);
   const auto rows = [&text](const auto& r) {
-    return r.kept.entries.capacity() * sizeof(PackedRows::Entry) + text(r.kept.bytes);
+    return r.kept.entries.capacity() * sizeof(PackedRows::Entry) + r.kept.bytes.size();
   };
   for (const Rows<LeakSite>& r : leaks_) n += rows(r);
   return n + rows(peak_) + rows(sites_);

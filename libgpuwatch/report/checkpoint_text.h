@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -100,7 +101,26 @@ class CheckpointText {
       uint32_t text_size = 0;
     };
     std::vector<Entry> entries;  // by site
-    std::string bytes;
+    // A mapping of its own (text only, no pointers): never among the heap
+    // pages a report uses and frees, so it pins none of them.
+    class Block {
+     public:
+      Block() = default;
+      explicit Block(size_t size);
+      ~Block();
+      Block(Block&& other) noexcept;
+      Block& operator=(Block&& other) noexcept;
+      Block(const Block&) = delete;
+      Block& operator=(const Block&) = delete;
+      char* data() { return data_; }
+      std::string_view view() const { return {data_, size_}; }
+      size_t size() const { return size_; }
+
+     private:
+      char* data_ = nullptr;
+      size_t size_ = 0;
+    };
+    Block bytes;
     const Entry* Find(uint64_t site) const;
   };
   // A list's rows as listed now, what this checkpoint made or kept of each

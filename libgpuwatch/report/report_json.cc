@@ -365,10 +365,10 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     kept->UseFor(sites->serial());
     kept->AddFrames(sites->frame_table());
     if (m.trace.has_value()) kept->AddTraceSites(m.trace->sites);
+    // The rows are packed for the next checkpoint by the caller, once the
+    // report's own memory is freed (ReleaseRows).
     kept->TakeRows(&m);
-    std::string text = m.Dump(std::move(report), flush, kept);
-    kept->ReleaseRows();
-    return text;
+    return m.Dump(std::move(report), flush, kept);
   }
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));
   return m.Dump(std::move(report), flush);  // the trace's events compact, from their structs
