@@ -39,10 +39,13 @@ std::string RowText(const json& row) {
   return OneLineStacks(row.dump(2, ' ', false, json::error_handler_t::replace));
 }
 
-// A row's key: every field SiteRowJson prints, each number as a varint and
-// each string and list with its length before it, so that two rows have the
-// same key exactly when they are equal in what they print. ~100 bytes a
-// row (a stack of 32 frames' indices, most under 16,384: 2 bytes each).
+// A row's key: every field SiteRowJson prints but the site's location and
+// stack, each number as a varint and each string and list with its length
+// before it, so that two rows of one site have the same key exactly when
+// they are equal in what they print. The location and the stack's indices
+// are the site's own while the resolver lives (UseFor drops everything
+// kept for another): ~30 bytes a row, not ~100 with the stack's 32
+// indices.
 void Put(uint64_t v, std::string* key) {
   while (v >= 0x80) {
     *key += static_cast<char>((v & 0x7f) | 0x80);
@@ -64,9 +67,6 @@ void PutOptional(const std::optional<std::string>& text, std::string* key) {
 template <typename T>
 void PutSite(const T& s, std::string* key) {
   Put(s.site, key);
-  PutText(s.location, key);
-  Put(s.stack.size(), key);
-  for (const uint32_t i : s.stack) Put(i, key);
   Put(s.frames.size(), key);
   for (const ReportFrame& f : s.frames) PutText(OneLine(FrameJson(f)), key);
   PutOptional(s.category, key);
@@ -75,98 +75,107 @@ void PutSite(const T& s, std::string* key) {
   for (const CountField<T>& f : T::Counts()) Put(s.*f.member, key);
 }
 
-std::string RowKey(const LeakSite& s) {
-  std::string key;
-  PutSite(s, &key);
-  Put(s.kinds.size(), &key);
+void RowKey(const LeakSite& s, std::string* key) {
+  PutSite(s, key);
+  Put(s.kinds.size(), key);
   for (const auto& [kind, bytes] : s.kinds) {
-    PutText(kind, &key);
-    Put(bytes, &key);
+    PutText(kind, key);
+    Put(bytes, key);
   }
-  PutText(s.phase, &key);
-  return key;
+  PutText(s.phase, key);
 }
 
-std::string RowKey(const PeakSite& s) {
-  std::string key;
-  PutSite(s, &key);
-  return key;
+void RowKey(const PeakSite& s, std::string* key) { PutSite(s, key); }
+
+void RowKey(const AllocSite& s, std::string* key) {
+  PutSite(s, key);
+  Put(s.sizes.size(), key);
+  for (const uint64_t n : s.sizes) Put(n, key);
 }
 
-std::string RowKey(const AllocSite& s) {
-  std::string key;
-  PutSite(s, &key);
-  Put(s.sizes.size(), &key);
-  for (const uint64_t n : s.sizes) Put(n, &key);
-  return key;
-}
-
-template <typename T, typename KeptRow, typename PackedRows>
-void Take(std::vector<T>* list, std::vector<T>* now, const PackedRows& kept,
-          std::unordered_map<uint64_t, KeptRow>* made, bool* twice) {
+// Takes `*list` into `*now` and makes `*made`: each row's key and text in
+// one buffer (no allocation per row), the entries by site. A row whose key
+// equals the one kept for its site keeps its text. `*twice`: a site listed
+// twice with different rows.
+template <typename T, typename PackedRows>
+void Take(std::vector<T>* list, std::vector<T>* now, const PackedRows& kept, PackedRows* made,
+          bool* twice) {
   *now = std::move(*list);
   list->clear();
-  made->clear();
-  made->reserve(now->size());
+  made->entries.clear();
+  made->entries.reserve(now->size());
+  std::string& bytes = made->made;
+  bytes.clear();
+  std::string key;
   for (const T& row : *now) {
-    std::string key = RowKey(row);
-    if (const auto at = made->find(row.site); at != made->end()) {
-      if (at->second.key != key) *twice = true;
+    key.clear();
+    RowKey(row, &key);
+    auto& e = made->entries.emplace_back();
+    e.site = row.site;
+    e.at = bytes.size();
+    e.key_size = static_cast<uint32_t>(key.size());
+    bytes += key;
+    const auto* k = kept.Find(row.site);
+    if (k != nullptr && kept.bytes.view().substr(k->at, k->key_size) == key) {
+      bytes += kept.bytes.view().substr(k->at + k->key_size, k->text_size);
+    } else {
+      bytes += RowText(SiteRowJson(row));
+    }
+    e.text_size = static_cast<uint32_t>(bytes.size() - e.at - e.key_size);
+  }
+  // By site, each once: a site listed twice keeps its first row (twice
+  // when the rows differ: the list is then not spliced).
+  auto& entries = made->entries;
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& x, const auto& y) { return x.site < y.site; });
+  const std::string_view view = bytes;
+  const auto key_of = [view](const auto& e) { return view.substr(e.at, e.key_size); };
+  size_t n = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (n != 0 && entries[n - 1].site == entries[i].site) {
+      if (key_of(entries[n - 1]) != key_of(entries[i])) *twice = true;
       continue;
     }
-    const auto* e = kept.Find(row.site);
-    if (e != nullptr && kept.bytes.view().substr(e->at, e->key_size) == key) {
-      made->emplace(row.site, KeptRow{std::move(key), std::string(kept.bytes.view().substr(
-                                                          e->at + e->key_size, e->text_size))});
-    } else {
-      made->emplace(row.site, KeptRow{std::move(key), RowText(SiteRowJson(row))});
-    }
+    entries[n++] = entries[i];
   }
+  entries.resize(n);
 }
 
-// `made` packed into one block, by site.
-template <typename KeptRow, typename PackedRows>
-void Pack(const std::unordered_map<uint64_t, KeptRow>& made, PackedRows* kept) {
+// `made` packed into a block of its own (only what its entries name).
+template <typename PackedRows>
+void Pack(const PackedRows& made, PackedRows* kept) {
   PackedRows packed;
   size_t size = 0;
-  for (const auto& [site, row] : made) size += row.key.size() + row.text.size();
+  for (const auto& e : made.entries) size += e.key_size + e.text_size;
   packed.bytes = typename PackedRows::Block(size);
-  packed.entries.reserve(made.size());
+  packed.entries.reserve(made.entries.size());
   size_t at = 0;
-  for (const auto& [site, row] : made) {
-    auto& e = packed.entries.emplace_back();
-    e.site = site;
-    e.at = at;
-    e.key_size = static_cast<uint32_t>(row.key.size());
-    e.text_size = static_cast<uint32_t>(row.text.size());
-    std::memcpy(packed.bytes.data() + at, row.key.data(), row.key.size());
-    at += row.key.size();
-    std::memcpy(packed.bytes.data() + at, row.text.data(), row.text.size());
-    at += row.text.size();
+  for (const auto& e : made.entries) {
+    auto& p = packed.entries.emplace_back(e);
+    p.at = at;
+    std::memcpy(packed.bytes.data() + at, made.made.data() + e.at, e.key_size + e.text_size);
+    at += e.key_size + e.text_size;
   }
-  std::sort(packed.entries.begin(), packed.entries.end(),
-            [](const auto& a, const auto& b) { return a.site < b.site; });
   *kept = std::move(packed);
 }
 
 // Appends `text` with `indent` after each of its line breaks.
-void AppendIndented(const std::string& text, std::string_view indent, std::string* out) {
+void AppendIndented(std::string_view text, std::string_view indent, std::string* out) {
   size_t from = 0;
   for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', from)) {
-    out->append(text, from, nl + 1 - from);
+    out->append(text.substr(from, nl + 1 - from));
     out->append(indent);
     from = nl + 1;
   }
-  out->append(text, from, std::string::npos);
+  out->append(text.substr(from));
 }
 
 // Appends the rows of `now` in place of the marker found at or after `*at`
 // in `head`, copying what lies before it; false when the marker is not
 // there on a line of its own at `indent`.
-template <typename T, typename KeptRow>
-bool Splice(const std::string& head, const std::vector<T>& now,
-            const std::unordered_map<uint64_t, KeptRow>& kept, std::string_view indent, size_t* at,
-            std::string* out) {
+template <typename T, typename PackedRows>
+bool Splice(const std::string& head, const std::vector<T>& now, const PackedRows& made,
+            std::string_view indent, size_t* at, std::string* out) {
   if (now.empty()) return true;
   const size_t marker = head.find(kMarker, *at);
   if (marker == std::string::npos || marker < indent.size() + 1 ||
@@ -181,9 +190,10 @@ bool Splice(const std::string& head, const std::vector<T>& now,
       *out += ",\n";
       *out += indent;
     }
-    const auto it = kept.find(now[i].site);
-    if (it == kept.end()) return false;
-    AppendIndented(it->second.text, indent, out);
+    const auto* e = made.Find(now[i].site);
+    if (e == nullptr) return false;
+    AppendIndented(std::string_view(made.made).substr(e->at + e->key_size, e->text_size), indent,
+                   out);
   }
   *at = marker + kMarker.size();
   return true;
@@ -281,7 +291,7 @@ void CheckpointText::ReleaseRows() {
   // the rows as listed and the per-row strings are dropped.
   const auto release = [](auto* r) {
     Pack(r->made, &r->kept);
-    decltype(r->made)().swap(r->made);
+    r->made = {};
     decltype(r->now)().swap(r->now);
   };
   for (Rows<LeakSite>& r : leaks_) release(&r);

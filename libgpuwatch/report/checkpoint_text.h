@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "libgpuwatch/report/report_model.h"
@@ -85,14 +84,11 @@ class CheckpointText {
   // (the list's indent is put back when it is spliced). Not the row itself:
   // its strings, stack and vectors kept for 3,000 rows cost 6 B per live
   // allocation at 1,000,000 live (docs/BENCHMARKS.md, stop 47).
-  struct KeptRow {
-    std::string key;
-    std::string text;
-  };
   // The rows kept between checkpoints, packed once the report is written:
-  // each list's keys and texts in one block (a mapping of its own when
-  // large, so that it pins no page of the heap the report used and freed),
-  // found by site.
+  // each list's keys and texts in one block (a mapping of its own, so that
+  // it pins no page of the heap the report used and freed), found by site.
+  // While a checkpoint is made, its rows' keys and texts are in `made`, one
+  // buffer per list (no allocation per row).
   struct PackedRows {
     struct Entry {
       uint64_t site = 0;
@@ -121,6 +117,7 @@ class CheckpointText {
       size_t size_ = 0;
     };
     Block bytes;
+    std::string made;  // while a checkpoint is made: the entries' bytes
     const Entry* Find(uint64_t site) const;
   };
   // A list's rows as listed now, what this checkpoint made or kept of each
@@ -128,7 +125,7 @@ class CheckpointText {
   template <typename T>
   struct Rows {
     std::vector<T> now;
-    std::unordered_map<uint64_t, KeptRow> made;
+    PackedRows made;
     PackedRows kept;
   };
   Rows<LeakSite> leaks_[3];  // device, host, ipc_imported
