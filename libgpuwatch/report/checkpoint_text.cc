@@ -34,7 +34,7 @@ constexpr std::string_view kPeakIndent = "      ";
 constexpr std::string_view kSitesIndent = "    ";
 
 // A row as DumpReport prints it inside its list at depth 0: json::dump(2)
-// with the stack on one line (Splice indents it to the list's depth).
+// with the stack on one line (Take indents it to the list's depth).
 std::string RowText(const json& row) {
   return OneLineStacks(row.dump(2, ' ', false, json::error_handler_t::replace));
 }
@@ -93,13 +93,26 @@ void RowKey(const AllocSite& s, std::string* key) {
   for (const uint64_t n : s.sizes) Put(n, key);
 }
 
+// Appends `text` with `indent` after each of its line breaks.
+void AppendIndented(std::string_view text, std::string_view indent, std::string* out) {
+  size_t from = 0;
+  for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', from)) {
+    out->append(text.substr(from, nl + 1 - from));
+    out->append(indent);
+    from = nl + 1;
+  }
+  out->append(text.substr(from));
+}
+
 // Takes `*list` into `*now` and makes `*made`: each row's key and text in
-// one buffer (no allocation per row), the entries by site. A row whose key
-// equals the one kept for its site keeps its text. `*twice`: a site listed
-// twice with different rows.
+// one buffer (no allocation per row), the entries by site. A row's text is
+// kept indented as its list prints it (`indent` after each line break), so
+// that the splice copies it whole. A row whose key equals the one kept for
+// its site keeps its text. `*twice`: a site listed twice with different
+// rows.
 template <typename T, typename PackedRows>
-void Take(std::vector<T>* list, std::vector<T>* now, const PackedRows& kept, PackedRows* made,
-          bool* twice) {
+void Take(std::vector<T>* list, std::vector<T>* now, const PackedRows& kept,
+          std::string_view indent, PackedRows* made, bool* twice) {
   *now = std::move(*list);
   list->clear();
   made->entries.clear();
@@ -119,7 +132,7 @@ void Take(std::vector<T>* list, std::vector<T>* now, const PackedRows& kept, Pac
     if (k != nullptr && kept.bytes.view().substr(k->at, k->key_size) == key) {
       bytes += kept.bytes.view().substr(k->at + k->key_size, k->text_size);
     } else {
-      bytes += RowText(SiteRowJson(row));
+      AppendIndented(RowText(SiteRowJson(row)), indent, &bytes);
     }
     e.text_size = static_cast<uint32_t>(bytes.size() - e.at - e.key_size);
   }
@@ -159,17 +172,6 @@ void Pack(const PackedRows& made, PackedRows* kept) {
   *kept = std::move(packed);
 }
 
-// Appends `text` with `indent` after each of its line breaks.
-void AppendIndented(std::string_view text, std::string_view indent, std::string* out) {
-  size_t from = 0;
-  for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', from)) {
-    out->append(text.substr(from, nl + 1 - from));
-    out->append(indent);
-    from = nl + 1;
-  }
-  out->append(text.substr(from));
-}
-
 // Appends the rows of `now` in place of the marker found at or after `*at`
 // in `head`, copying what lies before it; false when the marker is not
 // there on a line of its own at `indent`.
@@ -192,8 +194,7 @@ bool Splice(const std::string& head, const std::vector<T>& now, const PackedRows
     }
     const auto* e = made.Find(now[i].site);
     if (e == nullptr) return false;
-    AppendIndented(std::string_view(made.made).substr(e->at + e->key_size, e->text_size), indent,
-                   out);
+    out->append(made.made, e->at + e->key_size, e->text_size);
   }
   *at = marker + kMarker.size();
   return true;
@@ -215,10 +216,10 @@ void CheckpointText::TakeRows(ReportModel* m) {
   LeakList* leaks[3] = {&m->leaks_device, &m->leaks_host, &m->leaks_ipc_imported};
   twice_ = false;
   for (Rows<LeakSite>& r : leaks_) {
-    Take(&leaks[&r - leaks_]->sites, &r.now, r.kept, &r.made, &twice_);
+    Take(&leaks[&r - leaks_]->sites, &r.now, r.kept, kLeakIndent, &r.made, &twice_);
   }
-  Take(&m->peak.sites, &peak_.now, peak_.kept, &peak_.made, &twice_);
-  Take(&m->sites, &sites_.now, sites_.kept, &sites_.made, &twice_);
+  Take(&m->peak.sites, &peak_.now, peak_.kept, kPeakIndent, &peak_.made, &twice_);
+  Take(&m->sites, &sites_.now, sites_.kept, kSitesIndent, &sites_.made, &twice_);
   rows_taken_ = true;
 }
 

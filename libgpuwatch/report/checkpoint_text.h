@@ -81,8 +81,8 @@ class CheckpointText {
  private:
   // What is kept of a listed row: its key (every field it prints but the
   // site's location and stack, the site's own while the resolver lives,
-  // encoded compactly: RowKey) and its text as json::dump(2) prints it at depth 0
-  // (the list's indent is put back when it is spliced). Not the row itself:
+  // encoded compactly: RowKey) and its text as the list prints it (indented,
+  // so that the splice copies it whole). Not the row itself:
   // its strings, stack and vectors kept for 3,000 rows cost 6 B per live
   // allocation at 1,000,000 live (docs/BENCHMARKS.md, stop 47).
   // The rows kept between checkpoints, packed once the report is written:
