@@ -175,6 +175,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   // the teardown slot opened in it.
   std::string error;
   AtomicFile file;
+  if (kept != nullptr) file.KeepReader();  // the next checkpoint reads its trace's lines back
   const bool open = file.Open(path, &error);
   size_t slot = std::string::npos;
   bool at_head = true;
@@ -192,6 +193,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
     file.Write(report.json());
     ok = file.Commit(ending ? Durability::kStartWriteback : Durability::kWaitForDisk, &error);
   }
+  if (kept != nullptr) kept->trace_lines().Written(ok ? file.ReleaseReader() : -1, path);
   if (ok && is_exit) agent.reports.exit_teardown_slot = file.in_place() ? std::string::npos : slot;
   if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(agent, trigger, path);

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "libgpuwatch/report/checkpoint_trace.h"
 #include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/symbolize/symbolizer.h"
 
@@ -77,6 +78,9 @@ class CheckpointText {
   }
   uint64_t events() const { return made_events_; }
   uint64_t peak() const { return made_peak_; }
+
+  // The lines of the trace's events, reused from the last checkpoint's file.
+  CheckpointTrace& trace_lines() { return trace_lines_; }
 
  private:
   // What is kept of a listed row: its key (every field it prints but the
@@ -141,6 +145,7 @@ class CheckpointText {
   uint64_t made_peak_ = 0;
   std::vector<std::string> frames_;
   std::vector<std::string> trace_sites_;  // by site id; "" not made yet
+  CheckpointTrace trace_lines_;
 };
 
 }  // namespace gpuwatch

@@ -513,6 +513,11 @@ std::string ReportModel::Dump(json doc, const TextFlush* flush, CheckpointText* 
         kept->AppendTraceSites(trace->sites, out);
       };
     }
+    if (trace.has_value() && kept->trace_lines().begun()) {
+      lines.reuse = [kept](size_t i, uint64_t at, std::string* out) {
+        return kept->trace_lines().Lines(i, at, out);
+      };
+    }
   }
   std::string out;
   if (!trace.has_value()) {

@@ -166,9 +166,11 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
   std::string& tail = *out;
   // Without a head, the first section opens the document.
   char separator = after_head ? ',' : '{';
-  const auto maybe_flush = [flush, &tail] {
+  uint64_t handed = 0;  // the text's bytes given to `flush`
+  const auto maybe_flush = [flush, &tail, &handed] {
     if (flush == nullptr || tail.size() < flush->chunk) return;
     flush->take(&tail);
+    handed += tail.size();  // as written (the exit report's slot widens the head)
     if (tail.capacity() <= 2 * flush->chunk) {
       tail.clear();
     } else {  // the head's buffer: given back, and one of a chunk's size made
@@ -219,15 +221,21 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
   if (!sites_written) write_sites();
   tail += "\n    \"events\": [";
   const size_t count = trace_events != nullptr ? trace_events->count : events.size();
+  const bool reuse = trace_events != nullptr && trace_events->reuse;
   for (size_t i = 0; i < count; ++i) {
-    tail += i == 0 ? "\n      " : ",\n      ";
+    tail += i == 0 ? kTraceEventSeparator.substr(1) : kTraceEventSeparator;
     if (trace_events != nullptr) {
-      trace_events->append(i, &tail);
+      if (const size_t n = reuse ? trace_events->reuse(i, handed + tail.size(), &tail) : 0) {
+        i += n - 1;
+      } else {
+        trace_events->append(i, &tail);
+      }
     } else {
       tail += Text(events[i]);
     }
     maybe_flush();
   }
+  if (reuse) trace_events->reuse(count, handed + tail.size(), nullptr);
   tail += count == 0 ? "]\n  }" : "\n    ]\n  }";
 }
 
