@@ -175,6 +175,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
   // the teardown slot opened in it.
   std::string error;
   AtomicFile file;
+  if (kept != nullptr) file.KeepReader();  // the next checkpoint reads its trace's lines back
   const bool open = file.Open(path, &error);
   size_t slot = std::string::npos;
   bool at_head = true;
@@ -192,6 +193,7 @@ bool WriteReportOrThrow(Agent& agent, const std::string& path, const char* trigg
     file.Write(report.json());
     ok = file.Commit(ending ? Durability::kStartWriteback : Durability::kWaitForDisk, &error);
   }
+  if (kept != nullptr) kept->trace_lines().Written(ok ? file.ReleaseReader() : -1, path);
   if (ok && is_exit) agent.reports.exit_teardown_slot = file.in_place() ? std::string::npos : slot;
   if (!ok) Failed(trigger, error, failure);
   if (ok) LogReport(agent, trigger, path);
@@ -333,40 +335,6 @@ void OnTeardownDone(int, void*) {
   }
 }
 
-// GPUWATCH_EXITCODE. An atexit handler cannot see the exit status; glibc's
-// on_exit() handlers run in the same LIFO list and receive it (the value
-// passed to exit() or returned from main). When it is 0 and the exit report
-// counted leaked device memory, this handler flushes stdio and ends the
-// process with _exit(N), as LeakSanitizer does: the exit handlers registered
-// before it do not run. So it is registered as early as possible, always
-// before the exit report's handler (it runs after the report was written):
-// - from the preload constructor (LD_PRELOAD, `gpuwatch run`): that is before
-//   __libc_start_main registers the loader's destructor pass, so it runs last
-//   of all, after every library destructor, and the _exit skips only stdio's
-//   final flush, which it does itself;
-// - with CUDA_INJECTION64_PATH alone, at attach, inside the program's first
-//   CUDA call: handlers the program registered before that call (static
-//   destructors, say) do not run when the status is changed.
-// It never writes the report itself: by then CUDA may be torn down.
-void OnExitStatus(int status, void*) {
-  Agent& agent = GetAgent();
-  if (!agent.active.load() || agent.config().exitcode == 0 || status != 0) return;
-  if (agent.reports.detached_ns.load() !=
-      0) {  // not recorded to the end: no leak count can be trusted
-    Warn("exit status 0 changed to %d: the run was not recorded to its end (GPUWATCH_EXITCODE)",
-         agent.config().exitcode);
-    std::fflush(nullptr);
-    _exit(agent.config().exitcode);
-  }
-  if (!agent.reports.exit_leak_known.load() || agent.reports.exit_leaked_bytes.load() == 0) return;
-  Warn("exit status 0 changed to %d: %s of device memory leaked (GPUWATCH_EXITCODE)",
-       agent.config().exitcode, FormatBytes(agent.reports.exit_leaked_bytes.load()).c_str());
-  std::fflush(nullptr);
-  _exit(agent.config().exitcode);
-}
-
-std::atomic<bool> g_exit_status_handler{false};
-
 }  // namespace
 
 // Registers OnProcessExit once. Exit handlers run in reverse order of registration,
@@ -383,11 +351,6 @@ void RegisterExitHandler() {
 }
 
 bool ExitHandlerRegistered() { return g_exit_handler.load(); }
-
-void RegisterExitStatusHandler() {
-  if (g_exit_status_handler.exchange(true)) return;
-  on_exit(OnExitStatus, nullptr);
-}
 
 // For what gpuwatch asks the driver: an out-of-memory report's free memory
 // and graph pool, the size of memory opened through CUDA IPC. The reference
@@ -541,8 +504,12 @@ void MaybeCheckpoint(Agent& agent, Checkpoints& c, uint64_t now) {
     return;  // the final report stands
   const uint64_t cpu_before = ThreadCpuNs();
   std::string failure;
-  if (!WriteReport(agent, agent.attach.output_path, "checkpoint", nullptr, nullptr, false, nullptr,
-                   nullptr, &failure, &c.text)) {
+  const bool written = WriteReport(agent, agent.attach.output_path, "checkpoint", nullptr, nullptr,
+                                   false, nullptr, nullptr, &failure, &c.text);
+  // What the next checkpoint keeps, packed now that the report's memory is
+  // freed: made while it was held, it would pin the heap's pages around it.
+  c.text.ReleaseRows();
+  if (!written) {
     // Said once; tried again, less and less often (a disk full for a moment).
     if (c.last.failures == 0) {
       Warn(

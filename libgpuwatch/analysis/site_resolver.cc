@@ -154,6 +154,7 @@ std::string SiteResolver::KeyOf(uint32_t stack_id) {
 }
 
 void SiteResolver::Recanonicalize(uint32_t from, uint32_t to) {
+  ++recanonicalized_;
   for (uint32_t& c : canonical_flat_) {
     if (c == from) c = to;
   }

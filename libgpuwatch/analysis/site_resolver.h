@@ -89,6 +89,10 @@ class SiteResolver {
   // what a caller keeps for one resolver's kept frame table, the text of
   // its rows, is not another's.
   uint64_t serial() const { return serial_; }
+  // How many times a smaller id resolved later became the canonical id of
+  // ids resolved before (Canonical): what was written of their canonical ids
+  // before may read otherwise now (a checkpoint's kept trace lines).
+  uint64_t recanonicalized() const { return recanonicalized_; }
   // Stacks that read the same after trimming are one site to the user: they
   // may differ in the trimmed frames (the runtime takes another internal path
   // on its first call) or in pcs that map to the same lines (an unrolled
@@ -187,6 +191,7 @@ class SiteResolver {
   FrameTable kept_table_;
   FrameTable* table_ = &report_table_;
   uint64_t serial_;
+  uint64_t recanonicalized_ = 0;
 };
 
 }  // namespace gpuwatch

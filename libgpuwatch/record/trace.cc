@@ -139,14 +139,21 @@ TraceSnapshot Trace::Snapshot() const {
   out.recorded = n;
   if (capacity_ == 0) return out;
   const uint64_t first = n > capacity_ ? n - capacity_ : 0;
+  out.first = first;
   out.events.reserve(static_cast<size_t>(n - first));
   for (uint64_t index = first; index < n; ++index) {
     const Slot& slot = slots_[index % capacity_];
-    if (slot.seq.load(std::memory_order_acquire) != index + 1) continue;
+    if (slot.seq.load(std::memory_order_acquire) != index + 1) {
+      out.skipped.push_back(index);
+      continue;
+    }
     uint64_t words[kWords];
     for (size_t i = 0; i < kWords; ++i) words[i] = slot.words[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (slot.seq.load(std::memory_order_relaxed) != index + 1) continue;  // rewritten meanwhile
+    if (slot.seq.load(std::memory_order_relaxed) != index + 1) {  // rewritten meanwhile
+      out.skipped.push_back(index);
+      continue;
+    }
     TraceEvent e;
     std::memcpy(&e, words, sizeof(e));
     out.events.push_back(e);

@@ -76,6 +76,12 @@ struct TraceSnapshot {
   uint64_t recorded = 0;           // events ever recorded
   uint64_t dropped = 0;            // recorded but not in `events`: overwritten (or being written)
   std::vector<TraceEvent> events;  // oldest first
+  // Which events these are (a checkpoint reuses the text of events its last
+  // one wrote: checkpoint_trace.h): each event has an index, its order among
+  // all recorded; `events` are those from `first` to `recorded` less
+  // `skipped` (increasing: slots being written when the snapshot read them).
+  uint64_t first = 0;
+  std::vector<uint64_t> skipped;
 };
 
 // The padding is the name table's: its hot members sit on cache lines of their own.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpuwatch {
 
@@ -55,6 +56,12 @@ class AtomicFile {
   // `error` set on any failure (a write's included): the path is then left
   // as it was.
   bool Commit(Durability durability, std::string* error);
+  // Set before Open: the file is written through a descriptor that reads
+  // too, and a Commit that renames it keeps a descriptor of it, which
+  // ReleaseReader hands over (-1: none): the report as written, whatever
+  // becomes of its name (a checkpoint reads its trace back: checkpoint_trace.h).
+  void KeepReader() { keep_reader_ = true; }
+  int ReleaseReader() { return std::exchange(reader_, -1); }
 
  private:
   class Guards;  // the file size signal blocked; the file in flight, for a fatal signal
@@ -64,6 +71,8 @@ class AtomicFile {
   std::string tmp_;
   std::string failed_;  // the first failure's reason
   bool in_place_ = false;
+  bool keep_reader_ = false;
+  int reader_ = -1;
 };
 
 // Writes `contents` to `path` atomically (an AtomicFile). On failure returns

@@ -496,9 +496,15 @@ void TraceEventText::Append(const ReportTraceEvent& e, std::string_view open,
   line.Flush();
 }
 
-std::string ReportModel::Dump(json doc, const TextFlush* flush, const CheckpointText* kept) const {
+std::string ReportModel::Dump(json doc, const TextFlush* flush, CheckpointText* kept) const {
+  const json given = kept != nullptr && kept->rows_taken() ? doc : json();
   ToJson(&doc, /*trace_events=*/false, /*trace_sites=*/kept == nullptr);
   TraceEventLines lines;
+  bool spliced = true;
+  if (kept != nullptr && kept->rows_taken()) {
+    kept->MarkRows(&doc);
+    lines.head = [kept, &spliced](std::string* head) { return spliced = kept->SpliceRows(head); };
+  }
   if (kept != nullptr) {
     lines.frames = kept->frames();
     lines.frame = [kept](size_t i, std::string* out) { *out += kept->frame(i); };
@@ -507,14 +513,27 @@ std::string ReportModel::Dump(json doc, const TextFlush* flush, const Checkpoint
         kept->AppendTraceSites(trace->sites, out);
       };
     }
+    if (trace.has_value() && kept->trace_lines().begun()) {
+      lines.reuse = [kept](size_t i, uint64_t at, std::string* out) {
+        return kept->trace_lines().Lines(i, at, out);
+      };
+    }
   }
+  std::string out;
   if (!trace.has_value()) {
-    return DumpReport(std::move(doc), kept != nullptr ? &lines : nullptr, flush);
+    out = DumpReport(std::move(doc), kept != nullptr ? &lines : nullptr, flush);
+  } else {
+    const TraceEventText text(*trace);
+    lines.count = trace->events.size();
+    lines.append = [this, &text](size_t i, std::string* o) { text.Append(trace->events[i], o); };
+    out = DumpReport(std::move(doc), &lines, flush);
   }
-  const TraceEventText text(*trace);
-  lines.count = trace->events.size();
-  lines.append = [this, &text](size_t i, std::string* out) { text.Append(trace->events[i], out); };
-  return DumpReport(std::move(doc), &lines, flush);
+  if (spliced) return out;
+  // Never expected (SpliceRows found its markers elsewhere): nothing was
+  // written; the report as if no row were kept.
+  ReportModel whole = *this;
+  kept->GiveRowsBack(&whole);
+  return whole.Dump(given, flush, kept);
 }
 
 }  // namespace gpuwatch

@@ -114,6 +114,7 @@ class AtomicFile::Guards {
 AtomicFile::AtomicFile() = default;
 
 AtomicFile::~AtomicFile() {
+  if (reader_ >= 0) close(reader_);
   if (fd_ >= 0) {
     close(fd_);
     if (!in_place_) unlink(tmp_.c_str());
@@ -159,7 +160,9 @@ bool AtomicFile::Open(const std::string& path, std::string* error) {
   std::snprintf(suffix, sizeof(suffix), ".tmp.%08x%08x", rd(), rd());
   tmp_ = path + suffix;
   guards_ = std::make_unique<Guards>(tmp_);
-  fd_ = AboveStdio(open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  fd_ = AboveStdio(
+      open(tmp_.c_str(),
+           (keep_reader_ ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd_ < 0) {
     *error = "cannot create a file in " + DirName(path) + ": " + std::strerror(errno);
     guards_.reset();
@@ -197,6 +200,7 @@ bool AtomicFile::Commit(Durability durability, std::string* error) {
     }
   }
   const int fd = std::exchange(fd_, -1);
+  if (keep_reader_ && failed_.empty() && !in_place_) reader_ = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   if (close(fd) != 0 && failed_.empty()) {
     failed_ = "cannot flush " + (in_place_ ? path_ : tmp_) + ": " + std::strerror(errno);
   }
@@ -207,6 +211,7 @@ bool AtomicFile::Commit(Durability durability, std::string* error) {
   if (!failed_.empty()) {
     if (!in_place_) unlink(tmp_.c_str());
     *error = failed_;
+    if (reader_ >= 0) close(std::exchange(reader_, -1));
   }
   guards_.reset();
   return failed_.empty();

@@ -364,7 +364,14 @@ std::string BuildReportJson(const TrackerSnapshot& snap, const ReportContext& co
     kept->MadeFrom(EventCountOf(snap), snap.device_peak_bytes);
     kept->UseFor(sites->serial());
     kept->AddFrames(sites->frame_table());
-    if (m.trace.has_value()) kept->AddTraceSites(m.trace->sites);
+    if (m.trace.has_value()) {
+      kept->AddTraceSites(m.trace->sites);
+      kept->trace_lines().Begin(*context.trace, *m.trace, sites->serial(),
+                                sites->recanonicalized());
+    }
+    // The rows are packed for the next checkpoint by the caller, once the
+    // report's own memory is freed (ReleaseRows).
+    kept->TakeRows(&m);
     return m.Dump(std::move(report), flush, kept);
   }
   for (const Frame* f : sites->frame_table()) m.frame_table.push_back(ReportFrameOf(*f));

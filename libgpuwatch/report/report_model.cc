@@ -65,14 +65,24 @@ json SiteJson(const ReportSite& s) {
 namespace {
 
 template <typename T>
+json SiteRow(const T& s, const std::function<void(const T&, json*)>& more) {
+  json entry = SiteJson(s);
+  PutCounts(s, T::Counts(), &entry);
+  if (more) more(s, &entry);
+  return entry;
+}
+
+template <typename T>
 json SiteListJson(const std::vector<T>& sites, const std::function<void(const T&, json*)>& more) {
   json list = json::array();
-  for (const T& s : sites) {
-    json entry = SiteJson(s);
-    PutCounts(s, T::Counts(), &entry);
-    if (more) more(s, &entry);
-    list.push_back(std::move(entry));
-  }
+  for (const T& s : sites) list.push_back(SiteRow(s, more));
+  return list;
+}
+
+template <typename T>
+json SiteListJson(const std::vector<T>& sites) {
+  json list = json::array();
+  for (const T& s : sites) list.push_back(SiteRowJson(s));
   return list;
 }
 
@@ -100,14 +110,26 @@ json MergedProcessJson(const MergedProcess& p) {
 
 }  // namespace
 
-json LeakListJson(const LeakList& l) {
-  json section;
-  PutCounts(l, LeakList::Counts(), &section);
-  section[key::kSites] = SiteListJson<LeakSite>(l.sites, [](const LeakSite& s, json* e) {
+json SiteRowJson(const LeakSite& site) {
+  return SiteRow<LeakSite>(site, [](const LeakSite& s, json* e) {
     (*e)["kinds"] = CountMapJson(s.kinds);
     if (!s.phase.empty()) (*e)["phase"] = s.phase;
     if (s.oldest_ns == kUnknownOldest) e->erase("oldest_ns");
   });
+}
+
+json SiteRowJson(const PeakSite& site) { return SiteRow<PeakSite>(site, nullptr); }
+
+json SiteRowJson(const AllocSite& site) {
+  return SiteRow<AllocSite>(site, [](const AllocSite& s, json* e) {
+    if (!s.sizes.empty()) (*e)[key::kSizes] = s.sizes;
+  });
+}
+
+json LeakListJson(const LeakList& l) {
+  json section;
+  PutCounts(l, LeakList::Counts(), &section);
+  section[key::kSites] = SiteListJson(l.sites);
   l.split.WriteTo(&section);
   return section;
 }
@@ -202,11 +224,9 @@ void ReportModel::ToJson(json* doc, bool trace_events, bool trace_sites) const {
   json peak_json;
   PutCounts(peak, ReportPeak::Counts(), &peak_json);
   peak_json["kinds"] = CountMapJson(peak.kinds);
-  peak_json[key::kSites] = SiteListJson<PeakSite>(peak.sites, nullptr);
+  peak_json[key::kSites] = SiteListJson(peak.sites);
   d[key::kPeak] = std::move(peak_json);
-  d[key::kSites] = SiteListJson<AllocSite>(sites, [](const AllocSite& s, json* e) {
-    if (!s.sizes.empty()) (*e)[key::kSizes] = s.sizes;
-  });
+  d[key::kSites] = SiteListJson(sites);
   if (growth.has_value()) {
     d[key::kGrowth] = {{"basis", growth->basis},
                        {"samples", growth->samples},

@@ -80,6 +80,8 @@ struct ReportFrame {
   uint64_t line = 0;
   std::string module;
   bool inlined = false;
+
+  bool operator==(const ReportFrame&) const = default;
 };
 
 // What every entry of a site list has.
@@ -95,6 +97,8 @@ struct ReportSite {
   std::optional<std::string> category;    // present: the report says (may be "": none)
   std::optional<std::string> suppressed;  // the rule's text
   uint64_t processes = 0;                 // merged reports: processes with the site; 0: absent
+
+  bool operator==(const ReportSite&) const = default;
 };
 
 // leaks.*.sites[]: live memory of one site.
@@ -108,6 +112,8 @@ struct LeakSite : ReportSite {
   GPUWATCH_COUNTS(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
   CountMap kinds;     // live bytes per memory kind
   std::string phase;  // the phase that allocated most of its bytes; "": none (absent)
+
+  bool operator==(const LeakSite&) const = default;
 };
 
 // peak.sites[]: device bytes of one site when the peak was reached.
@@ -116,6 +122,8 @@ struct LeakSite : ReportSite {
 // clang-format on
 struct PeakSite : ReportSite {
   GPUWATCH_COUNTS(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
+
+  bool operator==(const PeakSite&) const = default;
 };
 
 // sites[]: everything one site allocated.
@@ -134,6 +142,8 @@ inline constexpr size_t kSizeBucketCount = 12;
 struct AllocSite : ReportSite {
   GPUWATCH_COUNTS(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
   std::vector<uint64_t> sizes;
+
+  bool operator==(const AllocSite&) const = default;
 };
 
 // growth.suspects[]: a site whose live bytes keep growing.
@@ -351,9 +361,9 @@ struct ReportModel {
   // (model_trace.cc). `flush`: DumpReport's (the text streamed; the rest
   // returned). `kept`: a checkpoint's kept text (checkpoint_text.h), for
   // the frame table (whose rows it holds, the model's frame_table left
-  // empty) and the trace's sites.
+  // empty), the trace's sites and the site rows it took (TakeRows).
   std::string Dump(nlohmann::json doc, const TextFlush* flush = nullptr,
-                   const CheckpointText* kept = nullptr) const;
+                   CheckpointText* kept = nullptr) const;
 };
 
 // A leaks section as the report writes it (ReportModel::ToJson's).
@@ -371,6 +381,10 @@ nlohmann::json SiteJson(const ReportSite& site);
 ReportFrame ReportFrameOf(const Frame& frame);
 // A frame table's row as the report writes it.
 nlohmann::json FrameJson(const ReportFrame& frame);
+// One entry of the leaks', peak's and sites' lists as the report writes it.
+nlohmann::json SiteRowJson(const LeakSite& site);
+nlohmann::json SiteRowJson(const PeakSite& site);
+nlohmann::json SiteRowJson(const AllocSite& site);
 
 // Reads a report's typed sections, checking every field's type as the
 // schema states it. Fields it does not know are ignored; a missing one reads

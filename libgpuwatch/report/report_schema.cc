@@ -120,8 +120,6 @@ void LeakSplitFigures::WriteTo(json* section) const {
   s[key::kCategories] = std::move(by_category);
 }
 
-namespace {
-
 // json::dump(2) prints an array of numbers one number per line; every site's
 // `stack` is one, so they are put back on one line: `"stack": [0, 1, 2]`.
 // The pattern cannot occur inside a string, where the quotes are escaped.
@@ -148,6 +146,8 @@ std::string OneLineStacks(const std::string& text) {
   return out;
 }
 
+namespace {
+
 // json::dump, with bytes that are not UTF-8 (a path or an argument in
 // another encoding) written as U+FFFD: the default throws, which would end
 // the host program.
@@ -166,9 +166,11 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
   std::string& tail = *out;
   // Without a head, the first section opens the document.
   char separator = after_head ? ',' : '{';
-  const auto maybe_flush = [flush, &tail] {
+  uint64_t handed = 0;  // the text's bytes given to `flush`
+  const auto maybe_flush = [flush, &tail, &handed] {
     if (flush == nullptr || tail.size() < flush->chunk) return;
     flush->take(&tail);
+    handed += tail.size();  // as written (the exit report's slot widens the head)
     if (tail.capacity() <= 2 * flush->chunk) {
       tail.clear();
     } else {  // the head's buffer: given back, and one of a chunk's size made
@@ -219,15 +221,21 @@ void AppendTail(json* frame_table, json* trace, const TraceEventLines* trace_eve
   if (!sites_written) write_sites();
   tail += "\n    \"events\": [";
   const size_t count = trace_events != nullptr ? trace_events->count : events.size();
+  const bool reuse = trace_events != nullptr && trace_events->reuse;
   for (size_t i = 0; i < count; ++i) {
-    tail += i == 0 ? "\n      " : ",\n      ";
+    tail += i == 0 ? kTraceEventSeparator.substr(1) : kTraceEventSeparator;
     if (trace_events != nullptr) {
-      trace_events->append(i, &tail);
+      if (const size_t n = reuse ? trace_events->reuse(i, handed + tail.size(), &tail) : 0) {
+        i += n - 1;
+      } else {
+        trace_events->append(i, &tail);
+      }
     } else {
       tail += Text(events[i]);
     }
     maybe_flush();
   }
+  if (reuse) trace_events->reuse(count, handed + tail.size(), nullptr);
   tail += count == 0 ? "]\n  }" : "\n    ]\n  }";
 }
 
@@ -248,11 +256,15 @@ std::string DumpReport(json report, const TraceEventLines* trace_events, const T
   json* const table_part = frame_table.is_array() ? &frame_table : nullptr;
   json* const trace_part = trace.is_object() ? &trace : nullptr;
   if (table_part == nullptr && trace_part == nullptr) {
-    return report.empty() ? "{}\n" : OneLineStacks(Text(report, 2)) + "\n";
+    if (report.empty()) return "{}\n";
+    std::string text = OneLineStacks(Text(report, 2));
+    if (trace_events != nullptr && trace_events->head && !trace_events->head(&text)) return "";
+    return text + "\n";
   }
   std::string text;
   if (!report.empty()) {
     text = OneLineStacks(Text(report, 2));  // ends with "\n}"
+    if (trace_events != nullptr && trace_events->head && !trace_events->head(&text)) return "";
     text.resize(text.size() - 2);
   }
   report = json();  // the head is text now

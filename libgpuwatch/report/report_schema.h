@@ -168,7 +168,19 @@ struct TraceEventLines {
   size_t frames = 0;
   std::function<void(size_t, std::string*)> frame;
   std::function<void(std::string*)> trace_sites;
+  // Called on the head's text before anything is written (a checkpoint's
+  // kept site rows put in); false: DumpReport returns "" and writes nothing.
+  std::function<bool(std::string*)> head;
+  // When set, called before event i's text with `at`, that text's offset in
+  // the report (the head's first byte is 0), and once after the last event
+  // (i == count, `at` where its text ends): appends the text of events i to
+  // i+n-1 as the list prints them (kTraceEventSeparator between them) and
+  // returns n, or returns 0 for `append` to write event i. A checkpoint's
+  // lines of events its last one wrote (checkpoint_trace.h).
+  std::function<size_t(size_t i, uint64_t at, std::string* out)> reuse;
 };
+// What DumpReport writes between two events of the trace.
+inline constexpr std::string_view kTraceEventSeparator = ",\n      ";
 // `flush`, when given, streams the frame table and the trace as they are
 // made: whenever the text not yet handed over passes `chunk` bytes at the
 // end of a frame or an event, `take` is given it to write (the head first,
@@ -178,6 +190,10 @@ struct TextFlush {
   size_t chunk = 0;
   std::function<void(std::string*)> take;
 };
+// A site's `stack` on one line in `text` (json::dump(2)'s), as DumpReport
+// prints it.
+std::string OneLineStacks(const std::string& text);
+
 std::string DumpReport(nlohmann::json report, const TraceEventLines* trace_events = nullptr,
                        const TextFlush* flush = nullptr);
 

@@ -12,11 +12,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
 #include "libgpuwatch/record/trace.h"
 #include "libgpuwatch/report/checkpoint_text.h"
+#include "libgpuwatch/report/file.h"
 #include "libgpuwatch/report/site_groups.h"
 #include "libgpuwatch/stacks/stack_table.h"
 #include "libgpuwatch/stacks/unwind.h"
@@ -422,6 +424,9 @@ TEST(Report, ACheckpointMadeIncrementallyEqualsOneMadeFromScratch) {
     ctx.kept = text;
     std::string out = BuildReportJson(snap, ctx, resolver);
     resolver->ReleaseFrames();
+    // What MaybeCheckpoint does once the report is written: the rows made
+    // or kept are packed for the next checkpoint.
+    text->ReleaseRows();
     return out;
   };
   const std::string first = report(t.Snapshot(), trace.Snapshot(), &kept, &sites);
@@ -485,6 +490,167 @@ TEST(Report, ACheckpointMadeIncrementallyEqualsOneMadeFromScratch) {
   SiteResolver fresh_later(&ab.table, &shared);
   ctx.trace = &wrapped;
   EXPECT_EQ(ParseReport(fourth), ParseReport(BuildReportJson(later, ctx, &fresh_later)));
+
+  // A new device peak at a site the last checkpoint's peak listed: B's
+  // `peak` row (300 bytes then) is made again with its new bytes, not kept
+  // (its key holds every field the row prints but the site's location and
+  // stack), and the bytes still equal a checkpoint from scratch.
+  const auto peak_bytes = [](const std::string& text, uint32_t site) {
+    const auto doc = nlohmann::json::parse(text);
+    for (const auto& s : doc["peak"]["sites"]) {
+      if (s["site"] == site) return s["bytes"].get<uint64_t>();
+    }
+    return uint64_t{0};
+  };
+  ASSERT_EQ(peak_bytes(fourth, ab.b), 300u);
+  for (uint64_t i = 0; i < 3; ++i) alloc(0x30000 + i, ab.b);
+  const TrackerSnapshot peaked = t.Snapshot();
+  const TraceSnapshot peaked_events = trace.Snapshot();
+  const std::string fifth = report(peaked, peaked_events, &kept, &sites);
+  CheckpointText none_peaked;
+  EXPECT_EQ(fifth, report(peaked, peaked_events, &none_peaked, &sites));
+  EXPECT_EQ(peak_bytes(fifth, ab.b), 500u);
+}
+
+// A checkpoint copies the lines of the trace's events its last checkpoint
+// wrote whole (blocks of CheckpointTrace::kBlockEvents) from that file, read
+// back through the descriptor it kept (checkpoint_trace.h); the others'
+// lines are made. Its bytes equal a checkpoint of the same snapshot made
+// from scratch with the same numbering: after more events, a new site, the
+// ring wrapped, and a file truncated, written to, replaced or removed by
+// someone else (then nothing is copied).
+TEST(Report, ACheckpointReusesItsLastFilesTraceLinesAndEqualsOneFromScratch) {
+  struct Process {
+    TwoSites ab;
+    Trace trace{4 * CheckpointTrace::kBlockEvents};
+    Tracker t;
+    Process() { t.SetTrace(&trace); }
+  } p;
+  ASSERT_TRUE(p.ab.Interned());
+  uint64_t next_address = 0x100000;
+  // `n` events at `site`: an allocation and its free each two.
+  const auto churn = [&p, &next_address](uint32_t site, int n) {
+    for (int i = 0; i < n / 2; ++i) {
+      AllocEvent e;
+      e.address = next_address++;
+      e.size = 100;
+      e.stack_id = site;
+      p.t.OnAlloc(e);
+      ASSERT_TRUE(p.t.OnFree(e.address));
+    }
+  };
+  Symbolizer shared;
+  SiteResolver sites(&p.ab.table, &shared);
+  CheckpointText kept;
+  TempDir dir;
+  const std::string path = dir.path() + "/report.json";
+  // A checkpoint as MaybeCheckpoint writes it: streamed to its file in
+  // small chunks (offsets across them), the file's descriptor kept.
+  const auto checkpoint = [&](const TrackerSnapshot& snap, const TraceSnapshot& events) {
+    ReportContext ctx;
+    ctx.trigger = "checkpoint";
+    ctx.trace = &events;
+    ctx.kept = &kept;
+    AtomicFile file;
+    file.KeepReader();
+    std::string error;
+    EXPECT_TRUE(file.Open(path, &error)) << error;
+    const TextFlush flush{4096, [&file](std::string* text) { file.Write(*text); }};
+    file.Write(BuildReportJson(snap, ctx, &sites, AnalyzeReport(snap, ctx, &sites), &flush));
+    const bool ok = file.Commit(Durability::kWaitForDisk, &error);
+    EXPECT_TRUE(ok) << error;
+    kept.trace_lines().Written(ok ? file.ReleaseReader() : -1, path);
+    sites.ReleaseFrames();
+    kept.ReleaseRows();
+    return Slurp(path);
+  };
+  const auto scratch = [&](const TrackerSnapshot& snap, const TraceSnapshot& events) {
+    CheckpointText none;  // the same frame numbering (the resolver's), no text kept
+    ReportContext ctx;
+    ctx.trigger = "checkpoint";
+    ctx.trace = &events;
+    ctx.kept = &none;
+    std::string out = BuildReportJson(snap, ctx, &sites);
+    sites.ReleaseFrames();
+    return out;
+  };
+  constexpr int kBlock = static_cast<int>(CheckpointTrace::kBlockEvents);
+
+  // Two blocks and a part: nothing to reuse yet.
+  churn(p.ab.b, 2 * kBlock + 500);
+  TraceSnapshot events = p.trace.Snapshot();
+  std::string first = checkpoint(p.t.Snapshot(), events);
+  EXPECT_EQ(kept.trace_lines().reused(), 0u);
+  ASSERT_LT(events.recorded, 3u * kBlock);
+
+  // More events at a new site: blocks 0 and 1 copied, block 2 (whole now)
+  // and the rest made.
+  churn(p.ab.a, kBlock);
+  TrackerSnapshot now = p.t.Snapshot();
+  events = p.trace.Snapshot();
+  std::string second = checkpoint(now, events);
+  EXPECT_EQ(kept.trace_lines().reused(), 2u * kBlock);
+  EXPECT_EQ(second, scratch(now, events));
+  EXPECT_NE(second, first);
+
+  // The ring wrapped (4 blocks' room: block 1 partly overwritten): blocks
+  // 2, 3 and 4 whole; block 2 was whole in the last checkpoint: copied.
+  churn(p.ab.b, 2 * kBlock);
+  now = p.t.Snapshot();
+  events = p.trace.Snapshot();
+  ASSERT_GT(events.recorded, events.events.size());
+  ASSERT_LT(events.recorded, 6u * kBlock);
+  std::string third = checkpoint(now, events);
+  EXPECT_EQ(kept.trace_lines().reused(), 1u * kBlock);
+  EXPECT_EQ(third, scratch(now, events));
+
+  // Nothing new: every whole block copied.
+  p.t.OnLaunch();
+  now = p.t.Snapshot();
+  events = p.trace.Snapshot();
+  EXPECT_EQ(checkpoint(now, events), scratch(now, events));
+  EXPECT_EQ(kept.trace_lines().reused(), 3u * kBlock);
+
+  // Someone else's doing between two checkpoints: nothing copied, the same
+  // bytes as from scratch.
+  const auto after = [&](const char* what, const std::function<void()>& doing) {
+    doing();
+    churn(p.ab.b, 2);
+    now = p.t.Snapshot();
+    events = p.trace.Snapshot();
+    EXPECT_EQ(checkpoint(now, events), scratch(now, events)) << what;
+    EXPECT_EQ(kept.trace_lines().reused(), 0u) << what;
+    // And the next checkpoint copies again.
+    p.t.OnLaunch();
+    now = p.t.Snapshot();
+    events = p.trace.Snapshot();
+    EXPECT_EQ(checkpoint(now, events), scratch(now, events)) << what;
+    EXPECT_GT(kept.trace_lines().reused(), 0u) << what;
+  };
+  after("truncated", [&] { ASSERT_EQ(truncate(path.c_str(), 1000), 0); });
+  after("written to in place, its size unchanged", [&] {
+    const int fd = open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    // Garbage over the first event lines, and a later time (a write within
+    // the clock's tick of the checkpoint's own would keep its time).
+    const std::string text = Slurp(path);
+    const size_t at = text.find("\"events\": [");
+    ASSERT_NE(at, std::string::npos);
+    const std::string garbage(4 * kBlock, 'x');
+    ASSERT_EQ(pwrite(fd, garbage.data(), garbage.size(), static_cast<off_t>(at + 20)),
+              static_cast<ssize_t>(garbage.size()));
+    struct stat st {};
+    ASSERT_EQ(fstat(fd, &st), 0);
+    const timespec times[2] = {st.st_atim, {st.st_mtim.tv_sec + 1, st.st_mtim.tv_nsec}};
+    ASSERT_EQ(futimens(fd, times), 0);
+    close(fd);
+  });
+  after("replaced", [&] {
+    const std::string text = Slurp(path);
+    std::ofstream(path + ".other") << text;
+    ASSERT_EQ(rename((path + ".other").c_str(), path.c_str()), 0);
+  });
+  after("removed", [&] { ASSERT_EQ(unlink(path.c_str()), 0); });
 }
 
 // A checkpoint records the event count and device peak of the snapshot it
