@@ -1,5 +1,6 @@
 #include "libgpuwatch/report/checkpoint_trace.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,24 +40,24 @@ bool ReadAt(int fd, uint64_t at, size_t size, char* out) {
 
 }  // namespace
 
-CheckpointTrace::~CheckpointTrace() { Close(); }
+CheckpointTrace::~CheckpointTrace() = default;
 
-void CheckpointTrace::Close() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-}
-
-bool CheckpointTrace::Readable() const {
-  if (fd_ < 0) return false;
+int CheckpointTrace::OpenAsWritten() const {
+  if (!written_) return -1;
   // The file as it was written, and still the one its path names: one
   // truncated, written to or touched since, or replaced or removed, is not
-  // read (a replaced file's old bytes would still be ours, but a report
-  // that was taken away is not read back).
+  // read. Opened here, for this checkpoint's one read, not kept open from
+  // the last: between checkpoints gpuwatch holds no descriptor of the
+  // host's for it (docs/reliability.md).
+  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return -1;
   struct stat st {};
-  struct stat named {};
-  return fstat(fd_, &st) == 0 && st.st_size == size_ && MtimeNs(st) == mtime_ns_ &&
-         stat(path_.c_str(), &named) == 0 && named.st_dev == dev_ && named.st_ino == ino_ &&
-         st.st_dev == dev_ && st.st_ino == ino_;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev_ || st.st_ino != ino_ ||
+      st.st_size != size_ || MtimeNs(st) != mtime_ns_) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 void CheckpointTrace::Begin(const TraceSnapshot& snap, const ReportTrace& trace, uint64_t resolver,
@@ -89,7 +90,7 @@ void CheckpointTrace::Begin(const TraceSnapshot& snap, const ReportTrace& trace,
   // Which of them the last checkpoint wrote whole, when its lines read as
   // this checkpoint's would.
   if (kept_.empty() || resolver != resolver_ || recanonicalized != recanonicalized_ ||
-      !BeginsWith(trace.names, names_) || !BeginsWith(trace.phases, phases_) || !Readable()) {
+      !BeginsWith(trace.names, names_) || !BeginsWith(trace.phases, phases_)) {
     return;
   }
   uint64_t from = UINT64_MAX;
@@ -112,8 +113,12 @@ void CheckpointTrace::Begin(const TraceSnapshot& snap, const ReportTrace& trace,
     for (Whole& w : whole_) w.kept = nullptr;
     read_.reset();
   };
+  const int fd = OpenAsWritten();
+  if (fd < 0) return forget();
   read_ = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(to - from));
-  if (!ReadAt(fd_, from, static_cast<size_t>(to - from), read_.get())) return forget();
+  const bool read = ReadAt(fd, from, static_cast<size_t>(to - from), read_.get());
+  close(fd);
+  if (!read) return forget();
   read_at_ = from;
   for (const Whole& w : whole_) {
     if (w.kept == nullptr) continue;
@@ -152,7 +157,7 @@ size_t CheckpointTrace::Lines(size_t i, uint64_t at, std::string* out) {
 }
 
 void CheckpointTrace::Written(int fd, const std::string& path) {
-  Close();
+  written_ = false;
   kept_.clear();
   read_.reset();
   decltype(whole_)().swap(whole_);
@@ -169,7 +174,8 @@ void CheckpointTrace::Written(int fd, const std::string& path) {
     decltype(made_)().swap(made_);
     return;
   }
-  fd_ = fd;
+  close(fd);  // its identity is kept, not the descriptor: OpenAsWritten
+  written_ = true;
   path_ = path;
   dev_ = st.st_dev;
   ino_ = st.st_ino;

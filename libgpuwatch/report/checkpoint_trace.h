@@ -5,12 +5,14 @@
 // `trace.sites`), so the line an event got in the last checkpoint is its
 // line now, as long as that resolver still gives each site the same
 // canonical id and the kernel names and phase paths the lines index keep
-// their rows. No text is kept in memory: the last checkpoint's file is (a
-// descriptor of the file written, kept across its rename), with where each
-// whole block of the ring's events lies in it; the lines of the blocks both
-// checkpoints hold whole are read back with one pread and copied in by
+// their rows. No text is kept in memory: the last checkpoint's file is (its
+// path and identity: device, inode, size, modification time), with where
+// each whole block of the ring's events lies in it; the lines of the blocks
+// both checkpoints hold whole are read back with one pread and copied in by
 // offsets. A file that is not as it was written (truncated, written to, its
 // name given to another file or removed) is not read: every line is made.
+// No descriptor is kept between checkpoints: the file is opened for the
+// read and closed.
 // The bytes are those of a checkpoint made from scratch either way.
 #ifndef GPUWATCH_LIBGPUWATCH_REPORT_CHECKPOINT_TRACE_H_
 #define GPUWATCH_LIBGPUWATCH_REPORT_CHECKPOINT_TRACE_H_
@@ -46,8 +48,9 @@ class CheckpointTrace {
              uint64_t recanonicalized);
   // TraceEventLines::reuse for DumpReport.
   size_t Lines(size_t i, uint64_t at, std::string* out);
-  // The checkpoint was written to `path` (the file `fd` reads, which this
-  // now owns), or, with fd -1, was not: nothing is reused next time.
+  // The checkpoint was written to `path` (the file `fd` reads: its identity
+  // is noted and `fd` closed), or, with fd -1, was not: nothing is reused
+  // next time.
   void Written(int fd, const std::string& path);
 
   // Begin was called for the checkpoint being made.
@@ -67,11 +70,12 @@ class CheckpointTrace {
     size_t first = 0;
     const Block* kept = nullptr;  // in kept_, when its lines are reused
   };
-  bool Readable() const;
-  void Close();
+  // The last checkpoint's file opened for reading, when it is still the
+  // file as written; -1 otherwise.
+  int OpenAsWritten() const;
 
-  // The last checkpoint's file and what it holds.
-  int fd_ = -1;
+  // The last checkpoint's file (its identity) and what it holds.
+  bool written_ = false;
   std::string path_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;

@@ -59,7 +59,8 @@ class AtomicFile {
   // Set before Open: the file is written through a descriptor that reads
   // too, and a Commit that renames it keeps a descriptor of it, which
   // ReleaseReader hands over (-1: none): the report as written, whatever
-  // becomes of its name (a checkpoint reads its trace back: checkpoint_trace.h).
+  // becomes of its name (a checkpoint notes the file's identity from it, to
+  // read its trace back next time: checkpoint_trace.h).
   void KeepReader() { keep_reader_ = true; }
   int ReleaseReader() { return std::exchange(reader_, -1); }
 

@@ -199,8 +199,7 @@ TEST(Reliability, AHostAtItsMemoryLimitKeepsItsStatus) {
 // gpuwatch keeps 3 of the host's descriptors for the whole run: the two ends
 // of the one pipe its signal handlers and callbacks wake its thread through,
 // and the live view's socket (it kept 7: three pipes and the socket). Report
-// files are open only while they are written, but for the last checkpoint's
-// (read back by the next: checkpoint_trace.h), none before the first.
+// files are open only while they are written or read back.
 TEST(Reliability, GpuwatchKeepsThreeDescriptors) {
   ScopedTempDir dir;
   const auto count = [](const ProcessResult& r) {

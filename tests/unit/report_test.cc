@@ -545,7 +545,7 @@ TEST(Report, ACheckpointReusesItsLastFilesTraceLinesAndEqualsOneFromScratch) {
   TempDir dir;
   const std::string path = dir.path() + "/report.json";
   // A checkpoint as MaybeCheckpoint writes it: streamed to its file in
-  // small chunks (offsets across them), the file's descriptor kept.
+  // small chunks (offsets across them), the file's identity noted.
   const auto checkpoint = [&](const TrackerSnapshot& snap, const TraceSnapshot& events) {
     ReportContext ctx;
     ctx.trigger = "checkpoint";
@@ -559,7 +559,13 @@ TEST(Report, ACheckpointReusesItsLastFilesTraceLinesAndEqualsOneFromScratch) {
     file.Write(BuildReportJson(snap, ctx, &sites, AnalyzeReport(snap, ctx, &sites), &flush));
     const bool ok = file.Commit(Durability::kWaitForDisk, &error);
     EXPECT_TRUE(ok) << error;
-    kept.trace_lines().Written(ok ? file.ReleaseReader() : -1, path);
+    const int reader = ok ? file.ReleaseReader() : -1;
+    kept.trace_lines().Written(reader, path);
+    // No descriptor of the host's held until the next checkpoint: it opens
+    // the file again (and reads it only if it is still the file written).
+    if (reader >= 0) {
+      EXPECT_EQ(fcntl(reader, F_GETFD), -1) << "descriptor kept open";
+    }
     sites.ReleaseFrames();
     kept.ReleaseRows();
     return Slurp(path);
