@@ -64,12 +64,8 @@ std::span<const Frame* const> SiteResolver::FrameRefsOf(uint32_t stack_id) {
       // The user's allocation helpers are not the site: their callers are
       // (TrimTop: never the last frame).
       if (alloc_fns_ != nullptr && !alloc_fns_->empty()) {
-        size_t n = 0;
-        while (begin + n + 1 < refs_.size() && alloc_fns_->Matches(refs_[begin + n]->function)) {
-          ++n;
-        }
-        refs_.erase(refs_.begin() + static_cast<std::ptrdiff_t>(begin),
-                    refs_.begin() + static_cast<std::ptrdiff_t>(begin + n));
+        TrimTopRefs(&refs_, begin,
+                    [this](const Frame& f) { return alloc_fns_->Matches(f.function); });
       }
     }
   }

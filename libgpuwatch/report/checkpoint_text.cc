@@ -1,7 +1,5 @@
 #include "libgpuwatch/report/checkpoint_text.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -11,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "libgpuwatch/base/arena.h"
 #include "libgpuwatch/report/report_model.h"
 #include "libgpuwatch/report/report_schema.h"
 
@@ -303,15 +302,12 @@ void CheckpointText::ReleaseRows() {
 
 CheckpointText::PackedRows::Block::Block(size_t size) {
   if (size == 0) return;
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  data_ = static_cast<char*>(p);
+  data_ = static_cast<char*>(MapZeroed(size));
+  if (data_ == nullptr) throw std::bad_alloc();
   size_ = size;
 }
 
-CheckpointText::PackedRows::Block::~Block() {
-  if (data_ != nullptr) munmap(data_, size_);
-}
+CheckpointText::PackedRows::Block::~Block() { Unmap(data_, size_); }
 
 CheckpointText::PackedRows::Block::Block(Block&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
@@ -319,7 +315,7 @@ CheckpointText::PackedRows::Block::Block(Block&& other) noexcept
 CheckpointText::PackedRows::Block& CheckpointText::PackedRows::Block::operator=(
     Block&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) munmap(data_, size_);
+    Unmap(data_, size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }

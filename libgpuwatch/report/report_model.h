@@ -80,8 +80,6 @@ struct ReportFrame {
   uint64_t line = 0;
   std::string module;
   bool inlined = false;
-
-  bool operator==(const ReportFrame&) const = default;
 };
 
 // What every entry of a site list has.
@@ -97,8 +95,6 @@ struct ReportSite {
   std::optional<std::string> category;    // present: the report says (may be "": none)
   std::optional<std::string> suppressed;  // the rule's text
   uint64_t processes = 0;                 // merged reports: processes with the site; 0: absent
-
-  bool operator==(const ReportSite&) const = default;
 };
 
 // leaks.*.sites[]: live memory of one site.
@@ -112,8 +108,6 @@ struct LeakSite : ReportSite {
   GPUWATCH_COUNTS(LeakSite, GPUWATCH_LEAK_SITE_COUNTS)
   CountMap kinds;     // live bytes per memory kind
   std::string phase;  // the phase that allocated most of its bytes; "": none (absent)
-
-  bool operator==(const LeakSite&) const = default;
 };
 
 // peak.sites[]: device bytes of one site when the peak was reached.
@@ -122,8 +116,6 @@ struct LeakSite : ReportSite {
 // clang-format on
 struct PeakSite : ReportSite {
   GPUWATCH_COUNTS(PeakSite, GPUWATCH_PEAK_SITE_COUNTS)
-
-  bool operator==(const PeakSite&) const = default;
 };
 
 // sites[]: everything one site allocated.
@@ -142,8 +134,6 @@ inline constexpr size_t kSizeBucketCount = 12;
 struct AllocSite : ReportSite {
   GPUWATCH_COUNTS(AllocSite, GPUWATCH_ALLOC_SITE_COUNTS)
   std::vector<uint64_t> sizes;
-
-  bool operator==(const AllocSite&) const = default;
 };
 
 // growth.suspects[]: a site whose live bytes keep growing.

@@ -187,12 +187,17 @@ bool SymbolizeNativeStackInPlace(Symbolizer* symbolizer, std::span<const uintptr
   for (const uintptr_t pc : pcs) {
     for (const Frame& f : symbolizer->SymbolizeAll(pc)) out->push_back(&f);
   }
-  // TrimTop(IsToolFrame): never the last frame.
-  size_t n = 0;
-  while (begin + n + 1 < out->size() && IsToolFrame(*(*out)[begin + n])) ++n;
-  out->erase(out->begin() + static_cast<std::ptrdiff_t>(begin),
-             out->begin() + static_cast<std::ptrdiff_t>(begin + n));
+  TrimTopRefs(out, begin, IsToolFrame);
   return true;
+}
+
+size_t TrimTopRefs(std::vector<const Frame*>* refs, size_t begin,
+                   const std::function<bool(const Frame&)>& drop) {
+  size_t n = 0;
+  while (begin + n + 1 < refs->size() && drop(*(*refs)[begin + n])) ++n;
+  refs->erase(refs->begin() + static_cast<std::ptrdiff_t>(begin),
+              refs->begin() + static_cast<std::ptrdiff_t>(begin + n));
+  return n;
 }
 
 namespace {

@@ -27,6 +27,7 @@
 #define GPUWATCH_LIBGPUWATCH_SYMBOLIZE_MIXED_STACK_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,11 @@ void SymbolizeMixedStack(Symbolizer* symbolizer, const PyFrameTable* python_fram
 // makes frames of its own (SymbolizeMixedStack).
 bool SymbolizeNativeStackInPlace(Symbolizer* symbolizer, std::span<const uintptr_t> pcs,
                                  std::vector<const Frame*>* out);
+// TrimTop over the pointers of one stack, those from `begin` on: drops them
+// from the front while `drop` is true, never the last. Returns the number
+// dropped.
+size_t TrimTopRefs(std::vector<const Frame*>* refs, size_t begin,
+                   const std::function<bool(const Frame&)>& drop);
 
 // The frame that names an allocation site (its `location`): the first frame
 // with a file and line, except that when that frame is a Python frame, the
